@@ -1,0 +1,1 @@
+"""The ``cuebench`` command: one subcommand group per package."""

@@ -1,0 +1,5 @@
+import sys
+
+from cuebench.cli import main
+
+sys.exit(main())

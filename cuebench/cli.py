@@ -1,0 +1,54 @@
+"""``cuebench``: one subcommand group per package, each registered by that package's ``cli`` module.
+
+Every ``cli`` module exposes ``register(subparsers)`` and imports heavy libraries
+(torch, PsychoPy, Flask) only inside its handlers, so ``cuebench --help`` and the
+analysis/stimuli commands work without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+from stimuli import __version__
+from stimuli.errors import CuebenchError
+
+COMMAND_MODULES = (
+    "stimuli.cli",
+    "model_eval.cli",
+    "experiment_server.cli",
+    "human_tasks.cli",
+    "analysis.cli",
+    "cuebench.demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cuebench",
+        description="Cue-reliance experiments for people and ImageNet models, on the same trials.")
+    parser.add_argument("--version", action="version", version=f"cuebench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CuebenchError as err:
+        print(f"cuebench {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"cuebench {args.command}: interrupted; everything committed so far is kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The Flask experiment server: sessions, assignment, per-trial storage, admin and export."""

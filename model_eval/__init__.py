@@ -1,0 +1,1 @@
+"""Models as observers: loading, preprocessing, decision rules and batched evaluation."""

@@ -1,0 +1,94 @@
+"""``cuebench stimuli build|metrics`` and ``cuebench export``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub) -> None:
+    from .designs import DESIGNS, available_modules
+
+    stim = sub.add_parser("stimuli", help="build experiments and measure suppression quality")
+    stim_sub = stim.add_subparsers(dest="stimuli_command", metavar="ACTION", required=True)
+
+    build = stim_sub.add_parser(
+        "build", help="build an experiment directory (experiment.json + stimuli/)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Build an experiment: content-addressed PNG stimuli with provenance and every trial, "
+                    "deterministic by seed. Re-running into the same folder skips stimuli that exist.")
+    build.add_argument("--design", required=True, choices=list(DESIGNS), help="what kind of experiment")
+    build.add_argument("--images", default="default",
+                       help="'default' (bundled public-domain photos), a folder with one sub-folder per class, "
+                            "a flat folder with --labels, or the folder a design imports")
+    build.add_argument("--labels", default=None, help="labels CSV (columns image,category) for a flat folder")
+    build.add_argument("--out", required=True, type=Path, help="experiment directory to write")
+    build.add_argument("--name", default=None, help="experiment name (default: the folder's name)")
+    build.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+    build.add_argument("--on-error", choices=("skip", "fail"), default="fail",
+                       help="what to do with a corrupt or unreadable source image")
+    build.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    for module in available_modules():
+        module.add_arguments(build)
+    build.set_defaults(func=run_build)
+
+    metrics = stim_sub.add_parser(
+        "metrics", help="suppression-quality table (Burgert et al. 2025, Table 2 layout)",
+        description="LV, HFE, ESSIM, GC and the Texture/Shape aggregates of each transformation, averaged over "
+                    "the images (grayscale, window 11; ratios to the original capped at 1).")
+    metrics.add_argument("--images", default="default", help="'default' or an image folder")
+    metrics.add_argument("--labels", default=None, help="labels CSV for a flat folder")
+    metrics.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
+    metrics.add_argument("--seed", type=int, default=0)
+    metrics.set_defaults(func=run_metrics)
+
+    export = sub.add_parser("export", help="export an experiment's responses")
+    export.add_argument("expdir", type=Path, help="experiment directory")
+    export.add_argument("--format", choices=("csv", "parquet", "mvh"), default="csv",
+                        help="csv/parquet: the common schema; mvh: model-vs-human raw CSVs, one per observer "
+                             "and session (--out is then a folder)")
+    export.add_argument("--out", type=Path, required=True)
+    export.set_defaults(func=run_export)
+
+
+def run_build(args) -> int:
+    from .designs import design_module
+    from .expdir import ExperimentDir
+
+    expdir = ExperimentDir(args.out)
+    experiment = design_module(args.design).build(args, expdir)
+    roles = {}
+    for t in experiment.trials:
+        roles[t.role] = roles.get(t.role, 0) + 1
+    groups = len(experiment.assignment.groups) if experiment.assignment else 0
+    print(f"{expdir.experiment_file}: {len(experiment.trials)} trials "
+          f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), {len(experiment.stimuli)} stimuli, "
+          f"{groups} participant group(s)")
+    return 0
+
+
+def load_images(spec: str, labels: str | None) -> list:
+    from .sources import fit_to_stimulus, resolve_images
+
+    return [fit_to_stimulus(src.read()) for src in resolve_images(spec, labels)]
+
+
+def run_metrics(args) -> int:
+    from .metrics_table import format_table, metrics_table
+
+    table = metrics_table(load_images(args.images, args.labels), seed=args.seed)
+    print(format_table(table))
+    if args.out:
+        from .expdir import atomic_write
+
+        atomic_write(args.out, table.to_csv(index=False).encode("utf-8"))
+        print(f"wrote {args.out}")
+    return 0
+
+
+def run_export(args) -> int:
+    from .export import export
+
+    for path in export(args.expdir, args.format, args.out):
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,149 @@
+"""Importers of published stimulus sets, so their experiments can be re-run with people
+and models unchanged.
+
+``cue-conflict-import``: Geirhos et al. (2019) texture-shape cue-conflict images in their
+layout ``<shape>/<shape>N-<texture>M.png`` -> 16-class ``classify`` trials with
+``category`` = shape and ``texture_category`` = texture; the images whose shape and
+texture classes agree are flagged (``params.same_class``), as the shape-bias analysis
+leaves them out.
+
+``dist-import``: a DiST release (Wen et al. 2024) with ``original/``, ``set1/``,
+``set2/`` (and optionally ``labels.csv``) -> ``oddity`` trials of three images whose
+correct answer is the original, with the original's position balanced over 1-3.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import re
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..build import BuildError, finish
+from ..design import everyone_plan
+from ..labels import IMAGENET16, IMAGENET16_NAME
+from ..schema import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from ..sources import IMAGE_SUFFIXES, CorruptImageError, SourceError, decode_image
+from .common import build_provenance
+
+CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
+POSITIONS = LabelSet("positions", ("1", "2", "3"), display_order="given", not_clear=False)
+
+
+def add_arguments(parser) -> None:
+    """The importers take only the common options (--images, --on-error, --seed)."""
+
+
+def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: list[str]):
+    try:
+        pixels = decode_image(path)
+    except CorruptImageError as err:
+        if on_error == "fail":
+            raise CorruptImageError(f"{err} (use --on-error skip to leave it out)") from None
+        failed.append(f"{path.name}: {err}")
+        return None
+    return expdir.write_stimulus_bytes(path.read_bytes(), path.suffix, pixels, provenance)
+
+
+def build(args, expdir) -> Experiment:
+    if args.design == "cue-conflict-import":
+        return build_cue_conflict(args, expdir)
+    return build_dist(args, expdir)
+
+
+def build_cue_conflict(args, expdir) -> Experiment:
+    root = Path(args.images)
+    if not root.is_dir():
+        raise SourceError(f"cue-conflict folder {root} does not exist")
+    files = sorted(f for d in sorted(root.iterdir()) if d.is_dir() for f in d.iterdir()
+                   if f.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise SourceError(f"{root} holds no <shape>/<shape>N-<texture>M.png images")
+    label_set = LabelSet(IMAGENET16_NAME, IMAGENET16)
+    stimuli, trials, failed = {}, [], []
+    for path in tqdm(files, desc="cue-conflict", unit="img"):
+        match = CUE_CONFLICT_NAME.match(path.stem)
+        if not match or match["shape"] != path.parent.name:
+            raise SourceError(f"{path}: name does not follow <shape>/<shape>N-<texture>M.png")
+        shape, texture = match["shape"], match["texture"]
+        for cls in (shape, texture):
+            if cls not in IMAGENET16:
+                raise SourceError(f"{path}: class {cls!r} is not one of the 16 ImageNet entry-level classes")
+        prov = {"source_image": path.stem, "source_origin": f"{path.parent.name}/{path.name}",
+                "transform": "cue-conflict (Geirhos et al. 2019)", "params": {}, "seed": None}
+        stim = _import_file(expdir, path, prov, args.on_error, failed)
+        if stim is None:
+            continue
+        stimuli[stim.id] = stim
+        trials.append(Trial(
+            trial_id=f"cue-conflict--{path.stem}", trial_type="classify", role="test", stimuli=(stim.id,),
+            choices=tuple(label_set.displayed()), correct=shape, condition="cue-conflict",
+            params={"same_class": shape == texture}, source_image=path.stem, category=shape,
+            texture_category=texture, timing=CLASSIFY_TIMING,
+        ))
+    return _finish(args, expdir, "cue-conflict-import", label_set, stimuli, trials, failed,
+                   Schedule(break_every=100, attention_every=None, catch_every=None))
+
+
+def _dist_labels(root: Path) -> dict[str, str]:
+    labels = root / "labels.csv"
+    if not labels.is_file():
+        return {}
+    with labels.open(newline="", encoding="utf-8") as fh:
+        return {row["image"]: row.get("imagenet_name") or None for row in csv.DictReader(fh)}
+
+
+def build_dist(args, expdir) -> Experiment:
+    root = Path(args.images)
+    folders = [root / name for name in ("original", "set1", "set2")]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise SourceError(f"a DiST release needs original/, set1/ and set2/; missing: {', '.join(missing)}")
+    originals = sorted(f for f in folders[0].iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+    if not originals:
+        raise SourceError(f"{folders[0]} holds no images")
+    names = _dist_labels(root)
+    rng = random.Random(args.seed)
+    positions = [i % 3 for i in range(len(originals))]
+    rng.shuffle(positions)
+    stimuli, trials, failed = {}, [], []
+    for orig, position in tqdm(list(zip(originals, positions)), desc="dist triplets", unit="triplet"):
+        paths = [orig] + [folder / orig.name for folder in folders[1:]]
+        absent = [str(p) for p in paths if not p.is_file()]
+        if absent:
+            raise SourceError(f"triplet {orig.stem} is incomplete: {', '.join(absent)} missing")
+        made = []
+        for path, version in zip(paths, ("original", "set1", "set2")):
+            prov = {"source_image": orig.stem, "source_origin": f"{version}/{path.name}",
+                    "transform": "original" if version == "original" else "texture synthesis (DiST release)",
+                    "params": {"version": version}, "seed": None}
+            made.append(_import_file(expdir, path, prov, args.on_error, failed))
+        if any(m is None for m in made):
+            continue
+        for stim in made:
+            stimuli[stim.id] = stim
+        order = [made[1], made[2]]
+        order.insert(position, made[0])
+        trials.append(Trial(
+            trial_id=f"dist--{orig.stem}", trial_type="oddity", role="test", stimuli=tuple(s.id for s in order),
+            choices=POSITIONS.labels, correct=str(position + 1), condition="dist", params={},
+            source_image=orig.stem, category=names.get(orig.stem), timing=ODDITY_TIMING,
+        ))
+    return _finish(args, expdir, "dist-import", POSITIONS, stimuli, trials, failed,
+                   Schedule(break_every=100, catch_every=10, attention_every=None))
+
+
+def _finish(args, expdir, design, label_set, stimuli, trials, failed, schedule) -> Experiment:
+    if not trials:
+        raise BuildError(f"no trials imported from {args.images}")
+    if failed:
+        print(f"skipped {len(failed)} unreadable images: " + "; ".join(failed))
+    experiment = Experiment(
+        name=args.name or expdir.root.name, design=design, label_set=label_set, stimuli=stimuli, trials=trials,
+        schedule=schedule, assignment=everyone_plan(trials),
+        provenance={**build_provenance(args, design), "skipped_images": failed},
+    )
+    finish(expdir, experiment)
+    return experiment

@@ -1,0 +1,105 @@
+"""Export the response table: the common schema (CSV/Parquet) and model-vs-human raw CSVs.
+
+The model-vs-human raw format (Geirhos et al.; one file per observer and session,
+``subj,session,trial,rt,object_response,category,condition,imagename``, rt in seconds,
+``na`` for no answer) lets existing analysis code read cuebench data unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+from .errors import CuebenchError
+from .expdir import ExperimentDir, atomic_write
+from .responses import COLUMNS, ResponseStore
+
+MVH_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
+
+
+class ExportError(CuebenchError):
+    """Nothing to export, or an unknown format."""
+
+
+def _rows(expdir: ExperimentDir) -> list[dict]:
+    if not expdir.responses_file.exists():
+        raise ExportError(f"{expdir.root} has no responses yet ({expdir.responses_file.name} is missing)")
+    with ResponseStore(expdir.responses_file) as store:
+        return store.rows()
+
+
+def export_csv(expdir: ExperimentDir, out: str | Path) -> Path:
+    """The common schema, one row per observer per trial, JSON columns as JSON text."""
+    import json
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in _rows(expdir):
+        writer.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+    out = Path(out)
+    atomic_write(out, buf.getvalue().encode("utf-8"))
+    return out
+
+
+def export_parquet(expdir: ExperimentDir, out: str | Path) -> Path:
+    with ResponseStore(expdir.responses_file) as store:
+        frame = store.dataframe()
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    frame.to_parquet(tmp, index=False)
+    tmp.replace(out)
+    return out
+
+
+def _slug(text) -> str:
+    return re.sub(r"[\s_/]+", "-", str(text))
+
+
+def mvh_imagename(row: dict) -> str:
+    """``NNNN_<kind>_<condition>_<level>_<category>_<source>.png``: the texture class of a
+    cue-conflict image stays the last ``-``-separated token, as model-vs-human parses it."""
+    level = "" if row.get("level") is None else row["level"]
+    prefix = [f"{int(row['trial_index']) + 1:04d}", row["observer_kind"], row.get("condition") or "", level,
+              row.get("category") or "na"]
+    source = str(row.get("source_image") or row["trial_id"]).replace("/", "-")
+    return "_".join(_slug(p) for p in prefix) + f"_{source}.png"
+
+
+def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...] = ("test",)) -> list[Path]:
+    """One ``<experiment>_<observer>_session_<n>.csv`` per observer and session."""
+    rows = [r for r in _rows(expdir) if r["role"] in roles]
+    if not rows:
+        raise ExportError(f"{expdir.root} has no responses to {', '.join(roles)} trials")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["observer"], row["session"]), []).append(row)
+    out_dir = Path(out_dir)
+    written = []
+    for (observer, session), items in sorted(groups.items()):
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(MVH_COLUMNS)
+        for row in sorted(items, key=lambda r: r["trial_index"]):
+            rt = "NaN" if row.get("rt_ms") is None else f"{row['rt_ms'] / 1000:.4f}"
+            condition = row.get("level") if row.get("level") is not None else row.get("condition")
+            writer.writerow([observer, session, int(row["trial_index"]) + 1, rt, row.get("response") or "na",
+                             row.get("category") or "na", condition, mvh_imagename(row)])
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", observer)
+        path = out_dir / f"{row['experiment']}_{safe}_session_{session}.csv"
+        atomic_write(path, buf.getvalue().encode("utf-8"))
+        written.append(path)
+    return written
+
+
+def export(expdir: str | Path, fmt: str, out: str | Path) -> list[Path]:
+    expdir = ExperimentDir(expdir)
+    if fmt == "csv":
+        return [export_csv(expdir, out)]
+    if fmt == "parquet":
+        return [export_parquet(expdir, out)]
+    if fmt == "mvh":
+        return export_mvh(expdir, out)
+    raise ExportError(f"unknown export format {fmt!r}; use csv, parquet or mvh")

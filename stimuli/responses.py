@@ -1,0 +1,289 @@
+"""The response table: one row per observer per trial, for humans and models alike.
+
+This module is the only definition of the response schema (DESIGN.md, "Response
+schema"). The web server, the PsychoPy runner and model evaluation all write through
+``ResponseStore``; analysis and export read through it. Storage is SQLite in WAL mode
+with ``synchronous=FULL``: a committed answer survives a crash or power loss. A row is
+keyed by (experiment, observer, session, trial_index): writing the same row twice is a
+no-op, writing a different answer to a stored key is refused, so nothing collected is
+ever overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlite_utils
+
+from .errors import CuebenchError
+
+TABLE = "responses"
+KEY = ("experiment", "observer", "session", "trial_index")
+OBSERVER_KINDS = ("human", "model")
+
+# name -> (SQLite type, description). JSON columns hold dicts (phase -> ms etc.).
+COLUMNS: dict[str, tuple[type, str]] = {
+    "experiment": (str, "experiment name"),
+    "observer": (str, "participant code or model id"),
+    "observer_kind": (str, "'human' or 'model'"),
+    "session": (str, "session label"),
+    "trial_index": (int, "0-based position in the order shown"),
+    "trial_id": (str, "stable trial id from experiment.json"),
+    "role": (str, "test, practice, catch or attention"),
+    "trial_type": (str, "classify or oddity"),
+    "condition": (str, "e.g. patch_shuffle"),
+    "level": (int, "position on the condition's parameter grid"),
+    "params": (str, "JSON: the condition's parameters"),
+    "category": (str, "true (shape) class"),
+    "texture_category": (str, "texture class for cue-conflict trials"),
+    "source_image": (str, "source image name"),
+    "imagename": (str, "file name of the (first) stimulus shown"),
+    "response": (str, "label, 1-based position, 'not clear', or empty on timeout"),
+    "correct_answer": (str, "the answer scored as correct"),
+    "correct": (int, "1/0, empty when not scorable"),
+    "rt_ms": (float, "response time in ms from response-screen onset (humans)"),
+    "timed_out": (int, "1 if no answer within the response window"),
+    "timing_planned": (str, "JSON: planned phase durations in ms"),
+    "timing_measured": (str, "JSON: measured phase durations in ms"),
+    "frames": (str, "JSON: frames each phase lasted"),
+    "dropped_frames": (int, "frames longer than 1.2x the refresh period during stimulus phases"),
+    "refresh_hz": (float, "measured refresh rate"),
+    "device": (str, "JSON: browser/screen/OS (humans) or model/device/rule (models)"),
+    "decision_rule": (str, "model decision rule, e.g. 16class-mean"),
+    "model_outputs": (str, "JSON: per-choice probabilities or feature distances (models)"),
+    "events": (str, "JSON: blur/visibility/fullscreen-exit events during the trial"),
+    "group": (int, "assignment group"),
+    "created_at": (str, "UTC ISO time the row was stored"),
+    "excluded": (int, "1 if excluded at collection time"),
+    "exclusion_reason": (str, "why"),
+}
+JSON_COLUMNS = ("params", "timing_planned", "timing_measured", "frames", "device", "model_outputs", "events")
+REQUIRED = ("experiment", "observer", "observer_kind", "session", "trial_index", "trial_id", "role")
+
+
+class ResponseError(CuebenchError, ValueError):
+    """A response row is malformed; the message names the field."""
+
+
+class ResponseConflict(ResponseError):
+    """A different answer is already stored under the same key; the stored one is kept."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    stored: bool  # False when an identical row was already there (duplicate submission)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def normalise(row: dict[str, Any]) -> dict[str, Any]:
+    """Validate a row and convert it to storable values (JSON columns as text)."""
+    unknown = sorted(set(row) - set(COLUMNS))
+    if unknown:
+        raise ResponseError(f"unknown response field {unknown[0]!r}")
+    for name in REQUIRED:
+        if row.get(name) is None or row.get(name) == "":
+            raise ResponseError(f"response field {name!r} is missing")
+    if row["observer_kind"] not in OBSERVER_KINDS:
+        raise ResponseError(f"observer_kind must be one of {OBSERVER_KINDS}, got {row['observer_kind']!r}")
+    out: dict[str, Any] = {}
+    for name, (kind, _) in COLUMNS.items():
+        value = row.get(name)
+        if value is None:
+            out[name] = None
+        elif name in JSON_COLUMNS:
+            out[name] = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=_json_default)
+        elif kind is int:
+            out[name] = int(value)
+        elif kind is float:
+            f = float(value)
+            out[name] = None if math.isnan(f) else f
+        else:
+            out[name] = str(value)
+    out["session"] = str(out["session"])
+    if out["created_at"] is None:
+        out["created_at"] = utc_now()
+    if out["excluded"] is None:
+        out["excluded"] = 0
+    return out
+
+
+def _json_default(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+_COMPARED = tuple(c for c in COLUMNS if c not in ("created_at",))
+
+
+class ResponseStore:
+    """The experiment's responses.sqlite: durable, idempotent, append-only per key."""
+
+    def __init__(self, path: str | Path, timeout: float = 30.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        conn = sqlite3.connect(str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        self.db = sqlite_utils.Database(conn)
+        self._ensure_schema()
+
+    def _ensure_schema(self) -> None:
+        table = self.db[TABLE]
+        if not table.exists():
+            table.create({name: kind for name, (kind, _) in COLUMNS.items()})
+            table.create_index(list(KEY), unique=True, if_not_exists=True)
+            table.create_index(["experiment", "observer", "trial_id"], if_not_exists=True)
+        else:
+            missing = {n: k for n, (k, _) in COLUMNS.items() if n not in table.columns_dict}
+            if missing:
+                for name, kind in missing.items():
+                    table.add_column(name, kind)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.db.conn
+
+    def write(self, row: dict[str, Any]) -> WriteResult:
+        """Store one answer, committed before returning. Identical resubmission: ``stored=False``."""
+        return self.write_many([row])[0]
+
+    def write_many(self, rows: Iterable[dict[str, Any]]) -> list[WriteResult]:
+        """Store answers in one transaction (all or none), each with the idempotency rule of ``write``."""
+        clean = [normalise(r) for r in rows]
+        results = []
+        cols = list(COLUMNS)
+        placeholders = ",".join("?" for _ in cols)
+        quoted = ",".join(f'"{c}"' for c in cols)
+        with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for row in clean:
+                    existing = self._get(row)
+                    if existing is not None:
+                        diffs = [c for c in _COMPARED if not _same(existing.get(c), row.get(c))]
+                        if diffs:
+                            raise ResponseConflict(
+                                f"trial {row['trial_index']} of {row['observer']} session {row['session']} is already "
+                                f"stored with a different {diffs[0]!r} ({existing.get(diffs[0])!r} vs {row.get(diffs[0])!r}); "
+                                "the stored answer is kept")
+                        results.append(WriteResult(stored=False))
+                        continue
+                    conn.execute(f'INSERT INTO "{TABLE}" ({quoted}) VALUES ({placeholders})', [row[c] for c in cols])
+                    results.append(WriteResult(stored=True))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return results
+
+    def _get(self, row: dict) -> dict | None:
+        cur = self.conn.execute(
+            f'SELECT * FROM "{TABLE}" WHERE experiment=? AND observer=? AND session=? AND trial_index=?',
+            [row[k] for k in KEY])
+        found = cur.fetchone()
+        if found is None:
+            return None
+        return dict(zip([d[0] for d in cur.description], found))
+
+    def answered_indices(self, experiment: str, observer: str, session: str) -> set[int]:
+        cur = self.conn.execute(
+            f'SELECT trial_index FROM "{TABLE}" WHERE experiment=? AND observer=? AND session=?',
+            [experiment, observer, str(session)])
+        return {r[0] for r in cur.fetchall()}
+
+    def answered_trial_ids(self, experiment: str, observer: str) -> set[str]:
+        cur = self.conn.execute(f'SELECT trial_id FROM "{TABLE}" WHERE experiment=? AND observer=?', [experiment, observer])
+        return {r[0] for r in cur.fetchall()}
+
+    def rows(self, where: str | None = None, params: Iterable | None = None) -> list[dict]:
+        """All rows (JSON columns decoded), in storage order."""
+        return [decode_row(r) for r in self.db[TABLE].rows_where(where, list(params or []), order_by="rowid")]
+
+    def count(self) -> int:
+        return self.db[TABLE].count
+
+    def dataframe(self):
+        """The table as a pandas DataFrame with the schema's columns (JSON columns kept as text)."""
+        import pandas as pd
+
+        quoted = ",".join(f'"{c}"' for c in COLUMNS)
+        return pd.read_sql_query(f'SELECT {quoted} FROM "{TABLE}" ORDER BY rowid', self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def decode_row(row: dict) -> dict:
+    out = dict(row)
+    for name in JSON_COLUMNS:
+        if isinstance(out.get(name), str):
+            out[name] = json.loads(out[name])
+    return out
+
+
+def score(trial, response: str | None) -> int | None:
+    """1 if the answer is the trial's correct one, 0 if not (a timeout or "not clear" is
+    wrong), None when the trial has no correct answer."""
+    if trial.correct is None:
+        return None
+    return int(response == trial.correct)
+
+
+def trial_row(experiment, trial, *, observer: str, observer_kind: str, session: str | int, trial_index: int,
+              response: str | None, **fields) -> dict:
+    """A response row carrying the trial's metadata, so analysis never needs experiment.json.
+
+    Runners add what they measured (``rt_ms``, ``timing_measured``, ``frames`` ...) as
+    keyword fields; scoring is the same for every observer."""
+    stim = experiment.stimuli.get(trial.stimuli[0])
+    row = {
+        "experiment": experiment.name,
+        "observer": observer,
+        "observer_kind": observer_kind,
+        "session": str(session),
+        "trial_index": trial_index,
+        "trial_id": trial.trial_id,
+        "role": trial.role,
+        "trial_type": trial.trial_type,
+        "condition": trial.condition,
+        "level": trial.level,
+        "params": trial.params,
+        "category": trial.category,
+        "texture_category": trial.texture_category,
+        "source_image": trial.source_image,
+        "imagename": stim.path.rsplit("/", 1)[-1] if stim else None,
+        "response": response if response is not None else "",
+        "correct_answer": trial.correct,
+        "correct": score(trial, response),
+        "timing_planned": {k: v for k, v in vars(trial.timing).items()},
+    }
+    row.update(fields)
+    return row

@@ -1,0 +1,187 @@
+"""Image sources: where the photos that stimuli are made from come from.
+
+Three kinds: ``default`` (scikit-image's and scikit-learn's bundled photos, so every
+command works offline with no data of the user's), a folder with one sub-folder per
+class, and a flat folder plus a labels CSV (columns ``image,category``). Every image is
+decoded with Pillow and converted to RGB uint8; a corrupt file raises
+``CorruptImageError`` naming it.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from .errors import CuebenchError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+STIMULUS_SIZE = 224
+
+
+class CorruptImageError(CuebenchError):
+    """An image file cannot be decoded."""
+
+
+class SourceError(CuebenchError):
+    """An image source specification is wrong (missing folder, bad labels file)."""
+
+
+@dataclass(frozen=True)
+class SourceImage:
+    """One source photo: a stable name, its class, and how to read its pixels."""
+
+    name: str
+    category: str | None
+    origin: str  # file path or "skimage:chelsea" etc.; recorded in provenance
+    reader: Callable[[], np.ndarray] = field(compare=False, repr=False)
+    imagenet_index: int | None = None
+
+    def read(self) -> np.ndarray:
+        return self.reader()
+
+
+def decode_image(path: str | Path) -> np.ndarray:
+    """Decode an image file to an RGB uint8 array, or raise CorruptImageError naming the file."""
+    path = Path(path)
+    try:
+        with Image.open(path) as im:
+            im.load()
+            return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise CorruptImageError(f"cannot decode image {path}: {err}") from None
+
+
+def _to_rgb(array: np.ndarray) -> np.ndarray:
+    array = np.asarray(array)
+    if array.ndim == 2:
+        array = np.stack([array] * 3, axis=-1)
+    return np.ascontiguousarray(array[..., :3].astype(np.uint8))
+
+
+# name -> (loader, category, ImageNet-1k index of the true class). Licences: scikit-image's
+# photos are CC0 / public domain; scikit-learn's china.jpg and flower.jpg are CC BY 2.0.
+def _skimage(name: str) -> Callable[[], np.ndarray]:
+    def read() -> np.ndarray:
+        from skimage import data
+
+        image = getattr(data, name)()
+        if isinstance(image, tuple):  # stereo_motorcycle returns (left, right, disparity)
+            image = image[0]
+        return _to_rgb(image)
+
+    return read
+
+
+def _sklearn(name: str) -> Callable[[], np.ndarray]:
+    def read() -> np.ndarray:
+        from sklearn.datasets import load_sample_image
+
+        return _to_rgb(load_sample_image(name))
+
+    return read
+
+
+DEFAULT_IMAGES: dict[str, tuple[Callable[[], np.ndarray], str, int]] = {
+    "chelsea": (_skimage("chelsea"), "cat", 281),  # tabby cat
+    "coffee": (_skimage("coffee"), "coffee", 967),  # espresso
+    "rocket": (_skimage("rocket"), "rocket", 812),  # space shuttle (launch vehicle on its pad)
+    "motorcycle": (_skimage("stereo_motorcycle"), "motorcycle", 670),  # motor scooter
+    "astronaut": (_skimage("astronaut"), "astronaut", 834),  # suit (the person's class in ImageNet)
+    "camera": (_skimage("camera"), "camera", 872),  # tripod (photographer with camera on tripod)
+    "china": (_sklearn("china.jpg"), "temple", 698),  # palace
+    "flower": (_sklearn("flower.jpg"), "flower", 985),  # daisy
+}
+"""The embedded default set. ``category`` is the demo's answer label; the index is the
+ImageNet class that best names the photo's main object."""
+
+DEFAULT_LABEL_INDICES: dict[str, list[int]] = {
+    "cat": [281, 282, 283, 284, 285],
+    "coffee": [967, 968, 504],
+    "rocket": [812, 657, 744],
+    "motorcycle": [670, 665],
+    "astronaut": [834, 457, 399],
+    "camera": [872, 759, 732],
+    "temple": [698, 663, 832, 668],
+    "flower": [985, 738, 883],
+}
+"""Demo label -> ImageNet indices a model's 8-way decision aggregates over."""
+
+
+def default_images() -> list[SourceImage]:
+    return [SourceImage(name=name, category=cat, origin=f"builtin:{name}", reader=reader, imagenet_index=idx)
+            for name, (reader, cat, idx) in DEFAULT_IMAGES.items()]
+
+
+def _file_reader(path: Path) -> Callable[[], np.ndarray]:
+    return lambda: decode_image(path)
+
+
+def folder_images(root: str | Path, labels_csv: str | Path | None = None) -> list[SourceImage]:
+    """Images of a folder: one sub-folder per class, or flat with a labels CSV (image,category)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise SourceError(f"image folder {root} does not exist")
+    if labels_csv is not None:
+        return _flat_with_labels(root, Path(labels_csv))
+    subdirs = sorted(p for p in root.iterdir() if p.is_dir())
+    images: list[SourceImage] = []
+    if subdirs:
+        for sub in subdirs:
+            for f in sorted(sub.iterdir()):
+                if f.suffix.lower() in IMAGE_SUFFIXES:
+                    images.append(SourceImage(f"{sub.name}/{f.stem}", sub.name, str(f), _file_reader(f)))
+    else:
+        for f in sorted(root.iterdir()):
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                images.append(SourceImage(f.stem, None, str(f), _file_reader(f)))
+    if not images:
+        raise SourceError(f"no images ({', '.join(IMAGE_SUFFIXES)}) found in {root}")
+    return images
+
+
+def _flat_with_labels(root: Path, labels_csv: Path) -> list[SourceImage]:
+    try:
+        with labels_csv.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or "image" not in reader.fieldnames or "category" not in reader.fieldnames:
+                raise SourceError(f"{labels_csv}: needs columns 'image' and 'category', has {reader.fieldnames}")
+            rows = list(reader)
+    except FileNotFoundError:
+        raise SourceError(f"labels file {labels_csv} does not exist") from None
+    images = []
+    for n, row in enumerate(rows, start=2):
+        f = root / row["image"]
+        if not f.suffix:
+            matches = [m for m in root.glob(row["image"] + ".*") if m.suffix.lower() in IMAGE_SUFFIXES]
+            f = matches[0] if matches else f
+        if not f.is_file():
+            raise SourceError(f"{labels_csv} line {n}: image {row['image']!r} not found in {root}")
+        index = row.get("imagenet_index")
+        images.append(SourceImage(f.stem, row["category"] or None, str(f), _file_reader(f),
+                                  int(index) if index not in (None, "") else None))
+    return images
+
+
+def resolve_images(spec: str, labels_csv: str | None = None) -> list[SourceImage]:
+    """``default`` or a folder path (with an optional labels CSV)."""
+    if spec == "default":
+        return default_images()
+    return folder_images(spec, labels_csv)
+
+
+def fit_to_stimulus(image: np.ndarray, size: int = STIMULUS_SIZE) -> np.ndarray:
+    """The one resize policy: scale the short side to ``size`` (Pillow bicubic, antialiased),
+    then centre-crop to size x size, as ImageNet evaluation does (Burgert et al.: 224 x 224)."""
+    h, w = image.shape[:2]
+    if (h, w) == (size, size):
+        return image
+    scale = size / min(h, w)
+    new_w, new_h = max(size, round(w * scale)), max(size, round(h * scale))
+    resized = np.asarray(Image.fromarray(image).resize((new_w, new_h), Image.Resampling.BICUBIC, reducing_gap=None))
+    top, left = (new_h - size) // 2, (new_w - size) // 2
+    return np.ascontiguousarray(resized[top:top + size, left:left + size])
