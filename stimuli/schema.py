@@ -152,9 +152,13 @@ class Trial:
     source_image: str | None = None
     category: str | None = None
     texture_category: str | None = None
-    timing: Timing = CLASSIFY_TIMING
+    timing: Timing | None = None
     instruction: str | None = None
     mask_seed: int | None = None
+
+    def __post_init__(self):
+        if self.timing is None:
+            object.__setattr__(self, "timing", ODDITY_TIMING if self.trial_type == "oddity" else CLASSIFY_TIMING)
 
     @property
     def scored(self) -> bool:
@@ -183,14 +187,13 @@ class Trial:
         choices = _require(data, "choices", list, path)
         if not choices or not all(isinstance(c, str) for c in choices):
             raise SchemaError(f"{path}.choices", "must be a non-empty list of strings")
+        if trial_type == "oddity" and choices != [str(i + 1) for i in range(len(stim))]:
+            raise SchemaError(f"{path}.choices", f"an oddity trial's choices are the positions 1..{len(stim)}")
         correct = _require(data, "correct", str, path, optional=True)
         if correct is not None and correct not in choices:
             raise SchemaError(f"{path}.correct", f"{correct!r} is not one of the choices")
-        if trial_type == "oddity" and choices != [str(i + 1) for i in range(len(stim))]:
-            raise SchemaError(f"{path}.choices", f"an oddity trial's choices are the positions 1..{len(stim)}")
         level = _require(data, "level", int, path, optional=True)
-        timing = Timing.from_dict(data["timing"], f"{path}.timing") if data.get("timing") is not None else (
-            ODDITY_TIMING if trial_type == "oddity" else CLASSIFY_TIMING)
+        timing = Timing.from_dict(data["timing"], f"{path}.timing") if data.get("timing") is not None else None
         return cls(
             trial_id=_require(data, "trial_id", str, path),
             trial_type=trial_type,

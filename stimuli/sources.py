@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -63,27 +64,27 @@ def _to_rgb(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array[..., :3].astype(np.uint8))
 
 
-# name -> (loader, category, ImageNet-1k index of the true class). Licences: scikit-image's
-# photos are CC0 / public domain; scikit-learn's china.jpg and flower.jpg are CC BY 2.0.
+def _read_skimage(name: str) -> np.ndarray:
+    from skimage import data
+
+    image = getattr(data, name)()
+    if isinstance(image, tuple):  # stereo_motorcycle returns (left, right, disparity)
+        image = image[0]
+    return _to_rgb(image)
+
+
+def _read_sklearn(name: str) -> np.ndarray:
+    from sklearn.datasets import load_sample_image
+
+    return _to_rgb(load_sample_image(name))
+
+
 def _skimage(name: str) -> Callable[[], np.ndarray]:
-    def read() -> np.ndarray:
-        from skimage import data
-
-        image = getattr(data, name)()
-        if isinstance(image, tuple):  # stereo_motorcycle returns (left, right, disparity)
-            image = image[0]
-        return _to_rgb(image)
-
-    return read
+    return partial(_read_skimage, name)
 
 
 def _sklearn(name: str) -> Callable[[], np.ndarray]:
-    def read() -> np.ndarray:
-        from sklearn.datasets import load_sample_image
-
-        return _to_rgb(load_sample_image(name))
-
-    return read
+    return partial(_read_sklearn, name)
 
 
 DEFAULT_IMAGES: dict[str, tuple[Callable[[], np.ndarray], str, int]] = {
@@ -96,8 +97,9 @@ DEFAULT_IMAGES: dict[str, tuple[Callable[[], np.ndarray], str, int]] = {
     "china": (_sklearn("china.jpg"), "temple", 698),  # palace
     "flower": (_sklearn("flower.jpg"), "flower", 985),  # daisy
 }
-"""The embedded default set. ``category`` is the demo's answer label; the index is the
-ImageNet class that best names the photo's main object."""
+"""The embedded default set: name -> (reader, category, ImageNet-1k index of the class that
+best names the photo's main object). scikit-image's photos are CC0 / public domain;
+scikit-learn's china.jpg and flower.jpg are CC BY 2.0."""
 
 DEFAULT_LABEL_INDICES: dict[str, list[int]] = {
     "cat": [281, 282, 283, 284, 285],
@@ -118,7 +120,7 @@ def default_images() -> list[SourceImage]:
 
 
 def _file_reader(path: Path) -> Callable[[], np.ndarray]:
-    return lambda: decode_image(path)
+    return partial(decode_image, path)
 
 
 def folder_images(root: str | Path, labels_csv: str | Path | None = None) -> list[SourceImage]:

@@ -137,11 +137,15 @@ def _median_blur(image, params, rng):
 
 
 def _nonlocal_means(image, params, rng):
-    """Non-local means (Buades et al. 2005), OpenCV's coloured variant with h_colour = h.
-    OpenCV's colour version expects BGR (it denoises in L*a*b*), hence the channel flips."""
+    """Non-local means (Buades et al. 2005). A gray image (three equal channels, as in the
+    quality metrics of appendix A) is denoised as gray; a colour one with OpenCV's coloured
+    variant, h_colour = h, which expects BGR (it denoises in L*a*b*), hence the channel flips."""
+    windows = (params["template_window"], params["search_window"])
+    if np.array_equal(image[..., 0], image[..., 1]) and np.array_equal(image[..., 0], image[..., 2]):
+        gray = cv2.fastNlMeansDenoising(np.ascontiguousarray(image[..., 0]), None, params["h"], *windows)
+        return np.repeat(gray[..., None], 3, axis=2)
     bgr = np.ascontiguousarray(image[..., ::-1])
-    out = cv2.fastNlMeansDenoisingColored(bgr, None, params["h"], params["h"],
-                                          params["template_window"], params["search_window"])
+    out = cv2.fastNlMeansDenoisingColored(bgr, None, params["h"], params["h"], *windows)
     return np.ascontiguousarray(out[..., ::-1])
 
 

@@ -19,8 +19,6 @@ from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label
 
 DEFAULT_CONDITIONS = ("patch_shuffle", "patch_rotation", "bilateral", "gaussian_blur", "grayscale",
                       "channel_shuffle", "grid_overlay")
-HUMAN_STUDY = (("patch_shuffle", {"grid": 3}), ("patch_shuffle", {"grid": 6}), ("bilateral", None), ("grayscale", None))
-"""Burgert et al. 2025, Sec. 4.2; ``None`` means the condition's own human-study setting."""
 SUPPRESS_FN = "stimuli.suppression:suppress"
 
 
@@ -33,39 +31,29 @@ def add_arguments(parser) -> None:
                        help="every level of each condition's parameter grid, or the human-study settings")
 
 
-def joint_grid(first, second) -> tuple[dict, ...]:
-    """Joint suppression (Burgert et al., appendix: two cues at once): level k pairs the
-    settings at the same relative strength on both grids."""
-    n = max(len(first.grid), len(second.grid))
-    pick = lambda grid, k: grid[round(k * (len(grid) - 1) / (n - 1))] if n > 1 else grid[0]
-    return tuple({first.name: pick(first.grid, k), second.name: pick(second.grid, k)} for k in range(n))
-
-
 def arms(conditions: list[str], grid: str) -> list[tuple[str, int | None, dict]]:
-    """(condition, level, params) for every suppressed version of one image."""
-    from ..suppression import CONDITIONS
+    """(condition, level, params) for every suppressed version of one image; ``level`` is
+    the setting's index on its condition's grid."""
+    from ..suppression import HUMAN_STUDY, get_condition
 
-    def known(name: str):
-        if name not in CONDITIONS:
-            raise BuildError(f"unknown suppression condition {name!r}; known: {', '.join(sorted(CONDITIONS))}")
-        return CONDITIONS[name]
-
-    out = []
     if grid == "human":
-        for name, params in HUMAN_STUDY:
-            cond = known(name)
-            params = params if params is not None else cond.human_params
-            level = cond.grid.index(params) if params in cond.grid else None
-            out.append((name, level, params))
+        out = []
+        for _, name, params in HUMAN_STUDY:
+            if name == "original":
+                continue
+            cond_grid = get_condition(name).grid
+            out.append((name, cond_grid.index(params) if params in cond_grid else None, params))
         return out
-    for name in conditions:
-        if "+" in name:
-            first, second = (known(part) for part in name.split("+", 1))
-            levels = joint_grid(first, second)
-        else:
-            levels = known(name).grid
-        out.extend((name, level, params) for level, params in enumerate(levels))
-    return out
+    return [(name, level, params) for name in conditions
+            for level, params in enumerate(get_condition(name).grid)]
+
+
+def _seed(seed: int, source: str, condition: str, params: dict) -> int:
+    """Stochastic conditions get a per-stimulus seed; deterministic ones seed 0, so their
+    stimuli (and content addresses) do not change with ``--seed``."""
+    from ..suppression import get_condition
+
+    return stimulus_seed(seed, source, condition, params) if get_condition(condition).stochastic else 0
 
 
 def trial_id(source: str, condition: str, level: int | None) -> str:
@@ -81,8 +69,7 @@ def build(args, expdir) -> Experiment:
     jobs = []
     for src in sources:
         tasks = [Task("original", {}, None)]
-        tasks += [Task(cond, params, stimulus_seed(args.seed, src.name, cond, params), SUPPRESS_FN)
-                  for cond, _, params in plan]
+        tasks += [Task(cond, params, _seed(args.seed, src.name, cond, params), SUPPRESS_FN) for cond, _, params in plan]
         jobs.append(SourceJob(src, tasks))
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian/Ubuntu machine: installs what it needs, then runs pytest
+# under a virtual display (PsychoPy windows). Extra arguments go to pytest, e.g. -m "not slow".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh --with-test-tools
+export MPLBACKEND=Agg
+exec xvfb-run -a -s "-screen 0 1280x1024x24" .venv/bin/python -m pytest "$@"

@@ -1,0 +1,127 @@
+"""The suppression builder on real photos: determinism, provenance, skip-existing, bad input."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cuebench.cli import main
+from stimuli.expdir import ExperimentDir
+from stimuli.responses import ResponseStore, trial_row
+from stimuli.sources import decode_image, folder_images
+
+CONDITIONS = "patch_shuffle,bilateral,grayscale,channel_shuffle"
+
+
+def build(out: Path, *extra: str) -> int:
+    return main(["stimuli", "build", "--design", "suppression", "--out", str(out), "--workers", "2",
+                 "--conditions", CONDITIONS, *extra])
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((root / "stimuli").glob("*.png"))}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("a") / "exp"
+    assert build(out, "--seed", "7") == 0
+    return out
+
+
+def test_same_seed_gives_identical_files_and_another_seed_other_files(built, tmp_path):
+    assert build(tmp_path / "b", "--seed", "7") == 0
+    assert digests(built) == digests(tmp_path / "b")
+    assert (built / "experiment.json").read_bytes() != b""
+    assert build(tmp_path / "c", "--seed", "8") == 0
+    a, c = ExperimentDir(built).load(), ExperimentDir(tmp_path / "c").load()
+    shuffled = lambda exp: {s.id for s in exp.stimuli.values() if s.transform in ("patch_shuffle", "channel_shuffle")}
+    deterministic = lambda exp: {s.id for s in exp.stimuli.values() if s.transform in ("bilateral", "grayscale")}
+    assert shuffled(a).isdisjoint(shuffled(c))
+    assert deterministic(a) == deterministic(c)
+
+
+def test_every_stimulus_records_its_provenance(built):
+    exp = ExperimentDir(built).load()
+    assert len(exp.trials) == 8 * (1 + 15 + 6 + 5 + 1) + 1
+    for stim in exp.stimuli.values():
+        path = built / stim.path
+        with Image.open(path) as im:
+            assert im.size == (224, 224) and im.format == "PNG"
+            prov = json.loads(im.text["cuebench"])
+        assert prov["transform"] == stim.transform and prov["params"] == stim.params and prov["seed"] == stim.seed
+        assert stim.source_image and stim.software_version
+    assert exp.provenance["design"] == "suppression" and exp.provenance["options"]["seed"] == 7
+    trial = exp.trial("chelsea--patch_shuffle--4")
+    assert trial.params == {"grid": 6} and trial.level == 4 and trial.category == "cat"
+    assert len(exp.assignment.groups) == 28
+
+
+def test_rerun_skips_what_exists(built, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    victim = sorted((copy / "stimuli").glob("*.png"))[0]
+    victim.unlink()
+    before = {p: p.stat().st_mtime_ns for p in (copy / "stimuli").glob("*.png")}
+    assert build(copy, "--seed", "7") == 0
+    assert victim.exists()
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items())
+
+
+def test_human_grid_rotates_five_conditions(tmp_path):
+    assert main(["stimuli", "build", "--design", "suppression", "--grid", "human", "--out", str(tmp_path)]) == 0
+    exp = ExperimentDir(tmp_path).load()
+    assert exp.assignment.arms == ("bilateral@4", "grayscale@4", "original", "patch_shuffle@1", "patch_shuffle@4")
+    assert len(exp.assignment.groups) == 5
+
+
+def test_corrupt_image_is_named_and_skipped_or_fatal(tmp_path, photos, capsys):
+    src = tmp_path / "src"
+    for name in ("cat", "flower"):
+        (src / name).mkdir(parents=True)
+    Image.fromarray(photos["chelsea"]).save(src / "cat" / "chelsea.png")
+    Image.fromarray(photos["flower"]).save(src / "flower" / "flower.jpg")
+    (src / "cat" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    assert main(["stimuli", "build", "--design", "suppression", "--images", str(src), "--out", str(tmp_path / "x"),
+                 "--conditions", "grayscale", "--workers", "1"]) == 2
+    assert "broken.png" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "experiment.json").exists()
+    assert main(["stimuli", "build", "--design", "suppression", "--images", str(src), "--out", str(tmp_path / "y"),
+                 "--conditions", "grayscale", "--on-error", "skip"]) == 0
+    exp = ExperimentDir(tmp_path / "y").load()
+    assert {t.source_image for t in exp.trials if t.role == "test"} == {"cat/chelsea", "flower/flower"}
+    assert "broken" in exp.provenance["skipped_images"][0]
+
+
+def test_unknown_condition_and_missing_folder_are_clear_errors(tmp_path, capsys):
+    assert main(["stimuli", "build", "--design", "suppression", "--conditions", "blurr",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "unknown suppression condition 'blurr'" in capsys.readouterr().err
+    assert main(["stimuli", "build", "--design", "suppression", "--images", str(tmp_path / "nope"),
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_rebuild_that_would_change_trials_with_responses_is_refused(built, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    exp = ExperimentDir(copy).load()
+    with ResponseStore(ExperimentDir(copy).responses_file) as store:
+        store.write(trial_row(exp, exp.trials[0], observer="p1", observer_kind="human", session=1, trial_index=0,
+                              response="cat"))
+    assert build(copy, "--seed", "9") == 2
+    assert "already holds 1 responses" in capsys.readouterr().err
+    assert ExperimentDir(copy).load().to_dict() == exp.to_dict()
+
+
+def test_flat_folder_with_labels_csv(tmp_path, photos):
+    for name in ("chelsea", "coffee"):
+        Image.fromarray(photos[name]).save(tmp_path / f"{name}.png")
+    (tmp_path / "labels.csv").write_text("image,category\nchelsea.png,cat\ncoffee,coffee\n")
+    images = folder_images(tmp_path, tmp_path / "labels.csv")
+    assert [(i.name, i.category) for i in images] == [("chelsea", "cat"), ("coffee", "coffee")]
+    assert np.array_equal(images[0].read(), decode_image(tmp_path / "chelsea.png"))

@@ -1,0 +1,76 @@
+"""The response store: durable, idempotent, never overwrites a collected answer."""
+
+import sqlite3
+import threading
+
+import pytest
+
+from stimuli.responses import COLUMNS, ResponseConflict, ResponseError, ResponseStore
+
+
+def row(i=0, response="cat", **extra):
+    base = dict(experiment="e", observer="p1", observer_kind="human", session="1", trial_index=i,
+                trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
+                timing_measured={"stimulus": 200.1})
+    base.update(extra)
+    return base
+
+
+def test_write_is_idempotent_and_refuses_a_different_answer(tmp_path):
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        assert store.write(row()).stored
+        assert not store.write(row()).stored
+        with pytest.raises(ResponseConflict, match="already stored with a different 'response'"):
+            store.write(row(response="dog"))
+        assert store.count() == 1
+        assert store.rows()[0]["response"] == "cat"
+        assert store.rows()[0]["timing_measured"] == {"stimulus": 200.1}
+
+
+def test_a_batch_is_all_or_nothing(tmp_path):
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write(row(0))
+        with pytest.raises(ResponseConflict):
+            store.write_many([row(1), row(0, response="dog")])
+        assert store.answered_indices("e", "p1", "1") == {0}
+
+
+def test_store_is_wal_with_full_sync_and_survives_reopen(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with ResponseStore(path) as store:
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        store.write(row(3))
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT trial_index, rt_ms FROM responses").fetchall() == [(3, 512.5)]
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"observer_kind": "robot"}, "observer_kind"),
+    ({"trial_id": None}, "'trial_id' is missing"),
+    ({"colour": "red"}, "unknown response field 'colour'"),
+])
+def test_malformed_rows_are_refused(tmp_path, bad, words):
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        with pytest.raises(ResponseError, match=words):
+            store.write(row(**bad))
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "r.sqlite"
+    ResponseStore(path).close()
+
+    def writer(observer):
+        with ResponseStore(path) as store:
+            for i in range(40):
+                store.write(row(i, observer=observer))
+                store.write(row(i, observer=observer))
+
+    threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with ResponseStore(path) as store:
+        assert store.count() == 200
+        assert list(store.dataframe().columns) == list(COLUMNS)
