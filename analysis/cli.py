@@ -1,0 +1,148 @@
+"""``cuebench report`` (the HTML report and every number as CSV/JSON) and ``cuebench analyze`` (tables in the terminal)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# --metric name -> (analysis step that computes it, table name in analysis.report.Analysis.tables, what it needs)
+METRICS = {
+    "accuracy": ("accuracy", "accuracy", "scored trials"),
+    "group-accuracy": ("accuracy", "group_accuracy", "scored trials"),
+    "relative-accuracy": ("accuracy", "relative_accuracy", "'original' and suppression trials"),
+    "reliance": ("accuracy", "group_relative_accuracy", "'original' and suppression trials"),
+    "shape-bias": ("shape_bias", "shape_bias", "cue-conflict trials (texture_category != category)"),
+    "shape-bias-category": ("shape_bias", "shape_bias_by_category", "cue-conflict trials"),
+    "cue-decomposition": ("cue_decomposition", "cue_decomposition", "original, shape_cue and texture_cue trials"),
+    "oddity": ("oddity", "oddity", "oddity trials"),
+    "error-consistency": ("consistency", "error_consistency", "two observers"),
+    "noise-ceiling": ("ceilings", "noise_ceilings", "two observers of a kind"),
+    "model-ceiling": ("ceilings", "model_vs_human_ceiling", "humans and models"),
+    "ttests": ("ttests", "ttests", "humans and models"),
+    "friedman": ("ranks", "friedman_ranks", "two methods and two blocks"),
+    "nemenyi": ("ranks", "nemenyi_p", "two methods and two blocks"),
+    "correlations": ("observers", "rank_correlations", "three models"),
+    "observers": ("observers", "observer_summary", "scored trials"),
+    "exclusions": ("accuracy", "exclusion_summary", "responses"),
+}
+MAIN_TABLES = ("exclusion_summary", "group_accuracy", "group_relative_accuracy", "shape_bias", "cue_decomposition",
+               "oddity", "noise_ceilings", "ttests", "friedman_ranks")
+SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
+
+
+def _analysis_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-attention-failures", type=int, default=0,
+                        help="a participant failing more attention checks than this is excluded entirely")
+    parser.add_argument("--not-clear", choices=("error", "exclude"), default="error",
+                        help="score a 'not clear' answer as an error (Burgert et al.) or leave it out")
+    parser.add_argument("--timeouts", choices=("exclude", "error"), default="exclude",
+                        help="leave trials without an answer out, or score them wrong")
+    parser.add_argument("--max-dropped-frames", type=int, default=None,
+                        help="exclude trials with more dropped frames than this (default: keep all)")
+    parser.add_argument("--n-choices", type=int, default=None,
+                        help="answer choices C for chance correction (default: the experiment's label count, "
+                             "else the number of categories)")
+    parser.add_argument("--model-set", default=None,
+                        help="comma-separated models whose mean Q_S, Q_T define s, t of S_cd (default: all models)")
+    parser.add_argument("--pairing", choices=("item", "group"), default="item",
+                        help="t-test pairing unit: per image x condition trial, or per participant group")
+    parser.add_argument("--correction", default="holm", help="multiple-comparison correction (pingouin.multicomp)")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstraps and split halves")
+
+
+def register(sub) -> None:
+    report = sub.add_parser(
+        "report", help="HTML report with plots, tables and every number as CSV/JSON",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Analyse an experiment directory, a response file (CSV/Parquet/SQLite) or a folder of "
+                    "model-vs-human raw CSVs and write report.html (self-contained), tables/*.csv, results.json "
+                    "and provenance.json. A folder with a study.json is reported as a factor study.")
+    report.add_argument("source", type=Path, help="experiment directory, response file or folder of raw CSVs")
+    report.add_argument("--compare", nargs="+", type=Path, default=[], metavar="OTHER",
+                        help="more sources whose observers are analysed alongside (e.g. another model's responses)")
+    report.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: the experiment's reports/, else ./report)")
+    report.add_argument("--reference", choices=("burgert2025", "none"), default="burgert2025",
+                        help="published human values drawn as a labelled reference")
+    _analysis_options(report)
+    report.set_defaults(func=run_report)
+
+    analyze = sub.add_parser(
+        "analyze", help="print the main analysis tables, or one metric",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Quick look at responses in the terminal. --metric shape-bias prints "
+                    "observer,shape_bias,n_shape,n_texture.")
+    analyze.add_argument("sources", nargs="+", type=Path, help="experiment directories, response files, raw CSV folders")
+    analyze.add_argument("--metric", choices=sorted(METRICS), default=None, help="print only this table")
+    analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
+                         help="Spearman rank correlation of two per-observer metric columns over the models "
+                              "(columns of --metric observers, e.g. S_cd shape_bias)")
+    analyze.add_argument("--out", type=Path, default=None, help="also write the table as CSV (needs --metric)")
+    _analysis_options(analyze)
+    analyze.set_defaults(func=run_analyze)
+
+
+def options_from(args):
+    from .exclusions import ExclusionOptions
+    from .report import AnalysisOptions
+
+    return AnalysisOptions(
+        exclusions=ExclusionOptions(max_attention_failures=args.max_attention_failures, timeouts=args.timeouts,
+                                    not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames),
+        n_choices=args.n_choices, model_set=args.model_set.split(",") if args.model_set else None,
+        pairing=args.pairing, correction=args.correction, n_boot=args.n_boot, seed=args.seed)
+
+
+def run_report(args) -> int:
+    from .report import write_report
+
+    path = write_report([args.source], args.out, compare=args.compare or None,
+                        reference=None if args.reference == "none" else args.reference, options=options_from(args))
+    print(f"report: {path}")
+    return 0
+
+
+def run_analyze(args) -> int:
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from stimuli.expdir import atomic_write
+
+    from .comparison import rank_correlation
+    from .report import ReportError, analyze, load_for_report, n_choices_of
+
+    if args.out and not (args.metric or args.correlate):
+        raise ReportError("--out writes one table: give --metric NAME (or --correlate X Y)")
+    options = options_from(args)
+    df = load_for_report(args.sources)
+    if options.n_choices is None:
+        options = replace(options, n_choices=n_choices_of(args.sources, df))
+    only = {"observers"} if args.correlate else ({METRICS[args.metric][0]} if args.metric else None)
+    result = analyze(df, options, only=only)
+    if args.correlate:
+        summary = result.tables["observer_summary"]
+        models = summary[summary["observer_kind"] == "model"]
+        table = pd.DataFrame([rank_correlation(models, *args.correlate)])
+    elif args.metric:
+        _, name, needs = METRICS[args.metric]
+        if name not in result.tables:
+            raise ReportError(f"metric {args.metric!r} needs {needs}; these responses have none")
+        table = result.tables[name]
+        if args.metric == "shape-bias":
+            table = table[SHAPE_BIAS_COLUMNS]
+    else:
+        with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
+            for name in MAIN_TABLES:
+                if name in result.tables and len(result.tables[name]):
+                    print(f"\n== {name}\n{result.tables[name].to_string(index=False)}")
+            for note in result.notes:
+                print(f"note: {note}")
+        return 0
+    with pd.option_context("display.width", 160, "display.max_columns", 30, "display.precision", 3):
+        print(table.to_string(index=False))
+    if args.out:
+        atomic_write(args.out, table.to_csv(index=False).encode("utf-8"))
+        print(f"written: {args.out}")
+    return 0

@@ -1,0 +1,141 @@
+"""Which answers enter the metrics, and why the others do not.
+
+Every removed row is kept in an exclusion log with its reason, so the report can say
+exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024, App.):
+
+- a participant who fails more than ``max_attention_failures`` attention checks is
+  excluded entirely (Burgert: "only if the attention test was correctly passed ...");
+- catch, attention and practice trials never enter accuracy (catch trials are reported
+  on their own, :attr:`Cleaned.catch`);
+- rows excluded at collection time (refresh-rate check, browser check) keep their reason;
+- trials during which the page lost visibility or focus, or with more dropped frames than
+  ``max_dropped_frames``, are excluded (browser/refresh failures);
+- timeouts are excluded (``timeouts="exclude"``) or scored wrong (``"error"``);
+- "not clear" is an error (Burgert's protocol) unless ``not_clear="exclude"``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from stimuli.errors import CuebenchError
+from stimuli.schema import NOT_CLEAR
+
+LOG_COLUMNS = ["observer", "observer_kind", "experiment", "trial_id", "role", "reason"]
+PAGE_EVENTS = ("blur", "hidden", "visibilitychange", "fullscreen_exit", "fullscreenchange")
+
+
+class ExclusionOptionError(CuebenchError, ValueError):
+    """An exclusion option has a value outside its allowed set."""
+
+
+@dataclass(frozen=True)
+class ExclusionOptions:
+    max_attention_failures: int = 0
+    timeouts: str = "exclude"
+    not_clear: str = "error"
+    max_dropped_frames: int | None = None
+    page_events: bool = True
+
+    def __post_init__(self):
+        for name, allowed in (("timeouts", ("exclude", "error")), ("not_clear", ("exclude", "error"))):
+            if getattr(self, name) not in allowed:
+                raise ExclusionOptionError(f"exclusion option {name!r} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.max_attention_failures < 0:
+            raise ExclusionOptionError(f"max_attention_failures must be >= 0, got {self.max_attention_failures}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Cleaned:
+    """``scored``: test trials that count; ``catch``: catch trials of kept observers; ``log``: one row per excluded answer."""
+
+    scored: pd.DataFrame
+    catch: pd.DataFrame
+    log: pd.DataFrame
+    excluded_observers: pd.DataFrame
+
+    def summary(self) -> pd.DataFrame:
+        """Count of excluded rows per reason and observer kind."""
+        if self.log.empty:
+            return pd.DataFrame(columns=["reason", "observer_kind", "rows", "observers"])
+        return (self.log.groupby(["reason", "observer_kind"], as_index=False)
+                .agg(rows=("trial_id", "size"), observers=("observer", "nunique")))
+
+
+def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) -> Cleaned:
+    """Split responses into scored test trials, catch trials and a log of what was excluded and why."""
+    options = options or ExclusionOptions()
+    df = df.copy()
+    reasons = pd.Series(pd.NA, index=df.index, dtype="string")
+
+    def mark(mask, reason):
+        mask = mask.fillna(False).astype(bool) & reasons.isna()
+        reasons[mask] = reason if isinstance(reason, str) else reason[mask]
+
+    failed_observers = attention_failures(df, options.max_attention_failures)
+    failed = df["observer"].isin(failed_observers.index)
+    mark(failed, df["observer"].map(
+        lambda o: f"participant failed {failed_observers.get(o, 0)} attention check(s) "
+                  f"(allowed {options.max_attention_failures})"))
+    mark(df["excluded"] == 1, "collection: " + df["exclusion_reason"].fillna("excluded when collected"))
+    if options.page_events:
+        mark(df["events"].map(left_page), "left the page or window during the trial")
+    if options.max_dropped_frames is not None:
+        mark(df["dropped_frames"] > options.max_dropped_frames,
+             f"more than {options.max_dropped_frames} dropped frame(s)")
+    timed_out = (df["timed_out"] == 1) | ((df["response"] == "") & df["correct"].notna())
+    if options.timeouts == "exclude":
+        mark(timed_out, "timeout (no answer)")
+    if options.not_clear == "exclude":
+        mark(df["response"] == NOT_CLEAR, "answered 'not clear' (configured as excluded)")
+
+    unscored_role = ~df["role"].isin(["test", "catch"])
+    mark(unscored_role, "role '" + df["role"] + "' is never scored")
+    mark(df["correct"].isna() & (df["role"] == "test"), "no correct answer to score against")
+
+    keep = reasons.isna()
+    scored = df[keep & (df["role"] == "test")].copy()
+    scored["correct"] = scored["correct"].astype(int)
+    catch = df[keep & (df["role"] == "catch")].copy()
+    log = df.loc[~keep, LOG_COLUMNS[:-1]].assign(reason=reasons[~keep]).reset_index(drop=True)
+    everything = df.groupby("observer")["trial_id"].size()
+    left = scored.groupby("observer")["trial_id"].size().reindex(everything.index, fill_value=0)
+    gone = left[left == 0].index
+    excluded_observers = pd.DataFrame({
+        "observer": list(gone),
+        "reason": [_main_reason(log, o) for o in gone],
+    })
+    return Cleaned(scored=scored.reset_index(drop=True), catch=catch.reset_index(drop=True), log=log,
+                   excluded_observers=excluded_observers)
+
+
+def attention_failures(df: pd.DataFrame, allowed: int) -> pd.Series:
+    """Observers with more than ``allowed`` wrong attention-trial answers, and their count."""
+    att = df[(df["role"] == "attention") & (df["observer_kind"] == "human")]
+    wrong = att.assign(wrong=att["correct"].fillna(0) == 0).groupby("observer")["wrong"].sum()
+    return wrong[wrong > allowed].astype(int)
+
+
+def left_page(events) -> bool:
+    """True when a trial's event list records a blur, hidden page or fullscreen exit."""
+    if events is None or events is pd.NA or (isinstance(events, float)) or events == "":
+        return False
+    try:
+        items = json.loads(events) if isinstance(events, str) else events
+    except json.JSONDecodeError:
+        return False
+    if isinstance(items, dict):
+        items = [{"type": k} for k, v in items.items() if v]
+    names = [(e.get("type") or e.get("event") or "") if isinstance(e, dict) else str(e) for e in items]
+    return any(n in PAGE_EVENTS for n in names)
+
+
+def _main_reason(log: pd.DataFrame, observer: str) -> str:
+    reasons = log.loc[log["observer"] == observer, "reason"]
+    return str(reasons.mode().iloc[0]) if len(reasons) else "no test trials"

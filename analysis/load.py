@@ -1,0 +1,205 @@
+"""Reading responses from wherever they are into the one response schema.
+
+A SOURCE is an experiment directory (its ``responses.sqlite``), a ``.sqlite`` store, a
+CSV or Parquet file in the common schema (``stimuli.responses.COLUMNS``), or a
+model-vs-human / Geirhos et al. (2019) raw CSV (``subj,session,trial,rt,object_response,
+category,condition,imagename``), or a folder of either kind of CSV. Every loader returns
+a DataFrame with exactly the schema's columns, so nothing downstream knows the origin.
+
+Raw-format mapping (documented in docs/analysis.md):
+
+- ``observer`` = ``subj``; ``observer_kind`` = ``model`` when ``rt`` is NaN in every row
+  of that subject or the subject is a known model name (:data:`KNOWN_MODELS`),
+  otherwise ``human``;
+- ``trial_id`` = the stimulus name, i.e. the last ``_``-separated token of ``imagename``
+  without extension (``0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png`` ->
+  ``airplane1-bicycle2``): the same image has the same id for every observer, which is
+  what error consistency pairs on;
+- ``texture_category`` = the last ``-``-separated token of that name with digits removed
+  (``bicycle``), set only when the name has a ``-`` (cue-conflict images);
+- ``condition`` = the data set (the folder's name, e.g. ``cue-conflict``), ``params`` =
+  ``{"condition": <raw value>}``, ``level`` = position of the raw value among the data
+  set's sorted distinct values;
+- ``na`` answers become an empty response with ``timed_out = 1`` (scored wrong);
+  ``rt`` seconds -> ``rt_ms``; ``Session`` is accepted for ``session``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stimuli.errors import CuebenchError
+from stimuli.expdir import EXPERIMENT_FILE, RESPONSES_FILE
+from stimuli.responses import COLUMNS, ResponseStore
+
+RAW_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
+KNOWN_MODELS = frozenset({
+    "alexnet", "googlenet", "vgg", "vgg11", "vgg13", "vgg16", "vgg19", "resnet", "resnet18", "resnet34", "resnet50",
+    "resnet101", "resnet152", "densenet", "inception", "mobilenet", "efficientnet", "squeezenet", "vit", "clip",
+})
+NO_ANSWER = "na"
+
+
+class LoadError(CuebenchError, ValueError):
+    """A source cannot be read; the message names the file and what is wrong."""
+
+
+def load_responses(sources) -> pd.DataFrame:
+    """All rows of one or more sources, concatenated, in the common response schema."""
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    frames = [load_source(Path(s)) for s in sources]
+    if not frames:
+        raise LoadError("no source given")
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return conform(df, "the sources")
+
+
+def load_source(path: Path) -> pd.DataFrame:
+    """One source: experiment directory, store, common-schema file or raw CSV(s)."""
+    if not path.exists():
+        raise LoadError(f"{path}: no such file or folder")
+    if path.is_dir():
+        if (path / RESPONSES_FILE).is_file() or (path / EXPERIMENT_FILE).is_file():
+            return load_store(path / RESPONSES_FILE)
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".csv", ".parquet"))
+        if not files:
+            raise LoadError(f"{path}: neither an experiment directory nor a folder of CSV/Parquet response files")
+        return pd.concat([load_file(f) for f in files], ignore_index=True)
+    return load_file(path)
+
+
+def load_store(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise LoadError(f"{path}: the experiment has no responses yet")
+    with ResponseStore(path) as store:
+        return conform(store.dataframe(), path)
+
+
+def load_file(path: Path) -> pd.DataFrame:
+    suffix = path.suffix.lower()
+    if suffix == ".sqlite":
+        return load_store(path)
+    try:
+        if suffix == ".parquet":
+            df = pd.read_parquet(path)
+        elif suffix == ".csv":
+            df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        else:
+            raise LoadError(f"{path}: unknown response file type {suffix!r} (expected .sqlite, .csv or .parquet)")
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        if isinstance(err, LoadError):
+            raise
+        raise LoadError(f"{path}: cannot be read ({err})") from None
+    columns = {c.strip().lower() for c in df.columns}
+    if set(RAW_COLUMNS) <= columns:
+        return raw_to_common(df, path)
+    missing = [c for c in ("observer", "trial_id", "response") if c not in df.columns]
+    if missing:
+        raise LoadError(f"{path}: column {missing[0]!r} is missing; expected the common response schema "
+                        f"or the raw columns {','.join(RAW_COLUMNS)}")
+    return conform(df, path)
+
+
+def conform(df: pd.DataFrame, where) -> pd.DataFrame:
+    """Exactly the schema's columns with usable dtypes; unknown columns are an error."""
+    unknown = sorted(set(df.columns) - set(COLUMNS))
+    if unknown:
+        raise LoadError(f"{where}: unknown column {unknown[0]!r} (not in the response schema)")
+    out = df.reindex(columns=list(COLUMNS)).copy()
+    for name, (kind, _) in COLUMNS.items():
+        col = out[name] if pd.api.types.is_numeric_dtype(out[name]) else out[name].replace("", np.nan)
+        if kind is int or kind is float:
+            numeric = pd.to_numeric(col, errors="coerce")
+            bad = col.notna() & numeric.isna()
+            if bad.any():
+                raise LoadError(f"{where}: column {name!r} has a non-numeric value {col[bad].iloc[0]!r}")
+            out[name] = numeric.astype("Float64") if kind is float else numeric.astype("Int64")
+        else:
+            out[name] = col.astype("string")
+    out["response"] = out["response"].fillna("")
+    out["observer_kind"] = out["observer_kind"].fillna("human")
+    out["role"] = out["role"].fillna("test")
+    out["trial_type"] = out["trial_type"].fillna("classify")
+    out["condition"] = out["condition"].fillna("original")
+    out["session"] = out["session"].fillna("1")
+    out["experiment"] = out["experiment"].fillna("responses")
+    out["excluded"] = out["excluded"].fillna(0)
+    bad_kind = ~out["observer_kind"].isin(["human", "model"])
+    if bad_kind.any():
+        raise LoadError(f"{where}: observer_kind must be 'human' or 'model', got {out['observer_kind'][bad_kind].iloc[0]!r}")
+    for name in ("observer", "trial_id"):
+        if out[name].isna().any():
+            raise LoadError(f"{where}: column {name!r} is empty in row {int(out[name].isna().to_numpy().argmax())}")
+    return out
+
+
+def stimulus_name(imagename: str) -> str:
+    """``0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png`` -> ``airplane1-bicycle2``."""
+    return Path(imagename).stem.rsplit("_", 1)[-1]
+
+
+def texture_class(imagename: str) -> str | None:
+    """Geirhos et al. 2019 cue-conflict name: last ``-`` token, digits removed (``bicycle2`` -> ``bicycle``)."""
+    name = stimulus_name(imagename)
+    if "-" not in name:
+        return None
+    return re.sub(r"\d", "", name.rsplit("-", 1)[-1])
+
+
+def observer_kind(subject: str, rt: pd.Series) -> str:
+    """``model`` when every rt is NaN or the name is a known model, else ``human``."""
+    if rt.isna().all() or subject.lower() in KNOWN_MODELS:
+        return "model"
+    return "human"
+
+
+def raw_to_common(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Map one model-vs-human raw CSV into the common schema (rules in the module docstring)."""
+    raw = raw.rename(columns={c: c.strip().lower() for c in raw.columns})
+    dataset = path.parent.name or "raw"
+    experiment = path.stem.split("_")[0] if "_" in path.stem else dataset
+    rt = pd.to_numeric(raw["rt"].replace({"": np.nan, NO_ANSWER: np.nan}), errors="coerce")
+    trial = pd.to_numeric(raw["trial"], errors="coerce")
+    if trial.isna().any():
+        raise LoadError(f"{path}: column 'trial' has a non-numeric value {raw['trial'][trial.isna()].iloc[0]!r}")
+    raw_conditions = sorted(raw["condition"].unique(), key=_natural_key)
+    answer = raw["object_response"].str.strip()
+    no_answer = answer.isin([NO_ANSWER, ""])
+    names = raw["imagename"].map(stimulus_name)
+    kinds = {subject: observer_kind(subject, subject_rt) for subject, subject_rt in rt.groupby(raw["subj"])}
+    out = pd.DataFrame({
+        "experiment": experiment,
+        "observer": raw["subj"],
+        "observer_kind": raw["subj"].map(kinds),
+        "session": raw["session"],
+        "trial_index": trial.astype(int) - 1,
+        "trial_id": names,
+        "role": "test",
+        "trial_type": "classify",
+        "condition": dataset,
+        "level": raw["condition"].map(raw_conditions.index),
+        "params": raw["condition"].map(lambda c: json.dumps({"condition": c})),
+        "category": raw["category"],
+        "texture_category": raw["imagename"].map(texture_class),
+        "source_image": names,
+        "imagename": raw["imagename"],
+        "response": answer.where(~no_answer, ""),
+        "correct_answer": raw["category"],
+        "correct": (answer == raw["category"]).astype(int),
+        "rt_ms": rt * 1000.0,
+        "timed_out": no_answer.astype(int),
+    })
+    return conform(out, path)
+
+
+def _natural_key(value: str):
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)

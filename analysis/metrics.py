@@ -1,0 +1,176 @@
+"""Accuracy-based metrics of the scored response table, one function per published quantity.
+
+Input is the ``scored`` table of :func:`analysis.exclusions.apply_exclusions` (test
+trials only, ``correct`` in {0, 1}). Every function returns a tidy DataFrame so the
+report can write it as CSV unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from stimuli.errors import CuebenchError
+
+Z95 = stats.norm.ppf(0.975)
+BASELINE = "original"
+CUE_CONDITIONS = {"original": "Q_O", "shape_cue": "Q_S", "texture_cue": "Q_T"}
+ODDITY_CHANCE = 1 / 3
+
+
+class MetricError(CuebenchError, ValueError):
+    """A metric cannot be computed from the given responses; the message says which data are missing."""
+
+
+def wilson_ci(k, n, z: float = Z95):
+    """Wilson score interval for k successes in n trials (Wilson 1927; Brown, Cai & DasGupta 2001, eq. 4):
+    (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n). Works elementwise on arrays."""
+    k = np.asarray(k, dtype=float)
+    n = np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k / n
+        denom = 1 + z ** 2 / n
+        centre = (p + z ** 2 / (2 * n)) / denom
+        half = z * np.sqrt(p * (1 - p) / n + z ** 2 / (4 * n ** 2)) / denom
+    return centre - half, centre + half
+
+
+def t_ci(values, confidence: float = 0.95):
+    """Mean and t-based confidence interval across observers: mean ± t_{n-1} · s / sqrt(n) (NaN for n < 2)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        return np.nan, np.nan, np.nan
+    mean = x.mean()
+    if len(x) < 2:
+        return mean, np.nan, np.nan
+    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return mean, mean - half, mean + half
+
+
+def bootstrap_ci(values, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95):
+    """Percentile bootstrap interval of the mean, resampling observers with replacement (Efron & Tibshirani 1993)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) < 2:
+        return np.nan, np.nan
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return lo, hi
+
+
+def _levels(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(level=df["level"].fillna(-1).astype(int))
+
+
+def accuracy(scored: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per observer x condition x level with a Wilson 95 % CI (one observer's binomial trials).
+
+    ``level`` -1 stands for "no level" (e.g. the original images)."""
+    grouped = (_levels(scored).groupby(["observer", "observer_kind", "condition", "level"], as_index=False)
+               .agg(n=("correct", "size"), k=("correct", "sum")))
+    grouped["accuracy"] = grouped["k"] / grouped["n"]
+    grouped["ci_low"], grouped["ci_high"] = wilson_ci(grouped["k"], grouped["n"])
+    return grouped
+
+
+def group_accuracy(per_observer: pd.DataFrame, value: str = "accuracy", seed: int = 0) -> pd.DataFrame:
+    """Mean of per-observer values across the observers of each kind, with t-based and bootstrap 95 % CIs."""
+    rows = []
+    for (kind, cond, level), g in per_observer.groupby(["observer_kind", "condition", "level"]):
+        mean, t_lo, t_hi = t_ci(g[value])
+        b_lo, b_hi = bootstrap_ci(g[value], seed=seed)
+        rows.append({"observer_kind": kind, "condition": cond, "level": level, "observers": int(g[value].notna().sum()),
+                     value: mean, "t_ci_low": t_lo, "t_ci_high": t_hi, "boot_ci_low": b_lo, "boot_ci_high": b_hi})
+    return pd.DataFrame(rows)
+
+
+def relative_accuracy(acc: pd.DataFrame, n_choices: int, baseline: str = BASELINE) -> pd.DataFrame:
+    """Relative accuracy A_sup / A_orig and chance-corrected (A_sup - 1/C) / (A_orig - 1/C)
+    (Burgert et al. 2025, Sec. 5.1 and Sec. 5.2 "rescaling"), per observer, condition and level.
+
+    ``acc`` is the output of :func:`accuracy`; the baseline is the observer's accuracy on
+    ``baseline`` trials. Observers without baseline trials get no rows."""
+    if n_choices < 2:
+        raise MetricError(f"relative accuracy needs at least 2 answer choices, got {n_choices}")
+    totals = acc[acc["condition"] == baseline].groupby("observer")[["k", "n"]].sum()
+    base = (totals["k"] / totals["n"]).rename("baseline_accuracy")
+    out = acc[acc["condition"] != baseline].merge(base, left_on="observer", right_index=True)
+    chance = 1 / n_choices
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["relative_accuracy"] = out["accuracy"] / out["baseline_accuracy"]
+        out["chance_corrected"] = (out["accuracy"] - chance) / (out["baseline_accuracy"] - chance)
+    return out[["observer", "observer_kind", "condition", "level", "n", "accuracy", "baseline_accuracy",
+                "relative_accuracy", "chance_corrected"]].reset_index(drop=True)
+
+
+def shape_bias(scored: pd.DataFrame, by_category: bool = False) -> pd.DataFrame:
+    """Shape bias = shape decisions / (shape + texture decisions) (Geirhos et al. 2019, Sec. 3),
+    over cue-conflict trials whose shape class (``category``) and texture class differ.
+
+    Columns ``observer, [category,] shape_bias, n_shape, n_texture``; answers that are
+    neither class count for neither."""
+    conflict = scored[scored["texture_category"].notna() & (scored["texture_category"] != scored["category"])]
+    conflict = conflict.assign(shape=(conflict["response"] == conflict["category"]).astype(int),
+                               texture=(conflict["response"] == conflict["texture_category"]).astype(int))
+    keys = ["observer", "observer_kind"] + (["category"] if by_category else [])
+    out = conflict.groupby(keys, as_index=False).agg(n_shape=("shape", "sum"), n_texture=("texture", "sum"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["shape_bias"] = out["n_shape"] / (out["n_shape"] + out["n_texture"])
+    return out[keys + ["shape_bias", "n_shape", "n_texture"]]
+
+
+def cue_decomposition(scored: pd.DataFrame, model_set: list[str] | None = None) -> pd.DataFrame:
+    """Cue-decomposition shape bias S_cd and robustness R_cd (Heinert et al., eqs. 3-5).
+
+    Q_O, Q_S, Q_T are accuracies on ``original``, ``shape_cue`` (EED) and ``texture_cue``
+    (Voronoi) trials; s and t are the means of Q_S and Q_T over ``model_set`` (default:
+    every model observer); S_cd = (Q_S/s) / (Q_S/s + Q_T/t); R_cd = (Q_S + Q_T) / (2 Q_O).
+    Humans get S_cd on the same model-set scale."""
+    cue = scored[scored["condition"].isin(CUE_CONDITIONS)]
+    q = cue.pivot_table(index=["observer", "observer_kind"], columns="condition", values="correct", aggfunc="mean")
+    q = q.rename(columns=CUE_CONDITIONS).rename_axis(columns=None).reset_index()
+    missing = [c for c in CUE_CONDITIONS.values() if c not in q.columns]
+    if missing:
+        raise MetricError(f"cue decomposition needs trials of conditions {list(CUE_CONDITIONS)}; none for "
+                          f"{[k for k, v in CUE_CONDITIONS.items() if v in missing]}")
+    return cue_decomposition_scores(q, model_set)
+
+
+def cue_decomposition_scores(q: pd.DataFrame, model_set: list[str] | None = None) -> pd.DataFrame:
+    """S_cd and R_cd from a table with columns ``observer, Q_O, Q_S, Q_T`` (Heinert et al., eqs. 3-5)."""
+    if model_set is None:
+        members = q[q.get("observer_kind", pd.Series("model", index=q.index)) == "model"]
+    else:
+        unknown = sorted(set(model_set) - set(q["observer"]))
+        if unknown:
+            raise MetricError(f"model set names {unknown[0]!r}, which has no cue-decomposition accuracies")
+        members = q[q["observer"].isin(model_set)]
+    if members.empty:
+        raise MetricError("the model set for s and t is empty")
+    s, t = members["Q_S"].mean(), members["Q_T"].mean()
+    out = q.copy()
+    out["s"], out["t"] = s, t
+    out["S_cd"] = (out["Q_S"] / s) / (out["Q_S"] / s + out["Q_T"] / t)
+    out["R_cd"] = (out["Q_S"] + out["Q_T"]) / (2 * out["Q_O"])
+    return out
+
+
+def oddity_accuracy(scored: pd.DataFrame, catch: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Oddity-detection accuracy (Wen et al. 2024, DiST, Sec. 3): fraction of triplets whose odd image
+    was picked, chance 1/3, per observer and condition, with a Wilson CI; catch trials on separate rows
+    (``role`` = catch), never mixed into the test accuracy."""
+    parts = [scored[scored["trial_type"] == "oddity"]]
+    if catch is not None:
+        parts.append(catch[(catch["trial_type"] == "oddity") & catch["correct"].notna()].assign(
+            correct=lambda d: d["correct"].astype(int)))
+    rows = pd.concat(parts, ignore_index=True)
+    out = rows.groupby(["observer", "observer_kind", "role", "condition"], as_index=False).agg(
+        n=("correct", "size"), k=("correct", "sum"))
+    out["accuracy"] = out["k"] / out["n"]
+    out["ci_low"], out["ci_high"] = wilson_ci(out["k"], out["n"])
+    out["chance"] = ODDITY_CHANCE
+    return out

@@ -1,0 +1,113 @@
+"""EED throughput: batched torch (stimuli.eed) against the per-image reference structure
+(stimuli.eed_reference: one image, one step, one channel at a time), same inputs, same run.
+
+Prints image-steps per second of both at the chosen size, their ratio, and the maximum
+absolute pixel difference (0-255, before clipping) between the two after --agree-steps
+steps. With --full-run N the batched path also diffuses N images for --full-steps steps
+(the GPU goal: 1,280 images x 16,384 steps in under 10 minutes on one H100).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_eed.py                 # CPU, 224x224
+    python benchmarks/bench_eed.py --device cuda --batch 1280 --full-run 1280
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+
+def photos(n: int, size: int) -> np.ndarray:
+    """n real photos (the embedded default set, repeated if needed) at size x size."""
+    from PIL import Image
+
+    from stimuli.sources import default_images, fit_to_stimulus
+
+    base = [fit_to_stimulus(s.read()) for s in default_images()]
+    out = [np.asarray(Image.fromarray(base[i % len(base)]).resize((size, size), Image.BICUBIC)) for i in range(n)]
+    return np.stack(out)
+
+
+def sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_batched(images: np.ndarray, steps: int, device: str) -> float:
+    from stimuli.eed import diffuse
+
+    diffuse(images[:1], 1, device=device, progress=False)  # warm-up: allocator, kernels
+    sync(device)
+    start = time.perf_counter()
+    diffuse(images, steps, device=device, progress=False)
+    sync(device)
+    return time.perf_counter() - start
+
+
+def time_reference(images: np.ndarray, steps: int) -> float:
+    from stimuli.eed_reference import diffuse_one
+
+    start = time.perf_counter()
+    for image in images:
+        diffuse_one(image, steps)
+    return time.perf_counter() - start
+
+
+def agreement(images: np.ndarray, steps: int, device: str) -> float:
+    from stimuli.eed import diffuse
+    from stimuli.eed_reference import diffuse_one
+
+    batched = diffuse(images, steps, device=device, progress=False)[steps]
+    reference = np.stack([diffuse_one(image, steps) for image in images])
+    return float(np.abs(batched.astype(np.float64) - reference).max())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--batch", type=int, default=16, help="images in the batched timing run")
+    parser.add_argument("--baseline-images", type=int, default=2, help="images in the per-image timing run")
+    parser.add_argument("--steps", type=int, default=16, help="steps in each timing run")
+    parser.add_argument("--agree-images", type=int, default=2)
+    parser.add_argument("--agree-steps", type=int, default=512)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--full-run", type=int, default=0, help="also time this many images for --full-steps")
+    parser.add_argument("--full-steps", type=int, default=16384)
+    parser.add_argument("--out", default=None, help="also write the results as JSON")
+    args = parser.parse_args()
+
+    import torch
+
+    result = {"size": args.size, "device": args.device, "torch": torch.__version__,
+              "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine()}
+    if args.device.startswith("cuda"):
+        result["gpu"] = torch.cuda.get_device_name(0)
+    batched_s = time_batched(photos(args.batch, args.size), args.steps, args.device)
+    reference_s = time_reference(photos(args.baseline_images, args.size), args.steps)
+    result["batched_image_steps_per_s"] = args.batch * args.steps / batched_s
+    result["reference_image_steps_per_s"] = args.baseline_images * args.steps / reference_s
+    result["ratio"] = result["batched_image_steps_per_s"] / result["reference_image_steps_per_s"]
+    print(f"EED {args.size}x{args.size} on {args.device}: batched ({args.batch} images) "
+          f"{result['batched_image_steps_per_s']:.1f} image-steps/s, per-image reference "
+          f"{result['reference_image_steps_per_s']:.1f} image-steps/s, ratio {result['ratio']:.1f}x")
+    if args.agree_steps:
+        diff = agreement(photos(args.agree_images, args.size), args.agree_steps, args.device)
+        result["max_abs_difference"] = diff
+        result["agree_steps"] = args.agree_steps
+        print(f"max |batched - reference| after {args.agree_steps} steps: {diff:.2e} (0-255 scale)")
+    if args.full_run:
+        seconds = time_batched(photos(args.full_run, args.size), args.full_steps, args.device)
+        result["full_run"] = {"images": args.full_run, "steps": args.full_steps, "seconds": seconds}
+        print(f"{args.full_run} images x {args.full_steps} steps: {seconds / 60:.1f} min")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

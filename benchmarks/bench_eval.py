@@ -1,0 +1,127 @@
+"""Images/s of the full ``cuebench eval`` path against a bare timm loop, in one run.
+
+Ours: ``cuebench eval`` on an experiment directory (load the model, decode the PNGs in
+DataLoader workers, normalise, forward, decide, commit every row to SQLite). Baseline:
+the same model, already in memory, fed the same images as already-preprocessed tensors
+with the same batch size under ``torch.inference_mode`` -- the model's cost alone.
+The ratio ours / bare is the share of model speed the whole path keeps (target >= 0.9).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def build_experiment(root: Path, count: int) -> list[Path]:
+    """``count`` distinct 224x224 stimuli: random crops and mirrors of the bundled photos."""
+    from stimuli.expdir import ExperimentDir
+    from stimuli.schema import Experiment, LabelSet, Trial
+    from stimuli.sources import DEFAULT_LABEL_INDICES, default_images, fit_to_stimulus
+
+    expdir = ExperimentDir(root)
+    rng = np.random.default_rng(0)
+    sources = [(img.name, img.category, fit_to_stimulus(img.read())) for img in default_images()]
+    labels = LabelSet("default", tuple(DEFAULT_LABEL_INDICES), imagenet_indices=DEFAULT_LABEL_INDICES)
+    stimuli, trials = {}, []
+    for k in range(count):
+        name, category, image = sources[k % len(sources)]
+        top, left = rng.integers(0, 33, size=2)
+        crop = fit_to_stimulus(np.ascontiguousarray(image[top:top + 192, left:left + 192]))
+        crop = np.ascontiguousarray(crop[:, ::-1]) if k % 2 else crop
+        stim = expdir.write_stimulus(crop, {"source_image": name, "transform": "bench", "params": {"k": k}})
+        stimuli[stim.id] = stim
+        trials.append(Trial(trial_id=f"t{k}", trial_type="classify", role="test", stimuli=(stim.id,),
+                            choices=tuple(labels.displayed()), correct=category, category=category))
+    expdir.save(Experiment(name="bench", design="bench", label_set=labels, stimuli=stimuli, trials=trials))
+    return [expdir.stimulus_path(stimuli[t.stimuli[0]]) for t in trials]
+
+
+def bare_loop(model_spec: str, paths: list[Path], batch_size: int, device: str):
+    """A timer for the model alone on preprocessed tensors (loaded, preprocessed and warmed up once)."""
+    import torch
+
+    from model_eval.models import load_model
+    from model_eval.preprocess import preprocess_paths
+
+    loaded = load_model(model_spec, device)
+    batches = [preprocess_paths(paths[i:i + batch_size], loaded.data_config, device=device)
+               for i in range(0, len(paths), batch_size)]
+    cuda = device.startswith("cuda")
+
+    def run() -> float:
+        with torch.inference_mode():
+            loaded.model(batches[0])
+            if cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            for batch in batches:
+                loaded.model(batch).softmax(-1).cpu()
+            if cuda:
+                torch.cuda.synchronize()
+            return time.perf_counter() - start
+
+    return run
+
+
+def our_path(expdir: Path, model_spec: str, batch_size: int, device: str, workers: int | None) -> float:
+    import contextlib
+    import io
+
+    from cuebench.cli import main
+
+    argv = ["eval", "--model", model_spec, "--experiment", str(expdir), "--batch-size", str(batch_size),
+            "--device", device, "--quiet"] + (["--workers", str(workers)] if workers is not None else [])
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):  # the accuracy table is not what is measured here
+        status = main(argv)
+    elapsed = time.perf_counter() - start
+    if status != 0:
+        raise SystemExit("cuebench eval failed")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="tf_efficientnet_lite0")
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="alternate the two paths this many times and keep each one's fastest run "
+                             "(other work on a shared machine only ever slows a run down)")
+    args = parser.parse_args()
+
+    from model_eval.models import resolve_device
+    from model_eval.torch_compat import import_timm
+
+    import_timm()  # import cost is paid once per process by both paths; keep it out of both timings
+    device = resolve_device(args.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        expdir = Path(tmp) / "bench"
+        paths = build_experiment(expdir, args.images)
+        bare_run = bare_loop(args.model, paths, args.batch_size, device)
+        bare_times, our_times = [], []
+        for _ in range(args.repeats):
+            bare_times.append(bare_run())
+            for leftover in expdir.glob("responses.sqlite*"):  # a fresh store: nothing to skip
+                leftover.unlink()
+            our_times.append(our_path(expdir, args.model, args.batch_size, device, args.workers))
+    bare, ours = min(bare_times), min(our_times)
+    n = args.images
+    print(f"device {device}, model {args.model}, {n} images, batch size {args.batch_size}, "
+          f"best of {args.repeats} alternating runs")
+    print(f"bare timm loop (preprocessed tensors, model only): {n / bare:8.1f} images/s")
+    print(f"cuebench eval (load, decode, decide, store):       {n / ours:8.1f} images/s")
+    print(f"ratio ours / bare: {bare / ours:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

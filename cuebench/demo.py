@@ -1,0 +1,60 @@
+"""``cuebench demo``: the whole pipeline on the embedded default photos, offline.
+
+Builds the feature-suppression experiment (Burgert et al. 2025) from the bundled
+public-domain photos, prints the suppression-quality table, lets the three offline
+EfficientNet-Lite models answer every trial, and writes the HTML report, where the
+published human values of Burgert et al. (Table 3) stand in, clearly labelled, for the
+people who have not taken part yet. ``--serve`` then serves the same experiment so you
+can take part yourself.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEMO_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2")
+
+
+def register(sub) -> None:
+    demo = sub.add_parser("demo", help="build, evaluate and report the feature-suppression demo, offline",
+                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--out", type=Path, default=Path("demo-output"), help="experiment directory to write")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--models", default=",".join(DEMO_MODELS), help="comma-separated model specs to evaluate")
+    demo.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    demo.add_argument("--serve", action="store_true", help="afterwards serve the experiment on 127.0.0.1")
+    demo.add_argument("--port", type=int, default=8000)
+    demo.set_defaults(func=run_demo)
+
+
+def run_demo(args) -> int:
+    from cuebench.cli import main as cli
+
+    out = args.out
+    print(f"== 1/4 building the feature-suppression experiment in {out}")
+    code = cli(["stimuli", "build", "--design", "suppression", "--images", "default", "--out", str(out),
+                "--seed", str(args.seed)])
+    if code:
+        return code
+
+    print("\n== 2/4 suppression quality (Burgert et al. 2025, Table 2 layout) on the default photos")
+    code = cli(["stimuli", "metrics", "--images", "default", "--out", str(out / "reports" / "quality_metrics.csv")])
+    if code:
+        return code
+
+    print("\n== 3/4 models answer every trial")
+    eval_args = ["eval", "--experiment", str(out), "--device", args.device]
+    for spec in [m for m in args.models.split(",") if m]:
+        eval_args += ["--model", spec]
+    code = cli(eval_args)
+    if code:
+        return code
+
+    print("\n== 4/4 report")
+    code = cli(["report", str(out), "--out", str(out / "reports"), "--reference", "burgert2025"])
+    if code:
+        return code
+    if args.serve:
+        return cli(["serve", str(out), "--host", "127.0.0.1", "--port", str(args.port)])
+    return 0

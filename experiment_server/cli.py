@@ -1,0 +1,69 @@
+"""``cuebench serve EXPDIR`` and ``cuebench serve admin-password EXPDIR``."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from stimuli.errors import CuebenchError
+
+ADMIN_PASSWORD = "admin-password"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="run the online experiment (waitress) or set its admin password",
+        description="Serve an experiment directory to participants: `cuebench serve EXPDIR`. "
+                    "Set the admin password (stored hashed; the admin area is closed until set): "
+                    "`cuebench serve admin-password EXPDIR`.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("target", nargs="+", metavar="EXPDIR", help="experiment directory, or admin-password EXPDIR")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 only behind HTTPS)")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--threads", type=int, default=8, help="waitress worker threads")
+    parser.add_argument("--insecure-cookies", action="store_true",
+                        help="allow the admin login over plain HTTP on a lab network (not for the internet)")
+    for outcome in ("finished", "screened_out", "failed_attention"):
+        parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
+                            help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused")
+    parser.add_argument("--password-stdin", action="store_true",
+                        help="admin-password: read the password from standard input instead of prompting")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.target[0] == ADMIN_PASSWORD:
+        if len(args.target) != 2:
+            raise CuebenchError("usage: cuebench serve admin-password EXPDIR")
+        return set_password(args.target[1], args.password_stdin)
+    if len(args.target) != 1:
+        raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
+    from .app import open_study, serve
+
+    codes = {o: getattr(args, f"code_{o}") for o in ("finished", "screened_out", "failed_attention")}
+    if any(codes.values()):
+        study = open_study(args.target[0])
+        for outcome, code in codes.items():
+            if code:
+                study.db.set_setting(f"code_{outcome}", code)
+        study.db.close()
+    serve(args.target[0], host=args.host, port=args.port, threads=args.threads,
+          secure_cookies=not args.insecure_cookies)
+    return 0
+
+
+def set_password(expdir: str, from_stdin: bool) -> int:
+    from .admin import set_admin_password
+    from .app import open_study
+
+    study = open_study(expdir)
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass("New admin password: ")
+        if getpass.getpass("Repeat it: ") != password:
+            raise CuebenchError("the two passwords differ; nothing was changed")
+    set_admin_password(study, password)
+    print(f"admin password set for {study.expdir.root} (stored as a salted scrypt hash)")
+    return 0

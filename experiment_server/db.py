@@ -1,0 +1,194 @@
+"""The server's own tables (participants, settings) in the experiment's responses.sqlite.
+
+Responses belong to ``stimuli.responses.ResponseStore``; this module keeps who takes
+part, in which group, with which session token, and the server settings (admin password
+hash, cookie-signing key, completion codes). Same file, separate tables, same durability
+(WAL, ``synchronous=FULL``). One participation per Prolific ID (and per entry code) is a
+UNIQUE index, so the database refuses a second session even under concurrent requests.
+Session tokens are stored only as SHA-256 hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import sqlite_utils
+
+from stimuli.errors import CuebenchError
+
+from .assignment import RESERVATION_SECONDS, group_fill, least_filled
+
+PARTICIPANTS = "participants"
+SETTINGS = "server_settings"
+STATUSES = ("in_progress", "finished", "screened_out", "failed_attention")
+
+
+class AlreadyParticipated(CuebenchError):
+    """This Prolific ID or entry code has already started a session of this experiment."""
+
+
+@dataclass(frozen=True)
+class Participant:
+    code: str
+    experiment: str
+    group: int
+    status: str
+    session: str
+    prolific_pid: str | None
+    study_id: str | None
+    prolific_session: str | None
+    entry_code: str | None
+    reserved_until: float | None
+    created_at: float
+    finished_at: float | None
+    screen_reason: str | None
+    excluded: int
+    exclusion_reason: str | None
+
+    @property
+    def is_prolific(self) -> bool:
+        return self.prolific_pid is not None
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ServerDB:
+    """Participants, reservations and settings; ``clock`` is injectable so tests can let reservations lapse."""
+
+    def __init__(self, path: str | Path, clock: Callable[[], float] = time.time,
+                 reservation_seconds: float = RESERVATION_SECONDS, timeout: float = 30.0):
+        self.path = Path(path)
+        self.clock = clock
+        self.reservation_seconds = reservation_seconds
+        self.timeout = timeout
+        self._local = threading.local()
+        self._ensure_schema()
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """This thread's connection: SQLite serialises writers across connections (busy timeout),
+        whereas one connection shared by server threads mixes their transactions."""
+        if getattr(self._local, "db", None) is None:
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            self._local.db = sqlite_utils.Database(conn)
+        return self._local.db
+
+    def _ensure_schema(self) -> None:
+        participants = self.db[PARTICIPANTS]
+        participants.create({
+            "code": str, "experiment": str, "token_hash": str, "grp": int, "status": str, "session": str,
+            "prolific_pid": str, "study_id": str, "prolific_session": str, "entry_code": str,
+            "reserved_until": float, "created_at": float, "finished_at": float, "screen_reason": str,
+            "excluded": int, "exclusion_reason": str,
+        }, pk="code", not_null={"experiment", "token_hash", "grp", "status", "session", "created_at"}, if_not_exists=True)
+        participants.create_index(["token_hash"], unique=True, if_not_exists=True)
+        participants.create_index(["experiment", "prolific_pid"], unique=True, if_not_exists=True)
+        participants.create_index(["experiment", "entry_code"], unique=True, if_not_exists=True)
+        self.db[SETTINGS].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+
+    # settings -------------------------------------------------------------------------
+    def setting(self, key: str) -> str | None:
+        row = self.db.conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
+        return row[0] if row else None
+
+    def set_setting(self, key: str, value: str) -> None:
+        self.db.conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) "
+                             "ON CONFLICT(key) DO UPDATE SET value=excluded.value", [key, value])
+
+    def setting_or_create(self, key: str, make: Callable[[], str]) -> str:
+        """A stored setting, created once with ``make()`` (e.g. a random key) when absent."""
+        self.db.conn.execute(f"INSERT OR IGNORE INTO {SETTINGS}(key, value) VALUES (?, ?)", [key, make()])
+        return self.setting(key)
+
+    # participants ---------------------------------------------------------------------
+    def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
+              prolific_session: str | None = None, entry_code: str | None = None) -> tuple[Participant, str]:
+        """Create a participant in the least filled group with a live reservation; returns it and its secret token."""
+        token = secrets.token_urlsafe(24)
+        code = "P" + secrets.token_hex(6).upper()
+        now = self.clock()
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")  # count and insert in one write transaction: no two arrivals race
+        try:
+            rows = conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
+                                [experiment]).fetchall()
+            group = least_filled(group_fill(n_groups, rows, now))
+            conn.execute(
+                f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
+                "study_id, prolific_session, entry_code, reserved_until, created_at, excluded) "
+                "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, 0)",
+                [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
+                 now + self.reservation_seconds, now])
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK")
+            who = f"Prolific ID {prolific_pid!r}" if prolific_pid else f"entry code {entry_code!r}"
+            raise AlreadyParticipated(f"{who} has already taken part in experiment {experiment!r}") from None
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return self.get(code), token
+
+    def get(self, code: str) -> Participant | None:
+        return self._one("code=?", [code])
+
+    def by_token(self, token: str) -> Participant | None:
+        return self._one("token_hash=?", [hash_token(token)])
+
+    def _one(self, where: str, params: list) -> Participant | None:
+        rows = list(self.db[PARTICIPANTS].rows_where(where, params))
+        return _participant(rows[0]) if rows else None
+
+    def participants(self, experiment: str) -> list[Participant]:
+        return [_participant(r) for r in self.db[PARTICIPANTS].rows_where("experiment=?", [experiment],
+                                                                          order_by="created_at")]
+
+    def renew(self, code: str) -> None:
+        """Extend an in-progress participant's reservation (called on every stored trial)."""
+        self.db.conn.execute(f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=? AND status='in_progress'",
+                             [self.clock() + self.reservation_seconds, code])
+
+    def set_status(self, code: str, status: str, screen_reason: str | None = None) -> Participant:
+        """Move an in-progress participant to a final status; a final status never changes again."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        finished_at = self.clock() if status != "in_progress" else None
+        self.db.conn.execute(
+            f"UPDATE {PARTICIPANTS} SET status=?, finished_at=?, screen_reason=?, reserved_until=NULL "
+            "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
+        return self.get(code)
+
+    def exclude(self, code: str, reason: str) -> None:
+        self.db.conn.execute(f"UPDATE {PARTICIPANTS} SET excluded=1, exclusion_reason=? WHERE code=?", [reason, code])
+
+    def fill(self, experiment: str, n_groups: int) -> list[int]:
+        rows = self.db.conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
+                                    [experiment]).fetchall()
+        return group_fill(n_groups, rows, self.clock())
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        if getattr(self._local, "db", None) is not None:
+            self._local.db.conn.close()
+            self._local.db = None
+
+
+def _participant(row: dict) -> Participant:
+    return Participant(
+        code=row["code"], experiment=row["experiment"], group=row["grp"], status=row["status"], session=row["session"],
+        prolific_pid=row["prolific_pid"], study_id=row["study_id"], prolific_session=row["prolific_session"],
+        entry_code=row["entry_code"], reserved_until=row["reserved_until"], created_at=row["created_at"],
+        finished_at=row["finished_at"], screen_reason=row["screen_reason"], excluded=row["excluded"] or 0,
+        exclusion_reason=row["exclusion_reason"])

@@ -1,0 +1,207 @@
+"""The participant side: entry link, consent, the task page and its JSON API.
+
+Flow: ``/`` (Prolific's ``PROLIFIC_PID``/``STUDY_ID``/``SESSION_ID`` or an entry ``code``)
+shows the consent page; ``POST /start`` assigns a group and redirects to
+``/task/<token>``, whose script runs instructions, the browser check, practice and the
+blocks. The token in the task URL is the participant's only credential (stored hashed).
+The plan the browser receives has image URLs, choices and timing, never correct answers
+or the assignment plan; each trial is posted on its own and checked before it is stored.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from flask import Blueprint, current_app, jsonify, redirect, render_template, request, send_file, send_from_directory, url_for
+from PIL import Image
+
+from human_tasks.masks import pink_noise_mask, trial_mask_seed
+from stimuli.responses import ResponseConflict, trial_row
+
+from .app import PROLIFIC_COMPLETE_URL, Study, study_of
+from .db import AlreadyParticipated, Participant
+from .validation import Rejected, allowed_responses, check_trial_post
+
+bp = Blueprint("participant", __name__)
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
+SCREEN_REASON_MAX = 500
+
+
+def _study() -> Study:
+    return study_of(current_app)
+
+
+def _entry_values(source) -> dict[str, str | None]:
+    """The entry parameters, each checked to be a plain id (they end up in the database and in links)."""
+    values = {}
+    for name in ENTRY_PARAMS:
+        value = (source.get(name) or "").strip()
+        if value and not ID_PATTERN.match(value):
+            raise Rejected(400, f"URL parameter {name}={value!r} is not a valid id (letters, digits, '-' and '_', "
+                                "at most 64)")
+        values[name] = value or None
+    return values
+
+
+def _participant(token: str) -> Participant:
+    participant = _study().db.by_token(token)
+    if participant is None:
+        raise Rejected(403, "unknown session token; use the link you were given")
+    return participant
+
+
+def _outcome(study: Study, participant: Participant) -> dict:
+    """What the completion page shows: the code for the participant's final status, and Prolific's redirect."""
+    code = study.completion_code(participant.status)
+    redirect_url = PROLIFIC_COMPLETE_URL.format(code=code) if participant.is_prolific else None
+    return {"status": participant.status, "code": code, "redirect": redirect_url}
+
+
+@bp.get("/")
+def entry():
+    values = _entry_values(request.args)
+    return render_template("consent.html", entry=values, experiment=_study().experiment.name)
+
+
+@bp.post("/start")
+def start():
+    study = _study()
+    values = _entry_values(request.form)
+    if request.form.get("consent") != "yes":
+        return render_template("consent.html", entry=values, experiment=study.experiment.name,
+                               error="Please tick the consent box to take part."), 400
+    try:
+        _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
+                                  study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
+                                  entry_code=values["code"])
+    except AlreadyParticipated as err:
+        return render_template("message.html", title="Already taken part",
+                               message=f"{err}. Each person can take part once."), 409
+    return redirect(url_for("participant.task", token=token), code=303)
+
+
+@bp.get("/task/<token>")
+def task(token: str):
+    _participant(token)
+    return render_template("task.html", token=token)
+
+
+@bp.get("/stimuli/<path:filename>")
+def stimulus(filename: str):
+    response = send_from_directory(_study().expdir.stimuli_dir, filename, max_age=7 * 24 * 3600)
+    response.headers["Cache-Control"] = "public, max-age=604800, immutable"
+    return response
+
+
+def _trial_plan(study: Study, token: str, scheduled) -> dict:
+    experiment = study.experiment
+    trial = experiment.trial(scheduled.trial_id)
+    timing = trial.timing
+    images = [url_for("participant.stimulus", filename=experiment.stimuli[s].path.split("/", 1)[1]) for s in trial.stimuli]
+    return {
+        "index": scheduled.index,
+        "trial_id": trial.trial_id,
+        "type": trial.trial_type,
+        "practice": trial.role == "practice",
+        "block": scheduled.block,
+        "break_before": scheduled.break_before,
+        "images": images,
+        "mask": url_for("participant.mask", token=token, index=scheduled.index)
+        if trial.trial_type == "classify" and timing.mask else None,
+        "choices": allowed_responses(experiment, trial),
+        "instruction": trial.instruction,
+        "timing": {"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
+                   "response_window": timing.response_window, "iti": timing.iti,
+                   "response_from_onset": timing.response_from_onset},
+    }
+
+
+@bp.get("/api/session/<token>")
+def plan(token: str):
+    study = _study()
+    participant = _participant(token)
+    answered = study.store.answered_indices(study.experiment.name, participant.code, participant.session)
+    body = {
+        "participant": participant.code,
+        "status": participant.status,
+        "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
+        "answered": sorted(answered),
+    }
+    if participant.status != "in_progress":
+        body["outcome"] = _outcome(study, participant)
+    return jsonify(body)
+
+
+@bp.get("/api/session/<token>/mask/<int:index>.png")
+def mask(token: str, index: int):
+    """The trial's 1/f noise mask, made here from its seed so it is fresh per trial yet reproducible."""
+    study = _study()
+    trial = _scheduled_trial(study, _participant(token), index)
+    stim = study.experiment.stimuli[trial.stimuli[0]]
+    seed = trial_mask_seed(trial.mask_seed, study.experiment.name, trial.trial_id)
+    buf = io.BytesIO()
+    Image.fromarray(pink_noise_mask(stim.width or 224, seed)).save(buf, format="PNG")
+    buf.seek(0)
+    return send_file(buf, mimetype="image/png", max_age=3600)
+
+
+def _scheduled_trial(study: Study, participant: Participant, index: int):
+    sequence = study.sequence(participant)
+    if not 0 <= index < len(sequence):
+        raise Rejected(404, f"trial index {index} is not in this participant's sequence (0..{len(sequence) - 1})")
+    return study.experiment.trial(sequence[index].trial_id)
+
+
+def _in_progress(participant: Participant) -> None:
+    if participant.status != "in_progress":
+        raise Rejected(409, f"this session has ended ({participant.status}); nothing more is stored")
+
+
+@bp.post("/api/session/<token>/trial/<int:index>")
+def post_trial(token: str, index: int):
+    study = _study()
+    participant = _participant(token)
+    _in_progress(participant)
+    trial = _scheduled_trial(study, participant, index)
+    measured = check_trial_post(study.experiment, trial, request.get_json(silent=True))
+    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
+                    session=participant.session, trial_index=index, response=measured.pop("response"),
+                    group=participant.group, **measured)
+    try:
+        result = study.store.write(row)
+    except ResponseConflict as err:
+        raise Rejected(409, str(err)) from None
+    study.db.renew(participant.code)
+    return jsonify(index=index, stored=result.stored), 201 if result.stored else 200
+
+
+@bp.post("/api/session/<token>/screen")
+def screen_out(token: str):
+    """The browser check failed: end the session with the screened-out code and free the group slot."""
+    study = _study()
+    participant = _participant(token)
+    payload = request.get_json(silent=True) or {}
+    reason = payload.get("reason")
+    if not isinstance(reason, str) or not reason:
+        raise Rejected(400, "field 'reason' (why the browser check failed) is missing")
+    if participant.status == "in_progress":
+        participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
+    return jsonify(_outcome(study, participant))
+
+
+@bp.post("/api/session/<token>/complete")
+def complete(token: str):
+    """Hand out the completion code, only once every trial of the sequence is stored."""
+    study = _study()
+    participant = _participant(token)
+    if participant.status == "in_progress":
+        missing = study.missing_indices(participant)
+        if missing:
+            return jsonify(error=f"{len(missing)} trials are not stored yet", missing=missing), 409
+        attention = study.store.rows("experiment=? AND observer=? AND session=? AND role='attention'",
+                                     [study.experiment.name, participant.code, participant.session])
+        failed = any(r["correct"] == 0 for r in attention)
+        participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished")
+    return jsonify(_outcome(study, participant))

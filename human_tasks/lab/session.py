@@ -1,0 +1,508 @@
+"""One participant's lab session: the trial sequence on screen, each answer committed at once.
+
+The sequence is ``stimuli.design.participant_sequence`` (the web task uses the same), so
+a participant gets the same trials in the same order in the lab or online. Every answer
+is written to the experiment's ``responses.sqlite`` (``stimuli.responses.ResponseStore``,
+synchronous commits) before the next trial starts: a crash or power cut loses at most
+the trial on screen, and running the same command again resumes at the first unanswered
+trial. Phases are counted in frames (``human_tasks.timing``); the flips of the timed
+phases are recorded and their measured durations and dropped frames go into each row.
+
+Group rule: ``--group G`` if given; otherwise the group already stored for this
+participant and session (a resumed run keeps its group); otherwise
+``default_group(participant, n_groups)``, a hash of the participant id. The group is
+stored in every row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stimuli.design import ScheduledTrial, participant_seed, participant_sequence
+from stimuli.errors import CuebenchError
+from stimuli.expdir import ExperimentDir
+from stimuli.responses import ResponseStore, trial_row
+from stimuli.schema import Experiment, Trial
+from stimuli.sources import decode_image
+
+from ..layout import ODDITY_KEYS, LayoutError, ResponseGrid, oddity_positions, response_grid
+from ..masks import pink_noise_mask, trial_mask_seed
+from ..psychopy_csv import write_psychopy_csv
+from ..timing import TIMED_PHASES, FrameCount, dropped_frames, phase_frames
+from .simulate import Screen, Script
+
+INPUT_MODES = ("mouse", "keyboard")
+DATA_DIR = "data"
+PARTICIPANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+END_SCREEN_S = 1.5
+CONTINUE_KEY = "space"
+
+
+class LabError(CuebenchError):
+    """The lab session cannot start as asked (bad participant id, group, input mode, missing file)."""
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    expdir: Path
+    participant: str
+    session: str = "1"
+    group: int | None = None
+    fullscreen: bool = False
+    screen: int = 0
+    input_mode: str = "mouse"
+    refresh_hz: float | None = None
+    simulation: Script | None = None  # a scripted participant instead of a person
+    window_size: tuple[int, int] = (1280, 800)
+
+
+@dataclass
+class SessionSummary:
+    participant: str
+    session: str
+    group: int
+    total: int
+    answered: int
+    answered_this_run: int
+    no_drop_trials: int
+    timed_trials: int
+    quit_early: bool
+    csv_path: Path
+    refresh: dict = field(default_factory=dict)
+
+    @property
+    def no_drop_share(self) -> float | None:
+        return self.no_drop_trials / self.timed_trials if self.timed_trials else None
+
+    def lines(self) -> list[str]:
+        share = self.no_drop_share
+        drops = (f"{100 * share:.1f} % of trials with no dropped frame ({self.no_drop_trials} of {self.timed_trials})"
+                 if share is not None else "no timed trials yet")
+        state = ("stopped early; run the same command again to resume" if self.quit_early and self.answered < self.total
+                 else "complete" if self.answered == self.total else "incomplete")
+        refresh = (f"; refresh {self.refresh['hz']:.2f} Hz ({self.refresh['source']}, {self.refresh['pacing']} pacing)"
+                   if self.refresh else "")
+        return [f"participant {self.participant}, session {self.session}, group {self.group}: "
+                f"{self.answered} of {self.total} trials answered ({self.answered_this_run} in this run), {state}",
+                f"frame timing: {drops}{refresh}",
+                f"PsychoPy-style data: {self.csv_path}"]
+
+
+def default_group(participant: str, n_groups: int) -> int:
+    """A stable group for a participant id: SHA-256 of the id modulo the number of groups."""
+    return int.from_bytes(hashlib.sha256(participant.encode("utf-8")).digest()[:8], "big") % n_groups
+
+
+def resolve_group(experiment: Experiment, store: ResponseStore, participant: str, session: str,
+                  requested: int | None) -> int:
+    n_groups = len(experiment.assignment.groups) if experiment.assignment else 0
+    if n_groups == 0:
+        raise LabError(f"experiment {experiment.name!r} has no assignment plan; rebuild it with a design")
+    stored = {r["group"] for r in store.rows("experiment=? AND observer=? AND session=?",
+                                             [experiment.name, participant, session]) if r.get("group") is not None}
+    if requested is not None and not 0 <= requested < n_groups:
+        raise LabError(f"--group {requested} does not exist; this experiment has groups 0..{n_groups - 1}")
+    if stored:
+        previous = min(stored)
+        if requested is not None and requested != previous:
+            raise LabError(f"participant {participant} session {session} was run in group {previous}; "
+                           f"--group {requested} would mix two groups in one session")
+        return previous
+    return requested if requested is not None else default_group(participant, n_groups)
+
+
+def session_paths(root: Path, experiment: str, participant: str, session: str) -> tuple[Path, Path]:
+    """PsychoPy's ``data/<participant>_<expName>_...`` naming, one CSV and log per session."""
+    stem = f"{participant}_{experiment}_session{session}"
+    return root / DATA_DIR / f"{stem}.csv", root / DATA_DIR / f"{stem}.log"
+
+
+def _check_options(options: LabOptions) -> None:
+    if not PARTICIPANT_ID.match(options.participant):
+        raise LabError(f"participant id {options.participant!r} must be 1-64 letters, digits, '_', '.' or '-'")
+    if not PARTICIPANT_ID.match(str(options.session)):
+        raise LabError(f"session {options.session!r} must be letters, digits, '_', '.' or '-'")
+    if options.input_mode not in INPUT_MODES:
+        raise LabError(f"--input must be one of {INPUT_MODES}, got {options.input_mode!r}")
+
+
+def _check_stimuli(expdir: ExperimentDir, experiment: Experiment, trials: list[Trial]) -> None:
+    for trial in trials:
+        for sid in trial.stimuli:
+            path = expdir.stimulus_path(experiment.stimuli[sid])
+            if not path.is_file():
+                raise LabError(f"stimulus file {path} of trial {trial.trial_id!r} is missing")
+
+
+def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
+    """Run (or resume) one participant's session; returns what was answered."""
+    _check_options(options)
+    expdir = ExperimentDir(options.expdir)
+    experiment = expdir.load()
+    session = str(options.session)
+    store = ResponseStore(expdir.responses_file)
+    try:
+        group = resolve_group(experiment, store, options.participant, session, options.group)
+        sequence = participant_sequence(experiment, group, options.participant, session)
+        answered = store.answered_indices(experiment.name, options.participant, session)
+        remaining = [s for s in sequence if s.index not in answered]
+        trials = [experiment.trial(s.trial_id) for s in remaining]
+        grid = response_grid(experiment.label_set)
+        if options.input_mode == "keyboard" and not grid.has_all_keys and any(t.trial_type == "classify" for t in trials):
+            raise LayoutError(f"label set {experiment.label_set.name!r} has more labels than the 16 keyed places; "
+                              "use --input mouse")
+        _check_stimuli(expdir, experiment, trials)
+        csv_path, log_path = session_paths(expdir.root, experiment.name, options.participant, session)
+        quit_early, refresh = False, {}
+        if remaining:
+            runner = _Runner(options, expdir, experiment, store, group, grid, log_path, out)
+            try:
+                quit_early = runner.run(sequence, remaining, answered)
+            finally:
+                refresh = runner.refresh_record
+                runner.close()
+        rows = store.rows("experiment=? AND observer=? AND session=?", [experiment.name, options.participant, session])
+        write_psychopy_csv(rows, csv_path)
+        timed = [r for r in rows if r.get("dropped_frames") is not None]
+        summary = SessionSummary(
+            participant=options.participant, session=session, group=group, total=len(sequence), answered=len(rows),
+            answered_this_run=len(rows) - len(answered), no_drop_trials=sum(r["dropped_frames"] == 0 for r in timed),
+            timed_trials=len(timed), quit_early=quit_early, csv_path=csv_path, refresh=refresh)
+    finally:
+        store.close()
+    for line in summary.lines():
+        out(line)
+    return summary
+
+
+@dataclass
+class _Outcome:
+    response: str | None
+    rt_ms: float | None
+    measured: dict
+    frames: dict
+    dropped: int
+
+
+class _Restart(Exception):
+    """Escape was pressed during a trial and the session goes on: show the trial again."""
+
+
+class _Quit(Exception):
+    """Quitting was confirmed on the pause screen."""
+
+
+class _Runner:
+    """The window, its stimuli and the per-frame loop of one run (PsychoPy lives here)."""
+
+    def __init__(self, options: LabOptions, expdir: ExperimentDir, experiment: Experiment, store: ResponseStore,
+                 group: int, grid: ResponseGrid, log_path: Path, out):
+        try:
+            import psychopy
+            from psychopy import logging, visual
+        except ImportError as err:
+            raise LabError(f"PsychoPy is not installed ({err}); install the lab extra: see docs/lab.md") from None
+        from .display import FramePacer, measure_refresh, open_window
+        from .inputs import ResponseInput
+        from .simulate import SimulatedParticipant
+
+        self.options, self.expdir, self.experiment, self.store = options, expdir, experiment, store
+        self.group, self.grid, self.out = group, grid, out
+        self.session = str(options.session)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        logging.console.setLevel(logging.WARNING)
+        self.log = logging.LogFile(str(log_path), level=logging.EXP, filemode="a")
+        self.logging = logging
+        self.refresh_record: dict = {}
+        self.win = open_window(options.fullscreen, options.screen, options.window_size)
+        try:
+            self.refresh = measure_refresh(self.win, options.refresh_hz)
+        except CuebenchError:
+            self.win.close()
+            raise
+        self.hz = self.refresh.hz
+        self.refresh_record = {"hz": self.hz, "source": self.refresh.source, "pacing": self.refresh.pacing,
+                               "measurements": list(self.refresh.measurements),
+                               "free_running_hz": round(self.refresh.free_running_hz, 2)}
+        self.pacer = FramePacer(self.win, self.refresh)
+        self.input = ResponseInput(self.win, options.input_mode)
+        self.sim = (SimulatedParticipant(self.win, self.input.mouse, options.input_mode,
+                                         seed=participant_seed(experiment.name, options.participant, self.session),
+                                         script=options.simulation)
+                    if options.simulation is not None else None)
+        self.device = {
+            "runner": "psychopy", "psychopy": psychopy.__version__, "platform": platform.platform(),
+            "python": platform.python_version(), "screen": options.screen, "fullscreen": options.fullscreen,
+            "window_size": [int(v) for v in self.win.size], "input": options.input_mode,
+            "refresh_source": self.refresh.source, "refresh_measurements": list(self.refresh.measurements),
+            "frame_pacing": self.refresh.pacing, "simulated": options.simulation is not None,
+        }
+        self.text = visual.TextStim(self.win, text="", height=26, wrapWidth=1000, color=(1, 1, 1))
+        self.oddity_prompt = visual.TextStim(self.win, text="Which image is the odd one out? Press 1, 2 or 3.",
+                                             height=26, wrapWidth=1000, color=(1, 1, 1))
+        self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
+        self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
+        self.mask = visual.ImageStim(self.win, image=None)
+        self.cells = [(visual.Rect(self.win, width=c.width, height=c.height, pos=(c.x, c.y), fillColor=(-0.6, -0.6, -0.6),
+                                   lineColor=(0.6, 0.6, 0.6)),
+                       visual.TextStim(self.win, text=self._cell_text(c), pos=(c.x, c.y), height=22, color=(1, 1, 1)))
+                      for c in grid.cells]
+        self.log_info(f"refresh {self.hz:.2f} Hz ({self.refresh.source}; measurements {self.refresh.measurements}; "
+                      f"free-running flips {self.refresh.free_running_hz:.1f} Hz; pacing {self.refresh.pacing})")
+
+    def _cell_text(self, cell) -> str:
+        if self.options.input_mode != "keyboard":
+            return cell.label
+        return f"{cell.label}  [{cell.key}]"
+
+    def log_info(self, message: str) -> None:
+        self.logging.exp(message)
+        self.out(message)
+
+    def close(self) -> None:
+        self.win.close()
+        self.logging.flush()
+        self.logging.root.removeTarget(self.log)
+
+    # --- the session ---------------------------------------------------------------------------
+
+    def run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> bool:
+        """Show the remaining trials; returns True when the session was quit before the end."""
+        try:
+            self._run(sequence, remaining, answered)
+        except _Quit:
+            return True
+        return False
+
+    def _run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> None:
+        from tqdm import tqdm
+
+        self._log_rounding([self.experiment.trial(s.trial_id) for s in remaining])
+        practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
+        has_practice = any(s.block == 0 for s in sequence)
+        if answered:
+            opening = (f"Welcome back. The session continues at trial {remaining[0].index + 1} of {len(sequence)}."
+                       "\n\n" + self._instructions(remaining))
+        else:
+            opening = self._instructions(remaining)
+            if has_practice:
+                opening += "\n\nWe start with a few practice trials."
+        self._continue_screen(opening)
+        progress = tqdm(remaining, desc=f"{self.options.participant} session {self.session}", unit="trial",
+                        file=sys.stderr)
+        for scheduled in progress:
+            trial = self.experiment.trial(scheduled.trial_id)
+            if scheduled.block > 0 and has_practice and not practice_done:
+                practice_done = True
+                self._continue_screen("The practice is over. The experiment starts now.")
+            if scheduled.break_before:
+                self._continue_screen("Time for a break. Rest your eyes as long as you like.")
+            outcome, restarts = None, 0
+            while outcome is None:
+                try:
+                    outcome = self._trial(trial)
+                except _Restart:
+                    restarts += 1
+                    self.logging.exp(f"trial {scheduled.index} ({trial.trial_id}) restarts after a pause")
+            self._commit(scheduled, trial, outcome, restarts)
+        progress.close()
+        self._show_for("Thank you! This session is complete.", END_SCREEN_S)
+
+    def _instructions(self, remaining: list[ScheduledTrial]) -> str:
+        types = {self.experiment.trial(s.trial_id).trial_type for s in remaining}
+        parts = []
+        if "classify" in types:
+            how = ("click the label" if self.options.input_mode == "mouse" else "press the key shown next to the label")
+            parts.append("You will see a cross, then a brief image, then a noise pattern. Then choose what the image "
+                         f"showed: {how}. If you could not tell, choose \"not clear\".")
+        if "oddity" in types:
+            parts.append("You will see three images side by side. Two show the same thing; press 1, 2 or 3 for the "
+                         "one that is different (left, middle, right). Answer quickly.")
+        parts.append("Some trials tell you what to answer; please follow them. Press Escape to pause.")
+        return "\n\n".join(parts)
+
+    def _log_rounding(self, trials: list[Trial]) -> None:
+        for timing in dict.fromkeys(t.timing for t in trials):
+            frames = phase_frames(timing, self.hz)
+            described = "; ".join(f"{name} {count.describe()}" for name, count in frames.items() if count.frames)
+            self.log_info(f"timing at {self.hz:.2f} Hz: {described}")
+
+    def _commit(self, scheduled: ScheduledTrial, trial: Trial, outcome: _Outcome, restarts: int) -> None:
+        events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
+        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind="human",
+                        session=self.session, trial_index=scheduled.index, response=outcome.response,
+                        rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
+                        timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
+                        refresh_hz=self.hz, device=self.device, group=self.group, events=events or None)
+        self.store.write(row)
+        self.logging.exp(f"committed trial {scheduled.index} ({trial.trial_id}): response {outcome.response!r}, "
+                         f"rt {outcome.rt_ms} ms, dropped {outcome.dropped}")
+
+    # --- screens -------------------------------------------------------------------------------
+
+    def _frame(self, screen: Screen, draw) -> float:
+        """Draw and flip one frame; lets the simulated participant see the screen."""
+        draw()
+        now = self.pacer.flip()
+        if screen.onset is None:
+            screen.onset = now
+        if self.sim is not None:
+            self.sim.observe(screen, now)
+        return now
+
+    def _continue_screen(self, message: str) -> None:
+        """Text until space (or a click, with the mouse); Escape pauses (``_Quit`` if confirmed)."""
+        prompt = "Click or press space to continue." if self.options.input_mode == "mouse" else "Press space to continue."
+        while True:
+            self.text.text = f"{message}\n\n{prompt}"
+            self.input.clear()
+            self.input.start()
+            screen = Screen("continue")
+            presses: list = []
+            while not presses:
+                self._frame(screen, self.text.draw)
+                presses = self.input.poll((CONTINUE_KEY,), clicks=True)
+            if all(p.key != "escape" for p in presses):
+                return
+            self._pause()
+
+    def _pause(self) -> None:
+        """Escape: Y confirms quitting (raises ``_Quit``), N goes on."""
+        self.logging.exp("paused (Escape)")
+        self.text.text = ("Paused.\n\nPress Y to end the session. Everything answered so far is saved; "
+                          "run the same command again to resume.\n\nPress N to continue.")
+        self.input.clear()
+        screen = Screen("pause")
+        while True:
+            self._frame(screen, self.text.draw)
+            keys = {p.key for p in self.input.poll(("y", "n"), clicks=False)}
+            if "y" in keys:
+                self.logging.exp("session ended by the experimenter")
+                raise _Quit
+            if "n" in keys:
+                self.logging.exp("session continues")
+                return
+
+    def _show_for(self, message: str, seconds: float) -> None:
+        self.text.text = message
+        screen = Screen("trial")
+        for _ in range(max(1, round(seconds * self.hz))):
+            self._frame(screen, self.text.draw)
+
+    # --- one trial -----------------------------------------------------------------------------
+
+    def _load(self, trial: Trial) -> list:
+        from PIL import Image
+
+        stims = []
+        for stim_id, stim, x in zip(trial.stimuli, self.images, self._positions(trial)):
+            record = self.experiment.stimuli[stim_id]
+            pixels = decode_image(self.expdir.stimulus_path(record))
+            stim.image = Image.fromarray(pixels)
+            stim.size = (pixels.shape[1], pixels.shape[0])
+            stim.pos = (x, 0)
+            stims.append(stim)
+        if trial.timing.mask:
+            seed = trial_mask_seed(trial.mask_seed, self.experiment.name, trial.trial_id)
+            noise = pink_noise_mask(int(max(stims[0].size)), seed)
+            self.mask.image = Image.fromarray(noise).convert("RGB")
+            self.mask.size = (noise.shape[1], noise.shape[0])
+            self.mask.draw()
+        for stim in stims:
+            stim.draw()
+        self.win.clearBuffer()  # drawing once uploads the textures now, not on the first timed frame
+        return stims
+
+    def _positions(self, trial: Trial) -> list[float]:
+        if trial.trial_type == "oddity":
+            width = self.experiment.stimuli[trial.stimuli[0]].width or 224
+            return oddity_positions(len(trial.stimuli), width)
+        return [0.0]
+
+    def _trial(self, trial: Trial) -> _Outcome:
+        """Fixation, stimulus, mask (frame-counted, intervals recorded), then the response
+        phase; ITI. Escape before an answer pauses, then ``_Restart`` or ``_Quit``."""
+        if trial.instruction:
+            self._continue_screen(trial.instruction)
+        stims = self._load(trial)
+        frames = phase_frames(trial.timing, self.hz)
+        draws = {"fixation": self.fixation.draw, "stimulus": lambda: [s.draw() for s in stims], "mask": self.mask.draw}
+        keys = ODDITY_KEYS[:len(trial.stimuli)] if trial.trial_type == "oddity" else tuple(self.grid.keys)
+        from_onset = trial.timing.response_from_onset
+        answer: tuple[str, float] | None = None
+        onsets: dict[str, float] = {}
+        screen = Screen("trial", trial)
+        self.input.clear()
+        first_interval = len(self.win.frameIntervals)
+        self.win.recordFrameIntervals = True
+        for phase in TIMED_PHASES:
+            for n in range(frames[phase].frames):
+                now = self._frame(screen, draws[phase])
+                if n == 0:
+                    onsets[phase] = now
+                    if phase == "stimulus" and from_onset:
+                        self.input.start()
+                answer = self._read(trial, keys, from_onset and "stimulus" in onsets, answer)
+        response_draw = self._draw_grid if trial.trial_type == "classify" else self._draw_oddity_prompt
+        response_screen = Screen("response", trial, self.grid)
+        onsets["response"] = self._frame(response_screen, response_draw)
+        self.win.recordFrameIntervals = False
+        intervals = self.win.frameIntervals[first_interval:]
+        if not from_onset:
+            self.input.start()
+        window = frames["response_window"].frames or None
+        shown = (sum(frames[p].frames for p in ("stimulus", "mask")) if from_onset else 0) + 1
+        while answer is None and (window is None or shown < window):
+            answer = self._read(trial, keys, True, answer)
+            if answer is None:
+                self._frame(response_screen, response_draw)
+                shown += 1
+        if answer is None and window is not None:
+            answer = self._read(trial, keys, True, answer)
+        self._blank(frames["iti"])
+        present = [p for p in TIMED_PHASES if p in onsets]
+        ends = [onsets[p] for p in present[1:]] + [onsets["response"]]
+        measured = {p: round(1000 * (end - onsets[p]), 3) for p, end in zip(present, ends)}
+        return _Outcome(response=answer[0] if answer else None, rt_ms=round(1000 * answer[1], 3) if answer else None,
+                        measured=measured, frames={p: frames[p].frames for p in present},
+                        dropped=dropped_frames(intervals, self.hz))
+
+    def _read(self, trial: Trial, keys: tuple[str, ...], accepting: bool, answer):
+        """The first valid answer among this frame's presses; Escape before an answer pauses."""
+        for press in self.input.poll(keys if accepting else (), clicks=accepting and trial.trial_type == "classify"):
+            if press.key == "escape":
+                if answer is None:
+                    self._pause()
+                    raise _Restart
+                continue
+            if answer is not None:
+                continue
+            if press.pos is not None:
+                cell = self.grid.cell_at(*press.pos)
+                label = cell.label if cell is not None and cell.label in trial.choices else None
+            elif trial.trial_type == "oddity":
+                label = press.key
+            else:
+                label = self.grid.label_for_key(press.key)
+                label = label if label in trial.choices else None
+            if label is not None:
+                answer = (label, press.rt)
+        return answer
+
+    def _draw_grid(self) -> None:
+        for rect, label in self.cells:
+            rect.draw()
+            label.draw()
+
+    def _draw_oddity_prompt(self) -> None:
+        self.oddity_prompt.draw()
+
+    def _blank(self, count: FrameCount) -> None:
+        screen = Screen("trial")
+        for _ in range(count.frames):
+            self._frame(screen, lambda: None)

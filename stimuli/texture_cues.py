@@ -1,0 +1,174 @@
+"""Texture cues: images that keep local texture but lose global shape (Heinert et al.,
+paper 000, Sec. III-b and the ablation of Sec. IV / Tab. IX).
+
+- ``voronoi_shuffle`` (the paper's choice): N random sites give a Voronoi partition;
+  each cell is filled with the image content under the same cell shifted by a random
+  offset that keeps the shifted cell inside the image.
+- ``patch_shuffle``: a regular 8x8 grid of square patches, permuted (the project's
+  Burgert et al. transform, ``stimuli.suppression``).
+- ``diamond_shuffle``: the same idea on a grid rotated by 45 degrees that wraps around
+  the borders, so every pixel is kept.
+- ``texture_eed``: the original minus its EED shape cue ("tex.EED"), and its
+  patch-shuffled version ("tex.EEDpat.").
+
+All take and return (H, W, 3) uint8 RGB and are deterministic given the seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import CuebenchError
+
+VORONOI_CELLS = 32
+"""Heinert et al., Sec. IV-b: N = 32 sites."""
+PATCH_GRID = 8
+"""Heinert et al., Sec. IV: 8x8 patches for regular patch shuffling."""
+TEXTURE_CUES = ("voronoi", "patch", "diamond", "tex_eed", "tex_eed_patch")
+
+
+class TextureCueError(CuebenchError):
+    """A texture-cue transform got a bad image or parameter."""
+
+
+def _check_image(image: np.ndarray, what: str) -> np.ndarray:
+    image = np.asarray(image)
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise TextureCueError(f"{what}: expected an HxWx3 uint8 RGB image, got {image.dtype} {image.shape}")
+    return image
+
+
+def voronoi_cells(height: int, width: int, cells: int, rng: np.random.Generator) -> np.ndarray:
+    """Label map (H, W): index of the nearest of ``cells`` distinct random pixel sites
+    (Euclidean distance; ties go to the lower index)."""
+    if not 1 <= cells <= height * width:
+        raise TextureCueError(f"voronoi cells must be between 1 and {height * width}, got {cells}")
+    flat = rng.choice(height * width, size=cells, replace=False)
+    sites = np.stack(np.divmod(flat, width), axis=1).astype(np.float64)
+    yy, xx = np.mgrid[0:height, 0:width]
+    d2 = (yy[..., None] - sites[:, 0]) ** 2 + (xx[..., None] - sites[:, 1]) ** 2
+    return np.argmin(d2, axis=-1)
+
+
+def voronoi_shuffle(image: np.ndarray, cells: int = VORONOI_CELLS, seed: int = 0) -> np.ndarray:
+    """Heinert et al. Sec. III-b / Fig. 2: fill each Voronoi cell with the content under
+    the cell shifted by a random offset (dy, dx), uniform over the offsets that keep the
+    cell's bounding box inside the image."""
+    image = _check_image(image, "voronoi_shuffle")
+    h, w = image.shape[:2]
+    rng = np.random.default_rng(seed)
+    labels = voronoi_cells(h, w, cells, rng)
+    out = np.empty_like(image)
+    for k in range(cells):
+        ys, xs = np.nonzero(labels == k)
+        dy = rng.integers(-ys.min(), h - ys.max())
+        dx = rng.integers(-xs.min(), w - xs.max())
+        out[ys, xs] = image[ys + dy, xs + dx]
+    return out
+
+
+def patch_shuffle(image: np.ndarray, grid: int = PATCH_GRID, seed: int = 0) -> np.ndarray:
+    """Regular g x g patch shuffling (Heinert et al.: 8x8), via the suppression transform."""
+    from .suppression import suppress
+
+    return suppress(_check_image(image, "patch_shuffle"), "patch_shuffle", {"grid": grid}, seed)
+
+
+def default_diamond_diagonal(height: int, width: int, grid: int = PATCH_GRID) -> int:
+    """The diamond diagonal whose cell area is closest to that of a g x g patch grid's
+    cells, among even divisors of both sides (so the wrapped grid tiles the image):
+    32 px at 224x224 (98 diamonds of 512 px vs. 64 patches of 784 px)."""
+    target = math.sqrt(2) * min(height, width) / grid
+    options = [d for d in range(2, math.gcd(height, width) + 1, 2) if height % d == 0 and width % d == 0]
+    if not options:
+        raise TextureCueError(f"a {height}x{width} image has no even common divisor for a wrapped diamond grid")
+    return min(options, key=lambda d: (abs(d * d / 2 - target * target / 2), d))
+
+
+def diamond_shuffle(image: np.ndarray, diagonal: int | None = None, seed: int = 0) -> np.ndarray:
+    """Heinert et al. Sec. IV: patch shuffling on a grid rotated by 45 degrees that wraps
+    around the image borders. Diamonds are bounded by the lines x + y = k d and x - y = m d;
+    on the torus their centres form a lattice, and every diamond is moved whole to the
+    place of another, so each pixel value is kept exactly once."""
+    image = _check_image(image, "diamond_shuffle")
+    h, w = image.shape[:2]
+    d = default_diamond_diagonal(h, w) if diagonal is None else int(diagonal)
+    if d < 2 or d % 2 or h % d or w % d:
+        raise TextureCueError(f"diamond diagonal must be an even divisor of both sides {h}x{w}, got {diagonal}")
+    yy, xx = np.mgrid[0:h, 0:w]
+    k = np.floor_divide(xx + yy, d)
+    m = np.floor_divide(xx - yy, d)
+    cy, cx = (k - m) * d // 2, (k + m + 1) * d // 2  # the diamond's centre (integer: d is even)
+    centre_id = (cy % h) * w + cx % w
+    centres, cell = np.unique(centre_id, return_inverse=True)
+    target = np.random.default_rng(seed).permutation(len(centres))
+    src_cy, src_cx = np.divmod(centres[target][cell.reshape(h, w)], w)
+    src_y = (src_cy + yy - cy) % h
+    src_x = (src_cx + xx - cx) % w
+    return image[src_y, src_x]
+
+
+def texture_eed(original: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """tex.EED (Heinert et al. Sec. IV): original minus its EED image, signed float
+    (H, W, 3) on -255..255. ``texture_eed_image`` makes it viewable."""
+    return np.asarray(original, dtype=np.float32) - np.asarray(shape, dtype=np.float32)
+
+
+def texture_eed_image(original: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """tex.EED shown as an image: the signed difference min-max rescaled to 0-255, the
+    same rule the reference applies to EED images."""
+    from .eed import to_display
+
+    return to_display(texture_eed(original, shape) + 255.0)
+
+
+def shuffle_like(values: np.ndarray, shuffle) -> np.ndarray:
+    """Move the pixels of any (H, W, C) array exactly as ``shuffle`` (a function of an
+    (H, W, 3) uint8 image that only moves pixels) moves an image's: the shuffle is run on
+    an image whose pixels encode their own positions. Used to patch-shuffle the signed
+    tex.EED difference with the same permutation as its displayed version."""
+    values = np.asarray(values)
+    h, w = values.shape[:2]
+    index = np.arange(h * w, dtype=np.uint32)
+    encoded = np.stack([(index >> s) & 0xFF for s in (0, 8, 16)], axis=-1).astype(np.uint8).reshape(h, w, 3)
+    moved = shuffle(encoded).astype(np.uint32)
+    source = moved[..., 0] | (moved[..., 1] << 8) | (moved[..., 2] << 16)
+    return values.reshape(h * w, -1)[source.ravel()].reshape(values.shape)
+
+
+def signed_texture(kind: str, original: np.ndarray, shape: np.ndarray, seed: int, grid: int = PATCH_GRID) -> np.ndarray:
+    """tex.EED or tex.EEDpat. as the signed difference (float, -255..255), for the
+    sum-and-clip cue conflict (Heinert et al. Fig. 5: EED image + gamma_T x difference)."""
+    diff = texture_eed(original, shape)
+    if kind == "tex_eed":
+        return diff
+    if kind == "tex_eed_patch":
+        return shuffle_like(diff, lambda im: patch_shuffle(im, grid, seed))
+    raise TextureCueError(f"texture cue {kind!r} has no signed form; only tex_eed and tex_eed_patch do")
+
+
+def texture_cue(kind: str, original: np.ndarray, seed: int, *, shape: np.ndarray | None = None,
+                cells: int = VORONOI_CELLS, grid: int = PATCH_GRID) -> np.ndarray:
+    """One texture cue by name (``TEXTURE_CUES``); the tex.EED kinds need the EED ``shape``."""
+    if kind == "voronoi":
+        return voronoi_shuffle(original, cells, seed)
+    if kind == "patch":
+        return patch_shuffle(original, grid, seed)
+    if kind == "diamond":
+        return diamond_shuffle(original, None, seed)
+    if kind in ("tex_eed", "tex_eed_patch"):
+        if shape is None:
+            raise TextureCueError(f"texture cue {kind!r} needs the image's EED shape cue")
+        diff = texture_eed_image(_check_image(original, kind), _check_image(shape, kind))
+        return diff if kind == "tex_eed" else patch_shuffle(diff, grid, seed)
+    raise TextureCueError(f"unknown texture cue {kind!r}; known: {', '.join(TEXTURE_CUES)}")
+
+
+def texture_task(image: np.ndarray, transform: str, params: dict, seed: int) -> np.ndarray:
+    """``stimuli.build.run_jobs`` entry point for the cues made from the photo alone."""
+    if params.get("method") not in ("voronoi", "patch", "diamond"):
+        raise TextureCueError(f"{transform}: method {params.get('method')!r} needs the EED image, not a worker task")
+    return texture_cue(params["method"], image, seed, cells=params.get("cells", VORONOI_CELLS),
+                       grid=params.get("grid", PATCH_GRID))

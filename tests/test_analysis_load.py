@@ -1,0 +1,143 @@
+"""Loading every source kind, and exclusions with their reasons, on a real SQLite store and the published raw data."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from analysis.exclusions import ExclusionOptionError, ExclusionOptions, apply_exclusions
+from analysis.load import LoadError, load_responses, stimulus_name, texture_class
+from analysis.metrics import shape_bias
+from stimuli.responses import COLUMNS, ResponseStore
+from stimuli.schema import NOT_CLEAR
+
+PUBLISHED_MODELS = {"alexnet": 0.429, "googlenet": 0.312, "vgg": 0.172}
+
+
+def response(observer, index, *, role="test", correct=1, response="cat", kind="human", **extra):
+    return {"experiment": "exp", "observer": observer, "observer_kind": kind, "session": "1", "trial_index": index,
+            "trial_id": f"t{index}", "role": role, "trial_type": "classify", "condition": "original",
+            "category": "cat", "response": response, "correct": correct} | extra
+
+
+@pytest.fixture()
+def store_path(tmp_path):
+    rows = [response("p1", i) for i in range(4)]
+    rows += [response("p1", 4, role="attention", correct=1), response("p1", 5, role="catch", correct=1)]
+    rows += [response("p2", i, correct=0, response="dog") for i in range(3)]
+    rows += [response("p2", 3, role="attention", correct=0, response="dog")]                       # fails the check
+    rows += [response("p3", 0, response=NOT_CLEAR, correct=0), response("p3", 1, response="", correct=0, timed_out=1),
+             response("p3", 2, excluded=1, exclusion_reason="refresh rate 30 Hz below 55 Hz"),
+             response("p3", 3, events=[{"type": "blur", "t": 120}]), response("p3", 4, dropped_frames=3),
+             response("p3", 5, role="practice")]
+    rows += [response("m", i, kind="model") for i in range(4)]
+    path = tmp_path / "responses.sqlite"
+    with ResponseStore(path) as store:
+        store.write_many(rows)
+    return path
+
+
+@pytest.mark.shared
+def test_raw_geirhos_folder_reproduces_published_shape_bias(shared):
+    df = load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")
+    kinds = df.drop_duplicates("observer").set_index("observer")["observer_kind"]
+    assert {o for o, k in kinds.items() if k == "model"} == set(PUBLISHED_MODELS)
+    sb = shape_bias(apply_exclusions(df).scored).set_index("observer")
+    for model, value in PUBLISHED_MODELS.items():
+        assert round(sb.loc[model, "shape_bias"], 3) == value
+    humans = sb[sb["observer_kind"] == "human"]["shape_bias"]
+    assert len(humans) == 10 and humans.between(0.91, 0.99).all()
+    assert round(humans.mean(), 2) == 0.96
+    # the 80 same-class images are left out: 1200 conflict trials per model
+    assert (sb.loc["vgg", "n_shape"] + sb.loc["vgg", "n_texture"]) <= 1200
+
+
+def test_raw_csv_variants_na_answers_and_session_spelling(tmp_path):
+    folder = tmp_path / "cue-conflict"
+    folder.mkdir()
+    (folder / "exp_subject-01_session_1.csv").write_text(
+        "subj,Session,trial,rt,object_response,category,condition,imagename\n"
+        "subject-01,1,1,0.8,cat,cat,0,0001_s5n_s01_0_cat_00_cat1-dog2.png\n"
+        "subject-01,1,2,na,na,car,0,0002_s5n_s01_0_car_00_car3-car1.png\n"
+        "subject-01,1,3,1.1,dog,cat,0,0003_s5n_s01_0_cat_00_cat2-dog10.png\n")
+    (folder / "exp_resnet50_session_1.csv").write_text(
+        "subj,session,trial,rt,object_response,category,condition,imagename\n"
+        "resnet50,1,1,NaN,dog,cat,0,0001_s5n_dnn_0_cat_00_cat1-dog2.png\n")
+    df = load_responses(folder)
+    assert list(df.columns) == list(COLUMNS)
+    h = df[df["observer"] == "subject-01"].set_index("trial_index")
+    assert set(h["observer_kind"]) == {"human"}
+    assert df.loc[df["observer"] == "resnet50", "observer_kind"].iloc[0] == "model"
+    assert h.loc[1, "response"] == "" and h.loc[1, "timed_out"] == 1 and h.loc[1, "correct"] == 0
+    assert h.loc[0, "rt_ms"] == pytest.approx(800.0)
+    assert list(h["trial_id"]) == ["cat1-dog2", "car3-car1", "cat2-dog10"]
+    assert list(h["texture_category"]) == ["dog", "car", "dog"]
+    assert set(df["condition"]) == {"cue-conflict"} and json.loads(h.loc[0, "params"]) == {"condition": "0"}
+    assert stimulus_name("x/0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png") == "airplane1-bicycle2"
+    assert texture_class("a.png") is None
+
+
+def test_store_csv_and_parquet_give_the_same_table(store_path, tmp_path):
+    from_store = load_responses(store_path.parent)
+    with ResponseStore(store_path) as store:
+        exported = store.dataframe()
+    exported.to_csv(tmp_path / "r.csv", index=False)
+    exported.to_parquet(tmp_path / "r.parquet", index=False)
+    for other in (tmp_path / "r.csv", tmp_path / "r.parquet"):
+        loaded = load_responses(other)
+        pd.testing.assert_frame_equal(loaded.drop(columns=["created_at"]), from_store.drop(columns=["created_at"]))
+
+
+def test_bad_sources_are_named(tmp_path):
+    with pytest.raises(LoadError, match="no such file"):
+        load_responses(tmp_path / "missing.csv")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("observer,trial_id,response,colour\np,t,cat,red\n")
+    with pytest.raises(LoadError, match="bad.csv.*'colour'"):
+        load_responses(bad)
+    bad.write_text("observer,trial_id,response,observer_kind\np,t,cat,robot\n")
+    with pytest.raises(LoadError, match="robot"):
+        load_responses(bad)
+    bad.write_text("observer,trial_id,response,level\np,t,cat,high\n")
+    with pytest.raises(LoadError, match="'level'.*'high'"):
+        load_responses(bad)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(LoadError, match="unknown response file type"):
+        load_responses(tmp_path / "notes.txt")
+
+
+def test_exclusions_with_reasons(store_path):
+    cleaned = apply_exclusions(load_responses(store_path))
+    log = cleaned.log
+    reasons = dict(zip(zip(log["observer"], log["trial_id"]), log["reason"]))
+    # p2 failed its one attention check: every trial out, and p2 is listed as having nothing left
+    assert all("attention check" in reasons[("p2", f"t{i}")] for i in range(4))
+    assert list(cleaned.excluded_observers["observer"]) == ["p2"]
+    assert "p2" not in set(cleaned.scored["observer"])
+    assert reasons[("p3", "t1")] == "timeout (no answer)"
+    assert reasons[("p3", "t2")] == "collection: refresh rate 30 Hz below 55 Hz"
+    assert reasons[("p3", "t3")] == "left the page or window during the trial"
+    assert reasons[("p3", "t5")] == "role 'practice' is never scored"
+    assert reasons[("p1", "t4")] == "role 'attention' is never scored"
+    # 'not clear' is an error by default; dropped frames are kept unless a limit is set; catch trials apart
+    kept = cleaned.scored.set_index(["observer", "trial_id"])
+    assert kept.loc[("p3", "t0"), "correct"] == 0
+    assert ("p3", "t4") in kept.index
+    assert list(cleaned.catch["trial_id"]) == ["t5"] and "catch" not in set(cleaned.scored["role"])
+    summary = cleaned.summary().set_index("reason")
+    assert summary.loc["timeout (no answer)", "rows"] == 1
+
+
+def test_exclusion_options(store_path):
+    df = load_responses(store_path)
+    lenient = apply_exclusions(df, ExclusionOptions(max_attention_failures=1, not_clear="exclude",
+                                                    timeouts="error", max_dropped_frames=2))
+    kept = lenient.scored.set_index(["observer", "trial_id"])
+    assert "p2" in set(lenient.scored["observer"]) and lenient.excluded_observers.empty
+    assert ("p3", "t0") not in kept.index  # not clear excluded
+    assert kept.loc[("p3", "t1"), "correct"] == 0  # timeout scored wrong
+    assert ("p3", "t4") not in kept.index  # 3 dropped frames > 2
+    with pytest.raises(ExclusionOptionError, match="not_clear"):
+        ExclusionOptions(not_clear="maybe")

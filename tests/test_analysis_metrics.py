@@ -1,0 +1,245 @@
+"""Every metric against values worked out by hand on small tables (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import metrics
+from analysis.comparison import paired_ttests, rank_correlation
+from analysis.consistency import error_consistency, kappa_from_correct, noise_ceiling, spearman_brown
+from analysis.ranking import RankTestError, cd_diagram, friedman_nemenyi
+
+
+def rows(observer, kind, condition, level, outcomes, **extra):
+    """Scored rows: one per outcome (1/0), trial ids t0, t1, ... within the condition/level."""
+    return [{"observer": observer, "observer_kind": kind, "condition": condition, "level": level,
+             "trial_id": f"{condition}-{level}-t{i}", "correct": c, "trial_type": "classify", "role": "test",
+             "category": "cat", "texture_category": None, "response": "cat" if c else "dog", "group": None} | extra
+            for i, c in enumerate(outcomes)]
+
+
+def table(*parts) -> pd.DataFrame:
+    df = pd.DataFrame([r for part in parts for r in part])
+    df["level"] = df["level"].astype("Int64")
+    return df
+
+
+def test_wilson_interval_matches_hand_computation():
+    # k=8, n=10, z=1.96: centre (0.8 + 0.19208)/1.38416 = 0.71675; half 1.96*sqrt(0.016+0.009604)/1.38416 = 0.22658
+    lo, hi = metrics.wilson_ci(8, 10)
+    assert lo == pytest.approx(0.49016, abs=1e-4)
+    assert hi == pytest.approx(0.94332, abs=1e-4)
+    lo0, hi0 = metrics.wilson_ci(0, 5)
+    assert lo0 == pytest.approx(0.0) and 0 < hi0 < 1
+
+
+def test_t_interval_and_bootstrap_across_observers():
+    # mean 0.8, sd 0.2, se 0.11547, t_{0.975, 2} = 4.302653 -> half width 0.49683
+    mean, lo, hi = metrics.t_ci([0.6, 0.8, 1.0])
+    assert (mean, lo, hi) == pytest.approx((0.8, 0.30317, 1.29683), abs=1e-4)
+    assert np.isnan(metrics.t_ci([0.7])[1])
+    b_lo, b_hi = metrics.bootstrap_ci([0.6, 0.8, 1.0], seed=3)
+    assert 0.6 <= b_lo <= 0.8 <= b_hi <= 1.0
+    assert metrics.bootstrap_ci([0.6, 0.8, 1.0], seed=3) == (b_lo, b_hi)
+
+
+def test_accuracy_and_relative_accuracy():
+    # original 8/10 correct, patch_shuffle level 1: 4/10 -> relative 0.4/0.8 = 0.5;
+    # chance-corrected with C = 4: (0.4 - 0.25) / (0.8 - 0.25) = 0.272727
+    df = table(rows("A", "model", "original", None, [1] * 8 + [0] * 2),
+               rows("A", "model", "patch_shuffle", 1, [1] * 4 + [0] * 6))
+    acc = metrics.accuracy(df)
+    ps = acc[acc["condition"] == "patch_shuffle"].iloc[0]
+    assert (ps["n"], ps["k"], ps["accuracy"]) == (10, 4, 0.4)
+    rel = metrics.relative_accuracy(acc, n_choices=4).iloc[0]
+    assert rel["relative_accuracy"] == pytest.approx(0.5)
+    assert rel["chance_corrected"] == pytest.approx(0.15 / 0.55)
+    with pytest.raises(metrics.MetricError):
+        metrics.relative_accuracy(acc, n_choices=1)
+
+
+def test_relative_accuracy_drops_observer_without_baseline():
+    df = table(rows("A", "model", "original", None, [1, 1]), rows("A", "model", "bilateral", 0, [1, 0]),
+               rows("B", "model", "bilateral", 0, [1, 1]))
+    rel = metrics.relative_accuracy(metrics.accuracy(df), n_choices=16)
+    assert list(rel["observer"]) == ["A"]
+
+
+def test_group_accuracy_t_and_bootstrap():
+    df = table(rows("h1", "human", "original", None, [1, 1, 0, 0, 1]),  # 0.6
+               rows("h2", "human", "original", None, [1, 1, 1, 1, 0]),  # 0.8
+               rows("h3", "human", "original", None, [1, 1, 1, 1, 1]))  # 1.0
+    g = metrics.group_accuracy(metrics.accuracy(df)).iloc[0]
+    assert g["observers"] == 3
+    assert (g["accuracy"], g["t_ci_low"], g["t_ci_high"]) == pytest.approx((0.8, 0.30317, 1.29683), abs=1e-4)
+    assert g["boot_ci_low"] <= 0.8 <= g["boot_ci_high"]
+
+
+def test_shape_bias_counts_only_conflicting_images():
+    # 4 conflict trials answered shape, shape, texture, other; one same-class image (ignored): 2 / (2 + 1)
+    base = {"observer": "m", "observer_kind": "model", "role": "test", "condition": "cue-conflict", "level": 0}
+    df = pd.DataFrame([
+        base | {"trial_id": "a", "category": "cat", "texture_category": "dog", "response": "cat", "correct": 1},
+        base | {"trial_id": "b", "category": "car", "texture_category": "dog", "response": "car", "correct": 1},
+        base | {"trial_id": "c", "category": "cat", "texture_category": "boat", "response": "boat", "correct": 0},
+        base | {"trial_id": "d", "category": "cat", "texture_category": "dog", "response": "knife", "correct": 0},
+        base | {"trial_id": "e", "category": "cat", "texture_category": "cat", "response": "dog", "correct": 0},
+    ])
+    sb = metrics.shape_bias(df).iloc[0]
+    assert (sb["n_shape"], sb["n_texture"], sb["shape_bias"]) == (2, 1, pytest.approx(2 / 3))
+    per_cat = metrics.shape_bias(df, by_category=True).set_index("category")
+    assert per_cat.loc["cat", "shape_bias"] == pytest.approx(0.5)  # a shape, c texture, d neither
+    assert per_cat.loc["car", "shape_bias"] == 1.0
+
+
+def test_cue_decomposition_against_heinert_table_1_and_hand_values():
+    # R_cd = (Q_S + Q_T) / (2 Q_O): ConvNeXt L (0.838 + 0.969) / 1.992 = 0.907, VGG19 (0.228 + 0.774) / 1.966 = 0.510
+    q = pd.DataFrame({"observer": ["ConvNeXt L", "VGG19"], "observer_kind": "model",
+                      "Q_O": [0.996, 0.983], "Q_S": [0.838, 0.228], "Q_T": [0.969, 0.774]})
+    out = metrics.cue_decomposition_scores(q).set_index("observer")
+    assert round(out.loc["ConvNeXt L", "R_cd"], 3) == 0.907
+    assert round(out.loc["VGG19", "R_cd"], 3) == 0.510
+    # two models with Q_S, Q_T = (0.8, 0.4) and (0.4, 0.8): s = t = 0.6, S_cd(M1) = 0.8 / 1.2 = 2/3;
+    # model set {M1}: s = 0.8, t = 0.4 -> S_cd(M1) = 1 / (1 + 1) = 0.5, S_cd(M2) = 0.5 / (0.5 + 2) = 0.2
+    q2 = pd.DataFrame({"observer": ["M1", "M2"], "observer_kind": "model", "Q_O": 1.0, "Q_S": [0.8, 0.4],
+                       "Q_T": [0.4, 0.8]})
+    assert metrics.cue_decomposition_scores(q2).set_index("observer")["S_cd"]["M1"] == pytest.approx(2 / 3)
+    one = metrics.cue_decomposition_scores(q2, model_set=["M1"]).set_index("observer")["S_cd"]
+    assert (one["M1"], one["M2"]) == (pytest.approx(0.5), pytest.approx(0.2))
+    with pytest.raises(metrics.MetricError, match="nope"):
+        metrics.cue_decomposition_scores(q2, model_set=["nope"])
+
+
+def test_cue_decomposition_from_responses_needs_all_three_conditions():
+    df = table(rows("m", "model", "original", None, [1, 1]), rows("m", "model", "shape_cue", None, [1, 0]),
+               rows("m", "model", "texture_cue", None, [0, 0]), rows("h", "human", "original", None, [1, 1]),
+               rows("h", "human", "shape_cue", None, [1, 1]), rows("h", "human", "texture_cue", None, [1, 0]))
+    cd = metrics.cue_decomposition(df).set_index("observer")
+    # model set = {m}: s = 0.5, t = 0 would divide by zero for S_cd; R_cd(m) = (0.5 + 0) / 2 = 0.25
+    assert cd.loc["m", "R_cd"] == pytest.approx(0.25)
+    assert cd.loc["h", "R_cd"] == pytest.approx(0.75)
+    with pytest.raises(metrics.MetricError, match="texture_cue"):
+        metrics.cue_decomposition(df[df["condition"] != "texture_cue"])
+
+
+def test_oddity_accuracy_keeps_catch_trials_apart():
+    test = table(rows("h", "human", "dist", None, [1, 1, 0], trial_type="oddity"))
+    catch = table(rows("h", "human", "dist", None, [1, 0], trial_type="oddity", role="catch"))
+    out = metrics.oddity_accuracy(test, catch).set_index("role")
+    assert out.loc["test", "accuracy"] == pytest.approx(2 / 3)
+    assert out.loc["catch", "accuracy"] == pytest.approx(0.5)
+    assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])
+
+
+def test_kappa_hand_values_including_perfect_agreement():
+    # a = 1100, b = 1000: c_obs = 3/4, p1 = 1/2, p2 = 1/4, c_exp = 1/8 + 3/8 = 1/2, kappa = (3/4 - 1/2) / (1/2) = 1/2
+    c_obs, c_exp, kappa = kappa_from_correct([1, 1, 0, 0], [1, 0, 0, 0])
+    assert (c_obs, c_exp, kappa) == pytest.approx((0.75, 0.5, 0.5))
+    # c_obs = 1 with c_exp = 1/2: kappa = 1
+    assert kappa_from_correct([1, 1, 0, 0], [1, 1, 0, 0])[2] == pytest.approx(1.0)
+    # c_obs = 1 with both always right: c_exp = 1, kappa undefined
+    assert np.isnan(kappa_from_correct([1, 1, 1], [1, 1, 1])[2])
+    # errors on complementary trials: c_obs = 0, c_exp = 1/2, kappa = -1
+    assert kappa_from_correct([1, 1, 0, 0], [0, 0, 1, 1])[2] == pytest.approx(-1.0)
+
+
+def test_error_consistency_pairs_on_shared_trials_only():
+    a = rows("h1", "human", "original", None, [1, 1, 0, 0])
+    b = rows("h2", "human", "original", None, [1, 0, 0, 0, 1, 1])  # t4, t5 not seen by h1
+    m = rows("m", "model", "original", None, [1, 1])
+    pairs = error_consistency(table(a, b, m), n_boot=200, seed=1).set_index(["observer_a", "observer_b"])
+    hh = pairs.loc[("h1", "h2")]
+    assert hh["n_shared"] == 4 and hh["pair"] == "human-human"
+    assert hh["kappa"] == pytest.approx(0.5)
+    assert hh["kappa_ci_low"] <= hh["kappa_ci_high"]
+    hm = pairs.loc[("h1", "m")]
+    assert hm["n_shared"] == 2 and hm["pair"] == "human-model"
+    assert np.isnan(hm["kappa"])  # both right on both shared trials: c_exp = 1
+
+
+def test_noise_ceiling_hand_example():
+    # X = 1010, Y = 1001, Z = 1100. Mean of the others is uncorrelated with each one (r = 0, lower bound);
+    # mean of all = (1, 1/3, 1/3, 1/3) correlates r = (1/3) / (1 * sqrt(1/3)) = 1/sqrt(3) with each (upper bound).
+    m = pd.DataFrame({"X": [1, 0, 1, 0], "Y": [1, 0, 0, 1], "Z": [1, 1, 0, 0]}, index=list("abcd"), dtype=float)
+    c = noise_ceiling(m, "accuracy", n_splits=20)
+    assert c["lower"] == pytest.approx(0.0, abs=1e-12)
+    assert c["upper"] == pytest.approx(1 / np.sqrt(3))
+    same = pd.DataFrame({o: [1, 1, 0, 0] for o in "ABCD"}, dtype=float)
+    for measure in ("accuracy", "kappa"):
+        perfect = noise_ceiling(same, measure, n_splits=10)
+        assert perfect["lower"] == perfect["upper"] == perfect["split_half_sb"] == pytest.approx(1.0)
+    # Spearman-Brown: 2 * 0.5 / 1.5
+    assert spearman_brown(0.5) == pytest.approx(2 / 3)
+
+
+def test_paired_ttest_hand_values_and_unmatched_model():
+    # items t0..t3: humans (h1, h2) mean correctness x = 1, .5, 1, .5; model y = 1, 0, 0, 0.
+    # d = 0, .5, 1, .5: mean .5, sd sqrt(.5/3) = .40825, t = .5 / (.40825 / 2) = 2.4495, dof 3;
+    # Cohen's d (pingouin, paired: pooled sd of x and y) = .5 / sqrt((1/12 + 1/4) / 2) = 1.2247
+    df = table(rows("h1", "human", "bilateral", 0, [1, 1, 1, 1]), rows("h2", "human", "bilateral", 0, [1, 0, 1, 0]),
+               rows("m", "model", "bilateral", 0, [1, 0, 0, 0]), rows("lonely", "model", "grayscale", 0, [1, 0, 1]))
+    out = paired_ttests(df).set_index("observer")
+    r = out.loc["m"]
+    assert (r["n"], r["t"], r["dof"]) == (4, pytest.approx(2.4495, abs=1e-4), 3)
+    from scipy import stats
+
+    assert r["p"] == pytest.approx(2 * stats.t.sf(2.4495, 3), abs=1e-4)
+    assert r["cohen_d"] == pytest.approx(1.2247, abs=1e-4)
+    assert r["ci95_low"] < 0.5 < r["ci95_high"]
+    assert "no human responses" in out.loc["lonely", "note"] and np.isnan(out.loc["lonely", "p"])
+
+
+def test_paired_ttests_holm_correction_and_group_pairing():
+    df = table(rows("h1", "human", "a", 0, [1, 1, 1, 1], group=0), rows("h2", "human", "a", 0, [1, 0, 1, 1], group=1),
+               rows("m", "model", "a", 0, [0, 0, 1, 0]),
+               rows("h1", "human", "b", 0, [1, 1, 0, 1], group=0), rows("h2", "human", "b", 0, [1, 1, 1, 0], group=1),
+               rows("m", "model", "b", 0, [1, 0, 0, 0]))
+    out = paired_ttests(df, correction="holm")
+    p = out["p"].to_numpy()
+    # Holm with two tests: the smaller p doubled, the larger max(its own, that) (capped at 1)
+    small, large = sorted(p)
+    assert sorted(out["p_corr"]) == pytest.approx(sorted([min(1, 2 * small), min(1, max(large, 2 * small))]))
+    grouped = paired_ttests(df, pairing="group")
+    assert (grouped.dropna(subset=["n"])["n"] <= 2).all()
+
+
+def test_friedman_with_ties_matches_hand_computation():
+    # ranks (1 = best): b1 A1 B2.5 C2.5 | b2 A2 B1 C3 | b3 all 2 -> R = 5/3, 11/6, 5/2
+    # chi2 = 12*3/(3*4) * (25/9 + 121/36 + 25/4 - 12) = 3 * 0.38889 = 1.16667
+    # F = 2 * 1.16667 / (3*2 - 1.16667) = 0.48276, df (2, 4); CD = 2.3437 * sqrt(3*4 / 18) = 1.9137
+    scores = pd.DataFrame({"A": [0.9, 0.7, 0.5], "B": [0.8, 0.9, 0.5], "C": [0.8, 0.6, 0.5]}, index=["b1", "b2", "b3"])
+    r = friedman_nemenyi(scores)
+    assert r.average_ranks.to_dict() == pytest.approx({"A": 5 / 3, "B": 11 / 6, "C": 2.5})
+    assert r.chi2 == pytest.approx(7 / 6)
+    assert r.f == pytest.approx(0.48276, abs=1e-5)
+    assert (r.df1, r.df2) == (2, 4)
+    assert r.critical_difference == pytest.approx(1.9137, abs=1e-3)
+    assert r.nemenyi_p.shape == (3, 3) and (r.nemenyi_p.to_numpy() <= 1).all()
+    lower = friedman_nemenyi(-scores, higher_is_better=False)
+    assert lower.average_ranks.to_dict() == pytest.approx(r.average_ranks.to_dict())
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = cd_diagram(r)
+    assert "CD = 1.91" in ax.get_title()
+
+
+def test_friedman_refuses_gaps_and_single_blocks():
+    with pytest.raises(RankTestError, match="'B'"):
+        friedman_nemenyi(pd.DataFrame({"A": [0.1, 0.2], "B": [0.3, None]}))
+    with pytest.raises(RankTestError, match="at least 2"):
+        friedman_nemenyi(pd.DataFrame({"A": [0.1], "B": [0.3]}))
+
+
+def test_spearman_rank_correlation_exact_p():
+    # ranks 12345 vs 21435: sum d^2 = 4, rho = 1 - 6*4 / (5*24) = 0.8; |rho| >= 0.8 in 16 of 120 pairings: p = 0.1333
+    t = pd.DataFrame({"observer": list("abcde"), "S_cd": [1, 2, 3, 4, 5], "shape_bias": [2, 1, 4, 3, 5]})
+    r = rank_correlation(t, "S_cd", "shape_bias")
+    assert (r["n"], r["rho"], r["p"]) == (5, pytest.approx(0.8), pytest.approx(16 / 120))
+    assert rank_correlation(t, "S_cd", "shape_bias", observers=["a", "b"])["n"] == 2
+    from analysis.comparison import ComparisonError
+
+    with pytest.raises(ComparisonError, match="R_cd"):
+        rank_correlation(t, "R_cd", "S_cd")

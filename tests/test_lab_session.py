@@ -1,0 +1,241 @@
+"""Lab sessions end to end: PsychoPy under Xvfb, a simulated participant, a real SQLite store.
+
+The experiment is built here with the core schema from real photos: classification and
+oddity trials in two conditions (a Latin square over two groups), one practice, one
+attention and one catch trial, short timings.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from human_tasks.lab.session import LabError, LabOptions, default_group, resolve_group, run_lab_session
+from stimuli.design import latin_square_plan, participant_sequence
+from stimuli.expdir import ExperimentDir
+from stimuli.responses import ResponseStore, trial_row
+from stimuli.schema import Experiment, LabelSet, Schedule, Timing, Trial
+
+REPO = Path(__file__).resolve().parents[1]
+CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)
+ODDITY = Timing(fixation=100, stimulus=300, mask=None, response_window=3000, iti=100, response_from_onset=True)
+WINDOW = ["--window-size", "1024", "768"]
+
+needs_display = pytest.mark.skipif(
+    shutil.which("xvfb-run") is None or importlib.util.find_spec("psychopy") is None,
+    reason="needs xvfb-run (Debian's xvfb) and PsychoPy (the lab extra; see docs/lab.md)")
+
+
+def _gray(pixels: np.ndarray) -> np.ndarray:
+    g = (pixels @ np.array([0.299, 0.587, 0.114])).round().astype(np.uint8)
+    return np.stack([g] * 3, axis=-1)
+
+
+def build_experiment(root: Path, photos: dict) -> Experiment:
+    expdir = ExperimentDir(root)
+    categories = {"astronaut": "astronaut", "camera": "camera", "coffee": "coffee", "rocket": "rocket",
+                  "motorcycle": "motorcycle", "flower": "flower", "chelsea": "cat", "china": "temple"}
+    labels = tuple(sorted(set(categories.values())))
+    stimuli, trials = {}, []
+
+    def store(name, transform, pixels):
+        stim = expdir.write_stimulus(pixels, {"source_image": name, "transform": transform, "params": {}, "seed": 0})
+        stimuli[stim.id] = stim
+        return stim.id
+
+    for name in ("astronaut", "camera", "coffee", "rocket"):
+        for cond, pixels in (("original", photos[name]), ("grayscale", _gray(photos[name]))):
+            trials.append(Trial(f"{name}-{cond}", "classify", "test", (store(name, cond, pixels),), labels,
+                                categories[name], condition=cond, source_image=name, category=categories[name],
+                                timing=CLASSIFY))
+    for name, other in (("motorcycle", "flower"), ("flower", "motorcycle")):
+        for cond, look in (("original", lambda p: p), ("grayscale", _gray)):
+            ids = (store(name, cond, look(photos[name])), store(other, cond, look(photos[other])),
+                   store(name, f"{cond}-mirror", np.ascontiguousarray(look(photos[name])[:, ::-1])))
+            trials.append(Trial(f"{name}-odd-{cond}", "oddity", "test", ids, ("1", "2", "3"), "2", condition=cond,
+                                source_image=name, category=categories[name], timing=ODDITY))
+    cat = store("chelsea", "original", photos["chelsea"])
+    trials.append(Trial("practice-cat", "classify", "practice", (cat,), labels, "cat", source_image="chelsea",
+                        category="cat", timing=CLASSIFY))
+    trials.append(Trial("attention-cat", "classify", "attention", (cat,), labels, "rocket", source_image="chelsea",
+                        category="cat", timing=CLASSIFY, instruction='The next image shows a cat; click "rocket".'))
+    temple = photos["china"]
+    catch = (store("china", "original", temple), store("china", "mirror", np.ascontiguousarray(temple[:, ::-1])),
+             store("china", "halves_swapped", np.concatenate([temple[112:], temple[:112]])))
+    trials.append(Trial("catch-temple", "oddity", "catch", catch, ("1", "2", "3"), "3", source_image="china",
+                        category="temple", timing=ODDITY))
+    experiment = Experiment(name="labtest", design="test", label_set=LabelSet("photos", labels), stimuli=stimuli,
+                            trials=trials, schedule=Schedule(break_every=4, catch_every=4, attention_every=5),
+                            assignment=latin_square_plan(trials))
+    expdir.save(experiment)
+    return experiment
+
+
+@pytest.fixture
+def experiment_dir(tmp_path, photos) -> Path:
+    build_experiment(tmp_path / "exp", photos)
+    return tmp_path / "exp"
+
+
+def _env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def lab_command(expdir: Path, participant: str, *extra: str) -> list[str]:
+    return ["xvfb-run", "-a", sys.executable, "-m", "cuebench", "lab", "run", str(expdir), "--participant",
+            participant, *WINDOW, *extra]
+
+
+def run_lab(expdir: Path, participant: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(lab_command(expdir, participant, *extra), cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def stored_count(expdir: Path) -> int:
+    """Rows committed so far, read without touching the writer's schema."""
+    try:
+        with sqlite3.connect(f"file:{expdir / 'responses.sqlite'}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def check_complete_session(expdir: Path, participant: str) -> list[dict]:
+    """Exactly one row per scheduled trial, in the participant's order, with frame timing."""
+    experiment = ExperimentDir(expdir).load()
+    with ResponseStore(expdir / "responses.sqlite") as store:
+        rows = store.rows("observer=?", [participant])
+    group = rows[0]["group"]
+    sequence = participant_sequence(experiment, group, participant, "1")
+    assert sorted(r["trial_index"] for r in rows) == [s.index for s in sequence]
+    assert {r["trial_index"]: r["trial_id"] for r in rows} == {s.index: s.trial_id for s in sequence}
+    assert {r["role"] for r in rows} == {"practice", "test", "attention", "catch"}
+    assert {r["trial_type"] for r in rows} == {"classify", "oddity"}
+    for r in rows:
+        trial = experiment.trial(r["trial_id"])
+        planned = {p: getattr(trial.timing, p) for p in ("fixation", "stimulus", "mask") if getattr(trial.timing, p)}
+        assert set(r["timing_measured"]) == set(planned) == set(r["frames"])
+        for phase, ms in planned.items():
+            assert r["frames"][phase] == round(ms * 60 / 1000)
+            # software-paced flips never run early by more than the one frame a late schedule catches up
+            assert r["timing_measured"][phase] >= ms - 1000 / 60 - 1
+        assert isinstance(r["dropped_frames"], int) and r["dropped_frames"] >= 0
+        assert r["refresh_hz"] == 60.0 and r["observer_kind"] == "human" and r["group"] == group
+        assert r["response"] in trial.choices and r["rt_ms"] > 0 and r["timed_out"] == 0
+        assert r["device"]["simulated"] is True and r["device"]["frame_pacing"] == "software"
+        if r["role"] in ("attention", "catch"):
+            assert r["correct"] == 1 and r["response"] == trial.correct
+    return rows
+
+
+def test_default_group_is_a_stable_hash_and_a_resumed_session_keeps_its_group(tmp_path, photos):
+    experiment = build_experiment(tmp_path / "exp", photos)
+    assert default_group("P01", 2) == default_group("P01", 2)
+    assert {default_group(f"P{i:02d}", 2) for i in range(20)} == {0, 1}
+    with ResponseStore(tmp_path / "exp" / "responses.sqlite") as store:
+        assert resolve_group(experiment, store, "P01", "1", None) == default_group("P01", 2)
+        assert resolve_group(experiment, store, "P01", "1", 1) == 1
+        with pytest.raises(LabError, match="groups 0..1"):
+            resolve_group(experiment, store, "P01", "1", 5)
+        store.write(trial_row(experiment, experiment.trials[0], observer="P01", observer_kind="human", session="1",
+                              trial_index=0, response="cat", group=0))
+        assert resolve_group(experiment, store, "P01", "1", None) == 0
+        with pytest.raises(LabError, match="was run in group 0"):
+            resolve_group(experiment, store, "P01", "1", 1)
+
+
+def test_bad_participant_id_and_input_mode_are_refused_before_any_window(experiment_dir):
+    with pytest.raises(LabError, match="participant id"):
+        run_lab_session(LabOptions(expdir=experiment_dir, participant="../P01"))
+    with pytest.raises(LabError, match="--input"):
+        run_lab_session(LabOptions(expdir=experiment_dir, participant="P01", input_mode="joystick"))
+
+
+@pytest.mark.slow
+@needs_display
+def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_dir):
+    done = run_lab(experiment_dir, "P01", "--simulate", "--refresh-hz", "60")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = check_complete_session(experiment_dir, "P01")
+    assert all(r["device"]["input"] == "mouse" for r in rows)
+    assert "% of trials with no dropped frame" in done.stdout
+    assert "stimulus 100 ms -> 6 frames = 100.0 ms (+0.0 ms)" in done.stdout
+    csv_path = experiment_dir / "data" / "P01_labtest_session1.csv"
+    table = pd.read_csv(csv_path)
+    assert len(table) == len(rows) and list(table["trials.thisN"]) == sorted(r["trial_index"] for r in rows)
+    by_index = {r["trial_index"]: r for r in rows}
+    assert table["key_resp.rt"].tolist() == pytest.approx([by_index[i]["rt_ms"] / 1000 for i in table["trials.thisN"]])
+    assert set(table["frameRate"]) == {60.0} and set(table["participant"]) == {"P01"}
+    log = (experiment_dir / "data" / "P01_labtest_session1.log").read_text()
+    assert "refresh 60.00 Hz (declared" in log and "committed trial 8" in log
+    again = run_lab_session(LabOptions(expdir=experiment_dir, participant="P01"), out=lambda line: None)
+    assert (again.answered, again.answered_this_run) == (len(rows), 0)  # complete: nothing shown again
+
+
+@pytest.mark.slow
+@needs_display
+def test_sigkill_mid_session_then_rerun_resumes_and_stores_each_trial_once(experiment_dir):
+    proc = subprocess.Popen(lab_command(experiment_dir, "P02", "--simulate", "--refresh-hz", "60"), cwd=REPO,
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while stored_count(experiment_dir) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the session ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    before = stored_count(experiment_dir)
+    assert 3 <= before < 9
+    resumed = run_lab(experiment_dir, "P02", "--simulate", "--refresh-hz", "60")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = check_complete_session(experiment_dir, "P02")
+    assert f"9 of 9 trials answered ({9 - before} in this run), complete" in resumed.stdout
+    log = (experiment_dir / "data" / "P02_labtest_session1.log").read_text()
+    assert f"The session continues at trial {before + 1} of 9" in log
+    assert len(pd.read_csv(experiment_dir / "data" / "P02_labtest_session1.csv")) == len(rows)
+
+
+@pytest.mark.slow
+@needs_display
+def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment_dir):
+    script = ("from human_tasks.lab.session import LabOptions, run_lab_session\n"
+              "from human_tasks.lab.simulate import Script\n"
+              f"s = run_lab_session(LabOptions(expdir={str(experiment_dir)!r}, participant='K01', input_mode='keyboard',"
+              " refresh_hz=60, window_size=(1024, 768), simulation=Script(pause_after=1, quit_after=3)))\n"
+              "print('QUIT', s.quit_early, s.answered)\n")
+    quit_run = subprocess.run(["xvfb-run", "-a", sys.executable, "-c", script], cwd=REPO, env=_env(),
+                              capture_output=True, text=True, timeout=300)
+    assert quit_run.returncode == 0, quit_run.stderr[-3000:]
+    assert "QUIT True 3" in quit_run.stdout and "stopped early" in quit_run.stdout
+    log = (experiment_dir / "data" / "K01_labtest_session1.log").read_text()
+    assert log.count("paused (Escape)") == 2
+    assert log.index("session continues") < log.index("session ended by the experimenter")
+    assert "restarts after a pause" in log
+    resumed = run_lab(experiment_dir, "K01", "--simulate", "--refresh-hz", "60", "--input", "keyboard")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = check_complete_session(experiment_dir, "K01")
+    assert all(r["device"]["input"] == "keyboard" for r in rows)
+    assert [r["trial_index"] for r in rows if r["events"]] == [1]  # the trial interrupted by the pause
+    assert "(6 in this run)" in resumed.stdout
+
+
+@pytest.mark.slow
+@needs_display
+def test_unmeasurable_refresh_rate_is_refused_without_refresh_hz(experiment_dir):
+    refused = run_lab(experiment_dir, "P03", "--simulate")
+    assert refused.returncode == 2
+    assert "pass --refresh-hz" in refused.stderr and "cuebench lab: error:" in refused.stderr
+    assert stored_count(experiment_dir) == 0

@@ -1,0 +1,172 @@
+"""Batched evaluation into the response store: every trial answered, resumable after SIGKILL, summaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from model_eval.decisions import DecisionError
+from model_eval.evaluate import evaluate_experiment, format_summary
+from model_eval.preprocess import PreprocessError
+from stimuli.expdir import ExperimentDir
+from stimuli.responses import ResponseStore
+from stimuli.schema import NOT_CLEAR, Experiment, LabelSet, Trial
+from stimuli.sources import DEFAULT_LABEL_INDICES
+
+LITE0 = "tf_efficientnet_lite0"
+OBSERVER = "tf_efficientnet_lite0:pypi"
+ODDITY = [("chelsea", "chelsea", "coffee"), ("rocket", "camera", "rocket"),
+          ("flower", "flower", "china"), ("astronaut", "motorcycle", "motorcycle")]
+"""Triplets (the middle or last copy is mirrored); the different photo is the odd one."""
+
+
+def build_experiment(root, photos) -> ExperimentDir:
+    """A small mixed experiment from the real photos: originals and mirrored copies (classify),
+    a catch trial, and oddity triplets of two views of one photo plus another photo."""
+    expdir = ExperimentDir(root)
+    labels = LabelSet("default", tuple(DEFAULT_LABEL_INDICES), imagenet_indices=DEFAULT_LABEL_INDICES)
+    categories = {"chelsea": "cat", "coffee": "coffee", "rocket": "rocket", "motorcycle": "motorcycle",
+                  "astronaut": "astronaut", "camera": "camera", "china": "temple", "flower": "flower"}
+    stimuli, trials, ids = {}, [], {}
+    for name, pixels in photos.items():
+        for condition, image in (("original", pixels), ("mirrored", np.ascontiguousarray(pixels[:, ::-1]))):
+            stim = expdir.write_stimulus(image, {"source_image": name, "transform": condition, "params": {}})
+            stimuli[stim.id] = stim
+            ids[name, condition] = stim.id
+            trials.append(Trial(trial_id=f"{name}-{condition}", trial_type="classify", role="test",
+                                stimuli=(stim.id,), choices=tuple(labels.displayed()), correct=categories[name],
+                                condition=condition, source_image=name, category=categories[name]))
+    trials.append(Trial(trial_id="catch-coffee", trial_type="classify", role="catch", stimuli=(ids["coffee", "original"],),
+                        choices=tuple(labels.displayed()), correct="coffee", condition="catch", category="coffee"))
+    for k, triplet in enumerate(ODDITY):
+        odd = next(i for i, name in enumerate(triplet) if triplet.count(name) == 1)
+        seen = set()
+        views = []
+        for name in triplet:
+            views.append(ids[name, "mirrored" if name in seen else "original"])
+            seen.add(name)
+        trials.append(Trial(trial_id=f"oddity-{k}", trial_type="oddity", role="test", stimuli=tuple(views),
+                            choices=("1", "2", "3"), correct=str(odd + 1), condition="oddity"))
+    expdir.save(Experiment(name="model-test", design="test", label_set=labels, stimuli=stimuli, trials=trials))
+    return expdir
+
+
+@pytest.fixture(scope="module")
+def template(photos, tmp_path_factory):
+    return build_experiment(tmp_path_factory.mktemp("template") / "exp", photos)
+
+
+@pytest.fixture
+def expdir(template, tmp_path):
+    shutil.copytree(template.root, tmp_path / "exp")
+    return ExperimentDir(tmp_path / "exp")
+
+
+@pytest.fixture(scope="module")
+def reference(template, tmp_path_factory):
+    """One uninterrupted run: trial_id -> stored row."""
+    root = tmp_path_factory.mktemp("reference") / "exp"
+    shutil.copytree(template.root, root)
+    summary = evaluate_experiment(root, [LITE0], batch_size=5, device="cpu", progress=False, workers=1)
+    with ResponseStore(ExperimentDir(root).responses_file) as store:
+        return summary, {r["trial_id"]: r for r in store.rows()}
+
+
+def stored_count(path) -> int:
+    try:
+        with sqlite3.connect(path, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    except sqlite3.OperationalError:  # the table is not created yet
+        return 0
+
+
+@pytest.mark.slow
+def test_every_trial_answered_once_with_its_role_and_rule(template, reference):
+    summary, rows = reference
+    experiment = template.load()
+    assert len(rows) == len(experiment.trials)
+    for index, trial in enumerate(experiment.trials):
+        row = rows[trial.trial_id]
+        assert (row["observer"], row["observer_kind"], row["session"]) == (OBSERVER, "model", "1")
+        assert row["trial_index"] == index and row["role"] == trial.role
+        assert row["decision_rule"] == ("oddity" if trial.trial_type == "oddity" else "16class-mean")
+        assert row["device"]["mapping"] == "label_set:default" and row["device"]["policy"] == "as-is"
+        if trial.trial_type == "classify":
+            assert set(row["model_outputs"]) == set(DEFAULT_LABEL_INDICES)
+            assert row["response"] == max(row["model_outputs"], key=row["model_outputs"].get)
+        else:
+            assert set(row["model_outputs"]) == {"1", "2", "3"}
+    assert rows["chelsea-original"]["response"] == "cat" and rows["coffee-original"]["response"] == "coffee"
+    assert rows["catch-coffee"]["correct"] == 1
+    # a mirrored photo is still the same photo: Lite0's features find the different one
+    assert [rows[f"oddity-{k}"]["correct"] for k in range(len(ODDITY))] == [1] * len(ODDITY)
+    conditions = {(r["condition"], r["n"]) for r in summary.accuracy}
+    assert conditions == {("mirrored", 8), ("original", 8), ("oddity", 4)}  # the catch trial is not scored
+    assert summary.other_roles == [{"model": OBSERVER, "role": "catch", "n": 1, "correct": 1}]
+    text = format_summary(summary)
+    assert "original" in text and OBSERVER in text and "catch trials 1/1" in text
+
+
+@pytest.mark.slow
+def test_resumes_after_sigkill_without_duplicates(expdir, reference):
+    _, want = reference
+    total = len(want)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "cuebench", "eval", "--model", LITE0, "--experiment", str(expdir.root),
+           "--batch-size", "1", "--workers", "0", "--device", "cpu", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while stored_count(expdir.responses_file) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    partial = stored_count(expdir.responses_file)
+    assert 3 <= partial < total, "the run was not interrupted part-way"
+    summary = evaluate_experiment(expdir.root, [LITE0], batch_size=4, device="cpu", progress=False, workers=0)
+    assert summary.runs[0].skipped == partial and summary.runs[0].answered_now == total - partial
+    with ResponseStore(expdir.responses_file) as store:
+        rows = store.rows()
+    assert len(rows) == total == len({r["trial_id"] for r in rows})
+    for row in rows:
+        assert row["response"] == want[row["trial_id"]]["response"]
+        ours, theirs = row["model_outputs"], want[row["trial_id"]]["model_outputs"]
+        assert ours.keys() == theirs.keys()
+        assert np.allclose([ours[k] for k in ours], [theirs[k] for k in ours], rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_rules_and_policy_are_recorded(expdir):
+    summary = evaluate_experiment(expdir.root, [LITE0], rule="16class-burgert", policy="resize-crop",
+                                  device="cpu", progress=False, workers=0)
+    with ResponseStore(expdir.responses_file) as store:
+        rows = {r["trial_id"]: r for r in store.rows()}
+    chelsea = rows["chelsea-original"]
+    assert chelsea["decision_rule"] == "16class-burgert" and chelsea["device"]["policy"] == "resize-crop"
+    # Burgert's rule: sums, and "not clear" unless the largest sum exceeds 0.5
+    best = max(chelsea["model_outputs"], key=chelsea["model_outputs"].get)
+    assert chelsea["response"] == (best if chelsea["model_outputs"][best] > 0.5 else NOT_CLEAR)
+    assert sum(chelsea["model_outputs"].values()) <= 1.0 + 1e-4
+    assert rows["oddity-0"]["decision_rule"] == "oddity"
+    assert summary.runs[0].answered_now == len(rows)
+
+
+def test_bad_requests_are_refused_before_any_work(expdir, photos):
+    with pytest.raises(DecisionError, match="cannot answer classification trials"):
+        evaluate_experiment(expdir.root, [LITE0], rule="oddity", device="cpu", progress=False)
+    experiment = expdir.load()
+    odd = expdir.write_stimulus(photos["coffee"][:200, :180].copy(), {"source_image": "coffee", "transform": "crop"})
+    experiment.stimuli[odd.id] = odd
+    expdir.save(experiment)
+    with pytest.raises(PreprocessError, match="several sizes: 224x224 .*180x200 .*--policy resize-crop"):
+        evaluate_experiment(expdir.root, [LITE0], device="cpu", progress=False)
+    assert not expdir.responses_file.exists() or stored_count(expdir.responses_file) == 0

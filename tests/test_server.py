@@ -1,0 +1,347 @@
+"""The experiment server through Flask's test client on a real experiment folder and a real SQLite file."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import shutil
+import sqlite3
+import zipfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from experiment_server import cli as server_cli
+from experiment_server.admin import set_admin_password
+from experiment_server.app import create_app, study_of
+from experiment_server.db import AlreadyParticipated
+from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
+from human_tasks.masks import pink_noise_mask, trial_mask_seed
+from stimuli.schema import NOT_CLEAR
+
+PASSWORD = "correct horse battery"
+PLAN_TRIAL_KEYS = {"index", "trial_id", "type", "practice", "block", "break_before", "images", "mask", "choices",
+                   "instruction", "timing"}
+
+
+class Clock:
+    """An injectable clock: reservations lapse when the test says so, not after real waiting."""
+
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    root = tmp_path_factory.mktemp("template")
+    build_sample_experiment(root)
+    return root
+
+
+@pytest.fixture()
+def env(template, tmp_path):
+    """A fresh copy of the sample experiment, its app (60 s reservations, injected clock) and a client."""
+    root = tmp_path / "exp"
+    shutil.copytree(template, root)
+    clock = Clock()
+    app = create_app(root, clock=clock, reservation_seconds=60)
+    return app, app.test_client(), clock
+
+
+def start(client, **params) -> str:
+    response = client.post("/start", data={"consent": "yes", **params})
+    assert response.status_code == 303, response.data
+    return response.headers["Location"].rsplit("/", 1)[1]
+
+
+def plan(client, token) -> dict:
+    response = client.get(f"/api/session/{token}")
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def answer(trial: dict, response: str | None = None, **overrides) -> dict:
+    body = {"trial_id": trial["trial_id"], "response": response if response is not None else trial["choices"][0],
+            "timed_out": False, "rt_ms": 640.5, "timing_measured": {"fixation": 300.2, "stimulus": 199.9},
+            "frames": {"fixation": 18, "stimulus": 12}, "dropped_frames": 0, "refresh_hz": 60.0,
+            "device": {"user_agent": "pytest"}, "events": [{"type": "blur", "t": 12.5}]}
+    body.update(overrides)
+    return body
+
+
+def good_answer(study, trial: dict) -> str:
+    return study.experiment.trial(trial["trial_id"]).correct or trial["choices"][0]
+
+
+def finish_all(app, client, token) -> None:
+    study = study_of(app)
+    for trial in plan(client, token)["trials"]:
+        r = client.post(f"/api/session/{token}/trial/{trial['index']}", json=answer(trial, good_answer(study, trial)))
+        assert r.status_code in (200, 201), r.get_json()
+
+
+# ---------------------------------------------------------------- participant API
+
+
+def test_plan_hides_answers_and_assignment(env):
+    app, client, _ = env
+    token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")
+    body = plan(client, token)
+    assert set(body) == {"participant", "status", "trials", "answered"}
+    assert all(set(t) == PLAN_TRIAL_KEYS for t in body["trials"])
+    study = study_of(app)
+    classify = next(t for t in body["trials"] if t["type"] == "classify" and not t["instruction"])
+    assert classify["choices"] == study.experiment.label_set.displayed() and classify["choices"][-1] == NOT_CLEAR
+    assert classify["choices"][:-1] == sorted(classify["choices"][:-1])
+    text = client.get(f"/api/session/{token}").get_data(as_text=True)
+    assert '"correct' not in text and "assignment" not in text and "group" not in text
+
+
+def test_forged_token_is_refused(env):
+    _, client, _ = env
+    start(client, code="real1")
+    forged = "A" * 32
+    assert client.get(f"/api/session/{forged}").status_code == 403
+    assert client.get(f"/task/{forged}").status_code == 403
+    r = client.post(f"/api/session/{forged}/trial/0", json={"trial_id": "practice-astronaut", "response": "cat"})
+    assert r.status_code == 403 and "unknown session token" in r.get_json()["error"]
+
+
+def test_another_participants_trial_is_refused(env):
+    _, client, _ = env
+    mine, theirs = start(client, code="alice"), start(client, code="bob")
+    my_plan, their_plan = plan(client, mine)["trials"], plan(client, theirs)["trials"]
+    index = next(i for i, (a, b) in enumerate(zip(my_plan, their_plan)) if a["trial_id"] != b["trial_id"])
+    r = client.post(f"/api/session/{mine}/trial/{index}", json=answer(their_plan[index]))
+    assert r.status_code == 403 and their_plan[index]["trial_id"] in r.get_json()["error"]
+    r = client.post(f"/api/session/{mine}/trial/{len(my_plan)}", json=answer(my_plan[0]))
+    assert r.status_code == 404
+
+
+def test_invalid_answers_get_clear_4xx(env):
+    app, client, _ = env
+    token = start(client, code="carol")
+    trials = plan(client, token)["trials"]
+    classify = next(t for t in trials if t["type"] == "classify")
+    oddity = next(t for t in trials if t["type"] == "oddity")
+    url = f"/api/session/{token}/trial/"
+    r = client.post(url + str(classify["index"]), json=answer(classify, "zebra"))
+    assert r.status_code == 422 and "'zebra' is not one of the choices" in r.get_json()["error"]
+    assert client.post(url + str(oddity["index"]), json=answer(oddity, "4")).status_code == 422
+    r = client.post(url + str(oddity["index"]), json=answer(oddity, "2", rt_ms=2300.0))
+    assert r.status_code == 422 and "rt_ms" in r.get_json()["error"]
+    r = client.post(url + str(classify["index"]), json=answer(classify, "", timed_out=True, rt_ms=None))
+    assert r.status_code == 422 and "no response window" in r.get_json()["error"]
+    assert client.post(url + str(classify["index"]), json=answer(classify, extra=1)).status_code == 400
+    assert client.post(url + str(classify["index"]), data="not json").status_code == 400
+    r = client.post(url + str(classify["index"]), json=answer(classify, timing_measured={"stimulus": -3}))
+    assert r.status_code == 422
+    assert study_of(app).store.count() == 0
+
+
+def test_oddity_timeout_is_stored_as_timeout(env):
+    app, client, _ = env
+    token = start(client, code="dave")
+    oddity = next(t for t in plan(client, token)["trials"] if t["type"] == "oddity")
+    r = client.post(f"/api/session/{token}/trial/{oddity['index']}", json=answer(oddity, "", timed_out=True, rt_ms=None))
+    assert r.status_code == 201
+    row = study_of(app).store.rows()[0]
+    assert row["timed_out"] == 1 and row["response"] == "" and row["correct"] == 0 and row["rt_ms"] is None
+
+
+def test_duplicate_post_is_stored_once_and_a_changed_answer_refused(env):
+    app, client, _ = env
+    token = start(client, code="erin")
+    trial = plan(client, token)["trials"][0]
+    url = f"/api/session/{token}/trial/0"
+    first, again = client.post(url, json=answer(trial)), client.post(url, json=answer(trial))
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.get_json()["stored"] is False
+    changed = client.post(url, json=answer(trial, trial["choices"][1]))
+    assert changed.status_code == 409
+    rows = study_of(app).store.rows()
+    assert len(rows) == 1 and rows[0]["response"] == trial["choices"][0]
+    assert rows[0]["events"] == [{"type": "blur", "t": 12.5}] and rows[0]["frames"]["stimulus"] == 12
+    assert plan(client, token)["answered"] == [0]
+
+
+def test_second_session_with_same_prolific_id_is_refused(env):
+    app, client, _ = env
+    start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="one")
+    again = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "SESSION_ID": "two"})
+    assert again.status_code == 409 and b"already taken part" in again.data
+    study = study_of(app)
+    with pytest.raises(AlreadyParticipated):
+        study.db.start(study.experiment.name, 2, prolific_pid="abc123")
+    with pytest.raises(sqlite3.IntegrityError):
+        study.db.db.conn.execute("INSERT INTO participants(code, experiment, token_hash, grp, status, session, "
+                                 "prolific_pid, created_at) VALUES ('X', ?, 'h', 0, 'in_progress', '1', 'abc123', 0)",
+                                 [study.experiment.name])
+    assert len(study.db.participants(study.experiment.name)) == 1
+
+
+def test_entry_needs_consent_and_valid_ids(env):
+    _, client, _ = env
+    assert client.post("/start", data={"code": "x1"}).status_code == 400
+    r = client.get("/?PROLIFIC_PID=<script>")
+    assert r.status_code == 400 and b"PROLIFIC_PID" in r.data
+
+
+def test_mask_is_server_made_deterministic_and_per_trial(env):
+    app, client, _ = env
+    study = study_of(app)
+    token = start(client, code="frank")
+    masked = [t for t in plan(client, token)["trials"] if t["mask"]]
+    first = client.get(masked[0]["mask"]).data
+    assert client.get(masked[0]["mask"]).data == first
+    assert client.get(masked[1]["mask"]).data != first
+    trial = study.experiment.trial(masked[0]["trial_id"])
+    expected = pink_noise_mask(224, trial_mask_seed(trial.mask_seed, study.experiment.name, trial.trial_id))
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(first))), expected)
+
+
+# ---------------------------------------------------------------- completion codes
+
+
+def test_completion_code_only_after_every_trial(env):
+    app, client, _ = env
+    study = study_of(app)
+    token = start(client, PROLIFIC_PID="pid42")
+    trials = plan(client, token)["trials"]
+    client.post(f"/api/session/{token}/trial/0", json=answer(trials[0]))
+    early = client.post(f"/api/session/{token}/complete")
+    assert early.status_code == 409 and early.get_json()["missing"] == list(range(1, len(trials)))
+    finish_all(app, client, token)
+    done = client.post(f"/api/session/{token}/complete").get_json()
+    assert done["status"] == "finished" and done["code"] == study.completion_code("finished")
+    assert done["redirect"].endswith("cc=" + done["code"])
+    assert client.post(f"/api/session/{token}/trial/0", json=answer(trials[0])).status_code == 409
+
+
+def test_failed_attention_and_screened_out_get_their_own_codes(env):
+    app, client, _ = env
+    study = study_of(app)
+    careless = start(client, code="careless")
+    for trial in plan(client, careless)["trials"]:
+        wrong = "airplane" if trial["instruction"] else good_answer(study, trial)
+        client.post(f"/api/session/{careless}/trial/{trial['index']}", json=answer(trial, wrong))
+    failed = client.post(f"/api/session/{careless}/complete").get_json()
+    screened = client.post(f"/api/session/{start(client, code='oldscreen')}/screen",
+                           json={"reason": "refresh rate 30.0 Hz"}).get_json()
+    codes = {study.completion_code(o) for o in ("finished", "screened_out", "failed_attention")}
+    assert failed["status"] == "failed_attention" and screened["status"] == "screened_out"
+    assert len(codes) == 3 and {failed["code"], screened["code"]} < codes
+    assert failed["redirect"] is None
+    assert ATTENTION_ANSWER != "airplane"
+
+
+# ---------------------------------------------------------------- assignment
+
+
+def test_assignment_balanced_when_sessions_are_abandoned(env):
+    app, client, clock = env
+    study = study_of(app)
+    first, second = start(client, code="p1"), start(client, code="p2")
+    groups = {p.code: p.group for p in study.db.participants(study.experiment.name)}
+    assert sorted(groups.values()) == [0, 1]
+    finish_all(app, client, first)
+    client.post(f"/api/session/{first}/complete")
+    clock.now += 30
+    third = start(client, code="p3")  # both groups are filled (one finished, one reserved): group 0 on the tie
+    clock.now += 61  # p2 and p3 abandon: their reservations lapse
+    fourth = start(client, code="p4")
+    by_token = {t: study.db.by_token(t).group for t in (first, second, third, fourth)}
+    assert by_token[fourth] == by_token[second] != by_token[first]
+    finish_all(app, client, fourth)
+    client.post(f"/api/session/{fourth}/complete")
+    assert study.db.fill(study.experiment.name, 2) == [1, 1]
+    fifth = start(client, code="p5")
+    clock.now += 45
+    plan_trial = plan(client, fifth)["trials"][0]
+    client.post(f"/api/session/{fifth}/trial/0", json=answer(plan_trial))  # renews the reservation
+    clock.now += 45
+    assert sum(study.db.fill(study.experiment.name, 2)) == 3
+
+
+# ---------------------------------------------------------------- admin
+
+
+def login(client) -> None:
+    page = client.get("/admin/login")
+    token = page.get_data(as_text=True).split('name="csrf_token" value="')[1].split('"')[0]
+    r = client.post("/admin/login", data={"password": PASSWORD, "csrf_token": token})
+    assert r.status_code == 302, r.data
+
+
+def csrf_of(client, path="/admin/") -> str:
+    return client.get(path).get_data(as_text=True).split('name="csrf_token" value="')[1].split('"')[0]
+
+
+def test_admin_closed_until_a_password_is_set(env):
+    app, client, _ = env
+    assert client.get("/admin/login").status_code == 503
+    with pytest.raises(Exception, match="at least"):
+        set_admin_password(study_of(app), "short")
+
+
+def test_admin_refuses_without_login_and_without_csrf(env):
+    app, _, _ = env
+    set_admin_password(study_of(app), PASSWORD)
+    client = app.test_client()
+    for path in ("/admin/", "/admin/export/responses.csv", "/admin/export/psychopy.csv",
+                 "/admin/export/model-vs-human.zip", "/admin/export/participants.csv"):
+        r = client.get(path)
+        assert r.status_code == 302 and "/admin/login" in r.headers["Location"], path
+    client.get("/admin/login")
+    assert client.post("/admin/login", data={"password": PASSWORD}).status_code == 400
+    assert client.post("/admin/login", data={"password": "wrong password!", "csrf_token": csrf_of(client, "/admin/login")}).status_code == 401
+    login(client)
+    assert client.get("/admin/").status_code == 200
+    assert client.post("/admin/exclude", data={"code": "x", "reason": "r"}).status_code == 400
+    cookie = client.get_cookie("session")
+    assert cookie.secure and cookie.http_only and cookie.same_site == "Strict"
+
+
+def test_admin_progress_exclusion_and_exports(env):
+    app, client, _ = env
+    study = study_of(app)
+    set_admin_password(study, PASSWORD)
+    done = start(client, code="finisher")
+    finish_all(app, client, done)
+    client.post(f"/api/session/{done}/complete")
+    start(client, code="ongoing")
+    admin = app.test_client()
+    login(admin)
+    page = admin.get("/admin/").get_data(as_text=True)
+    assert "finisher" in page and "in progress" in page
+    code = study.db.by_token(done).code
+    r = admin.post("/admin/exclude", data={"code": code, "reason": "saw the stimuli before", "csrf_token": csrf_of(admin)})
+    assert r.status_code == 302 and study.db.get(code).excluded == 1
+    n_trials = len(study.sequence(study.db.get(code)))
+    common = list(csv.DictReader(io.StringIO(admin.get("/admin/export/responses.csv").get_data(as_text=True))))
+    assert len(common) == n_trials and {r["observer"] for r in common} == {code}
+    psychopy = list(csv.DictReader(io.StringIO(admin.get("/admin/export/psychopy.csv").get_data(as_text=True))))
+    assert len(psychopy) == n_trials
+    archive = zipfile.ZipFile(io.BytesIO(admin.get("/admin/export/model-vs-human.zip").data))
+    mvh_rows = [line for name in archive.namelist() for line in archive.read(name).decode().splitlines()[1:]]
+    assert len(mvh_rows) == sum(r["role"] == "test" for r in common)
+    people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
+    assert {(p["code"], p["status"], p["exclusion_reason"]) for p in people if p["excluded"] == "1"} == \
+        {(code, "finished", "saw the stimuli before")}
+
+
+def test_cli_sets_a_hashed_admin_password(env, monkeypatch):
+    app, _, _ = env
+    root = study_of(app).expdir.root
+    parser = argparse.ArgumentParser()
+    server_cli.register(parser.add_subparsers())
+    monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
+    args = parser.parse_args(["serve", "admin-password", str(root), "--password-stdin"])
+    assert args.func(args) == 0
+    stored = study_of(create_app(root)).db.setting("admin_password")
+    assert stored.startswith("scrypt:") and PASSWORD not in stored

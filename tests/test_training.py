@@ -1,0 +1,134 @@
+"""The DiagViB-6 training harness: algorithms, jobs, executors, and a small real CPU run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from cuebench.cli import main
+from model_eval import train_cli
+from model_eval.training.algorithms import ALGORITHMS, PAdaIN, candidate_layers, permute_adain
+from model_eval.training.executors import run_jobs
+from model_eval.training.jobs import (COLUMNS, TrainConfig, TrainingError, build_model, class_accuracies,
+                                      mean_class_accuracy, plan_jobs)
+
+
+def train(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    train_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["train", *argv])
+    return args.func(args)
+
+
+def test_permute_adain_swaps_channel_statistics():
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 8, 8) * torch.tensor([1.0, 2.0, 3.0]).view(1, 3, 1, 1) + 5
+    perm = torch.tensor([2, 0, 3, 1])
+    y = permute_adain(x, perm)
+    torch.testing.assert_close(y.mean(dim=(2, 3)), x.mean(dim=(2, 3))[perm], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(y.std(dim=(2, 3), unbiased=False), x.std(dim=(2, 3), unbiased=False)[perm],
+                               atol=1e-3, rtol=1e-3)
+    x_norm = (x - x.mean(dim=(2, 3), keepdim=True)) / x.std(dim=(2, 3), keepdim=True)
+    y_norm = (y - y.mean(dim=(2, 3), keepdim=True)) / y.std(dim=(2, 3), keepdim=True)
+    torch.testing.assert_close(y_norm, x_norm, atol=1e-3, rtol=1e-3)  # content is kept
+
+
+def test_padain_acts_with_probability_p_and_erm_learns():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 3, 32, 32), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    always = PAdaIN(build_model("test_resnet"), p=1.0, seed=1)
+    assert len(candidate_layers(always.model)) >= 3
+    for _ in range(5):
+        always.update(x, y)
+    assert always.swaps == 5
+    never = PAdaIN(build_model("test_resnet"), p=0.0, seed=1)
+    never.update(x, y)
+    assert never.swaps == 0
+    erm = ALGORITHMS["erm"](build_model("test_resnet"), lr=3e-3, seed=0)
+    losses = [erm.update(x, y) for _ in range(25)]
+    assert losses[-1] < 0.5 * losses[0]
+    assert erm.predict(x).shape == (8,)
+
+
+def test_accuracy_is_the_mean_over_classes_present():
+    pred, label = np.array([0, 0, 1, 1, 2, 0]), np.array([0, 0, 1, 2, 2, 2])
+    per_class = class_accuracies(pred, label)
+    assert per_class == [1.0, 1.0, pytest.approx(1 / 3)]
+    assert mean_class_accuracy(per_class) == pytest.approx((1 + 1 + 1 / 3) / 3)
+    assert class_accuracies(np.array([0]), np.array([0])) == [1.0, None, None]
+    assert mean_class_accuracy([1.0, None, None]) == 1.0
+
+
+def test_plan_jobs_checks_its_inputs(tmp_path):
+    with pytest.raises(TrainingError, match="study.json does not exist"):
+        plan_jobs(tmp_path, TrainConfig(), runs=1)
+    (tmp_path / "study.json").write_text(json.dumps({"entries": []}))
+    with pytest.raises(TrainingError, match="unknown algorithm"):
+        plan_jobs(tmp_path, TrainConfig(algorithm="sagnet"), runs=1)
+    with pytest.raises(TrainingError, match="no entries"):
+        plan_jobs(tmp_path, TrainConfig(), runs=1)
+
+
+def test_unknown_or_missing_executor_is_a_clear_error(tmp_path):
+    with pytest.raises(TrainingError, match="unknown executor"):
+        run_jobs([], executor="dask")
+    for name in ("ray", "submitit"):
+        if importlib.util.find_spec(name) is None:
+            job = _fake_job(tmp_path)
+            with pytest.raises(TrainingError, match=f"needs the '{name}' package"):
+                run_jobs([job], executor=name)
+
+
+def _fake_job(tmp_path):
+    (tmp_path / "study.json").write_text(json.dumps({"entries": [
+        {"study": "ZSO", "target": "hue", "correlated": "shape", "dataset_sample": 0, "shortcut_class": None,
+         "files": {}}]}))
+    return plan_jobs(tmp_path, TrainConfig(), runs=1)[0]
+
+
+def test_job_identity_follows_the_training_configuration(tmp_path):
+    job = _fake_job(tmp_path)
+    longer = replace(job, config=replace(job.config, epochs=job.config.epochs + 1))
+    assert job.job_id != longer.job_id
+    assert job.job_id == _fake_job(tmp_path).job_id
+    assert job.job_id.startswith("ZSO--hue--shape--s0--resnet18--erm--r0--")
+
+
+@pytest.mark.slow
+def test_small_cpu_run_reproduces_shortcut_learning(tmp_path):
+    """Eulig et al. 2021, Sec. 5: hue is predicted near-perfectly without shortcuts (ZSO), while under
+    ZGO with hue as the shortcut, shape's out-of-distribution accuracy falls below chance."""
+    study = tmp_path / "study"
+    common = ["stimuli", "build", "--design", "diagvib", "--out", str(study), "--diagvib-digits", "sklearn-digits",
+              "--sizes", "600,150,300", "--diagvib-human-trials", "2"]
+    assert main([*common, "--study", "ZSO", "--target", "hue", "--correlated", "shape"]) == 0
+    assert main([*common, "--study", "ZGO", "--target", "shape", "--correlated", "hue"]) == 0
+    options = ["--model", "test_resnet", "--runs", "2", "--epochs", "4", "--input-size", "64", "--batch-size", "32",
+               "--lr", "3e-3", "--workers", "2"]
+    assert train([str(study), *options]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(study / "training.csv")
+    assert list(table.columns) == list(COLUMNS)
+    assert len(table) == 2 * 2 * 4 * 2  # entries x runs x epochs x splits
+    last = table[(table["epoch"] == 4) & (table["split"] == "test")].groupby("study")["accuracy"].mean()
+    assert last["ZSO"] > 0.9
+    assert last["ZGO"] < 1 / 3
+    runs = sorted((study / "training" / "runs").glob("*.csv"))
+    stamps = [f.stat().st_mtime_ns for f in runs]
+    assert train([str(study), *options]) == 0  # a re-run skips finished jobs
+    assert [f.stat().st_mtime_ns for f in runs] == stamps
+
+    from analysis.factor_studies import factor_aggregates, load_training_table, select_epochs, write_study_report
+
+    aggregates = factor_aggregates(select_epochs(load_training_table(study)))
+    zgo = aggregates[aggregates["study"] == "ZGO"].iloc[0]
+    assert zgo["FAAvg"] < 1 / 3 and zgo["FAMin"] == zgo["FAAvg"]
+    report = write_study_report(study, tmp_path / "report")
+    assert "data:image/png;base64," in report.read_text()

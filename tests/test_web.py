@@ -1,0 +1,163 @@
+"""The web task end to end: a scripted participant in Debian's chromium against a real waitress server.
+
+Completes the sample experiment (practice, classification and oddity trials, one attention
+and one catch trial), reloads mid-session, and checks that it resumes at the right trial
+and that the database ends with exactly one row per trial, each with measured timing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from experiment_server.app import create_app, study_of
+from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
+from human_tasks.timing import ms_to_frames
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+SESSION_DEADLINE_S = 180
+RELOAD_AFTER_INDEX = 3
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def live_server(tmp_path):
+    """The app under waitress on a free loopback port, stopped after the test."""
+    from waitress.server import create_server
+
+    build_sample_experiment(tmp_path)
+    app = create_app(tmp_path)
+    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.effective_port}", study_of(app)
+    server.close()
+    thread.join(timeout=10)
+
+
+@pytest.fixture()
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium (/usr/bin/chromium) is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def _state(page) -> tuple[str, int | None]:
+    data = page.evaluate("() => [document.body.dataset.state || '', document.body.dataset.trialIndex || '']")
+    return data[0], int(data[1]) if data[1] else None
+
+
+def _take_part(page, base: str) -> dict:
+    """Answer every screen until the completion code appears. Trial RELOAD_AFTER_INDEX's POST
+    is cut off by the network, and the page is reloaded while that answer waits in the local queue."""
+    page.goto(f"{base}/?code=webtester1")
+    page.check("#consent")
+    page.click("#start")
+    instructed = None
+    answered: set[int] = set()
+    result = {"first_after_reload": None, "queued_at_reload": None}
+    reloaded = False
+    deadline = time.monotonic() + SESSION_DEADLINE_S
+    while time.monotonic() < deadline:
+        state, index = _state(page)
+        if state in ("response-grid", "response-keys") and index not in answered:
+            if reloaded and result["first_after_reload"] is None:
+                result["first_after_reload"] = index
+            if index == RELOAD_AFTER_INDEX and not reloaded:
+                page.route(f"**/trial/{index}", lambda route: route.abort())
+        if state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
+            if state == "instruction":
+                instructed = re.search(r"click (\w+)", page.inner_text("#instruction")).group(1)
+            page.click("#continue")
+        elif state == "response-grid" and index not in answered:
+            page.click(f"#grid button[data-label='{instructed or 'cat'}']")
+            instructed = None
+            answered.add(index)
+        elif state == "response-keys" and index not in answered:
+            page.keyboard.press("1")
+            answered.add(index)
+        elif state == "iti" and index == RELOAD_AFTER_INDEX and not reloaded:
+            result["queued_at_reload"] = page.evaluate(f"() => Object.keys(JSON.parse(localStorage.getItem("
+                                                       f"'cuebench-queue:' + window.CUEBENCH.token) || '{{}}'))")
+            page.unroute(f"**/trial/{index}")
+            page.reload()
+            reloaded = True
+        elif state == "done":
+            return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"))
+        time.sleep(0.02)
+    raise AssertionError(f"the session did not finish within {SESSION_DEADLINE_S} s (last state {_state(page)})")
+
+
+def test_participant_completes_session_with_reload(live_server, browser):
+    base, study = live_server
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    result = _take_part(page, base)
+
+    participant = study.db.participants(study.experiment.name)[0]
+    sequence = study.sequence(participant)
+    rows = study.store.rows("observer=?", [participant.code])
+    assert sorted(r["trial_index"] for r in rows) == list(range(len(sequence)))
+    assert [r["trial_id"] for r in sorted(rows, key=lambda r: r["trial_index"])] == [s.trial_id for s in sequence]
+    assert result["queued_at_reload"] == [str(RELOAD_AFTER_INDEX)]
+    assert result["first_after_reload"] == RELOAD_AFTER_INDEX + 1
+    assert result["status"] == "finished" and result["code"] == study.completion_code("finished")
+    assert participant.status == "finished"
+
+    roles = {r["role"] for r in rows}
+    assert {"practice", "test", "attention", "catch"} <= roles
+    attention = next(r for r in rows if r["role"] == "attention")
+    assert attention["response"] == ATTENTION_ANSWER and attention["correct"] == 1
+    exact = 0
+    for row in rows:
+        assert row["timing_measured"]["stimulus"] > 0 and row["refresh_hz"] > 0
+        assert row["rt_ms"] is not None or row["timed_out"] == 1
+        planned = ms_to_frames(row["timing_planned"]["stimulus"], row["refresh_hz"]).frames
+        exact += row["frames"]["stimulus"] == planned
+        phases = [e["phase"] for e in row["events"] if e["type"] == "phase"]
+        assert phases[-1] in ("stimulus", "mask") and "stimulus" in phases
+    types = {r["trial_type"] for r in rows}
+    assert types == {"classify", "oddity"}
+    share = exact / len(rows)
+    check = rows[-1]["device"]["refresh"]
+    print(f"\nimage phases lasting exactly the planned frames: {exact}/{len(rows)} = {share:.0%} "
+          f"at {rows[0]['refresh_hz']:.1f} Hz (browser check: {check['outlier_share']:.0%} irregular intervals); "
+          f"stimulus ms measured: {json.dumps([round(r['timing_measured']['stimulus'], 1) for r in rows])}")
+
+
+def test_browser_rules(live_server, browser):
+    """The web task's ms -> frames conversion is the lab runner's (human_tasks.timing.ms_to_frames),
+    and the browser check passes 60/144 Hz displays with a few dropped frames but not slow,
+    irregular or small ones."""
+    base, study = live_server
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="framecheck")
+    page = browser.new_page()
+    page.goto(f"{base}/task/{token}")
+    page.wait_for_function("() => window.cuebenchTask !== undefined", timeout=10_000)
+    cases = [(ms, hz) for ms in (0, 1, 8, 100, 200, 250, 300, 800) for hz in (50, 59.94, 60, 75, 100, 120, 144, 240)]
+    browser_frames = page.evaluate("cases => cases.map(([ms, hz]) => window.cuebenchTask.msToFrames(ms, hz))", cases)
+    assert browser_frames == [ms_to_frames(ms, hz).frames for ms, hz in cases]
+    good = {"width": 1280, "height": 720, "screen_width": 1280, "screen_height": 720}
+    small = {"width": 640, "height": 480, "screen_width": 640, "screen_height": 480}
+    verdicts = page.evaluate("""cases => cases.map(([refresh, size]) => window.cuebenchTask.judgeCheck(refresh, size))""", [
+        [{"hz": 60.0, "outlier_share": 0.1}, good],
+        [{"hz": 143.9, "outlier_share": 0.0}, good],
+        [{"hz": 30.0, "outlier_share": 0.0}, good],
+        [{"hz": 60.0, "outlier_share": 0.3}, good],
+        [{"hz": 60.0, "outlier_share": 0.0}, small],
+        [None, good],
+    ])
+    assert verdicts[:2] == [None, None]
+    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "screen", "the"]
