@@ -77,7 +77,7 @@ def register(sub) -> None:
     analyze.add_argument("--metric", choices=sorted(METRICS), default=None, help="print only this table")
     analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
                          help="Spearman rank correlation of two per-observer metric columns over the models "
-                              "(columns of --metric observers, e.g. S_cd shape_bias)")
+                              "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias)")
     analyze.add_argument("--out", type=Path, default=None, help="also write the table as CSV (needs --metric)")
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
@@ -124,7 +124,7 @@ def run_analyze(args) -> int:
     if args.correlate:
         summary = result.tables["observer_summary"]
         models = summary[summary["observer_kind"] == "model"]
-        table = pd.DataFrame([rank_correlation(models, *args.correlate)])
+        table = pd.DataFrame([rank_correlation(models, *args.correlate, observers=options.model_set)])
     elif args.metric:
         _, name, needs = METRICS[args.metric]
         if name not in result.tables:

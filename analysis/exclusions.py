@@ -5,6 +5,7 @@ exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024
 
 - a participant who fails more than ``max_attention_failures`` attention checks is
   excluded entirely (Burgert: "only if the attention test was correctly passed ...");
+  people only: a model cannot follow an instruction, its attention trials are just unscored;
 - catch, attention and practice trials never enter accuracy (catch trials are reported
   on their own, :attr:`Cleaned.catch`);
 - rows excluded at collection time (refresh-rate check, browser check) keep their reason;

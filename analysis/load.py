@@ -11,10 +11,11 @@ Raw-format mapping (documented in docs/analysis.md):
 - ``observer`` = ``subj``; ``observer_kind`` = ``model`` when ``rt`` is NaN in every row
   of that subject or the subject is a known model name (:data:`KNOWN_MODELS`),
   otherwise ``human``;
-- ``trial_id`` = the stimulus name, i.e. the last ``_``-separated token of ``imagename``
-  without extension (``0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png`` ->
-  ``airplane1-bicycle2``): the same image has the same id for every observer, which is
-  what error consistency pairs on;
+- ``trial_id`` = ``imagename`` without extension, leading trial number and the tokens that
+  name the observer (:func:`raw_trial_ids`; ``0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png``
+  -> ``s5n_0_airplane_00_airplane1-bicycle2``): the same image has the same id for every
+  observer, which is what error consistency and the t-tests pair on; ``source_image`` =
+  the last token (``airplane1-bicycle2``);
 - ``texture_category`` = the last ``-``-separated token of that name with digits removed
   (``bicycle``), set only when the name has a ``-`` (cue-conflict images);
 - ``condition`` = the data set (the folder's name, e.g. ``cue-conflict``), ``params`` =
@@ -50,28 +51,48 @@ class LoadError(CuebenchError, ValueError):
 
 
 def load_responses(sources) -> pd.DataFrame:
-    """All rows of one or more sources, concatenated, in the common response schema."""
+    """All rows of one or more sources, concatenated, in the common response schema.
+    Raw CSVs of all sources are mapped together, so their trial ids agree (see :func:`raw_trial_ids`)."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
-    frames = [load_source(Path(s)) for s in sources]
-    if not frames:
+    if not sources:
         raise LoadError("no source given")
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    common, raw = [], []
+    for source in sources:
+        frames, raw_files = read_source(Path(source))
+        common += frames
+        raw += raw_files
+    if raw:
+        common.append(raw_to_common(raw))
+    df = pd.concat(common, ignore_index=True) if len(common) > 1 else common[0]
     return conform(df, "the sources")
 
 
-def load_source(path: Path) -> pd.DataFrame:
-    """One source: experiment directory, store, common-schema file or raw CSV(s)."""
+def read_source(path: Path) -> tuple[list[pd.DataFrame], list[tuple[Path, pd.DataFrame]]]:
+    """One source: (frames already in the common schema, raw model-vs-human files still to map)."""
     if not path.exists():
         raise LoadError(f"{path}: no such file or folder")
+    if path.is_dir() and ((path / RESPONSES_FILE).is_file() or (path / EXPERIMENT_FILE).is_file()):
+        return [load_store(path / RESPONSES_FILE)], []
     if path.is_dir():
-        if (path / RESPONSES_FILE).is_file() or (path / EXPERIMENT_FILE).is_file():
-            return load_store(path / RESPONSES_FILE)
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".csv", ".parquet"))
         if not files:
             raise LoadError(f"{path}: neither an experiment directory nor a folder of CSV/Parquet response files")
-        return pd.concat([load_file(f) for f in files], ignore_index=True)
-    return load_file(path)
+    else:
+        files = [path]
+    common, raw = [], []
+    for file in files:
+        df = read_file(file)
+        if is_raw(df):
+            raw.append((file, df))
+        else:
+            common.append(df)
+    return common, raw
+
+
+def is_raw(df: pd.DataFrame) -> bool:
+    """True for a model-vs-human raw table (its eight columns, any capitalisation)."""
+    return set(RAW_COLUMNS) <= {str(c).strip().lower() for c in df.columns}
 
 
 def load_store(path: Path) -> pd.DataFrame:
@@ -81,7 +102,8 @@ def load_store(path: Path) -> pd.DataFrame:
         return conform(store.dataframe(), path)
 
 
-def load_file(path: Path) -> pd.DataFrame:
+def read_file(path: Path) -> pd.DataFrame:
+    """A store (conformed), or a CSV/Parquet table as read: raw model-vs-human columns or the common schema."""
     suffix = path.suffix.lower()
     if suffix == ".sqlite":
         return load_store(path)
@@ -96,9 +118,8 @@ def load_file(path: Path) -> pd.DataFrame:
         if isinstance(err, LoadError):
             raise
         raise LoadError(f"{path}: cannot be read ({err})") from None
-    columns = {c.strip().lower() for c in df.columns}
-    if set(RAW_COLUMNS) <= columns:
-        return raw_to_common(df, path)
+    if is_raw(df):
+        return df
     missing = [c for c in ("observer", "trial_id", "response") if c not in df.columns]
     if missing:
         raise LoadError(f"{path}: column {missing[0]!r} is missing; expected the common response schema "
@@ -139,6 +160,24 @@ def conform(df: pd.DataFrame, where) -> pd.DataFrame:
     return out
 
 
+def raw_trial_ids(imagenames: list[pd.Series]) -> list[pd.Series]:
+    """Trial ids shared by every observer, from the image names of several raw files (one Series per file).
+
+    Names are ``_``-separated tokens beginning with the trial number; some tokens name the observer
+    (``s01``/``dnn`` in ``0001_s5n_s01_0_bird_00_bird3-bird2.png``, ``human``/``model`` in cuebench's
+    own export). The id drops the trial number and every token position that is constant within each
+    file but differs between files; the last token (the image itself) is always kept."""
+    tokens = [names.map(lambda n: Path(n).stem.split("_")[1:]) for names in imagenames]
+    width = min((len(t) for col in tokens for t in col), default=0) - 1
+    observer_positions = []
+    for pos in range(max(width, 0)):
+        per_file = [set(col.map(lambda t: t[pos])) for col in tokens]
+        if all(len(v) == 1 for v in per_file) and len(set.union(*per_file)) > 1:
+            observer_positions.append(pos)
+    return [col.map(lambda t: "_".join(tok for i, tok in enumerate(t) if i not in observer_positions))
+            for col in tokens]
+
+
 def stimulus_name(imagename: str) -> str:
     """``0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png`` -> ``airplane1-bicycle2``."""
     return Path(imagename).stem.rsplit("_", 1)[-1]
@@ -159,9 +198,15 @@ def observer_kind(subject: str, rt: pd.Series) -> str:
     return "human"
 
 
-def raw_to_common(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Map one model-vs-human raw CSV into the common schema (rules in the module docstring)."""
-    raw = raw.rename(columns={c: c.strip().lower() for c in raw.columns})
+def raw_to_common(files: list[tuple[Path, pd.DataFrame]]) -> pd.DataFrame:
+    """Map raw model-vs-human CSVs into the common schema together (rules in the module docstring)."""
+    files = [(path, raw.rename(columns={c: c.strip().lower() for c in raw.columns})) for path, raw in files]
+    ids = raw_trial_ids([raw["imagename"] for _, raw in files])
+    return pd.concat([_raw_file_to_common(raw, path, trial_ids) for (path, raw), trial_ids in zip(files, ids)],
+                     ignore_index=True)
+
+
+def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> pd.DataFrame:
     dataset = path.parent.name or "raw"
     experiment = path.stem.split("_")[0] if "_" in path.stem else dataset
     rt = pd.to_numeric(raw["rt"].replace({"": np.nan, NO_ANSWER: np.nan}), errors="coerce")
@@ -171,7 +216,6 @@ def raw_to_common(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     raw_conditions = sorted(raw["condition"].unique(), key=_natural_key)
     answer = raw["object_response"].str.strip()
     no_answer = answer.isin([NO_ANSWER, ""])
-    names = raw["imagename"].map(stimulus_name)
     kinds = {subject: observer_kind(subject, subject_rt) for subject, subject_rt in rt.groupby(raw["subj"])}
     out = pd.DataFrame({
         "experiment": experiment,
@@ -179,7 +223,7 @@ def raw_to_common(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
         "observer_kind": raw["subj"].map(kinds),
         "session": raw["session"],
         "trial_index": trial.astype(int) - 1,
-        "trial_id": names,
+        "trial_id": trial_ids,
         "role": "test",
         "trial_type": "classify",
         "condition": dataset,
@@ -187,7 +231,7 @@ def raw_to_common(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
         "params": raw["condition"].map(lambda c: json.dumps({"condition": c})),
         "category": raw["category"],
         "texture_category": raw["imagename"].map(texture_class),
-        "source_image": names,
+        "source_image": raw["imagename"].map(stimulus_name),
         "imagename": raw["imagename"],
         "response": answer.where(~no_answer, ""),
         "correct_answer": raw["category"],

@@ -65,7 +65,7 @@ def friedman_nemenyi(scores: pd.DataFrame, higher_is_better: bool = True, alpha:
         raise RankTestError(f"score table has no value for method {col!r} in block {row!r}")
     m, n = scores.shape
     if n < 2 or m < 2:
-        raise RankTestError(f"the Friedman test needs at least 2 methods and 2 blocks, got {n} and {m}")
+        raise RankTestError(f"the Friedman test needs at least 2 methods and 2 blocks, got {n} method(s) and {m} block(s)")
     ranks = scores.rank(axis=1, ascending=not higher_is_better, method="average")
     avg = ranks.mean(axis=0)
     chi2 = 12 * m / (n * (n + 1)) * (np.sum(avg.to_numpy() ** 2) - n * (n + 1) ** 2 / 4)

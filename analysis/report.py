@@ -315,10 +315,9 @@ def _json_default(value):
 def provenance(sources, compare, reference_name, options: AnalysisOptions) -> dict:
     """How the report was made: inputs (with sha256 of files), options, library versions, time."""
     def describe(path: Path) -> dict:
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()
+        files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file()
                                                      and p.suffix in (".csv", ".parquet", ".sqlite", ".json"))
-        return {"path": str(path), "files": {str(f.relative_to(path) if f != path else f.name):
-                                             hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+        return {"path": str(path), "files": {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
     versions = {"cuebench": __version__, "python": platform.python_version()}
     for lib in LIBRARIES:
         versions[lib] = getattr(importlib.import_module(lib), "__version__", "?")

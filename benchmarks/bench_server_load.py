@@ -33,7 +33,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def payload(trial: dict) -> dict:
-    return {"trial_id": trial["trial_id"], "response": trial["choices"][0], "timed_out": False, "rt_ms": 612.0,
+    return {"trial_key": trial["trial_key"], "response": trial["choices"][0], "timed_out": False, "rt_ms": 612.0,
             "timing_measured": {"fixation": 300.1, "stimulus": 200.2}, "frames": {"fixation": 18, "stimulus": 12},
             "dropped_frames": 0, "refresh_hz": 60.0, "device": {"user_agent": "bench"}, "events": []}
 

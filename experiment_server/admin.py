@@ -15,7 +15,7 @@ import io
 import secrets
 import tempfile
 import zipfile
-from collections import Counter
+from collections import Counter, defaultdict
 from functools import wraps
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from flask import Blueprint, abort, current_app, redirect, render_template, requ
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from stimuli.errors import CuebenchError
+from stimuli.responses import TABLE as RESPONSES
 
 from .app import Study, study_of
 from .db import STATUSES
@@ -30,6 +31,8 @@ from .db import STATUSES
 bp = Blueprint("admin", __name__)
 PASSWORD_KEY = "admin_password"
 MIN_PASSWORD_LENGTH = 10
+MAX_FAILED_LOGINS = 5
+FAILED_LOGIN_WINDOW_S = 15 * 60
 
 
 class AdminPasswordError(CuebenchError):
@@ -70,6 +73,11 @@ def guard():
             abort(400, description="CSRF token missing or wrong; reload the page and try again")
 
 
+def _failed_logins() -> dict[str, list[float]]:
+    """Recent failed logins per client address, kept by the app: guessing is slowed to 5 per 15 minutes."""
+    return current_app.extensions.setdefault("admin_failed_logins", defaultdict(list))
+
+
 def login_required(view):
     @wraps(view)
     def wrapped(*args, **kwargs):
@@ -84,12 +92,18 @@ def login_required(view):
 def login():
     error = None
     if request.method == "POST":
+        now = _study().db.clock()
+        failures = _failed_logins()[request.remote_addr or ""]
+        failures[:] = [t for t in failures if now - t < FAILED_LOGIN_WINDOW_S]
+        if len(failures) >= MAX_FAILED_LOGINS:
+            abort(429, description="too many failed logins; try again in 15 minutes")
         if check_password_hash(_study().db.setting(PASSWORD_KEY), request.form.get("password", "")):
             session.clear()
             session.permanent = True
             session["admin"] = True
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/admin") else url_for("admin.dashboard"))
+        failures.append(now)
         error = "Wrong password."
     return render_template("admin_login.html", error=error), 401 if error else 200
 
@@ -107,7 +121,7 @@ def progress(study: Study) -> list[dict]:
     counts = Counter((p.group, p.status) for p in people)
     live = Counter(p.group for p in people if p.status == "in_progress" and (p.reserved_until or 0) > now)
     stored = dict(study.store.conn.execute(
-        'SELECT "group", COUNT(*) FROM responses WHERE experiment=? AND observer_kind=\'human\' GROUP BY "group"',
+        f'SELECT "group", COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind=\'human\' GROUP BY "group"',
         [study.experiment.name]).fetchall())
     fill = study.db.fill(study.experiment.name, study.n_groups)
     return [{"group": g, "fill": fill[g], "reserved": live[g], "trials": stored.get(g, 0),
@@ -120,7 +134,7 @@ def dashboard():
     study = _study()
     people = study.db.participants(study.experiment.name)
     answered = dict(study.store.conn.execute(
-        "SELECT observer, COUNT(*) FROM responses WHERE experiment=? AND observer_kind='human' GROUP BY observer",
+        f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind='human' GROUP BY observer",
         [study.experiment.name]).fetchall())
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
                            answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},

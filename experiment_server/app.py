@@ -8,6 +8,8 @@ waitress, a pure-Python WSGI server that also runs on lab Windows PCs.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -26,10 +28,9 @@ from stimuli.responses import ResponseStore
 from stimuli.schema import Experiment
 
 from .assignment import RESERVATION_SECONDS
-from .db import Participant, ServerDB
+from .db import OUTCOMES, Participant, ServerDB
 from .validation import Rejected
 
-COMPLETION_OUTCOMES = ("finished", "screened_out", "failed_attention")
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 MAX_REQUEST_BYTES = 256 * 1024
 
@@ -49,6 +50,7 @@ class Study:
         self.expdir = expdir
         self.experiment = experiment
         self.db = db
+        self.secret_key = db.setting_or_create("secret_key", lambda: secrets.token_hex(32))
         self._local = threading.local()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
@@ -63,11 +65,19 @@ class Study:
         """The participant's trial sequence (``stimuli.design.participant_sequence``), cached."""
         return list(self._sequences(participant.group, participant.code, participant.session))
 
+    def trial_key(self, trial_id: str) -> str:
+        """An opaque stand-in for a trial id in the browser: ids may name the condition or the
+        category, which a participant must not be able to read in the page."""
+        return hmac.new(self.secret_key.encode(), trial_id.encode(), hashlib.sha256).hexdigest()[:20]
+
     @property
     def n_groups(self) -> int:
         return len(self.experiment.assignment.groups)
 
     def completion_code(self, outcome: str) -> str:
+        """The code for a final status: set by ``--code-*`` or made once at random and kept."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"no completion code for status {outcome!r}")
         return self.db.setting_or_create(f"code_{outcome}", lambda: "C" + secrets.token_hex(4).upper())
 
     def missing_indices(self, participant: Participant) -> list[int]:
@@ -84,7 +94,6 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if experiment.assignment is None:
         raise ServerSetupError(f"{folder.experiment_file}: field 'assignment' is missing; the server needs an "
                                "assignment plan to put participants into groups")
-    ResponseStore(folder.responses_file).close()  # creates the responses table before the server's own
     db = ServerDB(folder.responses_file, clock=clock, reservation_seconds=reservation_seconds)
     return Study(folder, experiment, db)
 
@@ -99,7 +108,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     study = open_study(expdir, clock, reservation_seconds)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.config.update(
-        SECRET_KEY=study.db.setting_or_create("secret_key", lambda: secrets.token_hex(32)),
+        SECRET_KEY=study.secret_key,
         SESSION_COOKIE_SECURE=secure_cookies,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Strict",

@@ -8,6 +8,8 @@ import sys
 
 from stimuli.errors import CuebenchError
 
+from .db import OUTCOMES
+
 ADMIN_PASSWORD = "admin-password"
 
 
@@ -24,7 +26,7 @@ def register(subparsers) -> None:
     parser.add_argument("--threads", type=int, default=8, help="waitress worker threads")
     parser.add_argument("--insecure-cookies", action="store_true",
                         help="allow the admin login over plain HTTP on a lab network (not for the internet)")
-    for outcome in ("finished", "screened_out", "failed_attention"):
+    for outcome in OUTCOMES:
         parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
                             help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused")
     parser.add_argument("--password-stdin", action="store_true",
@@ -41,7 +43,7 @@ def run(args) -> int:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
     from .app import open_study, serve
 
-    codes = {o: getattr(args, f"code_{o}") for o in ("finished", "screened_out", "failed_attention")}
+    codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
         study = open_study(args.target[0])
         for outcome, code in codes.items():

@@ -27,7 +27,9 @@ from .assignment import RESERVATION_SECONDS, group_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
-STATUSES = ("in_progress", "finished", "screened_out", "failed_attention")
+OUTCOMES = ("finished", "screened_out", "failed_attention")
+"""Final statuses; each has its own completion code."""
+STATUSES = ("in_progress", *OUTCOMES)
 
 
 class AlreadyParticipated(CuebenchError):

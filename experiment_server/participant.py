@@ -4,8 +4,8 @@ Flow: ``/`` (Prolific's ``PROLIFIC_PID``/``STUDY_ID``/``SESSION_ID`` or an entry
 shows the consent page; ``POST /start`` assigns a group and redirects to
 ``/task/<token>``, whose script runs instructions, the browser check, practice and the
 blocks. The token in the task URL is the participant's only credential (stored hashed).
-The plan the browser receives has image URLs, choices and timing, never correct answers
-or the assignment plan; each trial is posted on its own and checked before it is stored.
+The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
+correct answers, trial ids, conditions or the assignment plan; each trial is posted on its own and checked before it is stored.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
     images = [url_for("participant.stimulus", filename=experiment.stimuli[s].path.split("/", 1)[1]) for s in trial.stimuli]
     return {
         "index": scheduled.index,
-        "trial_id": trial.trial_id,
+        "trial_key": study.trial_key(trial.trial_id),
         "type": trial.trial_type,
         "practice": trial.role == "practice",
         "block": scheduled.block,
@@ -144,7 +144,7 @@ def mask(token: str, index: int):
     buf = io.BytesIO()
     Image.fromarray(pink_noise_mask(stim.width or 224, seed)).save(buf, format="PNG")
     buf.seek(0)
-    return send_file(buf, mimetype="image/png", max_age=3600)
+    return send_file(buf, mimetype="image/png")
 
 
 def _scheduled_trial(study: Study, participant: Participant, index: int):
@@ -165,7 +165,7 @@ def post_trial(token: str, index: int):
     participant = _participant(token)
     _in_progress(participant)
     trial = _scheduled_trial(study, participant, index)
-    measured = check_trial_post(study.experiment, trial, request.get_json(silent=True))
+    measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id), request.get_json(silent=True))
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)
@@ -182,8 +182,8 @@ def screen_out(token: str):
     """The browser check failed: end the session with the screened-out code and free the group slot."""
     study = _study()
     participant = _participant(token)
-    payload = request.get_json(silent=True) or {}
-    reason = payload.get("reason")
+    payload = request.get_json(silent=True)
+    reason = payload.get("reason") if isinstance(payload, dict) else None
     if not isinstance(reason, str) or not reason:
         raise Rejected(400, "field 'reason' (why the browser check failed) is missing")
     if participant.status == "in_progress":

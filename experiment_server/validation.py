@@ -16,7 +16,7 @@ from stimuli.errors import CuebenchError
 from stimuli.schema import NOT_CLEAR, Experiment, Trial
 
 PHASES = ("instruction", "fixation", "stimulus", "mask", "response", "iti")
-FIELDS = ("trial_id", "response", "timed_out", "rt_ms", "timing_measured", "frames", "dropped_frames",
+FIELDS = ("trial_key", "response", "timed_out", "rt_ms", "timing_measured", "frames", "dropped_frames",
           "refresh_hz", "device", "events")
 MAX_UNLIMITED_RT_MS = 24 * 3600 * 1000
 MAX_EVENTS = 1000
@@ -63,15 +63,18 @@ def _phase_map(payload: dict, name: str, kind: type) -> dict:
     return value
 
 
-def check_trial_post(experiment: Experiment, trial: Trial, payload: Any) -> dict:
-    """The measured fields of a valid trial post, ready for ``stimuli.responses.trial_row``."""
+def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, payload: Any) -> dict:
+    """The measured fields of a valid trial post, ready for ``stimuli.responses.trial_row``.
+
+    ``trial_key`` is the opaque key the plan gave the browser for the trial at this index."""
     if not isinstance(payload, dict):
         raise Rejected(400, "the request body must be a JSON object")
     unknown = sorted(set(payload) - set(FIELDS))
     if unknown:
         raise Rejected(400, f"unknown field {unknown[0]!r}")
-    if payload.get("trial_id") != trial.trial_id:
-        raise Rejected(403, f"trial {payload.get('trial_id')!r} is not at this position of this participant's sequence")
+    if payload.get("trial_key") != trial_key:
+        raise Rejected(403, f"trial key {payload.get('trial_key')!r} is not the trial at this position of this "
+                            "participant's sequence")
     timed_out = payload.get("timed_out", False)
     if not isinstance(timed_out, bool):
         raise Rejected(400, f"field 'timed_out' must be true or false, got {timed_out!r}")
@@ -81,14 +84,14 @@ def check_trial_post(experiment: Experiment, trial: Trial, payload: Any) -> dict
     window = trial.timing.response_window
     if timed_out:
         if window is None:
-            raise Rejected(422, f"trial {trial.trial_id!r} has no response window, so it cannot time out")
+            raise Rejected(422, "this trial has no response window, so it cannot time out")
         if response != "":
             raise Rejected(422, f"a timed-out trial has an empty response, got {response!r}")
         rt = None
     else:
         allowed = allowed_responses(experiment, trial)
         if response not in allowed:
-            raise Rejected(422, f"response {response!r} is not one of the choices of trial {trial.trial_id!r}: {allowed}")
+            raise Rejected(422, f"response {response!r} is not one of this trial's choices: {allowed}")
         rt = _number(payload, "rt_ms", 0.0, float(window if window is not None else MAX_UNLIMITED_RT_MS))
     events = payload.get("events", [])
     if not isinstance(events, list) or len(events) > MAX_EVENTS or not all(isinstance(e, dict) for e in events):

@@ -23,7 +23,7 @@ from stimuli.schema import Experiment, Trial
 
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
                         decide_classify, decide_oddity, label_mapping)
-from .models import LoadedModel, ModelError, load_model, resolve_device
+from .models import LoadedModel, ModelError, check_architecture, load_model, parse_spec, resolve_device
 from .preprocess import DEFAULT_POLICY, Normalise, PreprocessError, ToUint8Tensor, check_policy
 
 SESSION = "1"
@@ -58,6 +58,10 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     use the oddity rule. ``mapping_file`` gives label -> ImageNet indices for label sets that
     carry none. ``workers`` DataLoader processes decode images (default: one per spare core, up to 4).
     """
+    if not model_specs:
+        raise ModelError("no model to evaluate: give at least one model spec NAME[:WEIGHTS]")
+    for spec in model_specs:  # a typo in the last model must not surface after the first has run
+        check_architecture(parse_spec(spec)[0])
     expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
     experiment = expdir.load()
     rule = check_rule(rule or DEFAULT_RULE)
@@ -122,6 +126,7 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     import torch
     from tqdm import tqdm
 
+    _check_same_settings(store, experiment.name, loaded.observer_id, rule, policy)
     answered = store.answered_trial_ids(experiment.name, loaded.observer_id)
     todo = [(i, t) for i, t in enumerate(experiment.trials) if t.trial_id not in answered]
     run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(experiment.trials) - len(todo))
@@ -174,6 +179,20 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
             bar.update(len(ready))
     bar.close()
     return run
+
+
+def _check_same_settings(store: ResponseStore, experiment: str, observer: str, rule: str, policy: str) -> None:
+    """Resuming with another rule or policy would mix two kinds of answers under one observer."""
+    stored = store.conn.execute(
+        "SELECT DISTINCT decision_rule, json_extract(device, '$.policy') FROM responses "
+        "WHERE experiment = ? AND observer = ? AND observer_kind = 'model'", [experiment, observer]).fetchall()
+    for stored_rule, stored_policy in stored:
+        if (stored_rule != ODDITY_RULE and stored_rule != rule) or stored_policy != policy:
+            raise ModelError(
+                f"{observer} has already answered trials of {experiment} with rule {stored_rule} and policy "
+                f"{stored_policy}; stored answers are never overwritten, so evaluate with --rule {stored_rule} "
+                f"--policy {stored_policy} to finish them, or use a copy of the experiment for rule {rule} / "
+                f"policy {policy}")
 
 
 def _forward(model, x, need_probs: bool, need_features: bool, cuda: bool):

@@ -316,43 +316,39 @@ class DiagVibGenerator:
         return self.render(sample), sample
 
     def object_mask(self, sample: FactorSample, chunk: slice) -> np.ndarray:
-        """Boolean (n, H, W) masks: each thresholded digit scaled and placed (bilinear lookup)."""
+        """Boolean (n, H, W) masks: each thresholded digit scaled and placed.
+
+        Bilinear resampling of an axis-aligned scale and shift is separable, so each image is
+        ``Wy @ digit @ Wx.T`` with hat-function weight matrices (zero outside the digit's frame).
+        """
         size = self.space.image_size
         frame = self.space.object_size * sample.scale[chunk]  # side of the 28-px MNIST frame, in pixels
-        free = size - frame
-        centre = frame[:, None] / 2 + sample.position[chunk] * free[:, None]  # (n, 2) x, y
+        centre = frame[:, None] / 2 + sample.position[chunk] * (size - frame)[:, None]  # (n, 2) x, y
         grid = np.arange(size, dtype=np.float32) + 0.5
         step = (MNIST_SIZE / frame).astype(np.float32)[:, None]
-        u = (grid[None, :] - centre[:, 0:1].astype(np.float32)) * step + MNIST_SIZE / 2 - 0.5  # (n, W)
-        v = (grid[None, :] - centre[:, 1:2].astype(np.float32)) * step + MNIST_SIZE / 2 - 0.5  # (n, H)
-        digits = self.digits.images[sample.digit_index[chunk]]  # (n, 28, 28)
-        padded = np.pad(digits, ((0, 0), (1, 1), (1, 1)))
-        u = np.clip(u + 1, 0, MNIST_SIZE + 0.999)
-        v = np.clip(v + 1, 0, MNIST_SIZE + 0.999)
-        u0, v0 = np.floor(u).astype(np.int64), np.floor(v).astype(np.int64)
-        fu, fv = u - u0, v - v0
-        idx = np.arange(len(digits))[:, None, None]
-        rows0, rows1 = v0[:, :, None], v0[:, :, None] + 1
-        cols0, cols1 = u0[:, None, :], u0[:, None, :] + 1
-        top = padded[idx, rows0, cols0] * (1 - fu[:, None, :]) + padded[idx, rows0, cols1] * fu[:, None, :]
-        bottom = padded[idx, rows1, cols0] * (1 - fu[:, None, :]) + padded[idx, rows1, cols1] * fu[:, None, :]
-        value = top * (1 - fv[:, :, None]) + bottom * fv[:, :, None]
+        source = np.arange(MNIST_SIZE, dtype=np.float32)
+
+        def weights(axis: int) -> np.ndarray:
+            coord = (grid[None, :] - centre[:, axis:axis + 1].astype(np.float32)) * step + MNIST_SIZE / 2 - 0.5
+            return np.maximum(0, 1 - np.abs(coord[:, :, None] - source[None, None, :]))  # (n, size, 28)
+
+        digits = self.digits.images[sample.digit_index[chunk]].astype(np.float32)
+        value = weights(1) @ digits @ weights(0).transpose(0, 2, 1)
         return value > self.space.mnist_threshold
 
     def _render_chunk(self, sample: FactorSample, chunk: slice) -> np.ndarray:
-        size = self.space.image_size
+        """Colour only the object's pixels: texture value t mixes the two colours, c1 + t (c2 - c1)."""
         mask = self.object_mask(sample, chunk)
-        n = len(mask)
-        ar = np.arange(size)
+        image = np.full(mask.shape + (3,), np.uint8(round(self.space.background * 255)), dtype=np.uint8)
+        n, y, x = np.nonzero(mask)
         offsets = sample.texture_offset[chunk]
-        tex = self.textures[sample.classes["texture"][chunk][:, None, None],
-                            (offsets[:, 1, None] + ar)[:, :, None], (offsets[:, 0, None] + ar)[:, None, :]]
+        t = self.textures[sample.classes["texture"][chunk][n], offsets[n, 1] + y, offsets[n, 0] + x]
         hue = sample.hue[chunk]
-        c1 = hls_to_rgb(hue, sample.lightness[chunk, 0], self.space.saturation)  # (n, 3)
+        c1 = hls_to_rgb(hue, sample.lightness[chunk, 0], self.space.saturation)  # (chunk, 3)
         c2 = hls_to_rgb(hue, sample.lightness[chunk, 1], self.space.saturation)
-        colour = c1[:, None, None, :] + tex[..., None] * (c2 - c1)[:, None, None, :]
-        image = np.where(mask[..., None], colour, np.float32(self.space.background))
-        return np.rint(image.reshape(n, size, size, 3) * 255).astype(np.uint8)
+        colour = c1[n] + t[:, None] * (c2 - c1)[n]
+        image[n, y, x] = np.rint(colour * 255).astype(np.uint8)
+        return image
 
 
 def hls_to_rgb(hue_deg: np.ndarray, lightness: np.ndarray, saturation: float) -> np.ndarray:

@@ -140,6 +140,11 @@ def resolve_device(device: str):
     return dev
 
 
+def _pad(x, rows, cols):
+    """Pad the last two axes by gathering ``rows`` and ``cols`` (see ``symmetric_index``)."""
+    return x.index_select(-2, rows).index_select(-1, cols)
+
+
 class _Stepper:
     """One EED step for a batch (N, 3, H, W) float32 on one device; constants built once."""
 
@@ -155,25 +160,28 @@ class _Stepper:
         self.tpad_cols = torch.as_tensor(symmetric_index(width + 1, pad - 1), device=device)
         self.one_rows = torch.as_tensor(symmetric_index(height, 1), device=device)
         self.one_cols = torch.as_tensor(symmetric_index(width, 1), device=device)
-        k = torch.as_tensor(gaussian_kernel_1d(params.kernel_size, params.sigma), dtype=torch.float32, device=device)
-        self.kx = k.view(1, 1, 1, -1)
-        self.ky = k.view(1, 1, -1, 1)
+        self.kernel = [float(v) for v in gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32)]
 
     def _smooth(self, x):
-        """Separable Gaussian, 'valid' over already padded planes (N, C, H', W')."""
-        import torch.nn.functional as F
-
-        n, c, hh, ww = x.shape
-        y = x.reshape(n * c, 1, hh, ww)
-        y = F.conv2d(F.conv2d(y, self.ky), self.kx)
-        return y.reshape(n, c, y.shape[-2], y.shape[-1])
+        """Separable Gaussian, 'valid' over already padded planes (..., H', W'), as sums of
+        shifted slices: on CPU this is several times faster than a one-channel conv2d."""
+        k = self.kernel
+        rows = x.shape[-2] - len(k) + 1
+        y = k[0] * x[..., 0:rows, :]
+        for i in range(1, len(k)):
+            y = y + k[i] * x[..., i:i + rows, :]
+        cols = x.shape[-1] - len(k) + 1
+        z = k[0] * y[..., 0:cols]
+        for i in range(1, len(k)):
+            z = z + k[i] * y[..., i:i + cols]
+        return z
 
     def diffusion_tensor(self, u):
         """(A', B', C') on the corner grid, each (N, H+1, W+1)."""
         import torch
 
         p = self.p
-        s = self._smooth(u[:, :, self.pad_rows][:, :, :, self.pad_cols]) / p.h  # (N, 3, H+2, W+2)
+        s = self._smooth(_pad(u, self.pad_rows, self.pad_cols)) / p.h  # (N, 3, H+2, W+2)
         x1 = s[:, :, :-1, :-1] - s[:, :, :-1, 1:]
         x2 = s[:, :, 1:, :-1] - s[:, :, 1:, 1:]
         y1 = s[:, :, :-1, :-1] - s[:, :, 1:, :-1]
@@ -182,7 +190,7 @@ class _Stepper:
         A = ((1 - a) / 2 * (x1 * x1 + x2 * x2) + a * x1 * x2).sum(1)
         C = ((1 - a) / 2 * (y1 * y1 + y2 * y2) + a * y1 * y2).sum(1)
         B = (0.25 * (x1 + x2) * (y1 + y2)).sum(1)
-        abc = torch.stack((A, B, C), 1)[:, :, self.tpad_rows][:, :, :, self.tpad_cols]
+        abc = _pad(torch.stack((A, B, C), 1), self.tpad_rows, self.tpad_cols)
         A, B, C = self._smooth(abc).unbind(1)
         D = torch.sqrt(4 * B * B + (A - C) ** 2)
         flat = D < 1e-6
@@ -203,7 +211,7 @@ class _Stepper:
         w_col = (am * Ct - a * At).unsqueeze(1)
         w_main = (a * (At + Ct) + Bt).unsqueeze(1)
         w_anti = (a * (At + Ct) - Bt).unsqueeze(1)
-        up = u[:, :, self.one_rows][:, :, :, self.one_cols]  # (N, 3, H+2, W+2)
+        up = _pad(u, self.one_rows, self.one_cols)  # (N, 3, H+2, W+2)
         p00, p01 = up[:, :, :-1, :-1], up[:, :, :-1, 1:]
         p10, p11 = up[:, :, 1:, :-1], up[:, :, 1:, 1:]
         top = w_row * (p01 - p00)

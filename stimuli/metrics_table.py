@@ -67,8 +67,8 @@ def _image_scores(job: tuple[np.ndarray, int, tuple[TableRow, ...]]) -> np.ndarr
     image, seed, rows = job
     gray = np.repeat(to_gray(image).astype(np.uint8)[..., None], 3, axis=2)
     reference = Reference.of(gray)
-    return np.array([[reference.compare(suppress(gray, row.condition, row.params, seed))[m] for m in METRICS]
-                     for row in rows])
+    scores = [reference.compare(suppress(gray, row.condition, row.params, seed)) for row in rows]
+    return np.array([[row_scores[m] for m in METRICS] for row_scores in scores])
 
 
 def _context():

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis.exclusions import ExclusionOptionError, ExclusionOptions, apply_exclusions
-from analysis.load import LoadError, load_responses, stimulus_name, texture_class
+from analysis.load import LoadError, load_responses, raw_trial_ids, stimulus_name, texture_class
 from analysis.metrics import shape_bias
 from stimuli.responses import COLUMNS, ResponseStore
 from stimuli.schema import NOT_CLEAR
@@ -72,11 +72,24 @@ def test_raw_csv_variants_na_answers_and_session_spelling(tmp_path):
     assert df.loc[df["observer"] == "resnet50", "observer_kind"].iloc[0] == "model"
     assert h.loc[1, "response"] == "" and h.loc[1, "timed_out"] == 1 and h.loc[1, "correct"] == 0
     assert h.loc[0, "rt_ms"] == pytest.approx(800.0)
-    assert list(h["trial_id"]) == ["cat1-dog2", "car3-car1", "cat2-dog10"]
+    # the observer token (s01 / dnn) and the trial number are dropped, so both observers share the id
+    assert list(h["trial_id"]) == ["s5n_0_cat_00_cat1-dog2", "s5n_0_car_00_car3-car1", "s5n_0_cat_00_cat2-dog10"]
+    assert df.loc[df["observer"] == "resnet50", "trial_id"].iloc[0] == "s5n_0_cat_00_cat1-dog2"
+    assert list(h["source_image"]) == ["cat1-dog2", "car3-car1", "cat2-dog10"]
     assert list(h["texture_category"]) == ["dog", "car", "dog"]
     assert set(df["condition"]) == {"cue-conflict"} and json.loads(h.loc[0, "params"]) == {"condition": "0"}
     assert stimulus_name("x/0001_s5n_dnn_0_airplane_00_airplane1-bicycle2.png") == "airplane1-bicycle2"
     assert texture_class("a.png") is None
+
+
+def test_raw_trial_ids_drop_observer_tokens_of_cuebench_exports():
+    human = pd.Series(["0001_human_patch-shuffle_0_cat_chelsea.png", "0002_human_original__cat_chelsea.png"])
+    model = pd.Series(["0001_model_original__cat_chelsea.png", "0002_model_patch-shuffle_0_cat_chelsea.png"])
+    ids_h, ids_m = raw_trial_ids([human, model])
+    assert list(ids_h) == ["patch-shuffle_0_cat_chelsea", "original__cat_chelsea"]
+    assert set(ids_h) == set(ids_m)
+    # one file alone: nothing tells observer tokens apart, only the trial number goes
+    assert list(raw_trial_ids([model])[0]) == ["model_original__cat_chelsea", "model_patch-shuffle_0_cat_chelsea"]
 
 
 def test_store_csv_and_parquet_give_the_same_table(store_path, tmp_path):

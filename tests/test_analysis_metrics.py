@@ -243,3 +243,17 @@ def test_spearman_rank_correlation_exact_p():
 
     with pytest.raises(ComparisonError, match="R_cd"):
         rank_correlation(t, "R_cd", "S_cd")
+
+
+def test_multinomial_bootstrap_matches_resampling_trials():
+    # counts 50/10/20/20 of 100 trials: p1 = 0.6, p2 = 0.7, c_exp = 0.42 + 0.12 = 0.54, kappa = (0.7 - 0.54) / 0.46
+    a = np.array([1] * 50 + [1] * 10 + [0] * 20 + [0] * 20)
+    b = np.array([1] * 50 + [0] * 10 + [1] * 20 + [0] * 20)
+    assert kappa_from_correct(a, b)[2] == pytest.approx(0.16 / 0.46)
+    from analysis.consistency import bootstrap_kappa
+
+    rng = np.random.default_rng(0)
+    fast = bootstrap_kappa(a, b, 4000, rng)
+    idx = rng.integers(0, 100, size=(4000, 100))
+    slow = kappa_from_correct(a[idx], b[idx])[2]
+    assert np.percentile(fast, [2.5, 50, 97.5]) == pytest.approx(np.percentile(slow, [2.5, 50, 97.5]), abs=0.03)

@@ -103,6 +103,25 @@ def test_analysis_of_a_suppression_experiment(experiment):
     assert (grouped.tables["ttests"]["n"].dropna() <= 2).all()
 
 
+def test_model_vs_human_export_round_trip_keeps_the_pairing(experiment, tmp_path):
+    from analysis.consistency import error_consistency
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+    from stimuli.expdir import ExperimentDir
+    from stimuli.export import export_mvh
+
+    export_mvh(ExperimentDir(experiment), tmp_path / "mvh")
+    scored_direct = apply_exclusions(load_responses(experiment)).scored
+    scored_raw = apply_exclusions(load_responses(tmp_path / "mvh")).scored
+    direct = error_consistency(scored_direct[scored_direct["trial_type"] == "classify"], n_boot=10)
+    via_raw = error_consistency(scored_raw[scored_raw["category"] != "na"], n_boot=10)  # oddity rows have no class
+    key = ["observer_a", "observer_b"]
+    merged = direct.merge(via_raw, on=key, suffixes=("", "_raw"))
+    assert len(merged) == len(direct) > 0
+    assert (merged["n_shared"] == merged["n_shared_raw"]).all()
+    assert np.allclose(merged["kappa"], merged["kappa_raw"], equal_nan=True)
+
+
 def test_reference_markers_find_the_published_settings(experiment):
     from analysis.load import load_responses
 
@@ -165,10 +184,13 @@ def test_report_without_humans_draws_the_published_reference(tmp_path):
     with ResponseStore(store) as s:
         models_only = s.dataframe()
     models_only = models_only[models_only["observer_kind"] == "model"]
-    source = tmp_path / "models.csv"
-    models_only.to_csv(source, index=False)
+    source, other = tmp_path / "models.csv", tmp_path / "lite2.csv"
+    models_only[models_only["observer"] != "lite2"].to_csv(source, index=False)
+    models_only[models_only["observer"] == "lite2"].to_csv(other, index=False)
     out = tmp_path / "out"
-    html = write_report([source], out, options=AnalysisOptions(n_boot=50), progress=False)
+    html = write_report([source], out, compare=[other], options=AnalysisOptions(n_boot=50), progress=False)
+    assert json.loads((out / "results.json").read_text())["summary"]["observers"] == 3
+    assert json.loads((out / "provenance.json").read_text())["compare"][0]["path"] == str(other)
     text = html.read_text()
     assert text.count("data:image/png;base64,") >= 4
     assert "published human data, Burgert et al. 2025, Table 3" in text
@@ -199,3 +221,14 @@ def test_report_dispatches_a_factor_study_folder(tmp_path, capsys):
     (tmp_path / "study.json").write_text("{}")
     assert cuebench(["report", str(tmp_path)]) == 2
     assert "training.csv" in capsys.readouterr().err  # the factor-study report answered, not the response loader
+
+
+def test_analyze_prints_the_main_tables_and_refuses_out_without_a_metric(experiment, tmp_path, capsys):
+    assert cuebench(["analyze", str(experiment), "--n-boot", "20"]) == 0
+    printed = capsys.readouterr().out
+    for table in ("exclusion_summary", "group_relative_accuracy", "cue_decomposition", "oddity", "ttests"):
+        assert f"== {table}" in printed
+    assert cuebench(["analyze", str(experiment), "--out", str(tmp_path / "x.csv")]) == 2
+    assert "--metric" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()
+    assert cuebench(["analyze", str(experiment), "--correlate", "S_cd", "R_cd"]) == 0
+    assert "S_cd" in capsys.readouterr().out

@@ -29,6 +29,7 @@ def decomposition(tmp_path_factory):
     return build(tmp, "decomposition", "--design", "cue-decomposition", "--eed-steps", "6")
 
 
+@pytest.mark.slow
 def test_cue_decomposition_has_original_shape_and_texture_per_image(decomposition):
     exp = decomposition.load()
     tests = [t for t in exp.trials if t.role == "test"]
@@ -49,6 +50,7 @@ def test_cue_decomposition_has_original_shape_and_texture_per_image(decompositio
     assert original.shape == texture.shape == (224, 224, 3) and not np.array_equal(original, texture)
 
 
+@pytest.mark.slow
 def test_rebuild_reuses_stimuli_and_is_identical(decomposition, capsys):
     before = decomposition.experiment_file.read_bytes()
     files = sorted(p.name for p in decomposition.stimuli_dir.iterdir())
@@ -59,6 +61,7 @@ def test_rebuild_reuses_stimuli_and_is_identical(decomposition, capsys):
     assert sorted(p.name for p in decomposition.stimuli_dir.iterdir()) == files
 
 
+@pytest.mark.slow
 def test_alternative_texture_cue_tex_eed(tmp_path):
     exp = build(tmp_path, "tex", "--design", "cue-decomposition", "--eed-steps", "3",
                 "--texture-cue", "tex_eed_patch").load()
@@ -80,6 +83,7 @@ def conflict(tmp_path_factory):
     return build(tmp, "conflict", "--design", "cue-conflict-eed", "--eed-steps", "6", "--conflict-textures", "2")
 
 
+@pytest.mark.slow
 def test_cue_conflict_pairs_shape_and_texture_of_different_classes(conflict):
     exp = conflict.load()
     tests = [t for t in exp.trials if t.role == "test"]
@@ -93,6 +97,7 @@ def test_cue_conflict_pairs_shape_and_texture_of_different_classes(conflict):
     assert exp.design == "cue-conflict-eed" and exp.provenance["options"]["conflict_textures"] == 2
 
 
+@pytest.mark.slow
 def test_cue_conflict_pixels_are_the_blend_of_the_cues(conflict):
     """Rebuild the parts by hand from the stimuli the build wrote: EED of the shape image,
     Voronoi of the texture image, 0.5 / 0.5."""
@@ -109,6 +114,7 @@ def test_cue_conflict_pixels_are_the_blend_of_the_cues(conflict):
     assert np.array_equal(mixed, combine(shape, texture, 0.5, 0.5))
 
 
+@pytest.mark.slow
 def test_cue_conflict_sum_with_signed_tex_eed(tmp_path):
     exp = build(tmp_path, "sum", "--design", "cue-conflict-eed", "--eed-steps", "3", "--conflict-textures", "1",
                 "--conflict-mode", "sum", "--gamma-texture", "2", "--texture-cue", "tex_eed_patch").load()
@@ -129,6 +135,7 @@ def test_bad_options_are_named(tmp_path, capsys):
     assert "eed-device" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_corruptions_design(tmp_path):
     exp = build(tmp_path, "corrupt", "--design", "corruptions", "--corruptions", "contrast,high_pass,phase_noise")
     loaded = exp.load()

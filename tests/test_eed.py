@@ -56,7 +56,7 @@ def test_saved_form_clips_then_stretches_each_image():
     assert (to_display(flat) == 77).all()
 
 
-def test_flat_image_stays_flat_and_identity_tensor_is_heat_flow():
+def test_flat_image_stays_flat():
     flat = np.full((1, 12, 12, 3), 90, np.uint8)
     assert np.array_equal(diffuse(flat, 5, progress=False)[5], flat.astype(np.float32))
 
@@ -66,7 +66,7 @@ def test_batched_agrees_with_reference_structure_short(photos):
     batched = diffuse(images, 32, progress=False)[32]
     reference = np.stack([diffuse_one(image, 32) for image in images])
     assert np.abs(batched - reference).max() < 1e-3
-    assert np.abs(batched - images).max() > 10  # it did diffuse
+    assert np.abs(batched - images).max() > 3  # it did diffuse
 
 
 @pytest.mark.slow
@@ -79,6 +79,7 @@ def test_batched_agrees_with_reference_structure_after_512_steps(photos):
     assert np.abs(batched - reference).max() < 1e-3
 
 
+@pytest.mark.slow
 def test_each_channel_mean_is_kept(diffused):
     images, out = diffused
     before = images.reshape(len(images), -1, 3).mean(axis=1)
@@ -88,6 +89,7 @@ def test_each_channel_mean_is_kept(diffused):
         assert np.abs(after - before).max() < 0.05
 
 
+@pytest.mark.slow
 def test_values_stay_near_the_input_range_and_saved_images_in_it(diffused):
     """The reference's WWW stencil (alpha 0.49, no beta term) has negative weights for
     strongly anisotropic tensors, so EED can overshoot slightly; the reference clips before
@@ -101,18 +103,22 @@ def test_values_stay_near_the_input_range_and_saved_images_in_it(diffused):
     assert shown.min() == 0 and shown.max() == 255
 
 
-def test_shape_cue_removes_texture_and_keeps_shape(diffused):
-    images, out = diffused
-    shown = to_display(out[128])
-    metrics = [quality_metrics(a, b) for a, b in zip(images, shown)]
-    lv = np.mean([m["LV"] for m in metrics])
-    hfe = np.mean([m["HFE"] for m in metrics])
-    gc = np.mean([m["GC"] for m in metrics])
-    assert lv < 0.6 and hfe < 0.6, (lv, hfe)
-    assert gc > 0.6, gc
-    # more steps remove more texture
-    earlier = np.mean([quality_metrics(a, b)["LV"] for a, b in zip(images, to_display(out[64]))])
-    assert lv < earlier
+@pytest.mark.slow
+def test_shape_cue_removes_texture_and_keeps_shape(photos):
+    """Diffusion length grows with sqrt(steps), so 1,024 steps at 56x56 stand in for the
+    full 16,384 at 224x224 in CI (the full-size numbers are in docs/cue_decomposition.md)."""
+    images = np.stack([small(photos[name], 56) for name in PHOTOS])
+    out = diffuse(images, [256, 1024], progress=False)
+
+    def mean_metrics(steps):
+        ms = [quality_metrics(a, b) for a, b in zip(images, to_display(out[steps]))]
+        return {k: np.mean([m[k] for m in ms]) for k in ms[0]}
+
+    early, late = mean_metrics(256), mean_metrics(1024)
+    assert late["LV"] < early["LV"] < 1 and late["HFE"] < early["HFE"] < 1  # more steps, less texture
+    assert late["HFE"] < 0.8, late
+    assert late["GC"] > 0.9, late  # the outlines stay
+    assert late["Texture"] < late["Shape"] - 0.08, late
 
 
 def test_eed_returns_uint8_snapshots_in_batches(photos):

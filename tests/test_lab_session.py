@@ -8,7 +8,6 @@ attention and one catch trial, short timings.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import signal
@@ -144,16 +143,30 @@ def test_default_group_is_a_stable_hash_and_a_resumed_session_keeps_its_group(tm
     experiment = build_experiment(tmp_path / "exp", photos)
     assert default_group("P01", 2) == default_group("P01", 2)
     assert {default_group(f"P{i:02d}", 2) for i in range(20)} == {0, 1}
-    with ResponseStore(tmp_path / "exp" / "responses.sqlite") as store:
-        assert resolve_group(experiment, store, "P01", "1", None) == default_group("P01", 2)
-        assert resolve_group(experiment, store, "P01", "1", 1) == 1
-        with pytest.raises(LabError, match="groups 0..1"):
-            resolve_group(experiment, store, "P01", "1", 5)
-        store.write(trial_row(experiment, experiment.trials[0], observer="P01", observer_kind="human", session="1",
+    assert resolve_group(experiment, "P01", [], None) == default_group("P01", 2)
+    assert resolve_group(experiment, "P01", [], 1) == 1
+    with pytest.raises(LabError, match="groups 0..1"):
+        resolve_group(experiment, "P01", [], 5)
+    stored = [trial_row(experiment, experiment.trials[0], observer="P01", observer_kind="human", session="1",
+                        trial_index=0, response="cat", group=0)]
+    assert resolve_group(experiment, "P01", stored, None) == 0
+    with pytest.raises(LabError, match="was run in group 0"):
+        resolve_group(experiment, "P01", stored, 1)
+
+
+def test_a_session_whose_trials_changed_or_whose_stimuli_are_missing_is_refused(experiment_dir):
+    experiment = ExperimentDir(experiment_dir).load()
+    with ResponseStore(experiment_dir / "responses.sqlite") as store:
+        first = participant_sequence(experiment, 0, "P05", "1")[0]
+        wrong = next(t for t in experiment.trials if t.trial_id != first.trial_id)
+        store.write(trial_row(experiment, wrong, observer="P05", observer_kind="human", session="1",
                               trial_index=0, response="cat", group=0))
-        assert resolve_group(experiment, store, "P01", "1", None) == 0
-        with pytest.raises(LabError, match="was run in group 0"):
-            resolve_group(experiment, store, "P01", "1", 1)
+    with pytest.raises(LabError, match="experiment.json changed"):
+        run_lab_session(LabOptions(expdir=experiment_dir, participant="P05"))
+    missing = ExperimentDir(experiment_dir).stimulus_path(experiment.stimuli[experiment.trial("catch-temple").stimuli[2]])
+    missing.unlink()
+    with pytest.raises(LabError, match=f"stimulus file .*{missing.name}.* is missing"):
+        run_lab_session(LabOptions(expdir=experiment_dir, participant="P06"))
 
 
 def test_bad_participant_id_and_input_mode_are_refused_before_any_window(experiment_dir):

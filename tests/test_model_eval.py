@@ -15,6 +15,7 @@ import pytest
 
 from model_eval.decisions import DecisionError
 from model_eval.evaluate import evaluate_experiment, format_summary
+from model_eval.models import ModelError
 from model_eval.preprocess import PreprocessError
 from stimuli.expdir import ExperimentDir
 from stimuli.responses import ResponseStore
@@ -158,6 +159,8 @@ def test_rules_and_policy_are_recorded(expdir):
     assert sum(chelsea["model_outputs"].values()) <= 1.0 + 1e-4
     assert rows["oddity-0"]["decision_rule"] == "oddity"
     assert summary.runs[0].answered_now == len(rows)
+    with pytest.raises(ModelError, match="already answered trials of model-test with rule 16class-burgert"):
+        evaluate_experiment(expdir.root, [LITE0], device="cpu", progress=False, workers=0)
 
 
 def test_bad_requests_are_refused_before_any_work(expdir, photos):

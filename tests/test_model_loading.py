@@ -193,8 +193,13 @@ def test_preprocessing_policies(photos, tmp_path):
 
 
 def test_cli_reports_errors_in_one_line(tmp_path, capsys):
-    assert main(["eval", "--model", "tf_efficientnet_lit0", "--experiment", str(tmp_path)]) == 2
+    assert main(["eval", "--model", LITE0, "--model", "tf_efficientnet_lit0", "--experiment", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "no such file; is this an experiment directory?" in err or "did you mean" in err
+    assert err.startswith("cuebench eval: error: unknown model architecture 'tf_efficientnet_lit0'; did you mean")
+    assert len(err.strip().splitlines()) == 1
+    assert main(["eval", "--model", LITE0, "--experiment", str(tmp_path)]) == 2
+    assert "no such file; is this an experiment directory?" in capsys.readouterr().err
+    assert main(["eval", "--experiment", str(tmp_path)]) == 2
+    assert "at least one --model" in capsys.readouterr().err
     assert main(["eval", "models"]) == 0
     assert "tf_efficientnet_lite0:pypi" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from stimuli.schema import NOT_CLEAR
 
 PASSWORD = "correct horse battery"
-PLAN_TRIAL_KEYS = {"index", "trial_id", "type", "practice", "block", "break_before", "images", "mask", "choices",
+PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices",
                    "instruction", "timing"}
 
 
@@ -66,7 +66,7 @@ def plan(client, token) -> dict:
 
 
 def answer(trial: dict, response: str | None = None, **overrides) -> dict:
-    body = {"trial_id": trial["trial_id"], "response": response if response is not None else trial["choices"][0],
+    body = {"trial_key": trial["trial_key"], "response": response if response is not None else trial["choices"][0],
             "timed_out": False, "rt_ms": 640.5, "timing_measured": {"fixation": 300.2, "stimulus": 199.9},
             "frames": {"fixation": 18, "stimulus": 12}, "dropped_frames": 0, "refresh_hz": 60.0,
             "device": {"user_agent": "pytest"}, "events": [{"type": "blur", "t": 12.5}]}
@@ -74,14 +74,20 @@ def answer(trial: dict, response: str | None = None, **overrides) -> dict:
     return body
 
 
-def good_answer(study, trial: dict) -> str:
-    return study.experiment.trial(trial["trial_id"]).correct or trial["choices"][0]
+def trial_of(study, participant_token: str, trial: dict):
+    """The experiment's trial behind a plan entry (the test knows what the browser must not)."""
+    participant = study.db.by_token(participant_token)
+    return study.experiment.trial(study.sequence(participant)[trial["index"]].trial_id)
+
+
+def good_answer(study, token: str, trial: dict) -> str:
+    return trial_of(study, token, trial).correct or trial["choices"][0]
 
 
 def finish_all(app, client, token) -> None:
     study = study_of(app)
     for trial in plan(client, token)["trials"]:
-        r = client.post(f"/api/session/{token}/trial/{trial['index']}", json=answer(trial, good_answer(study, trial)))
+        r = client.post(f"/api/session/{token}/trial/{trial['index']}", json=answer(trial, good_answer(study, token, trial)))
         assert r.status_code in (200, 201), r.get_json()
 
 
@@ -100,6 +106,8 @@ def test_plan_hides_answers_and_assignment(env):
     assert classify["choices"][:-1] == sorted(classify["choices"][:-1])
     text = client.get(f"/api/session/{token}").get_data(as_text=True)
     assert '"correct' not in text and "assignment" not in text and "group" not in text
+    hidden = [t.trial_id for t in study.experiment.trials] + list(study.experiment.assignment.arms)
+    assert not [word for word in hidden if word in text]
 
 
 def test_forged_token_is_refused(env):
@@ -116,9 +124,9 @@ def test_another_participants_trial_is_refused(env):
     _, client, _ = env
     mine, theirs = start(client, code="alice"), start(client, code="bob")
     my_plan, their_plan = plan(client, mine)["trials"], plan(client, theirs)["trials"]
-    index = next(i for i, (a, b) in enumerate(zip(my_plan, their_plan)) if a["trial_id"] != b["trial_id"])
+    index = next(i for i, (a, b) in enumerate(zip(my_plan, their_plan)) if a["trial_key"] != b["trial_key"])
     r = client.post(f"/api/session/{mine}/trial/{index}", json=answer(their_plan[index]))
-    assert r.status_code == 403 and their_plan[index]["trial_id"] in r.get_json()["error"]
+    assert r.status_code == 403 and their_plan[index]["trial_key"] in r.get_json()["error"]
     r = client.post(f"/api/session/{mine}/trial/{len(my_plan)}", json=answer(my_plan[0]))
     assert r.status_code == 404
 
@@ -131,7 +139,7 @@ def test_invalid_answers_get_clear_4xx(env):
     oddity = next(t for t in trials if t["type"] == "oddity")
     url = f"/api/session/{token}/trial/"
     r = client.post(url + str(classify["index"]), json=answer(classify, "zebra"))
-    assert r.status_code == 422 and "'zebra' is not one of the choices" in r.get_json()["error"]
+    assert r.status_code == 422 and "'zebra' is not one of this trial's choices" in r.get_json()["error"]
     assert client.post(url + str(oddity["index"]), json=answer(oddity, "4")).status_code == 422
     r = client.post(url + str(oddity["index"]), json=answer(oddity, "2", rt_ms=2300.0))
     assert r.status_code == 422 and "rt_ms" in r.get_json()["error"]
@@ -200,7 +208,7 @@ def test_mask_is_server_made_deterministic_and_per_trial(env):
     first = client.get(masked[0]["mask"]).data
     assert client.get(masked[0]["mask"]).data == first
     assert client.get(masked[1]["mask"]).data != first
-    trial = study.experiment.trial(masked[0]["trial_id"])
+    trial = trial_of(study, token, masked[0])
     expected = pink_noise_mask(224, trial_mask_seed(trial.mask_seed, study.experiment.name, trial.trial_id))
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(first))), expected)
 
@@ -228,7 +236,7 @@ def test_failed_attention_and_screened_out_get_their_own_codes(env):
     study = study_of(app)
     careless = start(client, code="careless")
     for trial in plan(client, careless)["trials"]:
-        wrong = "airplane" if trial["instruction"] else good_answer(study, trial)
+        wrong = "airplane" if trial["instruction"] else good_answer(study, careless, trial)
         client.post(f"/api/session/{careless}/trial/{trial['index']}", json=answer(trial, wrong))
     failed = client.post(f"/api/session/{careless}/complete").get_json()
     screened = client.post(f"/api/session/{start(client, code='oldscreen')}/screen",
@@ -305,6 +313,18 @@ def test_admin_refuses_without_login_and_without_csrf(env):
     assert client.post("/admin/exclude", data={"code": "x", "reason": "r"}).status_code == 400
     cookie = client.get_cookie("session")
     assert cookie.secure and cookie.http_only and cookie.same_site == "Strict"
+
+
+def test_admin_login_guessing_is_throttled(env):
+    app, client, clock = env
+    set_admin_password(study_of(app), PASSWORD)
+    client.environ_base["REMOTE_ADDR"] = "198.51.100.7"
+    wrong = [client.post("/admin/login", data={"password": f"guess number {k}", "csrf_token": csrf_of(client, "/admin/login")})
+             for k in range(6)]
+    assert [r.status_code for r in wrong] == [401] * 5 + [429]
+    assert client.post("/admin/login", data={"password": PASSWORD, "csrf_token": csrf_of(client, "/admin/login")}).status_code == 429
+    clock.now += 15 * 60 + 1
+    login(client)
 
 
 def test_admin_progress_exclusion_and_exports(env):

@@ -61,14 +61,15 @@ def _state(page) -> tuple[str, int | None]:
 
 
 def _take_part(page, base: str) -> dict:
-    """Answer every screen until the completion code appears. Trial RELOAD_AFTER_INDEX's POST
-    is cut off by the network, and the page is reloaded while that answer waits in the local queue."""
+    """Answer every screen until the completion code appears. The first oddity trial is left
+    unanswered (a timeout); trial RELOAD_AFTER_INDEX's POST is cut off by the network, and
+    the page is reloaded while that answer waits in the local queue."""
     page.goto(f"{base}/?code=webtester1")
     page.check("#consent")
     page.click("#start")
     instructed = None
     answered: set[int] = set()
-    result = {"first_after_reload": None, "queued_at_reload": None}
+    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None}
     reloaded = False
     deadline = time.monotonic() + SESSION_DEADLINE_S
     while time.monotonic() < deadline:
@@ -87,7 +88,10 @@ def _take_part(page, base: str) -> dict:
             instructed = None
             answered.add(index)
         elif state == "response-keys" and index not in answered:
-            page.keyboard.press("1")
+            if result["unanswered"] is None:
+                result["unanswered"] = index
+            else:
+                page.keyboard.press("1")
             answered.add(index)
         elif state == "iti" and index == RELOAD_AFTER_INDEX and not reloaded:
             result["queued_at_reload"] = page.evaluate(f"() => Object.keys(JSON.parse(localStorage.getItem("
@@ -116,6 +120,10 @@ def test_participant_completes_session_with_reload(live_server, browser):
     assert result["status"] == "finished" and result["code"] == study.completion_code("finished")
     assert participant.status == "finished"
 
+    timed_out = {r["trial_index"] for r in rows if r["timed_out"]}
+    assert result["unanswered"] in timed_out
+    row = next(r for r in rows if r["trial_index"] == result["unanswered"])
+    assert row["response"] == "" and row["correct"] == 0 and row["timing_measured"]["response"] >= 2000 - 20
     roles = {r["role"] for r in rows}
     assert {"practice", "test", "attention", "catch"} <= roles
     attention = next(r for r in rows if r["role"] == "attention")
@@ -135,6 +143,21 @@ def test_participant_completes_session_with_reload(live_server, browser):
     print(f"\nimage phases lasting exactly the planned frames: {exact}/{len(rows)} = {share:.0%} "
           f"at {rows[0]['refresh_hz']:.1f} Hz (browser check: {check['outlier_share']:.0%} irregular intervals); "
           f"stimulus ms measured: {json.dumps([round(r['timing_measured']['stimulus'], 1) for r in rows])}")
+
+
+def test_small_screen_is_screened_out(live_server, browser):
+    base, study = live_server
+    page = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    page.goto(f"{base}/?PROLIFIC_PID=smallscreen01")
+    page.check("#consent")
+    page.click("#start")
+    page.click("#continue")
+    page.wait_for_selector("#code", timeout=30_000)
+    assert page.get_attribute("#code", "data-status") == "screened_out"
+    assert page.inner_text("#code") == study.completion_code("screened_out")
+    assert "prolific.com" in page.get_attribute("#redirect", "href")
+    participant = study.db.participants(study.experiment.name)[0]
+    assert participant.status == "screened_out" and "screen too small" in participant.screen_reason
 
 
 def test_browser_rules(live_server, browser):

@@ -98,22 +98,32 @@ def default_group(participant: str, n_groups: int) -> int:
     return int.from_bytes(hashlib.sha256(participant.encode("utf-8")).digest()[:8], "big") % n_groups
 
 
-def resolve_group(experiment: Experiment, store: ResponseStore, participant: str, session: str,
-                  requested: int | None) -> int:
+def resolve_group(experiment: Experiment, participant: str, stored_rows: list[dict], requested: int | None) -> int:
+    """The session's group by the module docstring's rule, given the rows already stored for it."""
     n_groups = len(experiment.assignment.groups) if experiment.assignment else 0
     if n_groups == 0:
         raise LabError(f"experiment {experiment.name!r} has no assignment plan; rebuild it with a design")
-    stored = {r["group"] for r in store.rows("experiment=? AND observer=? AND session=?",
-                                             [experiment.name, participant, session]) if r.get("group") is not None}
     if requested is not None and not 0 <= requested < n_groups:
         raise LabError(f"--group {requested} does not exist; this experiment has groups 0..{n_groups - 1}")
+    stored = sorted({r["group"] for r in stored_rows if r.get("group") is not None})
     if stored:
-        previous = min(stored)
-        if requested is not None and requested != previous:
-            raise LabError(f"participant {participant} session {session} was run in group {previous}; "
+        if requested is not None and requested != stored[0]:
+            raise LabError(f"participant {participant} was run in group {stored[0]} in this session; "
                            f"--group {requested} would mix two groups in one session")
-        return previous
+        return stored[0]
     return requested if requested is not None else default_group(participant, n_groups)
+
+
+def check_resumable(sequence: list[ScheduledTrial], stored_rows: list[dict]) -> None:
+    """Stored answers must be to the trials the sequence puts at their indices; otherwise
+    experiment.json (or the group) changed since the session started."""
+    planned = {s.index: s.trial_id for s in sequence}
+    for row in stored_rows:
+        if planned.get(row["trial_index"]) != row["trial_id"]:
+            raise LabError(f"trial {row['trial_index']} of participant {row['observer']} session {row['session']} was "
+                           f"answered as {row['trial_id']!r}, but the experiment now puts "
+                           f"{planned.get(row['trial_index'])!r} there; experiment.json changed since the session "
+                           "started: use a new --session label")
 
 
 def session_paths(root: Path, experiment: str, participant: str, session: str) -> tuple[Path, Path]:
@@ -147,8 +157,11 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     session = str(options.session)
     store = ResponseStore(expdir.responses_file)
     try:
-        group = resolve_group(experiment, store, options.participant, session, options.group)
+        stored_rows = store.rows("experiment=? AND observer=? AND session=?",
+                                 [experiment.name, options.participant, session])
+        group = resolve_group(experiment, options.participant, stored_rows, options.group)
         sequence = participant_sequence(experiment, group, options.participant, session)
+        check_resumable(sequence, stored_rows)
         answered = store.answered_indices(experiment.name, options.participant, session)
         remaining = [s for s in sequence if s.index not in answered]
         trials = [experiment.trial(s.trial_id) for s in remaining]
@@ -223,7 +236,7 @@ class _Runner:
         try:
             self.refresh = measure_refresh(self.win, options.refresh_hz)
         except CuebenchError:
-            self.win.close()
+            self.close()
             raise
         self.hz = self.refresh.hz
         self.refresh_record = {"hz": self.hz, "source": self.refresh.source, "pacing": self.refresh.pacing,
@@ -248,8 +261,8 @@ class _Runner:
         self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
         self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
         self.mask = visual.ImageStim(self.win, image=None)
-        self.cells = [(visual.Rect(self.win, width=c.width, height=c.height, pos=(c.x, c.y), fillColor=(-0.6, -0.6, -0.6),
-                                   lineColor=(0.6, 0.6, 0.6)),
+        self.cells = [(visual.Rect(self.win, width=c.width, height=c.height, pos=(c.x, c.y),
+                                   fillColor=(-0.6, -0.6, -0.6), lineColor=(0.6, 0.6, 0.6)),
                        visual.TextStim(self.win, text=self._cell_text(c), pos=(c.x, c.y), height=22, color=(1, 1, 1)))
                       for c in grid.cells]
         self.log_info(f"refresh {self.hz:.2f} Hz ({self.refresh.source}; measurements {self.refresh.measurements}; "

@@ -11,8 +11,9 @@ handling and storage are the ones a real participant goes through.
 Policy (``Script``): attention and catch trials get their correct (instructed) answer;
 other trials the correct one with probability ``accuracy``, otherwise another choice.
 ``pause_after=N`` presses Escape once on the response screen after N answers and goes
-on (N on the pause screen; the interrupted trial is shown again); ``quit_after=N`` presses Escape after N answers and confirms quitting (Y), to
-pilot the pause, quit and resume paths.
+on (N on the pause screen; the interrupted trial is shown again); ``quit_after=N``
+presses Escape after N answers and confirms quitting (Y). Together they pilot the pause,
+quit and resume paths.
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ import random
 
 import numpy as np
 
-from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed, task_key
+from ..build import BuildError, Task, finish, run_jobs, stimulus_seed, task_key
 from ..design import everyone_plan
 from ..schema import CLASSIFY_TIMING, Experiment, Trial
 from ..sources import decode_image, fit_to_stimulus, resolve_images
 from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for
-from .cue_decomposition import (SHUFFLE_CUES, TEXTURE_FN, add_eed_arguments, eed_params, known_stimuli,
-                                make_shape_cues, make_texture_cues, shape_cue_pixels, slug, texture_params)
+from .cue_decomposition import (add_eed_arguments, cue_jobs, eed_params, known_stimuli, make_shape_cues,
+                                shape_cue_pixels, slug, texture_params, texture_stimuli)
 
 DEFAULT_GAMMAS = {"blend": (0.5, 0.5), "sum": (1.0, 1.0)}
 
@@ -83,24 +83,18 @@ def build(args, expdir) -> Experiment:
     label_set = label_set_for(sources, args.images)
     g_s, g_t = gammas(args)
     t_params = texture_params(args)
-    jobs = []
-    for src in sources:
-        tasks = [Task("original", {}, None)]
-        if args.texture_cue in SHUFFLE_CUES:
-            tasks.append(Task("texture_cue", t_params, stimulus_seed(args.seed, src.name, "texture_cue", t_params),
-                              TEXTURE_FN))
-        jobs.append(SourceJob(src, tasks))
+    shape_params = {"method": "eed", **eed_params(args)}
+    plan = pairs(sources, args.conflict_textures, args.seed)
+    jobs = cue_jobs(sources, args, t_params)
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
-    plan = pairs(usable, args.conflict_textures, args.seed)
+    plan = [(shape, texture) for shape, texture in plan if shape.name not in failed and texture.name not in failed]
+    if not plan:
+        raise BuildError("no cue-conflict pair is left: the source images of every pair failed")
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
-    if args.texture_cue in SHUFFLE_CUES:
-        textures = {job.source.name: report.get(job.source, job.tasks[1]) for job in jobs
-                    if job.source.name not in failed}
-    else:
-        textures = make_texture_cues(expdir, usable, args, existing, shapes, fresh)
+    textures = texture_stimuli(expdir, args, jobs, report, usable, existing, shapes, fresh)
     known = known_stimuli(expdir, existing)
     pixel_cache: dict[tuple[str, str], np.ndarray] = {}
 
@@ -120,7 +114,6 @@ def build(args, expdir) -> Experiment:
         return pixel_cache[(kind, src.name)]
 
     mix = {"mode": args.conflict_mode, "gamma_shape": g_s, "gamma_texture": g_t}
-    shape_params = {"method": "eed", **eed_params(args)}
     stimuli, trials = {}, []
     for shape_src, texture_src in plan:
         params = {"texture_image": texture_src.name, "texture_cue": t_params, "shape_cue": shape_params, **mix}

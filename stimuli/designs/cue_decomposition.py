@@ -17,7 +17,7 @@ from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed
 from ..design import latin_square_plan
 from ..expdir import ExperimentDir, provenance_key
 from ..schema import CLASSIFY_TIMING, Experiment, Stimulus, Trial
-from ..sources import CorruptImageError, SourceImage, fit_to_stimulus, resolve_images
+from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for
 
 TEXTURE_FN = "stimuli.texture_cues:texture_task"
@@ -48,12 +48,14 @@ def add_arguments(parser) -> None:
 
 
 def eed_params(args) -> dict:
-    from ..eed import EEDParams
+    """The EED recipe recorded with each shape cue; checks the EED options before any work."""
+    from ..eed import EEDParams, resolve_device
 
     if args.eed_steps < 1:
         raise BuildError(f"--eed-steps must be >= 1, got {args.eed_steps}")
     if args.eed_batch < 1:
         raise BuildError(f"--eed-batch must be >= 1, got {args.eed_batch}")
+    resolve_device(args.eed_device)
     return {"steps": args.eed_steps, **EEDParams().as_dict()}
 
 
@@ -142,6 +144,28 @@ def make_texture_cues(expdir: ExperimentDir, sources: list[SourceImage], args, e
     return out
 
 
+def cue_jobs(sources: list[SourceImage], args, t_params: dict) -> list[SourceJob]:
+    """Worker tasks per source: the original, and the texture cue if it needs only the photo."""
+    jobs = []
+    for src in sources:
+        tasks = [Task("original", {}, None)]
+        if args.texture_cue in SHUFFLE_CUES:
+            tasks.append(Task("texture_cue", t_params, stimulus_seed(args.seed, src.name, "texture_cue", t_params),
+                              TEXTURE_FN))
+        jobs.append(SourceJob(src, tasks))
+    return jobs
+
+
+def texture_stimuli(expdir: ExperimentDir, args, jobs: list[SourceJob], report, usable: list[SourceImage],
+                    existing: Experiment | None, shapes: dict[str, Stimulus], fresh: dict[str, np.ndarray],
+                    ) -> dict[str, Stimulus]:
+    """{source name: texture-cue stimulus}: from the workers' report, or made here from the EED."""
+    if args.texture_cue not in SHUFFLE_CUES:
+        return make_texture_cues(expdir, usable, args, existing, shapes, fresh)
+    names = {src.name for src in usable}
+    return {job.source.name: report.get(job.source, job.tasks[1]) for job in jobs if job.source.name in names}
+
+
 def slug(name: str) -> str:
     """A source name as a trial-id part."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
@@ -152,27 +176,15 @@ def build(args, expdir) -> Experiment:
     label_set = label_set_for(sources, args.images)
     t_params = texture_params(args)
     e_params = eed_params(args)
-    jobs = []
-    for src in sources:
-        tasks = [Task("original", {}, None)]
-        if args.texture_cue in SHUFFLE_CUES:
-            tasks.append(Task("texture_cue", t_params, stimulus_seed(args.seed, src.name, "texture_cue", t_params),
-                              TEXTURE_FN))
-        jobs.append(SourceJob(src, tasks))
+    jobs = cue_jobs(sources, args, t_params)
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
     if not usable:
         raise BuildError("no stimuli were made: every source image failed")
-    try:
-        shapes, fresh = make_shape_cues(expdir, usable, args, existing)
-    except CorruptImageError as err:  # only if a file changed since the originals were read
-        raise BuildError(f"{err}") from None
-    if args.texture_cue in SHUFFLE_CUES:
-        textures = {job.source.name: report.get(job.source, job.tasks[1]) for job in jobs if job.source.name not in failed}
-    else:
-        textures = make_texture_cues(expdir, usable, args, existing, shapes, fresh)
+    shapes, fresh = make_shape_cues(expdir, usable, args, existing)
+    textures = texture_stimuli(expdir, args, jobs, report, usable, existing, shapes, fresh)
     stimuli, trials, originals = {}, [], []
     for job in jobs:
         src = job.source

@@ -358,7 +358,7 @@
     const end = answer ? answer.t : performance.now();
     log.measured.response = end - responseOnset;
     const payload = {
-      trial_id: trial.trial_id,
+      trial_key: trial.trial_key,
       response: answer ? answer.response : "",
       timed_out: !answer,
       rt_ms: answer ? Math.max(0, answer.t - responseOnset) : null,
