@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from stimuli import __version__
+from stimuli.designs.diagvib import STUDY_FILE
 from stimuli.errors import CuebenchError
 from stimuli.expdir import atomic_write
 
@@ -296,7 +297,7 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
     study_dir = Path(study_dir)
     out = Path(out_dir) if out_dir else study_dir / "reports"
     table = load_training_table(study_dir)
-    study_file = study_dir / "study.json"
+    study_file = study_dir / STUDY_FILE
     study = json.loads(study_file.read_text(encoding="utf-8")) if study_file.is_file() else {}
     selected = select_epochs(table, selection, last_n)
     p = p_matrix(selected)

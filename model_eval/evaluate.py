@@ -3,7 +3,8 @@
 Every trial (test, practice, catch, attention) is answered and stored with its role, as a
 person's answer would be; accuracy summaries count only the scored (``test``) trials.
 Each unique stimulus goes through the model once: DataLoader workers decode and resize
-while the model runs; on a GPU the model runs channels-last under bfloat16 autocast.
+while the model runs; on a GPU the model runs channels-last under bfloat16 autocast; on
+a CPU freed activation memory is kept for the next batch (``allocator.py``).
 Rows are committed one batch at a time, so a killed run loses at most one batch, and a
 re-run skips every trial that model has already answered.
 """
@@ -21,6 +22,7 @@ from stimuli.expdir import ExperimentDir
 from stimuli.responses import ResponseStore, trial_row
 from stimuli.schema import Experiment, Trial
 
+from .allocator import keep_freed_memory
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
                         decide_classify, decide_oddity, label_mapping)
 from .models import LoadedModel, ModelError, check_architecture, load_model, parse_spec, resolve_device
@@ -76,6 +78,8 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     if policy == "as-is":
         _check_one_size(experiment)
     device = resolve_device(device)
+    if device == "cpu":
+        keep_freed_memory()
     runs = []
     with ResponseStore(expdir.responses_file) as store:
         for spec in model_specs:

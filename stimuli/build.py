@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -155,7 +156,8 @@ def run_jobs(expdir: ExperimentDir, jobs: list[SourceJob], *, workers: int | Non
             except CorruptImageError as err:
                 handle_error(job, err)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # forkserver: a forked child of a parent that already ran OpenCV's thread pool can deadlock
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
             futures = {pool.submit(_run_source_job, str(expdir.root), job): job for job in todo}
             for fut in as_completed(futures):
                 job = futures[fut]

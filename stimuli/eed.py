@@ -97,16 +97,21 @@ def symmetric_index(n: int, pad: int) -> np.ndarray:
     return idx
 
 
-def to_display(raw: np.ndarray) -> np.ndarray:
-    """The reference's saving rule: clip to [0, 255], then min-max rescale each image
-    (over all its channels) to the full range; rounded to uint8 (the reference truncates).
-    ``raw`` is (..., H, W, 3) float; a flat image stays as it is."""
-    x = np.clip(np.asarray(raw, dtype=np.float64), 0, 255)
+def stretch(values: np.ndarray) -> np.ndarray:
+    """Min-max rescale each image (over all its channels) to 0-255, rounded to uint8.
+    ``values`` is (..., H, W, 3); a flat image keeps its (clipped) value."""
+    x = np.asarray(values, dtype=np.float64)
     axes = (-3, -2, -1)
     lo, hi = x.min(axis=axes, keepdims=True), x.max(axis=axes, keepdims=True)
     span = np.where(hi > lo, hi - lo, 1.0)
     scaled = np.where(hi > lo, (x - lo) / span * 255.0, x)
     return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+
+
+def to_display(raw: np.ndarray) -> np.ndarray:
+    """The reference's saving rule: clip to [0, 255], then min-max rescale each image to
+    the full range (``stretch``; we round where the reference truncates)."""
+    return stretch(np.clip(np.asarray(raw, dtype=np.float64), 0, 255))
 
 
 def _as_batch(images) -> np.ndarray:
@@ -246,13 +251,14 @@ def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams
     stepper = _Stepper(h, w, params, dev)
     u = torch.as_tensor(np.ascontiguousarray(batch.transpose(0, 3, 1, 2)), dtype=torch.float32, device=dev)
     out: dict[int, np.ndarray] = {}
+    snapshots = set(wanted)
     with torch.inference_mode():
         if wanted[0] == 0:
             out[0] = batch.astype(np.float32)
         for step in tqdm(range(1, wanted[-1] + 1), desc=f"{desc} ({n} images, {dev.type})", unit="step",
                          disable=not progress, leave=False):
             u = stepper(u)
-            if step in wanted:
+            if step in snapshots:
                 out[step] = u.permute(0, 2, 3, 1).float().cpu().numpy()
     return out
 

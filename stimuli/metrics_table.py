@@ -72,9 +72,13 @@ def _image_scores(job: tuple[np.ndarray, int, tuple[TableRow, ...]]) -> np.ndarr
 
 
 def _context():
-    """fork where there is one: no re-import of the caller's script, so it needs no main guard."""
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else None)
+    """forkserver where there is one, else spawn: never fork a process whose OpenCV thread pool
+    is running (a forked child can deadlock in it). Scripts need the usual main guard."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # the server imports OpenCV, scikit-image once, not each worker
+    return context
 
 
 def _single_threaded_opencv() -> None:
@@ -111,4 +115,7 @@ def metrics_table(images: list[np.ndarray], seed: int = 0, progress: bool = True
 def format_table(df: pd.DataFrame) -> str:
     """The table for a terminal, three decimals as in Table 2. Texture-suppressing rows want
     low LV/HFE and high ESSIM/GC, shape-suppressing rows the reverse (Table 2's arrows)."""
-    return df.to_string(index=False, float_format="{:.3f}".format, justify="left")
+    shown = df.copy()
+    for column in ("transform", "params"):
+        shown[column] = shown[column].str.ljust(max(len(column), shown[column].str.len().max()))
+    return shown.to_string(index=False, float_format="{:.3f}".format, justify="left")

@@ -86,16 +86,23 @@ def _place(image: np.ndarray, cells: np.ndarray, region: tuple[slice, slice], gr
 
 
 def _patch_shuffle(image, params, rng):
-    """Permute the g x g cells uniformly at random (Burgert et al. Sec. 4; Luo et al. 2019)."""
+    """Permute the g x g cells uniformly at random (Burgert et al. Sec. 4; Luo et al. 2019),
+    redrawing the identity (1 in 24 for g = 2), which would leave the photo as it was."""
     cells, region = _cells(image, params["grid"])
-    return _place(image, cells[rng.permutation(len(cells))], region, params["grid"])
+    order = np.arange(len(cells))
+    while np.array_equal(order, np.arange(len(cells))):
+        order = rng.permutation(len(cells))
+    return _place(image, cells[order], region, params["grid"])
 
 
 def _patch_rotation(image, params, rng):
     """Turn every cell by k x 90 degrees, k uniform in {0, 1, 2, 3}: cells stay where they
-    were, but edges break at every cell border (Burgert et al. Sec. 4)."""
+    were, but edges break at every cell border (Burgert et al. Sec. 4). A draw that turns no
+    cell at all (1 in 256 for g = 2) is redrawn."""
     cells, region = _cells(image, params["grid"])
-    turns = rng.integers(0, 4, size=len(cells))
+    turns = np.zeros(len(cells), dtype=int)
+    while not turns.any():
+        turns = rng.integers(0, 4, size=len(cells))
     rotated = cells.copy()
     for k in (1, 2, 3):
         rotated[turns == k] = np.rot90(cells[turns == k], k, axes=(1, 2))

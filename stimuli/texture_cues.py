@@ -117,11 +117,11 @@ def texture_eed(original: np.ndarray, shape: np.ndarray) -> np.ndarray:
 
 
 def texture_eed_image(original: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    """tex.EED shown as an image: the signed difference min-max rescaled to 0-255, the
-    same rule the reference applies to EED images."""
-    from .eed import to_display
+    """tex.EED shown as an image: the signed difference min-max rescaled to 0-255 (the
+    reference's rescaling rule for EED images, without its clipping)."""
+    from .eed import stretch
 
-    return to_display(texture_eed(original, shape) + 255.0)
+    return stretch(texture_eed(original, shape))
 
 
 def shuffle_like(values: np.ndarray, shuffle) -> np.ndarray:

@@ -115,6 +115,15 @@ def test_cue_conflict_pixels_are_the_blend_of_the_cues(conflict):
 
 
 @pytest.mark.slow
+def test_cue_conflict_rebuild_skips_eed(conflict, capsys):
+    before = conflict.experiment_file.read_bytes()
+    assert main(["stimuli", "build", "--design", "cue-conflict-eed", "--images", "default", "--out", str(conflict.root),
+                 "--workers", "1", "--eed-steps", "6", "--conflict-textures", "2"]) == 0
+    assert "EED" not in capsys.readouterr().err
+    assert conflict.experiment_file.read_bytes() == before
+
+
+@pytest.mark.slow
 def test_cue_conflict_sum_with_signed_tex_eed(tmp_path):
     exp = build(tmp_path, "sum", "--design", "cue-conflict-eed", "--eed-steps", "3", "--conflict-textures", "1",
                 "--conflict-mode", "sum", "--gamma-texture", "2", "--texture-cue", "tex_eed_patch").load()
@@ -166,3 +175,24 @@ def test_eed_cue_conflict_runs_through_model_eval(conflict):
     labels = set(exp.label_set.labels)
     assert all(r["response"] in labels for r in tests)
     assert all(r["correct"] == int(r["response"] == r["category"]) for r in tests)
+
+
+@pytest.mark.slow
+def test_corrupt_source_is_skipped_and_recorded(tmp_path, photos):
+    """A class folder with one unreadable file: --on-error skip leaves it out of every pair."""
+    root = tmp_path / "images"
+    for category, names in {"cat": ["chelsea"], "coffee": ["coffee"], "rocket": ["rocket"]}.items():
+        (root / category).mkdir(parents=True)
+        for name in names:
+            Image.fromarray(photos[name]).save(root / category / f"{name}.png")
+    (root / "rocket" / "broken.png").write_bytes(b"not a png")
+    out = tmp_path / "exp"
+    args = ["stimuli", "build", "--design", "cue-conflict-eed", "--images", str(root), "--out", str(out),
+            "--workers", "1", "--eed-steps", "2", "--conflict-textures", "2"]
+    assert main(args) == 2  # --on-error fail (the default) names the file and stops
+    assert main([*args, "--on-error", "skip"]) == 0
+    exp = ExperimentDir(out).load()
+    tests = [t for t in exp.trials if t.role == "test"]
+    assert len(tests) == 3 * 2
+    assert all("broken" not in t.source_image and "broken" not in t.params["texture_image"] for t in tests)
+    assert any("broken" in s for s in exp.provenance["skipped_images"])

@@ -149,3 +149,14 @@ def test_settings_mismatch_is_refused(tmp_path, capsys):
     assert main(["stimuli", "build", "--design", "diagvib", "--out", str(out), "--diagvib-digits", "sklearn-digits",
                  "--sizes", "90,18,60", "--seed", "5", "--study", "ZGO", "--target", "hue", "--correlated", "shape"]) == 2
     assert "different 'seed'" in capsys.readouterr().err
+
+
+def test_same_seed_builds_the_same_study(tmp_path):
+    for name in ("a", "b"):
+        assert build(tmp_path / name, "--study", "CGO-2", "--target", "texture", "--correlated", "scale") == 0
+    split = "data/CGO-2/texture--scale/sample-0/test.npz"
+    np.testing.assert_array_equal(load_split(tmp_path / "a" / split).images, load_split(tmp_path / "b" / split).images)
+    a, b = Experiment.load(tmp_path / "a"), Experiment.load(tmp_path / "b")
+    assert [t.to_dict() for t in a.trials] == [t.to_dict() for t in b.trials] and a.stimuli == b.stimuli
+    entries = [json.loads((tmp_path / name / "study.json").read_text())["entries"] for name in ("a", "b")]
+    assert entries[0] == entries[1]

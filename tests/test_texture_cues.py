@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stimuli.eed import to_display
+from stimuli.eed import stretch
 from stimuli.quality import quality_metrics
 from stimuli.texture_cues import (TextureCueError, default_diamond_diagonal, diamond_shuffle, patch_shuffle,
                                   shuffle_like, signed_texture, texture_cue, texture_eed, texture_eed_image,
@@ -94,10 +94,13 @@ def test_tex_eed_is_the_signed_difference_and_its_patch_version_matches(photos):
     assert diff.min() < 0 < diff.max()
     assert np.array_equal(diff, original.astype(np.float32) - shape.astype(np.float32))
     shown = texture_eed_image(original, shape)
-    assert shown.min() == 0 and shown.max() == 255
+    # min-max over the whole signed range: the most negative difference is 0, the largest 255
+    assert shown.reshape(-1)[diff.argmin()] == 0 and shown.reshape(-1)[diff.argmax()] == 255
+    assert np.array_equal(shown.reshape(-1)[diff.reshape(-1) == 0], np.full((diff == 0).sum(),
+                          np.rint(-diff.min() / (diff.max() - diff.min()) * 255)))
     patched = texture_cue("tex_eed_patch", original, 11, shape=shape)
     # the signed version is moved with exactly the same permutation as the displayed one
-    assert np.array_equal(to_display(signed_texture("tex_eed_patch", original, shape, 11) + 255.0), patched)
+    assert np.array_equal(stretch(signed_texture("tex_eed_patch", original, shape, 11)), patched)
     values = np.random.default_rng(0).normal(size=(224, 224, 3))
     assert np.array_equal(np.sort(shuffle_like(values, lambda im: patch_shuffle(im, 8, 11)).ravel()),
                           np.sort(values.ravel()))

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from stimuli.designs.diagvib import STUDY_FILE
 from stimuli.errors import CuebenchError
 from stimuli.expdir import atomic_write, canonical_json
 
-STUDY_FILE = "study.json"
 TABLE_FILE = "training.csv"
 RUNS_DIR = "training/runs"
 COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",

@@ -2,7 +2,8 @@
 Fig. 5): the EED shape cue of an image of class i combined with the texture cue of an
 image of class j != i. Every trial records ``category`` (the shape's class, the correct
 answer) and ``texture_category``, so the shape-bias analysis of Geirhos et al. (2019)
-runs on it unchanged.
+runs on it unchanged. The parts (each image's EED and texture cue) are listed among the
+experiment's stimuli too, with their provenance, so a rebuild reuses them.
 
 Combination, with weights gamma_S (shape) and gamma_T (texture):
 
@@ -15,6 +16,7 @@ Combination, with weights gamma_S (shape) and gamma_T (texture):
 
 from __future__ import annotations
 
+import functools
 import random
 
 import numpy as np
@@ -63,13 +65,17 @@ def combine(shape: np.ndarray, texture: np.ndarray, gamma_s: float, gamma_t: flo
     return np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
 
 
-def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
-    """(shape source, texture source) pairs: each shape image with up to ``per_shape``
-    images of other classes, drawn without replacement by seed."""
+def check_pairing(sources, per_shape: int) -> None:
     if per_shape < 1:
         raise BuildError(f"--conflict-textures must be >= 1, got {per_shape}")
     if len({s.category for s in sources}) < 2:
         raise BuildError("cue-conflict-eed needs images of at least two classes")
+
+
+def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
+    """(shape source, texture source) pairs: each shape image with up to ``per_shape``
+    images of other classes, drawn without replacement by seed."""
+    check_pairing(sources, per_shape)
     rng = random.Random(seed)
     out = []
     for shape in sources:
@@ -84,34 +90,30 @@ def build(args, expdir) -> Experiment:
     g_s, g_t = gammas(args)
     t_params = texture_params(args)
     shape_params = {"method": "eed", **eed_params(args)}
-    plan = pairs(sources, args.conflict_textures, args.seed)
+    check_pairing(sources, args.conflict_textures)
     jobs = cue_jobs(sources, args, t_params)
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
-    plan = [(shape, texture) for shape, texture in plan if shape.name not in failed and texture.name not in failed]
-    if not plan:
-        raise BuildError("no cue-conflict pair is left: the source images of every pair failed")
+    plan = pairs(usable, args.conflict_textures, args.seed)
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
     textures = texture_stimuli(expdir, args, jobs, report, usable, existing, shapes, fresh)
     known = known_stimuli(expdir, existing)
-    pixel_cache: dict[tuple[str, str], np.ndarray] = {}
+    by_name = {src.name: src for src in usable}
 
-    def texture_pixels(src) -> np.ndarray:
+    @functools.cache
+    def shape_pixels(name: str) -> np.ndarray:
+        return shape_cue_pixels(expdir, shapes[name], fresh)
+
+    @functools.cache
+    def texture_pixels(name: str) -> np.ndarray:
         if args.conflict_mode == "sum" and args.texture_cue in ("tex_eed", "tex_eed_patch"):
             from ..texture_cues import signed_texture
 
-            seed = stimulus_seed(args.seed, src.name, "texture_cue", t_params)
-            shape = shape_cue_pixels(expdir, shapes[src.name], fresh)
-            return signed_texture(args.texture_cue, fit_to_stimulus(src.read()), shape, seed)
-        return decode_image(expdir.stimulus_path(textures[src.name]))
-
-    def cached(kind: str, src) -> np.ndarray:
-        if (kind, src.name) not in pixel_cache:
-            pixel_cache[(kind, src.name)] = (shape_cue_pixels(expdir, shapes[src.name], fresh) if kind == "shape"
-                                             else texture_pixels(src))
-        return pixel_cache[(kind, src.name)]
+            seed = stimulus_seed(args.seed, name, "texture_cue", t_params)
+            return signed_texture(args.texture_cue, fit_to_stimulus(by_name[name].read()), shape_pixels(name), seed)
+        return decode_image(expdir.stimulus_path(textures[name]))
 
     mix = {"mode": args.conflict_mode, "gamma_shape": g_s, "gamma_texture": g_t}
     stimuli, trials = {}, []
@@ -120,7 +122,7 @@ def build(args, expdir) -> Experiment:
         task = Task("cue_conflict_eed", params, None)
         stim = known.get(task_key(shape_src, task))
         if stim is None:
-            pixels = combine(cached("shape", shape_src), cached("texture", texture_src), g_s, g_t)
+            pixels = combine(shape_pixels(shape_src.name), texture_pixels(texture_src.name), g_s, g_t)
             stim = expdir.write_stimulus(pixels, task.provenance(shape_src))
         stimuli[stim.id] = stim
         trials.append(Trial(
@@ -131,6 +133,8 @@ def build(args, expdir) -> Experiment:
             source_image=shape_src.name, category=shape_src.category, texture_category=texture_src.category,
             timing=CLASSIFY_TIMING, mask_seed=stimulus_seed(args.seed, shape_src.name, "mask", params),
         ))
+    for part in [*shapes.values(), *textures.values()]:  # listed, so a rebuild finds them and skips EED
+        stimuli[part.id] = part
     originals = []
     for job in jobs:
         if job.source.name not in failed:

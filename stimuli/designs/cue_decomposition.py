@@ -27,19 +27,18 @@ SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in 
 def add_eed_arguments(parser) -> None:
     """EED options, shared by the designs that make shape cues (added once per parser)."""
     from ..eed import CLASSIFICATION_STEPS
+    from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
 
     if "--eed-steps" in parser._option_string_actions:
         return
-
     group = parser.add_argument_group("EED shape cues (cue-decomposition, cue-conflict-eed)")
     group.add_argument("--eed-steps", type=int, default=CLASSIFICATION_STEPS,
                        help="explicit EED steps (Heinert et al.: 16384 for classification, 5792 for segmentation)")
     group.add_argument("--eed-device", default="cpu", help="torch device for EED: cpu, cuda, cuda:1, ...")
     group.add_argument("--eed-batch", type=int, default=64, help="images diffused together")
-    group.add_argument("--texture-cue", default="voronoi",
-                       choices=("voronoi", "patch", "diamond", "tex_eed", "tex_eed_patch"),
+    group.add_argument("--texture-cue", default="voronoi", choices=TEXTURE_CUES,
                        help="texture cue (Heinert et al.: voronoi; the others are the paper's alternatives)")
-    group.add_argument("--voronoi-cells", type=int, default=32, help="Voronoi sites N")
+    group.add_argument("--voronoi-cells", type=int, default=VORONOI_CELLS, help="Voronoi sites N")
 
 
 def add_arguments(parser) -> None:
