@@ -18,6 +18,7 @@ from stimuli.errors import CuebenchError
 COMMAND_MODULES = (
     "stimuli.cli",
     "model_eval.cli",
+    "model_eval.train_cli",
     "experiment_server.cli",
     "human_tasks.cli",
     "analysis.cli",
