@@ -4,6 +4,7 @@ scikit-image photos through the real command line (few EED steps; 16,384 is for 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -94,6 +95,8 @@ def test_cue_conflict_pairs_shape_and_texture_of_different_classes(conflict):
         stim = exp.stimuli[t.stimuli[0]]
         assert stim.transform == "cue_conflict_eed" and stim.params["texture_image"] == t.params["texture_image"]
     assert len({t.source_image for t in tests}) == N_IMAGES
+    # every photo serves as a texture equally often (2 of the 16 pairs each)
+    assert sorted(Counter(t.params["texture_image"] for t in tests).values()) == [2] * N_IMAGES
     assert exp.design == "cue-conflict-eed" and exp.provenance["options"]["conflict_textures"] == 2
 
 

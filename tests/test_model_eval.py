@@ -174,22 +174,3 @@ def test_bad_requests_are_refused_before_any_work(expdir, photos):
         evaluate_experiment(expdir.root, [LITE0], device="cpu", progress=False)
     assert not expdir.responses_file.exists() or stored_count(expdir.responses_file) == 0
 
-
-def test_freed_activation_memory_is_reused():
-    """After ``keep_freed_memory`` a large tensor allocated again page-faults almost nothing
-    (with glibc's default: one fault per 4 KiB page, about 49,000 for 200 MB, every time)."""
-    import resource
-    import sys as _sys
-
-    import torch
-
-    from model_eval.allocator import keep_freed_memory
-
-    if not keep_freed_memory():
-        assert not _sys.platform.startswith("linux") or "glibc" not in " ".join(__import__("platform").libc_ver())
-        pytest.skip("the C library is not glibc: nothing to tune")
-    for _ in range(2):  # as batches repeat: the heap grows to the pattern once, then reuses it
-        torch.ones(50_000_000)  # 200 MB, freed at once
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    torch.ones(50_000_000)
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 2_000

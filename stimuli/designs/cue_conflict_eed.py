@@ -74,13 +74,19 @@ def check_pairing(sources, per_shape: int) -> None:
 
 def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
     """(shape source, texture source) pairs: each shape image with up to ``per_shape``
-    images of other classes, drawn without replacement by seed."""
+    images of other classes, the least used textures first (random among equals), so
+    every image serves as a texture about equally often."""
     check_pairing(sources, per_shape)
     rng = random.Random(seed)
+    used = {src.name: 0 for src in sources}
     out = []
     for shape in sources:
         others = [t for t in sources if t.category != shape.category]
-        out.extend((shape, t) for t in rng.sample(others, min(per_shape, len(others))))
+        rng.shuffle(others)
+        others.sort(key=lambda t: used[t.name])
+        for texture in others[:per_shape]:
+            used[texture.name] += 1
+            out.append((shape, texture))
     return out
 
 
