@@ -70,7 +70,7 @@ def agreement(images: np.ndarray, steps: int, device: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=224)
-    parser.add_argument("--batch", type=int, default=16, help="images in the batched timing run")
+    parser.add_argument("--batch", type=int, default=8, help="images in the batched timing run")
     parser.add_argument("--baseline-images", type=int, default=2, help="images in the per-image timing run")
     parser.add_argument("--steps", type=int, default=16, help="steps in each timing run")
     parser.add_argument("--agree-images", type=int, default=2)

@@ -109,12 +109,7 @@ def run_jobs(expdir: ExperimentDir, jobs: list[SourceJob], *, workers: int | Non
     """
     if on_error not in ("skip", "fail"):
         raise BuildError(f"--on-error must be 'skip' or 'fail', got {on_error!r}")
-    known = {}
-    if existing is not None:
-        for s in existing.stimuli.values():
-            prov = {"source_image": s.source_image, "transform": s.transform, "params": s.params, "seed": s.seed}
-            if expdir.stimulus_path(s).is_file():
-                known[provenance_key(prov)] = s
+    known = known_stimuli(expdir, existing)
     results: dict[tuple[str, str], Stimulus] = {}
     todo: list[SourceJob] = []
     reused = 0
@@ -169,6 +164,16 @@ def run_jobs(expdir: ExperimentDir, jobs: list[SourceJob], *, workers: int | Non
                     handle_error(job, err)
     bar.close()
     return BuildReport(results, made, reused, failed)
+
+
+def known_stimuli(expdir: ExperimentDir, existing: Experiment | None) -> dict[str, Stimulus]:
+    """Stimuli an earlier build of this folder made and that are still on disk, by recipe
+    (source, transform, params, seed), so a re-run can skip them."""
+    if existing is None:
+        return {}
+    return {provenance_key({"source_image": s.source_image, "transform": s.transform, "params": s.params,
+                            "seed": s.seed}): s
+            for s in existing.stimuli.values() if expdir.stimulus_path(s).is_file()}
 
 
 def task_key(source: SourceImage, task: Task) -> str:

@@ -263,14 +263,21 @@ def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams
     return out
 
 
+def default_batch_size(device: str) -> int:
+    """Images per batch: on a CPU the step is memory-bound and 224x224 batches beyond
+    about 8 images fall out of cache (measured 4.9 ms per image-step at 8, 7.1 at 16);
+    a GPU wants large batches (about 12 MB of working memory per 224x224 image)."""
+    return 256 if str(device).startswith("cuda") else 8
+
+
 def eed(images, steps: int | Sequence[int] = CLASSIFICATION_STEPS, *, params: EEDParams = EEDParams(),
-        device: str = "cpu", batch_size: int = 64, progress: bool = True) -> dict[int, np.ndarray]:
+        device: str = "cpu", batch_size: int | None = None, progress: bool = True) -> dict[int, np.ndarray]:
     """EED shape cues as saved images: {step count: uint8 (N, H, W, 3)}.
 
-    Images of one size are diffused ``batch_size`` at a time (bigger batches are faster on
-    a GPU, up to its memory: 224x224 needs about 12 MB per image).
+    Images are diffused ``batch_size`` at a time (default: ``default_batch_size``).
     """
     batch = _as_batch(images)
+    batch_size = default_batch_size(device) if batch_size is None else batch_size
     if batch_size < 1:
         raise EEDError(f"batch_size must be >= 1, got {batch_size}")
     wanted = _check_steps([steps] if isinstance(steps, (int, np.integer)) else steps)

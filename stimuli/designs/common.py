@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import platform
 import random
+import re
 import sys
+from typing import Callable
 
 import numpy as np
 
 from .. import __version__
 from ..labels import IMAGENET16, IMAGENET16_NAME
-from ..schema import NOT_CLEAR, CLASSIFY_TIMING, LabelSet, Schedule, Trial
-from ..sources import DEFAULT_LABEL_INDICES, SourceImage
+from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed
+from ..design import latin_square_plan
+from ..schema import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
 
 def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
@@ -19,8 +23,6 @@ def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
     the embedded default's labels (with their ImageNet indices), or the folder's classes."""
     categories = sorted({s.category for s in sources if s.category})
     if not categories:
-        from ..build import BuildError
-
         raise BuildError(f"images from {spec!r} have no classes: use a folder with one sub-folder per class, "
                          "or a flat folder with --labels labels.csv (columns image,category)")
     if set(categories) <= set(IMAGENET16):
@@ -73,3 +75,58 @@ def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]],
 
 CLASSIFY_SCHEDULE = Schedule(break_every=100, attention_every=100, catch_every=None)
 """Burgert et al. 2025: an attention test every 100 trials; a break every 100."""
+
+
+def slug(name: str) -> str:
+    """A source name as a trial-id part."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+Arm = tuple[str, "int | None", dict]  # (condition, level on its grid, params)
+
+
+def grid_experiment(args, expdir, design: str, plan: list[Arm], fn: str,
+                    seed_for: Callable[[str, str, dict], int | None], original_trials: bool) -> Experiment:
+    """Every source image under every (condition, level) of ``plan``, one ``classify`` trial
+    each, made by the per-image transform ``fn`` in parallel; the arms rotate over
+    participant groups as a Latin square, with attention checks every 100 trials.
+
+    ``original_trials`` adds the unchanged image as condition ``original`` (the baseline of
+    relative accuracy); grids whose level 0 is the unchanged image leave it out.
+    """
+    sources = resolve_images(args.images, args.labels)
+    label_set = label_set_for(sources, args.images)
+    jobs = [SourceJob(src, [Task("original", {}, None)] +
+                      [Task(cond, params, seed_for(src.name, cond, params), fn) for cond, _, params in plan])
+            for src in sources]
+    existing = expdir.load() if expdir.exists() else None
+    report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
+    failed = {f.split(":", 1)[0] for f in report.failed}
+    arms = ([("original", None, {})] if original_trials else []) + list(plan)
+    stimuli, trials, originals = {}, [], []
+    for job in jobs:
+        src = job.source
+        if src.name in failed:
+            continue
+        made = [report.get(src, task) for task in job.tasks]
+        stimuli.update((stim.id, stim) for stim in made)
+        originals.append((src.name, made[0].id, src.category))
+        for stim, (cond, level, params) in zip(made if original_trials else made[1:], arms):
+            trials.append(Trial(
+                trial_id=f"{slug(src.name)}--{cond}" + ("" if level is None else f"--{level}"),
+                trial_type="classify", role="test", stimuli=(stim.id,), choices=tuple(label_set.displayed()),
+                correct=src.category, condition=cond, params=params, level=level, source_image=src.name,
+                category=src.category, timing=CLASSIFY_TIMING,
+                mask_seed=stimulus_seed(args.seed, src.name, f"mask:{cond}", {"level": level}),
+            ))
+    if not trials:
+        raise BuildError("no stimuli were made: every source image failed")
+    trials += attention_trials(label_set, originals, max(1, -(-len(originals) // 100)), args.seed)
+    print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
+    experiment = Experiment(
+        name=args.name or expdir.root.name, design=design, label_set=label_set, stimuli=stimuli, trials=trials,
+        schedule=CLASSIFY_SCHEDULE, assignment=latin_square_plan(trials),
+        provenance={**build_provenance(args, design), "skipped_images": report.failed},
+    )
+    finish(expdir, experiment)
+    return experiment

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed
-from ..design import latin_square_plan
-from ..schema import CLASSIFY_TIMING, Experiment, Trial
-from ..sources import resolve_images
-from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for
-from .cue_decomposition import slug
+from ..build import BuildError, stimulus_seed
+from ..schema import Experiment
+from .common import grid_experiment
 
 CORRUPTION_FN = "stimuli.corruptions:corruption_task"
 
@@ -48,40 +45,7 @@ def arms(names: list[str]) -> list[tuple[str, int, dict]]:
 
 
 def build(args, expdir) -> Experiment:
-    sources = resolve_images(args.images, args.labels)
-    label_set = label_set_for(sources, args.images)
     plan = arms([c.strip() for c in args.corruptions.split(",") if c.strip()])
-    jobs = [SourceJob(src, [Task("original", {}, None)] +
-                      [Task(name, params, stimulus_seed(args.seed, src.name, name, params), CORRUPTION_FN)
-                       for name, _, params in plan])
-            for src in sources]
-    existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
-    failed = {f.split(":", 1)[0] for f in report.failed}
-    stimuli, trials, originals = {}, [], []
-    for job in jobs:
-        src = job.source
-        if src.name in failed:
-            continue
-        made = [report.get(src, task) for task in job.tasks]
-        for stim in made:
-            stimuli[stim.id] = stim
-        originals.append((src.name, made[0].id, src.category))
-        for stim, (name, level, params) in zip(made[1:], plan):
-            trials.append(Trial(
-                trial_id=f"{slug(src.name)}--{name}--{level}", trial_type="classify", role="test",
-                stimuli=(stim.id,), choices=tuple(label_set.displayed()), correct=src.category, condition=name,
-                params=params, level=level, source_image=src.name, category=src.category, timing=CLASSIFY_TIMING,
-                mask_seed=stimulus_seed(args.seed, src.name, f"mask:{name}", {"level": level}),
-            ))
-    if not trials:
-        raise BuildError("no stimuli were made: every source image failed")
-    trials += attention_trials(label_set, originals, max(1, -(-len(originals) // 100)), args.seed)
-    print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design="corruptions", label_set=label_set, stimuli=stimuli,
-        trials=trials, schedule=CLASSIFY_SCHEDULE, assignment=latin_square_plan(trials),
-        provenance={**build_provenance(args, "corruptions"), "skipped_images": report.failed},
-    )
-    finish(expdir, experiment)
-    return experiment
+    return grid_experiment(args, expdir, "corruptions", plan, CORRUPTION_FN,
+                           lambda source, name, params: stimulus_seed(args.seed, source, name, params),
+                           original_trials=False)

@@ -9,16 +9,14 @@ and are shared with ``cue-conflict-eed`` through ``make_shape_cues``.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed, task_key
+from ..build import BuildError, SourceJob, Task, finish, known_stimuli, run_jobs, stimulus_seed, task_key
 from ..design import latin_square_plan
-from ..expdir import ExperimentDir, provenance_key
+from ..expdir import ExperimentDir
 from ..schema import CLASSIFY_TIMING, Experiment, Stimulus, Trial
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
-from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for
+from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
 
 TEXTURE_FN = "stimuli.texture_cues:texture_task"
 SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in worker processes
@@ -35,7 +33,8 @@ def add_eed_arguments(parser) -> None:
     group.add_argument("--eed-steps", type=int, default=CLASSIFICATION_STEPS,
                        help="explicit EED steps (Heinert et al.: 16384 for classification, 5792 for segmentation)")
     group.add_argument("--eed-device", default="cpu", help="torch device for EED: cpu, cuda, cuda:1, ...")
-    group.add_argument("--eed-batch", type=int, default=64, help="images diffused together")
+    group.add_argument("--eed-batch", type=int, default=None,
+                       help="images diffused together (default: 8 on a CPU, 256 on a GPU)")
     group.add_argument("--texture-cue", default="voronoi", choices=TEXTURE_CUES,
                        help="texture cue (Heinert et al.: voronoi; the others are the paper's alternatives)")
     group.add_argument("--voronoi-cells", type=int, default=VORONOI_CELLS, help="Voronoi sites N")
@@ -52,7 +51,7 @@ def eed_params(args) -> dict:
 
     if args.eed_steps < 1:
         raise BuildError(f"--eed-steps must be >= 1, got {args.eed_steps}")
-    if args.eed_batch < 1:
+    if args.eed_batch is not None and args.eed_batch < 1:
         raise BuildError(f"--eed-batch must be >= 1, got {args.eed_batch}")
     resolve_device(args.eed_device)
     return {"steps": args.eed_steps, **EEDParams().as_dict()}
@@ -68,15 +67,6 @@ def texture_params(args) -> dict:
     if args.texture_cue in ("patch", "tex_eed_patch"):
         return {"method": args.texture_cue, "grid": PATCH_GRID}
     return {"method": args.texture_cue}
-
-
-def known_stimuli(expdir: ExperimentDir, existing: Experiment | None) -> dict[str, Stimulus]:
-    """Stimuli an earlier build of this folder made, by recipe (source, transform, params, seed)."""
-    if existing is None:
-        return {}
-    return {provenance_key({"source_image": s.source_image, "transform": s.transform, "params": s.params,
-                            "seed": s.seed}): s
-            for s in existing.stimuli.values() if expdir.stimulus_path(s).is_file()}
 
 
 def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, existing: Experiment | None,
@@ -163,11 +153,6 @@ def texture_stimuli(expdir: ExperimentDir, args, jobs: list[SourceJob], report, 
         return make_texture_cues(expdir, usable, args, existing, shapes, fresh)
     names = {src.name for src in usable}
     return {job.source.name: report.get(job.source, job.tasks[1]) for job in jobs if job.source.name in names}
-
-
-def slug(name: str) -> str:
-    """A source name as a trial-id part."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
 def build(args, expdir) -> Experiment:
