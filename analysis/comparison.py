@@ -97,9 +97,9 @@ def rank_correlation(table: pd.DataFrame, x: str, y: str, observers: list[str] |
             raise ComparisonError(f"no metric column {col!r}; columns are {', '.join(map(str, table.columns))}")
     rows = table if observers is None else table[table[index].isin(observers)]
     rows = rows[[x, y]].dropna()
-    if len(rows) < 3:
-        return {"x": x, "y": y, "n": len(rows), "rho": np.nan, "p": np.nan}
     a, b = rows[x].to_numpy(float), rows[y].to_numpy(float)
+    if len(rows) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:  # no ranking to correlate
+        return {"x": x, "y": y, "n": len(rows), "rho": np.nan, "p": np.nan}
     rho = float(stats.spearmanr(a, b).statistic)
     if len(rows) <= EXACT_MAX_N:
         p = stats.permutation_test((a,), lambda v: stats.spearmanr(v, b).statistic, permutation_type="pairings",

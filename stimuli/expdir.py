@@ -25,6 +25,8 @@ EXPERIMENT_FILE = "experiment.json"
 STIMULI_DIR = "stimuli"
 RESPONSES_FILE = "responses.sqlite"
 REPORTS_DIR = "reports"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def canonical_json(data) -> str:
@@ -70,6 +72,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a written file gets the usual mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -239,6 +241,11 @@ def test_spearman_rank_correlation_exact_p():
     r = rank_correlation(t, "S_cd", "shape_bias")
     assert (r["n"], r["rho"], r["p"]) == (5, pytest.approx(0.8), pytest.approx(16 / 120))
     assert rank_correlation(t, "S_cd", "shape_bias", observers=["a", "b"])["n"] == 2
+    constant = t.assign(shape_bias=0.5)  # every model equal: no ranking, no correlation, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = rank_correlation(constant, "S_cd", "shape_bias")
+    assert r["n"] == 5 and np.isnan(r["rho"]) and np.isnan(r["p"])
     from analysis.comparison import ComparisonError
 
     with pytest.raises(ComparisonError, match="R_cd"):
