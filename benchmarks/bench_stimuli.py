@@ -5,7 +5,7 @@ Stimulus building, every level of each condition's grid. Ours: the builder
 experiment folder: decode once per source, all cores, content-addressed PNGs with provenance.
 Baseline: what the paper's code does, written here in its plain form: one image and one
 transform at a time in a Python loop, OpenCV/NumPy, a single process, one PNG per stimulus
-saved with Pillow at the same compression level as ours. Same images, same settings, same
+saved with Pillow's default PNG settings. Same images, same settings, same
 run; images/s per transform and overall, and the ratio. The transforms alone (``suppress``
 against the baseline's, in this process, no files) are timed too, to separate the transform
 code from the file writing.
