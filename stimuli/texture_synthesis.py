@@ -29,7 +29,11 @@ OPTIMIZERS = ("lbfgs", "adam")
 ADAM_LR = 0.02
 """Adam step in [0, 1] pixel units; L-BFGS needs none (it scales its own steps)."""
 LBFGS_HISTORY = 20
-NOISE_SCALE = float(__import__("os").environ.get("NS","1"))
+NOISE_SCALE = 0.1
+"""Start noise std as a multiple of the network's input std. Low, because the stride-2 stem of
+EfficientNet-Lite barely sees pixel-level noise: from unit noise (1.0) 100 L-BFGS steps leave
+the images speckled (uncapped LV ratios 1.5-10 on the scikit-image photos); from 0.1 they are
+textures with LV and HFE ratios near 1 (docs/dist.md)."""
 
 FEATURE_LAYERS: dict[str, tuple[str, ...]] = {
     # Gatys et al. 2015: conv1_1 (after its ReLU), pool1, pool2, pool3, pool4 of VGG-19.
@@ -309,11 +313,11 @@ def _two_loop(grad, history: list[tuple]):
 
 
 def synthesize(images: np.ndarray, seeds: list[int], net: FeatureNet, steps: int = DEFAULT_STEPS,
-               optimizer: str = "lbfgs", progress=None) -> SynthesisResult:
+               optimizer: str = "lbfgs", progress=None, noise_scale: float = NOISE_SCALE) -> SynthesisResult:
     """Gram-matrix texture synthesis of a batch: N x H x W x 3 uint8 originals, one seed each.
 
     Starts from Gaussian noise with the network's input mean and standard deviation (i.e.
-    standard normal noise in the network's normalised input space).
+    standard normal noise in the network's normalised input space), times ``noise_scale``.
     """
     import torch
 
@@ -326,7 +330,7 @@ def synthesize(images: np.ndarray, seeds: list[int], net: FeatureNet, steps: int
     with torch.no_grad():
         targets = gram_matrices(net(to_tensor(images, net.device)))
     start = gaussian_noise((3, *images.shape[1:3]), seeds,
-                           net.mean.flatten().cpu(), NOISE_SCALE * net.std.flatten().cpu(), net.device)
+                           net.mean.flatten().cpu(), noise_scale * net.std.flatten().cpu(), net.device)
     x, losses = optimise(lambda x: gram_loss(gram_matrices(net(x)), targets, weights), start, steps,
                          optimizer, progress)
     return SynthesisResult(to_uint8(x), losses.cpu().numpy().astype(np.float64))

@@ -1,0 +1,307 @@
+"""DiST oddity experiments (Wen et al. 2024, paper 003): each original with ``--variants``
+texture-synthesis versions of itself that keep local texture and destroy global
+structure; an ``oddity`` trial shows the original and two versions, and the original is
+the odd one out.
+
+Catch trials (an original, its mirror image and one disrupted version; the disrupted one
+is the odd one) come from originals held out of the standard trials, so a participant
+never sees a catch image in a scored trial. The syntheses run batched in torch (Gram
+backend: ``stimuli.texture_synthesis``; weight-free backend: ``stimuli.ps_synthesis``),
+skip what an earlier build of the folder made, and are scored in
+``synthesis_quality.csv`` so failed ones are visible and can be regenerated.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from ..build import BuildError, Task, finish, known_stimuli, stimulus_seed, task_key
+from ..design import everyone_plan
+from ..expdir import ExperimentDir, atomic_write
+from ..schema import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
+from ..sources import SourceImage, decode_image, fit_to_stimulus, resolve_images
+from .common import build_provenance, slug
+from .imports import POSITIONS
+
+BACKENDS = ("gram", "ps")
+QUALITY_FILE = "synthesis_quality.csv"
+FLAG_TEXTURE_BELOW = 0.7
+FLAG_STRUCTURE_ABOVE = 0.3
+"""A synthesis is flagged when it lost texture (LV or HFE ratio < 0.7) or kept global
+structure (GC > 0.3): the checks of the issue, on Burgert et al.'s metrics."""
+QUALITY_COLUMNS = ("stimulus_id", "source_image", "role", "variant", "attempt", "seed", "synthesis", "loss",
+                   "LV", "HFE", "ESSIM", "GC", "Texture", "Shape", "flagged")
+BREAK_EVERY = 100
+
+
+def add_arguments(parser) -> None:
+    from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS
+
+    group = parser.add_argument_group("DiST texture synthesis (dist)")
+    group.add_argument("--variants", type=int, default=2, help="disrupted versions per original (DiST: 2)")
+    group.add_argument("--synthesis", default="gram", choices=BACKENDS,
+                       help="gram: Gatys et al. 2015 on a CNN's features; ps: Portilla-Simoncelli, no weights")
+    group.add_argument("--feature-net", default=DEFAULT_FEATURE_NET,
+                       help="feature CNN for --synthesis gram, NAME[:WEIGHTS] (vgg19, tf_efficientnet_lite0/1/2)")
+    group.add_argument("--synthesis-steps", type=int, default=None,
+                       help=f"optimisation steps (default: {DEFAULT_STEPS} for gram, the ps backend's default for ps)")
+    group.add_argument("--synthesis-optimizer", default="lbfgs", choices=OPTIMIZERS, help="gram optimiser")
+    group.add_argument("--synthesis-device", default="auto", help="torch device: cpu, cuda, cuda:1, auto")
+    group.add_argument("--synthesis-batch", type=int, default=None,
+                       help="images synthesised together (default: 8 on a CPU, 32 on a GPU)")
+    group.add_argument("--catch-every", type=int, default=10,
+                       help="one catch trial after every N standard trials (DiST: 10; 0: none)")
+    group.add_argument("--regenerate-flagged", action="store_true",
+                       help="re-synthesise, from a new seed, the versions synthesis_quality.csv flags")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A synthesis backend: the recipe recorded in provenance, and how to run it lazily."""
+
+    name: str
+    params: dict
+    args: object
+
+    @property
+    def transform(self) -> str:
+        return f"texture synthesis ({self.name})"
+
+    def runner(self):
+        """``run(images, seeds, progress) -> SynthesisResult``; loads the feature net once."""
+        from ..texture_synthesis import load_feature_net, synthesize
+
+        device = resolve_synthesis_device(self.args.synthesis_device)
+        if self.name == "ps":
+            from ..ps_synthesis import synthesize as ps_synthesize
+
+            return lambda images, seeds, progress: ps_synthesize(
+                images, seeds, steps=self.params["steps"], device=device, progress=progress)
+        net = load_feature_net(self.params["feature_net"], device, tuple(self.params["layers"]))
+        return lambda images, seeds, progress: synthesize(
+            images, seeds, net, steps=self.params["steps"], optimizer=self.params["optimizer"],
+            noise_scale=self.params["noise_scale"], progress=progress)
+
+
+def resolve_synthesis_device(spec: str) -> str:
+    from model_eval.models import resolve_device
+
+    return str(resolve_device(spec))
+
+
+def backend_for(args) -> Backend:
+    """The backend and its recipe, checked before any work."""
+    from ..texture_synthesis import DEFAULT_STEPS, FEATURE_LAYERS, NOISE_SCALE
+
+    if args.variants < 2 or args.variants % 2:
+        raise BuildError(f"--variants must be an even number >= 2 (two versions per oddity trial), "
+                         f"got {args.variants}")
+    if args.synthesis_steps is not None and args.synthesis_steps < 1:
+        raise BuildError(f"--synthesis-steps must be >= 1, got {args.synthesis_steps}")
+    if args.synthesis_batch is not None and args.synthesis_batch < 1:
+        raise BuildError(f"--synthesis-batch must be >= 1, got {args.synthesis_batch}")
+    if args.catch_every is not None and args.catch_every < 0:
+        raise BuildError(f"--catch-every must be >= 0, got {args.catch_every}")
+    if args.synthesis == "ps":
+        from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS, settings
+
+        return Backend("ps", {**settings(), "steps": args.synthesis_steps or PS_STEPS}, args)
+    name = args.feature_net.partition(":")[0]
+    if name not in FEATURE_LAYERS:
+        raise BuildError(f"--feature-net {args.feature_net!r} has no default layer set; "
+                         f"choose one of {', '.join(FEATURE_LAYERS)}")
+    return Backend("gram", {"feature_net": args.feature_net, "layers": list(FEATURE_LAYERS[name]),
+                            "layer_weights": "equal", "steps": args.synthesis_steps or DEFAULT_STEPS,
+                            "optimizer": args.synthesis_optimizer, "noise_scale": NOISE_SCALE}, args)
+
+
+def split_catch(sources: list[SourceImage], catch_every: int, seed: int) -> tuple[list, list]:
+    """(standard, catch) originals: enough held out for one catch after every ``catch_every``
+    standard trials (at least one when there are catch trials at all), chosen by seed."""
+    if not catch_every or len(sources) < 2:
+        return list(sources), []
+    count = max(1, len(sources) // (catch_every + 1))
+    held = set(random.Random(f"{seed}:catch").sample([s.name for s in sources], count))
+    return [s for s in sources if s.name not in held], [s for s in sources if s.name in held]
+
+
+def quality_flag(metrics: dict) -> bool:
+    return (metrics["LV"] < FLAG_TEXTURE_BELOW or metrics["HFE"] < FLAG_TEXTURE_BELOW
+            or metrics["GC"] > FLAG_STRUCTURE_ABOVE)
+
+
+@dataclass
+class Version:
+    """One disrupted version to have: which original, which variant, and its recipe."""
+
+    source: SourceImage
+    role: str
+    variant: int
+    task: Task
+    stimulus: Stimulus | None = None
+    loss: float | None = None
+
+
+class VersionMaker:
+    """Finds or synthesises the disrupted versions, batched, skipping those on disk."""
+
+    def __init__(self, expdir: ExperimentDir, args, backend: Backend, existing: Experiment | None):
+        self.expdir, self.args, self.backend = expdir, args, backend
+        self.known = known_stimuli(expdir, existing)
+        self.originals: dict[str, np.ndarray] = {}
+
+    def original(self, src: SourceImage) -> np.ndarray:
+        if src.name not in self.originals:
+            self.originals[src.name] = fit_to_stimulus(src.read())
+        return self.originals[src.name]
+
+    def task(self, src: SourceImage, variant: int, attempt: int) -> Task:
+        params = {**self.backend.params, "variant": variant, "attempt": attempt}
+        return Task(self.backend.transform, params, stimulus_seed(self.args.seed, src.name, self.backend.transform,
+                                                                  params))
+
+    def plan(self, src: SourceImage, role: str, variant: int) -> Version:
+        """The latest attempt an earlier build made (or attempt 0); with
+        ``--regenerate-flagged``, the next attempt when the latest is flagged."""
+        attempt = 0
+        while task_key(src, self.task(src, variant, attempt + 1)) in self.known:
+            attempt += 1
+        task = self.task(src, variant, attempt)
+        stim = self.known.get(task_key(src, task))
+        if stim is not None and self.args.regenerate_flagged:
+            from ..quality import quality_metrics
+
+            pixels = decode_image(self.expdir.stimulus_path(stim))
+            if quality_flag(quality_metrics(self.original(src), pixels)):
+                task, stim = self.task(src, variant, attempt + 1), None
+        return Version(src, role, variant, task, stim)
+
+    def make(self, versions: list[Version]) -> None:
+        todo = [v for v in versions if v.stimulus is None]
+        if not todo:
+            return
+        device = resolve_synthesis_device(self.args.synthesis_device)
+        batch = self.args.synthesis_batch or (8 if device == "cpu" else 32)
+        run = self.backend.runner()
+        with tqdm(total=len(todo), desc=f"synthesis ({self.backend.name}, {device})", unit="img") as bar:
+            for start in range(0, len(todo), batch):
+                chunk = todo[start:start + batch]
+                images = np.stack([self.original(v.source) for v in chunk])
+                result = run(images, [v.task.seed for v in chunk], None)
+                for v, pixels, loss in zip(chunk, result.images, result.losses):
+                    v.stimulus = self.expdir.write_stimulus(pixels, v.task.provenance(v.source))
+                    v.loss = float(loss)
+                bar.update(len(chunk))
+
+
+def write_quality(expdir: ExperimentDir, maker: VersionMaker, versions: list[Version]) -> list[dict]:
+    """``synthesis_quality.csv``: loss and Burgert et al.'s metrics of every version against
+    its original, flagged when texture was lost or structure kept. Losses of versions an
+    earlier build made come from its file."""
+    from ..quality import quality_metrics
+
+    path = expdir.root / QUALITY_FILE
+    earlier = {}
+    if path.is_file():
+        with path.open(newline="", encoding="utf-8") as fh:
+            earlier = {row["stimulus_id"]: row for row in csv.DictReader(fh)}
+    rows = []
+    for v in tqdm(versions, desc="synthesis quality", unit="img"):
+        fresh = v.loss is not None
+        pixels = decode_image(expdir.stimulus_path(v.stimulus))
+        metrics = quality_metrics(maker.original(v.source), pixels)
+        loss = v.loss if fresh else earlier.get(v.stimulus.id, {}).get("loss", "")
+        rows.append({"stimulus_id": v.stimulus.id, "source_image": v.source.name, "role": v.role,
+                     "variant": v.variant, "attempt": v.task.params["attempt"], "seed": v.task.seed,
+                     "synthesis": maker.backend.name, "loss": loss, **metrics, "flagged": quality_flag(metrics)})
+    lines = [",".join(QUALITY_COLUMNS)]
+    for row in rows:
+        lines.append(",".join(_csv_cell(row[c]) for c in QUALITY_COLUMNS))
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    return rows
+
+
+def _csv_cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def print_quality(rows: list[dict]) -> None:
+    flagged = [r for r in rows if r["flagged"]]
+    mean = {m: float(np.mean([r[m] for r in rows])) for m in ("LV", "HFE", "GC")}
+    print(f"synthesis quality: {len(rows)} versions, mean LV {mean['LV']:.2f}, HFE {mean['HFE']:.2f}, "
+          f"GC {mean['GC']:.2f}; {len(flagged)} flagged (LV or HFE < {FLAG_TEXTURE_BELOW} or GC > "
+          f"{FLAG_STRUCTURE_ABOVE}){': ' + ', '.join(r['source_image'] for r in flagged) if flagged else ''}")
+    if flagged:
+        print(f"  see {QUALITY_FILE}; re-run the same command with --regenerate-flagged to re-synthesise them")
+
+
+def balanced_positions(count: int, rng: random.Random) -> list[int]:
+    """Positions 0-2, each used count/3 times (up to one), in seeded random order."""
+    positions = [i % 3 for i in range(count)]
+    rng.shuffle(positions)
+    return positions
+
+
+def write_original(expdir: ExperimentDir, maker: VersionMaker, src: SourceImage) -> Stimulus:
+    return expdir.write_stimulus(maker.original(src), Task("original", {}, None).provenance(src))
+
+
+def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage) -> Trial:
+    return Trial(trial_id=trial_id, trial_type="oddity", role=role, stimuli=tuple(s.id for s in order),
+                 choices=POSITIONS.labels, correct=str(odd + 1), condition="dist" if role == "test" else "catch",
+                 params={}, source_image=src.name, category=src.category, timing=ODDITY_TIMING)
+
+
+def build(args, expdir) -> Experiment:
+    backend = backend_for(args)
+    sources = resolve_images(args.images, args.labels)
+    standard, catch = split_catch(sources, args.catch_every, args.seed)
+    existing = expdir.load() if expdir.exists() else None
+    maker = VersionMaker(expdir, args, backend, existing)
+    versions = ([maker.plan(src, "test", k) for src in standard for k in range(1, args.variants + 1)]
+                + [maker.plan(src, "catch", 1) for src in catch])
+    maker.make(versions)
+    rows = write_quality(expdir, maker, versions)
+    disrupted: dict[str, list[Stimulus]] = {}
+    for v in versions:
+        disrupted.setdefault(v.source.name, []).append(v.stimulus)
+    per_original = args.variants // 2
+    rng = random.Random(args.seed)
+    stimuli: dict[str, Stimulus] = {}
+    trials: list[Trial] = []
+    positions = iter(balanced_positions(len(standard) * per_original, rng))
+    for src in standard:
+        original = write_original(expdir, maker, src)
+        for k in range(per_original):
+            pair = disrupted[src.name][2 * k:2 * k + 2]
+            position = next(positions)
+            order = list(pair)
+            order.insert(position, original)
+            suffix = f"--{k + 1}" if per_original > 1 else ""
+            trials.append(oddity_trial(f"dist--{slug(src.name)}{suffix}", "test", order, position, src))
+            stimuli.update((s.id, s) for s in order)
+    for src, position in zip(catch, balanced_positions(len(catch), rng)):
+        original = write_original(expdir, maker, src)
+        mirror = expdir.write_stimulus(np.ascontiguousarray(maker.original(src)[:, ::-1]),
+                                       Task("mirror", {}, None).provenance(src))
+        order = [original, mirror]
+        order.insert(position, disrupted[src.name][0])
+        trials.append(oddity_trial(f"catch--{slug(src.name)}", "catch", order, position, src))
+        stimuli.update((s.id, s) for s in order)
+    print_quality(rows)
+    experiment = Experiment(
+        name=args.name or expdir.root.name, design="dist", label_set=POSITIONS, stimuli=stimuli, trials=trials,
+        schedule=Schedule(catch_every=args.catch_every or None, break_every=BREAK_EVERY, attention_every=None),
+        assignment=everyone_plan(trials),
+        provenance={**build_provenance(args, "dist"), "synthesis": {"backend": backend.name, **backend.params},
+                    "catch_originals": [s.name for s in catch]},
+    )
+    finish(expdir, experiment)
+    return experiment
