@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from .designs import DESIGNS, available_modules
+    from .designs import DESIGNS, all_modules
 
     stim = sub.add_parser("stimuli", help="build experiments and measure suppression quality")
     stim_sub = stim.add_subparsers(dest="stimuli_command", metavar="ACTION", required=True)
@@ -28,7 +28,7 @@ def register(sub) -> None:
     build.add_argument("--on-error", choices=("skip", "fail"), default="fail",
                        help="what to do with a corrupt or unreadable source image")
     build.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
-    for module in available_modules():
+    for module in all_modules():
         module.add_arguments(build)
     build.set_defaults(func=run_build)
 

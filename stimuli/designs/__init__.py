@@ -9,7 +9,6 @@ without importing torch.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 DESIGNS: dict[str, str] = {
     "suppression": "stimuli.designs.suppression",
@@ -31,10 +30,6 @@ def design_module(name: str):
     return importlib.import_module(DESIGNS[name])
 
 
-def available_modules() -> list:
-    """The design modules present in this installation, each once, in registry order."""
-    seen: dict[str, object] = {}
-    for path in DESIGNS.values():
-        if path not in seen and importlib.util.find_spec(path) is not None:
-            seen[path] = importlib.import_module(path)
-    return list(seen.values())
+def all_modules() -> list:
+    """Every design module, each once, in registry order (the importers share one)."""
+    return [importlib.import_module(path) for path in dict.fromkeys(DESIGNS.values())]
