@@ -1,5 +1,5 @@
 """Weight-free texture synthesis for DiST stimuli: Portilla & Simoncelli (2000) texture
-statistics, matched by ``plenoptic`` (``PortillaSimoncelli`` + ``MetamerCTF``).
+statistics, matched by ``plenoptic`` (``PortillaSimoncelli`` + ``Metamer``, with its PS loss).
 
 No network weights: the statistics are those of a steerable pyramid (marginal moments,
 auto-correlations of the bands and their magnitudes, cross-scale and cross-orientation
@@ -18,6 +18,10 @@ own seed, with the original's per-channel mean and standard deviation.
 """
 
 from __future__ import annotations
+
+import contextlib
+import io
+import warnings
 
 import numpy as np
 
@@ -44,7 +48,7 @@ def settings() -> dict:
     """The recipe recorded in each stimulus' provenance."""
     return {"model": "Portilla-Simoncelli (plenoptic)", "n_scales": N_SCALES, "n_orientations": N_ORIENTATIONS,
             "spatial_corr_width": SPATIAL_CORR_WIDTH, "colour": "PCA-decorrelated channels",
-            "optimizer": f"lbfgs x{LBFGS_INNER} strong-wolfe, coarse-to-fine together"}
+            "optimizer": f"lbfgs x{LBFGS_INNER} strong-wolfe"}
 
 
 def colour_axes(pixels) -> tuple:
@@ -76,14 +80,16 @@ def synthesize_one(image: np.ndarray, seed: int, steps: int = DEFAULT_STEPS, dev
     start = (torch.randn(channels.shape, generator=generator) * std
              + channels.mean(dim=(2, 3), keepdim=True).cpu()).to(device)
     low, high = channels.amin().item(), channels.amax().item()
-    metamer = po.MetamerCTF(channels, model, loss_function=po.loss.portilla_simoncelli_loss_factory(model, channels),
-                            penalty_function=lambda img: ((img - img.clamp(low, high)) ** 2).sum(),
-                            coarse_to_fine="together")
-    metamer.setup(initial_image=start, optimizer=torch.optim.LBFGS,
-                  optimizer_kwargs={"max_iter": LBFGS_INNER, "max_eval": LBFGS_INNER, "history_size": LBFGS_HISTORY,
-                                    "line_search_fn": "strong_wolfe", "lr": 1})
-    metamer.synthesize(max_iter=steps, stop_criterion=0, change_scale_criterion=None,
-                       ctf_iters_to_check=max(1, steps // (N_SCALES + 2)))
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        # the decorrelated channels are centred on 0, outside the [0, 1] plenoptic warns about;
+        # its own per-step progress bar would drown the build's bar
+        warnings.filterwarnings("ignore", message="input_tensor range")
+        metamer = po.Metamer(channels, model, loss_function=po.loss.portilla_simoncelli_loss_factory(model, channels),
+                             penalty_function=lambda img: ((img - img.clamp(low, high)) ** 2).sum())
+        metamer.setup(initial_image=start, optimizer=torch.optim.LBFGS,
+                      optimizer_kwargs={"max_iter": LBFGS_INNER, "max_eval": LBFGS_INNER,
+                                        "history_size": LBFGS_HISTORY, "line_search_fn": "strong_wolfe", "lr": 1})
+        metamer.synthesize(max_iter=steps, stop_criterion=0)
     result = metamer.metamer.detach().cpu()[:, 0].permute(1, 2, 0) @ axes.T + mean
     loss = float(metamer.losses[-1])
     if not np.isfinite(loss):

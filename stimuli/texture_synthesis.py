@@ -208,7 +208,9 @@ def gaussian_noise(shape: tuple[int, ...], seeds: list[int], mean, std, device) 
 
 
 def optimise(objective: Callable, start, steps: int, optimizer: str = "lbfgs", progress=None):
-    """Minimise a per-image objective ``objective(x) -> (batch,)`` from ``start``.
+    """Minimise a per-image objective from ``start``: ``objective(x, index) -> (len(index),)``
+    gives the objective of images ``x`` that are the batch's images ``index`` (so a line
+    search can re-evaluate just the images still searching).
 
     Returns the optimised batch and each image's final objective. Images never interact:
     Adam updates every pixel from its own gradient history, and the L-BFGS here keeps a
@@ -226,11 +228,11 @@ def optimise(objective: Callable, start, steps: int, optimizer: str = "lbfgs", p
     return x, losses
 
 
-def _value_and_grad(objective: Callable, x):
+def _value_and_grad(objective: Callable, x, index):
     import torch
 
     x = x.detach().requires_grad_(True)
-    values = objective(x)
+    values = objective(x, index)
     (grad,) = torch.autograd.grad(values.sum(), x)
     return values.detach(), grad.detach()
 
@@ -239,29 +241,33 @@ def _adam(objective: Callable, start, steps: int, progress):
     import torch
 
     x = start.detach().clone().requires_grad_(True)
+    everyone = torch.arange(len(x), device=x.device)
     opt = torch.optim.Adam([x], lr=ADAM_LR)
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
-        objective(x).sum().backward()
+        objective(x, everyone).sum().backward()
         opt.step()
         if progress is not None:
             progress.update(1)
     with torch.no_grad():
-        return x.detach(), objective(x).detach()
+        return x.detach(), objective(x, everyone).detach()
 
 
 def _batched_lbfgs(objective: Callable, start, steps: int, progress, armijo: float = 1e-4,
                    max_halvings: int = 12):
     """L-BFGS (Nocedal & Wright 2006, Alg. 7.4/7.5) run on every image of the batch at once,
-    each with its own (s, y) history and its own backtracking (Armijo) step length."""
+    each with its own (s, y) history and its own backtracking (Armijo) step length; a
+    halved step re-evaluates only the images whose step was not yet accepted."""
     import torch
 
     shape = start.shape
     batch = shape[0]
     x = start.detach().reshape(batch, -1).clone()
-    f, g = _value_and_grad(lambda v: objective(v.reshape(shape)), x)
+    image_shape = shape[1:]
+    everyone = torch.arange(batch, device=x.device)
+    f, g = _value_and_grad(lambda v, i: objective(v.reshape(len(i), *image_shape), i), x, everyone)
     history: list[tuple] = []
-    for it in range(steps):
+    for _ in range(steps):
         direction = -_two_loop(g, history)
         slope = (g * direction).sum(1)
         uphill = slope >= 0
@@ -274,11 +280,13 @@ def _batched_lbfgs(objective: Callable, start, steps: int, progress, armijo: flo
         new_x, new_f, new_g = x.clone(), f.clone(), g.clone()
         pending = torch.ones(batch, dtype=torch.bool, device=x.device)
         for _ in range(max_halvings):
-            trial = x + step[:, None] * direction
-            tf, tg = _value_and_grad(lambda v: objective(v.reshape(shape)), trial)
-            ok = pending & (tf <= f + armijo * step * slope)
-            new_x[ok], new_f[ok], new_g[ok] = trial[ok], tf[ok], tg[ok]
-            pending &= ~ok
+            index = pending.nonzero().squeeze(1)
+            trial = x[index] + step[index, None] * direction[index]
+            tf, tg = _value_and_grad(lambda v, i: objective(v.reshape(len(i), *image_shape), i), trial, index)
+            ok = tf <= f[index] + armijo * step[index] * slope[index]
+            accepted = index[ok]
+            new_x[accepted], new_f[accepted], new_g[accepted] = trial[ok], tf[ok], tg[ok]
+            pending[accepted] = False
             if not bool(pending.any()):
                 break
             step = torch.where(pending, step / 2, step)
@@ -331,6 +339,6 @@ def synthesize(images: np.ndarray, seeds: list[int], net: FeatureNet, steps: int
         targets = gram_matrices(net(to_tensor(images, net.device)))
     start = gaussian_noise((3, *images.shape[1:3]), seeds,
                            net.mean.flatten().cpu(), noise_scale * net.std.flatten().cpu(), net.device)
-    x, losses = optimise(lambda x: gram_loss(gram_matrices(net(x)), targets, weights), start, steps,
-                         optimizer, progress)
+    x, losses = optimise(lambda x, index: gram_loss(gram_matrices(net(x)), [t[index] for t in targets], weights),
+                         start, steps, optimizer, progress)
     return SynthesisResult(to_uint8(x), losses.cpu().numpy().astype(np.float64))

@@ -14,6 +14,7 @@ skip what an earlier build of the folder made, and are scored in
 from __future__ import annotations
 
 import csv
+import io
 import random
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ BREAK_EVERY = 100
 
 
 def add_arguments(parser) -> None:
+    from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
     from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS
 
     group = parser.add_argument_group("DiST texture synthesis (dist)")
@@ -49,11 +51,11 @@ def add_arguments(parser) -> None:
     group.add_argument("--feature-net", default=DEFAULT_FEATURE_NET,
                        help="feature CNN for --synthesis gram, NAME[:WEIGHTS] (vgg19, tf_efficientnet_lite0/1/2)")
     group.add_argument("--synthesis-steps", type=int, default=None,
-                       help=f"optimisation steps (default: {DEFAULT_STEPS} for gram, the ps backend's default for ps)")
+                       help=f"optimisation steps (default: {DEFAULT_STEPS} for gram, {PS_STEPS} for ps)")
     group.add_argument("--synthesis-optimizer", default="lbfgs", choices=OPTIMIZERS, help="gram optimiser")
     group.add_argument("--synthesis-device", default="auto", help="torch device: cpu, cuda, cuda:1, auto")
     group.add_argument("--synthesis-batch", type=int, default=None,
-                       help="images synthesised together (default: 8 on a CPU, 32 on a GPU)")
+                       help="images synthesised together (gram default: 8 on a CPU, 32 on a GPU)")
     group.add_argument("--catch-every", type=int, default=10,
                        help="one catch trial after every N standard trials (DiST: 10; 0: none)")
     group.add_argument("--regenerate-flagged", action="store_true",
@@ -66,32 +68,34 @@ class Backend:
 
     name: str
     params: dict
-    args: object
+    device: str
 
     @property
     def transform(self) -> str:
         return f"texture synthesis ({self.name})"
 
     def runner(self):
-        """``run(images, seeds, progress) -> SynthesisResult``; loads the feature net once."""
+        """``run(images, seeds) -> SynthesisResult``; loads the feature net once."""
         from ..texture_synthesis import load_feature_net, synthesize
 
-        device = resolve_synthesis_device(self.args.synthesis_device)
         if self.name == "ps":
             from ..ps_synthesis import synthesize as ps_synthesize
 
-            return lambda images, seeds, progress: ps_synthesize(
-                images, seeds, steps=self.params["steps"], device=device, progress=progress)
-        net = load_feature_net(self.params["feature_net"], device, tuple(self.params["layers"]))
-        return lambda images, seeds, progress: synthesize(
-            images, seeds, net, steps=self.params["steps"], optimizer=self.params["optimizer"],
-            noise_scale=self.params["noise_scale"], progress=progress)
+            return lambda images, seeds: ps_synthesize(images, seeds, steps=self.params["steps"], device=self.device)
+        net = load_feature_net(self.params["feature_net"], self.device, tuple(self.params["layers"]))
+        return lambda images, seeds: synthesize(images, seeds, net, steps=self.params["steps"],
+                                                optimizer=self.params["optimizer"],
+                                                noise_scale=self.params["noise_scale"])
 
 
 def resolve_synthesis_device(spec: str) -> str:
-    from model_eval.models import resolve_device
+    """``auto`` -> cuda when torch sees a GPU, else cpu (model_eval's rule, with this option's name)."""
+    from model_eval.models import ModelError, resolve_device
 
-    return str(resolve_device(spec))
+    try:
+        return resolve_device(spec)
+    except ModelError as err:
+        raise BuildError(f"--synthesis-device: {err}") from None
 
 
 def backend_for(args) -> Backend:
@@ -107,17 +111,18 @@ def backend_for(args) -> Backend:
         raise BuildError(f"--synthesis-batch must be >= 1, got {args.synthesis_batch}")
     if args.catch_every is not None and args.catch_every < 0:
         raise BuildError(f"--catch-every must be >= 0, got {args.catch_every}")
+    device = resolve_synthesis_device(args.synthesis_device)
     if args.synthesis == "ps":
         from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS, settings
 
-        return Backend("ps", {**settings(), "steps": args.synthesis_steps or PS_STEPS}, args)
+        return Backend("ps", {**settings(), "steps": args.synthesis_steps or PS_STEPS}, device)
     name = args.feature_net.partition(":")[0]
     if name not in FEATURE_LAYERS:
         raise BuildError(f"--feature-net {args.feature_net!r} has no default layer set; "
                          f"choose one of {', '.join(FEATURE_LAYERS)}")
     return Backend("gram", {"feature_net": args.feature_net, "layers": list(FEATURE_LAYERS[name]),
                             "layer_weights": "equal", "steps": args.synthesis_steps or DEFAULT_STEPS,
-                            "optimizer": args.synthesis_optimizer, "noise_scale": NOISE_SCALE}, args)
+                            "optimizer": args.synthesis_optimizer, "noise_scale": NOISE_SCALE}, device)
 
 
 def split_catch(sources: list[SourceImage], catch_every: int, seed: int) -> tuple[list, list]:
@@ -185,14 +190,15 @@ class VersionMaker:
         todo = [v for v in versions if v.stimulus is None]
         if not todo:
             return
-        device = resolve_synthesis_device(self.args.synthesis_device)
-        batch = self.args.synthesis_batch or (8 if device == "cpu" else 32)
+        device = self.backend.device
+        # PS runs one image at a time anyway: a batch of 1 moves the bar per image
+        batch = self.args.synthesis_batch or (1 if self.backend.name == "ps" else 8 if device == "cpu" else 32)
         run = self.backend.runner()
         with tqdm(total=len(todo), desc=f"synthesis ({self.backend.name}, {device})", unit="img") as bar:
             for start in range(0, len(todo), batch):
                 chunk = todo[start:start + batch]
                 images = np.stack([self.original(v.source) for v in chunk])
-                result = run(images, [v.task.seed for v in chunk], None)
+                result = run(images, [v.task.seed for v in chunk])
                 for v, pixels, loss in zip(chunk, result.images, result.losses):
                     v.stimulus = self.expdir.write_stimulus(pixels, v.task.provenance(v.source))
                     v.loss = float(loss)
@@ -219,25 +225,20 @@ def write_quality(expdir: ExperimentDir, maker: VersionMaker, versions: list[Ver
         rows.append({"stimulus_id": v.stimulus.id, "source_image": v.source.name, "role": v.role,
                      "variant": v.variant, "attempt": v.task.params["attempt"], "seed": v.task.seed,
                      "synthesis": maker.backend.name, "loss": loss, **metrics, "flagged": quality_flag(metrics)})
-    lines = [",".join(QUALITY_COLUMNS)]
-    for row in rows:
-        lines.append(",".join(_csv_cell(row[c]) for c in QUALITY_COLUMNS))
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    text = io.StringIO()
+    writer = csv.DictWriter(text, QUALITY_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()} for row in rows)
+    atomic_write(path, text.getvalue().encode())
     return rows
 
 
-def _csv_cell(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def print_quality(rows: list[dict]) -> None:
-    flagged = [r for r in rows if r["flagged"]]
+    flagged = [f"{r['source_image']} v{r['variant']}" for r in rows if r["flagged"]]
     mean = {m: float(np.mean([r[m] for r in rows])) for m in ("LV", "HFE", "GC")}
     print(f"synthesis quality: {len(rows)} versions, mean LV {mean['LV']:.2f}, HFE {mean['HFE']:.2f}, "
           f"GC {mean['GC']:.2f}; {len(flagged)} flagged (LV or HFE < {FLAG_TEXTURE_BELOW} or GC > "
-          f"{FLAG_STRUCTURE_ABOVE}){': ' + ', '.join(r['source_image'] for r in flagged) if flagged else ''}")
+          f"{FLAG_STRUCTURE_ABOVE})" + (": " + ", ".join(flagged) if flagged else ""))
     if flagged:
         print(f"  see {QUALITY_FILE}; re-run the same command with --regenerate-flagged to re-synthesise them")
 
