@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from .errors import CuebenchError
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_FEATURE_NET = "tf_efficientnet_lite0"
 DEFAULT_STEPS = 100

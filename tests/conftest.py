@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
 
 
 def shared_root() -> Path | None:
@@ -18,14 +21,19 @@ def shared_root() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
+def unavailable(reason: str) -> None:
+    """Skip on a developer's machine that lacks something the suite's install provides;
+    under CI (``CI=true``), where the README's test command installs it, fail instead."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason}, and CI=true requires it")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     root = shared_root()
     if root is None:
-        reason = "../shared (or CUEBENCH_SHARED) is missing: the published data sets are not available"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " and CI=true requires it")
-        pytest.skip(reason)
+        unavailable("../shared (or CUEBENCH_SHARED) is missing: the published data sets are not available")
     return root
 
 
@@ -35,3 +43,16 @@ def photos() -> dict[str, np.ndarray]:
     from stimuli.sources import default_images, fit_to_stimulus
 
     return {img.name: fit_to_stimulus(img.read()) for img in default_images()}
+
+
+@pytest.fixture()
+def browser():
+    """Debian's headless chromium driven by playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        unavailable("Debian's chromium (/usr/bin/chromium) is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

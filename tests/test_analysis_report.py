@@ -4,7 +4,6 @@ and the HTML in headless chromium."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -26,8 +25,6 @@ ARMS += [("bilateral", lvl, {"d": d, "sigma_color": s, "sigma_space": 75}, 1 - 0
          for i, (lvl, d, s) in enumerate([(0, 4, 50), (2, 8, 110), (4, 12, 170)])]
 ARMS += [("grayscale", lvl, {"alpha": a}, 1.0, 1 - 0.05 * i) for i, (lvl, a) in enumerate([(0, 0.2), (2, 0.6), (4, 1.0)])]
 ARMS += [("shape_cue", 0, {}, 0.9, 0.5), ("texture_cue", 0, {}, 0.6, 0.8)]
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run"]
 
 
 def suppression_responses(path, humans: int = 6, models=("lite0", "lite1", "lite2"), seed: int = 0) -> None:
@@ -135,7 +132,7 @@ def test_reference_markers_find_the_published_settings(experiment):
 
 
 @pytest.mark.slow
-def test_report_files_and_browser(experiment, tmp_path):
+def test_report_files_and_browser(experiment, tmp_path, browser):
     out = tmp_path / "report"
     html = write_report([experiment], out, options=AnalysisOptions(n_boot=200), progress=False)
     assert html == out / "report.html"
@@ -150,28 +147,19 @@ def test_report_files_and_browser(experiment, tmp_path):
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["options"]["n_boot"] == 200 and prov["reference"] == "burgert2025"
     assert len(prov["sources"][0]["files"]["responses.sqlite"]) == 64 and "pingouin" in prov["versions"]
-    shot = check_in_browser(html, tmp_path / "report.png")
+    shot = check_in_browser(browser, html, tmp_path / "report.png")
     assert shot.stat().st_size > 50_000
 
 
-def check_in_browser(html, screenshot):
+def check_in_browser(browser, html, screenshot):
     """Open the page in headless chromium: no console errors, every image decoded; full-page screenshot."""
-    if shutil.which("chromium") is None and not __import__("os").path.exists("/usr/bin/chromium"):
-        pytest.skip("chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
     errors = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=BROWSER_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(html.resolve().as_uri(), wait_until="load", timeout=30_000)
-            sizes = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
-            page.screenshot(path=str(screenshot), full_page=True)
-        finally:
-            browser.close()
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(html.resolve().as_uri(), wait_until="load", timeout=30_000)
+    sizes = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
+    page.screenshot(path=str(screenshot), full_page=True)
     assert errors == []
     assert sizes and all(done and width > 300 for _, done, width in sizes), sizes
     return screenshot
@@ -199,7 +187,7 @@ def test_report_without_humans_draws_the_published_reference(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.shared
-def test_report_and_analyze_from_the_geirhos_folder_alone(shared, tmp_path, capsys):
+def test_report_and_analyze_from_the_geirhos_folder_alone(shared, tmp_path, capsys, browser):
     folder = shared / "data/geirhos2019/raw-data/cue-conflict"
     csv = tmp_path / "sb.csv"
     assert cuebench(["analyze", str(folder), "--metric", "shape-bias", "--out", str(csv)]) == 0
@@ -214,7 +202,7 @@ def test_report_and_analyze_from_the_geirhos_folder_alone(shared, tmp_path, caps
     assert "Shape bias" in html.read_text()
     ceilings = pd.read_csv(out / "tables" / "noise_ceilings.csv").set_index(["group", "measure"])
     assert 0 < ceilings.loc[("human", "accuracy"), "lower"] < ceilings.loc[("human", "accuracy"), "upper"] < 1
-    check_in_browser(html, tmp_path / "geirhos.png")
+    check_in_browser(browser, html, tmp_path / "geirhos.png")
 
 
 def test_report_dispatches_a_factor_study_folder(tmp_path, capsys):

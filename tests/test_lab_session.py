@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import unavailable
 from human_tasks.lab.session import LabError, LabOptions, default_group, resolve_group, run_lab_session
 from stimuli.design import latin_square_plan, participant_sequence
 from stimuli.expdir import ExperimentDir
@@ -32,9 +33,11 @@ CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)
 ODDITY = Timing(fixation=100, stimulus=300, mask=None, response_window=3000, iti=100, response_from_onset=True)
 WINDOW = ["--window-size", "1024", "768"]
 
-needs_display = pytest.mark.skipif(
-    shutil.which("xvfb-run") is None or importlib.util.find_spec("psychopy") is None,
-    reason="needs xvfb-run (Debian's xvfb) and PsychoPy (the lab extra; see docs/lab.md)")
+@pytest.fixture()
+def display():
+    """xvfb-run and PsychoPy, which the README's test command installs."""
+    if shutil.which("xvfb-run") is None or importlib.util.find_spec("psychopy") is None:
+        unavailable("needs xvfb-run (Debian's xvfb) and PsychoPy (the lab extra; see docs/lab.md)")
 
 
 def _gray(pixels: np.ndarray) -> np.ndarray:
@@ -177,7 +180,7 @@ def test_bad_participant_id_and_input_mode_are_refused_before_any_window(experim
 
 
 @pytest.mark.slow
-@needs_display
+@pytest.mark.usefixtures("display")
 def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_dir):
     done = run_lab(experiment_dir, "P01", "--simulate", "--refresh-hz", "60")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -198,7 +201,7 @@ def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_
 
 
 @pytest.mark.slow
-@needs_display
+@pytest.mark.usefixtures("display")
 def test_sigkill_mid_session_then_rerun_resumes_and_stores_each_trial_once(experiment_dir):
     proc = subprocess.Popen(lab_command(experiment_dir, "P02", "--simulate", "--refresh-hz", "60"), cwd=REPO,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -222,7 +225,7 @@ def test_sigkill_mid_session_then_rerun_resumes_and_stores_each_trial_once(exper
 
 
 @pytest.mark.slow
-@needs_display
+@pytest.mark.usefixtures("display")
 def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment_dir):
     script = ("from human_tasks.lab.session import LabOptions, run_lab_session\n"
               "from human_tasks.lab.simulate import Script\n"
@@ -246,7 +249,7 @@ def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment
 
 
 @pytest.mark.slow
-@needs_display
+@pytest.mark.usefixtures("display")
 def test_unmeasurable_refresh_rate_is_refused_without_refresh_hz(experiment_dir):
     refused = run_lab(experiment_dir, "P03", "--simulate")
     assert refused.returncode == 2

@@ -11,7 +11,6 @@ import json
 import re
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +18,6 @@ from experiment_server.app import create_app, study_of
 from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.timing import ms_to_frames
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 SESSION_DEADLINE_S = 180
 RELOAD_AFTER_INDEX = 3
 
@@ -41,18 +37,6 @@ def live_server(tmp_path):
     yield f"http://127.0.0.1:{server.effective_port}", study_of(app)
     server.close()
     thread.join(timeout=10)
-
-
-@pytest.fixture()
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium (/usr/bin/chromium) is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def _state(page) -> tuple[str, int | None]:
@@ -94,8 +78,8 @@ def _take_part(page, base: str) -> dict:
                 page.keyboard.press("1")
             answered.add(index)
         elif state == "iti" and index == RELOAD_AFTER_INDEX and not reloaded:
-            result["queued_at_reload"] = page.evaluate(f"() => Object.keys(JSON.parse(localStorage.getItem("
-                                                       f"'cuebench-queue:' + window.CUEBENCH.token) || '{{}}'))")
+            result["queued_at_reload"] = page.evaluate("() => Object.keys(JSON.parse(localStorage.getItem("
+                                                       "'cuebench-queue:' + window.CUEBENCH.token) || '{}'))")
             page.unroute(f"**/trial/{index}")
             page.reload()
             reloaded = True
