@@ -3,9 +3,10 @@
 This is the baseline that ``stimuli.eed`` is checked and timed against: numpy float32,
 one image and one step at a time, the Gaussian as a full 2-D convolution of each channel
 (and of each tensor entry) separately, and the explicit step as the Weickert-Welk-Wickert
-(2013) nine-weight stencil applied channel by channel -- the reference's CPU path. The
-arithmetic is written independently of the batched flux form, so agreement of the two
-is evidence that both implement the same scheme.
+(2013) nine-weight stencil applied channel by channel -- the reference's CPU path -- with
+the bound-preserving limiter written per pixel. The arithmetic is written independently
+of the batched edge-flux form, so agreement of the two is evidence that both implement the
+same scheme.
 """
 
 from __future__ import annotations
@@ -52,31 +53,52 @@ def _tensor(image: np.ndarray, p: EEDParams, kernel: np.ndarray):
     return At.astype(np.float32), Bt.astype(np.float32), Ct.astype(np.float32)
 
 
-def _stencil(u: np.ndarray, A, B, C, p: EEDParams) -> np.ndarray:
-    """One explicit step of one channel with the nine weights of WWW 2013."""
-    r, c = u.shape
-    ap, am = p.alpha, 1 - p.alpha
-    q = _symmetric_pad(u, 1)
+NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+"""(row, column) offsets of the eight neighbours, in the order ``_weights`` returns them."""
+
+
+def _weights(A, B, C, p: EEDParams) -> list[np.ndarray]:
+    """The eight neighbour weights of every pixel, times tau: the WWW (2013) delta stencil,
+    each pixel gathering from the four corners around it (upper/lower, left/right)."""
+    r, c = A.shape[0] - 1, A.shape[1] - 1
+    k = p.tau / (2 * p.h * p.h)
+    delta = p.alpha * (A + C) + (1 - 2 * p.alpha) * np.abs(B)
     ul, ur = (slice(0, r), slice(0, c)), (slice(0, r), slice(1, c + 1))
     ll, lr = (slice(1, r + 1), slice(0, c)), (slice(1, r + 1), slice(1, c + 1))
-    terms = [
-        (ap * A[ul] + ap * C[ul] + B[ul]) * q[0:r, 0:c],
-        (am * C[ul] - ap * A[ul] + am * C[ur] - ap * A[ur]) * q[0:r, 1:c + 1],
-        (ap * A[ur] + ap * C[ur] - B[ur]) * q[0:r, 2:c + 2],
-        (am * A[ll] - ap * C[ll] + am * A[ul] - ap * C[ul]) * q[1:r + 1, 0:c],
-        (-am * (A[lr] + C[lr]) - B[lr] - am * (A[ll] + C[ll]) + B[ll]
-         - am * (A[ur] + C[ur]) + B[ur] - am * (A[ul] + C[ul]) - B[ul]) * q[1:r + 1, 1:c + 1],
-        (am * A[lr] - ap * C[lr] + am * A[ur] - ap * C[ur]) * q[1:r + 1, 2:c + 2],
-        (ap * A[ll] + ap * C[ll] - B[ll]) * q[2:r + 2, 0:c],
-        (am * C[lr] - ap * A[lr] + am * C[ll] - ap * A[ll]) * q[2:r + 2, 1:c + 1],
-        (ap * A[lr] + ap * C[lr] + B[lr]) * q[2:r + 2, 2:c + 2],
-    ]
-    return (u + p.tau / (p.h * p.h) * np.sum(terms, axis=0)).astype(np.float32)
+    row, col, main, anti = A - delta, C - delta, delta + B, delta - B
+    return [k * w for w in (main[ul], col[ul] + col[ur], anti[ur], row[ul] + row[ll],
+                            row[ur] + row[lr], anti[ll], col[ll] + col[lr], main[lr])]
 
 
-def eed_step(image: np.ndarray, p: EEDParams, kernel: np.ndarray) -> np.ndarray:
-    A, B, C = _tensor(image, p, kernel)
-    return np.stack([_stencil(image[:, :, ch], A, B, C, p) for ch in range(image.shape[2])], axis=-1)
+def _stencil(u: np.ndarray, weights: list[np.ndarray], bounds: tuple[float, float] | None) -> np.ndarray:
+    """One explicit step of one channel: the flux from each neighbour, limited to keep the
+    channel inside ``bounds`` (the rule of ``stimuli.eed._Stepper._limit``, per pixel)."""
+    r, c = u.shape
+    q = _symmetric_pad(u, 1)
+
+    def shifted(a, dy, dx):
+        return a[1 + dy:1 + dy + r, 1 + dx:1 + dx + c]
+
+    fluxes = [w * (shifted(q, dy, dx) - u) for w, (dy, dx) in zip(weights, NEIGHBOURS)]
+    if bounds is not None:
+        lo, hi = bounds
+        gain = np.sum([np.maximum(f, 0) for f in fluxes], axis=0)
+        loss = np.sum([np.minimum(f, 0) for f in fluxes], axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room_up = np.minimum(np.where(gain > 0, (hi - u) / gain, 1), 1)
+            room_down = np.minimum(np.where(loss < 0, (lo - u) / loss, 1), 1)
+        up, down = _symmetric_pad(room_up, 1), _symmetric_pad(room_down, 1)
+        fluxes = [f * np.where(f > 0, np.minimum(room_up, shifted(down, dy, dx)),
+                               np.minimum(room_down, shifted(up, dy, dx)))
+                  for f, (dy, dx) in zip(fluxes, NEIGHBOURS)]
+    return (u + np.sum(fluxes, axis=0)).astype(np.float32)
+
+
+def eed_step(image: np.ndarray, p: EEDParams, kernel: np.ndarray, bounds=None) -> np.ndarray:
+    """One step of an (H, W, 3) image; ``bounds``: a (low, high) pair per channel, or None."""
+    weights = _weights(*_tensor(image, p, kernel), p)
+    return np.stack([_stencil(image[:, :, ch], weights, None if bounds is None else bounds[ch])
+                     for ch in range(image.shape[2])], axis=-1)
 
 
 def diffuse_one(image: np.ndarray, steps: int, params: EEDParams = EEDParams()) -> np.ndarray:
@@ -84,6 +106,7 @@ def diffuse_one(image: np.ndarray, steps: int, params: EEDParams = EEDParams()) 
     k1 = gaussian_kernel_1d(params.kernel_size, params.sigma)
     kernel = np.outer(k1, k1).astype(np.float32)
     u = np.asarray(image, dtype=np.float32)
+    bounds = [(u[:, :, ch].min(), u[:, :, ch].max()) for ch in range(u.shape[2])] if params.limit else None
     for _ in range(steps):
-        u = eed_step(u, params, kernel)
+        u = eed_step(u, params, kernel, bounds)
     return u

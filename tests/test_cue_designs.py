@@ -42,6 +42,7 @@ def test_cue_decomposition_has_original_shape_and_texture_per_image(decompositio
     assert all(set(v) == {"original", "shape_cue", "texture_cue"} for v in by_image.values())
     shape = by_image["chelsea"]["shape_cue"]
     assert shape.params["method"] == "eed" and shape.params["steps"] == 6 and shape.params["contrast"] == 1 / 15
+    assert shape.params["limit"] is True
     assert by_image["chelsea"]["texture_cue"].params == {"method": "voronoi", "cells": 32}
     stim = exp.stimuli[shape.stimuli[0]]
     assert stim.transform == "eed" and stim.source_image == "chelsea"
@@ -60,6 +61,16 @@ def test_rebuild_reuses_stimuli_and_is_identical(decomposition, capsys):
     assert "EED" not in capsys.readouterr().err  # no image was diffused again
     assert decomposition.experiment_file.read_bytes() == before
     assert sorted(p.name for p in decomposition.stimuli_dir.iterdir()) == files
+
+
+@pytest.mark.slow
+def test_plain_stencil_is_another_recipe(decomposition, tmp_path):
+    """--eed-no-limit is recorded with the stimulus, so the limited and plain shape cues of
+    one photo are different stimuli and neither replaces the other."""
+    exp = build(tmp_path, "plain", "--design", "cue-decomposition", "--eed-steps", "6", "--eed-no-limit").load()
+    plain = next(t for t in exp.trials if t.condition == "shape_cue" and t.source_image == "chelsea")
+    limited = next(t for t in decomposition.load().trials if t.condition == "shape_cue" and t.source_image == "chelsea")
+    assert plain.params["limit"] is False and plain.stimuli != limited.stimuli
 
 
 @pytest.mark.slow

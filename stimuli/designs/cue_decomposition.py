@@ -35,6 +35,9 @@ def add_eed_arguments(parser) -> None:
     group.add_argument("--eed-device", default="cpu", help="torch device for EED: cpu, cuda, cuda:1, ...")
     group.add_argument("--eed-batch", type=int, default=None,
                        help="images diffused together (default: 8 on a CPU, 256 on a GPU)")
+    group.add_argument("--eed-no-limit", action="store_true",
+                       help="plain WWW stencil without the bound-preserving flux limiter: values may leave "
+                            "the input range by a few grey levels before the saved image is clipped")
     group.add_argument("--texture-cue", default="voronoi", choices=TEXTURE_CUES,
                        help="texture cue (Heinert et al.: voronoi; the others are the paper's alternatives)")
     group.add_argument("--voronoi-cells", type=int, default=VORONOI_CELLS, help="Voronoi sites N")
@@ -45,16 +48,23 @@ def add_arguments(parser) -> None:
     add_eed_arguments(parser)
 
 
+def eed_settings(args):
+    """The EEDParams the options ask for."""
+    from ..eed import EEDParams
+
+    return EEDParams(limit=not args.eed_no_limit)
+
+
 def eed_params(args) -> dict:
     """The EED recipe recorded with each shape cue; checks the EED options before any work."""
-    from ..eed import EEDParams, resolve_device
+    from ..eed import resolve_device
 
     if args.eed_steps < 1:
         raise BuildError(f"--eed-steps must be >= 1, got {args.eed_steps}")
     if args.eed_batch is not None and args.eed_batch < 1:
         raise BuildError(f"--eed-batch must be >= 1, got {args.eed_batch}")
     resolve_device(args.eed_device)
-    return {"steps": args.eed_steps, **EEDParams().as_dict()}
+    return {"steps": args.eed_steps, **eed_settings(args).as_dict()}
 
 
 def texture_params(args) -> dict:
@@ -75,8 +85,6 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, exi
     for the images diffused in this run, {source name: uint8 pixels}."""
     from ..eed import eed
 
-    from ..eed import EEDParams
-
     params = eed_params(args)
     known = known_stimuli(expdir, existing)
     task = Task("eed", params, None)
@@ -94,7 +102,7 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, exi
         by_size.setdefault(image.shape, []).append((src, image))
     for group in by_size.values():
         images = np.stack([image for _, image in group])
-        shapes = eed(images, args.eed_steps, params=EEDParams(), device=args.eed_device,
+        shapes = eed(images, args.eed_steps, params=eed_settings(args), device=args.eed_device,
                      batch_size=args.eed_batch)[args.eed_steps]
         for (src, _), shape in zip(group, shapes):
             made[src.name] = expdir.write_stimulus(shape, task.provenance(src))
@@ -103,9 +111,9 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, exi
 
 
 def shape_cue_pixels(expdir: ExperimentDir, stim: Stimulus, fresh: dict[str, np.ndarray]) -> np.ndarray:
+    """A shape cue's pixels: from this run's memory, or decoded from an earlier build's file."""
     from ..sources import decode_image
 
-    """A shape cue's pixels: from this run's memory, or decoded from an earlier build's file."""
     if stim.source_image in fresh:
         return fresh[stim.source_image]
     return decode_image(expdir.stimulus_path(stim))
