@@ -108,7 +108,7 @@ def run_analyze(args) -> int:
 
     import pandas as pd
 
-    from stimuli.expdir import atomic_write
+    from cuebench.expdir import atomic_write
 
     from .comparison import rank_correlation
     from .report import ReportError, analyze, load_for_report, n_choices_of

@@ -18,7 +18,7 @@ import pandas as pd
 import pingouin as pg
 from scipy import stats
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 PAIRINGS = ("item", "group")
 EXACT_MAX_N = 8

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from stimuli.errors import CuebenchError
-from stimuli.schema import NOT_CLEAR
+from cuebench.errors import CuebenchError
+from cuebench.trials import NOT_CLEAR
 
 LOG_COLUMNS = ["observer", "observer_kind", "experiment", "trial_id", "role", "reason"]
 PAGE_EVENTS = ("blur", "hidden", "visibilitychange", "fullscreen_exit", "fullscreenchange")

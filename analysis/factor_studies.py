@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stimuli import __version__
+from cuebench import __version__
 from stimuli.designs.diagvib import STUDY_FILE
-from stimuli.errors import CuebenchError
-from stimuli.expdir import atomic_write
+from cuebench.errors import CuebenchError
+from cuebench.expdir import atomic_write
 
 FACTORS = ("position", "hue", "lightness", "scale", "shape", "texture")
 """Row order of Eulig et al. (2021), Fig. 4a (most shortcut-robust first)."""
@@ -292,7 +292,7 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
 
     from .plots import cd_plot, to_png
     from .ranking import RankTestError
-    from .report import html_table
+    from .tables import html_table
 
     study_dir = Path(study_dir)
     out = Path(out_dir) if out_dir else study_dir / "reports"

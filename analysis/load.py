@@ -1,7 +1,7 @@
 """Reading responses from wherever they are into the one response schema.
 
 A SOURCE is an experiment directory (its ``responses.sqlite``), a ``.sqlite`` store, a
-CSV or Parquet file in the common schema (``stimuli.responses.COLUMNS``), or a
+CSV or Parquet file in the common schema (``cuebench.responses.COLUMNS``), or a
 model-vs-human / Geirhos et al. (2019) raw CSV (``subj,session,trial,rt,object_response,
 category,condition,imagename``), or a folder of either kind of CSV. Every loader returns
 a DataFrame with exactly the schema's columns, so nothing downstream knows the origin.
@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stimuli.errors import CuebenchError
-from stimuli.expdir import EXPERIMENT_FILE, RESPONSES_FILE
-from stimuli.responses import COLUMNS, ResponseStore
+from cuebench.errors import CuebenchError
+from cuebench.expdir import EXPERIMENT_FILE, RESPONSES_FILE
+from cuebench.responses import COLUMNS, ResponseStore
 
 RAW_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
 KNOWN_MODELS = frozenset({

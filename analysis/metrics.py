@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 Z95 = stats.norm.ppf(0.975)
 BASELINE = "original"

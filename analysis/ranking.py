@@ -19,7 +19,7 @@ import pandas as pd
 import scikit_posthocs as sp
 from scipy import stats
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 
 class RankTestError(CuebenchError, ValueError):

@@ -22,15 +22,16 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from stimuli import __version__
-from stimuli.errors import CuebenchError
-from stimuli.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
+from cuebench import __version__
+from cuebench.errors import CuebenchError
+from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 
-from . import comparison, consistency, metrics, plots
+from . import comparison, consistency, factor_studies, metrics, plots
 from . import reference as published
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
 from .load import load_responses
 from .ranking import FriedmanResult, RankTestError, friedman_nemenyi
+from .tables import html_table
 
 STUDY_FILE = "study.json"
 HUMANS_MEAN = "humans (mean)"
@@ -241,7 +242,6 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
     if not sources:
         raise ReportError("no source given")
     if len(sources) == 1 and (sources[0] / STUDY_FILE).is_file():
-        factor_studies = importlib.import_module("analysis.factor_studies")
         return Path(factor_studies.write_study_report(sources[0], Path(out_dir or sources[0] / "reports")))
     if reference not in (None, *published.REFERENCES):
         raise ReportError(f"unknown reference {reference!r}; known: {', '.join(published.REFERENCES)} or none")
@@ -350,16 +350,3 @@ def reference_wide() -> pd.DataFrame:
     wide = wide.loc[list(published.BURGERT2025_TABLE3)]
     wide.columns.name = None
     return wide.reset_index()
-
-
-def html_table(table: pd.DataFrame, max_rows: int = 200, p_values: bool = False) -> str:
-    """A DataFrame as an HTML table, numbers to 3 decimals (p-values to 3 significant digits);
-    long tables are cut (the CSV has all rows)."""
-    shown = table.head(max_rows)
-    formatters = {c: (lambda v: "" if pd.isna(v) else f"{v:.3g}") for c in shown.columns[int(p_values):]
-                  if p_values or c == "p" or c.startswith("p_") or c.endswith("_p")}
-    html = shown.to_html(index=False, float_format=lambda v: f"{v:.3f}", formatters=formatters, na_rep="",
-                         classes="data", border=0)
-    if len(table) > max_rows:
-        html += f"<p class='note'>first {max_rows} of {len(table)} rows; all rows are in the CSV.</p>"
-    return html

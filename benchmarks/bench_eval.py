@@ -23,8 +23,8 @@ import numpy as np
 
 def build_experiment(root: Path, count: int) -> list[Path]:
     """``count`` distinct 224x224 stimuli: random crops and mirrors of the bundled photos."""
-    from stimuli.expdir import ExperimentDir
-    from stimuli.schema import Experiment, LabelSet, Trial
+    from cuebench.expdir import ExperimentDir
+    from cuebench.trials import Experiment, LabelSet, Trial
     from stimuli.sources import DEFAULT_LABEL_INDICES, default_images, fit_to_stimulus
 
     expdir = ExperimentDir(root)

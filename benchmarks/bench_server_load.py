@@ -66,7 +66,8 @@ def participant(port: int, n: int) -> list[float]:
 def run_load(n_participants: int, threads: int) -> dict:
     from waitress.server import create_server
 
-    from experiment_server.app import create_app, study_of
+    from experiment_server.app import create_app
+    from experiment_server.study import study_of
     from experiment_server.sample import build_sample_experiment
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,7 +96,7 @@ def run_load(n_participants: int, threads: int) -> dict:
 
 def direct_writes(source_store, path: Path) -> list[float]:
     """Baseline: the same rows written straight into a fresh ResponseStore; ms per write."""
-    from stimuli.responses import ResponseStore
+    from cuebench.responses import ResponseStore
 
     rows = source_store.rows()
     target = ResponseStore(path)

@@ -120,7 +120,7 @@ def time_transforms(images, plan) -> tuple[float, float]:
 
 def time_builder(sources, plan, out_dir: Path, workers: int | None) -> float:
     from stimuli.build import SourceJob, Task, run_jobs
-    from stimuli.expdir import ExperimentDir
+    from cuebench.expdir import ExperimentDir
 
     jobs = [SourceJob(source, [Task(condition, params, 1, "stimuli.suppression:suppress") for condition, params in plan])
             for source in sources]

@@ -56,7 +56,8 @@ def main() -> None:
 
     import torch
 
-    from stimuli.texture_synthesis import load_feature_net, synthesize
+    from model_eval.feature_nets import load_feature_net
+    from stimuli.texture_synthesis import synthesize
 
     images = photos(args.images, args.size)
     seeds = list(range(args.images))

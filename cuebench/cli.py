@@ -11,10 +11,11 @@ import argparse
 import importlib
 import sys
 
-from stimuli import __version__
-from stimuli.errors import CuebenchError
+from . import __version__
+from .errors import CuebenchError
 
 COMMAND_MODULES = (
+    "cuebench.contract_cli",
     "stimuli.cli",
     "model_eval.cli",
     "model_eval.train_cli",
@@ -33,7 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    parser.set_defaults(feature_net_loader=load_feature_net)
     return parser
+
+
+def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = None):
+    """The feature network texture synthesis optimises against: ``stimuli`` gets it from here,
+    the one place that wires a stimulus design to ``model_eval``'s model loading."""
+    from model_eval.feature_nets import load_feature_net as load
+
+    return load(spec, device, layers)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 Closed (503) until ``cuebench serve admin-password EXPDIR`` stores a password hash;
 there is no default password. Login state lives in Flask's signed session cookie
 (HttpOnly, SameSite=Strict, Secure by default); every POST carries a per-session CSRF
-token. Exports call the project's writers (``stimuli.export`` for the common schema and
+token. Exports call the project's writers (``cuebench.export`` for the common schema and
 the model-vs-human raw format, ``human_tasks.psychopy_csv`` for the PsychoPy-style CSV).
 """
 
@@ -22,10 +22,10 @@ from pathlib import Path
 from flask import Blueprint, abort, current_app, redirect, render_template, request, send_file, session, url_for
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from stimuli.errors import CuebenchError
-from stimuli.responses import TABLE as RESPONSES
+from cuebench.errors import CuebenchError
+from cuebench.responses import TABLE as RESPONSES
 
-from .app import Study, study_of
+from .study import Study, study_of
 from .db import STATUSES
 
 bp = Blueprint("admin", __name__)
@@ -161,7 +161,7 @@ def _download(path: Path, name: str, mimetype: str):
 @bp.get("/export/responses.csv")
 @login_required
 def export_responses():
-    from stimuli.export import export_csv
+    from cuebench.export import export_csv
 
     study = _study()
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +173,7 @@ def export_responses():
 @bp.get("/export/model-vs-human.zip")
 @login_required
 def export_model_vs_human():
-    from stimuli.export import export_mvh
+    from cuebench.export import export_mvh
 
     study = _study()
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,94 +8,21 @@ waitress, a pure-Python WSGI server that also runs on lab Windows PCs.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-import threading
 import time
 from datetime import timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from flask import Flask, jsonify, render_template, request
 
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
-from stimuli.design import ScheduledTrial, participant_sequence
-from stimuli.errors import CuebenchError
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore
-from stimuli.schema import Experiment
 
+from . import admin, participant
 from .assignment import RESERVATION_SECONDS
-from .db import OUTCOMES, Participant, ServerDB
+from .study import open_study
 from .validation import Rejected
 
-PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 MAX_REQUEST_BYTES = 256 * 1024
-
-
-class ServerSetupError(CuebenchError):
-    """The experiment directory cannot be served (no experiment, no assignment plan)."""
-
-
-class Study:
-    """Everything a request needs: the experiment, its folder, the response store and the server tables.
-
-    Each server thread gets its own ``ResponseStore`` connection (``store``); SQLite then
-    serialises the writers, where one shared connection would mix their transactions.
-    """
-
-    def __init__(self, expdir: ExperimentDir, experiment: Experiment, db: ServerDB):
-        self.expdir = expdir
-        self.experiment = experiment
-        self.db = db
-        self.secret_key = db.setting_or_create("secret_key", lambda: secrets.token_hex(32))
-        self._local = threading.local()
-        self._sequences = lru_cache(maxsize=4096)(
-            lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
-
-    @property
-    def store(self) -> ResponseStore:
-        if getattr(self._local, "store", None) is None:
-            self._local.store = ResponseStore(self.expdir.responses_file)
-        return self._local.store
-
-    def sequence(self, participant: Participant) -> list[ScheduledTrial]:
-        """The participant's trial sequence (``stimuli.design.participant_sequence``), cached."""
-        return list(self._sequences(participant.group, participant.code, participant.session))
-
-    def trial_key(self, trial_id: str) -> str:
-        """An opaque stand-in for a trial id in the browser: ids may name the condition or the
-        category, which a participant must not be able to read in the page."""
-        return hmac.new(self.secret_key.encode(), trial_id.encode(), hashlib.sha256).hexdigest()[:20]
-
-    @property
-    def n_groups(self) -> int:
-        return len(self.experiment.assignment.groups)
-
-    def completion_code(self, outcome: str) -> str:
-        """The code for a final status: set by ``--code-*`` or made once at random and kept."""
-        if outcome not in OUTCOMES:
-            raise ValueError(f"no completion code for status {outcome!r}")
-        return self.db.setting_or_create(f"code_{outcome}", lambda: "C" + secrets.token_hex(4).upper())
-
-    def missing_indices(self, participant: Participant) -> list[int]:
-        answered = self.store.answered_indices(self.experiment.name, participant.code, participant.session)
-        return [s.index for s in self.sequence(participant) if s.index not in answered]
-
-
-def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
-               reservation_seconds: float = RESERVATION_SECONDS) -> Study:
-    folder = ExperimentDir(expdir)
-    if not folder.exists():
-        raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
-    experiment = folder.load()
-    if experiment.assignment is None:
-        raise ServerSetupError(f"{folder.experiment_file}: field 'assignment' is missing; the server needs an "
-                               "assignment plan to put participants into groups")
-    db = ServerDB(folder.responses_file, clock=clock, reservation_seconds=reservation_seconds)
-    return Study(folder, experiment, db)
 
 
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
@@ -103,8 +30,6 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; ``secure_cookies=False`` only for
     plain-HTTP lab networks (browsers drop Secure cookies there except on localhost)."""
-    from . import admin, participant
-
     study = open_study(expdir, clock, reservation_seconds)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.config.update(
@@ -134,25 +59,3 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         return response
 
     return app
-
-
-def study_of(app: Flask) -> Study:
-    return app.extensions["cuebench"]
-
-
-def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
-          threads: int = 8, secure_cookies: bool = True) -> None:
-    """Serve the experiment with waitress until interrupted (blocking)."""
-    from waitress import serve as waitress_serve
-
-    app = create_app(expdir, secure_cookies=secure_cookies)
-    if open_message:
-        study = study_of(app)
-        base = f"http://{host}:{port}"
-        print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root}")
-        print(f"  participants: {base}/   (Prolific: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-              "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}})")
-        admin_state = "open" if study.db.setting("admin_password") else "closed until `cuebench serve admin-password EXPDIR`"
-        print(f"  admin:        {base}/admin/   ({admin_state})")
-        print("Press Ctrl+C to stop; every stored trial is committed.")
-    waitress_serve(app, host=host, port=port, threads=threads, ident="cuebench")

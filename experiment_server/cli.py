@@ -6,7 +6,7 @@ import argparse
 import getpass
 import sys
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 from .db import OUTCOMES
 
@@ -41,7 +41,8 @@ def run(args) -> int:
         return set_password(args.target[1], args.password_stdin)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
-    from .app import open_study, serve
+    from .app import serve
+    from .study import open_study
 
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
@@ -57,7 +58,7 @@ def run(args) -> int:
 
 def set_password(expdir: str, from_stdin: bool) -> int:
     from .admin import set_admin_password
-    from .app import open_study
+    from .study import open_study
 
     study = open_study(expdir)
     if from_stdin:

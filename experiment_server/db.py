@@ -1,6 +1,6 @@
 """The server's own tables (participants, settings) in the experiment's responses.sqlite.
 
-Responses belong to ``stimuli.responses.ResponseStore``; this module keeps who takes
+Responses belong to ``cuebench.responses.ResponseStore``; this module keeps who takes
 part, in which group, with which session token, and the server settings (admin password
 hash, cookie-signing key, completion codes). Same file, separate tables, same durability
 (WAL, ``synchronous=FULL``). One participation per Prolific ID (and per entry code) is a
@@ -21,7 +21,7 @@ from typing import Callable
 
 import sqlite_utils
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 from .assignment import RESERVATION_SECONDS, group_fill, least_filled
 

@@ -17,9 +17,9 @@ from flask import Blueprint, current_app, jsonify, redirect, render_template, re
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from stimuli.responses import ResponseConflict, trial_row
+from cuebench.responses import ResponseConflict, trial_row
 
-from .app import PROLIFIC_COMPLETE_URL, Study, study_of
+from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
 from .validation import Rejected, allowed_responses, check_trial_post
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from stimuli.design import latin_square_plan
-from stimuli.expdir import ExperimentDir
+from cuebench.design import latin_square_plan
+from cuebench.expdir import ExperimentDir
 from stimuli.labels import IMAGENET16, IMAGENET16_NAME
-from stimuli.schema import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from stimuli.sources import default_images, fit_to_stimulus
 
 CLASSIFY_IMAGES = {"chelsea": "cat", "coffee": "bottle"}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stimuli.errors import CuebenchError
-from stimuli.schema import NOT_CLEAR, Experiment, Trial
+from cuebench.errors import CuebenchError
+from cuebench.trials import NOT_CLEAR, Experiment, Trial
 
 PHASES = ("instruction", "fixation", "stimulus", "mask", "response", "iti")
 FIELDS = ("trial_key", "response", "timed_out", "rt_ms", "timing_measured", "frames", "dropped_frames",
@@ -64,7 +64,7 @@ def _phase_map(payload: dict, name: str, kind: type) -> dict:
 
 
 def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, payload: Any) -> dict:
-    """The measured fields of a valid trial post, ready for ``stimuli.responses.trial_row``.
+    """The measured fields of a valid trial post, ready for ``cuebench.responses.trial_row``.
 
     ``trial_key`` is the opaque key the plan gave the browser for the trial at this index."""
     if not isinstance(payload, dict):

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from stimuli.errors import CuebenchError
-from stimuli.schema import NOT_CLEAR, LabelSet
+from cuebench.errors import CuebenchError
+from cuebench.trials import NOT_CLEAR, LabelSet
 
 KEY_ROWS = ("1234", "qwer", "asdf", "zxcv")
 NOT_CLEAR_KEY = "space"

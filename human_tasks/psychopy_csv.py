@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
-from stimuli.expdir import atomic_write
+from cuebench.expdir import atomic_write
 
 from .timing import TIMED_PHASES
 

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 DROPPED_FRAME_FACTOR = 1.2
 """A frame interval longer than 1.2 refresh periods means at least one frame was missed."""

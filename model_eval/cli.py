@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from stimuli.errors import CuebenchError
+    from cuebench.errors import CuebenchError
 
     if args.action == "models":
         return list_models()

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 from stimuli.labels import IMAGENET16_NAME
-from stimuli.schema import NOT_CLEAR, LabelSet
+from cuebench.trials import NOT_CLEAR, LabelSet
 
 from .imagenet16 import IMAGENET16_INDICES
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore, trial_row
-from stimuli.schema import Experiment, Trial
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
+from cuebench.trials import Experiment, Trial
 
 from .allocator import keep_freed_memory
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 from .torch_compat import import_timm
 

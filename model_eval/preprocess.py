@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 from stimuli.sources import decode_image
 
 from .torch_compat import import_timm

@@ -1,8 +1,1 @@
-"""Stimuli: image sources, transforms, the trial/experiment schema and experiment design."""
-
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("cuebench")
-except PackageNotFoundError:
-    __version__ = "0.0.0+unknown"
+"""Stimuli: image sources, transforms, generators and the designs that turn them into experiments."""

@@ -21,10 +21,10 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
-from . import __version__
-from .errors import CuebenchError
-from .expdir import ExperimentDir, canonical_json, provenance_key
-from .schema import Experiment, Stimulus
+from cuebench import __version__
+from cuebench.errors import CuebenchError
+from cuebench.expdir import ExperimentDir, canonical_json, provenance_key
+from cuebench.trials import Experiment, Stimulus
 from .sources import CorruptImageError, SourceImage, fit_to_stimulus
 
 RESIZE_POLICY = "short side to 224 (Pillow bicubic), centre crop 224x224"
@@ -186,7 +186,7 @@ def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
     """Refuse to change the trials of an experiment that already has responses."""
     if not expdir.exists() or not expdir.responses_file.exists():
         return
-    from .responses import ResponseStore
+    from cuebench.responses import ResponseStore
 
     with ResponseStore(expdir.responses_file) as store:
         n = store.count()

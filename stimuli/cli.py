@@ -1,4 +1,4 @@
-"""``cuebench stimuli build|metrics`` and ``cuebench export``."""
+"""``cuebench stimuli build|metrics``."""
 
 from __future__ import annotations
 
@@ -42,18 +42,10 @@ def register(sub) -> None:
     metrics.add_argument("--seed", type=int, default=0)
     metrics.set_defaults(func=run_metrics)
 
-    export = sub.add_parser("export", help="export an experiment's responses")
-    export.add_argument("expdir", type=Path, help="experiment directory")
-    export.add_argument("--format", choices=("csv", "parquet", "mvh"), default="csv",
-                        help="csv/parquet: the common schema; mvh: model-vs-human raw CSVs, one per observer "
-                             "and session (--out is then a folder)")
-    export.add_argument("--out", type=Path, required=True)
-    export.set_defaults(func=run_export)
-
 
 def run_build(args) -> int:
     from .designs import design_module
-    from .expdir import ExperimentDir
+    from cuebench.expdir import ExperimentDir
 
     expdir = ExperimentDir(args.out)
     experiment = design_module(args.design).build(args, expdir)
@@ -79,16 +71,8 @@ def run_metrics(args) -> int:
     table = metrics_table(load_images(args.images, args.labels), seed=args.seed)
     print(format_table(table))
     if args.out:
-        from .expdir import atomic_write
+        from cuebench.expdir import atomic_write
 
         atomic_write(args.out, table.to_csv(index=False).encode("utf-8"))
         print(f"wrote {args.out}")
-    return 0
-
-
-def run_export(args) -> int:
-    from .export import export
-
-    for path in export(args.expdir, args.format, args.out):
-        print(f"wrote {path}")
     return 0

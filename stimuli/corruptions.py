@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 BACKGROUND_GREY = 0.4423
 """Geirhos et al. 2018: mean pixel value over their images, the filters' border and the

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 FACTORS = ("position", "hue", "lightness", "scale", "shape", "texture")
 """The six factors, in the row order of Eulig et al. (2021), Fig. 4a."""

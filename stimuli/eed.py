@@ -58,7 +58,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 CLASSIFICATION_STEPS = 16384
 """Heinert et al., Sec. IV-b: EED steps for classification stimuli."""
@@ -156,13 +156,9 @@ def resolve_device(device: str):
     """A torch device, or an EEDError saying why it cannot be used."""
     import torch
 
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise EEDError(f"--eed-device {device!r} is not a torch device: {err}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise EEDError(f"--eed-device {device!r}: CUDA is not available on this machine (use cpu)")
-    return dev
+    from .devices import resolve_device as resolve
+
+    return torch.device(resolve(device, "--eed-device", EEDError))
 
 
 def _pad(x, rows, cols):

@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 from .texture_synthesis import SynthesisResult, to_uint8
 
 N_SCALES = 4

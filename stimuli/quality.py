@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 from skimage.metrics import structural_similarity
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 WINDOW = RADIUS = KERNEL = 11
 METRICS = ("LV", "HFE", "ESSIM", "GC", "Texture", "Shape")

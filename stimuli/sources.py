@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 STIMULUS_SIZE = 224

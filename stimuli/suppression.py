@@ -23,7 +23,7 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 
 class SuppressionError(CuebenchError):

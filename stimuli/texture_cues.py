@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 VORONOI_CELLS = 32
 """Heinert et al., Sec. IV-b: N = 32 sites."""

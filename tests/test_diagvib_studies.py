@@ -12,7 +12,7 @@ from cuebench.cli import main
 from stimuli.diagvib import FACTORS, load_factor_space
 from stimuli.diagvib_studies import (STUDIES, allocate, all_pairs, cooccurrence, derive_seed, load_split,
                                      select_classes, split_classes, study_design)
-from stimuli.schema import NOT_CLEAR, Experiment
+from cuebench.trials import NOT_CLEAR, Experiment
 
 EYE = np.eye(3, dtype=bool)
 

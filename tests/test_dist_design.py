@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from cuebench.cli import main
-from stimuli.expdir import ExperimentDir
-from stimuli.schema import ODDITY_TIMING
+from cuebench.expdir import ExperimentDir
+from cuebench.trials import ODDITY_TIMING
 
 FAST = ["--synthesis-steps", "2", "--synthesis-device", "cpu", "--catch-every", "3"]
 
@@ -107,7 +107,7 @@ def test_bad_options_are_named(tmp_path, capsys, extra, message):
 @pytest.mark.slow
 def test_oddity_rule_runs_on_built_experiment(built):
     from model_eval.evaluate import evaluate_experiment
-    from stimuli.responses import ResponseStore
+    from cuebench.responses import ResponseStore
 
     evaluate_experiment(built, ["tf_efficientnet_lite0"], rule="oddity", device="cpu", progress=False)
     exp = ExperimentDir(built).load()

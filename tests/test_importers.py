@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 
 from cuebench.cli import main
-from stimuli.expdir import ExperimentDir
+from cuebench.expdir import ExperimentDir
 from stimuli.labels import IMAGENET16
-from stimuli.responses import ResponseStore, trial_row
+from cuebench.responses import ResponseStore, trial_row
 
 pytestmark = pytest.mark.shared
 

@@ -4,7 +4,7 @@ import pytest
 
 from human_tasks.layout import KEY_ROWS, NOT_CLEAR_KEY, LayoutError, oddity_positions, response_grid
 from stimuli.labels import IMAGENET16
-from stimuli.schema import NOT_CLEAR, LabelSet
+from cuebench.trials import NOT_CLEAR, LabelSet
 
 
 def test_sixteen_labels_fill_the_grid_alphabetically_row_by_row():

@@ -3,9 +3,9 @@
 import pandas as pd
 
 from human_tasks.psychopy_csv import psychopy_date, write_psychopy_csv
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore, trial_row
-from stimuli.schema import Experiment, LabelSet, Timing, Trial
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
+from cuebench.trials import Experiment, LabelSet, Timing, Trial
 
 
 def _experiment(root, photos):

@@ -23,10 +23,10 @@ import pytest
 
 from conftest import unavailable
 from human_tasks.lab.session import LabError, LabOptions, default_group, resolve_group, run_lab_session
-from stimuli.design import latin_square_plan, participant_sequence
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore, trial_row
-from stimuli.schema import Experiment, LabelSet, Schedule, Timing, Trial
+from cuebench.design import latin_square_plan, participant_sequence
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
+from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)

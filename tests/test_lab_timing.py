@@ -4,7 +4,7 @@ import pytest
 
 from human_tasks.timing import (RefreshRateError, dropped_frames, ms_to_frames, phase_frames, settle_refresh_rate,
                                 stable_refresh_rate)
-from stimuli.schema import CLASSIFY_TIMING, ODDITY_TIMING
+from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING
 
 
 @pytest.mark.parametrize("ms, hz, frames, achieved", [

@@ -11,7 +11,7 @@ from model_eval.decisions import (DecisionError, LabelMapping, aggregate, decide
                                   label_mapping, mean_cosine_distances, read_mapping_file, zscore)
 from model_eval.imagenet16 import IMAGENET16_INDICES
 from stimuli.labels import IMAGENET16, IMAGENET16_NAME
-from stimuli.schema import NOT_CLEAR, LabelSet
+from cuebench.trials import NOT_CLEAR, LabelSet
 from stimuli.sources import DEFAULT_LABEL_INDICES
 
 MVH = LabelMapping(IMAGENET16_INDICES, "model-vs-human 16-class")

@@ -17,9 +17,9 @@ from model_eval.decisions import DecisionError
 from model_eval.evaluate import evaluate_experiment, format_summary
 from model_eval.models import ModelError
 from model_eval.preprocess import PreprocessError
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore
-from stimuli.schema import NOT_CLEAR, Experiment, LabelSet, Trial
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Trial
 from stimuli.sources import DEFAULT_LABEL_INDICES
 
 LITE0 = "tf_efficientnet_lite0"

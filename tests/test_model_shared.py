@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from cuebench.cli import main
-from stimuli.expdir import ExperimentDir
+from cuebench.expdir import ExperimentDir
 from stimuli.labels import IMAGENET16
-from stimuli.responses import ResponseStore
+from cuebench.responses import ResponseStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]
 

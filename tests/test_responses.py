@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from stimuli.responses import COLUMNS, ResponseConflict, ResponseError, ResponseStore
+from cuebench.responses import COLUMNS, ResponseConflict, ResponseError, ResponseStore
 
 
 def row(i=0, response="cat", **extra):

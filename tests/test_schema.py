@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from stimuli.schema import (CLASSIFY_TIMING, Experiment, LabelSet, SchemaError, Stimulus, Trial, Timing,
+from cuebench.trials import (CLASSIFY_TIMING, Experiment, LabelSet, SchemaError, Stimulus, Trial, Timing,
                             NOT_CLEAR)
 
 

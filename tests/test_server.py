@@ -15,11 +15,12 @@ from PIL import Image
 
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
-from experiment_server.app import create_app, study_of
+from experiment_server.app import create_app
+from experiment_server.study import study_of
 from experiment_server.db import AlreadyParticipated
 from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from stimuli.schema import NOT_CLEAR
+from cuebench.trials import NOT_CLEAR
 
 PASSWORD = "correct horse battery"
 PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stimuli.errors import CuebenchError
+from cuebench.errors import CuebenchError
 from stimuli.suppression import CONDITIONS, HUMAN_STUDY, SuppressionError, get_condition, suppress
 
 STOCHASTIC = ("patch_shuffle", "patch_rotation", "grid_overlay", "channel_shuffle")

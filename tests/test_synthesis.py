@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from stimuli.quality import local_variance, quality_metrics, to_gray
-from stimuli.texture_synthesis import SynthesisError, gram_loss, gram_matrices, load_feature_net, synthesize
+from model_eval.feature_nets import load_feature_net
+from stimuli.texture_synthesis import SynthesisError, gram_loss, gram_matrices, synthesize
 
 
 def shrink(images: dict[str, np.ndarray], size: int, count: int | None = None) -> np.ndarray:

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from experiment_server.app import create_app, study_of
+from experiment_server.app import create_app
+from experiment_server.study import study_of
 from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.timing import ms_to_frames
 

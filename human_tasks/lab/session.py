@@ -1,8 +1,8 @@
 """One participant's lab session: the trial sequence on screen, each answer committed at once.
 
-The sequence is ``stimuli.design.participant_sequence`` (the web task uses the same), so
+The sequence is ``cuebench.design.participant_sequence`` (the web task uses the same), so
 a participant gets the same trials in the same order in the lab or online. Every answer
-is written to the experiment's ``responses.sqlite`` (``stimuli.responses.ResponseStore``,
+is written to the experiment's ``responses.sqlite`` (``cuebench.responses.ResponseStore``,
 synchronous commits) before the next trial starts: a crash or power cut loses at most
 the trial on screen, and running the same command again resumes at the first unanswered
 trial. Phases are counted in frames (``human_tasks.timing``); the flips of the timed
@@ -23,11 +23,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stimuli.design import ScheduledTrial, participant_seed, participant_sequence
-from stimuli.errors import CuebenchError
-from stimuli.expdir import ExperimentDir
-from stimuli.responses import ResponseStore, trial_row
-from stimuli.schema import Experiment, Trial
+from cuebench.design import ScheduledTrial, participant_seed, participant_sequence
+from cuebench.errors import CuebenchError
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
+from cuebench.trials import Experiment, Trial
 from stimuli.sources import decode_image
 
 from ..layout import ODDITY_KEYS, LayoutError, ResponseGrid, oddity_positions, response_grid

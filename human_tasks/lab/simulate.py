@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from stimuli.schema import Trial
+from cuebench.trials import Trial
 
 from ..layout import ResponseGrid
 

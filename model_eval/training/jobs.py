@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from stimuli.designs.diagvib import STUDY_FILE
-from stimuli.errors import CuebenchError
-from stimuli.expdir import atomic_write, canonical_json
+from cuebench.errors import CuebenchError
+from cuebench.expdir import atomic_write, canonical_json
 
 TABLE_FILE = "training.csv"
 RUNS_DIR = "training/runs"

@@ -10,11 +10,11 @@ from typing import Callable
 
 import numpy as np
 
-from .. import __version__
+from cuebench import __version__
 from ..labels import IMAGENET16, IMAGENET16_NAME
 from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed
-from ..design import latin_square_plan
-from ..schema import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from cuebench.design import latin_square_plan
+from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
 

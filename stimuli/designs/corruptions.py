@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..build import BuildError, stimulus_seed
-from ..schema import Experiment
+from cuebench.trials import Experiment
 from .common import grid_experiment
 
 CORRUPTION_FN = "stimuli.corruptions:corruption_task"

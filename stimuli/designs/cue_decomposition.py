@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..build import BuildError, SourceJob, Task, finish, known_stimuli, run_jobs, stimulus_seed, task_key
-from ..design import latin_square_plan
-from ..expdir import ExperimentDir
-from ..schema import CLASSIFY_TIMING, Experiment, Stimulus, Trial
+from cuebench.design import latin_square_plan
+from cuebench.expdir import ExperimentDir
+from cuebench.trials import CLASSIFY_TIMING, Experiment, Stimulus, Trial
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 
 from ..build import BuildError, finish
-from ..design import everyone_plan
-from ..expdir import atomic_write
-from ..schema import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from cuebench.design import everyone_plan
+from cuebench.expdir import atomic_write
+from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
 from .common import build_provenance
 
 STUDY_FILE = "study.json"
@@ -173,6 +173,6 @@ def _human_trials(expdir, space, entry, split, data, count, seed, stimuli, trial
 
 
 def _version() -> str:
-    from .. import __version__
+    from cuebench import __version__
 
     return __version__

@@ -22,9 +22,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..build import BuildError, Task, finish, known_stimuli, stimulus_seed, task_key
-from ..design import everyone_plan
-from ..expdir import ExperimentDir, atomic_write
-from ..schema import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
+from cuebench.design import everyone_plan
+from cuebench.expdir import ExperimentDir, atomic_write
+from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
 from ..sources import SourceImage, decode_image, fit_to_stimulus, resolve_images
 from .common import build_provenance, slug
 from .imports import POSITIONS
@@ -74,9 +74,10 @@ class Backend:
     def transform(self) -> str:
         return f"texture synthesis ({self.name})"
 
-    def runner(self):
-        """``run(images, seeds) -> SynthesisResult``; loads the feature net once."""
-        from ..texture_synthesis import load_feature_net, synthesize
+    def runner(self, load_feature_net):
+        """``run(images, seeds) -> SynthesisResult``; loads the feature net once through the
+        loader the command handed in (``model_eval.feature_nets.load_feature_net``)."""
+        from ..texture_synthesis import synthesize
 
         if self.name == "ps":
             from ..ps_synthesis import synthesize as ps_synthesize
@@ -89,13 +90,10 @@ class Backend:
 
 
 def resolve_synthesis_device(spec: str) -> str:
-    """``auto`` -> cuda when torch sees a GPU, else cpu (model_eval's rule, with this option's name)."""
-    from model_eval.models import ModelError, resolve_device
+    """``auto`` -> cuda when torch sees a GPU, else cpu."""
+    from ..devices import resolve_device
 
-    try:
-        return resolve_device(spec)
-    except ModelError as err:
-        raise BuildError(f"--synthesis-device: {err}") from None
+    return resolve_device(spec, "--synthesis-device", BuildError)
 
 
 def backend_for(args) -> Backend:
@@ -193,7 +191,7 @@ class VersionMaker:
         device = self.backend.device
         # PS runs one image at a time anyway: a batch of 1 moves the bar per image
         batch = self.args.synthesis_batch or (1 if self.backend.name == "ps" else 8 if device == "cpu" else 32)
-        run = self.backend.runner()
+        run = self.backend.runner(self.args.feature_net_loader)
         with tqdm(total=len(todo), desc=f"synthesis ({self.backend.name}, {device})", unit="img") as bar:
             for start in range(0, len(todo), batch):
                 chunk = todo[start:start + batch]

@@ -22,9 +22,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..build import BuildError, finish
-from ..design import everyone_plan
+from cuebench.design import everyone_plan
 from ..labels import IMAGENET16, IMAGENET16_NAME
-from ..schema import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from ..sources import IMAGE_SUFFIXES, CorruptImageError, SourceError, decode_image
 from .common import build_provenance
 

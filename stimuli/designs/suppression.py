@@ -10,7 +10,7 @@ over groups of five participants as a Latin square.
 from __future__ import annotations
 
 from ..build import stimulus_seed
-from ..schema import Experiment
+from cuebench.trials import Experiment
 from .common import grid_experiment
 
 DEFAULT_CONDITIONS = ("patch_shuffle", "patch_rotation", "bilateral", "gaussian_blur", "grayscale",

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from . import __version__
-from .schema import Experiment, Stimulus
+from .trials import Experiment, Stimulus
 
 EXPERIMENT_FILE = "experiment.json"
 STIMULI_DIR = "stimuli"

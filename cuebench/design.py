@@ -12,7 +12,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .schema import AssignmentPlan, Experiment, SchemaError, Trial
+from .trials import AssignmentPlan, Experiment, SchemaError, Trial
 
 
 def arm_of(trial: Trial) -> str:
