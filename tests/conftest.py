@@ -56,3 +56,17 @@ def browser():
         launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests run only where torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; torch sees none here")
+    for item in gpu_items:
+        item.add_marker(skip)
