@@ -18,54 +18,103 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable, Literal, get_args
 
 import sqlite_utils
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from .errors import CuebenchError
+from .errors import CuebenchError, describe
 
 TABLE = "responses"
 KEY = ("experiment", "observer", "session", "trial_index")
-OBSERVER_KINDS = ("human", "model")
 
-# name -> (SQLite type, description). JSON columns hold dicts (phase -> ms etc.).
+
+@dataclass(frozen=True)
+class Column:
+    """How a response column is stored: the Python type that picks its SQL type, and
+    whether it holds JSON text (a dict such as phase -> ms, stored encoded)."""
+
+    kind: type
+    json: bool = False
+
+
+def _text(value):
+    return value if value is None else str(value)
+
+
+def _integer(value):
+    return value if value is None else int(value)
+
+
+def _real(value):
+    return None if value is None or math.isnan(float(value)) else float(value)
+
+
+Name = Annotated[str, BeforeValidator(_text), Field(min_length=1), Column(str)]
+Text = Annotated[str | None, BeforeValidator(_text), Column(str)]
+Integer = Annotated[int | None, BeforeValidator(_integer), Column(int)]
+Real = Annotated[float | None, BeforeValidator(_real), Column(float)]
+JsonText = Annotated[Any, Column(str, json=True)]
+ObserverKind = Literal["human", "model"]
+OBSERVER_KINDS = get_args(ObserverKind)
+
+
+class ResponseRow(BaseModel):
+    """One observer's answer to one trial: its fields are the response table's columns, in order.
+
+    Values are taken as loosely as the runners produce them (a session number, a numpy
+    integer, NaN for no time) and converted to the column's type; JSON columns take any
+    JSON value, or its text. ``cuebench schema response`` prints the JSON Schema.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    experiment: Name = Field(description="experiment name")
+    observer: Name = Field(description="participant code or model id")
+    observer_kind: Annotated[ObserverKind, Column(str)] = Field(description="'human' or 'model'")
+    session: Name = Field(description="session label")
+    trial_index: Annotated[int, BeforeValidator(_integer), Column(int)] = Field(
+        description="0-based position in the order shown")
+    trial_id: Name = Field(description="stable trial id from experiment.json")
+    role: Name = Field(description="test, practice, catch or attention")
+    trial_type: Text = Field(None, description="classify or oddity")
+    condition: Text = Field(None, description="e.g. patch_shuffle")
+    level: Integer = Field(None, description="position on the condition's parameter grid")
+    params: JsonText = Field(None, description="JSON: the condition's parameters")
+    category: Text = Field(None, description="true (shape) class")
+    texture_category: Text = Field(None, description="texture class for cue-conflict trials")
+    source_image: Text = Field(None, description="source image name")
+    imagename: Text = Field(None, description="file name of the (first) stimulus shown")
+    response: Text = Field(None, description="label, 1-based position, 'not clear', or empty on timeout")
+    correct_answer: Text = Field(None, description="the answer scored as correct")
+    correct: Integer = Field(None, description="1/0, empty when not scorable")
+    rt_ms: Real = Field(None, description="response time in ms from response-screen onset (humans)")
+    timed_out: Integer = Field(None, description="1 if no answer within the response window")
+    timing_planned: JsonText = Field(None, description="JSON: planned phase durations in ms")
+    timing_measured: JsonText = Field(None, description="JSON: measured phase durations in ms")
+    frames: JsonText = Field(None, description="JSON: frames each phase lasted")
+    dropped_frames: Integer = Field(
+        None, description="frames longer than 1.2x the refresh period during stimulus phases")
+    refresh_hz: Real = Field(None, description="measured refresh rate")
+    device: JsonText = Field(None, description="JSON: browser/screen/OS (humans) or model/device/rule (models)")
+    decision_rule: Text = Field(None, description="model decision rule, e.g. 16class-mean")
+    model_outputs: JsonText = Field(None, description="JSON: per-choice probabilities or feature distances (models)")
+    events: JsonText = Field(None, description="JSON: blur/visibility/fullscreen-exit events during the trial")
+    group: Integer = Field(None, description="assignment group")
+    created_at: Text = Field(None, description="UTC ISO time the row was stored")
+    excluded: Integer = Field(None, description="1 if excluded at collection time")
+    exclusion_reason: Text = Field(None, description="why")
+
+
+def _column(name: str) -> Column:
+    return next(m for m in ResponseRow.model_fields[name].metadata if isinstance(m, Column))
+
+
 COLUMNS: dict[str, tuple[type, str]] = {
-    "experiment": (str, "experiment name"),
-    "observer": (str, "participant code or model id"),
-    "observer_kind": (str, "'human' or 'model'"),
-    "session": (str, "session label"),
-    "trial_index": (int, "0-based position in the order shown"),
-    "trial_id": (str, "stable trial id from experiment.json"),
-    "role": (str, "test, practice, catch or attention"),
-    "trial_type": (str, "classify or oddity"),
-    "condition": (str, "e.g. patch_shuffle"),
-    "level": (int, "position on the condition's parameter grid"),
-    "params": (str, "JSON: the condition's parameters"),
-    "category": (str, "true (shape) class"),
-    "texture_category": (str, "texture class for cue-conflict trials"),
-    "source_image": (str, "source image name"),
-    "imagename": (str, "file name of the (first) stimulus shown"),
-    "response": (str, "label, 1-based position, 'not clear', or empty on timeout"),
-    "correct_answer": (str, "the answer scored as correct"),
-    "correct": (int, "1/0, empty when not scorable"),
-    "rt_ms": (float, "response time in ms from response-screen onset (humans)"),
-    "timed_out": (int, "1 if no answer within the response window"),
-    "timing_planned": (str, "JSON: planned phase durations in ms"),
-    "timing_measured": (str, "JSON: measured phase durations in ms"),
-    "frames": (str, "JSON: frames each phase lasted"),
-    "dropped_frames": (int, "frames longer than 1.2x the refresh period during stimulus phases"),
-    "refresh_hz": (float, "measured refresh rate"),
-    "device": (str, "JSON: browser/screen/OS (humans) or model/device/rule (models)"),
-    "decision_rule": (str, "model decision rule, e.g. 16class-mean"),
-    "model_outputs": (str, "JSON: per-choice probabilities or feature distances (models)"),
-    "events": (str, "JSON: blur/visibility/fullscreen-exit events during the trial"),
-    "group": (int, "assignment group"),
-    "created_at": (str, "UTC ISO time the row was stored"),
-    "excluded": (int, "1 if excluded at collection time"),
-    "exclusion_reason": (str, "why"),
-}
-JSON_COLUMNS = ("params", "timing_planned", "timing_measured", "frames", "device", "model_outputs", "events")
-REQUIRED = ("experiment", "observer", "observer_kind", "session", "trial_index", "trial_id", "role")
+    name: (_column(name).kind, field.description) for name, field in ResponseRow.model_fields.items()}
+"""name -> (stored Python type, description), in table order."""
+JSON_COLUMNS = tuple(name for name in COLUMNS if _column(name).json)
+REQUIRED = tuple(name for name, field in ResponseRow.model_fields.items() if field.is_required())
 
 
 class ResponseError(CuebenchError, ValueError):
@@ -86,30 +135,18 @@ def utc_now() -> str:
 
 
 def normalise(row: dict[str, Any]) -> dict[str, Any]:
-    """Validate a row and convert it to storable values (JSON columns as text)."""
-    unknown = sorted(set(row) - set(COLUMNS))
-    if unknown:
-        raise ResponseError(f"unknown response field {unknown[0]!r}")
-    for name in REQUIRED:
-        if row.get(name) is None or row.get(name) == "":
-            raise ResponseError(f"response field {name!r} is missing")
-    if row["observer_kind"] not in OBSERVER_KINDS:
-        raise ResponseError(f"observer_kind must be one of {OBSERVER_KINDS}, got {row['observer_kind']!r}")
-    out: dict[str, Any] = {}
-    for name, (kind, _) in COLUMNS.items():
-        value = row.get(name)
-        if value is None:
-            out[name] = None
-        elif name in JSON_COLUMNS:
-            out[name] = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=_json_default)
-        elif kind is int:
-            out[name] = int(value)
-        elif kind is float:
-            f = float(value)
-            out[name] = None if math.isnan(f) else f
-        else:
-            out[name] = str(value)
-    out["session"] = str(out["session"])
+    """Validate a row against ``ResponseRow`` and convert it to storable values (JSON columns as text)."""
+    try:
+        out = dict(ResponseRow.model_validate(row))
+    except ValidationError as err:
+        field, problem = describe(err.errors()[0])
+        if problem == "unknown field":
+            raise ResponseError(f"unknown response field {field!r}") from None
+        joint = " " if problem.startswith(("is ", "must ")) else ": "
+        raise ResponseError(f"response field {field!r}{joint}{problem}") from None
+    for name in JSON_COLUMNS:
+        if out[name] is not None and not isinstance(out[name], str):
+            out[name] = json.dumps(out[name], sort_keys=True, default=_json_default)
     if out["created_at"] is None:
         out["created_at"] = utc_now()
     if out["excluded"] is None:
@@ -283,7 +320,7 @@ def trial_row(experiment, trial, *, observer: str, observer_kind: str, session: 
         "response": response if response is not None else "",
         "correct_answer": trial.correct,
         "correct": score(trial, response),
-        "timing_planned": {k: v for k, v in vars(trial.timing).items()},
+        "timing_planned": trial.timing.model_dump(),
     }
     row.update(fields)
     return row
