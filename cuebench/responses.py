@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, get_args
+from typing import Annotated, Any, Iterable, Literal
 
 import sqlite_utils
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -56,7 +56,6 @@ Integer = Annotated[int | None, BeforeValidator(_integer), Column(int)]
 Real = Annotated[float | None, BeforeValidator(_real), Column(float)]
 JsonText = Annotated[Any, Column(str, json=True)]
 ObserverKind = Literal["human", "model"]
-OBSERVER_KINDS = get_args(ObserverKind)
 
 
 class ResponseRow(BaseModel):
@@ -114,7 +113,6 @@ COLUMNS: dict[str, tuple[type, str]] = {
     name: (_column(name).kind, field.description) for name, field in ResponseRow.model_fields.items()}
 """name -> (stored Python type, description), in table order."""
 JSON_COLUMNS = tuple(name for name in COLUMNS if _column(name).json)
-REQUIRED = tuple(name for name, field in ResponseRow.model_fields.items() if field.is_required())
 
 
 class ResponseError(CuebenchError, ValueError):

@@ -9,9 +9,10 @@ the validators below hold only the rules that relate fields (an answer must be a
 a trial's stimuli must exist). ``cuebench schema experiment`` prints the JSON Schema of
 experiment.json generated from them. Errors name the file and the field path.
 
-Extending the schema (a new optional field) needs no new version: declare the field with
-a default where it belongs in the file, and files without it keep loading. A change that
-old files do not satisfy raises ``SCHEMA_VERSION`` and upgrades older files on load.
+Extending the schema with a new optional field needs no new version: declare the field,
+with a default, where it belongs in the file, and files without it keep loading. Only a
+change that old files do not satisfy raises ``SCHEMA_VERSION``; loading must then upgrade
+the older files, saying so.
 """
 
 from __future__ import annotations

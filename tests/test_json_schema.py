@@ -12,7 +12,6 @@ import pytest
 
 from cuebench.cli import main
 from cuebench.contract_cli import SCHEMAS, json_schema, schema_text
-from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment
 from experiment_server.sample import build_sample_experiment
