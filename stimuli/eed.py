@@ -52,6 +52,7 @@ independent check and a benchmark baseline.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
@@ -80,7 +81,7 @@ class EEDParams:
     alpha: float = 0.49
     tau: float = 0.2
     h: float = 1.0
-    limit: bool = True  # keep each channel inside its input range (_Stepper._limit); False: the plain WWW step
+    limit: bool = True  # keep each channel inside its input range (the limiter above); False: the plain WWW step
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -161,128 +162,34 @@ def resolve_device(device: str):
     return torch.device(resolve(device, "--eed-device", EEDError))
 
 
-def _pad(x, rows, cols):
-    """Pad the last two axes by gathering ``rows`` and ``cols`` (see ``symmetric_index``)."""
-    return x.index_select(-2, rows).index_select(-1, cols)
+def _stepper(n: int, height: int, width: int, params: EEDParams, dev):
+    """The fastest path for the device: compiled loops per image on a CPU
+    (``stimuli.eed_numba``), Triton kernels on CUDA (``stimuli.eed_triton``), whole-batch
+    torch operations elsewhere (``stimuli.eed_torch``)."""
+    if dev.type == "cpu":
+        from .eed_numba import Stepper
+
+        return Stepper(height, width, params)
+    if dev.type == "cuda" and importlib.util.find_spec("triton") is not None:
+        from .eed_triton import Stepper
+
+        return Stepper(n, height, width, params, dev)
+    from .eed_torch import Stepper
+
+    return Stepper(height, width, params, dev)
 
 
-class _Stepper:
-    """One EED step for a batch (N, 3, H, W) float32 on one device; constants built once."""
-
-    def __init__(self, height: int, width: int, params: EEDParams, device):
-        import torch
-
-        self.p = params
-        pad = params.kernel_size // 2 + 1  # reference: (k - 1) / 2 + 1
-        self.pad_rows = torch.as_tensor(symmetric_index(height, pad), device=device)
-        self.pad_cols = torch.as_tensor(symmetric_index(width, pad), device=device)
-        # the tensor lives on (H+1) x (W+1) corners and is padded by pad - 1 for tensorblur
-        self.tpad_rows = torch.as_tensor(symmetric_index(height + 1, pad - 1), device=device)
-        self.tpad_cols = torch.as_tensor(symmetric_index(width + 1, pad - 1), device=device)
-        self.one_rows = torch.as_tensor(symmetric_index(height, 1), device=device)
-        self.one_cols = torch.as_tensor(symmetric_index(width, 1), device=device)
-        self.kernel = [float(v) for v in gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32)]
-
-    def _smooth(self, x):
-        """Separable Gaussian, 'valid' over already padded planes (..., H', W'), as sums of
-        shifted slices: on CPU this is several times faster than a one-channel conv2d."""
-        k = self.kernel
-        rows = x.shape[-2] - len(k) + 1
-        y = k[0] * x[..., 0:rows, :]
-        for i in range(1, len(k)):
-            y = y + k[i] * x[..., i:i + rows, :]
-        cols = x.shape[-1] - len(k) + 1
-        z = k[0] * y[..., 0:cols]
-        for i in range(1, len(k)):
-            z = z + k[i] * y[..., i:i + cols]
-        return z
-
-    def diffusion_tensor(self, u):
-        """(A', B', C') on the corner grid, each (N, H+1, W+1)."""
-        import torch
-
-        p = self.p
-        s = self._smooth(_pad(u, self.pad_rows, self.pad_cols)) / p.h  # (N, 3, H+2, W+2)
-        x1 = s[:, :, :-1, :-1] - s[:, :, :-1, 1:]
-        x2 = s[:, :, 1:, :-1] - s[:, :, 1:, 1:]
-        y1 = s[:, :, :-1, :-1] - s[:, :, 1:, :-1]
-        y2 = s[:, :, :-1, 1:] - s[:, :, 1:, 1:]
-        a = p.alpha
-        A = ((1 - a) / 2 * (x1 * x1 + x2 * x2) + a * x1 * x2).sum(1)
-        C = ((1 - a) / 2 * (y1 * y1 + y2 * y2) + a * y1 * y2).sum(1)
-        B = (0.25 * (x1 + x2) * (y1 + y2)).sum(1)
-        abc = _pad(torch.stack((A, B, C), 1), self.tpad_rows, self.tpad_cols)
-        A, B, C = self._smooth(abc).unbind(1)
-        D = torch.sqrt(4 * B * B + (A - C) ** 2)
-        flat = D < 1e-6
-        g1 = torch.rsqrt(1 + ((A + C - D) / (2 * p.contrast)) ** 2)
-        g2 = torch.rsqrt(1 + ((A + C + D) / (2 * p.contrast)) ** 2)
-        Dsafe = torch.where(flat, torch.ones_like(D), D)
-        At = torch.where(flat, 1.0, ((A - C + D) * g2 - (A - C - D) * g1) / (2 * Dsafe))
-        Ct = torch.where(flat, 1.0, ((C - A + D) * g2 - (C - A - D) * g1) / (2 * Dsafe))
-        Bt = torch.where(flat, 0.0, B * (g2 - g1) / Dsafe)
-        return At, Bt, Ct
-
-    def __call__(self, u, bounds=None):
-        """One explicit step u + tau div(D grad u), as fluxes along the edges between
-        neighbouring pixels (each flux counted into one pixel and out of the other);
-        ``bounds`` (low, high), each (N, 3, 1, 1), turns on the limiter."""
-        p = self.p
-        At, Bt, Ct = self.diffusion_tensor(u)
-        k = p.tau / (2 * p.h * p.h)
-        delta = p.alpha * (At + Ct) + (1 - 2 * p.alpha) * Bt.abs()
-        w_row, w_col = k * (At - delta), k * (Ct - delta)
-        # the padded grid (H+2, W+2); corner (r, c) sits between pixels (r..r+1, c..c+1)
-        w_h = (w_row[:, :-1] + w_row[:, 1:]).unsqueeze(1)  # edges (r, c)-(r, c+1), real rows
-        w_v = (w_col[:, :, :-1] + w_col[:, :, 1:]).unsqueeze(1)  # edges (r, c)-(r+1, c), real columns
-        w_main = (k * (delta + Bt)).unsqueeze(1)  # edges (r, c)-(r+1, c+1)
-        w_anti = (k * (delta - Bt)).unsqueeze(1)  # edges (r, c+1)-(r+1, c)
-        up = _pad(u, self.one_rows, self.one_cols)
-        inner, head, tail = slice(1, -1), slice(None, -1), slice(1, None)
-        fluxes = [  # (flux into the first pixel, out of the second; where the two pixels are)
-            (w_h * (up[:, :, inner, tail] - up[:, :, inner, head]), (inner, head), (inner, tail)),
-            (w_v * (up[:, :, tail, inner] - up[:, :, head, inner]), (head, inner), (tail, inner)),
-            (w_main * (up[:, :, tail, tail] - up[:, :, head, head]), (head, head), (tail, tail)),
-            (w_anti * (up[:, :, tail, head] - up[:, :, head, tail]), (head, tail), (tail, head)),
-        ]
-        if bounds is not None:
-            fluxes = self._limit(u, bounds, fluxes)
-        flows = [f for f, _, _ in fluxes]
-        return u + _net(flows, flows)
-
-    def _limit(self, u, bounds, fluxes):
-        """Scale each flux by the largest factor in [0, 1] that keeps both its pixels inside
-        ``bounds``, each channel's input range (Zalesak 1979's flux-corrected-transport
-        limiter with global bounds). Fluxes stay antisymmetric, so means are kept; a factor
-        is below 1 only at a pixel whose inflows (or outflows) alone would carry it out of
-        the range."""
-        import torch
-
-        flows = [f for f, _, _ in fluxes]
-        gain = _net([f.clamp(min=0) for f in flows], [f.clamp(max=0) for f in flows])
-        loss = _net(flows, flows) - gain
-        lo, hi = bounds
-        room_up = torch.where(gain > 0, (hi - u) / gain, 1.0).clamp(max=1.0)
-        room_down = torch.where(loss < 0, (lo - u) / loss, 1.0).clamp(max=1.0)
-        r_up = _pad(room_up, self.one_rows, self.one_cols)
-        r_down = _pad(room_down, self.one_rows, self.one_cols)
-        limited = []
-        for flux, first, second in fluxes:
-            into = torch.minimum(r_up[(..., *first)], r_down[(..., *second)])
-            out_of = torch.minimum(r_down[(..., *first)], r_up[(..., *second)])
-            limited.append((flux * torch.where(flux > 0, into, out_of), first, second))
-        return limited
+def _bytes_per_pixel(dev) -> int:
+    """Device memory one image pixel needs on the path ``_stepper`` picks for ``dev``."""
+    if importlib.util.find_spec("triton") is not None:
+        from .eed_triton import BYTES_PER_PIXEL
+    else:
+        from .eed_torch import BYTES_PER_PIXEL
+    return BYTES_PER_PIXEL
 
 
-def _net(into_first, out_of_second):
-    """Per real pixel, ``into_first`` summed over the edges it is the first pixel of, minus
-    ``out_of_second`` summed over those it is the second of (edges horizontal, vertical,
-    main and anti-diagonal, as built in ``_Stepper.__call__``)."""
-    h, v, main, anti = into_first
-    h2, v2, main2, anti2 = out_of_second
-    return (h[..., 1:] - h2[..., :-1] + v[..., 1:, :] - v2[..., :-1, :]
-            + main[..., 1:, 1:] - main2[..., :-1, :-1] + anti[..., 1:, :-1] - anti2[..., :-1, 1:])
-
+PROGRESS_STEPS = 32
+"""Steps between progress-bar updates (and between the CPU kernel's calls)."""
 
 def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams(), device: str = "cpu",
             progress: bool = True, desc: str = "EED") -> dict[int, np.ndarray]:
@@ -290,7 +197,8 @@ def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams
 
     Returns {step count: raw float32 images (N, H, W, 3)} at every requested step count,
     before clipping and rescaling (use ``to_display`` for the saved form). One progress
-    bar over steps; all images advance together.
+    bar over steps; all images advance together. On CUDA a snapshot is copied to pinned
+    host memory while the next steps run.
     """
     import torch
     from tqdm import tqdm
@@ -299,27 +207,47 @@ def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams
     wanted = _check_steps([steps] if isinstance(steps, (int, np.integer)) else steps)
     dev = resolve_device(device)
     n, h, w, _ = batch.shape
-    stepper = _Stepper(h, w, params, dev)
+    stepper = _stepper(n, h, w, params, dev)
     u = torch.as_tensor(np.ascontiguousarray(batch.transpose(0, 3, 1, 2)), dtype=torch.float32, device=dev)
-    out: dict[int, np.ndarray] = {}
-    snapshots = set(wanted)
     bounds = (u.amin(dim=(2, 3), keepdim=True), u.amax(dim=(2, 3), keepdim=True)) if params.limit else None
-    with torch.inference_mode():
-        if wanted[0] == 0:
-            out[0] = batch.astype(np.float32)
-        for step in tqdm(range(1, wanted[-1] + 1), desc=f"{desc} ({n} images, {dev.type})", unit="step",
-                         disable=not progress, leave=False):
-            u = stepper(u, bounds)
-            if step in snapshots:
-                out[step] = u.permute(0, 2, 3, 1).float().cpu().numpy()
-    return out
+    ends = sorted(set(wanted[1:] if wanted[0] == 0 else wanted) | set(range(PROGRESS_STEPS, wanted[-1], PROGRESS_STEPS)))
+    snapshots: dict[int, object] = {0: u.cpu().clone()} if wanted[0] == 0 else {}
+    done = 0
+    with torch.inference_mode(), tqdm(total=wanted[-1], desc=f"{desc} ({n} images, {dev.type})", unit="step",
+                                      disable=not progress, leave=False) as bar:
+        for end in ends:
+            u = stepper(u, end - done, bounds)
+            bar.update(end - done)
+            done = end
+            if end in wanted:
+                snapshots[end] = _snapshot(u)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    return {step: snap.permute(0, 2, 3, 1).numpy() for step, snap in snapshots.items()}
 
 
-def default_batch_size(device: str) -> int:
-    """Images per batch: on a CPU the step is memory-bound and 224x224 batches beyond
-    about 8 images fall out of cache (measured 4.9 ms per image-step at 8, 7.1 at 16);
-    a GPU wants large batches (about 12 MB of working memory per 224x224 image)."""
-    return 256 if str(device).startswith("cuda") else 8
+def _snapshot(u):
+    """A host copy of ``u`` that later steps leave alone; from a GPU, queued without waiting."""
+    import torch
+
+    if u.device.type != "cuda":
+        return u.clone()
+    host = torch.empty(u.shape, dtype=u.dtype, pin_memory=True)
+    host.copy_(u, non_blocking=True)
+    return host
+
+
+def default_batch_size(device: str, height: int = 224, width: int = 224) -> int:
+    """Images per batch. On a CPU each image runs on one thread in its own cache-sized
+    buffers, so a batch needs only enough images to keep the threads busy; on a GPU, as
+    many as fit into 80 % of the device's free memory."""
+    import torch
+
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return 8
+    free, _ = torch.cuda.mem_get_info(dev)
+    return max(1, int(0.8 * free) // (_bytes_per_pixel(dev) * height * width))
 
 
 def eed(images, steps: int | Sequence[int] = CLASSIFICATION_STEPS, *, params: EEDParams = EEDParams(),
@@ -328,15 +256,23 @@ def eed(images, steps: int | Sequence[int] = CLASSIFICATION_STEPS, *, params: EE
 
     Images are diffused ``batch_size`` at a time (default: ``default_batch_size``).
     """
+    import torch
+
     batch = _as_batch(images)
-    batch_size = default_batch_size(device) if batch_size is None else batch_size
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise EEDError(f"batch_size must be >= 1, got {batch_size}")
     wanted = _check_steps([steps] if isinstance(steps, (int, np.integer)) else steps)
+    batch_size = batch_size or default_batch_size(device, *batch.shape[1:3])
     parts: dict[int, list[np.ndarray]] = {s: [] for s in wanted}
     for start in range(0, len(batch), batch_size):
         chunk = batch[start:start + batch_size]
         desc = f"EED {start + 1}-{start + len(chunk)}/{len(batch)}"
-        for step, raw in diffuse(chunk, wanted, params=params, device=device, progress=progress, desc=desc).items():
+        try:
+            diffused = diffuse(chunk, wanted, params=params, device=device, progress=progress, desc=desc)
+        except torch.cuda.OutOfMemoryError:
+            raise EEDError(f"EED on {device} ran out of GPU memory with {len(chunk)} images of "
+                           f"{chunk.shape[1]}x{chunk.shape[2]} per batch; try a batch size (--eed-batch) of "
+                           f"{max(1, len(chunk) // 2)}") from None
+        for step, raw in diffused.items():
             parts[step].append(to_display(raw))
     return {s: np.concatenate(v) for s, v in parts.items()}

@@ -72,7 +72,7 @@ def _weights(A, B, C, p: EEDParams) -> list[np.ndarray]:
 
 def _stencil(u: np.ndarray, weights: list[np.ndarray], bounds: tuple[float, float] | None) -> np.ndarray:
     """One explicit step of one channel: the flux from each neighbour, limited to keep the
-    channel inside ``bounds`` (the rule of ``stimuli.eed._Stepper._limit``, per pixel)."""
+    channel inside ``bounds`` (the rule of ``stimuli.eed``, per pixel)."""
     r, c = u.shape
     q = _symmetric_pad(u, 1)
 
