@@ -2,7 +2,7 @@
 
 EED smooths an image along its edges but not across them, so texture disappears while
 object outlines stay (Weickert 1998). We follow the structure of the authors' public
-reference code ("tensorblur" variant), batched over many images in torch on CPU or CUDA:
+reference code ("tensorblur" variant), for many images at once on CPU or CUDA:
 
 1. pixel values on 0-255; symmetric padding (edge pixel repeated) by 3; Gaussian
    pre-smoothing, kernel 5, sigma = sqrt(5);
@@ -42,12 +42,13 @@ would remove the small halos inside the range too, but changes the result everyw
 (0.5 grey levels on average) and departs from the reference. ``EEDParams(limit=False)``
 gives the plain WWW step.
 
-The step is written as fluxes along the edges between neighbouring pixels (rows,
-columns, both diagonals), which is the same linear map as the reference's nine-weight
-form, conserves each channel's mean inside the image, gives the limiter its fluxes, and
-is what makes the batched path fast. ``stimuli.eed_reference`` keeps the reference's
-per-image, per-channel nine-weight form (with the limiter written per pixel) as an
-independent check and a benchmark baseline.
+This module holds the scheme's constants and rules and runs it on the fastest path
+for the device (``_stepper``): compiled loops, one image per thread, on a CPU
+(``stimuli.eed_numba``); Triton kernels on CUDA (``stimuli.eed_triton``); whole-batch
+torch operations in the edge-flux form elsewhere (``stimuli.eed_torch``). All three agree
+with ``stimuli.eed_reference``, the reference's per-image, per-channel nine-weight form
+(with the limiter written per pixel), kept as an independent check and a benchmark
+baseline, to float32 rounding (< 1e-3 grey levels after 512 steps).
 """
 
 from __future__ import annotations
