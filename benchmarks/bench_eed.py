@@ -1,10 +1,12 @@
-"""EED throughput: batched torch (stimuli.eed) against the per-image reference structure
-(stimuli.eed_reference: one image, one step, one channel at a time), same inputs, same run.
+"""EED throughput: stimuli.eed (numba kernels on a CPU, Triton kernels on CUDA) against
+the per-image reference structure (stimuli.eed_reference: one image, one step, one channel
+at a time), same inputs, same run.
 
-Prints image-steps per second of both at the chosen size, their ratio, and the maximum
-absolute pixel difference (0-255, before clipping) between the two after --agree-steps
-steps. With --full-run N the batched path also diffuses N images for --full-steps steps
-(the GPU goal: 1,280 images x 16,384 steps in under 10 minutes on one H100).
+Prints image-steps per second (and milliseconds per image-step) of both at the chosen size,
+their ratio, and the maximum absolute pixel difference (0-255, before clipping) between the
+two after --agree-steps steps, limiter on and off. With --full-run N the batched path also
+diffuses N images for --full-steps steps (the GPU goal: 1,280 images x 16,384 steps in
+under 60 s on one H100). Threads: as many as torch uses (OMP_NUM_THREADS).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_eed.py                 # CPU, 224x224
     python benchmarks/bench_eed.py --device cuda --batch 1280 --full-run 1280
@@ -58,12 +60,13 @@ def time_reference(images: np.ndarray, steps: int) -> float:
     return time.perf_counter() - start
 
 
-def agreement(images: np.ndarray, steps: int, device: str) -> float:
-    from stimuli.eed import diffuse
+def agreement(images: np.ndarray, steps: int, device: str, limit: bool) -> float:
+    from stimuli.eed import EEDParams, diffuse
     from stimuli.eed_reference import diffuse_one
 
-    batched = diffuse(images, steps, device=device, progress=False)[steps]
-    reference = np.stack([diffuse_one(image, steps) for image in images])
+    params = EEDParams(limit=limit)
+    batched = diffuse(images, steps, params=params, device=device, progress=False)[steps]
+    reference = np.stack([diffuse_one(image, steps, params) for image in images])
     return float(np.abs(batched.astype(np.float64) - reference).max())
 
 
@@ -92,18 +95,22 @@ def main() -> None:
     result["batched_image_steps_per_s"] = args.batch * args.steps / batched_s
     result["reference_image_steps_per_s"] = args.baseline_images * args.steps / reference_s
     result["ratio"] = result["batched_image_steps_per_s"] / result["reference_image_steps_per_s"]
-    print(f"EED {args.size}x{args.size} on {args.device}: batched ({args.batch} images) "
-          f"{result['batched_image_steps_per_s']:.1f} image-steps/s, per-image reference "
-          f"{result['reference_image_steps_per_s']:.1f} image-steps/s, ratio {result['ratio']:.1f}x")
+    print(f"EED {args.size}x{args.size} on {args.device}, {result['threads']} thread(s): batched ({args.batch} images) "
+          f"{result['batched_image_steps_per_s']:.1f} image-steps/s ({1e3 / result['batched_image_steps_per_s']:.3f} "
+          f"ms each), per-image reference {result['reference_image_steps_per_s']:.1f} image-steps/s "
+          f"({1e3 / result['reference_image_steps_per_s']:.2f} ms each), ratio {result['ratio']:.1f}x")
     if args.agree_steps:
-        diff = agreement(photos(args.agree_images, args.size), args.agree_steps, args.device)
-        result["max_abs_difference"] = diff
         result["agree_steps"] = args.agree_steps
-        print(f"max |batched - reference| after {args.agree_steps} steps: {diff:.2e} (0-255 scale)")
+        for limit in (True, False):
+            diff = agreement(photos(args.agree_images, args.size), args.agree_steps, args.device, limit)
+            result["max_abs_difference" + ("" if limit else "_no_limit")] = diff
+            print(f"max |batched - reference| after {args.agree_steps} steps, limiter {'on' if limit else 'off'}: "
+                  f"{diff:.2e} (0-255 scale)")
     if args.full_run:
         seconds = time_batched(photos(args.full_run, args.size), args.full_steps, args.device)
         result["full_run"] = {"images": args.full_run, "steps": args.full_steps, "seconds": seconds}
-        print(f"{args.full_run} images x {args.full_steps} steps: {seconds / 60:.1f} min")
+        print(f"{args.full_run} images x {args.full_steps} steps: {seconds:.1f} s "
+              f"({args.full_run * args.full_steps / seconds:.0f} image-steps/s)")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)

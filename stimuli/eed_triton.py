@@ -10,6 +10,10 @@ registers and reading its neighbourhood straight from the previous kernel's outp
 3. ``_rooms_kernel`` (limiter only): each pixel's Zalesak factors;
 4. ``_update_kernel``: the eight fluxes, limited, into a fresh image buffer.
 
+The first two run the tiles of an image one after the other (their halos overlap); the
+last two run one program per channel and tile, the three channels of a tile side by side,
+so the tile's weights are read from memory once.
+
 A step cannot be carried further in one launch: one step of a pixel depends on pixels
 up to 7 away (Gaussian 2, corner 1, tensorblur 2, stencil 1, limiter 1), and Triton's
 register tiles cannot be shifted, so each stage's neighbours must come from memory.
@@ -39,10 +43,9 @@ def _mirror(i, n):
 
 
 @triton.jit
-def _tile(rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """This program's (row, column) indices over a rows x cols grid, and their mask."""
+def _tile(t, rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Tile ``t``'s (row, column) indices over a rows x cols grid, and their mask."""
     tiles_c = tl.cdiv(cols, BLOCK_C)
-    t = tl.program_id(0)
     r = (t // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
     c = (t % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]
     return r, c, (r < rows) & (c < cols)
@@ -55,8 +58,9 @@ def _tensor_kernel(u_ptr, abc_ptr, taps_ptr, H, W, alpha, inv_h, KSIZE: tl.const
     the smoothed image at those four pixels (separable Gaussian over a mirrored window),
     their differences, and the WWW (2013) averaging."""
     HALF: tl.constexpr = KSIZE // 2
-    n = tl.program_id(1).to(tl.int64)
-    r, c, mask = _tile(H + 1, W + 1, BLOCK_R, BLOCK_C)
+    tiles = tl.cdiv(H + 1, BLOCK_R) * tl.cdiv(W + 1, BLOCK_C)
+    n = (tl.program_id(0) // tiles).to(tl.int64)
+    r, c, mask = _tile(tl.program_id(0) % tiles, H + 1, W + 1, BLOCK_R, BLOCK_C)
     A = tl.zeros((BLOCK_R, BLOCK_C), tl.float32)
     B = tl.zeros((BLOCK_R, BLOCK_C), tl.float32)
     C = tl.zeros((BLOCK_R, BLOCK_C), tl.float32)
@@ -117,8 +121,9 @@ def _weights_kernel(abc_ptr, w_ptr, taps_ptr, H, W, alpha, contrast, k, KSIZE: t
     """Tensorblur, then the diffusion tensor g(mu) along the tensor's eigenvectors
     (identity where the discriminant is below 1e-6), then the delta stencil's corner
     weights times tau / 2h^2: along rows, along columns, main and anti diagonal."""
-    n = tl.program_id(1).to(tl.int64)
-    r, c, mask = _tile(H + 1, W + 1, BLOCK_R, BLOCK_C)
+    tiles = tl.cdiv(H + 1, BLOCK_R) * tl.cdiv(W + 1, BLOCK_C)
+    n = (tl.program_id(0) // tiles).to(tl.int64)
+    r, c, mask = _tile(tl.program_id(0) % tiles, H + 1, W + 1, BLOCK_R, BLOCK_C)
     corners = (H + 1) * (W + 1)
     plane = abc_ptr + n * 3 * corners
     A = _blur(plane, r, c, H + 1, W + 1, mask, taps_ptr, KSIZE, BLOCK_R, BLOCK_C)
@@ -167,9 +172,9 @@ def _weight(w_ptr, i, j, W, corners, mask, DY: tl.constexpr, DX: tl.constexpr):
 def _rooms_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """Zalesak's factors of one channel: how much of its inflow (first plane) and outflow
     (second plane) each pixel can take and stay inside the channel's [lo, hi]."""
-    plane_id = tl.program_id(1).to(tl.int64)  # image * 3 + channel
+    plane_id = tl.program_id(0).to(tl.int64)  # image * 3 + channel
     n = plane_id // 3
-    i, j, mask = _tile(H, W, BLOCK_R, BLOCK_C)
+    i, j, mask = _tile(tl.program_id(1), H, W, BLOCK_R, BLOCK_C)
     plane = u_ptr + plane_id * H * W
     weights = w_ptr + n * 4 * (H + 1) * (W + 1)
     centre = tl.load(plane + i * W + j, mask=mask, other=0.0)
@@ -197,9 +202,9 @@ def _update_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.constexpr, 
                    BLOCK_C: tl.constexpr):
     """One channel's explicit step: the eight fluxes into each pixel, each scaled (with
     ``LIMIT``) by the smaller room of the pixel it enters and the one it leaves."""
-    plane_id = tl.program_id(1).to(tl.int64)
+    plane_id = tl.program_id(0).to(tl.int64)
     n = plane_id // 3
-    i, j, mask = _tile(H, W, BLOCK_R, BLOCK_C)
+    i, j, mask = _tile(tl.program_id(1), H, W, BLOCK_R, BLOCK_C)
     plane = u_ptr + plane_id * H * W
     weights = w_ptr + n * 4 * (H + 1) * (W + 1)
     rooms = rooms_ptr + plane_id * 2 * H * W
@@ -249,13 +254,13 @@ class Stepper:
         tiles = dict(BLOCK_R=BLOCK_ROWS, BLOCK_C=BLOCK_COLS)
         lo, hi = (None, None) if bounds is None else (b.reshape(-1).contiguous() for b in bounds)
         for _ in range(steps):
-            _tensor_kernel[(corner_tiles, n)](u, self.abc, self.taps, height, width, p.alpha, 1 / p.h,
+            _tensor_kernel[(n * corner_tiles,)](u, self.abc, self.taps, height, width, p.alpha, 1 / p.h,
                                               KSIZE=p.kernel_size, **tiles)
-            _weights_kernel[(corner_tiles, n)](self.abc, self.weights, self.taps, height, width, p.alpha,
+            _weights_kernel[(n * corner_tiles,)](self.abc, self.weights, self.taps, height, width, p.alpha,
                                                p.contrast, p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
             if bounds is not None:
-                _rooms_kernel[(pixel_tiles, n * 3)](u, self.weights, self.rooms, lo, hi, height, width, **tiles)
-            _update_kernel[(pixel_tiles, n * 3)](u, self.weights, self.rooms, self.spare, height, width,
+                _rooms_kernel[(n * 3, pixel_tiles)](u, self.weights, self.rooms, lo, hi, height, width, **tiles)
+            _update_kernel[(n * 3, pixel_tiles)](u, self.weights, self.rooms, self.spare, height, width,
                                                  LIMIT=bounds is not None, **tiles)
             u, self.spare = self.spare, u
         return u
