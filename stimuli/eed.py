@@ -240,13 +240,13 @@ def _snapshot(u):
 
 def default_batch_size(device: str, height: int = 224, width: int = 224) -> int:
     """Images per batch. On a CPU each image runs on one thread in its own cache-sized
-    buffers, so a batch needs only enough images to keep the threads busy; on a GPU, as
-    many as fit into 80 % of the device's free memory."""
+    buffers, so a batch needs only enough images to keep torch's threads busy; on a GPU,
+    as many as fit into 80 % of the device's free memory."""
     import torch
 
     dev = resolve_device(device)
     if dev.type != "cuda":
-        return 8
+        return max(8, torch.get_num_threads())
     free, _ = torch.cuda.mem_get_info(dev)
     return max(1, int(0.8 * free) // (_bytes_per_pixel(dev) * height * width))
 

@@ -34,8 +34,8 @@ def add_eed_arguments(parser) -> None:
                        help="explicit EED steps (Heinert et al.: 16384 for classification, 5792 for segmentation)")
     group.add_argument("--eed-device", default="cpu", help="torch device for EED: cpu, cuda, cuda:1, ...")
     group.add_argument("--eed-batch", type=int, default=None,
-                       help="images diffused together (default: 8 on a CPU; on a GPU as many as fit "
-                            "into its free memory)")
+                       help="images diffused together (default: 8 or one per CPU thread; on a GPU as many as "
+                            "fit into its free memory)")
     group.add_argument("--eed-no-limit", action="store_true",
                        help="plain WWW stencil without the bound-preserving flux limiter: values may leave "
                             "the input range by a few grey levels before the saved image is clipped")
