@@ -55,37 +55,20 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from cuebench.errors import CuebenchError
+from .eed_scheme import EEDError, EEDParams, gaussian_kernel_1d, symmetric_index
+
+__all__ = ["CLASSIFICATION_STEPS", "SEGMENTATION_STEPS", "EEDError", "EEDParams", "default_batch_size", "diffuse",
+           "eed", "gaussian_kernel_1d", "resolve_device", "snapshot_steps", "stretch", "symmetric_index",
+           "to_display"]
 
 CLASSIFICATION_STEPS = 16384
 """Heinert et al., Sec. IV-b: EED steps for classification stimuli."""
 SEGMENTATION_STEPS = 5792
 """Heinert et al., Sec. IV-b: EED steps for segmentation stimuli."""
-
-
-class EEDError(CuebenchError):
-    """Bad EED input: wrong image shape or type, a bad step count, an unavailable device."""
-
-
-@dataclass(frozen=True)
-class EEDParams:
-    """The reference's settings (Heinert et al. Sec. IV-b; WWW 2013 for alpha, tau, h)."""
-
-    contrast: float = 1 / 15  # lambda
-    kernel_size: int = 5
-    sigma: float = math.sqrt(5)
-    alpha: float = 0.49
-    tau: float = 0.2
-    h: float = 1.0
-    limit: bool = True  # keep each channel inside its input range (the limiter above); False: the plain WWW step
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def snapshot_steps(last: int = CLASSIFICATION_STEPS, first: int = 512) -> list[int]:
@@ -99,24 +82,6 @@ def snapshot_steps(last: int = CLASSIFICATION_STEPS, first: int = 512) -> list[i
         steps.append(n)
         k += 1
     return steps
-
-
-def gaussian_kernel_1d(size: int, sigma: float) -> np.ndarray:
-    """Normalised 1-D Gaussian; the reference's 2-D kernel is its outer product."""
-    x = np.arange(size, dtype=np.float64) - (size - 1) / 2
-    k = np.exp(-(x ** 2) / (2 * sigma ** 2))
-    return k / k.sum()
-
-
-def symmetric_index(n: int, pad: int) -> np.ndarray:
-    """Indices that pad an axis of length n by ``pad`` on both sides, mirroring with the
-    edge sample repeated (numpy's ``mode='symmetric'``)."""
-    idx = np.arange(-pad, n + pad)
-    idx = np.where(idx < 0, -idx - 1, idx)
-    idx = np.where(idx >= n, 2 * n - idx - 1, idx)
-    if idx.min() < 0 or idx.max() >= n:
-        raise EEDError(f"cannot pad an axis of {n} pixels by {pad} symmetrically")
-    return idx
 
 
 def stretch(values: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .eed import EEDParams, gaussian_kernel_1d, symmetric_index
+from .eed_scheme import EEDParams, gaussian_kernel_1d, symmetric_index
 
 NEIGHBOUR_ROWS = np.array([-1, -1, -1, 0, 0, 1, 1, 1])
 NEIGHBOUR_COLS = np.array([-1, 0, 1, -1, 1, -1, 0, 1])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import convolve2d
 
-from .eed import EEDParams, gaussian_kernel_1d
+from .eed_scheme import EEDParams, gaussian_kernel_1d
 
 
 def _symmetric_pad(plane: np.ndarray, pad: int) -> np.ndarray:

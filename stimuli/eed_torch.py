@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eed import EEDParams, gaussian_kernel_1d, symmetric_index
+from .eed_scheme import EEDParams, gaussian_kernel_1d, symmetric_index
 
 BYTES_PER_PIXEL = 240
 """Device memory per image pixel while stepping (about 12 MB per 224x224 image)."""

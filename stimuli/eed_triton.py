@@ -28,7 +28,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from .eed import EEDParams, gaussian_kernel_1d, symmetric_index
+from .eed_scheme import EEDParams, gaussian_kernel_1d, symmetric_index
 
 BLOCK_ROWS, BLOCK_COLS = 16, 64
 BYTES_PER_PIXEL = 4 * (3 + 3 + 3 + 4 + 6)
