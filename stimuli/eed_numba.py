@@ -6,15 +6,16 @@ working planes (a few MB at 224x224) private and cache-resident: pre-smoothing,
 structure tensor, tensorblur, diffusion tensor, the WWW (2013) delta-stencil weights,
 fluxes and the Zalesak limiter are loops whose innermost axis is a row, which LLVM
 vectorises. Images are independent, so a batch is spread over threads (as many as
-torch uses, ``OMP_NUM_THREADS`` / ``torch.set_num_threads``), and the result does not
-depend on how images are batched. The scheme is the one documented in ``stimuli.eed``.
+torch uses, ``OMP_NUM_THREADS`` / ``torch.set_num_threads``; the compiled loops release
+the GIL), and the result does not depend on how images are batched. The scheme is the one documented in ``stimuli.eed``.
 """
 
 from __future__ import annotations
 
-import numba
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .eed_scheme import EEDParams, gaussian_kernel_1d, symmetric_index
 
@@ -176,7 +177,7 @@ def _update(padded, off, w8, rooms, limit, total, out):
             out[i, j] = centre[j] + total[j]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _diffuse_image(u, steps, lo, hi, limit, taps, alpha, contrast, inv_h, k, rows, cols, trows, tcols):
     """``steps`` EED steps of one image ``u`` (3, H, W), in place."""
     channels, height, width = u.shape
@@ -207,12 +208,6 @@ def _diffuse_image(u, steps, lo, hi, limit, taps, alpha, contrast, inv_h, k, row
             _update(padded[ch], off, w8, rooms, limit, total, u[ch])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def _diffuse_batch(u, steps, lo, hi, limit, taps, alpha, contrast, inv_h, k, rows, cols, trows, tcols):
-    for n in prange(u.shape[0]):
-        _diffuse_image(u[n], steps, lo[n], hi[n], limit, taps, alpha, contrast, inv_h, k, rows, cols, trows, tcols)
-
-
 class Stepper:
     """EED steps for a batch (N, 3, H, W) float32 CPU tensor, in place."""
 
@@ -228,13 +223,19 @@ class Stepper:
         ``bounds`` (low, high), each (N, 3, 1, 1), turns on the limiter."""
         import torch
 
-        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
         p = self.p
-        n = u.shape[0]
+        images = u.numpy()
+        n = len(images)
         if bounds is None:
             lo = hi = np.zeros((n, 3), np.float32)
         else:
             lo, hi = (b.reshape(n, 3).numpy() for b in bounds)
-        _diffuse_batch(u.numpy(), steps, lo, hi, bounds is not None, self.taps, _F32(p.alpha), _F32(p.contrast),
-                       _F32(1 / p.h), _F32(p.tau / (2 * p.h * p.h)), self.rows, self.cols, self.trows, self.tcols)
+
+        def run(i):
+            _diffuse_image(images[i], steps, lo[i], hi[i], bounds is not None, self.taps, _F32(p.alpha),
+                           _F32(p.contrast), _F32(1 / p.h), _F32(p.tau / (2 * p.h * p.h)), self.rows, self.cols,
+                           self.trows, self.tcols)
+
+        with ThreadPoolExecutor(max(1, min(n, torch.get_num_threads()))) as pool:
+            list(pool.map(run, range(n)))
         return u
