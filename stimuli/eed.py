@@ -128,34 +128,31 @@ def resolve_device(device: str):
     return torch.device(resolve(device, "--eed-device", EEDError))
 
 
-def _stepper(n: int, height: int, width: int, params: EEDParams, dev):
+def _stepper(height: int, width: int, params: EEDParams, dev):
     """The fastest path for the device: compiled loops per image on a CPU
-    (``stimuli.eed_numba``), Triton kernels on CUDA (``stimuli.eed_triton``), whole-batch
-    torch operations elsewhere (``stimuli.eed_torch``)."""
+    (``stimuli.eed_numba``), else ``_gpu_path``."""
     if dev.type == "cpu":
         from .eed_numba import Stepper
 
         return Stepper(height, width, params)
-    if dev.type == "cuda" and importlib.util.find_spec("triton") is not None:
-        from .eed_triton import Stepper
-
-        return Stepper(n, height, width, params, dev)
-    from .eed_torch import Stepper
-
-    return Stepper(height, width, params, dev)
+    return _gpu_path().Stepper(height, width, params, dev)
 
 
-def _bytes_per_pixel(dev) -> int:
-    """Device memory one image pixel needs on the path ``_stepper`` picks for ``dev``."""
+def _gpu_path():
+    """Triton kernels (``stimuli.eed_triton``) where Triton is installed, as it is with
+    torch's CUDA builds; else whole-batch torch operations (``stimuli.eed_torch``)."""
     if importlib.util.find_spec("triton") is not None:
-        from .eed_triton import BYTES_PER_PIXEL
-    else:
-        from .eed_torch import BYTES_PER_PIXEL
-    return BYTES_PER_PIXEL
+        from . import eed_triton
+
+        return eed_triton
+    from . import eed_torch
+
+    return eed_torch
 
 
 PROGRESS_STEPS = 32
 """Steps between progress-bar updates (and between the CPU kernel's calls)."""
+
 
 def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams(), device: str = "cpu",
             progress: bool = True, desc: str = "EED") -> dict[int, np.ndarray]:
@@ -173,10 +170,10 @@ def diffuse(images, steps: int | Sequence[int], *, params: EEDParams = EEDParams
     wanted = _check_steps([steps] if isinstance(steps, (int, np.integer)) else steps)
     dev = resolve_device(device)
     n, h, w, _ = batch.shape
-    stepper = _stepper(n, h, w, params, dev)
+    stepper = _stepper(h, w, params, dev)
     u = torch.as_tensor(np.ascontiguousarray(batch.transpose(0, 3, 1, 2)), dtype=torch.float32, device=dev)
     bounds = (u.amin(dim=(2, 3), keepdim=True), u.amax(dim=(2, 3), keepdim=True)) if params.limit else None
-    ends = sorted(set(wanted[1:] if wanted[0] == 0 else wanted) | set(range(PROGRESS_STEPS, wanted[-1], PROGRESS_STEPS)))
+    ends = sorted({s for s in wanted if s > 0} | set(range(PROGRESS_STEPS, wanted[-1], PROGRESS_STEPS)))
     snapshots: dict[int, object] = {0: u.cpu().clone()} if wanted[0] == 0 else {}
     done = 0
     with torch.inference_mode(), tqdm(total=wanted[-1], desc=f"{desc} ({n} images, {dev.type})", unit="step",
@@ -213,7 +210,7 @@ def default_batch_size(device: str, height: int = 224, width: int = 224) -> int:
     if dev.type != "cuda":
         return max(8, torch.get_num_threads())
     free, _ = torch.cuda.mem_get_info(dev)
-    return max(1, int(0.8 * free) // (_bytes_per_pixel(dev) * height * width))
+    return max(1, int(0.8 * free) // (_gpu_path().BYTES_PER_PIXEL * height * width))
 
 
 def eed(images, steps: int | Sequence[int] = CLASSIFICATION_STEPS, *, params: EEDParams = EEDParams(),

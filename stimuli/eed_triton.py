@@ -228,39 +228,49 @@ def _update_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.constexpr, 
 
 
 class Stepper:
-    """EED steps for a batch (N, 3, H, W) float32 CUDA tensor; buffers made once per batch."""
+    """EED steps for a batch (N, 3, H, W) float32 CUDA tensor; buffers made once per batch size."""
 
-    def __init__(self, n: int, height: int, width: int, params: EEDParams, device):
+    def __init__(self, height: int, width: int, params: EEDParams, device):
         import torch
 
         symmetric_index(height, params.kernel_size // 2 + 1)  # the same size checks as the other paths
         symmetric_index(width, params.kernel_size // 2 + 1)
-        self.p, self.shape = params, (n, 3, height, width)
+        self.p, self.height, self.width, self.device = params, height, width, device
         self.taps = torch.as_tensor(gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32),
                                     device=device)
-        corners = (height + 1) * (width + 1)
-        self.abc = torch.empty(n * 3 * corners, dtype=torch.float32, device=device)
-        self.weights = torch.empty(n * 4 * corners, dtype=torch.float32, device=device)
-        self.rooms = torch.empty(n * 6 * height * width, dtype=torch.float32, device=device)
-        self.spare = torch.empty(self.shape, dtype=torch.float32, device=device)
+        self.buffers: dict[int, tuple] = {}
+
+    def _buffers(self, n: int):
+        """Corner tensor, corner weights, rooms and the next image for a batch of ``n``."""
+        import torch
+
+        if n not in self.buffers:
+            corners = (self.height + 1) * (self.width + 1)
+            pixels = self.height * self.width
+            self.buffers = {n: tuple(torch.empty(size, dtype=torch.float32, device=self.device)
+                                     for size in (n * 3 * corners, n * 4 * corners, n * 6 * pixels, n * 3 * pixels))}
+        return self.buffers[n]
 
     def __call__(self, u, steps: int, bounds):
         """``u`` after ``steps`` steps (a new tensor; ``u`` is reused as a buffer);
         ``bounds`` (low, high), each (N, 3, 1, 1), turns on the limiter."""
         p = self.p
-        n, _, height, width = self.shape
+        n, height, width = u.shape[0], self.height, self.width
+        abc, weights, rooms, spare = self._buffers(n)
+        spare = spare.view(u.shape)
         corner_tiles = triton.cdiv(height + 1, BLOCK_ROWS) * triton.cdiv(width + 1, BLOCK_COLS)
         pixel_tiles = triton.cdiv(height, BLOCK_ROWS) * triton.cdiv(width, BLOCK_COLS)
         tiles = dict(BLOCK_R=BLOCK_ROWS, BLOCK_C=BLOCK_COLS)
         lo, hi = (None, None) if bounds is None else (b.reshape(-1).contiguous() for b in bounds)
         for _ in range(steps):
-            _tensor_kernel[(n * corner_tiles,)](u, self.abc, self.taps, height, width, p.alpha, 1 / p.h,
-                                              KSIZE=p.kernel_size, **tiles)
-            _weights_kernel[(n * corner_tiles,)](self.abc, self.weights, self.taps, height, width, p.alpha,
-                                               p.contrast, p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
+            _tensor_kernel[(n * corner_tiles,)](u, abc, self.taps, height, width, p.alpha, 1 / p.h,
+                                                KSIZE=p.kernel_size, **tiles)
+            _weights_kernel[(n * corner_tiles,)](abc, weights, self.taps, height, width, p.alpha, p.contrast,
+                                                 p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
             if bounds is not None:
-                _rooms_kernel[(n * 3, pixel_tiles)](u, self.weights, self.rooms, lo, hi, height, width, **tiles)
-            _update_kernel[(n * 3, pixel_tiles)](u, self.weights, self.rooms, self.spare, height, width,
+                _rooms_kernel[(n * 3, pixel_tiles)](u, weights, rooms, lo, hi, height, width, **tiles)
+            _update_kernel[(n * 3, pixel_tiles)](u, weights, rooms, spare, height, width,
                                                  LIMIT=bounds is not None, **tiles)
-            u, self.spare = self.spare, u
+            u, spare = spare, u
+        self.buffers[n] = (abc, weights, rooms, spare)
         return u

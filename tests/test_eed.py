@@ -249,7 +249,7 @@ u0 = torch.as_tensor(image.transpose(2, 0, 1)[None].copy(), dtype=torch.float32)
 out = {}
 for limit in (True, False):
     bounds = (u0.amin(dim=(2, 3), keepdim=True), u0.amax(dim=(2, 3), keepdim=True)) if limit else None
-    stepper = Stepper(1, image.shape[0], image.shape[1], EEDParams(limit=limit), "cpu")
+    stepper = Stepper(image.shape[0], image.shape[1], EEDParams(limit=limit), "cpu")
     out[str(limit)] = stepper(u0.clone(), int(sys.argv[2]), bounds)[0].permute(1, 2, 0).tolist()
 print(json.dumps(out))
 """
