@@ -7,7 +7,8 @@ structure tensor, tensorblur, diffusion tensor, the WWW (2013) delta-stencil wei
 fluxes and the Zalesak limiter are loops whose innermost axis is a row, which LLVM
 vectorises. Images are independent, so a batch is spread over threads (as many as
 torch uses, ``OMP_NUM_THREADS`` / ``torch.set_num_threads``; the compiled loops release
-the GIL), and the result does not depend on how images are batched. The scheme is the one documented in ``stimuli.eed``.
+the GIL), and the result does not depend on how images are batched. The scheme is the
+one documented in ``stimuli.eed``.
 """
 
 from __future__ import annotations
@@ -179,7 +180,8 @@ def _update(padded, off, w8, rooms, limit, total, out):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _diffuse_image(u, steps, lo, hi, limit, taps, alpha, contrast, inv_h, k, rows, cols, trows, tcols):
-    """``steps`` EED steps of one image ``u`` (3, H, W), in place."""
+    """``steps`` EED steps of one image ``u`` (3, H, W), in place; ``rows``, ``cols``
+    (``trows``, ``tcols``) pad the image (the corner tensor) for the Gaussian."""
     channels, height, width = u.shape
     padded = np.empty((channels, rows.shape[0], cols.shape[0]), _F32)
     rowpass = np.empty((height + 2, cols.shape[0]), _F32)
