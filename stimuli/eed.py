@@ -130,15 +130,20 @@ def resolve_device(device: str):
 
 def _stepper(height: int, width: int, params: EEDParams, dev):
     """The fastest path for the device: compiled loops per image on a CPU
-    (``stimuli.eed_numba``), else ``_gpu_path``."""
+    (``stimuli.eed_numba``), ``_cuda_path`` on CUDA, whole-batch torch operations
+    (``stimuli.eed_torch``) elsewhere."""
     if dev.type == "cpu":
         from .eed_numba import Stepper
 
         return Stepper(height, width, params)
-    return _gpu_path().Stepper(height, width, params, dev)
+    if dev.type == "cuda":
+        return _cuda_path().Stepper(height, width, params, dev)
+    from .eed_torch import Stepper
+
+    return Stepper(height, width, params, dev)
 
 
-def _gpu_path():
+def _cuda_path():
     """Triton kernels (``stimuli.eed_triton``) where Triton is installed, as it is with
     torch's CUDA builds; else whole-batch torch operations (``stimuli.eed_torch``)."""
     if importlib.util.find_spec("triton") is not None:
@@ -210,7 +215,7 @@ def default_batch_size(device: str, height: int = 224, width: int = 224) -> int:
     if dev.type != "cuda":
         return max(8, torch.get_num_threads())
     free, _ = torch.cuda.mem_get_info(dev)
-    return max(1, int(0.8 * free) // (_gpu_path().BYTES_PER_PIXEL * height * width))
+    return max(1, int(0.8 * free) // (_cuda_path().BYTES_PER_PIXEL * height * width))
 
 
 def eed(images, steps: int | Sequence[int] = CLASSIFICATION_STEPS, *, params: EEDParams = EEDParams(),
