@@ -3,7 +3,8 @@
 This module is the only definition of the response schema (DESIGN.md, "Response
 schema"). The web server, the PsychoPy runner and model evaluation all write through
 ``ResponseStore``; analysis and export read through it. Storage is SQLite in WAL mode
-with ``synchronous=FULL``: a committed answer survives a crash or power loss. A row is
+with ``synchronous=FULL`` (``cuebench.storage``): a committed answer survives a crash or
+power loss, and many threads and processes may write at once. A row is
 keyed by (experiment, observer, session, trial_index): writing the same row twice is a
 no-op, writing a different answer to a stored key is refused, so nothing collected is
 ever overwritten.
@@ -18,12 +19,13 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal
+from typing import Annotated, Any, Callable, Iterable, Literal
 
 import sqlite_utils
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import CuebenchError, describe
+from .storage import DEFAULT_TIMEOUT_S, connect, table_columns, write_transaction
 
 TABLE = "responses"
 KEY = ("experiment", "observer", "session", "trial_index")
@@ -159,33 +161,41 @@ def _json_default(value):
 
 
 _COMPARED = tuple(c for c in COLUMNS if c not in ("created_at",))
+_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "FLOAT"}
+_QUOTED_COLUMNS = ",".join(f'"{c}"' for c in COLUMNS)
+_INSERT = f'INSERT INTO "{TABLE}" ({_QUOTED_COLUMNS}) VALUES ({",".join("?" for _ in COLUMNS)})'
 
 
 class ResponseStore:
-    """The experiment's responses.sqlite: durable, idempotent, append-only per key."""
+    """The experiment's responses.sqlite: durable, idempotent, append-only per key.
 
-    def __init__(self, path: str | Path, timeout: float = 30.0):
+    Any number of stores (threads, processes) may write one file at once: each write is one
+    ``BEGIN IMMEDIATE`` transaction and waits for the others up to ``timeout`` seconds
+    (``cuebench.storage``)."""
+
+    def __init__(self, path: str | Path, timeout: float = DEFAULT_TIMEOUT_S):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        conn = sqlite3.connect(str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-        self.db = sqlite_utils.Database(conn)
+        self.db = sqlite_utils.Database(connect(self.path, timeout))
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:
-        table = self.db[TABLE]
-        if not table.exists():
-            table.create({name: kind for name, (kind, _) in COLUMNS.items()})
-            table.create_index(list(KEY), unique=True, if_not_exists=True)
-            table.create_index(["experiment", "observer", "trial_id"], if_not_exists=True)
-        else:
-            missing = {n: k for n, (k, _) in COLUMNS.items() if n not in table.columns_dict}
-            if missing:
-                for name, kind in missing.items():
-                    table.add_column(name, kind)
+        """Create the table and its indexes, or add columns a newer schema has; a no-op (no
+        write lock) when the file is up to date."""
+        if set(COLUMNS) <= set(table_columns(self.conn, TABLE)):
+            return
+        with write_transaction(self.conn) as conn:
+            present = table_columns(conn, TABLE)
+            if not present:
+                columns = ", ".join(f'"{name}" {_SQL_TYPES[kind]}' for name, (kind, _) in COLUMNS.items())
+                conn.execute(f'CREATE TABLE "{TABLE}" ({columns})')
+            for name, (kind, _) in COLUMNS.items():
+                if present and name not in present:
+                    conn.execute(f'ALTER TABLE "{TABLE}" ADD COLUMN "{name}" {_SQL_TYPES[kind]}')
+            for unique, columns in ((True, KEY), (False, ("experiment", "observer", "trial_id"))):
+                conn.execute(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS '
+                             f'"idx_{TABLE}_{"_".join(columns)}" ON "{TABLE}" ({", ".join(columns)})')
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -198,32 +208,38 @@ class ResponseStore:
     def write_many(self, rows: Iterable[dict[str, Any]]) -> list[WriteResult]:
         """Store answers in one transaction (all or none), each with the idempotency rule of ``write``."""
         clean = [normalise(r) for r in rows]
-        results = []
-        cols = list(COLUMNS)
-        placeholders = ",".join("?" for _ in cols)
-        quoted = ",".join(f'"{c}"' for c in cols)
-        with self._lock:
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for row in clean:
-                    existing = self._get(row)
-                    if existing is not None:
-                        diffs = [c for c in _COMPARED if not _same(existing.get(c), row.get(c))]
-                        if diffs:
-                            raise ResponseConflict(
-                                f"trial {row['trial_index']} of {row['observer']} session {row['session']} is already "
-                                f"stored with a different {diffs[0]!r} ({existing.get(diffs[0])!r} vs {row.get(diffs[0])!r}); "
-                                "the stored answer is kept")
-                        results.append(WriteResult(stored=False))
-                        continue
-                    conn.execute(f'INSERT INTO "{TABLE}" ({quoted}) VALUES ({placeholders})', [row[c] for c in cols])
-                    results.append(WriteResult(stored=True))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._lock, write_transaction(self.conn):
+            results = [self._insert(row) for row in clean]
+            refused = next((r for r in results if isinstance(r, ResponseConflict)), None)
+            if refused is not None:
+                raise refused
         return results
+
+    def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[sqlite3.Connection], None] | None = None
+                   ) -> list[WriteResult | ResponseConflict]:
+        """Group commit: store answers from several writers in one transaction (one fsync), each
+        judged on its own. A conflicting row is refused (its ``ResponseConflict`` is returned in
+        its place) while the others are stored; ``also(conn)`` runs in the same transaction."""
+        clean = [normalise(r) for r in rows]
+        with self._lock, write_transaction(self.conn) as conn:
+            results = [self._insert(row) for row in clean]
+            if also is not None:
+                also(conn)
+        return results
+
+    def _insert(self, row: dict) -> WriteResult | ResponseConflict:
+        """Insert a normalised row inside the caller's transaction, unless its key is taken."""
+        existing = self._get(row)
+        if existing is not None:
+            diffs = [c for c in _COMPARED if not _same(existing.get(c), row.get(c))]
+            if diffs:
+                return ResponseConflict(
+                    f"trial {row['trial_index']} of {row['observer']} session {row['session']} is already "
+                    f"stored with a different {diffs[0]!r} ({existing.get(diffs[0])!r} vs {row.get(diffs[0])!r}); "
+                    "the stored answer is kept")
+            return WriteResult(stored=False)
+        self.conn.execute(_INSERT, [row[c] for c in COLUMNS])
+        return WriteResult(stored=True)
 
     def _get(self, row: dict) -> dict | None:
         cur = self.conn.execute(
@@ -255,8 +271,7 @@ class ResponseStore:
         """The table as a pandas DataFrame with the schema's columns (JSON columns kept as text)."""
         import pandas as pd
 
-        quoted = ",".join(f'"{c}"' for c in COLUMNS)
-        return pd.read_sql_query(f'SELECT {quoted} FROM "{TABLE}" ORDER BY rowid', self.conn)
+        return pd.read_sql_query(f'SELECT {_QUOTED_COLUMNS} FROM "{TABLE}" ORDER BY rowid', self.conn)
 
     def close(self) -> None:
         self.conn.close()

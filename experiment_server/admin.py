@@ -15,7 +15,7 @@ import io
 import secrets
 import tempfile
 import zipfile
-from collections import Counter, defaultdict
+from collections import Counter
 from functools import wraps
 from pathlib import Path
 
@@ -73,11 +73,6 @@ def guard():
             abort(400, description="CSRF token missing or wrong; reload the page and try again")
 
 
-def _failed_logins() -> dict[str, list[float]]:
-    """Recent failed logins per client address, kept by the app: guessing is slowed to 5 per 15 minutes."""
-    return current_app.extensions.setdefault("admin_failed_logins", defaultdict(list))
-
-
 def login_required(view):
     @wraps(view)
     def wrapped(*args, **kwargs):
@@ -92,18 +87,16 @@ def login_required(view):
 def login():
     error = None
     if request.method == "POST":
-        now = _study().db.clock()
-        failures = _failed_logins()[request.remote_addr or ""]
-        failures[:] = [t for t in failures if now - t < FAILED_LOGIN_WINDOW_S]
-        if len(failures) >= MAX_FAILED_LOGINS:
+        db, address = _study().db, request.remote_addr or ""
+        if db.recent_login_failures(address, FAILED_LOGIN_WINDOW_S) >= MAX_FAILED_LOGINS:
             abort(429, description="too many failed logins; try again in 15 minutes")
-        if check_password_hash(_study().db.setting(PASSWORD_KEY), request.form.get("password", "")):
+        if check_password_hash(db.setting(PASSWORD_KEY), request.form.get("password", "")):
             session.clear()
             session.permanent = True
             session["admin"] = True
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/admin") else url_for("admin.dashboard"))
-        failures.append(now)
+        db.record_login_failure(address, FAILED_LOGIN_WINDOW_S)
         error = "Wrong password."
     return render_template("admin_login.html", error=error), 401 if error else 200
 
@@ -146,11 +139,10 @@ def dashboard():
 def exclude():
     study = _study()
     code, reason = request.form.get("code", ""), request.form.get("reason", "").strip()
-    if study.db.get(code) is None:
-        abort(404, description=f"no participant {code!r}")
     if not reason:
         abort(400, description="an exclusion needs a reason")
-    study.db.exclude(code, reason)
+    if not study.db.exclude(code, reason):
+        abort(404, description=f"no participant {code!r}")
     return redirect(url_for("admin.dashboard"))
 
 

@@ -22,11 +22,13 @@ from typing import Callable
 import sqlite_utils
 
 from cuebench.errors import CuebenchError
+from cuebench.storage import DEFAULT_TIMEOUT_S, connect, write_transaction
 
 from .assignment import RESERVATION_SECONDS, group_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
+LOGIN_FAILURES = "admin_login_failures"
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
 STATUSES = ("in_progress", *OUTCOMES)
@@ -64,10 +66,14 @@ def hash_token(token: str) -> str:
 
 
 class ServerDB:
-    """Participants, reservations and settings; ``clock`` is injectable so tests can let reservations lapse."""
+    """Participants, reservations and settings; ``clock`` is injectable so tests can let reservations lapse.
+
+    Safe with any number of threads and server processes: each thread has its own
+    connection, every write is one transaction (``cuebench.storage``), and nothing a
+    request depends on is kept in a process's memory."""
 
     def __init__(self, path: str | Path, clock: Callable[[], float] = time.time,
-                 reservation_seconds: float = RESERVATION_SECONDS, timeout: float = 30.0):
+                 reservation_seconds: float = RESERVATION_SECONDS, timeout: float = DEFAULT_TIMEOUT_S):
         self.path = Path(path)
         self.clock = clock
         self.reservation_seconds = reservation_seconds
@@ -80,25 +86,23 @@ class ServerDB:
         """This thread's connection: SQLite serialises writers across connections (busy timeout),
         whereas one connection shared by server threads mixes their transactions."""
         if getattr(self._local, "db", None) is None:
-            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            self._local.db = sqlite_utils.Database(conn)
+            self._local.db = sqlite_utils.Database(connect(self.path, self.timeout))
         return self._local.db
 
     def _ensure_schema(self) -> None:
-        participants = self.db[PARTICIPANTS]
-        participants.create({
-            "code": str, "experiment": str, "token_hash": str, "grp": int, "status": str, "session": str,
-            "prolific_pid": str, "study_id": str, "prolific_session": str, "entry_code": str,
-            "reserved_until": float, "created_at": float, "finished_at": float, "screen_reason": str,
-            "excluded": int, "exclusion_reason": str,
-        }, pk="code", not_null={"experiment", "token_hash", "grp", "status", "session", "created_at"}, if_not_exists=True)
-        participants.create_index(["token_hash"], unique=True, if_not_exists=True)
-        participants.create_index(["experiment", "prolific_pid"], unique=True, if_not_exists=True)
-        participants.create_index(["experiment", "entry_code"], unique=True, if_not_exists=True)
-        self.db[SETTINGS].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+        with write_transaction(self.db.conn) as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS [{PARTICIPANTS}] ([code] TEXT PRIMARY KEY, [experiment] TEXT NOT NULL, "
+                "[token_hash] TEXT NOT NULL, [grp] INTEGER NOT NULL, [status] TEXT NOT NULL, [session] TEXT NOT NULL, "
+                "[prolific_pid] TEXT, [study_id] TEXT, [prolific_session] TEXT, [entry_code] TEXT, "
+                "[reserved_until] FLOAT, [created_at] FLOAT NOT NULL, [finished_at] FLOAT, [screen_reason] TEXT, "
+                "[excluded] INTEGER, [exclusion_reason] TEXT)")
+            for columns, unique in ((("token_hash",), True), (("experiment", "prolific_pid"), True),
+                                    (("experiment", "entry_code"), True)):
+                conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
+                             f"[idx_{PARTICIPANTS}_{'_'.join(columns)}] ON [{PARTICIPANTS}] ({', '.join(columns)})")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS [{SETTINGS}] ([key] TEXT PRIMARY KEY, [value] TEXT)")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS [{LOGIN_FAILURES}] ([address] TEXT NOT NULL, [at] FLOAT NOT NULL)")
 
     # settings -------------------------------------------------------------------------
     def setting(self, key: str) -> str | None:
@@ -116,31 +120,33 @@ class ServerDB:
 
     # participants ---------------------------------------------------------------------
     def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
-              prolific_session: str | None = None, entry_code: str | None = None) -> tuple[Participant, str]:
-        """Create a participant in the least filled group with a live reservation; returns it and its secret token."""
-        token = secrets.token_urlsafe(24)
+              prolific_session: str | None = None, entry_code: str | None = None,
+              token: str | None = None) -> tuple[Participant, str]:
+        """Create a participant in the least filled group with a live reservation; returns it and its secret token.
+
+        ``token`` (derived from the start form's one-time nonce) makes a repeated start
+        request (a double click, a retry after a lost reply) return the participant it created
+        instead of refusing the person as "already taken part"."""
+        token = token or secrets.token_urlsafe(24)
         code = "P" + secrets.token_hex(6).upper()
         now = self.clock()
-        conn = self.db.conn
-        conn.execute("BEGIN IMMEDIATE")  # count and insert in one write transaction: no two arrivals race
         try:
-            rows = conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
-                                [experiment]).fetchall()
-            group = least_filled(group_fill(n_groups, rows, now))
-            conn.execute(
-                f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
-                "study_id, prolific_session, entry_code, reserved_until, created_at, excluded) "
-                "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, 0)",
-                [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
-                 now + self.reservation_seconds, now])
-            conn.execute("COMMIT")
+            with write_transaction(self.db.conn) as conn:  # count and insert in one write transaction: no two arrivals race
+                rows = conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
+                                    [experiment]).fetchall()
+                group = least_filled(group_fill(n_groups, rows, now))
+                conn.execute(
+                    f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
+                    "study_id, prolific_session, entry_code, reserved_until, created_at, excluded) "
+                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, 0)",
+                    [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
+                     now + self.reservation_seconds, now])
         except sqlite3.IntegrityError:
-            conn.execute("ROLLBACK")
+            again = self.by_token(token)
+            if again is not None and again.experiment == experiment:
+                return again, token
             who = f"Prolific ID {prolific_pid!r}" if prolific_pid else f"entry code {entry_code!r}"
             raise AlreadyParticipated(f"{who} has already taken part in experiment {experiment!r}") from None
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return self.get(code), token
 
     def get(self, code: str) -> Participant | None:
@@ -157,10 +163,13 @@ class ServerDB:
         return [_participant(r) for r in self.db[PARTICIPANTS].rows_where("experiment=?", [experiment],
                                                                           order_by="created_at")]
 
-    def renew(self, code: str) -> None:
-        """Extend an in-progress participant's reservation (called on every stored trial)."""
-        self.db.conn.execute(f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=? AND status='in_progress'",
-                             [self.clock() + self.reservation_seconds, code])
+    def renew(self, codes: list[str], conn: sqlite3.Connection | None = None) -> None:
+        """Extend in-progress participants' reservations (on every stored trial); ``conn`` runs
+        it inside a caller's transaction, so the answers and the renewal share one commit."""
+        until = self.clock() + self.reservation_seconds
+        (conn or self.db.conn).executemany(
+            f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=? AND status='in_progress'",
+            [(until, code) for code in codes])
 
     def set_status(self, code: str, status: str, screen_reason: str | None = None) -> Participant:
         """Move an in-progress participant to a final status; a final status never changes again."""
@@ -172,8 +181,24 @@ class ServerDB:
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
-    def exclude(self, code: str, reason: str) -> None:
-        self.db.conn.execute(f"UPDATE {PARTICIPANTS} SET excluded=1, exclusion_reason=? WHERE code=?", [reason, code])
+    def exclude(self, code: str, reason: str) -> bool:
+        """Mark a participant excluded; False when there is no such participant."""
+        cursor = self.db.conn.execute(f"UPDATE {PARTICIPANTS} SET excluded=1, exclusion_reason=? WHERE code=?",
+                                      [reason, code])
+        return cursor.rowcount == 1
+
+    # admin login throttling ------------------------------------------------------------
+    def recent_login_failures(self, address: str, window_s: float) -> int:
+        """Failed admin logins from ``address`` within the window, counted over every server process."""
+        since = self.clock() - window_s
+        return self.db.conn.execute(f"SELECT COUNT(*) FROM {LOGIN_FAILURES} WHERE address=? AND at>?",
+                                    [address, since]).fetchone()[0]
+
+    def record_login_failure(self, address: str, window_s: float) -> None:
+        now = self.clock()
+        with write_transaction(self.db.conn) as conn:
+            conn.execute(f"DELETE FROM {LOGIN_FAILURES} WHERE at<=?", [now - window_s])
+            conn.execute(f"INSERT INTO {LOGIN_FAILURES}(address, at) VALUES (?, ?)", [address, now])
 
     def fill(self, experiment: str, n_groups: int) -> list[int]:
         rows = self.db.conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",

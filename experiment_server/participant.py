@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import re
+import secrets
 
 from flask import Blueprint, current_app, jsonify, redirect, render_template, request, send_file, send_from_directory, url_for
 from PIL import Image
@@ -27,6 +28,7 @@ bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
 SCREEN_REASON_MAX = 500
+START_NONCE = "start_nonce"
 
 
 def _study() -> Study:
@@ -62,7 +64,18 @@ def _outcome(study: Study, participant: Participant) -> dict:
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
-    return render_template("consent.html", entry=values, experiment=_study().experiment.name)
+    return render_template("consent.html", entry=values, experiment=_study().experiment.name,
+                           nonce=secrets.token_urlsafe(16))
+
+
+def _start_token(study: Study) -> str | None:
+    """The session token a start form's nonce stands for (None without a nonce: a fresh random token)."""
+    nonce = request.form.get(START_NONCE, "")
+    if not nonce:
+        return None
+    if not ID_PATTERN.match(nonce):
+        raise Rejected(400, f"form field {START_NONCE}={nonce!r} is not a valid nonce")
+    return study.start_token(nonce)
 
 
 @bp.post("/start")
@@ -71,11 +84,12 @@ def start():
     values = _entry_values(request.form)
     if request.form.get("consent") != "yes":
         return render_template("consent.html", entry=values, experiment=study.experiment.name,
+                               nonce=request.form.get(START_NONCE) or secrets.token_urlsafe(16),
                                error="Please tick the consent box to take part."), 400
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"])
+                                  entry_code=values["code"], token=_start_token(study))
     except AlreadyParticipated as err:
         return render_template("message.html", title="Already taken part",
                                message=f"{err}. Each person can take part once."), 409
@@ -170,10 +184,9 @@ def post_trial(token: str, index: int):
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)
     try:
-        result = study.store.write(row)
+        result = study.answers.write(row, participant.code)
     except ResponseConflict as err:
         raise Rejected(409, str(err)) from None
-    study.db.renew(participant.code)
     return jsonify(index=index, stored=result.stored), 201 if result.stored else 200
 
 

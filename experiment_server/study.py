@@ -25,6 +25,7 @@ from cuebench.trials import Experiment
 
 from .assignment import RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
+from .group_commit import GroupCommit
 
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
@@ -36,15 +37,20 @@ class ServerSetupError(CuebenchError):
 class Study:
     """Everything a request needs: the experiment, its folder, the response store and the server tables.
 
-    Each server thread gets its own ``ResponseStore`` connection (``store``); SQLite then
-    serialises the writers, where one shared connection would mix their transactions.
+    Tables and settings (cookie key, completion codes) are created here, once, before the
+    first request. Answers are written through ``answers`` (group commit, its own
+    connection); each server thread reads through its own ``ResponseStore`` connection
+    (``store``), since one connection shared by threads would mix their transactions.
     """
 
     def __init__(self, expdir: ExperimentDir, experiment: Experiment, db: ServerDB):
         self.expdir = expdir
         self.experiment = experiment
         self.db = db
+        self.answers = GroupCommit(ResponseStore(expdir.responses_file), db.renew)
         self.secret_key = db.setting_or_create("secret_key", lambda: secrets.token_hex(32))
+        for outcome in OUTCOMES:
+            self.completion_code(outcome)
         self._local = threading.local()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
@@ -58,6 +64,10 @@ class Study:
     def sequence(self, participant: Participant) -> list[ScheduledTrial]:
         """The participant's trial sequence (``cuebench.design.participant_sequence``), cached."""
         return list(self._sequences(participant.group, participant.code, participant.session))
+
+    def start_token(self, nonce: str) -> str:
+        """The session token for a start form's one-time nonce, so a repeated start gives the same session."""
+        return hmac.new(self.secret_key.encode(), b"start:" + nonce.encode(), hashlib.sha256).hexdigest()[:32]
 
     def trial_key(self, trial_id: str) -> str:
         """An opaque stand-in for a trial id in the browser: ids may name the condition or the

@@ -74,3 +74,36 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     with ResponseStore(path) as store:
         assert store.count() == 200
         assert list(store.dataframe().columns) == list(COLUMNS)
+
+
+def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path):
+    """Every writer creates the schema if it is missing: on a fresh file they take turns, none sees "locked"."""
+    path = tmp_path / "fresh.sqlite"
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def writer(observer):
+        barrier.wait()
+        try:
+            with ResponseStore(path) as store:
+                store.write(row(0, observer=observer))
+        except Exception as err:  # collected: an exception in a thread would not fail the test
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with ResponseStore(path) as store:
+        assert store.count() == 8
+
+
+def test_group_write_refuses_a_conflict_and_keeps_the_rest(tmp_path):
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write(row(0))
+        outcomes = store.write_each([row(1), row(0, response="dog"), row(0), row(1)])
+        assert [getattr(o, "stored", None) for o in outcomes] == [True, None, False, False]
+        assert isinstance(outcomes[1], ResponseConflict)
+        assert store.answered_indices("e", "p1", "1") == {0, 1} and store.rows()[0]["response"] == "cat"

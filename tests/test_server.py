@@ -194,6 +194,19 @@ def test_second_session_with_same_prolific_id_is_refused(env):
     assert len(study.db.participants(study.experiment.name)) == 1
 
 
+def test_a_repeated_start_returns_the_same_session(env):
+    """A retried start (lost reply, double click) carries the form's nonce again and gets the same
+    session; another form for the same entry code is refused."""
+    app, client, _ = env
+    form = client.get("/?code=retry1").get_data(as_text=True)
+    nonce = form.split('name="start_nonce" value="')[1].split('"')[0]
+    first, again = (start(client, code="retry1", start_nonce=nonce) for _ in range(2))
+    assert first == again
+    other = client.post("/start", data={"consent": "yes", "code": "retry1", "start_nonce": "another-nonce"})
+    assert other.status_code == 409
+    assert len(study_of(app).db.participants(study_of(app).experiment.name)) == 1
+
+
 def test_entry_needs_consent_and_valid_ids(env):
     _, client, _ = env
     assert client.post("/start", data={"code": "x1"}).status_code == 400
@@ -324,6 +337,10 @@ def test_admin_login_guessing_is_throttled(env):
              for k in range(6)]
     assert [r.status_code for r in wrong] == [401] * 5 + [429]
     assert client.post("/admin/login", data={"password": PASSWORD, "csrf_token": csrf_of(client, "/admin/login")}).status_code == 429
+    other_process = create_app(study_of(app).expdir.root, clock=clock).test_client()
+    other_process.environ_base["REMOTE_ADDR"] = "198.51.100.7"
+    assert other_process.post("/admin/login", data={"password": PASSWORD,
+                                                    "csrf_token": csrf_of(other_process, "/admin/login")}).status_code == 429
     clock.now += 15 * 60 + 1
     login(client)
 

@@ -1,0 +1,72 @@
+"""Group commit of trial answers: many requests, one transaction, one fsync.
+
+Every answer must be durable before the server says 201, and with ``synchronous=FULL``
+each commit costs an fsync, the dominant cost of a trial POST. When participants arrive
+together their answers queue; the request that gets the commit turn writes every answer
+queued so far (and renews their reservations) in one transaction, and each waiting
+request returns once the transaction holding its answer has committed. No background
+thread: the waiting requests take turns committing, so a forked server process
+(gunicorn) needs nothing restarted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Callable
+
+from cuebench.responses import ResponseStore, WriteResult, normalise
+
+MAX_BATCH = 512
+"""Answers per transaction at most; keeps one commit short when a burst queues thousands."""
+
+
+class _Pending:
+    def __init__(self, row: dict, observer: str):
+        self.row = row
+        self.observer = observer
+        self.done = threading.Event()
+        self.outcome: WriteResult | BaseException | None = None
+
+
+class GroupCommit:
+    """Writes answers into ``store`` in shared transactions; ``renew(codes, conn)`` runs in the
+    same transaction, so an answer and its participant's reservation renewal commit together."""
+
+    def __init__(self, store: ResponseStore, renew: Callable[[list[str], sqlite3.Connection], None]):
+        self.store = store
+        self.renew = renew
+        self._queue: list[_Pending] = []
+        self._queue_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+
+    def write(self, row: dict, observer: str) -> WriteResult:
+        """Store one answer (the rules of ``ResponseStore.write``); returns after it is committed.
+
+        Raises ``ResponseConflict`` when a different answer is stored under its key."""
+        pending = _Pending(normalise(row), observer)
+        with self._queue_lock:
+            self._queue.append(pending)
+        while not pending.done.is_set():
+            with self._commit_lock:
+                if not pending.done.is_set():
+                    self._commit_queued()
+        if isinstance(pending.outcome, BaseException):
+            raise pending.outcome
+        return pending.outcome
+
+    def _commit_queued(self) -> None:
+        with self._queue_lock:
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+        if not batch:
+            return
+        try:
+            outcomes = self.store.write_each(
+                [p.row for p in batch],
+                also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn))
+        except BaseException as err:  # the transaction rolled back: every answer in it is refused alike
+            outcomes = [err] * len(batch)
+        for pending, outcome in zip(batch, outcomes):
+            pending.outcome = outcome
+            pending.done.set()
+
