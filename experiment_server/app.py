@@ -3,11 +3,15 @@
 ``create_app(expdir)`` wires one experiment directory to the participant and admin
 blueprints; templates and static files come from ``human_tasks/web`` (the web task is
 part of the human tasks, the server only hosts it). ``serve`` runs the app under
-waitress, a pure-Python WSGI server that also runs on lab Windows PCs.
+waitress, a pure-Python WSGI server that also runs on lab Windows PCs, or with
+``workers > 1`` as several gunicorn processes (Linux).
 """
 
 from __future__ import annotations
 
+import errno
+import socket
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +23,7 @@ from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import admin, participant
 from .assignment import RESERVATION_SECONDS
-from .study import open_study
+from .study import ServerSetupError, open_study
 from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024
@@ -59,3 +63,45 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         return response
 
     return app
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse early, before anything is started, when another program listens on the port."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            why = "it is in use (another server running?)" if err.errno == errno.EADDRINUSE else err.strerror
+            raise ServerSetupError(f"cannot listen on {host}:{port}: {why}; choose another --port") from None
+
+
+def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
+          threads: int = 8, secure_cookies: bool = True, workers: int = 1) -> None:
+    """Serve the experiment until interrupted (blocking): waitress in this process, or
+    ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
+    if workers < 1:
+        raise ServerSetupError(f"--workers must be at least 1, got {workers}")
+    if workers > 1 and sys.platform == "win32":
+        raise ServerSetupError("--workers > 1 needs gunicorn, which does not run on Windows; use --threads")
+    check_port_free(host, port)
+    study = open_study(expdir)  # checks the folder and creates tables and settings once, before any worker starts
+    if open_message:
+        base = f"http://{host}:{port}"
+        print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root} "
+              f"({workers} process{'es' if workers > 1 else ''} x {threads} threads)")
+        print(f"  participants: {base}/   (Prolific: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+              "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}})")
+        admin_state = "open" if study.db.setting("admin_password") else "closed until `cuebench serve admin-password EXPDIR`"
+        print(f"  admin:        {base}/admin/   ({admin_state})")
+        print("Press Ctrl+C to stop; every stored trial is committed.", flush=True)
+    study.close()
+    if workers > 1:
+        from .workers import run_gunicorn
+
+        run_gunicorn(lambda: create_app(expdir, secure_cookies=secure_cookies), host, port, workers, threads)
+        return
+    from waitress import serve as waitress_serve
+
+    waitress_serve(create_app(expdir, secure_cookies=secure_cookies), host=host, port=port, threads=threads,
+                   ident="cuebench", connection_limit=max(100, 25 * threads))

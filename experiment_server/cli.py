@@ -23,7 +23,9 @@ def register(subparsers) -> None:
     parser.add_argument("target", nargs="+", metavar="EXPDIR", help="experiment directory, or admin-password EXPDIR")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 only behind HTTPS)")
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--threads", type=int, default=8, help="waitress worker threads")
+    parser.add_argument("--threads", type=int, default=8, help="request threads (per process)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes; more than 1 runs gunicorn (Linux), 1 runs waitress")
     parser.add_argument("--insecure-cookies", action="store_true",
                         help="allow the admin login over plain HTTP on a lab network (not for the internet)")
     for outcome in OUTCOMES:
@@ -41,18 +43,19 @@ def run(args) -> int:
         return set_password(args.target[1], args.password_stdin)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
-    from .app import serve
+    from .app import check_port_free, serve
     from .study import open_study
 
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
+        check_port_free(args.host, args.port)
         study = open_study(args.target[0])
         for outcome, code in codes.items():
             if code:
                 study.db.set_setting(f"code_{outcome}", code)
-        study.db.close()
+        study.close()
     serve(args.target[0], host=args.host, port=args.port, threads=args.threads,
-          secure_cookies=not args.insecure_cookies)
+          secure_cookies=not args.insecure_cookies, workers=args.workers)
     return 0
 
 

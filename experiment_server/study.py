@@ -84,6 +84,14 @@ class Study:
             raise ValueError(f"no completion code for status {outcome!r}")
         return self.db.setting_or_create(f"code_{outcome}", lambda: "C" + secrets.token_hex(4).upper())
 
+    def close(self) -> None:
+        """Close this thread's connections (the server processes open their own)."""
+        self.answers.store.close()
+        self.db.close()
+        if getattr(self._local, "store", None) is not None:
+            self._local.store.close()
+            self._local.store = None
+
     def missing_indices(self, participant: Participant) -> list[int]:
         answered = self.store.answered_indices(self.experiment.name, participant.code, participant.session)
         return [s.index for s in self.sequence(participant) if s.index not in answered]
@@ -104,21 +112,3 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
 
 def study_of(app: Flask) -> Study:
     return app.extensions["cuebench"]
-
-
-def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
-          threads: int = 8, secure_cookies: bool = True) -> None:
-    """Serve the experiment with waitress until interrupted (blocking)."""
-    from waitress import serve as waitress_serve
-
-    app = create_app(expdir, secure_cookies=secure_cookies)
-    if open_message:
-        study = study_of(app)
-        base = f"http://{host}:{port}"
-        print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root}")
-        print(f"  participants: {base}/   (Prolific: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-              "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}})")
-        admin_state = "open" if study.db.setting("admin_password") else "closed until `cuebench serve admin-password EXPDIR`"
-        print(f"  admin:        {base}/admin/   ({admin_state})")
-        print("Press Ctrl+C to stop; every stored trial is committed.")
-    waitress_serve(app, host=host, port=port, threads=threads, ident="cuebench")

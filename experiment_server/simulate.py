@@ -1,0 +1,196 @@
+"""Simulated participants and a killable server process, for launch tests and the load benchmark.
+
+A ``SimulatedParticipant`` goes through what the web task does over HTTP: the consent page
+(for the start form's nonce), start, the plan, one POST per trial, the completion code;
+each request with a timeout and, on a network error, a 5xx or a 429, retried with the web
+task's back-off (``human_tasks/web/static/task.js``: 0.5 s, doubling); any other 4xx is
+final. A ``ServerProcess`` is ``cuebench serve`` in its own process group, so a test can
+SIGKILL it (gunicorn master and workers alike) in the middle of a run and start it again.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+BACKOFF_FIRST_S = 0.5
+INSTRUCTED = re.compile(r"click (\w+)")
+NONCE = re.compile(r'name="start_nonce" value="([^"]+)"')
+
+
+class LaunchError(RuntimeError):
+    """A simulated participant could not finish (deadline passed or the server refused for good)."""
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+    location: str | None
+
+    def json(self):
+        return json.loads(self.body)
+
+
+@dataclass
+class ClientLog:
+    """What all participants of a run saw, shared between their threads."""
+    statuses: Counter = field(default_factory=Counter)
+    retries: int = 0
+    acknowledged: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, status: int | None, ms: float, trial_post: bool) -> None:
+        with self.lock:
+            self.statuses[status if status is not None else "network error"] += 1
+            if trial_post and status in (200, 201):
+                self.acknowledged += 1
+                self.latencies_ms.append(ms)
+
+
+def trial_answer(trial: dict) -> dict:
+    """A plausible trial post: the instructed answer on attention trials, else the first choice."""
+    instructed = INSTRUCTED.search(trial["instruction"] or "")
+    response = instructed.group(1) if instructed else trial["choices"][0]
+    return {"trial_key": trial["trial_key"], "response": response, "timed_out": False, "rt_ms": 612.0,
+            "timing_measured": {"fixation": 300.1, "stimulus": 200.2}, "frames": {"fixation": 18, "stimulus": 12},
+            "dropped_frames": 0, "refresh_hz": 60.0, "device": {"user_agent": "simulated"}, "events": []}
+
+
+class SimulatedParticipant:
+    """One participant over one keep-alive connection (re-opened after any network error)."""
+
+    def __init__(self, port: int, entry_code: str, log: ClientLog, *, timeout_s: float = 10.0,
+                 deadline_s: float = 120.0, max_backoff_s: float = 2.0, duplicate_every: int = 0,
+                 trial_interval_s: float = 0.0):
+        self.port = port
+        self.entry_code = entry_code
+        self.log = log
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + deadline_s
+        self.max_backoff_s = max_backoff_s
+        self.duplicate_every = duplicate_every
+        self.trial_interval_s = trial_interval_s
+        self.conn: http.client.HTTPConnection | None = None
+
+    def _once(self, method: str, path: str, body: bytes | None, headers: dict) -> Reply:
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
+        self.conn.request(method, path, body=body, headers=headers)
+        reply = self.conn.getresponse()
+        return Reply(reply.status, reply.read(), reply.getheader("Location"))
+
+    def request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
+                trial_post: bool = False) -> Reply:
+        """Send until the server answers with neither a 5xx nor a 429 (the web task's rule)."""
+        headers = {"Content-Type": content_type} if content_type else {}
+        wait = BACKOFF_FIRST_S
+        while True:
+            t0 = time.perf_counter()
+            try:
+                reply = self._once(method, path, body, headers)
+            except (OSError, http.client.HTTPException):
+                reply = None
+                if self.conn is not None:
+                    self.conn.close()
+                    self.conn = None
+            self.log.record(reply.status if reply else None, (time.perf_counter() - t0) * 1000, trial_post)
+            if reply is not None and reply.status < 500 and reply.status != 429:
+                return reply
+            if time.monotonic() + wait > self.deadline:
+                raise LaunchError(f"{self.entry_code}: {method} {path} got no answer before the deadline")
+            with self.log.lock:
+                self.log.retries += 1
+            time.sleep(wait)
+            wait = min(2 * wait, self.max_backoff_s)
+
+    def run(self) -> dict:
+        """Take part from the consent page to the completion code; returns the outcome the server gave."""
+        page = self.request("GET", f"/?code={self.entry_code}")
+        nonce = NONCE.search(page.body.decode()).group(1)
+        form = urlencode({"consent": "yes", "code": self.entry_code, "start_nonce": nonce}).encode()
+        started = self.request("POST", "/start", form, "application/x-www-form-urlencoded")
+        if started.status != 303:
+            raise LaunchError(f"{self.entry_code}: start answered {started.status}: {started.body[:200]!r}")
+        token = started.location.rsplit("/", 1)[1]
+        plan = self.request("GET", f"/api/session/{token}").json()
+        for k, trial in enumerate(plan["trials"]):
+            body = json.dumps(trial_answer(trial)).encode()
+            sends = 2 if self.duplicate_every and k % self.duplicate_every == 0 else 1
+            for _ in range(sends):
+                reply = self.request("POST", f"/api/session/{token}/trial/{trial['index']}", body, "application/json",
+                                     trial_post=True)
+                if reply.status not in (200, 201):
+                    raise LaunchError(f"{self.entry_code}: trial {trial['index']} refused: {reply.status} {reply.body!r}")
+            if self.trial_interval_s:
+                time.sleep(self.trial_interval_s)
+        done = self.request("POST", f"/api/session/{token}/complete", b"{}", "application/json")
+        if done.status != 200:
+            raise LaunchError(f"{self.entry_code}: complete answered {done.status}: {done.body!r}")
+        if self.conn is not None:
+            self.conn.close()
+        return dict(done.json(), participant=plan["participant"], trials=len(plan["trials"]))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServerProcess:
+    """``cuebench serve EXPDIR`` on 127.0.0.1 in its own process group."""
+
+    def __init__(self, expdir: str | Path, port: int, *, workers: int = 1, threads: int = 8,
+                 extra_args: tuple[str, ...] = (), log_file: Path | None = None):
+        self.args = [sys.executable, "-m", "cuebench", "serve", str(expdir), "--host", "127.0.0.1", "--port", str(port),
+                     "--workers", str(workers), "--threads", str(threads), *extra_args]
+        self.port = port
+        self.log_file = log_file
+        self.process: subprocess.Popen | None = None
+
+    def start(self, ready_within_s: float = 60.0) -> None:
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        deadline = time.monotonic() + ready_within_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LaunchError(f"the server exited with status {self.process.returncode} while starting")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/?code=ready")
+                if conn.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise LaunchError(f"the server did not answer on port {self.port} within {ready_within_s} s")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no shutdown handler runs, as in a crash."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()

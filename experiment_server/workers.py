@@ -1,0 +1,46 @@
+"""Several server processes under gunicorn (Linux), for studies one process cannot keep up with.
+
+Each worker process builds its own app (its own database connections; nothing is shared
+across a fork) and handles requests with a pool of threads. Correctness needs nothing
+from one process's memory: participants, reservations, login throttling and settings are
+in the database, the admin session and its CSRF token in the cookie signed with the key
+stored there, and participant sequences are recomputed from (group, code, session).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+REQUEST_TIMEOUT_S = 60
+"""A worker silent for this long is restarted by the gunicorn master."""
+
+
+class _CuebenchGunicorn(BaseApplication):
+    def __init__(self, make_app: Callable[[], Flask], options: dict):
+        self.make_app = make_app
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self.make_app()
+
+
+def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: int, threads: int) -> None:
+    """Run ``workers`` processes of ``threads`` threads each, every one calling ``make_app`` after the fork (blocking)."""
+    _CuebenchGunicorn(make_app, {
+        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "gthread",
+        "threads": threads,
+        "timeout": REQUEST_TIMEOUT_S,
+        "preload_app": False,
+        "proc_name": "cuebench-serve",
+        "loglevel": "warning",
+    }).run()
