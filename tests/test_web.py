@@ -21,6 +21,9 @@ from human_tasks.timing import ms_to_frames
 
 SESSION_DEADLINE_S = 180
 RELOAD_AFTER_INDEX = 3
+OUTAGE_S = 4.0
+OUTAGE_AT_INDEX = 4
+"""The first trial of the last block: its images are loaded, so the participant can go on offline."""
 
 pytestmark = pytest.mark.slow
 
@@ -45,25 +48,38 @@ def _state(page) -> tuple[str, int | None]:
     return data[0], int(data[1]) if data[1] else None
 
 
-def _take_part(page, base: str) -> dict:
+def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
     """Answer every screen until the completion code appears. The first oddity trial is left
     unanswered (a timeout); trial RELOAD_AFTER_INDEX's POST is cut off by the network, and
-    the page is reloaded while that answer waits in the local queue."""
+    the page is reloaded while that answer waits in the local queue. With ``outage_s`` the
+    page is not reloaded: the server is unreachable for that long from trial
+    OUTAGE_AT_INDEX on while the participant goes on answering."""
     page.goto(f"{base}/?code=webtester1")
     page.check("#consent")
     page.click("#start")
     instructed = None
     answered: set[int] = set()
-    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None}
+    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None, "most_queued": 0}
     reloaded = False
+    outage_until = None
     deadline = time.monotonic() + SESSION_DEADLINE_S
     while time.monotonic() < deadline:
         state, index = _state(page)
         if state in ("response-grid", "response-keys") and index not in answered:
             if reloaded and result["first_after_reload"] is None:
                 result["first_after_reload"] = index
-            if index == RELOAD_AFTER_INDEX and not reloaded:
+            if index == OUTAGE_AT_INDEX and outage_s and outage_until is None:
+                page.route("**/api/session/**", lambda route: route.abort("connectionreset"))
+                outage_until = time.monotonic() + outage_s
+            elif index == RELOAD_AFTER_INDEX and not reloaded and not outage_s:
                 page.route(f"**/trial/{index}", lambda route: route.abort())
+        if outage_until is not None and time.monotonic() > outage_until:
+            page.unroute("**/api/session/**")
+            outage_until = float("inf")
+        if outage_until is not None and outage_until < float("inf"):
+            queued = page.evaluate("() => Object.keys(JSON.parse(localStorage.getItem("
+                                   "'cuebench-queue:' + window.CUEBENCH.token) || '{}')).length")
+            result["most_queued"] = max(result["most_queued"], queued)
         if state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
             if state == "instruction":
                 instructed = re.search(r"click (\w+)", page.inner_text("#instruction")).group(1)
@@ -78,7 +94,7 @@ def _take_part(page, base: str) -> dict:
             else:
                 page.keyboard.press("1")
             answered.add(index)
-        elif state == "iti" and index == RELOAD_AFTER_INDEX and not reloaded:
+        elif state == "iti" and index == RELOAD_AFTER_INDEX and not reloaded and not outage_s:
             result["queued_at_reload"] = page.evaluate("() => Object.keys(JSON.parse(localStorage.getItem("
                                                        "'cuebench-queue:' + window.CUEBENCH.token) || '{}'))")
             page.unroute(f"**/trial/{index}")
@@ -128,6 +144,19 @@ def test_participant_completes_session_with_reload(live_server, browser):
     print(f"\nimage phases lasting exactly the planned frames: {exact}/{len(rows)} = {share:.0%} "
           f"at {rows[0]['refresh_hz']:.1f} Hz (browser check: {check['outlier_share']:.0%} irregular intervals); "
           f"stimulus ms measured: {json.dumps([round(r['timing_measured']['stimulus'], 1) for r in rows])}")
+
+
+def test_participant_goes_on_through_a_network_outage(live_server, browser):
+    """The server is unreachable for a few seconds mid-session: answers wait in the local queue,
+    the participant keeps answering, and every answer arrives once the connection is back."""
+    base, study = live_server
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    result = _take_part(page, base, outage_s=OUTAGE_S)
+    participant = study.db.participants(study.experiment.name)[0]
+    rows = study.store.rows("observer=?", [participant.code])
+    assert result["most_queued"] >= 2
+    assert sorted(r["trial_index"] for r in rows) == list(range(len(study.sequence(participant))))
+    assert result["status"] == "finished" and result["code"] == study.completion_code("finished")
 
 
 def test_small_screen_is_screened_out(live_server, browser):

@@ -24,6 +24,7 @@
   const DROPPED_FACTOR = 1.2; // an interval longer than 1.2 refresh periods is a dropped frame
   const QUEUE_KEY = "cuebench-queue:" + C.token;
   const BACKOFF_MS = { first: 500, max: 30000 };
+  const REQUEST_TIMEOUT_MS = 15000; // a request unanswered this long counts as a network error and is retried
 
   /* ms -> frames: nearest whole frame (half rounds up), at least 1 frame for a non-zero phase. */
   function msToFrames(ms, hz) {
@@ -137,7 +138,8 @@
 
   // ---------------------------------------------------------------- server I/O and the local queue
   async function requestJSON(url, options) {
-    const response = await fetch(url, Object.assign({ headers: { "Content-Type": "application/json" } }, options));
+    const response = await fetch(url, Object.assign({ headers: { "Content-Type": "application/json" },
+                                                      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }, options));
     const body = await response.json().catch(() => ({}));
     return { status: response.status, ok: response.ok, body };
   }
