@@ -1,11 +1,16 @@
-"""Load test of the experiment server: N simulated participants posting trials at once.
+"""Load test of the experiment server: N simulated participants arriving at once.
 
-Starts the app under waitress on 127.0.0.1 (loopback only), lets N participants start a
-session and post every trial of their sequence concurrently (one thread and one
-keep-alive connection each), and reports p50/p99 POST latency and the count check
-(trials sent = rows stored). Baseline, in the same run: the same rows written one after
-another straight into ``ResponseStore`` (no HTTP, no concurrency); the ratios compare the
-server's median POST latency and its throughput with those direct, fsync'd writes.
+Starts ``cuebench serve`` on a fresh sample experiment on 127.0.0.1 (loopback only, its
+own process, ``--workers`` processes), lets N participants (``experiment_server.simulate``,
+one thread and one keep-alive connection each) start a session at the same moment and
+post every trial of their sequence, pausing ``--trial-interval-ms`` between trials as a
+person would (0: back to back). Reports p50/p99 of the trial POSTs, throughput and the
+count check (answers acknowledged = rows stored). Every 201 is sent after the answer is
+committed with ``synchronous=FULL``.
+
+Baseline, in the same run: the same rows written one after another straight into a fresh
+``ResponseStore`` (no HTTP, one fsync'd transaction each); the ratios compare the server's
+POST latency and throughput with those direct writes.
 
     .venv/bin/python benchmarks/bench_server_load.py --participants 50 200
 """
@@ -13,18 +18,16 @@ server's median POST latency and its throughput with those direct, fsync'd write
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
-import logging
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REQUEST_TIMEOUT_S = 60
+from cuebench.responses import ResponseStore
+from experiment_server.sample import build_sample_experiment
+from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -32,100 +35,64 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def payload(trial: dict) -> dict:
-    return {"trial_key": trial["trial_key"], "response": trial["choices"][0], "timed_out": False, "rt_ms": 612.0,
-            "timing_measured": {"fixation": 300.1, "stimulus": 200.2}, "frames": {"fixation": 18, "stimulus": 12},
-            "dropped_frames": 0, "refresh_hz": 60.0, "device": {"user_agent": "bench"}, "events": []}
-
-
-def participant(port: int, n: int) -> list[float]:
-    """One participant: start, fetch the plan, post every trial; returns the POST latencies in ms."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
-    conn.request("POST", "/start", body=f"consent=yes&code=bench{n}",
-                 headers={"Content-Type": "application/x-www-form-urlencoded"})
-    response = conn.getresponse()
-    response.read()
-    token = response.getheader("Location").rsplit("/", 1)[1]
-    conn.request("GET", f"/api/session/{token}")
-    trials = json.loads(conn.getresponse().read())["trials"]
-    latencies = []
-    for trial in trials:
-        body = json.dumps(payload(trial))
-        t0 = time.perf_counter()
-        conn.request("POST", f"/api/session/{token}/trial/{trial['index']}", body=body,
-                     headers={"Content-Type": "application/json"})
-        reply = conn.getresponse()
-        reply.read()
-        latencies.append((time.perf_counter() - t0) * 1000)
-        if reply.status != 201:
-            raise RuntimeError(f"participant {n} trial {trial['index']}: HTTP {reply.status}")
-    conn.close()
-    return latencies
-
-
-def run_load(n_participants: int, threads: int) -> dict:
-    from waitress.server import create_server
-
-    from experiment_server.app import create_app
-    from experiment_server.study import study_of
-    from experiment_server.sample import build_sample_experiment
-
+def run_load(n_participants: int, workers: int, threads: int, interval_s: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         build_sample_experiment(tmp)
-        app = create_app(tmp)
-        server = create_server(app, host="127.0.0.1", port=0, threads=threads, connection_limit=max(100, 2 * n_participants))
-        runner = threading.Thread(target=server.run, daemon=True)
-        runner.start()
+        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads)
+        server.start()
+        log = ClientLog()
         try:
             t0 = time.perf_counter()
             with ThreadPoolExecutor(max_workers=n_participants) as pool:
-                per_participant = list(pool.map(lambda n: participant(server.effective_port, n), range(n_participants)))
+                list(pool.map(lambda n: SimulatedParticipant(server.port, f"bench{n}", log, timeout_s=60, deadline_s=600,
+                                                             trial_interval_s=interval_s).run(),
+                              range(n_participants)))
             wall = time.perf_counter() - t0
         finally:
-            server.close()
-            runner.join(timeout=10)
-        latencies = [x for lat in per_participant for x in lat]
-        store = study_of(app).store
-        stored = store.count()
-        baseline = direct_writes(store, Path(tmp) / "baseline.sqlite")
+            server.stop()
+        with ResponseStore(Path(tmp) / "responses.sqlite") as store:
+            stored = store.count()
+            baseline = direct_writes(store, Path(tmp) / "baseline.sqlite")
+    latencies = log.latencies_ms
     return {"participants": n_participants, "sent": len(latencies), "stored": stored,
             "p50_ms": statistics.median(latencies), "p99_ms": percentile(latencies, 99),
             "posts_per_s": len(latencies) / wall, "direct_p50_ms": statistics.median(baseline),
-            "direct_per_s": 1000 * len(baseline) / sum(baseline)}
+            "direct_per_s": 1000 * len(baseline) / sum(baseline), "errors": sum(
+                n for s, n in log.statuses.items() if s == "network error" or s >= 500)}
 
 
-def direct_writes(source_store, path: Path) -> list[float]:
+def direct_writes(source_store: ResponseStore, path: Path) -> list[float]:
     """Baseline: the same rows written straight into a fresh ResponseStore; ms per write."""
-    from cuebench.responses import ResponseStore
-
     rows = source_store.rows()
-    target = ResponseStore(path)
     times = []
-    for row in rows:
-        row = {k: v for k, v in row.items() if k != "created_at"}
-        t0 = time.perf_counter()
-        target.write(row)
-        times.append((time.perf_counter() - t0) * 1000)
-    target.close()
+    with ResponseStore(path) as target:
+        for row in rows:
+            row = {k: v for k, v in row.items() if k != "created_at"}
+            t0 = time.perf_counter()
+            target.write(row)
+            times.append((time.perf_counter() - t0) * 1000)
     return times
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--participants", type=int, nargs="+", default=[50, 200])
-    parser.add_argument("--threads", type=int, default=8, help="waitress worker threads")
+    parser.add_argument("--workers", type=int, default=1, help="server processes (1: waitress, more: gunicorn)")
+    parser.add_argument("--threads", type=int, default=8, help="request threads per server process")
+    parser.add_argument("--trial-interval-ms", type=float, default=1000.0,
+                        help="pause between a participant's trials (a person's trial takes 1-3 s); 0 = back to back")
     args = parser.parse_args(argv)
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    print(f"server: {args.workers} process(es) x {args.threads} threads; trial interval {args.trial_interval_ms:g} ms")
     print(f"{'N':>5} {'sent':>6} {'stored':>6} {'p50 ms':>8} {'p99 ms':>8} {'direct p50':>10} {'p50 ratio':>9} "
-          f"{'posts/s':>8} {'direct/s':>8} {'throughput ratio':>16}")
+          f"{'posts/s':>8} {'direct/s':>8} {'5xx/net':>7}")
     ok = True
     for n in args.participants:
-        r = run_load(n, args.threads)
-        ok &= r["sent"] == r["stored"]
+        r = run_load(n, args.workers, args.threads, args.trial_interval_ms / 1000)
+        ok &= r["sent"] == r["stored"] and r["errors"] == 0
         print(f"{r['participants']:>5} {r['sent']:>6} {r['stored']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
               f"{r['direct_p50_ms']:>10.2f} {r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
-              f"{r['posts_per_s']:>8.1f} {r['direct_per_s']:>8.1f} {r['posts_per_s'] / r['direct_per_s']:>15.2f}x")
-    print("count check (sent == stored):", "OK" if ok else "FAILED")
+              f"{r['posts_per_s']:>8.1f} {r['direct_per_s']:>8.1f} {r['errors']:>7}", flush=True)
+    print("count check (acknowledged == stored, no 5xx or network errors):", "OK" if ok else "FAILED")
     return 0 if ok else 1
 
 
