@@ -22,7 +22,8 @@ from typing import Callable
 import sqlite_utils
 
 from cuebench.errors import CuebenchError
-from cuebench.storage import DEFAULT_TIMEOUT_S, connect, write_transaction
+from cuebench.responses import TABLE as RESPONSES
+from cuebench.storage import DEFAULT_TIMEOUT_S, connect, table_columns, write_transaction
 
 from .assignment import RESERVATION_SECONDS, group_fill, least_filled
 
@@ -32,6 +33,10 @@ LOGIN_FAILURES = "admin_login_failures"
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
 STATUSES = ("in_progress", *OUTCOMES)
+
+
+class ForeignDatabase(CuebenchError):
+    """The database already holds the server tables or responses of another experiment."""
 
 
 class AlreadyParticipated(CuebenchError):
@@ -72,9 +77,10 @@ class ServerDB:
     connection, every write is one transaction (``cuebench.storage``), and nothing a
     request depends on is kept in a process's memory."""
 
-    def __init__(self, path: str | Path, clock: Callable[[], float] = time.time,
+    def __init__(self, path: str | Path, experiment: str, clock: Callable[[], float] = time.time,
                  reservation_seconds: float = RESERVATION_SECONDS, timeout: float = DEFAULT_TIMEOUT_S):
         self.path = Path(path)
+        self.experiment = experiment
         self.clock = clock
         self.reservation_seconds = reservation_seconds
         self.timeout = timeout
@@ -90,7 +96,9 @@ class ServerDB:
         return self._local.db
 
     def _ensure_schema(self) -> None:
+        """Create the tables once and record which experiment they serve; all or nothing."""
         with write_transaction(self.db.conn) as conn:
+            self._refuse_foreign(conn)
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS [{PARTICIPANTS}] ([code] TEXT PRIMARY KEY, [experiment] TEXT NOT NULL, "
                 "[token_hash] TEXT NOT NULL, [grp] INTEGER NOT NULL, [status] TEXT NOT NULL, [session] TEXT NOT NULL, "
@@ -103,6 +111,18 @@ class ServerDB:
                              f"[idx_{PARTICIPANTS}_{'_'.join(columns)}] ON [{PARTICIPANTS}] ({', '.join(columns)})")
             conn.execute(f"CREATE TABLE IF NOT EXISTS [{SETTINGS}] ([key] TEXT PRIMARY KEY, [value] TEXT)")
             conn.execute(f"CREATE TABLE IF NOT EXISTS [{LOGIN_FAILURES}] ([address] TEXT NOT NULL, [at] FLOAT NOT NULL)")
+            conn.execute(f"INSERT OR IGNORE INTO {SETTINGS}(key, value) VALUES ('experiment', ?)", [self.experiment])
+
+    def _refuse_foreign(self, conn: sqlite3.Connection) -> None:
+        """Refuse a database that already holds another experiment's participants or responses."""
+        stored = conn.execute(f"SELECT value FROM [{SETTINGS}] WHERE key='experiment'").fetchone() \
+            if table_columns(conn, SETTINGS) else None
+        names = {stored[0]} if stored else {row[0] for table in (PARTICIPANTS, RESPONSES) if table_columns(conn, table)
+                                            for row in conn.execute(f"SELECT DISTINCT experiment FROM [{table}]")}
+        foreign = sorted(names - {self.experiment})
+        if foreign:
+            raise ForeignDatabase(f"{self.path}: this database belongs to experiment {foreign[0]!r}, not "
+                                  f"{self.experiment!r}; serve that experiment's folder, or give this one its own database")
 
     # settings -------------------------------------------------------------------------
     def setting(self, key: str) -> str | None:

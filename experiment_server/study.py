@@ -106,7 +106,7 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if experiment.assignment is None:
         raise ServerSetupError(f"{folder.experiment_file}: field 'assignment' is missing; the server needs an "
                                "assignment plan to put participants into groups")
-    db = ServerDB(folder.responses_file, clock=clock, reservation_seconds=reservation_seconds)
+    db = ServerDB(folder.responses_file, experiment.name, clock=clock, reservation_seconds=reservation_seconds)
     return Study(folder, experiment, db)
 
 
