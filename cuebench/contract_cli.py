@@ -17,6 +17,8 @@ def register(sub) -> None:
                         help="csv/parquet: the common schema; mvh: model-vs-human raw CSVs, one per observer "
                              "and session (--out is then a folder)")
     export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--database", metavar="URL",
+                        help="postgresql://USER@HOST/DB holding the responses (default: the folder's responses.sqlite)")
     export.set_defaults(func=run_export)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of experiment.json or of a response row")
@@ -28,7 +30,7 @@ def register(sub) -> None:
 def run_export(args) -> int:
     from .export import export
 
-    for path in export(args.expdir, args.format, args.out):
+    for path in export(args.expdir, args.format, args.out, args.database):
         print(f"wrote {path}")
     return 0
 

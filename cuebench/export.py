@@ -23,29 +23,34 @@ class ExportError(CuebenchError):
     """Nothing to export, or an unknown format."""
 
 
-def _rows(expdir: ExperimentDir) -> list[dict]:
-    if not expdir.responses_file.exists():
+def _store(expdir: ExperimentDir, database: str | None) -> ResponseStore:
+    """The experiment's store: its responses.sqlite, or the ``postgresql://`` database given."""
+    if database is None and not expdir.responses_file.exists():
         raise ExportError(f"{expdir.root} has no responses yet ({expdir.responses_file.name} is missing)")
-    with ResponseStore(expdir.responses_file) as store:
+    return ResponseStore(database or expdir.responses_file)
+
+
+def _rows(expdir: ExperimentDir, database: str | None) -> list[dict]:
+    with _store(expdir, database) as store:
         return store.rows()
 
 
-def export_csv(expdir: ExperimentDir, out: str | Path) -> Path:
+def export_csv(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
     """The common schema, one row per observer per trial, JSON columns as JSON text."""
     import json
 
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     writer.writeheader()
-    for row in _rows(expdir):
+    for row in _rows(expdir, database):
         writer.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in row.items()})
     out = Path(out)
     atomic_write(out, buf.getvalue().encode("utf-8"))
     return out
 
 
-def export_parquet(expdir: ExperimentDir, out: str | Path) -> Path:
-    with ResponseStore(expdir.responses_file) as store:
+def export_parquet(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
+    with _store(expdir, database) as store:
         frame = store.dataframe()
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")
@@ -68,9 +73,10 @@ def mvh_imagename(row: dict) -> str:
     return "_".join(_slug(p) for p in prefix) + f"_{source}.png"
 
 
-def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...] = ("test",)) -> list[Path]:
+def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...] = ("test",),
+               database: str | None = None) -> list[Path]:
     """One ``<experiment>_<observer>_session_<n>.csv`` per observer and session."""
-    rows = [r for r in _rows(expdir) if r["role"] in roles]
+    rows = [r for r in _rows(expdir, database) if r["role"] in roles]
     if not rows:
         raise ExportError(f"{expdir.root} has no responses to {', '.join(roles)} trials")
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -94,12 +100,13 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...
     return written
 
 
-def export(expdir: str | Path, fmt: str, out: str | Path) -> list[Path]:
+def export(expdir: str | Path, fmt: str, out: str | Path, database: str | None = None) -> list[Path]:
+    """Export in ``fmt``; ``database`` is a ``postgresql://`` URL when the responses are not in the folder."""
     expdir = ExperimentDir(expdir)
     if fmt == "csv":
-        return [export_csv(expdir, out)]
+        return [export_csv(expdir, out, database)]
     if fmt == "parquet":
-        return [export_parquet(expdir, out)]
+        return [export_parquet(expdir, out, database)]
     if fmt == "mvh":
-        return export_mvh(expdir, out)
+        return export_mvh(expdir, out, database=database)
     raise ExportError(f"unknown export format {fmt!r}; use csv, parquet or mvh")

@@ -3,8 +3,9 @@
 This module is the only definition of the response schema (DESIGN.md, "Response
 schema"). The web server, the PsychoPy runner and model evaluation all write through
 ``ResponseStore``; analysis and export read through it. Storage is SQLite in WAL mode
-with ``synchronous=FULL`` (``cuebench.storage``): a committed answer survives a crash or
-power loss, and many threads and processes may write at once. A row is
+with ``synchronous=FULL`` in the experiment folder, or PostgreSQL (``cuebench.storage``):
+a committed answer survives a crash or power loss, and many threads, processes and hosts
+may write at once. A row is
 keyed by (experiment, observer, session, trial_index): writing the same row twice is a
 no-op, writing a different answer to a stored key is refused, so nothing collected is
 ever overwritten.
@@ -14,18 +15,16 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Literal
 
-import sqlite_utils
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import CuebenchError, describe
-from .storage import DEFAULT_TIMEOUT_S, connect, table_columns, write_transaction
+from .storage import DEFAULT_TIMEOUT_S, Database, is_database_url, open_database
 
 TABLE = "responses"
 KEY = ("experiment", "observer", "session", "trial_index")
@@ -167,39 +166,43 @@ _INSERT = f'INSERT INTO "{TABLE}" ({_QUOTED_COLUMNS}) VALUES ({",".join("?" for 
 
 
 class ResponseStore:
-    """The experiment's responses.sqlite: durable, idempotent, append-only per key.
+    """The experiment's response table: durable, idempotent, append-only per key.
 
-    Any number of stores (threads, processes) may write one file at once: each write is one
-    ``BEGIN IMMEDIATE`` transaction and waits for the others up to ``timeout`` seconds
-    (``cuebench.storage``)."""
+    ``location`` is the SQLite file (the experiment's ``responses.sqlite``) or a
+    ``postgresql://`` URL; both follow the same rules and export the same bytes. Any number
+    of stores (threads, processes, hosts) may write at once: each write is one transaction
+    and waits for the others up to ``timeout`` seconds (``cuebench.storage``)."""
 
-    def __init__(self, path: str | Path, timeout: float = DEFAULT_TIMEOUT_S):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, location: str | Path, timeout: float = DEFAULT_TIMEOUT_S):
+        if not is_database_url(location):
+            location = Path(location)
+            location.parent.mkdir(parents=True, exist_ok=True)
+        self.path = location
         self._lock = threading.Lock()
-        self.db = sqlite_utils.Database(connect(self.path, timeout))
+        self.database = open_database(location, timeout)
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:
         """Create the table and its indexes, or add columns a newer schema has; a no-op (no
-        write lock) when the file is up to date."""
-        if set(COLUMNS) <= set(table_columns(self.conn, TABLE)):
+        write lock) when the table is up to date."""
+        if set(COLUMNS) <= set(self.database.columns(TABLE)):
             return
-        with write_transaction(self.conn) as conn:
-            present = table_columns(conn, TABLE)
+        with self.database.write_transaction() as db:
+            present = db.columns(TABLE)
             if not present:
                 columns = ", ".join(f'"{name}" {_SQL_TYPES[kind]}' for name, (kind, _) in COLUMNS.items())
-                conn.execute(f'CREATE TABLE "{TABLE}" ({columns})')
+                db.execute(f'CREATE TABLE "{TABLE}" ({columns}{db.row_order_column})')
             for name, (kind, _) in COLUMNS.items():
                 if present and name not in present:
-                    conn.execute(f'ALTER TABLE "{TABLE}" ADD COLUMN "{name}" {_SQL_TYPES[kind]}')
+                    db.execute(f'ALTER TABLE "{TABLE}" ADD COLUMN "{name}" {_SQL_TYPES[kind]}')
             for unique, columns in ((True, KEY), (False, ("experiment", "observer", "trial_id"))):
-                conn.execute(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS '
-                             f'"idx_{TABLE}_{"_".join(columns)}" ON "{TABLE}" ({", ".join(columns)})')
+                db.execute(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS '
+                           f'"idx_{TABLE}_{"_".join(columns)}" ON "{TABLE}" ({", ".join(columns)})')
 
     @property
-    def conn(self) -> sqlite3.Connection:
-        return self.db.conn
+    def conn(self) -> Database:
+        """The store's connection (``execute(sql, params)`` with ``?`` placeholders on either backend)."""
+        return self.database
 
     def write(self, row: dict[str, Any]) -> WriteResult:
         """Store one answer, committed before returning. Identical resubmission: ``stored=False``."""
@@ -208,23 +211,23 @@ class ResponseStore:
     def write_many(self, rows: Iterable[dict[str, Any]]) -> list[WriteResult]:
         """Store answers in one transaction (all or none), each with the idempotency rule of ``write``."""
         clean = [normalise(r) for r in rows]
-        with self._lock, write_transaction(self.conn):
+        with self._lock, self.database.write_transaction():
             results = [self._insert(row) for row in clean]
             refused = next((r for r in results if isinstance(r, ResponseConflict)), None)
             if refused is not None:
                 raise refused
         return results
 
-    def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[sqlite3.Connection], None] | None = None
+    def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[Database], None] | None = None
                    ) -> list[WriteResult | ResponseConflict]:
         """Group commit: store answers from several writers in one transaction (one fsync), each
         judged on its own. A conflicting row is refused (its ``ResponseConflict`` is returned in
         its place) while the others are stored; ``also(conn)`` runs in the same transaction."""
         clean = [normalise(r) for r in rows]
-        with self._lock, write_transaction(self.conn) as conn:
+        with self._lock, self.database.write_transaction() as db:
             results = [self._insert(row) for row in clean]
             if also is not None:
-                also(conn)
+                also(db)
         return results
 
     def _insert(self, row: dict) -> WriteResult | ResponseConflict:
@@ -238,17 +241,14 @@ class ResponseStore:
                     f"stored with a different {diffs[0]!r} ({existing.get(diffs[0])!r} vs {row.get(diffs[0])!r}); "
                     "the stored answer is kept")
             return WriteResult(stored=False)
-        self.conn.execute(_INSERT, [row[c] for c in COLUMNS])
+        self.database.execute(_INSERT, [row[c] for c in COLUMNS])
         return WriteResult(stored=True)
 
     def _get(self, row: dict) -> dict | None:
-        cur = self.conn.execute(
-            f'SELECT * FROM "{TABLE}" WHERE experiment=? AND observer=? AND session=? AND trial_index=?',
-            [row[k] for k in KEY])
-        found = cur.fetchone()
-        if found is None:
-            return None
-        return dict(zip([d[0] for d in cur.description], found))
+        found = self.database.execute(
+            f'SELECT {_QUOTED_COLUMNS} FROM "{TABLE}" WHERE experiment=? AND observer=? AND session=? AND trial_index=?',
+            [row[k] for k in KEY]).fetchone()
+        return None if found is None else dict(zip(COLUMNS, found))
 
     def answered_indices(self, experiment: str, observer: str, session: str) -> set[int]:
         cur = self.conn.execute(
@@ -262,19 +262,24 @@ class ResponseStore:
 
     def rows(self, where: str | None = None, params: Iterable | None = None) -> list[dict]:
         """All rows (JSON columns decoded), in storage order."""
-        return [decode_row(r) for r in self.db[TABLE].rows_where(where, list(params or []), order_by="rowid")]
+        return [decode_row(dict(zip(COLUMNS, r))) for r in self._select(where, params)]
+
+    def _select(self, where: str | None, params: Iterable | None) -> list[tuple]:
+        condition = f" WHERE {where}" if where else ""
+        return self.database.execute(f'SELECT {_QUOTED_COLUMNS} FROM "{TABLE}"{condition} '
+                                     f"ORDER BY {self.database.row_order}", list(params or [])).fetchall()
 
     def count(self) -> int:
-        return self.db[TABLE].count
+        return self.database.execute(f'SELECT COUNT(*) FROM "{TABLE}"').fetchone()[0]
 
     def dataframe(self):
         """The table as a pandas DataFrame with the schema's columns (JSON columns kept as text)."""
         import pandas as pd
 
-        return pd.read_sql_query(f'SELECT {_QUOTED_COLUMNS} FROM "{TABLE}" ORDER BY rowid', self.conn)
+        return pd.DataFrame.from_records(self._select(None, None), columns=list(COLUMNS), coerce_float=True)
 
     def close(self) -> None:
-        self.conn.close()
+        self.database.close()
 
     def __enter__(self):
         return self

@@ -1,16 +1,22 @@
-"""Connections to an experiment's SQLite file that many threads and processes can share.
+"""The experiment's database: SQLite in the experiment folder (the default) or PostgreSQL.
 
-Web server threads, several server processes and parallel model-evaluation shards all
-write the same ``responses.sqlite``. SQLite allows one writer at a time; this module makes
-every writer wait its turn instead of failing with "database is locked":
+Web server threads, several server processes (on one host or several) and parallel
+model-evaluation shards all write one response table. ``open_database`` gives a
+``Database``: one connection with the SQL the project uses written once (``?``
+placeholders, double-quoted names), and ``write_transaction``, which lets one writer in at
+a time and makes the others wait instead of failing:
 
-- WAL journal (readers never wait for the writer) with ``synchronous=FULL`` (a committed
-  transaction survives a crash or power loss), and a busy timeout on every connection;
-- every write is one ``BEGIN IMMEDIATE`` transaction, which takes the write lock up front,
-  so two transactions never deadlock upgrading a read lock (SQLite answers that case with an
-  immediate "locked" that no busy timeout waits out);
-- schema changes (``CREATE ... IF NOT EXISTS``) run inside such a transaction, so two
-  processes creating the same tables at once do it one after the other.
+- SQLite: WAL journal (readers never wait for the writer) with ``synchronous=FULL`` (a
+  committed transaction survives a crash or power loss) and a busy timeout; every write is
+  ``BEGIN IMMEDIATE``, which takes the write lock up front, so two transactions never
+  deadlock upgrading a read lock (SQLite answers that with an immediate "locked" that no
+  busy timeout waits out).
+- PostgreSQL (psycopg 3): every write transaction first takes one transaction-level
+  advisory lock, the same serialisation across hosts; commits are durable with the
+  server's default ``synchronous_commit``.
+
+Schema changes (``CREATE ... IF NOT EXISTS``) run inside a write transaction, so two
+processes creating the same tables at once do it one after the other.
 """
 
 from __future__ import annotations
@@ -19,19 +25,127 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterable, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 from .errors import CuebenchError
 
 DEFAULT_TIMEOUT_S = 30.0
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+WRITER_LOCK_KEY = 0x637565
+"""PostgreSQL advisory-lock key every cuebench write transaction takes ("cue")."""
 
 
 class StorageError(CuebenchError):
-    """The database file cannot be opened or stayed locked longer than the busy timeout."""
+    """The database cannot be reached or opened, or stayed locked longer than the busy timeout."""
+
+
+def is_database_url(location: str | Path) -> bool:
+    return isinstance(location, str) and location.split(":", 1)[0] in POSTGRES_SCHEMES
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class Database:
+    """One connection to SQLite or PostgreSQL. ``conn`` is the driver's own connection."""
+
+    def __init__(self, conn, dialect: str, where: str):
+        self.conn = conn
+        self.dialect = dialect
+        self.where = where
+        if dialect == "postgresql":
+            import psycopg
+
+            self.integrity_errors: tuple[type[Exception], ...] = (psycopg.errors.IntegrityError,)
+        else:
+            self.integrity_errors = (sqlite3.IntegrityError,)
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s") if self.dialect == "postgresql" else sql
+
+    def execute(self, sql: str, params: Iterable[Any] = ()):
+        """Run one statement; returns the driver's cursor (``fetchone``, ``fetchall``, ``rowcount``)."""
+        return self.conn.execute(self._sql(sql), list(params))
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        if self.dialect == "postgresql":
+            with self.conn.cursor() as cursor:
+                cursor.executemany(self._sql(sql), [list(r) for r in rows])
+        else:
+            self.conn.executemany(sql, rows)
+
+    def dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
+        cursor = self.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[Database]:
+        """One write transaction, writers one at a time: commit on success, rollback on error."""
+        if self.dialect == "postgresql":
+            self.conn.execute("BEGIN")
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", [WRITER_LOCK_KEY])
+        else:
+            self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def columns(self, table: str) -> list[str]:
+        """The table's column names, in order; empty when there is no such table."""
+        if self.dialect == "postgresql":
+            return [r[0] for r in self.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema=current_schema() "
+                "AND table_name=? ORDER BY ordinal_position", [table]).fetchall()]
+        return [row[1] for row in self.conn.execute(f'PRAGMA table_info("{table}")')]
+
+    @property
+    def row_order(self) -> str:
+        """The column giving storage (commit) order: SQLite's rowid, a PostgreSQL identity column."""
+        return '"_seq"' if self.dialect == "postgresql" else "rowid"
+
+    @property
+    def row_order_column(self) -> str:
+        """What ``CREATE TABLE`` adds for ``row_order`` (nothing on SQLite)."""
+        return ', "_seq" BIGINT GENERATED ALWAYS AS IDENTITY' if self.dialect == "postgresql" else ""
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def open_database(location: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> Database:
+    """A ``postgresql://`` URL, or the path of a SQLite file (created if missing)."""
+    if is_database_url(location):
+        return _open_postgres(str(location), timeout)
+    return Database(connect(location, timeout), "sqlite", str(location))
+
+
+def _open_postgres(url: str, timeout: float) -> Database:
+    try:
+        import psycopg
+    except ImportError:
+        raise StorageError("a postgresql:// database needs psycopg: pip install 'cuebench[postgres]'") from None
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
+        conn.execute(f"SET lock_timeout = {int(timeout * 1000)}")
+    except psycopg.Error as err:
+        reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise StorageError(f"cannot connect to {redacted(url)}: {reason}") from None
+    return Database(conn, "postgresql", redacted(url))
 
 
 def connect(path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> sqlite3.Connection:
-    """An autocommit connection (transactions are explicit) in WAL mode with full sync."""
+    """An autocommit SQLite connection (transactions are explicit) in WAL mode with full sync."""
     path = Path(path)
     try:
         conn = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False, isolation_level=None)
@@ -56,19 +170,3 @@ def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-
-
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: the write lock first (``BEGIN IMMEDIATE``), commit on success, rollback on error."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]

@@ -158,7 +158,7 @@ def export_responses():
     study = _study()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "responses.csv"
-        export_csv(study.expdir, out)
+        export_csv(study.expdir, out, study.database)
         return _download(out, f"{study.experiment.name}-responses.csv", "text/csv")
 
 
@@ -169,7 +169,7 @@ def export_model_vs_human():
 
     study = _study()
     with tempfile.TemporaryDirectory() as tmp:
-        export_mvh(study.expdir, Path(tmp))
+        export_mvh(study.expdir, Path(tmp), database=study.database)
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
             for file in sorted(Path(tmp).rglob("*.csv")):

@@ -30,11 +30,13 @@ MAX_REQUEST_BYTES = 256 * 1024
 
 
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
-               reservation_seconds: float = RESERVATION_SECONDS, secure_cookies: bool = True) -> Flask:
+               reservation_seconds: float = RESERVATION_SECONDS, secure_cookies: bool = True,
+               database: str | None = None) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; ``secure_cookies=False`` only for
-    plain-HTTP lab networks (browsers drop Secure cookies there except on localhost)."""
-    study = open_study(expdir, clock, reservation_seconds)
+    plain-HTTP lab networks (browsers drop Secure cookies there except on localhost);
+    ``database``: a ``postgresql://`` URL instead of the folder's responses.sqlite."""
+    study = open_study(expdir, clock, reservation_seconds, database)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.config.update(
         SECRET_KEY=study.secret_key,
@@ -77,7 +79,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
-          threads: int = 8, secure_cookies: bool = True, workers: int = 1) -> None:
+          threads: int = 8, secure_cookies: bool = True, workers: int = 1, database: str | None = None) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
     ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
     if workers < 1:
@@ -85,7 +87,7 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     if workers > 1 and sys.platform == "win32":
         raise ServerSetupError("--workers > 1 needs gunicorn, which does not run on Windows; use --threads")
     check_port_free(host, port)
-    study = open_study(expdir)  # checks the folder and creates tables and settings once, before any worker starts
+    study = open_study(expdir, database=database)  # checks the folder and creates tables and settings once, before any worker starts
     if open_message:
         base = f"http://{host}:{port}"
         print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root} "
@@ -99,9 +101,10 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     if workers > 1:
         from .workers import run_gunicorn
 
-        run_gunicorn(lambda: create_app(expdir, secure_cookies=secure_cookies), host, port, workers, threads)
+        run_gunicorn(lambda: create_app(expdir, secure_cookies=secure_cookies, database=database),
+                     host, port, workers, threads)
         return
     from waitress import serve as waitress_serve
 
-    waitress_serve(create_app(expdir, secure_cookies=secure_cookies), host=host, port=port, threads=threads,
+    waitress_serve(create_app(expdir, secure_cookies=secure_cookies, database=database), host=host, port=port, threads=threads,
                    ident="cuebench", connection_limit=max(100, 25 * threads))

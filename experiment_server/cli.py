@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     parser.add_argument("--threads", type=int, default=8, help="request threads (per process)")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes; more than 1 runs gunicorn (Linux), 1 runs waitress")
+    parser.add_argument("--database", metavar="URL",
+                        help="postgresql://USER@HOST/DB for responses and server tables, e.g. to serve one study "
+                             "from several hosts (default: the folder's responses.sqlite)")
     parser.add_argument("--insecure-cookies", action="store_true",
                         help="allow the admin login over plain HTTP on a lab network (not for the internet)")
     for outcome in OUTCOMES:
@@ -40,7 +43,7 @@ def run(args) -> int:
     if args.target[0] == ADMIN_PASSWORD:
         if len(args.target) != 2:
             raise CuebenchError("usage: cuebench serve admin-password EXPDIR")
-        return set_password(args.target[1], args.password_stdin)
+        return set_password(args.target[1], args.password_stdin, args.database)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
     from .app import check_port_free, serve
@@ -49,21 +52,21 @@ def run(args) -> int:
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
         check_port_free(args.host, args.port)
-        study = open_study(args.target[0])
+        study = open_study(args.target[0], database=args.database)
         for outcome, code in codes.items():
             if code:
                 study.db.set_setting(f"code_{outcome}", code)
         study.close()
     serve(args.target[0], host=args.host, port=args.port, threads=args.threads,
-          secure_cookies=not args.insecure_cookies, workers=args.workers)
+          secure_cookies=not args.insecure_cookies, workers=args.workers, database=args.database)
     return 0
 
 
-def set_password(expdir: str, from_stdin: bool) -> int:
+def set_password(expdir: str, from_stdin: bool, database: str | None = None) -> int:
     from .admin import set_admin_password
     from .study import open_study
 
-    study = open_study(expdir)
+    study = open_study(expdir, database=database)
     if from_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:

@@ -1,9 +1,9 @@
-"""The server's own tables (participants, settings) in the experiment's responses.sqlite.
+"""The server's own tables (participants, settings) beside the responses, in the experiment's database.
 
 Responses belong to ``cuebench.responses.ResponseStore``; this module keeps who takes
 part, in which group, with which session token, and the server settings (admin password
-hash, cookie-signing key, completion codes). Same file, separate tables, same durability
-(WAL, ``synchronous=FULL``). One participation per Prolific ID (and per entry code) is a
+hash, cookie-signing key, completion codes). Same database (the experiment's
+responses.sqlite or PostgreSQL, ``cuebench.storage``), separate tables, same durability. One participation per Prolific ID (and per entry code) is a
 UNIQUE index, so the database refuses a second session even under concurrent requests.
 Session tokens are stored only as SHA-256 hashes.
 """
@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import sqlite_utils
-
 from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
-from cuebench.storage import DEFAULT_TIMEOUT_S, connect, table_columns, write_transaction
+from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
 
 from .assignment import RESERVATION_SECONDS, group_fill, least_filled
 
@@ -77,9 +74,9 @@ class ServerDB:
     connection, every write is one transaction (``cuebench.storage``), and nothing a
     request depends on is kept in a process's memory."""
 
-    def __init__(self, path: str | Path, experiment: str, clock: Callable[[], float] = time.time,
+    def __init__(self, location: str | Path, experiment: str, clock: Callable[[], float] = time.time,
                  reservation_seconds: float = RESERVATION_SECONDS, timeout: float = DEFAULT_TIMEOUT_S):
-        self.path = Path(path)
+        self.location = location
         self.experiment = experiment
         self.clock = clock
         self.reservation_seconds = reservation_seconds
@@ -88,54 +85,55 @@ class ServerDB:
         self._ensure_schema()
 
     @property
-    def db(self) -> sqlite_utils.Database:
-        """This thread's connection: SQLite serialises writers across connections (busy timeout),
+    def db(self) -> Database:
+        """This thread's connection: the database serialises writers across connections,
         whereas one connection shared by server threads mixes their transactions."""
         if getattr(self._local, "db", None) is None:
-            self._local.db = sqlite_utils.Database(connect(self.path, self.timeout))
+            self._local.db = open_database(self.location, self.timeout)
         return self._local.db
 
     def _ensure_schema(self) -> None:
         """Create the tables once and record which experiment they serve; all or nothing."""
-        with write_transaction(self.db.conn) as conn:
+        with self.db.write_transaction() as conn:
             self._refuse_foreign(conn)
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS [{PARTICIPANTS}] ([code] TEXT PRIMARY KEY, [experiment] TEXT NOT NULL, "
-                "[token_hash] TEXT NOT NULL, [grp] INTEGER NOT NULL, [status] TEXT NOT NULL, [session] TEXT NOT NULL, "
-                "[prolific_pid] TEXT, [study_id] TEXT, [prolific_session] TEXT, [entry_code] TEXT, "
-                "[reserved_until] FLOAT, [created_at] FLOAT NOT NULL, [finished_at] FLOAT, [screen_reason] TEXT, "
-                "[excluded] INTEGER, [exclusion_reason] TEXT)")
+                f"CREATE TABLE IF NOT EXISTS {PARTICIPANTS} (code TEXT PRIMARY KEY, experiment TEXT NOT NULL, "
+                "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
+                "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
+                "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, "
+                "excluded INTEGER, exclusion_reason TEXT)")
             for columns, unique in ((("token_hash",), True), (("experiment", "prolific_pid"), True),
                                     (("experiment", "entry_code"), True)):
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
-                             f"[idx_{PARTICIPANTS}_{'_'.join(columns)}] ON [{PARTICIPANTS}] ({', '.join(columns)})")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS [{SETTINGS}] ([key] TEXT PRIMARY KEY, [value] TEXT)")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS [{LOGIN_FAILURES}] ([address] TEXT NOT NULL, [at] FLOAT NOT NULL)")
-            conn.execute(f"INSERT OR IGNORE INTO {SETTINGS}(key, value) VALUES ('experiment', ?)", [self.experiment])
+                             f"idx_{PARTICIPANTS}_{'_'.join(columns)} ON {PARTICIPANTS} ({', '.join(columns)})")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {LOGIN_FAILURES} (address TEXT NOT NULL, at FLOAT NOT NULL)")
+            conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
+                         [self.experiment])
 
-    def _refuse_foreign(self, conn: sqlite3.Connection) -> None:
+    def _refuse_foreign(self, conn: Database) -> None:
         """Refuse a database that already holds another experiment's participants or responses."""
-        stored = conn.execute(f"SELECT value FROM [{SETTINGS}] WHERE key='experiment'").fetchone() \
-            if table_columns(conn, SETTINGS) else None
-        names = {stored[0]} if stored else {row[0] for table in (PARTICIPANTS, RESPONSES) if table_columns(conn, table)
-                                            for row in conn.execute(f"SELECT DISTINCT experiment FROM [{table}]")}
+        stored = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key='experiment'").fetchone() \
+            if conn.columns(SETTINGS) else None
+        names = {stored[0]} if stored else {row[0] for table in (PARTICIPANTS, RESPONSES) if conn.columns(table)
+                                            for row in conn.execute(f'SELECT DISTINCT experiment FROM "{table}"').fetchall()}
         foreign = sorted(names - {self.experiment})
         if foreign:
-            raise ForeignDatabase(f"{self.path}: this database belongs to experiment {foreign[0]!r}, not "
+            raise ForeignDatabase(f"{conn.where}: this database belongs to experiment {foreign[0]!r}, not "
                                   f"{self.experiment!r}; serve that experiment's folder, or give this one its own database")
 
     # settings -------------------------------------------------------------------------
     def setting(self, key: str) -> str | None:
-        row = self.db.conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
+        row = self.db.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
         return row[0] if row else None
 
     def set_setting(self, key: str, value: str) -> None:
-        self.db.conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) "
+        self.db.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) "
                              "ON CONFLICT(key) DO UPDATE SET value=excluded.value", [key, value])
 
     def setting_or_create(self, key: str, make: Callable[[], str]) -> str:
         """A stored setting, created once with ``make()`` (e.g. a random key) when absent."""
-        self.db.conn.execute(f"INSERT OR IGNORE INTO {SETTINGS}(key, value) VALUES (?, ?)", [key, make()])
+        self.db.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", [key, make()])
         return self.setting(key)
 
     # participants ---------------------------------------------------------------------
@@ -151,7 +149,7 @@ class ServerDB:
         code = "P" + secrets.token_hex(6).upper()
         now = self.clock()
         try:
-            with write_transaction(self.db.conn) as conn:  # count and insert in one write transaction: no two arrivals race
+            with self.db.write_transaction() as conn:  # count and insert in one write transaction: no two arrivals race
                 rows = conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
                                     [experiment]).fetchall()
                 group = least_filled(group_fill(n_groups, rows, now))
@@ -161,7 +159,7 @@ class ServerDB:
                     "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, 0)",
                     [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
                      now + self.reservation_seconds, now])
-        except sqlite3.IntegrityError:
+        except self.db.integrity_errors:
             again = self.by_token(token)
             if again is not None and again.experiment == experiment:
                 return again, token
@@ -176,18 +174,18 @@ class ServerDB:
         return self._one("token_hash=?", [hash_token(token)])
 
     def _one(self, where: str, params: list) -> Participant | None:
-        rows = list(self.db[PARTICIPANTS].rows_where(where, params))
+        rows = self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE {where}", params)
         return _participant(rows[0]) if rows else None
 
     def participants(self, experiment: str) -> list[Participant]:
-        return [_participant(r) for r in self.db[PARTICIPANTS].rows_where("experiment=?", [experiment],
-                                                                          order_by="created_at")]
+        return [_participant(r) for r in self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE experiment=? "
+                                                       "ORDER BY created_at", [experiment])]
 
-    def renew(self, codes: list[str], conn: sqlite3.Connection | None = None) -> None:
+    def renew(self, codes: list[str], conn: Database | None = None) -> None:
         """Extend in-progress participants' reservations (on every stored trial); ``conn`` runs
         it inside a caller's transaction, so the answers and the renewal share one commit."""
         until = self.clock() + self.reservation_seconds
-        (conn or self.db.conn).executemany(
+        (conn or self.db).executemany(
             f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=? AND status='in_progress'",
             [(until, code) for code in codes])
 
@@ -196,14 +194,14 @@ class ServerDB:
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
         finished_at = self.clock() if status != "in_progress" else None
-        self.db.conn.execute(
+        self.db.execute(
             f"UPDATE {PARTICIPANTS} SET status=?, finished_at=?, screen_reason=?, reserved_until=NULL "
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
     def exclude(self, code: str, reason: str) -> bool:
         """Mark a participant excluded; False when there is no such participant."""
-        cursor = self.db.conn.execute(f"UPDATE {PARTICIPANTS} SET excluded=1, exclusion_reason=? WHERE code=?",
+        cursor = self.db.execute(f"UPDATE {PARTICIPANTS} SET excluded=1, exclusion_reason=? WHERE code=?",
                                       [reason, code])
         return cursor.rowcount == 1
 
@@ -211,24 +209,24 @@ class ServerDB:
     def recent_login_failures(self, address: str, window_s: float) -> int:
         """Failed admin logins from ``address`` within the window, counted over every server process."""
         since = self.clock() - window_s
-        return self.db.conn.execute(f"SELECT COUNT(*) FROM {LOGIN_FAILURES} WHERE address=? AND at>?",
+        return self.db.execute(f"SELECT COUNT(*) FROM {LOGIN_FAILURES} WHERE address=? AND at>?",
                                     [address, since]).fetchone()[0]
 
     def record_login_failure(self, address: str, window_s: float) -> None:
         now = self.clock()
-        with write_transaction(self.db.conn) as conn:
+        with self.db.write_transaction() as conn:
             conn.execute(f"DELETE FROM {LOGIN_FAILURES} WHERE at<=?", [now - window_s])
             conn.execute(f"INSERT INTO {LOGIN_FAILURES}(address, at) VALUES (?, ?)", [address, now])
 
     def fill(self, experiment: str, n_groups: int) -> list[int]:
-        rows = self.db.conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
+        rows = self.db.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
                                     [experiment]).fetchall()
         return group_fill(n_groups, rows, self.clock())
 
     def close(self) -> None:
         """Close this thread's connection."""
         if getattr(self._local, "db", None) is not None:
-            self._local.db.conn.close()
+            self._local.db.close()
             self._local.db = None
 
 

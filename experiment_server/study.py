@@ -21,6 +21,7 @@ from cuebench.design import ScheduledTrial, participant_sequence
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
+from cuebench.storage import is_database_url
 from cuebench.trials import Experiment
 
 from .assignment import RESERVATION_SECONDS
@@ -43,11 +44,12 @@ class Study:
     (``store``), since one connection shared by threads would mix their transactions.
     """
 
-    def __init__(self, expdir: ExperimentDir, experiment: Experiment, db: ServerDB):
+    def __init__(self, expdir: ExperimentDir, experiment: Experiment, db: ServerDB, database: str | None = None):
         self.expdir = expdir
         self.experiment = experiment
         self.db = db
-        self.answers = GroupCommit(ResponseStore(expdir.responses_file), db.renew)
+        self.database = database
+        self.answers = GroupCommit(ResponseStore(self.location), db.renew)
         self.secret_key = db.setting_or_create("secret_key", lambda: secrets.token_hex(32))
         for outcome in OUTCOMES:
             self.completion_code(outcome)
@@ -56,9 +58,14 @@ class Study:
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
 
     @property
+    def location(self) -> str | Path:
+        """Where responses and server tables live: a ``postgresql://`` URL or the folder's responses.sqlite."""
+        return self.database or self.expdir.responses_file
+
+    @property
     def store(self) -> ResponseStore:
         if getattr(self._local, "store", None) is None:
-            self._local.store = ResponseStore(self.expdir.responses_file)
+            self._local.store = ResponseStore(self.location)
         return self._local.store
 
     def sequence(self, participant: Participant) -> list[ScheduledTrial]:
@@ -98,7 +105,9 @@ class Study:
 
 
 def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
-               reservation_seconds: float = RESERVATION_SECONDS) -> Study:
+               reservation_seconds: float = RESERVATION_SECONDS, database: str | None = None) -> Study:
+    """The study of an experiment folder; ``database`` (a ``postgresql://`` URL) holds its
+    responses and server tables instead of the folder's responses.sqlite."""
     folder = ExperimentDir(expdir)
     if not folder.exists():
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
@@ -106,8 +115,11 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if experiment.assignment is None:
         raise ServerSetupError(f"{folder.experiment_file}: field 'assignment' is missing; the server needs an "
                                "assignment plan to put participants into groups")
-    db = ServerDB(folder.responses_file, experiment.name, clock=clock, reservation_seconds=reservation_seconds)
-    return Study(folder, experiment, db)
+    if database is not None and not is_database_url(database):
+        raise ServerSetupError(f"--database {database!r}: expected a postgresql://USER@HOST/DB URL")
+    db = ServerDB(database or folder.responses_file, experiment.name, clock=clock,
+                  reservation_seconds=reservation_seconds)
+    return Study(folder, experiment, db, database)
 
 
 def study_of(app: Flask) -> Study:

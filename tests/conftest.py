@@ -70,3 +70,54 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU; torch sees none here")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def postgres_bin() -> Path | None:
+    """Debian's PostgreSQL server binaries (``apt-get install postgresql``), newest version."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parts[-3]))
+    return found[-1].parent if found else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server of our own: ``initdb`` into a temporary folder, listening only
+    on a Unix socket there, stopped (and its files removed) at the end of the session.
+    PostgreSQL refuses to run as root, so under root it runs as the package's ``postgres`` user
+    (in a folder of the system's temporary directory, which that user can reach)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        unavailable("PostgreSQL is not installed (apt-get install postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="cuebench-postgres-"))
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(root, "postgres")
+    data, port = root / "data", 5432
+
+    def run(*args):
+        subprocess.run([*as_user, *map(str, args)], check=True, capture_output=True)
+
+    run(bin_dir / "initdb", "-D", data, "-A", "trust", "-U", "cuebench", "--no-sync")
+    run(bin_dir / "pg_ctl", "-D", data, "-l", root / "server.log", "-w", "-o",
+        f"-k {root} -c listen_addresses='' -p {port} -c max_connections=300", "start")
+    try:
+        yield f"postgresql://cuebench@/postgres?host={root}&port={port}"
+    finally:
+        run(bin_dir / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture()
+def postgres_url(postgres_server):
+    """A fresh, empty database on the session's PostgreSQL server."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return postgres_server.replace("/postgres?", f"/{name}?")

@@ -61,3 +61,20 @@ def test_database_of_another_experiment_is_refused_and_left_alone(expdir, tmp_pa
     assert main(["serve", str(expdir), "--port", str(free_port())]) == 2
     assert "belongs to experiment 'another-study', not 'web-sample'" in capsys.readouterr().err
     assert digest(expdir / "responses.sqlite") == before
+
+
+def test_unreachable_database_url(expdir, capsys):
+    url = "postgresql://cuebench:secret@127.0.0.1:1/study?connect_timeout=2"
+    assert main(["serve", str(expdir), "--port", str(free_port()), "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect to postgresql://cuebench:***@127.0.0.1:1/study" in err and "secret" not in err
+    assert not (expdir / "responses.sqlite").exists()
+
+
+def test_postgres_database_of_another_experiment_is_refused(expdir, tmp_path, postgres_url, capsys):
+    other = tmp_path / "other"
+    build_sample_experiment(other, name="another-study")
+    open_study(other, database=postgres_url).close()
+    assert main(["serve", str(expdir), "--port", str(free_port()), "--database", postgres_url]) == 2
+    assert "belongs to experiment 'another-study', not 'web-sample'" in capsys.readouterr().err
+    assert not (expdir / "responses.sqlite").exists()

@@ -4,7 +4,8 @@ Each participant (``experiment_server.simulate``) starts, fetches its plan, post
 whole sequence (every tenth post twice) with the web task's timeout-and-retry rule, and
 asks for its completion code; the ``cuebench serve`` process group is SIGKILLed twice
 mid-run and started again on the same port. Nothing may be lost, stored twice or answered
-with a 5xx, with one waitress process and with four gunicorn workers.
+with a 5xx, with one waitress process and with four gunicorn workers, on SQLite and on a
+real PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ def template(tmp_path_factory):
     return root
 
 
-def launch(expdir, n_participants: int, workers: int, tmp_path) -> tuple[list[dict], ClientLog, list[int]]:
+def launch(expdir, n_participants: int, workers: int, tmp_path, database: str | None
+           ) -> tuple[list[dict], ClientLog, list[int]]:
     """Run the launch; returns the participants' outcomes, what the clients saw, and the acknowledged
     answer counts at which the server was killed."""
     experiment = ExperimentDir(expdir).load()
     total = n_participants * len(participant_sequence(experiment, 0, "any", "1"))
-    server = ServerProcess(expdir, free_port(), workers=workers, log_file=tmp_path / "server.log")
+    server = ServerProcess(expdir, free_port(), workers=workers, log_file=tmp_path / "server.log",
+                           extra_args=("--database", database) if database else ())
     server.start()
     log = ClientLog()
     killed_at: list[int] = []
@@ -71,14 +74,14 @@ def launch(expdir, n_participants: int, workers: int, tmp_path) -> tuple[list[di
     return outcomes, log, killed_at
 
 
-def check_launch(template, tmp_path, n_participants: int, workers: int) -> None:
+def check_launch(template, tmp_path, n_participants: int, workers: int, database: str | None = None) -> None:
     expdir = tmp_path / "exp"
     shutil.copytree(template, expdir)
-    outcomes, log, killed_at = launch(expdir, n_participants, workers, tmp_path)
+    outcomes, log, killed_at = launch(expdir, n_participants, workers, tmp_path, database)
 
-    study = open_study(expdir)
+    study = open_study(expdir, database=database)
     n_trials = outcomes[0]["trials"]
-    with ResponseStore(expdir / "responses.sqlite") as store:
+    with ResponseStore(database or expdir / "responses.sqlite") as store:
         keys = store.conn.execute(f"SELECT {', '.join(KEY)} FROM responses").fetchall()
     assert len(killed_at) == KILLS and all(0 < k < n_participants * n_trials for k in killed_at), killed_at
     assert not [s for s in log.statuses if isinstance(s, int) and s >= 500], log.statuses
@@ -89,12 +92,20 @@ def check_launch(template, tmp_path, n_participants: int, workers: int) -> None:
     assert log.retries > 0  # the kills were felt
 
 
-@pytest.mark.parametrize("workers", [1, 4])
-def test_launch_with_kills_loses_nothing(template, tmp_path, workers):
-    check_launch(template, tmp_path, 50, workers)
+LAUNCHES = [("sqlite", 1), ("sqlite", 4), ("postgresql", 4),
+            pytest.param("postgresql", 1, marks=pytest.mark.slow)]
+
+
+def database_for(backend: str, request) -> str | None:
+    return request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+
+
+@pytest.mark.parametrize("backend, workers", LAUNCHES)
+def test_launch_with_kills_loses_nothing(template, tmp_path, request, backend, workers):
+    check_launch(template, tmp_path, 50, workers, database_for(backend, request))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [1, 4])
-def test_launch_of_200_with_kills_loses_nothing(template, tmp_path, workers):
-    check_launch(template, tmp_path, 200, workers)
+@pytest.mark.parametrize("backend, workers", [("sqlite", 1), ("sqlite", 4), ("postgresql", 1), ("postgresql", 4)])
+def test_launch_of_200_with_kills_loses_nothing(template, tmp_path, request, backend, workers):
+    check_launch(template, tmp_path, 200, workers, database_for(backend, request))

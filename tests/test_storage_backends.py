@@ -1,0 +1,98 @@
+"""The same storage rules on SQLite and on a real PostgreSQL server: idempotency, refusal,
+writers at once, identical exports, and a clear error for an unusable database URL."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+
+from cuebench.export import export
+from cuebench.responses import ResponseConflict, ResponseStore
+from cuebench.storage import StorageError, open_database
+from experiment_server.sample import build_sample_experiment
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(params=BACKENDS)
+def location(request, tmp_path):
+    if request.param == "sqlite":
+        return tmp_path / "responses.sqlite"
+    return request.getfixturevalue("postgres_url")
+
+
+def row(i=0, response="cat", observer="p1", **extra):
+    base = dict(experiment="e", observer=observer, observer_kind="human", session="1", trial_index=i,
+                trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
+                timing_measured={"stimulus": 200.1}, params={"grid": 3}, level=2)
+    base.update(extra)
+    return base
+
+
+def test_same_rules_on_both_backends(location):
+    with ResponseStore(location) as store:
+        assert store.write(row()).stored and not store.write(row()).stored
+        with pytest.raises(ResponseConflict, match="already stored with a different 'response'"):
+            store.write(row(response="dog"))
+        with pytest.raises(ResponseConflict):
+            store.write_many([row(1), row(0, response="dog")])
+        outcomes = store.write_each([row(2), row(0, response="dog")])
+        assert outcomes[0].stored and isinstance(outcomes[1], ResponseConflict)
+        assert store.answered_indices("e", "p1", "1") == {0, 2}
+        assert [r["response"] for r in store.rows()] == ["cat", "cat"]
+        assert store.rows()[0]["timing_measured"] == {"stimulus": 200.1}
+
+
+def test_writers_at_once_on_a_fresh_database(location):
+    barrier = threading.Barrier(6)
+    errors = []
+
+    def writer(observer):
+        barrier.wait()
+        try:
+            with ResponseStore(location) as store:
+                for i in range(20):
+                    store.write(row(i, observer=observer))
+                    store.write(row(i, observer=observer))
+        except Exception as err:  # collected: an exception in a thread would not fail the test
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with ResponseStore(location) as store:
+        assert store.count() == 120
+
+
+def test_exports_are_byte_identical(tmp_path, postgres_url):
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    rows = [row(i, observer=f"p{k}", response=("cat", "dog", None)[i % 3], rt_ms=None if i == 1 else 400.25 + i,
+                experiment="web-sample", condition="gray", category="cat")
+            for k in range(3) for i in range(4)]
+    for location in (expdir / "responses.sqlite", postgres_url):
+        with ResponseStore(location) as store:
+            for r in rows:
+                store.write(dict(r, created_at="2026-01-01T00:00:00.000+00:00"))
+    outputs = {}
+    for name, database in (("sqlite", None), ("postgresql", postgres_url)):
+        files = [*export(expdir, "csv", tmp_path / name / "r.csv", database),
+                 *export(expdir, "mvh", tmp_path / name / "mvh", database)]
+        outputs[name] = {p.relative_to(tmp_path / name).as_posix(): p.read_bytes() for p in files}
+    assert outputs["sqlite"] == outputs["postgresql"] and len(outputs["sqlite"]) == 4
+
+
+@pytest.mark.parametrize("fault, words", [("unreachable", "cannot connect to"), ("credentials", "cannot connect to")])
+def test_unusable_database_url_is_a_clear_error(postgres_server, fault, words):
+    if fault == "unreachable":
+        url = "postgresql://cuebench@127.0.0.1:1/nowhere?connect_timeout=2"
+    else:
+        url = postgres_server.replace("cuebench@", "nobody:secret@")
+    with pytest.raises(StorageError, match=words) as err:
+        open_database(url)
+    assert "secret" not in str(err.value)
