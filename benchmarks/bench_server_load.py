@@ -9,10 +9,14 @@ count check (answers acknowledged = rows stored). Every 201 is sent after the an
 committed with ``synchronous=FULL``.
 
 Baseline, in the same run: the same rows written one after another straight into a fresh
-``ResponseStore`` (no HTTP, one fsync'd transaction each); the ratios compare the server's
-POST latency and throughput with those direct writes.
+``ResponseStore`` on the same backend (no HTTP, one durable transaction each); the ratios
+compare the server's POST latency and throughput with those direct writes.
+
+``--database postgresql://USER@HOST/DB`` runs against PostgreSQL instead of the folder's
+SQLite file: each run creates a scratch database on that server (and drops it after).
 
     .venv/bin/python benchmarks/bench_server_load.py --participants 50 200
+    .venv/bin/python benchmarks/bench_server_load.py --participants 50 200 --database postgresql://me@/postgres?host=/tmp
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 from cuebench.responses import ResponseStore
 from experiment_server.sample import build_sample_experiment
@@ -35,10 +43,30 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def run_load(n_participants: int, workers: int, threads: int, interval_s: float) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
+@contextmanager
+def scratch_database(server_url: str | None) -> Iterator[str | None]:
+    """A fresh database on the PostgreSQL server of ``server_url``, dropped afterwards (None: SQLite)."""
+    if server_url is None:
+        yield None
+        return
+    import psycopg
+
+    name = f"cuebench_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def run_load(n_participants: int, workers: int, threads: int, interval_s: float, server_url: str | None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database, \
+            scratch_database(server_url) as baseline_database:
         build_sample_experiment(tmp)
-        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads)
+        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads,
+                               extra_args=("--database", database) if database else ())
         server.start()
         log = ClientLog()
         try:
@@ -50,9 +78,9 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: float)
             wall = time.perf_counter() - t0
         finally:
             server.stop()
-        with ResponseStore(Path(tmp) / "responses.sqlite") as store:
+        with ResponseStore(database or Path(tmp) / "responses.sqlite") as store:
             stored = store.count()
-            baseline = direct_writes(store, Path(tmp) / "baseline.sqlite")
+            baseline = direct_writes(store, baseline_database or Path(tmp) / "baseline.sqlite")
     latencies = log.latencies_ms
     return {"participants": n_participants, "sent": len(latencies), "stored": stored,
             "p50_ms": statistics.median(latencies), "p99_ms": percentile(latencies, 99),
@@ -61,11 +89,11 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: float)
                 n for s, n in log.statuses.items() if s == "network error" or s >= 500)}
 
 
-def direct_writes(source_store: ResponseStore, path: Path) -> list[float]:
+def direct_writes(source_store: ResponseStore, location: str | Path) -> list[float]:
     """Baseline: the same rows written straight into a fresh ResponseStore; ms per write."""
     rows = source_store.rows()
     times = []
-    with ResponseStore(path) as target:
+    with ResponseStore(location) as target:
         for row in rows:
             row = {k: v for k, v in row.items() if k != "created_at"}
             t0 = time.perf_counter()
@@ -81,13 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8, help="request threads per server process")
     parser.add_argument("--trial-interval-ms", type=float, default=1000.0,
                         help="pause between a participant's trials (a person's trial takes 1-3 s); 0 = back to back")
+    parser.add_argument("--database", metavar="URL",
+                        help="a PostgreSQL server to run against (a scratch database is made per run); default SQLite")
     args = parser.parse_args(argv)
-    print(f"server: {args.workers} process(es) x {args.threads} threads; trial interval {args.trial_interval_ms:g} ms")
+    backend = "PostgreSQL" if args.database else "SQLite"
+    print(f"server: {backend}, {args.workers} process(es) x {args.threads} threads; "
+          f"trial interval {args.trial_interval_ms:g} ms")
     print(f"{'N':>5} {'sent':>6} {'stored':>6} {'p50 ms':>8} {'p99 ms':>8} {'direct p50':>10} {'p50 ratio':>9} "
           f"{'posts/s':>8} {'direct/s':>8} {'5xx/net':>7}")
     ok = True
     for n in args.participants:
-        r = run_load(n, args.workers, args.threads, args.trial_interval_ms / 1000)
+        r = run_load(n, args.workers, args.threads, args.trial_interval_ms / 1000, args.database)
         ok &= r["sent"] == r["stored"] and r["errors"] == 0
         print(f"{r['participants']:>5} {r['sent']:>6} {r['stored']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
               f"{r['direct_p50_ms']:>10.2f} {r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
