@@ -72,7 +72,7 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: float,
         try:
             t0 = time.perf_counter()
             with ThreadPoolExecutor(max_workers=n_participants) as pool:
-                list(pool.map(lambda n: SimulatedParticipant(server.port, f"bench{n}", log, timeout_s=60, deadline_s=600,
+                list(pool.map(lambda n: SimulatedParticipant(server.port, {"code": f"bench{n}"}, log, timeout_s=60, deadline_s=600,
                                                              trial_interval_s=interval_s).run(),
                               range(n_participants)))
             wall = time.perf_counter() - t0

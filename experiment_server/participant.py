@@ -68,14 +68,20 @@ def entry():
                            nonce=secrets.token_urlsafe(16))
 
 
-def _start_token(study: Study) -> str | None:
-    """The session token a start form's nonce stands for (None without a nonce: a fresh random token)."""
+def _start_token(study: Study, values: dict[str, str | None]) -> str | None:
+    """The session token a start request stands for, so that repeating it (a double click, a
+    retry after a reply lost to a crash) lands in the same session instead of "already taken
+    part": derived from what only this person's link or form carries, the Prolific ID with
+    Prolific's per-attempt SESSION_ID, else the entry code, else the form's one-time nonce.
+    None (a random token) when the request carries none of them."""
     nonce = request.form.get(START_NONCE, "")
-    if not nonce:
-        return None
-    if not ID_PATTERN.match(nonce):
+    if nonce and not ID_PATTERN.match(nonce):
         raise Rejected(400, f"form field {START_NONCE}={nonce!r} is not a valid nonce")
-    return study.start_token(nonce)
+    if values["PROLIFIC_PID"] and values["SESSION_ID"]:
+        return study.start_token(f"prolific:{values['PROLIFIC_PID']}:{values['SESSION_ID']}")
+    if values["PROLIFIC_PID"] is None and values["code"]:
+        return study.start_token(f"code:{values['code']}")
+    return study.start_token(f"nonce:{nonce}") if nonce else None
 
 
 @bp.post("/start")
@@ -89,7 +95,7 @@ def start():
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"], token=_start_token(study))
+                                  entry_code=values["code"], token=_start_token(study, values))
     except AlreadyParticipated as err:
         return render_template("message.html", title="Already taken part",
                                message=f"{err}. Each person can take part once."), 409

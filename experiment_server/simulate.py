@@ -71,13 +71,17 @@ def trial_answer(trial: dict) -> dict:
 
 
 class SimulatedParticipant:
-    """One participant over one keep-alive connection (re-opened after any network error)."""
+    """One participant over one keep-alive connection (re-opened after any network error).
 
-    def __init__(self, port: int, entry_code: str, log: ClientLog, *, timeout_s: float = 10.0,
+    ``entry`` are the link's parameters: ``{"code": ...}`` or Prolific's ``PROLIFIC_PID``,
+    ``STUDY_ID`` and ``SESSION_ID``."""
+
+    def __init__(self, port: int, entry: dict[str, str], log: ClientLog, *, timeout_s: float = 10.0,
                  deadline_s: float = 120.0, max_backoff_s: float = 2.0, duplicate_every: int = 0,
                  trial_interval_s: float = 0.0):
         self.port = port
-        self.entry_code = entry_code
+        self.entry = entry
+        self.name = "/".join(entry.values())
         self.log = log
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + deadline_s
@@ -111,7 +115,7 @@ class SimulatedParticipant:
             if reply is not None and reply.status < 500 and reply.status != 429:
                 return reply
             if time.monotonic() + wait > self.deadline:
-                raise LaunchError(f"{self.entry_code}: {method} {path} got no answer before the deadline")
+                raise LaunchError(f"{self.name}: {method} {path} got no answer before the deadline")
             with self.log.lock:
                 self.log.retries += 1
             time.sleep(wait)
@@ -119,12 +123,12 @@ class SimulatedParticipant:
 
     def run(self) -> dict:
         """Take part from the consent page to the completion code; returns the outcome the server gave."""
-        page = self.request("GET", f"/?code={self.entry_code}")
+        page = self.request("GET", f"/?{urlencode(self.entry)}")
         nonce = NONCE.search(page.body.decode()).group(1)
-        form = urlencode({"consent": "yes", "code": self.entry_code, "start_nonce": nonce}).encode()
+        form = urlencode({"consent": "yes", **self.entry, "start_nonce": nonce}).encode()
         started = self.request("POST", "/start", form, "application/x-www-form-urlencoded")
         if started.status != 303:
-            raise LaunchError(f"{self.entry_code}: start answered {started.status}: {started.body[:200]!r}")
+            raise LaunchError(f"{self.name}: start answered {started.status}: {started.body[:200]!r}")
         token = started.location.rsplit("/", 1)[1]
         plan = self.request("GET", f"/api/session/{token}").json()
         for k, trial in enumerate(plan["trials"]):
@@ -134,12 +138,12 @@ class SimulatedParticipant:
                 reply = self.request("POST", f"/api/session/{token}/trial/{trial['index']}", body, "application/json",
                                      trial_post=True)
                 if reply.status not in (200, 201):
-                    raise LaunchError(f"{self.entry_code}: trial {trial['index']} refused: {reply.status} {reply.body!r}")
+                    raise LaunchError(f"{self.name}: trial {trial['index']} refused: {reply.status} {reply.body!r}")
             if self.trial_interval_s:
                 time.sleep(self.trial_interval_s)
         done = self.request("POST", f"/api/session/{token}/complete", b"{}", "application/json")
         if done.status != 200:
-            raise LaunchError(f"{self.entry_code}: complete answered {done.status}: {done.body!r}")
+            raise LaunchError(f"{self.name}: complete answered {done.status}: {done.body!r}")
         if self.conn is not None:
             self.conn.close()
         return dict(done.json(), participant=plan["participant"], trials=len(plan["trials"]))

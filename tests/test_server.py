@@ -195,16 +195,18 @@ def test_second_session_with_same_prolific_id_is_refused(env):
 
 
 def test_a_repeated_start_returns_the_same_session(env):
-    """A retried start (lost reply, double click) carries the form's nonce again and gets the same
-    session; another form for the same entry code is refused."""
+    """A retried start (lost reply, double click, second tab) lands in the same session: keyed by
+    the entry code, by the Prolific ID with its attempt's SESSION_ID, or by the form's nonce."""
     app, client, _ = env
-    form = client.get("/?code=retry1").get_data(as_text=True)
+    form = client.get("/").get_data(as_text=True)
     nonce = form.split('name="start_nonce" value="')[1].split('"')[0]
-    first, again = (start(client, code="retry1", start_nonce=nonce) for _ in range(2))
-    assert first == again
-    other = client.post("/start", data={"consent": "yes", "code": "retry1", "start_nonce": "another-nonce"})
-    assert other.status_code == 409
-    assert len(study_of(app).db.participants(study_of(app).experiment.name)) == 1
+    assert start(client, start_nonce=nonce) == start(client, start_nonce=nonce) != start(client, start_nonce="other")
+    assert start(client, code="retry1") == start(client, code="retry1", start_nonce="any")
+    prolific = {"PROLIFIC_PID": "pid77", "STUDY_ID": "s", "SESSION_ID": "attempt1"}
+    assert start(client, **prolific) == start(client, **prolific)
+    again = client.post("/start", data={"consent": "yes", **prolific, "SESSION_ID": "attempt2"})
+    assert again.status_code == 409
+    assert len(study_of(app).db.participants(study_of(app).experiment.name)) == 4
 
 
 def test_entry_needs_consent_and_valid_ids(env):

@@ -1,6 +1,6 @@
 """A study launch on loopback: participants arrive at once while the server is SIGKILLed and restarted.
 
-Each participant (``experiment_server.simulate``) starts, fetches its plan, posts its
+Each participant (``experiment_server.simulate``; half from Prolific, half with an entry code) starts, fetches its plan, posts its
 whole sequence (every tenth post twice) with the web task's timeout-and-retry rule, and
 asks for its completion code; the ``cuebench serve`` process group is SIGKILLed twice
 mid-run and started again on the same port. Nothing may be lost, stored twice or answered
@@ -36,6 +36,13 @@ def template(tmp_path_factory):
     return root
 
 
+def entry(n: int) -> dict[str, str]:
+    """Half the participants come from Prolific, half with an entry code."""
+    if n % 2:
+        return {"PROLIFIC_PID": f"launchpid{n}", "STUDY_ID": "launch", "SESSION_ID": f"attempt{n}"}
+    return {"code": f"launch{n}"}
+
+
 def launch(expdir, n_participants: int, workers: int, tmp_path, database: str | None
            ) -> tuple[list[dict], ClientLog, list[int]]:
     """Run the launch; returns the participants' outcomes, what the clients saw, and the acknowledged
@@ -64,7 +71,7 @@ def launch(expdir, n_participants: int, workers: int, tmp_path, database: str | 
     try:
         with ThreadPoolExecutor(max_workers=n_participants) as pool:
             outcomes = list(pool.map(
-                lambda n: SimulatedParticipant(server.port, f"launch{n}", log, timeout_s=10,
+                lambda n: SimulatedParticipant(server.port, entry(n), log, timeout_s=10,
                                                deadline_s=RUN_DEADLINE_S, duplicate_every=DUPLICATE_EVERY).run(),
                 range(n_participants)))
     finally:
