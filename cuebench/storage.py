@@ -67,6 +67,12 @@ class Database:
         else:
             self.integrity_errors = (sqlite3.IntegrityError,)
 
+    @property
+    def usable(self) -> bool:
+        """False once a PostgreSQL connection is closed or broken (server restarted, network cut):
+        the owner then opens a new one instead of failing every later request."""
+        return self.dialect == "sqlite" or not (self.conn.closed or self.conn.broken)
+
     def _sql(self, sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s") if self.dialect == "postgresql" else sql
 

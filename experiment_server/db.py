@@ -88,7 +88,7 @@ class ServerDB:
     def db(self) -> Database:
         """This thread's connection: the database serialises writers across connections,
         whereas one connection shared by server threads mixes their transactions."""
-        if getattr(self._local, "db", None) is None:
+        if getattr(self._local, "db", None) is None or not self._local.db.usable:
             self._local.db = open_database(self.location, self.timeout)
         return self._local.db
 

@@ -11,11 +11,11 @@ thread: the waiting requests take turns committing, so a forked server process
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from typing import Callable
 
 from cuebench.responses import ResponseStore, WriteResult, normalise
+from cuebench.storage import Database
 
 MAX_BATCH = 512
 """Answers per transaction at most; keeps one commit short when a burst queues thousands."""
@@ -30,11 +30,13 @@ class _Pending:
 
 
 class GroupCommit:
-    """Writes answers into ``store`` in shared transactions; ``renew(codes, conn)`` runs in the
-    same transaction, so an answer and its participant's reservation renewal commit together."""
+    """Writes answers in shared transactions into the store ``open_store()`` gives (opened again
+    when its connection breaks); ``renew(codes, conn)`` runs in the same transaction, so an
+    answer and its participant's reservation renewal commit together."""
 
-    def __init__(self, store: ResponseStore, renew: Callable[[list[str], sqlite3.Connection], None]):
-        self.store = store
+    def __init__(self, open_store: Callable[[], ResponseStore], renew: Callable[[list[str], Database], None]):
+        self.open_store = open_store
+        self.store = open_store()
         self.renew = renew
         self._queue: list[_Pending] = []
         self._queue_lock = threading.Lock()
@@ -60,6 +62,8 @@ class GroupCommit:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         if not batch:
             return
+        if not self.store.database.usable:
+            self.store = self.open_store()
         try:
             outcomes = self.store.write_each(
                 [p.row for p in batch],

@@ -49,7 +49,7 @@ class Study:
         self.experiment = experiment
         self.db = db
         self.database = database
-        self.answers = GroupCommit(ResponseStore(self.location), db.renew)
+        self.answers = GroupCommit(lambda: ResponseStore(self.location), db.renew)
         self.secret_key = db.setting_or_create("secret_key", lambda: secrets.token_hex(32))
         for outcome in OUTCOMES:
             self.completion_code(outcome)
@@ -64,7 +64,7 @@ class Study:
 
     @property
     def store(self) -> ResponseStore:
-        if getattr(self._local, "store", None) is None:
+        if getattr(self._local, "store", None) is None or not self._local.store.database.usable:
             self._local.store = ResponseStore(self.location)
         return self._local.store
 

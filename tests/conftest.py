@@ -78,6 +78,32 @@ def postgres_bin() -> Path | None:
     return found[-1].parent if found else None
 
 
+class PostgresServer:
+    """A PostgreSQL server in a folder of its own, driven by Debian's ``pg_ctl``."""
+
+    def __init__(self, bin_dir: Path, root: Path, port: int = 5432):
+        self.bin_dir, self.root, self.port = bin_dir, root, port
+        self.data = root / "data"
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.url = f"postgresql://cuebench@/postgres?host={root}&port={port}"
+
+    def run(self, tool: str, *args) -> None:
+        import subprocess
+
+        subprocess.run([*self.as_user, str(self.bin_dir / tool), *map(str, args)], check=True, capture_output=True)
+
+    def pg_ctl(self, action: str, *args) -> None:
+        self.run("pg_ctl", "-D", self.data, "-l", self.root / "server.log", "-w", *args, action)
+
+    def start(self) -> None:
+        self.pg_ctl("start", "-o", f"-k {self.root} -c listen_addresses='' -p {self.port} -c max_connections=300")
+
+    def restart(self) -> None:
+        """Stop at once (as in a crash, every connection cut) and start again."""
+        self.pg_ctl("stop", "-m", "immediate")
+        self.start()
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server of our own: ``initdb`` into a temporary folder, listening only
@@ -85,29 +111,21 @@ def postgres_server():
     PostgreSQL refuses to run as root, so under root it runs as the package's ``postgres`` user
     (in a folder of the system's temporary directory, which that user can reach)."""
     import shutil
-    import subprocess
     import tempfile
 
     bin_dir = postgres_bin()
     if bin_dir is None:
         unavailable("PostgreSQL is not installed (apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="cuebench-postgres-"))
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if as_user:
-        shutil.chown(root, "postgres")
-    data, port = root / "data", 5432
-
-    def run(*args):
-        subprocess.run([*as_user, *map(str, args)], check=True, capture_output=True)
-
-    run(bin_dir / "initdb", "-D", data, "-A", "trust", "-U", "cuebench", "--no-sync")
-    run(bin_dir / "pg_ctl", "-D", data, "-l", root / "server.log", "-w", "-o",
-        f"-k {root} -c listen_addresses='' -p {port} -c max_connections=300", "start")
+    server = PostgresServer(bin_dir, Path(tempfile.mkdtemp(prefix="cuebench-postgres-")))
+    if server.as_user:
+        shutil.chown(server.root, "postgres")
+    server.run("initdb", "-D", server.data, "-A", "trust", "-U", "cuebench", "--no-sync")
+    server.start()
     try:
-        yield f"postgresql://cuebench@/postgres?host={root}&port={port}"
+        yield server
     finally:
-        run(bin_dir / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
-        shutil.rmtree(root, ignore_errors=True)
+        server.pg_ctl("stop", "-m", "immediate")
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 @pytest.fixture()
@@ -118,6 +136,6 @@ def postgres_url(postgres_server):
     import psycopg
 
     name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return postgres_server.replace("/postgres?", f"/{name}?")
+    return postgres_server.url.replace("/postgres?", f"/{name}?")

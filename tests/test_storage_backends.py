@@ -92,7 +92,33 @@ def test_unusable_database_url_is_a_clear_error(postgres_server, fault, words):
     if fault == "unreachable":
         url = "postgresql://cuebench@127.0.0.1:1/nowhere?connect_timeout=2"
     else:
-        url = postgres_server.replace("cuebench@", "nobody:secret@")
+        url = postgres_server.url.replace("cuebench@", "nobody:secret@")
     with pytest.raises(StorageError, match=words) as err:
         open_database(url)
     assert "secret" not in str(err.value)
+
+
+def test_server_recovers_when_postgresql_restarts(tmp_path, postgres_server, postgres_url):
+    """Every connection is cut (a database restart): requests in flight may fail with a 5xx,
+    which the web task retries; then the server reconnects and nothing is lost."""
+    from experiment_server.app import create_app
+    from experiment_server.simulate import trial_answer
+    from experiment_server.study import study_of
+
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    app = create_app(expdir, database=postgres_url)
+    client = app.test_client()
+    token = client.post("/start", data={"consent": "yes", "code": "restart1"}).headers["Location"].rsplit("/", 1)[1]
+    trials = client.get(f"/api/session/{token}").get_json()["trials"]
+    statuses = [client.post(f"/api/session/{token}/trial/0", json=trial_answer(trials[0])).status_code]
+    postgres_server.restart()
+    for trial in trials[1:]:
+        for _ in range(3):  # the web task's retries
+            statuses.append(client.post(f"/api/session/{token}/trial/{trial['index']}",
+                                        json=trial_answer(trial)).status_code)
+            if statuses[-1] < 500:
+                break
+    assert statuses[0] == 201 and statuses[-1] == 201 and sum(s >= 500 for s in statuses) <= 2
+    with ResponseStore(postgres_url) as store:
+        assert store.answered_indices("web-sample", study_of(app).db.by_token(token).code, "1") == set(range(len(trials)))
