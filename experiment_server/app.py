@@ -70,7 +70,8 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
 def check_port_free(host: str, port: int) -> None:
     """Refuse early, before anything is started, when another program listens on the port."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if sys.platform != "win32":  # on Windows SO_REUSEADDR would let the probe share a port in use
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as err:

@@ -122,3 +122,36 @@ def test_server_recovers_when_postgresql_restarts(tmp_path, postgres_server, pos
     assert statuses[0] == 201 and statuses[-1] == 201 and sum(s >= 500 for s in statuses) <= 2
     with ResponseStore(postgres_url) as store:
         assert store.answered_indices("web-sample", study_of(app).db.by_token(token).code, "1") == set(range(len(trials)))
+
+
+def test_admin_area_on_postgresql(tmp_path, postgres_url):
+    """Progress, exclusion and every export read the PostgreSQL tables."""
+    from experiment_server.admin import set_admin_password
+    from experiment_server.app import create_app
+    from experiment_server.simulate import trial_answer
+    from experiment_server.study import study_of
+
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    app = create_app(expdir, database=postgres_url)
+    study = study_of(app)
+    set_admin_password(study, "correct horse battery")
+    client = app.test_client()
+    token = client.post("/start", data={"consent": "yes", "code": "a1"}).headers["Location"].rsplit("/", 1)[1]
+    trials = client.get(f"/api/session/{token}").get_json()["trials"]
+    for trial in trials:
+        assert client.post(f"/api/session/{token}/trial/{trial['index']}", json=trial_answer(trial)).status_code == 201
+    assert client.post(f"/api/session/{token}/complete").get_json()["status"] == "finished"
+    admin = app.test_client()
+    csrf = admin.get("/admin/login").get_data(as_text=True).split('name="csrf_token" value="')[1].split('"')[0]
+    assert admin.post("/admin/login", data={"password": "correct horse battery", "csrf_token": csrf}).status_code == 302
+    page = admin.get("/admin/").get_data(as_text=True)
+    code = study.db.by_token(token).code
+    assert code in page
+    exported = admin.get("/admin/export/responses.csv").get_data(as_text=True).splitlines()
+    assert len(exported) == 1 + len(trials) and not (expdir / "responses.sqlite").exists()
+    for path in ("/admin/export/psychopy.csv", "/admin/export/model-vs-human.zip", "/admin/export/participants.csv"):
+        assert admin.get(path).status_code == 200, path
+    csrf = page.split('name="csrf_token" value="')[1].split('"')[0]
+    assert admin.post("/admin/exclude", data={"code": code, "reason": "test", "csrf_token": csrf}).status_code == 302
+    assert study.db.get(code).excluded == 1
