@@ -63,6 +63,9 @@ def register(sub) -> None:
                         help="more sources whose observers are analysed alongside (e.g. another model's responses)")
     report.add_argument("--out", type=Path, default=None,
                         help="output folder (default: the experiment's reports/, else ./report)")
+    report.add_argument("--database", metavar="URL",
+                        help="postgresql://USER@HOST/DB holding the experiment's responses "
+                             "(default: its responses.sqlite)")
     report.add_argument("--reference", choices=("burgert2025", "none"), default="burgert2025",
                         help="published human values drawn as a labelled reference")
     _analysis_options(report)
@@ -98,7 +101,8 @@ def run_report(args) -> int:
     from .report import write_report
 
     path = write_report([args.source], args.out, compare=args.compare or None,
-                        reference=None if args.reference == "none" else args.reference, options=options_from(args))
+                        reference=None if args.reference == "none" else args.reference, options=options_from(args),
+                        database=args.database)
     print(f"report: {path}")
     return 0
 

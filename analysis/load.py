@@ -37,6 +37,7 @@ import pandas as pd
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, RESPONSES_FILE
 from cuebench.responses import COLUMNS, ResponseStore
+from cuebench.storage import is_database_url, redacted
 
 RAW_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
 KNOWN_MODELS = frozenset({
@@ -50,16 +51,17 @@ class LoadError(CuebenchError, ValueError):
     """A source cannot be read; the message names the file and what is wrong."""
 
 
-def load_responses(sources) -> pd.DataFrame:
+def load_responses(sources, database: str | None = None) -> pd.DataFrame:
     """All rows of one or more sources, concatenated, in the common response schema.
-    Raw CSVs of all sources are mapped together, so their trial ids agree (see :func:`raw_trial_ids`)."""
+    Raw CSVs of all sources are mapped together, so their trial ids agree (see :func:`raw_trial_ids`).
+    ``database`` (a ``postgresql://`` URL) holds the responses of the experiment directories given."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
     if not sources:
         raise LoadError("no source given")
     common, raw = [], []
     for source in sources:
-        frames, raw_files = read_source(Path(source))
+        frames, raw_files = read_source(Path(source), database)
         common += frames
         raw += raw_files
     if raw:
@@ -68,10 +70,12 @@ def load_responses(sources) -> pd.DataFrame:
     return conform(df, "the sources")
 
 
-def read_source(path: Path) -> tuple[list[pd.DataFrame], list[tuple[Path, pd.DataFrame]]]:
+def read_source(path: Path, database: str | None = None) -> tuple[list[pd.DataFrame], list[tuple[Path, pd.DataFrame]]]:
     """One source: (frames already in the common schema, raw model-vs-human files still to map)."""
     if not path.exists():
         raise LoadError(f"{path}: no such file or folder")
+    if path.is_dir() and database and (path / EXPERIMENT_FILE).is_file():
+        return [load_store(database)], []
     if path.is_dir() and ((path / RESPONSES_FILE).is_file() or (path / EXPERIMENT_FILE).is_file()):
         return [load_store(path / RESPONSES_FILE)], []
     if path.is_dir():
@@ -95,11 +99,12 @@ def is_raw(df: pd.DataFrame) -> bool:
     return set(RAW_COLUMNS) <= {str(c).strip().lower() for c in df.columns}
 
 
-def load_store(path: Path) -> pd.DataFrame:
-    if not path.is_file():
+def load_store(path: Path | str) -> pd.DataFrame:
+    """A responses.sqlite file, or a ``postgresql://`` database URL."""
+    if not is_database_url(path) and not Path(path).is_file():
         raise LoadError(f"{path}: the experiment has no responses yet")
     with ResponseStore(path) as store:
-        return conform(store.dataframe(), path)
+        return conform(store.dataframe(), redacted(path) if is_database_url(path) else path)
 
 
 def read_file(path: Path) -> pd.DataFrame:

@@ -225,19 +225,20 @@ STEPS = {"accuracy": _accuracy, "shape_bias": _shape_bias, "cue_decomposition": 
          "ranks": _friedman, "observers": _observer_summary}
 
 
-def load_for_report(sources, compare=None) -> pd.DataFrame:
-    frames = [load_responses(list(sources))]
+def load_for_report(sources, compare=None, database: str | None = None) -> pd.DataFrame:
+    frames = [load_responses(list(sources), database)]
     if compare:
         frames.append(load_responses(list(compare)))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def write_report(sources: list, out_dir=None, compare=None, reference: str | None = "burgert2025",
-                 options: AnalysisOptions | None = None, progress: bool = True) -> Path:
+                 options: AnalysisOptions | None = None, progress: bool = True, database: str | None = None) -> Path:
     """Analyse ``sources`` (+ ``compare``) and write report.html, tables/*.csv, results.json and
     provenance.json into ``out_dir`` (default: the experiment's reports/ folder, else ./report).
     Returns the path of report.html. A source folder with a ``study.json`` is a factor study and is
-    reported by ``analysis.factor_studies.write_study_report``."""
+    reported by ``analysis.factor_studies.write_study_report``. ``database``: a ``postgresql://``
+    URL holding the responses of the experiment directories in ``sources``."""
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, Path)) else sources)]
     if not sources:
         raise ReportError("no source given")
@@ -246,7 +247,7 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
     if reference not in (None, *published.REFERENCES):
         raise ReportError(f"unknown reference {reference!r}; known: {', '.join(published.REFERENCES)} or none")
     options = options or AnalysisOptions()
-    df = load_for_report(sources, compare)
+    df = load_for_report(sources, compare, database)
     if options.n_choices is None:
         options = replace(options, n_choices=n_choices_of(sources, df))
     analysis = analyze(df, options, progress=progress)

@@ -31,6 +31,8 @@ def register(subparsers) -> None:
                      help="the display's refresh rate, used when it cannot be measured stably")
     run.add_argument("--window-size", type=int, nargs=2, default=(1280, 800), metavar=("W", "H"),
                      help="window size in pixels when not full screen (default: 1280 800)")
+    run.add_argument("--database", metavar="URL",
+                     help="postgresql://USER@HOST/DB to store the answers in (default: EXPDIR/responses.sqlite)")
     run.add_argument("--simulate", action="store_true",
                      help="a scripted participant answers through the same input events (piloting, tests)")
     run.set_defaults(func=_run)
@@ -43,5 +45,6 @@ def _run(args) -> int:
     summary = run_lab_session(LabOptions(
         expdir=args.expdir, participant=args.participant, session=str(args.session), group=args.group,
         fullscreen=args.fullscreen, screen=args.screen, input_mode=args.input_mode, refresh_hz=args.refresh_hz,
-        simulation=Script() if args.simulate else None, window_size=tuple(args.window_size)))
+        simulation=Script() if args.simulate else None, window_size=tuple(args.window_size),
+        database=args.database))
     return 0 if summary.answered == summary.total or summary.quit_early else 1

@@ -155,3 +155,31 @@ def test_admin_area_on_postgresql(tmp_path, postgres_url):
     csrf = page.split('name="csrf_token" value="')[1].split('"')[0]
     assert admin.post("/admin/exclude", data={"code": code, "reason": "test", "csrf_token": csrf}).status_code == 302
     assert study.db.get(code).excluded == 1
+
+
+def test_analysis_reads_the_same_table_from_postgresql(tmp_path, postgres_url):
+    from analysis.load import load_responses
+
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    rows = [row(i, observer=f"p{k}", experiment="web-sample", condition="gray", category="cat",
+                created_at="2026-01-01T00:00:00.000+00:00") for k in range(2) for i in range(3)]
+    for location in (expdir / "responses.sqlite", postgres_url):
+        with ResponseStore(location) as store:
+            store.write_many(rows)
+    from_postgres = load_responses([expdir], database=postgres_url)
+    assert from_postgres.equals(load_responses([expdir])) and len(from_postgres) == 6
+
+
+def test_lab_and_report_take_the_database_option(tmp_path, capsys):
+    """``--database`` reaches the store: an unreachable server is a clear error before anything runs."""
+    from cuebench.cli import main
+
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    url = "postgresql://cuebench@127.0.0.1:1/study?connect_timeout=2"
+    assert main(["lab", "run", str(expdir), "--participant", "P01", "--database", url]) == 2
+    assert main(["report", str(expdir), "--database", url, "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("cannot connect to postgresql://cuebench@127.0.0.1:1/study") == 2
+    assert not (expdir / "responses.sqlite").exists() and not (tmp_path / "report").exists()

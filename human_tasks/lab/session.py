@@ -59,6 +59,7 @@ class LabOptions:
     refresh_hz: float | None = None
     simulation: Script | None = None  # a scripted participant instead of a person
     window_size: tuple[int, int] = (1280, 800)
+    database: str | None = None  # a postgresql:// URL instead of the experiment's responses.sqlite
 
 
 @dataclass
@@ -155,7 +156,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     expdir = ExperimentDir(options.expdir)
     experiment = expdir.load()
     session = str(options.session)
-    store = ResponseStore(expdir.responses_file)
+    store = ResponseStore(options.database or expdir.responses_file)
     try:
         stored_rows = store.rows("experiment=? AND observer=? AND session=?",
                                  [experiment.name, options.participant, session])
