@@ -98,6 +98,7 @@ def test_unusable_database_url_is_a_clear_error(postgres_server, fault, words):
     assert "secret" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_server_recovers_when_postgresql_restarts(tmp_path, postgres_server, postgres_url):
     """Every connection is cut (a database restart): requests in flight may fail with a 5xx,
     which the web task retries; then the server reconnects and nothing is lost."""
