@@ -88,7 +88,7 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     if workers > 1 and sys.platform == "win32":
         raise ServerSetupError("--workers > 1 needs gunicorn, which does not run on Windows; use --threads")
     check_port_free(host, port)
-    study = open_study(expdir, database=database)  # checks the folder and creates tables and settings once, before any worker starts
+    study = open_study(expdir, database=database)  # checks; creates tables and settings once, before any worker
     if open_message:
         base = f"http://{host}:{port}"
         print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root} "
@@ -107,5 +107,5 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
         return
     from waitress import serve as waitress_serve
 
-    waitress_serve(create_app(expdir, secure_cookies=secure_cookies, database=database), host=host, port=port, threads=threads,
-                   ident="cuebench", connection_limit=max(100, 25 * threads))
+    waitress_serve(create_app(expdir, secure_cookies=secure_cookies, database=database), host=host, port=port,
+                   threads=threads, ident="cuebench", connection_limit=max(100, 25 * threads))

@@ -3,9 +3,9 @@
 Responses belong to ``cuebench.responses.ResponseStore``; this module keeps who takes
 part, in which group, with which session token, and the server settings (admin password
 hash, cookie-signing key, completion codes). Same database (the experiment's
-responses.sqlite or PostgreSQL, ``cuebench.storage``), separate tables, same durability. One participation per Prolific ID (and per entry code) is a
-UNIQUE index, so the database refuses a second session even under concurrent requests.
-Session tokens are stored only as SHA-256 hashes.
+responses.sqlite or PostgreSQL, ``cuebench.storage``), separate tables, same durability.
+One participation per Prolific ID (and per entry code) is a UNIQUE index, so the database
+refuses a second session even under concurrent requests. Session tokens are stored only as SHA-256 hashes.
 """
 
 from __future__ import annotations
@@ -115,12 +115,14 @@ class ServerDB:
         """Refuse a database that already holds another experiment's participants or responses."""
         stored = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key='experiment'").fetchone() \
             if conn.columns(SETTINGS) else None
-        names = {stored[0]} if stored else {row[0] for table in (PARTICIPANTS, RESPONSES) if conn.columns(table)
-                                            for row in conn.execute(f'SELECT DISTINCT experiment FROM "{table}"').fetchall()}
+        names = {stored[0]} if stored else {
+            row[0] for table in (PARTICIPANTS, RESPONSES) if conn.columns(table)
+            for row in conn.execute(f'SELECT DISTINCT experiment FROM "{table}"').fetchall()}
         foreign = sorted(names - {self.experiment})
         if foreign:
             raise ForeignDatabase(f"{conn.where}: this database belongs to experiment {foreign[0]!r}, not "
-                                  f"{self.experiment!r}; serve that experiment's folder, or give this one its own database")
+                                  f"{self.experiment!r}; serve that experiment's folder, or give this one its "
+                                  "own database")
 
     # settings -------------------------------------------------------------------------
     def setting(self, key: str) -> str | None:

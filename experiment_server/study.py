@@ -72,9 +72,10 @@ class Study:
         """The participant's trial sequence (``cuebench.design.participant_sequence``), cached."""
         return list(self._sequences(participant.group, participant.code, participant.session))
 
-    def start_token(self, nonce: str) -> str:
-        """The session token for a start form's one-time nonce, so a repeated start gives the same session."""
-        return hmac.new(self.secret_key.encode(), b"start:" + nonce.encode(), hashlib.sha256).hexdigest()[:32]
+    def start_token(self, identity: str) -> str:
+        """The session token for a start request's identity (``participant._start_token``): the
+        same request again gives the same session; unguessable without the server's key."""
+        return hmac.new(self.secret_key.encode(), b"start:" + identity.encode(), hashlib.sha256).hexdigest()[:32]
 
     def trial_key(self, trial_id: str) -> str:
         """An opaque stand-in for a trial id in the browser: ids may name the condition or the
