@@ -34,6 +34,9 @@ def register(sub) -> None:
                         help="as-is: feed the stimuli unchanged (model-vs-human); resize-crop: the model's own "
                              "resize + centre crop")
     parser.add_argument("--workers", type=int, default=None, help="image-decoding processes (default: spare cores)")
+    parser.add_argument("--database", metavar="URL",
+                        help="postgresql://USER@HOST/DB to store the answers in (default: the experiment's "
+                             "responses.sqlite)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -46,13 +49,15 @@ def run(args) -> int:
     if not args.model or args.experiment is None:
         raise CuebenchError("eval needs --experiment EXPDIR and at least one --model NAME[:WEIGHTS] "
                             "(see `cuebench eval models` for what is available)")
+    from cuebench.storage import redacted
+
     from .evaluate import evaluate_experiment, format_summary
 
     summary = evaluate_experiment(args.experiment, args.model, rule=args.rule, batch_size=args.batch_size,
                                   device=args.device, policy=args.policy, progress=not args.quiet,
-                                  mapping_file=args.mapping, workers=args.workers)
+                                  mapping_file=args.mapping, workers=args.workers, database=args.database)
     print(format_summary(summary))
-    print(f"responses: {args.experiment / 'responses.sqlite'}")
+    print(f"responses: {redacted(args.database) if args.database else args.experiment / 'responses.sqlite'}")
     return 0
 
 

@@ -54,12 +54,14 @@ class EvalSummary:
 
 def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None, batch_size: int = 64,
                         device: str = "auto", policy: str = DEFAULT_POLICY, progress: bool = True,
-                        mapping_file: str | Path | None = None, workers: int | None = None) -> EvalSummary:
+                        mapping_file: str | Path | None = None, workers: int | None = None,
+                        database: str | None = None) -> EvalSummary:
     """Let each model answer every trial of ``expdir`` it has not answered yet; return the accuracy summary.
 
     ``rule`` decides classification trials (default ``16class-mean``); oddity trials always
     use the oddity rule. ``mapping_file`` gives label -> ImageNet indices for label sets that
     carry none. ``workers`` DataLoader processes decode images (default: up to 4 on a GPU, none on a CPU).
+    ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
     """
     if not model_specs:
         raise ModelError("no model to evaluate: give at least one model spec NAME[:WEIGHTS]")
@@ -82,7 +84,7 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     if device == "cpu":
         keep_freed_memory()
     runs = []
-    with ResponseStore(expdir.responses_file) as store:
+    with ResponseStore(database or expdir.responses_file) as store:
         for spec in model_specs:
             loaded = load_model(spec, device)
             runs.append(_run_model(expdir, experiment, store, loaded, rule, mapping, batch_size, policy, progress,
@@ -193,10 +195,9 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
 
 def _check_same_settings(store: ResponseStore, experiment: str, observer: str, rule: str, policy: str) -> None:
     """Resuming with another rule or policy would mix two kinds of answers under one observer."""
-    stored = store.conn.execute(
-        "SELECT DISTINCT decision_rule, json_extract(device, '$.policy') FROM responses "
-        "WHERE experiment = ? AND observer = ? AND observer_kind = 'model'", [experiment, observer]).fetchall()
-    for stored_rule, stored_policy in stored:
+    stored = {(r["decision_rule"], (r["device"] or {}).get("policy"))
+              for r in store.rows("experiment = ? AND observer = ? AND observer_kind = 'model'", [experiment, observer])}
+    for stored_rule, stored_policy in sorted(stored, key=lambda s: (s[0] == ODDITY_RULE, str(s))):
         if (stored_rule != ODDITY_RULE and stored_rule != rule) or stored_policy != policy:
             raise ModelError(
                 f"{observer} has already answered trials of {experiment} with rule {stored_rule} and policy "

@@ -172,7 +172,7 @@ def test_analysis_reads_the_same_table_from_postgresql(tmp_path, postgres_url):
     assert from_postgres.equals(load_responses([expdir])) and len(from_postgres) == 6
 
 
-def test_lab_and_report_take_the_database_option(tmp_path, capsys):
+def test_lab_report_and_eval_take_the_database_option(tmp_path, capsys):
     """``--database`` reaches the store: an unreachable server is a clear error before anything runs."""
     from cuebench.cli import main
 
@@ -181,6 +181,26 @@ def test_lab_and_report_take_the_database_option(tmp_path, capsys):
     url = "postgresql://cuebench@127.0.0.1:1/study?connect_timeout=2"
     assert main(["lab", "run", str(expdir), "--participant", "P01", "--database", url]) == 2
     assert main(["report", str(expdir), "--database", url, "--out", str(tmp_path / "report")]) == 2
+    assert main(["eval", "--experiment", str(expdir), "--model", "tf_efficientnet_lite0", "--device", "cpu",
+                 "--database", url]) == 2
     err = capsys.readouterr().err
-    assert err.count("cannot connect to postgresql://cuebench@127.0.0.1:1/study") == 2
+    assert err.count("cannot connect to postgresql://cuebench@127.0.0.1:1/study") == 3
     assert not (expdir / "responses.sqlite").exists() and not (tmp_path / "report").exists()
+
+
+@pytest.mark.slow
+def test_models_answer_into_postgresql(tmp_path, postgres_url):
+    """``eval --database``: a model's answers go to PostgreSQL, and resuming with another rule is
+    refused there as on SQLite."""
+    from model_eval.evaluate import evaluate_experiment
+    from model_eval.models import ModelError
+
+    expdir = tmp_path / "exp"
+    experiment = build_sample_experiment(expdir)
+    run = dict(device="cpu", progress=False, workers=0, database=postgres_url)
+    summary = evaluate_experiment(expdir, ["tf_efficientnet_lite0"], **run)
+    with ResponseStore(postgres_url) as store:
+        assert store.count() == len(experiment.trials) == summary.runs[0].answered_now
+    assert not (expdir / "responses.sqlite").exists()
+    with pytest.raises(ModelError, match="already answered trials of web-sample with rule 16class-mean"):
+        evaluate_experiment(expdir, ["tf_efficientnet_lite0"], rule="16class-burgert", **run)
