@@ -3,7 +3,6 @@ writers at once, identical exports, and a clear error for an unusable database U
 
 from __future__ import annotations
 
-import shutil
 import threading
 
 import pytest
