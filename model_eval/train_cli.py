@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cuebench.executors import add_executor_arguments
+
 
 def register(sub) -> None:
     train = sub.add_parser(
@@ -27,27 +29,14 @@ def register(sub) -> None:
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
     train.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     train.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
-    train.add_argument("--executor", default="local", choices=("local", "ray", "submitit"),
-                       help="local process pool, a Ray cluster, or Slurm via submitit")
     train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
-    train.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="passed to Ray (address, num_cpus, num_gpus) or submitit (slurm_partition, gpus_per_node, ...)")
+    add_executor_arguments(train, "training jobs")
     train.set_defaults(func=run_train)
 
 
-def _options(pairs: list[str]) -> dict:
-    from .training.jobs import TrainingError
-
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise TrainingError(f"--executor-option {pair!r} must be KEY=VALUE")
-        options[key] = int(value) if value.isdigit() else value
-    return options
-
-
 def run_train(args) -> int:
+    from cuebench.executors import parse_executor
+
     from .training.executors import pending, run_jobs
     from .training.jobs import Runtime, TrainConfig, assemble_table, plan_jobs
 
@@ -56,9 +45,10 @@ def run_train(args) -> int:
                          padain_p=args.padain_p, seed=args.seed)
     runtime = Runtime(device=args.device, amp=args.amp)
     studies = [s.strip() for s in args.studies.split(",")] if args.studies else None
+    spec = parse_executor(args.executor, args.executor_option)
     jobs = plan_jobs(args.study_dir, config, args.runs, runtime, studies)
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
-    run_jobs(jobs, args.executor, args.workers, _options(args.executor_option))
+    run_jobs(jobs, spec, args.workers)
     print(f"wrote {assemble_table(args.study_dir)}")
     return 0

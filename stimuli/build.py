@@ -167,13 +167,14 @@ def run_jobs(expdir: ExperimentDir, jobs: list[SourceJob], *, workers: int | Non
 
 
 def known_stimuli(expdir: ExperimentDir, existing: Experiment | None) -> dict[str, Stimulus]:
-    """Stimuli an earlier build of this folder made and that are still on disk, by recipe
-    (source, transform, params, seed), so a re-run can skip them."""
-    if existing is None:
-        return {}
+    """Stimuli an earlier build of this folder (or a finished shard, ``stimuli.shards``) made
+    and that are still on disk, by recipe (source, transform, params, seed), so a build can skip them."""
+    from .shards import manifest_stimuli
+
+    earlier = list(existing.stimuli.values()) if existing is not None else []
     return {provenance_key({"source_image": s.source_image, "transform": s.transform, "params": s.params,
                             "seed": s.seed}): s
-            for s in existing.stimuli.values() if expdir.stimulus_path(s).is_file()}
+            for s in manifest_stimuli(expdir) + earlier if expdir.stimulus_path(s).is_file()}
 
 
 def task_key(source: SourceImage, task: Task) -> str:
@@ -200,6 +201,9 @@ def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
 
 def finish(expdir: ExperimentDir, experiment: Experiment) -> Path:
     """Write experiment.json atomically, after checking no collected data would be orphaned."""
+    from .shards import clear_manifests
+
     check_replaceable(expdir, experiment)
     expdir.save(experiment)
+    clear_manifests(expdir)
     return expdir.experiment_file

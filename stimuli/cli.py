@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cuebench.executors import add_executor_arguments, parse_executor, run_shards
+
+from .shards import DEFAULT_SHARD_SIZE, SHARDS_DIR
+
 
 def register(sub) -> None:
     from .designs import DESIGNS, all_modules
@@ -28,6 +32,9 @@ def register(sub) -> None:
     build.add_argument("--on-error", choices=("skip", "fail"), default="fail",
                        help="what to do with a corrupt or unreadable source image")
     build.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    build.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+                       help="source images per shard when an executor makes the EED shape cues")
+    add_executor_arguments(build, "expensive stimuli (EED shape cues of cue-decomposition, cue-conflict-eed)")
     for module in all_modules():
         module.add_arguments(build)
     build.set_defaults(func=run_build)
@@ -44,11 +51,21 @@ def register(sub) -> None:
 
 
 def run_build(args) -> int:
-    from .designs import design_module
     from cuebench.expdir import ExperimentDir
 
+    from .build import BuildError
+    from .designs import design_module
+
     expdir = ExperimentDir(args.out)
-    experiment = design_module(args.design).build(args, expdir)
+    module = design_module(args.design)
+    spec = parse_executor(args.executor, args.executor_option)
+    if spec.name != "local":
+        if not hasattr(module, "shards"):
+            raise BuildError(f"--executor {spec.name}: design {args.design!r} builds in one process; the "
+                             "executors make the EED shape cues of cue-decomposition and cue-conflict-eed")
+        run_shards(module.shards(args, expdir), spec, desc="stimulus shards",
+                   default_folder=expdir.root / SHARDS_DIR / "submitit")
+    experiment = module.build(args, expdir)
     roles = {}
     for t in experiment.trials:
         roles[t.role] = roles.get(t.role, 0) + 1

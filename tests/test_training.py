@@ -14,6 +14,7 @@ import torch
 from cuebench.cli import main
 from model_eval import train_cli
 from model_eval.training.algorithms import ALGORITHMS, PAdaIN, candidate_layers, permute_adain
+from cuebench.executors import ExecutorError
 from model_eval.training.executors import run_jobs
 from model_eval.training.jobs import (COLUMNS, TrainConfig, TrainingError, build_model, class_accuracies,
                                       mean_class_accuracy, plan_jobs)
@@ -76,12 +77,12 @@ def test_plan_jobs_checks_its_inputs(tmp_path):
 
 
 def test_unknown_or_missing_executor_is_a_clear_error(tmp_path):
-    with pytest.raises(TrainingError, match="unknown executor"):
+    with pytest.raises(ExecutorError, match="unknown executor"):
         run_jobs([], executor="dask")
     for name in ("ray", "submitit"):
         if importlib.util.find_spec(name) is None:
             job = _fake_job(tmp_path)
-            with pytest.raises(TrainingError, match=f"needs the '{name}' package"):
+            with pytest.raises(ExecutorError, match=f"needs the '{name}' package"):
                 run_jobs([job], executor=name)
 
 

@@ -32,13 +32,18 @@ def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
     return LabelSet("custom", tuple(categories))
 
 
+WHERE_IT_RAN = ("func", "workers", "executor", "executor_option", "shard_size")
+"""Options that say where and how fast a build ran, not what it made: left out of the recorded
+options, so the same experiment built locally or on a cluster writes the same experiment.json."""
+
+
 def build_provenance(args, design: str) -> dict:
     """How the experiment was made: command, options, versions (no timestamp, so a rebuild
     with the same inputs writes the same experiment.json)."""
     import cv2
     import PIL
 
-    options = {k: v for k, v in sorted(vars(args).items()) if k not in ("func",) and _jsonable(v)}
+    options = {k: v for k, v in sorted(vars(args).items()) if k not in WHERE_IT_RAN and _jsonable(v)}
     return {
         "design": design,
         "command": "cuebench " + " ".join(sys.argv[1:]) if sys.argv and "cuebench" in sys.argv[0] else None,

@@ -9,6 +9,8 @@ and are shared with ``cue-conflict-eed`` through ``make_shape_cues``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..build import BuildError, SourceJob, Task, finish, known_stimuli, run_jobs, stimulus_seed, task_key
@@ -109,6 +111,37 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, exi
             made[src.name] = expdir.write_stimulus(shape, task.provenance(src))
             pixels[src.name] = shape
     return made, pixels
+
+
+def shards(args, expdir: ExperimentDir) -> list:
+    """The EED shape cues still to make, cut into shards of ``--shard-size`` source images
+    (``stimuli.shards``); names stay the same across re-runs, finished ones are left out."""
+    from cuebench.executors import Shard
+
+    from ..shards import chunks, manifest_path
+
+    sources = resolve_images(args.images, args.labels)
+    task = Task("eed", eed_params(args), None)
+    known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
+    groups = chunks(sources, args.shard_size)
+    gpus = 1.0 if str(args.eed_device).startswith("cuda") else 0.0
+    shards = []
+    for i, group in enumerate(groups):
+        name = f"eed-{i + 1:04d}-of-{len(groups):04d}"
+        if all(task_key(src, task) in known for src in group):
+            continue
+        shards.append(Shard(name, make_shape_cue_shard, (str(expdir.root), group, args, name),
+                            done=Path.is_file, done_args=(manifest_path(expdir, name),), gpus=gpus))
+    return shards
+
+
+def make_shape_cue_shard(root: str, sources: list[SourceImage], args, name: str) -> None:
+    """One shard: the EED shape cues of ``sources``, recorded for the build that follows."""
+    from ..shards import write_manifest
+
+    expdir = ExperimentDir(root)
+    made, _ = make_shape_cues(expdir, sources, args, None)
+    write_manifest(expdir, name, list(made.values()))
 
 
 def shape_cue_pixels(expdir: ExperimentDir, stim: Stimulus, fresh: dict[str, np.ndarray]) -> np.ndarray:

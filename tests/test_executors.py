@@ -1,0 +1,197 @@
+"""The executor layer on real engines: a Ray head started here and submitit's local executor.
+
+Every job kind (a training study, an EED stimulus build) gives the same results whichever
+executor ran it; failures name the shard and keep what finished; a killed worker's shard
+runs again and its results land once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import unavailable
+from executor_scenarios import BUILD, STUDY, TRAIN, fail, flaky, logged_shard
+
+from cuebench.cli import main
+from cuebench.executors import ExecutorError, ExecutorSpec, Shard, ShardsFailed, parse_executor, run_shards
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shard(tmp: Path, name: str) -> Shard:
+    return logged_shard(tmp, name)
+
+
+# -- options and the local executor ---------------------------------------------------------------------------
+
+def test_executor_options_are_checked_by_name():
+    with pytest.raises(ExecutorError, match="unknown executor 'dask'"):
+        parse_executor("dask")
+    with pytest.raises(ExecutorError, match="'adress' is not an option of the ray executor"):
+        parse_executor("ray", ["adress=127.0.0.1:1"])
+    with pytest.raises(ExecutorError, match="must be KEY=VALUE"):
+        parse_executor("local", ["workers"])
+    with pytest.raises(ExecutorError, match="workers='two': expected int"):
+        parse_executor("local", ["workers=two"])
+    spec = parse_executor("submitit", ["slurm_partition=gpu", "gpus_per_node=1", "cluster=local"])
+    assert spec.options == {"slurm_partition": "gpu", "gpus_per_node": 1, "cluster": "local"}
+
+
+def test_local_shards_retry_report_by_name_and_keep_finished(tmp_path):
+    good = shard(tmp_path, "good")
+    retried = Shard("flaky", flaky, (str(tmp_path / "m"), str(tmp_path / "flaky.out")),
+                    done=Path.is_file, done_args=(tmp_path / "flaky.out",))
+    broken = Shard("broken-shard", fail, ("the image folder vanished",))
+    with pytest.raises(ShardsFailed, match="broken-shard: RuntimeError: the image folder vanished") as err:
+        run_shards([good, retried, broken], ExecutorSpec("local", {"retries": 1}))
+    assert "2 finished, their results are kept" in str(err.value)
+    assert (tmp_path / "good.out").is_file() and (tmp_path / "flaky.out").is_file()
+    run_shards([good, retried])  # finished shards are skipped
+    assert (tmp_path / "log").read_text().splitlines() == ["good"]
+
+
+def test_unknown_executor_option_on_the_command_line(tmp_path, capsys):
+    argv = ["stimuli", "build", "--design", "cue-decomposition", "--out", str(tmp_path / "x"),
+            "--executor", "ray", "--executor-option", "nodes=3"]
+    assert main(argv) == 2
+    assert "'nodes' is not an option of the ray executor" in capsys.readouterr().err
+
+
+# -- a real Ray head ----------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_run(tmp_path_factory):
+    """``ray start --head`` with 2 CPUs and the scenario's driver, both inside a network namespace
+    that has only the loopback interface (Ray binds every interface it finds; there it finds
+    only 127.0.0.1), the head stopped at the end; every step bounded in time."""
+    pytest.importorskip("ray", reason="the 'scale' extra (ray) is not installed")
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        unavailable("unshare and ip (util-linux, iproute2) are needed to keep the Ray head on loopback")
+    out = tmp_path_factory.mktemp("ray")
+    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
+    ray = Path(sys.executable).with_name("ray")
+    port = free_port()
+    head = (f"{ray} start --head --node-ip-address=127.0.0.1 --port={port} --num-cpus=2 --num-gpus=0 "
+            f"--include-dashboard=false --disable-usage-stats --temp-dir={temp}")
+    script = (f"ip link set lo up && {head} >{out}/head.log 2>&1 && "
+              f"timeout 900 {sys.executable} {Path(__file__).with_name('executor_scenarios.py')} {out} 127.0.0.1:{port}; "
+              f"code=$?; {ray} stop --force >/dev/null 2>&1; exit $code")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(["unshare", "--net", "--", "bash", "-c", script], env=env, timeout=1200,
+                          capture_output=True, text=True)
+    shutil.rmtree(temp, ignore_errors=True)
+    assert done.returncode == 0, f"Ray scenario failed:\n{done.stderr[-4000:]}"
+    return out, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_ray_failures_name_the_shard_and_a_killed_worker_is_rerun(ray_run):
+    out, results = ray_run
+    assert "broken-shard: RuntimeError: no such image" in results["failure"]
+    assert "2 finished, their results are kept" in results["failure"]
+    assert (out / "shards" / "k").read_text() == "killed"  # the first attempt's worker did die
+    assert sorted((out / "shards" / "log").read_text().splitlines()) == ["good", "killed"]  # each finished once
+    assert "address=127.0.0.1:9: no Ray head reachable there" in results["unreachable"]
+
+
+# -- the jobs themselves, on each engine -----------------------------------------------------------------------
+
+def build_cue_decomposition(out: Path, *executor: str) -> Path:
+    assert main([*BUILD, "--out", str(out), *executor]) == 0
+    return out
+
+
+def experiment_without_command(expdir: Path) -> str:
+    data = json.loads((expdir / "experiment.json").read_text())
+    data["provenance"].pop("command", None)
+    data.pop("name")
+    return json.dumps(data, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def local_build(tmp_path_factory):
+    return build_cue_decomposition(tmp_path_factory.mktemp("local") / "exp")
+
+
+def assert_same_build(ours: Path, local: Path) -> None:
+    assert sorted(p.name for p in (ours / "stimuli").iterdir()) == sorted(p.name for p in (local / "stimuli").iterdir())
+    for path in (local / "stimuli").iterdir():
+        assert (ours / "stimuli" / path.name).read_bytes() == path.read_bytes()
+    assert experiment_without_command(ours) == experiment_without_command(local)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in local.iterdir())  # no shard records left
+
+
+def build_study(study: Path) -> Path:
+    assert main([*STUDY, "--out", str(study)]) == 0
+    return study
+
+
+RESULT_COLUMNS = ["job_id", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss"]
+
+
+def train_study(study: Path, *executor: str) -> pd.DataFrame:
+    assert main(["train", str(study), *TRAIN, *executor]) == 0
+    return training_table(study)
+
+
+def training_table(study: Path) -> pd.DataFrame:
+    table = pd.read_csv(study / "training.csv")
+    return table[RESULT_COLUMNS].sort_values(["job_id", "split"]).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def local_training(tmp_path_factory):
+    return train_study(build_study(tmp_path_factory.mktemp("train-local") / "study"))
+
+
+@pytest.mark.slow
+def test_ray_builds_and_trains_as_the_local_executor(ray_run, local_build, local_training):
+    out, results = ray_run
+    assert (results["build"], results["study"], results["train"]) == (0, 0, 0)
+    assert_same_build(out / "exp", local_build)
+    pd.testing.assert_frame_equal(training_table(out / "study"), local_training, check_exact=False, atol=1e-4)
+
+
+@pytest.fixture()
+def importable_scenarios(monkeypatch):
+    """submitit's local jobs are fresh Python processes: let them import the scenario module."""
+    pytest.importorskip("submitit", reason="the 'scale' extra (submitit) is not installed")
+    paths = [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
+
+
+@pytest.mark.slow
+def test_submitit_local_executor_builds_and_trains_as_the_local_executor(tmp_path, local_build, local_training,
+                                                                         importable_scenarios):
+    option = ["--executor", "submitit", "--executor-option", "cluster=local", "--executor-option", "timeout_min=20"]
+    ours = build_cue_decomposition(tmp_path / "exp", *option)
+    assert_same_build(ours, local_build)
+    table = train_study(build_study(tmp_path / "study"), *option)
+    pd.testing.assert_frame_equal(table, local_training, check_exact=False, atol=1e-4)
+    assert list((tmp_path / "study" / "training" / "submitit").glob("*_result.pkl"))  # real result files
+
+
+@pytest.mark.slow
+def test_submitit_failed_shard_is_named(tmp_path, importable_scenarios):
+    good = shard(tmp_path, "good")
+    broken = Shard("broken-shard", fail, ("disk full",))
+    spec = parse_executor("submitit", ["cluster=local", "retries=0", f"folder={tmp_path / 'jobs'}"])
+    with pytest.raises(ShardsFailed, match="broken-shard"):
+        run_shards([good, broken], spec)
+    assert (tmp_path / "good.out").is_file()
