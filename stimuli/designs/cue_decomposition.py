@@ -125,14 +125,14 @@ def shards(args, expdir: ExperimentDir) -> list:
     known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
     groups = chunks(sources, args.shard_size)
     gpus = 1.0 if str(args.eed_device).startswith("cuda") else 0.0
-    shards = []
+    found = []
     for i, group in enumerate(groups):
         name = f"eed-{i + 1:04d}-of-{len(groups):04d}"
         if all(task_key(src, task) in known for src in group):
             continue
-        shards.append(Shard(name, make_shape_cue_shard, (str(expdir.root), group, args, name),
-                            done=Path.is_file, done_args=(manifest_path(expdir, name),), gpus=gpus))
-    return shards
+        found.append(Shard(name, make_shape_cue_shard, (str(expdir.root), group, args, name),
+                           done=Path.is_file, done_args=(manifest_path(expdir, name),), gpus=gpus))
+    return found
 
 
 def make_shape_cue_shard(root: str, sources: list[SourceImage], args, name: str) -> None:
