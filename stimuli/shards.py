@@ -50,8 +50,4 @@ def clear_manifests(expdir: ExperimentDir) -> None:
 
 
 def chunks(items: list, size: int) -> list[list]:
-    if size < 1:
-        from .build import BuildError
-
-        raise BuildError(f"--shard-size must be >= 1, got {size}")
     return [items[i:i + size] for i in range(0, len(items), size)]

@@ -120,6 +120,8 @@ def shards(args, expdir: ExperimentDir) -> list:
 
     from ..shards import chunks, manifest_path
 
+    if args.shard_size < 1:
+        raise BuildError(f"--shard-size must be >= 1, got {args.shard_size}")
     sources = resolve_images(args.images, args.labels)
     task = Task("eed", eed_params(args), None)
     known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
