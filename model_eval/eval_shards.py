@@ -45,12 +45,12 @@ def evaluate_sharded(experiment: str | Path, models: list[str], settings: dict, 
     for model in models:  # a typo fails here, before any shard runs
         check_architecture(parse_spec(model)[0])
     expdir = ExperimentDir(experiment)
-    loaded = expdir.load()
+    definition = expdir.load()  # checks the folder before any shard runs
     shards = [model_shard(expdir, model, settings) for model in models]
     run_shards(shards, spec, desc="evaluations", default_folder=expdir.root / SHARDS_DIR / "submitit")
     runs = [ModelRun(**run) for shard in shards
             for run in json.loads(Path(shard.done_args[0]).read_text(encoding="utf-8"))]
     with ResponseStore(settings.get("database") or expdir.responses_file) as store:
-        summary = summarise(loaded, store, [r.observer for r in runs], runs)
+        summary = summarise(definition, store, [r.observer for r in runs], runs)
     clear_manifests(expdir)
     return summary

@@ -231,4 +231,3 @@ def test_submitit_local_executor_evaluates_as_the_local_executor(tmp_path, local
     option = ["--executor", "submitit", "--executor-option", "cluster=local", "--executor-option", "timeout_min=20"]
     assert evaluate(expdir, *option) == local_eval
     assert sorted(p.name for p in expdir.iterdir()) == ["experiment.json", "responses.sqlite", "stimuli"]
-    assert evaluate(expdir, *option) == local_eval  # a re-run answers nothing twice
