@@ -1,15 +1,15 @@
 """Shard functions and the Ray scenario the executor tests run (importable by Ray and submitit workers).
 
 ``python executor_scenarios.py OUT ADDRESS`` runs, against the Ray head at ADDRESS: the
-EED build, its evaluation by two models and the training study of ``test_executors`` plus
-a failing and a killed shard,
-and writes what happened under OUT for the tests to check.
+EED build, its evaluation by two models and the training study of ``test_executors``, plus
+a failing and a killed shard, and writes what happened under OUT for the tests to check.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -72,7 +72,8 @@ def ray_scenario(out: Path, address: str) -> None:
     option = ["--executor", "ray", "--executor-option", f"address={address}"]
     results = {}
     results["build"] = main([*BUILD, "--out", str(out / "exp"), *option])
-    results["eval"] = main([*EVAL, "--experiment", str(out / "exp"), *option])
+    shutil.copytree(out / "exp", out / "eval")  # the build stays as built, for its own comparison
+    results["eval"] = main([*EVAL, "--experiment", str(out / "eval"), *option])
     results["study"] = main([*STUDY, "--out", str(out / "study")])
     results["train"] = main(["train", str(out / "study"), *TRAIN, *option])
     shards_dir = out / "shards"

@@ -191,8 +191,8 @@ def test_ray_evaluates_as_the_local_executor(ray_run, local_eval):
     """Two models x one experiment, one shard each: the same rows, each once, no shard records left."""
     out, results = ray_run
     assert results["eval"] == 0
-    assert response_rows(out / "exp") == local_eval
-    assert not (out / "exp" / ".shards").exists()
+    assert response_rows(out / "eval") == local_eval
+    assert not (out / "eval" / ".shards").exists()
 
 
 @pytest.fixture()
