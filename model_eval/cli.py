@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cuebench.executors import add_executor_arguments
+
 from .decisions import RULES
 from .preprocess import POLICIES
 
@@ -38,6 +40,7 @@ def register(sub) -> None:
                         help="postgresql://USER@HOST/DB to store the answers in (default: the experiment's "
                              "responses.sqlite)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_executor_arguments(parser, "models (one shard per model)")
     parser.set_defaults(func=run)
 
 
@@ -49,13 +52,21 @@ def run(args) -> int:
     if not args.model or args.experiment is None:
         raise CuebenchError("eval needs --experiment EXPDIR and at least one --model NAME[:WEIGHTS] "
                             "(see `cuebench eval models` for what is available)")
+    from cuebench.executors import parse_executor
     from cuebench.storage import redacted
 
     from .evaluate import evaluate_experiment, format_summary
 
-    summary = evaluate_experiment(args.experiment, args.model, rule=args.rule, batch_size=args.batch_size,
-                                  device=args.device, policy=args.policy, progress=not args.quiet,
-                                  mapping_file=args.mapping, workers=args.workers, database=args.database)
+    spec = parse_executor(args.executor, args.executor_option)
+    settings = {"rule": args.rule, "batch_size": args.batch_size, "device": args.device, "policy": args.policy,
+                "mapping_file": args.mapping and str(args.mapping), "workers": args.workers,
+                "database": args.database}
+    if spec.name == "local" and not spec.options:
+        summary = evaluate_experiment(args.experiment, args.model, progress=not args.quiet, **settings)
+    else:
+        from .eval_shards import evaluate_sharded
+
+        summary = evaluate_sharded(args.experiment, args.model, settings, spec)
     print(format_summary(summary))
     print(f"responses: {redacted(args.database) if args.database else args.experiment / 'responses.sqlite'}")
     return 0

@@ -1,14 +1,15 @@
 """Shard functions and the Ray scenario the executor tests run (importable by Ray and submitit workers).
 
 ``python executor_scenarios.py OUT ADDRESS`` runs, against the Ray head at ADDRESS: the
-EED build and the training study of ``test_executors`` plus a failing and a killed shard,
-and writes what happened under OUT for the tests to check.
+EED build, its evaluation by two models and the training study of ``test_executors``, plus
+a failing and a killed shard, and writes what happened under OUT for the tests to check.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ BUILD = ["stimuli", "build", "--design", "cue-decomposition", "--images", "defau
          "--shard-size", "4", "--workers", "1"]
 STUDY = ["stimuli", "build", "--design", "diagvib", "--diagvib-digits", "sklearn-digits", "--sizes", "60,30,30",
          "--diagvib-human-trials", "2", "--study", "ZSO", "--target", "hue", "--correlated", "shape"]
+EVAL = ["eval", "--model", "tf_efficientnet_lite0", "--model", "tf_efficientnet_lite1", "--quiet"]
 TRAIN = ["--model", "test_resnet", "--runs", "2", "--epochs", "1", "--input-size", "32", "--batch-size", "16",
          "--device", "cpu"]
 
@@ -70,6 +72,8 @@ def ray_scenario(out: Path, address: str) -> None:
     option = ["--executor", "ray", "--executor-option", f"address={address}"]
     results = {}
     results["build"] = main([*BUILD, "--out", str(out / "exp"), *option])
+    shutil.copytree(out / "exp", out / "eval")  # the build stays as built, for its own comparison
+    results["eval"] = main([*EVAL, "--experiment", str(out / "eval"), *option])
     results["study"] = main([*STUDY, "--out", str(out / "study")])
     results["train"] = main(["train", str(out / "study"), *TRAIN, *option])
     shards_dir = out / "shards"

@@ -19,10 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import unavailable
-from executor_scenarios import BUILD, STUDY, TRAIN, fail, flaky, logged_shard
+from executor_scenarios import BUILD, EVAL, STUDY, TRAIN, fail, flaky, logged_shard
 
 from cuebench.cli import main
 from cuebench.executors import ExecutorError, ExecutorSpec, Shard, ShardsFailed, parse_executor, run_shards
+from cuebench.responses import ResponseStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,6 +138,23 @@ def assert_same_build(ours: Path, local: Path) -> None:
     assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in local.iterdir())  # no shard records left
 
 
+def evaluate(expdir: Path, *executor: str) -> list[dict]:
+    """Two models answer the experiment; its response rows (without the time they were stored)."""
+    assert main([*EVAL, "--experiment", str(expdir), *executor]) == 0
+    return response_rows(expdir)
+
+
+def response_rows(expdir: Path) -> list[dict]:
+    with ResponseStore(expdir / "responses.sqlite") as store:
+        rows = [{k: v for k, v in row.items() if k != "created_at"} for row in store.rows()]
+    return sorted(rows, key=lambda row: (row["observer"], row["trial_id"]))
+
+
+@pytest.fixture(scope="module")
+def local_eval(local_build, tmp_path_factory):
+    return evaluate(shutil.copytree(local_build, tmp_path_factory.mktemp("eval-local") / "exp"))
+
+
 def build_study(study: Path) -> Path:
     assert main([*STUDY, "--out", str(study)]) == 0
     return study
@@ -168,6 +186,15 @@ def test_ray_builds_and_trains_as_the_local_executor(ray_run, local_build, local
     pd.testing.assert_frame_equal(training_table(out / "study"), local_training, check_exact=False, atol=1e-4)
 
 
+@pytest.mark.slow
+def test_ray_evaluates_as_the_local_executor(ray_run, local_eval):
+    """Two models x one experiment, one shard each: the same rows, each once, no shard records left."""
+    out, results = ray_run
+    assert results["eval"] == 0
+    assert response_rows(out / "eval") == local_eval
+    assert not (out / "eval" / ".shards").exists()
+
+
 @pytest.fixture()
 def importable_scenarios(monkeypatch):
     """submitit's local jobs are fresh Python processes: let them import the scenario module."""
@@ -195,3 +222,12 @@ def test_submitit_failed_shard_is_named(tmp_path, importable_scenarios):
     with pytest.raises(ShardsFailed, match="broken-shard"):
         run_shards([good, broken], spec)
     assert (tmp_path / "good.out").is_file()
+
+
+@pytest.mark.slow
+def test_submitit_local_executor_evaluates_as_the_local_executor(tmp_path, local_build, local_eval,
+                                                                 importable_scenarios):
+    expdir = shutil.copytree(local_build, tmp_path / "exp")
+    option = ["--executor", "submitit", "--executor-option", "cluster=local", "--executor-option", "timeout_min=20"]
+    assert evaluate(expdir, *option) == local_eval
+    assert sorted(p.name for p in expdir.iterdir()) == ["experiment.json", "responses.sqlite", "stimuli"]
