@@ -17,6 +17,7 @@ flight, and a re-run skips every trial that model has already answered: a zoo ru
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import Counter, defaultdict
@@ -31,7 +32,7 @@ from cuebench.trials import Experiment, Trial
 
 from .allocator import keep_freed_memory
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
-                        decide_classify, decide_oddity, label_mapping)
+                        decide_classify_many, decide_oddity, label_mapping)
 from .models import LoadedModel, ModelError, check_architecture, load_model, parse_spec, resolve_device
 from .preprocess import DEFAULT_POLICY, DevicePreprocess, PreprocessError, check_policy
 from .stimulus_cache import DecodedStimuli, decoded_stimuli
@@ -162,9 +163,10 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     cuda = loaded.device.startswith("cuda")
     model = loaded.model.to(memory_format=torch.channels_last) if cuda else loaded.model
     preprocess = DevicePreprocess(loaded.data_config, policy, loaded.device, channels_last=cuda)
-    device_info = {"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
-                   "policy": policy, "torch": torch.__version__,
-                   "mapping": mapping.source if mapping is not None else None}
+    device_info = json.dumps({"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
+                              "policy": policy, "torch": torch.__version__,
+                              "mapping": mapping.source if mapping is not None else None},
+                             sort_keys=True)  # the stored JSON text, made once instead of once per row
     probs: dict[str, np.ndarray] = {}
     features: dict[str, np.ndarray] = {}
     pending = sorted(todo, key=lambda it: max(position[s] for s in it[1].stimuli))  # by when they can be answered
@@ -184,8 +186,7 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
         ready, pending = pending[:cut], pending[cut:]
         if not ready:
             return
-        store.write_many([_answer(experiment, i, t, loaded.observer_id, rule, mapping, probs, features, device_info)
-                          for i, t in ready])
+        store.write_many(_answers(experiment, ready, loaded.observer_id, rule, mapping, probs, features, device_info))
         for _, t in ready:
             for sid in t.stimuli:
                 uses[sid] -= 1
@@ -290,15 +291,22 @@ def _forward(model, x, need_probs: bool, need_features: bool, cuda: bool) -> _Ou
                     pre.float().flatten(1) if pre is not None else None)
 
 
-def _answer(experiment: Experiment, index: int, trial: Trial, observer: str, rule: str, mapping, probs, features,
-            device_info: dict) -> dict:
-    if trial.trial_type == "oddity":
-        decision, used = decide_oddity(np.stack([features[s] for s in trial.stimuli])), ODDITY_RULE
-    else:
-        decision, used = decide_classify(probs[trial.stimuli[0]], trial.choices, mapping, rule), rule
-    return trial_row(experiment, trial, observer=observer, observer_kind="model", session=SESSION,
-                     trial_index=index, response=decision.response, decision_rule=used,
-                     model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info)
+def _answers(experiment: Experiment, ready: list[tuple[int, Trial]], observer: str, rule: str, mapping, probs,
+             features, device_info: str) -> list[dict]:
+    """Response rows for ``ready`` (index, trial) pairs; the classification trials decided in one batch."""
+    classify = [t for _, t in ready if t.trial_type != "oddity"]
+    decided = iter(decide_classify_many(np.stack([probs[t.stimuli[0]] for t in classify]), [t.choices for t in classify],
+                                        mapping, rule) if classify else [])
+    rows = []
+    for index, trial in ready:
+        if trial.trial_type == "oddity":
+            decision, used = decide_oddity(np.stack([features[s] for s in trial.stimuli])), ODDITY_RULE
+        else:
+            decision, used = next(decided), rule
+        rows.append(trial_row(experiment, trial, observer=observer, observer_kind="model", session=SESSION,
+                              trial_index=index, response=decision.response, decision_rule=used,
+                              model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info))
+    return rows
 
 
 def _compact(value):
