@@ -47,8 +47,9 @@ def test_dist_decisions_on_cuda_agree_with_cpu(shared, tmp_path):
     near = [t for t in flips if margin(on_cpu[t]) < NEAR_TIE]
     accuracy = {name: np.mean([rows[t]["correct"] for t in triplets]) for name, rows in (("cpu", on_cpu),
                                                                                           ("cuda", on_cuda))}
-    print(f"DiST, Lite0: cuda and cpu agree on {len(triplets) - len(flips)}/{len(triplets)} triplets; {len(flips)} flips, {len(near)} of "
-          f"them near ties (CPU margin < {NEAR_TIE}): margins {[round(margin(on_cpu[t]), 4) for t in flips]}; "
+    print(f"DiST, Lite0: cuda and cpu agree on {len(triplets) - len(flips)}/{len(triplets)} triplets; "
+          f"{len(flips)} flips, {len(near)} of them near ties (CPU margin < {NEAR_TIE}): "
+          f"margins {[round(margin(on_cpu[t]), 4) for t in flips]}; "
           f"accuracy cpu {accuracy['cpu']:.4f}, cuda {accuracy['cuda']:.4f}")
     assert len(flips) <= 0.02 * len(triplets)
     assert abs(accuracy["cpu"] - accuracy["cuda"]) <= 0.01
