@@ -20,6 +20,7 @@ data: deleting ``cache/`` only costs the next run a decode.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -69,7 +70,7 @@ class DecodedStimuli:
         rows = np.fromiter((self.entries[sid].row for sid in ids), dtype=np.intp, count=len(ids))
         if out is None:
             return np.take(array, rows, axis=0)
-        return np.take(array, rows, axis=0, out=out[:len(ids)])
+        return np.take(array, rows, axis=0, out=out[:len(ids)], mode="clip")  # "raise" would copy twice
 
 
 def cache_dir(expdir: ExperimentDir) -> Path:
@@ -122,7 +123,7 @@ def _extend(root: Path, entries: dict[str, Entry], new: dict[str, Path], stats: 
     shapes = {sid: _image_shape(path) for sid, path in new.items()}
     old_arrays = {name: np.load(root / name, mmap_mode="r") for name in {e.array for e in keep.values()}}
     groups: dict[tuple[int, int], list[str]] = {}
-    for sid, e in keep.items():
+    for sid, e in sorted(keep.items(), key=lambda item: (item[1].array, item[1].row)):  # rows stay in order
         groups.setdefault(tuple(old_arrays[e.array].shape[1:3]), []).append(sid)
     for sid in new:
         groups.setdefault(shapes[sid], []).append(sid)
@@ -144,7 +145,8 @@ def _extend(root: Path, entries: dict[str, Entry], new: dict[str, Path], stats: 
     used = {e.array for e in result.values()}
     for stale in root.glob("*.npy"):
         if stale.name not in used:
-            stale.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # still mapped by a reader where that blocks deletion
+                stale.unlink()
     return result
 
 
