@@ -119,6 +119,8 @@ def _stat(sid: str, path: Path) -> os.stat_result:
 def _extend(root: Path, entries: dict[str, Entry], new: dict[str, Path], stats: dict, workers: int,
             progress: bool) -> dict[str, Entry]:
     """Decode ``new`` into rewritten arrays (one per image size), keeping every still-valid entry."""
+    for orphan in root.glob(".*.tmp"):  # left by a build that was killed; only lock holders write them
+        orphan.unlink(missing_ok=True)
     keep = {sid: e for sid, e in entries.items() if sid not in new}
     shapes = {sid: _image_shape(path) for sid, path in new.items()}
     old_arrays = {name: np.load(root / name, mmap_mode="r") for name in {e.array for e in keep.values()}}

@@ -83,6 +83,7 @@ def test_a_broken_index_is_rebuilt_and_a_failed_build_leaves_nothing(stimuli, tm
     sid = next(iter(paths))
     assert np.array_equal(decoded.gather([sid])[0], decode_image(paths[sid]))
     index_before = (cache_dir(expdir) / stimulus_cache.INDEX_FILE).read_bytes()
+    (cache_dir(expdir) / ".224x224-0123.killed.tmp").write_bytes(b"half an array")  # a killed build's
     broken = expdir.stimuli_dir / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
     with pytest.raises(CorruptImageError, match="broken.png"):
