@@ -74,7 +74,8 @@ def main() -> None:
 
     import_timm()
     device = resolve_device(args.device)
-    keep_freed_memory() if device == "cpu" else None
+    if device == "cpu":
+        keep_freed_memory()  # what ``cuebench eval`` does on CPU; the bare loops run with it too
     with tempfile.TemporaryDirectory() as tmp:
         expdir = Path(tmp) / "zoo"
         if args.generated:
