@@ -105,7 +105,7 @@ def main() -> None:
                 loading[model] = min(loading[model], run.seconds_loading)
             for model in models:
                 run_bare = bare_loop(model, paths, args.batch_size, device)
-                bare[model] = min(bare[model], run_bare())
+                bare[model] = min(bare[model], run_bare()[0])
     print(f"device {device}, {n} {what}, batch size {args.batch_size}, {len(models)} models in one call, "
           f"best of {args.repeats}")
     print(f"first call: decoded {n} stimuli once in {cold[0].seconds_decoding:.2f} s "
