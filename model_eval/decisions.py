@@ -136,29 +136,38 @@ def aggregate(probs: np.ndarray, indices: list[list[int]], how: str) -> np.ndarr
     raise DecisionError(f"unknown aggregation {how!r}")
 
 
-def _argmax_choice(scores: dict[str, float], choices: list[str]) -> str:
-    return choices[int(np.argmax([scores[c] for c in choices]))]
-
-
 def decide_classify(probs: np.ndarray, choices: tuple[str, ...] | list[str], mapping: LabelMapping | None,
                     rule: str) -> Decision:
     """The answer to one classification trial from a 1000-way softmax vector."""
-    candidates = [c for c in choices if c != NOT_CLEAR]
-    probs = np.asarray(probs, dtype=np.float64).reshape(1, -1)
+    return decide_classify_many(np.asarray(probs).reshape(1, -1), [choices], mapping, rule)[0]
+
+
+def decide_classify_many(probs: np.ndarray, choices: list, mapping: LabelMapping | None, rule: str) -> list[Decision]:
+    """The answers to classification trials from their softmax rows (n, 1000), one choice list per row.
+
+    Each label's mean or sum is computed once for the whole batch; per trial only its own
+    choices compete, and ``max`` keeps the first of tied choices, as ``numpy.argmax`` does."""
+    probs = np.asarray(probs, dtype=np.float64).reshape(len(choices), -1)
+    candidates = [[c for c in trial_choices if c != NOT_CLEAR] for trial_choices in choices]
     if rule == "imagenet-top1":
-        return _top1(probs[0], candidates, mapping)
+        return [_top1(row, trial_candidates, mapping) for row, trial_candidates in zip(probs, candidates)]
     if mapping is None:
         raise DecisionError(f"rule {rule} needs ImageNet index lists for the labels")
-    unknown = [c for c in candidates if c not in mapping.indices]
+    labels = list(dict.fromkeys(c for trial_candidates in candidates for c in trial_candidates))
+    unknown = [c for c in labels if c not in mapping.indices]
     if unknown:
         raise DecisionError(f"choice {unknown[0]!r} has no ImageNet indices in the mapping ({mapping.source})")
     how = "mean" if rule == "16class-mean" else "sum"
-    values = aggregate(probs, [mapping.indices[c] for c in candidates], how)[0]
-    scores = {c: float(v) for c, v in zip(candidates, values)}
-    best = _argmax_choice(scores, candidates)
-    if rule == "16class-burgert" and not scores[best] > BURGERT_THRESHOLD:
-        best = NOT_CLEAR
-    return Decision(best, scores)
+    column = {label: k for k, label in enumerate(labels)}
+    decisions = []
+    for values, trial_candidates in zip(aggregate(probs, [mapping.indices[c] for c in labels], how).tolist(),
+                                        candidates):
+        scores = {c: values[column[c]] for c in trial_candidates}
+        best = max(trial_candidates, key=scores.__getitem__)
+        if rule == "16class-burgert" and not scores[best] > BURGERT_THRESHOLD:
+            best = NOT_CLEAR
+        decisions.append(Decision(best, scores))
+    return decisions
 
 
 def _top1(probs: np.ndarray, candidates: list[str], mapping: LabelMapping | None) -> Decision:

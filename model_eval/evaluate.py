@@ -2,17 +2,24 @@
 
 Every trial (test, practice, catch, attention) is answered and stored with its role, as a
 person's answer would be; accuracy summaries count only the scored (``test``) trials.
-Each unique stimulus goes through the model once. On a GPU, DataLoader workers decode and
-resize while the model runs channels-last under bfloat16 autocast; on a CPU the main
-process decodes (workers would take the model's cores) and freed activation memory is
-kept for the next batch (``allocator.py``).
-Rows are committed one batch at a time, so a killed run loses at most one batch, and a
-re-run skips every trial that model has already answered.
+Stimuli are decoded once per experiment into a uint8 cache (``stimulus_cache.py``) that
+every later run and every other model reads; each unique stimulus goes through a model
+once, resized, cropped and normalised in its batch on the model's device
+(``preprocess.DevicePreprocess``). On a GPU the model runs channels-last under bfloat16
+autocast, fed from pinned memory, and the answers to one batch are decided and stored
+while the next batch runs; on a CPU freed activation memory is kept for the next batch
+(``allocator.py``).
+Rows are committed one batch at a time, so a killed run loses at most the batches in
+flight, and a re-run skips every trial that model has already answered: a zoo run
+(several model specs) that stops resumes with the model and trial where it stopped.
+``evaluate_experiment`` is the one entry point, also for one model of a larger sweep.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,21 +32,26 @@ from cuebench.trials import Experiment, Trial
 
 from .allocator import keep_freed_memory
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
-                        decide_classify, decide_oddity, label_mapping)
+                        decide_classify_many, decide_oddity, label_mapping)
 from .models import LoadedModel, ModelError, check_architecture, load_model, parse_spec, resolve_device
-from .preprocess import DEFAULT_POLICY, Normalise, PreprocessError, ToUint8Tensor, check_policy
+from .preprocess import DEFAULT_POLICY, DevicePreprocess, PreprocessError, check_policy
+from .stimulus_cache import DecodedStimuli, decoded_stimuli
 
 SESSION = "1"
 
 
 @dataclass
 class ModelRun:
-    """What one model did in one call: how many trials it answered now and how many it skipped."""
+    """What one model did in one call: trials answered now and skipped, and where the time went."""
 
     observer: str
     weights_source: str
     answered_now: int
     skipped: int
+    images: int = 0  # unique stimuli through the model
+    seconds_loading: float = 0.0  # building the model with its weights
+    seconds_decoding: float = 0.0  # reading (or first building) the decoded-stimulus cache
+    seconds_answering: float = 0.0  # preprocessing, forward passes, decisions and stored rows
 
 
 @dataclass
@@ -60,7 +72,9 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
 
     ``rule`` decides classification trials (default ``16class-mean``); oddity trials always
     use the oddity rule. ``mapping_file`` gives label -> ImageNet indices for label sets that
-    carry none. ``workers`` DataLoader processes decode images (default: up to 4 on a GPU, none on a CPU).
+    carry none. ``workers`` processes decode stimuli the first time (default: up to 4 on a
+    GPU machine, none on a CPU). Models run one after the other; each one's answers are
+    committed as its batches finish.
     ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
     """
     if not model_specs:
@@ -83,12 +97,16 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     device = resolve_device(device)
     if device == "cpu":
         keep_freed_memory()
+    workers = _default_workers(device) if workers is None else workers
     runs = []
     with ResponseStore(database or expdir.responses_file) as store:
-        for spec in model_specs:
+        for spec in dict.fromkeys(model_specs):
+            start = time.perf_counter()
             loaded = load_model(spec, device)
+            seconds_loading = time.perf_counter() - start
             runs.append(_run_model(expdir, experiment, store, loaded, rule, mapping, batch_size, policy, progress,
-                                   _default_workers(device) if workers is None else workers))
+                                   workers))
+            runs[-1].seconds_loading = seconds_loading
             del loaded
         return summarise(experiment, store, [r.observer for r in runs], runs)
 
@@ -111,26 +129,12 @@ def _check_one_size(experiment: Experiment) -> None:
 
 
 def _default_workers(device: str) -> int:
-    """Decoding processes: on a GPU they keep the device fed from otherwise idle cores; on a
-    CPU they would take cores from the model's own threads (measured on 2 cores: 0.58x of
-    a bare loop with one worker, 0.85x decoding in-process), so there the main process decodes."""
+    """Decoding processes for the first run: on a GPU machine they use the cores the model does
+    not need; on a CPU they would take cores from the model's own threads, so there the main
+    process decodes."""
     if device.startswith("cuda"):
         return max(1, min(4, (os.cpu_count() or 2) - 1))
     return 0
-
-
-class _StimulusFiles:
-    """Dataset of stimulus files -> (position, uint8 tensor); picklable for worker processes."""
-
-    def __init__(self, paths: list[Path], to_tensor: ToUint8Tensor):
-        self.paths = paths
-        self.to_tensor = to_tensor
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, i: int):
-        return i, self.to_tensor(self.paths[i])
 
 
 def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, loaded: LoadedModel, rule: str,
@@ -144,53 +148,104 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(experiment.trials) - len(todo))
     if not todo:
         return run
-    order = list(dict.fromkeys(sid for _, t in todo for sid in t.stimuli))
+    start = time.perf_counter()
+    first_use = list(dict.fromkeys(sid for _, t in todo for sid in t.stimuli))
+    decoded = decoded_stimuli(expdir, {sid: expdir.stimulus_path(experiment.stimuli[sid]) for sid in first_use},
+                              workers, progress)
+    run.seconds_decoding = time.perf_counter() - start
+    start = time.perf_counter()
+    batches = _batches(decoded, first_use, batch_size)
+    order = [sid for ids in batches for sid in ids]
     position = {sid: k for k, sid in enumerate(order)}
     uses = Counter(sid for _, t in todo for sid in t.stimuli)
     need_probs = any(t.trial_type == "classify" for _, t in todo)
     need_features = any(t.trial_type == "oddity" for _, t in todo)
     cuda = loaded.device.startswith("cuda")
-    loader = torch.utils.data.DataLoader(
-        _StimulusFiles([expdir.stimulus_path(experiment.stimuli[sid]) for sid in order],
-                       ToUint8Tensor(loaded.data_config, policy)),
-        batch_size=batch_size, shuffle=False, num_workers=workers, pin_memory=cuda)
     model = loaded.model.to(memory_format=torch.channels_last) if cuda else loaded.model
-    normalise = Normalise(loaded.data_config, loaded.device, channels_last=cuda)
-    device_info = {"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
-                   "policy": policy, "torch": torch.__version__,
-                   "mapping": mapping.source if mapping is not None else None}
+    preprocess = DevicePreprocess(loaded.data_config, policy, loaded.device, channels_last=cuda)
+    device_info = json.dumps({"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
+                              "policy": policy, "torch": torch.__version__,
+                              "mapping": mapping.source if mapping is not None else None},
+                             sort_keys=True)  # the stored JSON text, made once instead of once per row
     probs: dict[str, np.ndarray] = {}
     features: dict[str, np.ndarray] = {}
     pending = sorted(todo, key=lambda it: max(position[s] for s in it[1].stimuli))  # by when they can be answered
     bar = tqdm(total=len(todo), desc=loaded.observer_id, unit="trial", disable=not progress)
-    with torch.inference_mode():
-        for positions, batch in loader:
-            batch_probs, batch_features = _forward(model, normalise(batch.to(loaded.device, non_blocking=cuda)),
-                                                   need_probs, need_features, cuda)
-            for k, p in enumerate(positions.tolist()):
-                sid = order[p]
-                if batch_probs is not None:
-                    probs[sid] = batch_probs[k]
-                if batch_features is not None:
-                    features[sid] = batch_features[k]
-            done = int(positions[-1])
-            cut = next((k for k, (_, t) in enumerate(pending) if max(position[s] for s in t.stimuli) > done),
-                       len(pending))
-            ready, pending = pending[:cut], pending[cut:]
-            if not ready:
-                continue
-            store.write_many([_answer(experiment, i, t, loaded.observer_id, rule, mapping, probs, features, device_info)
-                              for i, t in ready])
-            for _, t in ready:
-                for sid in t.stimuli:
-                    uses[sid] -= 1
-                    if not uses[sid]:
-                        probs.pop(sid, None)
-                        features.pop(sid, None)
-            run.answered_now += len(ready)
-            bar.update(len(ready))
-    bar.close()
+
+    def finish(ids: list[str], outputs: "_Outputs") -> None:
+        """Decide and store every trial whose stimuli have all been through the model now."""
+        nonlocal pending
+        batch_probs, batch_features = outputs.numpy()
+        for k, sid in enumerate(ids):
+            if batch_probs is not None:
+                probs[sid] = batch_probs[k]
+            if batch_features is not None:
+                features[sid] = batch_features[k]
+        done = position[ids[-1]]
+        cut = next((k for k, (_, t) in enumerate(pending) if max(position[s] for s in t.stimuli) > done), len(pending))
+        ready, pending = pending[:cut], pending[cut:]
+        if not ready:
+            return
+        store.write_many(_answers(experiment, ready, loaded.observer_id, rule, mapping, probs, features, device_info))
+        for _, t in ready:
+            for sid in t.stimuli:
+                uses[sid] -= 1
+                if not uses[sid]:
+                    probs.pop(sid, None)
+                    features.pop(sid, None)
+        run.answered_now += len(ready)
+        bar.update(len(ready))
+
+    in_flight = None
+    try:
+        with torch.inference_mode():
+            for ids, pixels in _on_device(decoded, batches, loaded.device):
+                outputs = _forward(model, preprocess(pixels), need_probs, need_features, cuda)
+                if in_flight is not None:  # decided on the CPU while the device runs the next batch
+                    finish(*in_flight)
+                in_flight = ids, outputs
+            if in_flight is not None:
+                finish(*in_flight)
+    except torch.OutOfMemoryError:
+        raise ModelError(f"{loaded.device} ran out of memory evaluating {loaded.observer_id} at --batch-size "
+                         f"{batch_size}; try --batch-size {max(1, batch_size // 2)} (the answers stored so far are "
+                         "kept, the next run goes on from there)") from None
+    finally:
+        bar.close()
+    run.images = len(order)
+    run.seconds_answering = time.perf_counter() - start
     return run
+
+
+def _batches(decoded: DecodedStimuli, first_use: list[str], batch_size: int) -> list[list[str]]:
+    """Stimulus ids per batch, in order of first use within each image size (a batch has one size)."""
+    by_size: dict[tuple[int, int], list[str]] = {}
+    for sid in first_use:
+        by_size.setdefault(decoded.shape(sid), []).append(sid)
+    return [ids[i:i + batch_size] for ids in by_size.values() for i in range(0, len(ids), batch_size)]
+
+
+def _on_device(decoded: DecodedStimuli, batches: list[list[str]], device: str):
+    """(ids, uint8 (n, H, W, 3) on ``device``) per batch.
+
+    To a GPU through two pinned buffers used in turn, copied asynchronously: the buffer of
+    batch k is refilled for batch k + 2, after the consumer has waited for batch k's results."""
+    import torch
+
+    if not device.startswith("cuda"):
+        for ids in batches:
+            yield ids, torch.from_numpy(decoded.gather(ids))
+        return
+    buffers: dict[tuple, "torch.Tensor"] = {}
+    largest = max(len(ids) for ids in batches)
+    for k, ids in enumerate(batches):
+        height, width = decoded.shape(ids[0])
+        key = (height, width, k % 2)
+        if key not in buffers:
+            buffers[key] = torch.empty((largest, height, width, 3), dtype=torch.uint8, pin_memory=True)
+        host = buffers[key]
+        decoded.gather(ids, out=host.numpy())
+        yield ids, host[:len(ids)].to(device, non_blocking=True)
 
 
 def _check_same_settings(store: ResponseStore, experiment: str, observer: str, rule: str, policy: str) -> None:
@@ -206,28 +261,52 @@ def _check_same_settings(store: ResponseStore, experiment: str, observer: str, r
                 f"policy {policy}")
 
 
-def _forward(model, x, need_probs: bool, need_features: bool, cuda: bool):
-    """Softmax probabilities and/or penultimate features (``forward_head(pre_logits=True)``) as numpy."""
+class _Outputs:
+    """A batch's softmax probabilities and/or features on their way to the host; ``numpy()`` waits for them."""
+
+    def __init__(self, probs, features):
+        import torch
+
+        self.tensors = [t.to("cpu", non_blocking=True) if t is not None else None for t in (probs, features)]
+        self.ready = None
+        if probs is not None and probs.is_cuda or features is not None and features.is_cuda:
+            self.ready = torch.cuda.Event()
+            self.ready.record()
+
+    def numpy(self):
+        if self.ready is not None:
+            self.ready.synchronize()
+        return tuple(t.numpy() if t is not None else None for t in self.tensors)
+
+
+def _forward(model, x, need_probs: bool, need_features: bool, cuda: bool) -> _Outputs:
+    """Softmax probabilities and/or penultimate features (``forward_head(pre_logits=True)``), queued."""
     import torch
 
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
         trunk = model.forward_features(x)
         logits = model.forward_head(trunk) if need_probs else None
         pre = model.forward_head(trunk, pre_logits=True) if need_features else None
-    probs = logits.float().softmax(dim=-1).cpu().numpy() if logits is not None else None
-    feats = pre.float().flatten(1).cpu().numpy() if pre is not None else None
-    return probs, feats
+    return _Outputs(logits.float().softmax(dim=-1) if logits is not None else None,
+                    pre.float().flatten(1) if pre is not None else None)
 
 
-def _answer(experiment: Experiment, index: int, trial: Trial, observer: str, rule: str, mapping, probs, features,
-            device_info: dict) -> dict:
-    if trial.trial_type == "oddity":
-        decision, used = decide_oddity(np.stack([features[s] for s in trial.stimuli])), ODDITY_RULE
-    else:
-        decision, used = decide_classify(probs[trial.stimuli[0]], trial.choices, mapping, rule), rule
-    return trial_row(experiment, trial, observer=observer, observer_kind="model", session=SESSION,
-                     trial_index=index, response=decision.response, decision_rule=used,
-                     model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info)
+def _answers(experiment: Experiment, ready: list[tuple[int, Trial]], observer: str, rule: str, mapping, probs,
+             features, device_info: str) -> list[dict]:
+    """Response rows for ``ready`` (index, trial) pairs; the classification trials decided in one batch."""
+    classify = [t for _, t in ready if t.trial_type != "oddity"]
+    decided = iter(decide_classify_many(np.stack([probs[t.stimuli[0]] for t in classify]), [t.choices for t in classify],
+                                        mapping, rule) if classify else [])
+    rows = []
+    for index, trial in ready:
+        if trial.trial_type == "oddity":
+            decision, used = decide_oddity(np.stack([features[s] for s in trial.stimuli])), ODDITY_RULE
+        else:
+            decision, used = next(decided), rule
+        rows.append(trial_row(experiment, trial, observer=observer, observer_kind="model", session=SESSION,
+                              trial_index=index, response=decision.response, decision_rule=used,
+                              model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info))
+    return rows
 
 
 def _compact(value):
@@ -282,5 +361,10 @@ def format_summary(summary: EvalSummary) -> str:
     for r in summary.other_roles:
         lines.append(f"{r['model']}: {r['role']} trials {r['correct']}/{r['n']} correct (not in accuracy)")
     for run in summary.runs:
-        lines.append(f"{run.observer}: answered {run.answered_now} trials now, {run.skipped} already stored")
+        line = f"{run.observer}: answered {run.answered_now} trials now, {run.skipped} already stored"
+        if run.images:
+            line += (f" ({run.images} images in {run.seconds_answering:.1f} s = "
+                     f"{run.images / max(run.seconds_answering, 1e-9):.1f} images/s; model loaded in "
+                     f"{run.seconds_loading:.1f} s, stimuli decoded or read from the cache in {run.seconds_decoding:.1f} s)")
+        lines.append(line)
     return "\n".join(lines)

