@@ -275,3 +275,92 @@ def cd_plot(result):
     cd_diagram(result, ax=ax)
     fig.tight_layout()
     return fig
+
+
+def _fit_style(observer: str, kind: str, fit: str, colours: dict) -> dict:
+    """Pooled humans bold red, single people thin translucent red, each model its palette colour."""
+    if fit == "pooled":
+        return {"color": HUMAN, "lw": 2.4, "alpha": 1.0, "marker": "D", "label": observer}
+    if kind == "human":
+        return {"color": HUMAN, "lw": 0.9, "alpha": 0.35, "marker": ".", "label": "single participants"}
+    return {"color": colours[observer], "lw": 1.6, "alpha": 1.0, "marker": "o", "label": observer}
+
+
+def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame):
+    """Fitted psychometric functions (psignifit) over the observed accuracies, one panel per condition with
+    humans and models on the same axes; each threshold as a vertical tick at its accuracy with its 95 %
+    credible interval as a horizontal bar; the dotted line is chance."""
+    conditions = sorted(curves["condition"].unique())
+    cols = min(3, len(conditions))
+    rows = int(np.ceil(len(conditions) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.9), squeeze=False)
+    colours = model_colours(thresholds.loc[thresholds["observer_kind"] == "model", "observer"].unique())
+    for ax, condition in zip(axes.flat, conditions):
+        fitted = thresholds[(thresholds["condition"] == condition) & thresholds["threshold"].notna()]
+        for row in fitted.sort_values("fit", ascending=False).itertuples():
+            style = _fit_style(row.observer, row.observer_kind, row.fit, colours)
+            own = (points["observer"] == row.observer) & (points["condition"] == condition)
+            curve = curves[(curves["observer"] == row.observer) & (curves["condition"] == condition)]
+            ax.plot(points.loc[own, "x"], points.loc[own, "accuracy"], ls="none", marker=style["marker"], ms=4,
+                    color=style["color"], alpha=style["alpha"])
+            ax.plot(curve["x"], curve["accuracy"], color=style["color"], lw=style["lw"], alpha=style["alpha"],
+                    label=style["label"])
+            if row.observer_kind == "model" or row.fit == "pooled":
+                level = row.guess_rate + (row.reference_accuracy - row.guess_rate) / 2
+                ax.errorbar([row.threshold], [level], xerr=[[row.threshold - row.threshold_ci_low],
+                                                            [row.threshold_ci_high - row.threshold]],
+                            color=style["color"], marker="|", ms=14, mew=2, capsize=3, lw=1.2)
+        ax.axhline(fitted["guess_rate"].iloc[0] if len(fitted) else 0, color="#999999", ls=":", lw=1)
+        x = points.loc[points["condition"] == condition, "x"]
+        ax.set_xlim(x.min() - 0.05 * (x.max() - x.min()), x.max() + 0.05 * (x.max() - x.min()))
+        ax.set_ylim(0, 1.02)
+        ax.set_title(condition.replace("_", " "))
+        ax.set_xlabel(curves.loc[curves["condition"] == condition, "axis"].iloc[0])
+        ax.grid(alpha=0.25)
+    for ax in axes.flat[len(conditions):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy")
+    handles = {}
+    for ax in axes.flat:
+        for hnd, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, hnd)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(4, len(handles)),
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight() * int(np.ceil(len(handles) / 4)), 1, 1))
+    return fig
+
+
+def threshold_comparison(thresholds: pd.DataFrame):
+    """Each model's threshold with its 95 % credible interval against the pooled human one (red band),
+    one panel per condition; single participants as small red dots."""
+    fitted = thresholds[thresholds["threshold"].notna() & np.isfinite(thresholds["threshold"].astype(float))]
+    conditions = sorted(fitted["condition"].unique())
+    observers = sorted(fitted.loc[fitted["observer_kind"] == "model", "observer"].unique())
+    order = ([o for o in fitted.loc[fitted["fit"] == "pooled", "observer"].unique()]
+             + (["single participants"] if (fitted["fit"] == "individual").any()
+                and (fitted["observer_kind"] == "human").any() else []) + observers)
+    colours = model_colours(observers)
+    fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions) + 1.5, 0.45 * len(order) + 1.6),
+                             squeeze=False, sharey=True)
+    for ax, condition in zip(axes[0], conditions):
+        rows = fitted[fitted["condition"] == condition]
+        for row in rows.itertuples():
+            single = row.observer_kind == "human" and row.fit == "individual"
+            y = order.index("single participants" if single else row.observer)
+            colour = HUMAN if row.observer_kind == "human" else colours[row.observer]
+            if single:
+                ax.plot(row.threshold, y, ".", color=HUMAN, alpha=0.5)
+                continue
+            ax.errorbar(row.threshold, y, xerr=[[row.threshold - row.threshold_ci_low],
+                                                [row.threshold_ci_high - row.threshold]],
+                        fmt="D" if row.observer_kind == "human" else "o", color=colour, capsize=3)
+            if row.fit == "pooled":
+                ax.axvspan(row.threshold_ci_low, row.threshold_ci_high, color=HUMAN, alpha=0.12, lw=0)
+        ax.set_title(condition.replace("_", " "))
+        ax.set_xlabel(f"threshold ({rows['axis'].iloc[0]})")
+        ax.grid(axis="x", alpha=0.25)
+    axes[0, 0].set_yticks(range(len(order)), order)
+    axes[0, 0].invert_yaxis()
+    fig.tight_layout()
+    return fig

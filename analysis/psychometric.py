@@ -145,12 +145,14 @@ def check_fittable(axes: dict[str, tuple[str, dict[int, float]]]) -> None:
 
 
 def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> PsychometricFits:
-    """Fits of every observer (and the pooled humans) on every graded condition of ``scored``
-    (the scored test trials of :func:`analysis.exclusions.apply_exclusions`)."""
+    """Fits of every observer (and the pooled humans) on every condition of ``scored`` with more than one
+    level (the scored test trials of :func:`analysis.exclusions.apply_exclusions`); conditions with a single
+    setting (channel shuffle, cue images) are no grid and get no row."""
     from tqdm import tqdm
 
     axes = condition_axes(scored)
     check_fittable(axes)
+    axes = {condition: axis for condition, axis in axes.items() if len(axis[1]) > 1}
     guess = 1.0 / n_choices
     cells = scored.assign(level=scored["level"].astype("Float64"))
     groups = [(obs, kind, "individual", rows) for (obs, kind), rows in cells.groupby(["observer", "observer_kind"])]
@@ -225,7 +227,8 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
                                             ("threshold_75", 0.75, np.full(POSTERIOR_DRAWS, 0.75))):
         row[name] = float(level_at(sigmoid, best_target, best))
         samples = level_at(sigmoid, draw_targets, draws)
-        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = map(float, np.percentile(samples, [tail, 100 - tail]))
+        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = map(float, np.percentile(samples, [tail, 100 - tail],
+                                                                                 method="inverted_cdf"))
         if name == "threshold":
             slopes = sigmoid.slope(np.where(np.isfinite(samples), samples, np.nan), draws["threshold"],
                                    draws["width"], draws["gamma"], draws["lambda"])

@@ -70,7 +70,7 @@ def test_too_few_levels_and_flat_data_say_why():
 
 def _responses(rng) -> pd.DataFrame:
     """Two people and a model: patch shuffle falls off (graded), grayscale does not (flat), channel shuffle has
-    one setting, plus original trials."""
+    one setting, plus original trials; p2 saw only two patch-shuffle levels."""
     rows = []
     for observer, kind, threshold in (("p1", "human", 9.0), ("p2", "human", 10.0), ("m1", "model", 5.0)):
         params = {**TRUE, "threshold": threshold}
@@ -98,7 +98,7 @@ def test_every_observer_and_the_pooled_humans_get_a_row():
     assert (shuffle["axis"] == "grid").all() and (shuffle["reference_accuracy"] == 0.95).all()
     assert shuffle.loc["m1", "threshold"] < shuffle.loc[POOLED_HUMANS, "threshold"]
     assert table.loc[("m1", "grayscale"), "note"].startswith("not fitted: flat data")
-    assert table.loc[("m1", "channel_shuffle"), "note"] == "not fitted: one level only"
+    assert "channel_shuffle" not in set(fits.table["condition"])  # a single setting is no grid
     assert set(fits.curves["condition"]) == {"patch_shuffle"}
     assert len(fits.points[(fits.points["observer"] == "m1") & (fits.points["condition"] == "patch_shuffle")]) == 15
 
@@ -108,3 +108,45 @@ def test_one_level_only_is_an_error_naming_the_condition():
     single = df[df["condition"].isin(["channel_shuffle", "original"])]
     with pytest.raises(PsychometricError, match="'channel_shuffle' .*one level only"):
         psychometric_fits(single, n_choices=8)
+
+
+def _store(path, df: pd.DataFrame) -> None:
+    """The simulated answers as response rows in a real store (what every runner writes)."""
+    from cuebench.responses import ResponseStore
+
+    rows = []
+    for observer, answers in df.groupby("observer", sort=False):
+        for index, row in enumerate(answers.itertuples()):
+            rows.append({"experiment": "thresholds-test", "observer": observer, "observer_kind": row.observer_kind,
+                         "session": "1", "trial_index": index, "trial_id": f"{row.condition}-{row.level}-{index}",
+                         "role": "test", "trial_type": "classify", "condition": row.condition,
+                         "level": None if pd.isna(row.level) else int(row.level), "params": row.params,
+                         "category": "cat", "response": "cat" if row.correct else "dog", "correct": row.correct})
+    with ResponseStore(path) as store:
+        store.write_many(rows)
+
+
+def test_analyze_thresholds_cli_and_report_section(tmp_path, capsys):
+    from analysis.report import AnalysisOptions, write_report
+    from cuebench.cli import main as cuebench
+
+    df = _responses(np.random.default_rng(5))
+    _store(tmp_path / "responses.sqlite", df[df["condition"].isin(["patch_shuffle", "original"])])
+    csv = tmp_path / "thresholds.csv"
+    assert cuebench(["analyze", str(tmp_path), "--metric", "thresholds", "--n-choices", "8", "--out", str(csv)]) == 0
+    assert "humans (pooled)" in capsys.readouterr().out
+    written = pd.read_csv(csv)
+    assert set(written["observer"]) == {"p1", "p2", "m1", POOLED_HUMANS} and written["threshold"].notna().all()
+    html = write_report([tmp_path], tmp_path / "report", reference=None, options=AnalysisOptions(n_choices=8),
+                        progress=False).read_text()
+    assert 'id="thresholds"' in html and "fitted psychometric functions" in html
+    assert (tmp_path / "report" / "tables" / "thresholds.csv").is_file()
+
+
+def test_analyze_thresholds_on_one_level_names_the_condition(tmp_path, capsys):
+    from cuebench.cli import main as cuebench
+
+    df = _responses(np.random.default_rng(0))
+    _store(tmp_path / "responses.sqlite", df[df["condition"].isin(["channel_shuffle", "original"])])
+    assert cuebench(["analyze", str(tmp_path), "--metric", "thresholds"]) == 2
+    assert "'channel_shuffle' (level 0) has one level only" in capsys.readouterr().err
