@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from cuebench.adaptive import stimulus_axis
 from cuebench.errors import CuebenchError
 
 MIN_LEVELS = 3
@@ -41,7 +42,6 @@ POSTERIOR_DRAWS = 4000
 CURVE_POINTS = 120
 POOLED_HUMANS = "humans (pooled)"
 NOT_GRADED = ("original", "attention", "practice")
-LEVEL_AXIS = "level"
 TABLE_COLUMNS = ["observer", "observer_kind", "fit", "condition", "axis", "levels", "trials", "guess_rate",
                  "reference_accuracy", "reference", "threshold", "threshold_ci_low", "threshold_ci_high",
                  "threshold_75", "threshold_75_ci_low", "threshold_75_ci_high", "slope", "slope_ci_low",
@@ -81,20 +81,6 @@ def decreasing_logistic():
             return loc + scale * logit(p)
 
     return ClosedFormLogistic(negative=True)
-
-
-def stimulus_axis(params_by_level: dict[int, dict]) -> tuple[str, dict[int, float]]:
-    """The x axis of a condition: its first numeric parameter that grows strictly with the level
-    (``grid`` for patch shuffle, ``alpha`` for grayscale, ``d`` for the bilateral filter), so a
-    threshold reads in the transform's own units; else the level index itself."""
-    levels = sorted(params_by_level)
-    first = params_by_level[levels[0]]
-    for name, value in first.items():
-        values = [params_by_level[lv].get(name) for lv in levels]
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        if numeric and (len(values) == 1 or all(b > a for a, b in zip(values, values[1:]))):
-            return name, {lv: float(v) for lv, v in zip(levels, values)}
-    return LEVEL_AXIS, {lv: float(lv) for lv in levels}
 
 
 def cochran_armitage(x, k, n) -> tuple[float, float]:

@@ -12,7 +12,7 @@ lapse λ, threshold t where accuracy is half-way between chance and 1 − λ. QU
 ``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
 strength −x and its mean parameter is −t.
 
-The plan is plain data stored in experiment.json (:meth:`AdaptivePlan.to_dict`); a run is
+The plan is plain data stored in experiment.json (``cuebench.trials.AdaptivePlan``); a run is
 rebuilt from the answers so far (:meth:`AdaptiveRun.replay`), so a stateless server and a
 resumed session continue exactly where they were.
 """
@@ -24,16 +24,61 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .errors import CuebenchError
+from .trials import AdaptivePlan
 
 CREDIBLE = 0.95
 OUTCOMES = ("correct", "incorrect")
-DEFAULT_LAPSES = (0.0, 0.03, 0.1, 0.2, 0.3)
 THRESHOLD_STEPS = 41
 SPREAD_STEPS = 6
+LEVEL_AXIS = "level"
+SESSION_PREFIX = "adaptive-"
 
 
 class AdaptiveError(CuebenchError, ValueError):
-    """An adaptive plan or answer is invalid; the message names the condition and the field."""
+    """An answer does not fit the block (it is finished, or the level is not on its grid); the message names
+    the condition."""
+
+
+def stimulus_axis(params_by_level: dict[int, dict]) -> tuple[str, dict[int, float]]:
+    """The x axis of a condition's grid: its first numeric parameter that grows strictly with the level
+    (``grid`` for patch shuffle, ``alpha`` for grayscale, ``d`` for the bilateral filter), so thresholds
+    read in the transform's own units; else the level index itself. Shared by the adaptive plan and the
+    psychometric fits, so both measure on the same scale."""
+    levels = sorted(params_by_level)
+    first = params_by_level[levels[0]]
+    for name, value in first.items():
+        values = [params_by_level[lv].get(name) for lv in levels]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if numeric and (len(values) == 1 or all(b > a for a, b in zip(values, values[1:]))):
+            return name, {lv: float(v) for lv, v in zip(levels, values)}
+    return LEVEL_AXIS, {lv: float(lv) for lv in levels}
+
+
+def session_name(condition: str) -> str:
+    """The response-store session of an adaptive block: its answers are keyed apart from the fixed sequence."""
+    return f"{SESSION_PREFIX}{condition}"
+
+
+def answers_from_rows(rows) -> list[tuple[int, bool]]:
+    """(level, correct) of stored adaptive rows in the order shown, for :meth:`AdaptiveRun.replay`."""
+    ordered = sorted(rows, key=lambda r: r["trial_index"])
+    return [(int(r["level"]), bool(r["correct"])) for r in ordered]
+
+
+def pick_trial(candidates: list[str], shown: list[str], seed: int) -> str:
+    """Which trial (source image) to show at the chosen level: one this observer has seen least often,
+    ties broken by a seeded shuffle, so images repeat only once every image of the level has been shown."""
+    import random
+
+    if not candidates:
+        raise AdaptiveError("no trial at the chosen level")
+    counts = {tid: 0 for tid in candidates}
+    for tid in shown:
+        if tid in counts:
+            counts[tid] += 1
+    order = list(candidates)
+    random.Random(seed).shuffle(order)
+    return min(order, key=lambda tid: counts[tid])
 
 
 @dataclass(frozen=True)
@@ -49,105 +94,21 @@ class Estimate:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class AdaptivePlan:
-    """What experiment.json says about one adaptive block.
-
-    ``levels`` are grid positions with stimuli, ``values`` their stimulus-axis values (``axis``,
-    e.g. the patch-shuffle ``grid``), strictly increasing. The parameter space spans
-    ``thresholds`` (axis units), ``spreads`` (the normal's s) and ``lapses``; the prior over the
-    threshold is normal (``prior_mean``, ``prior_sd``) or, without a mean, uniform. The block stops
-    after ``trials`` answers, or earlier once the credible interval is narrower than
-    ``stop_ci_width`` (axis units; ``None``: never early)."""
-
-    condition: str
-    levels: tuple[int, ...]
-    values: tuple[float, ...]
-    axis: str
-    guess_rate: float
-    trials: int
-    thresholds: tuple[float, ...]
-    spreads: tuple[float, ...]
-    lapses: tuple[float, ...] = DEFAULT_LAPSES
-    prior_mean: float | None = None
-    prior_sd: float | None = None
-    stop_ci_width: float | None = None
-
-    def __post_init__(self):
-        self.validate()
-
-    def _error(self, name: str, problem: str) -> AdaptiveError:
-        return AdaptiveError(f"adaptive block for condition {self.condition!r}: {name} {problem}")
-
-    def validate(self) -> None:
-        if len(self.levels) < 3 or len(self.levels) != len(self.values):
-            raise self._error("levels", f"need an ordered grid of at least 3 levels with one value each, got "
-                                        f"{len(self.levels)} levels and {len(self.values)} values")
-        if any(b <= a for a, b in zip(self.values, self.values[1:])):
-            raise self._error("values", f"must increase strictly with the level, got {list(self.values)}")
-        if not 0 < self.guess_rate < 1:
-            raise self._error("guess_rate", f"must lie in (0, 1), got {self.guess_rate}")
-        if self.trials < 1:
-            raise self._error("trials", f"must be at least 1, got {self.trials}")
-        if not self.thresholds or not self.spreads or min(self.spreads) <= 0:
-            raise self._error("parameter space", "needs thresholds and positive spreads")
-        if any(not 0 <= lapse < 1 - self.guess_rate for lapse in self.lapses):
-            raise self._error("lapses", f"must lie in [0, {1 - self.guess_rate:g}), got {list(self.lapses)}")
-        low, high = self.values[0], self.values[-1]
-        if self.prior_mean is not None and not low <= self.prior_mean <= high:
-            raise self._error("prior_mean", f"{self.prior_mean:g} lies outside the grid ({self.axis} {low:g} to "
-                                            f"{high:g})")
-        if self.prior_mean is not None and (self.prior_sd is None or self.prior_sd <= 0):
-            raise self._error("prior_sd", f"must be a positive number with a prior mean, got {self.prior_sd}")
-        if self.stop_ci_width is not None and self.stop_ci_width <= 0:
-            raise self._error("stop_ci_width", f"must be positive, got {self.stop_ci_width}")
-
-    @classmethod
-    def for_grid(cls, condition: str, levels, values, axis: str, guess_rate: float, trials: int,
-                 prior_mean: float | None = None, prior_sd: float | None = None,
-                 stop_ci_width: float | None = None) -> "AdaptivePlan":
-        """The default parameter space of a grid: thresholds over the grid and a quarter of its span beyond
-        each end, spreads from a fortieth to half the span (log-spaced), lapses up to 0.3 (models often
-        stay well below 100 % on the originals)."""
-        values = tuple(float(v) for v in values)
-        span = (values[-1] - values[0]) or 1.0  # a one-level grid is refused by validate(), naming the condition
-        thresholds = np.linspace(values[0] - span / 4, values[-1] + span / 4, THRESHOLD_STEPS)
-        spreads = np.geomspace(span / 40, span / 2, SPREAD_STEPS)
-        return cls(condition=condition, levels=tuple(int(lv) for lv in levels), values=values, axis=axis,
-                   guess_rate=float(guess_rate), trials=int(trials),
-                   thresholds=tuple(round(float(t), 6) for t in thresholds),
-                   spreads=tuple(round(float(s), 6) for s in spreads),
-                   prior_mean=prior_mean, prior_sd=prior_sd, stop_ci_width=stop_ci_width)
-
-    def value_of(self, level: int) -> float:
-        try:
-            return self.values[self.levels.index(level)]
-        except ValueError:
-            raise self._error("level", f"{level} is not on the grid {list(self.levels)}") from None
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        for name in ("levels", "values", "thresholds", "spreads", "lapses"):
-            data[name] = list(data[name])
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict, path: str = "adaptive") -> "AdaptivePlan":
-        if not isinstance(data, dict):
-            raise AdaptiveError(f"{path}: expected an object, got {type(data).__name__}")
-        names = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise AdaptiveError(f"{path}.{unknown[0]}: unknown field (known: {', '.join(sorted(names))})")
-        missing = [n for n in ("condition", "levels", "values", "axis", "guess_rate", "trials", "thresholds",
-                               "spreads") if n not in data]
-        if missing:
-            raise AdaptiveError(f"{path}.{missing[0]}: is missing")
-        try:
-            return cls(**{**data, **{n: tuple(data[n]) for n in ("levels", "values", "thresholds", "spreads",
-                                                                  "lapses") if n in data}})
-        except TypeError as err:
-            raise AdaptiveError(f"{path}: {err}") from None
+def plan_for_grid(condition: str, levels, values, axis: str, guess_rate: float, trials: int,
+                  prior_mean: float | None = None, prior_sd: float | None = None,
+                  stop_ci_width: float | None = None) -> AdaptivePlan:
+    """A block over a grid with the default parameter space: thresholds over the grid and a quarter of its
+    span beyond each end, spreads from a fortieth to half the span (log-spaced), lapses up to 0.3 (models
+    often stay well below 100 % on the originals). The plan's own checks name the condition."""
+    values = tuple(float(v) for v in values)
+    span = (values[-1] - values[0]) or 1.0  # a one-level grid is refused by the plan, naming the condition
+    thresholds = np.linspace(values[0] - span / 4, values[-1] + span / 4, THRESHOLD_STEPS)
+    spreads = np.geomspace(span / 40, span / 2, SPREAD_STEPS)
+    return AdaptivePlan(condition=condition, levels=tuple(int(lv) for lv in levels), values=values, axis=axis,
+                        guess_rate=float(guess_rate), trials=int(trials),
+                        thresholds=tuple(round(float(t), 6) for t in thresholds),
+                        spreads=tuple(round(float(s), 6) for s in spreads),
+                        prior_mean=prior_mean, prior_sd=prior_sd, stop_ci_width=stop_ci_width)
 
 
 class AdaptiveRun:
@@ -198,6 +159,9 @@ class AdaptiveRun:
 
     def update(self, level: int, correct: bool) -> Estimate:
         """Take one answer at ``level``; returns the posterior estimate after it."""
+        if level not in self.plan.levels:
+            raise AdaptiveError(f"adaptive block for condition {self.plan.condition!r}: level {level} is not on the "
+                                f"grid {list(self.plan.levels)}")
         value = self.plan.value_of(int(level))
         self._quest.update(stim={"intensity": -value}, outcome={"response": OUTCOMES[0] if correct else OUTCOMES[1]})
         self.answers.append((int(level), bool(correct)))
@@ -215,6 +179,41 @@ class AdaptiveRun:
         high = thresholds[min(np.searchsorted(cumulative, 1 - tail), len(thresholds) - 1)]
         mean = float((thresholds * marginal).sum() / marginal.sum())
         return Estimate(threshold=mean, ci_low=float(low), ci_high=float(high), trials=len(self.answers))
+
+
+class ObserverBlock:
+    """One observer's place in one adaptive block, rebuilt from the rows stored so far: which trial to show
+    next (QUEST+ picks the level, :func:`pick_trial` the image) and what to store with each answer.
+    Every runner drives its blocks through this, so people and models meet the same procedure."""
+
+    def __init__(self, plan: AdaptivePlan, trials_by_level: dict[int, list[str]], stored_rows, seed: int):
+        rows = sorted(stored_rows, key=lambda r: r["trial_index"])
+        self.plan, self.trials_by_level, self.seed = plan, trials_by_level, seed
+        self.session = session_name(plan.condition)
+        self.run = AdaptiveRun.replay(plan, answers_from_rows(rows))
+        self.shown = [r["trial_id"] for r in rows]
+
+    @property
+    def finished(self) -> bool:
+        return self.run.finished
+
+    @property
+    def index(self) -> int:
+        """The ``trial_index`` of the next answer in this block's session."""
+        return len(self.shown)
+
+    def next_trial(self) -> tuple[int, str]:
+        """(level, trial id) to show next."""
+        level = self.run.next_level()
+        return level, pick_trial(self.trials_by_level.get(level, []), self.shown, self.seed + len(self.shown))
+
+    def record(self, level: int, trial_id: str, correct: bool) -> dict:
+        """Take the answer; returns the fields its response row carries besides the trial's own
+        (``session``, ``trial_index``, ``adaptive`` = the posterior estimate after it)."""
+        index = self.index
+        estimate = self.run.update(level, correct)
+        self.shown.append(trial_id)
+        return {"session": self.session, "trial_index": index, "adaptive": estimate.to_dict()}
 
 
 def psychometric(value, threshold: float, spread: float, guess_rate: float, lapse: float):

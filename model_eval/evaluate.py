@@ -23,6 +23,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, Trial
 
+from .adaptive import adaptive_conditions, run_adaptive_blocks
 from .allocator import keep_freed_memory
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
                         decide_classify, decide_oddity, label_mapping)
@@ -89,6 +90,8 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
             loaded = load_model(spec, device)
             runs.append(_run_model(expdir, experiment, store, loaded, rule, mapping, batch_size, policy, progress,
                                    _default_workers(device) if workers is None else workers))
+            runs[-1].answered_now += run_adaptive_blocks(expdir, experiment, store, loaded, rule, mapping, policy,
+                                                         progress, _forward, _answer)
             del loaded
         return summarise(experiment, store, [r.observer for r in runs], runs)
 
@@ -140,8 +143,10 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
 
     _check_same_settings(store, experiment.name, loaded.observer_id, rule, policy)
     answered = store.answered_trial_ids(experiment.name, loaded.observer_id)
-    todo = [(i, t) for i, t in enumerate(experiment.trials) if t.trial_id not in answered]
-    run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(experiment.trials) - len(todo))
+    adaptive = adaptive_conditions(experiment)
+    fixed = [(i, t) for i, t in enumerate(experiment.trials) if not (t.role == "test" and t.condition in adaptive)]
+    todo = [(i, t) for i, t in fixed if t.trial_id not in answered]
+    run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(fixed) - len(todo))
     if not todo:
         return run
     order = list(dict.fromkeys(sid for _, t in todo for sid in t.stimuli))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cuebench.adaptive import AdaptiveError, AdaptivePlan, AdaptiveRun, psychometric
+from cuebench.adaptive import AdaptiveError, AdaptiveRun, plan_for_grid, psychometric
+from cuebench.trials import AdaptivePlan, SchemaError
 
 GRIDS = list(range(2, 17))  # patch-shuffle grid sizes, levels 0..14
 C = 16
@@ -15,7 +16,7 @@ OBSERVERS = {"person-like": (9.3, 1.8, 0.02), "model-like": (5.6, 0.8, 0.15)}
 
 
 def plan(**changes) -> AdaptivePlan:
-    return AdaptivePlan.for_grid("patch_shuffle", range(len(GRIDS)), GRIDS, "grid", 1 / C, 40, **changes)
+    return plan_for_grid("patch_shuffle", range(len(GRIDS)), GRIDS, "grid", 1 / C, 40, **changes)
 
 
 def run_observer(p: AdaptivePlan, true, seed: int) -> AdaptiveRun:
@@ -65,11 +66,11 @@ def test_early_stop_and_prior():
 def test_plan_round_trips_through_json_and_checks_its_fields():
     p = plan(prior_mean=8.0, prior_sd=3.0)
     assert AdaptivePlan.from_dict(p.to_dict()) == p
-    with pytest.raises(AdaptiveError, match="condition 'patch_shuffle': prior_mean 20 lies outside the grid"):
+    with pytest.raises(SchemaError, match="condition 'patch_shuffle': prior_mean 20 lies outside the grid"):
         plan(prior_mean=20.0, prior_sd=2.0)
-    with pytest.raises(AdaptiveError, match="condition 'grayscale': levels need an ordered grid of at least 3"):
-        AdaptivePlan.for_grid("grayscale", [4], [1.0], "alpha", 1 / C, 40)
-    with pytest.raises(AdaptiveError, match="adaptive.trial_count: unknown field"):
+    with pytest.raises(SchemaError, match="condition 'grayscale': levels need an ordered grid of at least 3"):
+        plan_for_grid("grayscale", [4], [1.0], "alpha", 1 / C, 40)
+    with pytest.raises(SchemaError, match="field 'trial_count': unknown field"):
         AdaptivePlan.from_dict({**p.to_dict(), "trial_count": 3})
     with pytest.raises(AdaptiveError, match="level 99 is not on the grid"):
         AdaptiveRun(p).update(99, True)

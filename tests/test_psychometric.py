@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from analysis.psychometric import (POOLED_HUMANS, PsychometricError, cochran_armitage, decreasing_logistic,
-                                   fit_curve, level_at, psychometric_fits, stimulus_axis)
+                                   fit_curve, level_at, psychometric_fits)
+from cuebench.adaptive import stimulus_axis
 
 GRIDS = np.arange(2, 17, dtype=float)  # patch-shuffle grid sizes g = 2..16, levels 0..14
 TRUE = {"threshold": 8.0, "width": 6.0, "gamma": 1 / 8, "lambda": 0.03}
