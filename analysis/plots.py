@@ -286,10 +286,13 @@ def _fit_style(observer: str, kind: str, fit: str, colours: dict) -> dict:
     return {"color": colours[observer], "lw": 1.6, "alpha": 1.0, "marker": "o", "label": observer}
 
 
-def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame):
+def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame,
+                        reference: pd.DataFrame | None = None):
     """Fitted psychometric functions (psignifit) over the observed accuracies, one panel per condition with
     humans and models on the same axes; each threshold as a vertical tick at its accuracy with its 95 %
-    credible interval as a horizontal bar; the dotted line is chance."""
+    credible interval as a horizontal bar; the dotted line is chance. ``reference`` (published relative
+    accuracies with the originals' accuracy, :func:`analysis.reference.burgert2025_humans`) adds grey stars
+    at relative accuracy x original accuracy where its parameters sit on the panel's axis."""
     conditions = sorted(curves["condition"].unique())
     cols = min(3, len(conditions))
     rows = int(np.ceil(len(conditions) / cols))
@@ -310,12 +313,15 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
                 ax.errorbar([row.threshold], [level], xerr=[[row.threshold - row.threshold_ci_low],
                                                             [row.threshold_ci_high - row.threshold]],
                             color=style["color"], marker="|", ms=14, mew=2, capsize=3, lw=1.2)
+        axis = curves.loc[curves["condition"] == condition, "axis"].iloc[0]
+        if reference is not None:
+            _draw_published_accuracy(ax, reference, condition, axis)
         ax.axhline(fitted["guess_rate"].iloc[0] if len(fitted) else 0, color="#999999", ls=":", lw=1)
         x = points.loc[points["condition"] == condition, "x"]
         ax.set_xlim(x.min() - 0.05 * (x.max() - x.min()), x.max() + 0.05 * (x.max() - x.min()))
         ax.set_ylim(0, 1.02)
         ax.set_title(condition.replace("_", " "))
-        ax.set_xlabel(curves.loc[curves["condition"] == condition, "axis"].iloc[0])
+        ax.set_xlabel(axis)
         ax.grid(alpha=0.25)
     for ax in axes.flat[len(conditions):]:
         ax.set_visible(False)
@@ -329,6 +335,16 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
                frameon=False)
     fig.tight_layout(rect=(0, 0.9 / fig.get_figheight() * int(np.ceil(len(handles) / 4)), 1, 1))
     return fig
+
+
+def _draw_published_accuracy(ax, reference: pd.DataFrame, condition: str, axis: str) -> None:
+    from .reference import BURGERT2025_LABEL
+
+    original = reference.loc[reference["feature"] == "original", "accuracy"].iloc[0]
+    for row in reference[reference["condition"] == condition].itertuples():
+        if axis in row.params:
+            ax.plot([row.params[axis]], [row.relative_accuracy * original], marker="*", ms=13, color=REFERENCE,
+                    ls="none", label=f"{BURGERT2025_LABEL} (relative x original accuracy)")
 
 
 def threshold_comparison(thresholds: pd.DataFrame):

@@ -307,7 +307,7 @@ def make_figures(analysis: Analysis, reference_name: str | None) -> dict[str, by
         figures["cd"] = plots.to_png(plots.cd_plot(analysis.friedman))
     if "thresholds" in t and len(t["psychometric_curves"]):
         figures["psychometric"] = plots.to_png(plots.psychometric_curves(
-            t["psychometric_points"], t["psychometric_curves"], t["thresholds"]))
+            t["psychometric_points"], t["psychometric_curves"], t["thresholds"], ref))
         figures["thresholds"] = plots.to_png(plots.threshold_comparison(t["thresholds"]))
     if "oddity" in t:
         figures["oddity"] = plots.to_png(plots.oddity_plot(t["oddity"]))
