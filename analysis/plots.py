@@ -7,7 +7,6 @@ published reference is grey and dashed, models take the tab10 palette in name or
 from __future__ import annotations
 
 import io
-import json
 
 import matplotlib
 
@@ -16,12 +15,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .load import params_of  # noqa: E402
 from .metrics import wilson_ci  # noqa: E402
 
 HUMAN = "#c0392b"
 REFERENCE = "#555555"
-PARAM_ALIASES = {"grid_size": "grid", "g": "grid", "sigma_colour": "sigma_color", "sigmacolor": "sigma_color",
-                 "diameter": "d"}
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
                      "figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
@@ -39,19 +37,6 @@ def to_png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _params(value) -> dict:
-    if isinstance(value, dict):
-        raw = value
-    elif isinstance(value, str) and value:
-        try:
-            raw = json.loads(value)
-        except json.JSONDecodeError:
-            return {}
-    else:
-        return {}
-    return {PARAM_ALIASES.get(str(k).lower(), str(k).lower()): v for k, v in raw.items()} if isinstance(raw, dict) else {}
-
-
 def reference_level(levels: pd.DataFrame, condition: str, params: dict):
     """The level of ``condition`` whose parameters include ``params`` (None if no level matches);
     a condition with a single level, or a reference without parameters, matches its last level."""
@@ -61,7 +46,7 @@ def reference_level(levels: pd.DataFrame, condition: str, params: dict):
     if not params or len(cand) == 1:
         return int(cand["level"].max())
     for row in cand.itertuples():
-        have = _params(row.params)
+        have = params_of(row.params)
         if all(have.get(k) == v for k, v in params.items()):
             return int(row.level)
     return None
@@ -71,7 +56,7 @@ def level_ticks(levels: pd.DataFrame, condition: str) -> tuple[list[int], list[s
     """Tick positions (levels) of a condition, labelled by the parameter values that vary across its levels
     (e.g. grid 2, 3, 6 for patch shuffle; d/sigma_color for the bilateral filter), and those parameters' names."""
     rows = levels[levels["condition"] == condition].sort_values("level")
-    params = [_params(p) for p in rows["params"]]
+    params = [params_of(p) for p in rows["params"]]
     keys = [k for k in dict.fromkeys(k for p in params for k in p) if len({str(p.get(k)) for p in params}) > 1]
     names = ["/".join(f"{p[k]:g}" if isinstance(p.get(k), (int, float)) else str(p.get(k)) for k in keys) or str(lvl)
              for p, lvl in zip(params, rows["level"])]

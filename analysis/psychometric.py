@@ -25,7 +25,6 @@ levels, Cochran-Armitage test).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +33,8 @@ from scipy import stats
 
 from cuebench.adaptive import stimulus_axis
 from cuebench.errors import CuebenchError
+
+from .load import params_of
 
 MIN_LEVELS = 3
 TREND_ALPHA = 0.05
@@ -97,25 +98,13 @@ def cochran_armitage(x, k, n) -> tuple[float, float]:
     return z, float(stats.norm.cdf(z))
 
 
-def _params(value) -> dict:
-    if isinstance(value, dict):
-        return value
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
-        return {}
-    try:
-        parsed = json.loads(value)
-    except (TypeError, ValueError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def condition_axes(scored: pd.DataFrame) -> dict[str, tuple[str, dict[int, float]]]:
     """Each graded condition's stimulus axis, from the parameters stored with its trials."""
     graded = scored[~scored["condition"].isin(NOT_GRADED) & scored["level"].notna()]
     axes = {}
     for condition, rows in graded.groupby("condition"):
         first = rows.drop_duplicates("level")
-        axes[condition] = stimulus_axis({int(lv): _params(p) for lv, p in zip(first["level"], first["params"])})
+        axes[condition] = stimulus_axis({int(lv): params_of(p) for lv, p in zip(first["level"], first["params"])})
     return axes
 
 
