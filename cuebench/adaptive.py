@@ -6,11 +6,11 @@ answer is expected to leave the least posterior entropy over the psychometric fu
 parameters. The web task, the PsychoPy runner and model evaluation all drive the same
 :class:`AdaptiveRun`, so a model is measured exactly like a person.
 
-The psychometric function is the one the analysis fits (``analysis.psychometric``), decreasing
-with the suppression value x: ψ(x) = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), guess rate γ = 1/C,
-lapse λ, threshold t where accuracy is half-way between chance and 1 − λ. QUEST+ (the
-``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
-strength −x and its mean parameter is −t.
+The psychometric function falls with the suppression value x like the one the analysis fits
+(``analysis.psychometric``, a logistic there): ψ(x) = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), guess
+rate γ = 1/C, lapse λ, threshold t where accuracy is half-way between chance and 1 − λ, on the
+same stimulus axis (:func:`stimulus_axis`). QUEST+ (the ``questplus`` package) models rising
+functions of an intensity, so the intensity is the cue's strength −x and its mean parameter is −t.
 
 The plan is plain data stored in experiment.json (``cuebench.trials.AdaptivePlan``); a run is
 rebuilt from the answers so far (:meth:`AdaptiveRun.replay`), so a stateless server and a
@@ -19,6 +19,7 @@ resumed session continue exactly where they were.
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -68,8 +69,6 @@ def answers_from_rows(rows) -> list[tuple[int, bool]]:
 def pick_trial(candidates: list[str], shown: list[str], seed: int) -> str:
     """Which trial (source image) to show at the chosen level: one this observer has seen least often,
     ties broken by a seeded shuffle, so images repeat only once every image of the level has been shown."""
-    import random
-
     if not candidates:
         raise AdaptiveError("no trial at the chosen level")
     counts = {tid: 0 for tid in candidates}
