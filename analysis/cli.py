@@ -15,6 +15,7 @@ METRICS = {
     "shape-bias-category": ("shape_bias", "shape_bias_by_category", "cue-conflict trials"),
     "cue-decomposition": ("cue_decomposition", "cue_decomposition", "original, shape_cue and texture_cue trials"),
     "oddity": ("oddity", "oddity", "oddity trials"),
+    "thresholds": ("thresholds", "thresholds", "suppression trials on an ordered grid of levels"),
     "error-consistency": ("consistency", "error_consistency", "two observers"),
     "noise-ceiling": ("ceilings", "noise_ceilings", "two observers of a kind"),
     "model-ceiling": ("ceilings", "model_vs_human_ceiling", "humans and models"),
@@ -26,7 +27,7 @@ METRICS = {
     "exclusions": ("accuracy", "exclusion_summary", "responses"),
 }
 MAIN_TABLES = ("exclusion_summary", "group_accuracy", "group_relative_accuracy", "shape_bias", "cue_decomposition",
-               "oddity", "noise_ceilings", "ttests", "friedman_ranks")
+               "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
 SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
 
 
@@ -132,7 +133,8 @@ def run_analyze(args) -> int:
     elif args.metric:
         _, name, needs = METRICS[args.metric]
         if name not in result.tables:
-            raise ReportError(f"metric {args.metric!r} needs {needs}; these responses have none")
+            why = "".join(f"; {note}" for note in result.notes)
+            raise ReportError(f"metric {args.metric!r} needs {needs}; these responses have none{why}")
         table = result.tables[name]
         if args.metric == "shape-bias":
             table = table[SHAPE_BIAS_COLUMNS]

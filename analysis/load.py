@@ -45,6 +45,8 @@ KNOWN_MODELS = frozenset({
     "resnet101", "resnet152", "densenet", "inception", "mobilenet", "efficientnet", "squeezenet", "vit", "clip",
 })
 NO_ANSWER = "na"
+PARAM_ALIASES = {"grid_size": "grid", "g": "grid", "sigma_colour": "sigma_color", "sigmacolor": "sigma_color",
+                 "diameter": "d"}
 
 
 class LoadError(CuebenchError, ValueError):
@@ -252,3 +254,18 @@ def _natural_key(value: str):
         return (0, float(value), "")
     except ValueError:
         return (1, 0.0, value)
+
+
+def params_of(value) -> dict:
+    """A row's ``params`` (JSON text or dict) as a dict with lower-case names and common aliases unified
+    (``grid_size``/``g`` -> ``grid``); {} when absent or not an object."""
+    if isinstance(value, dict):
+        raw = value
+    elif isinstance(value, str) and value:
+        try:
+            raw = json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+    else:
+        return {}
+    return {PARAM_ALIASES.get(str(k).lower(), str(k).lower()): v for k, v in raw.items()} if isinstance(raw, dict) else {}

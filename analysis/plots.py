@@ -7,7 +7,6 @@ published reference is grey and dashed, models take the tab10 palette in name or
 from __future__ import annotations
 
 import io
-import json
 
 import matplotlib
 
@@ -16,12 +15,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .load import params_of  # noqa: E402
 from .metrics import wilson_ci  # noqa: E402
 
 HUMAN = "#c0392b"
 REFERENCE = "#555555"
-PARAM_ALIASES = {"grid_size": "grid", "g": "grid", "sigma_colour": "sigma_color", "sigmacolor": "sigma_color",
-                 "diameter": "d"}
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
                      "figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
@@ -39,19 +37,6 @@ def to_png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _params(value) -> dict:
-    if isinstance(value, dict):
-        raw = value
-    elif isinstance(value, str) and value:
-        try:
-            raw = json.loads(value)
-        except json.JSONDecodeError:
-            return {}
-    else:
-        return {}
-    return {PARAM_ALIASES.get(str(k).lower(), str(k).lower()): v for k, v in raw.items()} if isinstance(raw, dict) else {}
-
-
 def reference_level(levels: pd.DataFrame, condition: str, params: dict):
     """The level of ``condition`` whose parameters include ``params`` (None if no level matches);
     a condition with a single level, or a reference without parameters, matches its last level."""
@@ -61,7 +46,7 @@ def reference_level(levels: pd.DataFrame, condition: str, params: dict):
     if not params or len(cand) == 1:
         return int(cand["level"].max())
     for row in cand.itertuples():
-        have = _params(row.params)
+        have = params_of(row.params)
         if all(have.get(k) == v for k, v in params.items()):
             return int(row.level)
     return None
@@ -71,7 +56,7 @@ def level_ticks(levels: pd.DataFrame, condition: str) -> tuple[list[int], list[s
     """Tick positions (levels) of a condition, labelled by the parameter values that vary across its levels
     (e.g. grid 2, 3, 6 for patch shuffle; d/sigma_color for the bilateral filter), and those parameters' names."""
     rows = levels[levels["condition"] == condition].sort_values("level")
-    params = [_params(p) for p in rows["params"]]
+    params = [params_of(p) for p in rows["params"]]
     keys = [k for k in dict.fromkeys(k for p in params for k in p) if len({str(p.get(k)) for p in params}) > 1]
     names = ["/".join(f"{p[k]:g}" if isinstance(p.get(k), (int, float)) else str(p.get(k)) for k in keys) or str(lvl)
              for p, lvl in zip(params, rows["level"])]
@@ -273,5 +258,110 @@ def cd_plot(result):
 
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * result.n_methods))
     cd_diagram(result, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+def _fit_style(observer: str, kind: str, fit: str, colours: dict) -> dict:
+    """Pooled humans bold red, single people thin translucent red, each model its palette colour."""
+    if fit == "pooled":
+        return {"color": HUMAN, "lw": 2.4, "alpha": 1.0, "marker": "D", "label": observer}
+    if kind == "human":
+        return {"color": HUMAN, "lw": 0.9, "alpha": 0.35, "marker": ".", "label": "single participants"}
+    return {"color": colours[observer], "lw": 1.6, "alpha": 1.0, "marker": "o", "label": observer}
+
+
+def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame,
+                        reference: pd.DataFrame | None = None):
+    """Fitted psychometric functions (psignifit) over the observed accuracies, one panel per condition with
+    humans and models on the same axes; each threshold as a vertical tick at its accuracy with its 95 %
+    credible interval as a horizontal bar; the dotted line is chance. ``reference`` (published relative
+    accuracies with the originals' accuracy, :func:`analysis.reference.burgert2025_humans`) adds grey stars
+    at relative accuracy x original accuracy where its parameters sit on the panel's axis."""
+    conditions = sorted(curves["condition"].unique())
+    cols = min(3, len(conditions))
+    rows = int(np.ceil(len(conditions) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.9), squeeze=False)
+    colours = model_colours(thresholds.loc[thresholds["observer_kind"] == "model", "observer"].unique())
+    for ax, condition in zip(axes.flat, conditions):
+        fitted = thresholds[(thresholds["condition"] == condition) & thresholds["threshold"].notna()]
+        for row in fitted.sort_values("fit", ascending=False).itertuples():
+            style = _fit_style(row.observer, row.observer_kind, row.fit, colours)
+            own = (points["observer"] == row.observer) & (points["condition"] == condition)
+            curve = curves[(curves["observer"] == row.observer) & (curves["condition"] == condition)]
+            ax.plot(points.loc[own, "x"], points.loc[own, "accuracy"], ls="none", marker=style["marker"], ms=4,
+                    color=style["color"], alpha=style["alpha"])
+            ax.plot(curve["x"], curve["accuracy"], color=style["color"], lw=style["lw"], alpha=style["alpha"],
+                    label=style["label"])
+            if row.observer_kind == "model" or row.fit == "pooled":
+                level = row.guess_rate + (row.reference_accuracy - row.guess_rate) / 2
+                ax.errorbar([row.threshold], [level], xerr=[[row.threshold - row.threshold_ci_low],
+                                                            [row.threshold_ci_high - row.threshold]],
+                            color=style["color"], marker="|", ms=14, mew=2, capsize=3, lw=1.2)
+        axis = curves.loc[curves["condition"] == condition, "axis"].iloc[0]
+        if reference is not None:
+            _draw_published_accuracy(ax, reference, condition, axis)
+        ax.axhline(fitted["guess_rate"].iloc[0] if len(fitted) else 0, color="#999999", ls=":", lw=1)
+        x = points.loc[points["condition"] == condition, "x"]
+        ax.set_xlim(x.min() - 0.05 * (x.max() - x.min()), x.max() + 0.05 * (x.max() - x.min()))
+        ax.set_ylim(0, 1.02)
+        ax.set_title(condition.replace("_", " "))
+        ax.set_xlabel(axis)
+        ax.grid(alpha=0.25)
+    for ax in axes.flat[len(conditions):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy")
+    handles = {}
+    for ax in axes.flat:
+        for hnd, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, hnd)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(4, len(handles)),
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight() * int(np.ceil(len(handles) / 4)), 1, 1))
+    return fig
+
+
+def _draw_published_accuracy(ax, reference: pd.DataFrame, condition: str, axis: str) -> None:
+    from .reference import BURGERT2025_LABEL
+
+    original = reference.loc[reference["feature"] == "original", "accuracy"].iloc[0]
+    for row in reference[reference["condition"] == condition].itertuples():
+        if axis in row.params:
+            ax.plot([row.params[axis]], [row.relative_accuracy * original], marker="*", ms=13, color=REFERENCE,
+                    ls="none", label=f"{BURGERT2025_LABEL} (relative x original accuracy)")
+
+
+def threshold_comparison(thresholds: pd.DataFrame):
+    """Each model's threshold with its 95 % credible interval against the pooled human one (red band),
+    one panel per condition; single participants as small red dots."""
+    fitted = thresholds[thresholds["threshold"].notna() & np.isfinite(thresholds["threshold"].astype(float))]
+    conditions = sorted(fitted["condition"].unique())
+    observers = sorted(fitted.loc[fitted["observer_kind"] == "model", "observer"].unique())
+    order = ([o for o in fitted.loc[fitted["fit"] == "pooled", "observer"].unique()]
+             + (["single participants"] if (fitted["fit"] == "individual").any()
+                and (fitted["observer_kind"] == "human").any() else []) + observers)
+    colours = model_colours(observers)
+    fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions) + 1.5, 0.45 * len(order) + 1.6),
+                             squeeze=False, sharey=True)
+    for ax, condition in zip(axes[0], conditions):
+        rows = fitted[fitted["condition"] == condition]
+        for row in rows.itertuples():
+            single = row.observer_kind == "human" and row.fit == "individual"
+            y = order.index("single participants" if single else row.observer)
+            colour = HUMAN if row.observer_kind == "human" else colours[row.observer]
+            if single:
+                ax.plot(row.threshold, y, ".", color=HUMAN, alpha=0.5)
+                continue
+            ax.errorbar(row.threshold, y, xerr=[[row.threshold - row.threshold_ci_low],
+                                                [row.threshold_ci_high - row.threshold]],
+                        fmt="D" if row.observer_kind == "human" else "o", color=colour, capsize=3)
+            if row.fit == "pooled":
+                ax.axvspan(row.threshold_ci_low, row.threshold_ci_high, color=HUMAN, alpha=0.12, lw=0)
+        ax.set_title(condition.replace("_", " "))
+        ax.set_xlabel(f"threshold ({rows['axis'].iloc[0]})")
+        ax.grid(axis="x", alpha=0.25)
+    axes[0, 0].set_yticks(range(len(order)), order)
+    axes[0, 0].invert_yaxis()
     fig.tight_layout()
     return fig

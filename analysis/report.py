@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import json
 import platform
+from importlib import metadata
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ from cuebench import __version__
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 
-from . import comparison, consistency, factor_studies, metrics, plots
+from . import comparison, consistency, factor_studies, metrics, plots, psychometric
 from . import reference as published
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
 from .load import load_responses
@@ -36,7 +37,7 @@ from .tables import html_table
 STUDY_FILE = "study.json"
 HUMANS_MEAN = "humans (mean)"
 NOT_SUPPRESSION = ("original", "attention", "practice")
-LIBRARIES = ("numpy", "pandas", "scipy", "pingouin", "scikit_posthocs", "matplotlib", "jinja2")
+LIBRARIES = ("numpy", "pandas", "scipy", "pingouin", "scikit_posthocs", "matplotlib", "jinja2", "psignifit")
 
 
 class ReportError(CuebenchError, ValueError):
@@ -193,6 +194,19 @@ def friedman_scores(scored: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _thresholds(result: Analysis, scored, options, n_choices) -> None:
+    """Psychometric fits of every observer on every condition with an ordered grid (analysis.psychometric)."""
+    classify = scored[scored["trial_type"] == "classify"]
+    try:
+        fits = psychometric.psychometric_fits(classify, n_choices, seed=options.seed)
+    except psychometric.PsychometricError as err:
+        result.notes.append(f"thresholds: {err}")
+        return
+    result.tables["thresholds"] = fits.table
+    result.tables["psychometric_curves"] = fits.curves
+    result.tables["psychometric_points"] = fits.points
+
+
 def _observer_summary(result: Analysis, scored, options, n_choices) -> None:
     """One row per observer with every scalar metric, for rank correlations over a model set."""
     out = scored.groupby(["observer", "observer_kind"], as_index=False).agg(accuracy=("correct", "mean"),
@@ -222,7 +236,7 @@ def _observer_summary(result: Analysis, scored, options, n_choices) -> None:
 
 STEPS = {"accuracy": _accuracy, "shape_bias": _shape_bias, "cue_decomposition": _cue_decomposition,
          "oddity": _oddity, "consistency": _consistency, "ceilings": _ceilings, "ttests": _ttests,
-         "ranks": _friedman, "observers": _observer_summary}
+         "ranks": _friedman, "thresholds": _thresholds, "observers": _observer_summary}
 
 
 def load_for_report(sources, compare=None, database: str | None = None) -> pd.DataFrame:
@@ -291,6 +305,10 @@ def make_figures(analysis: Analysis, reference_name: str | None) -> dict[str, by
         figures["consistency"] = plots.to_png(plots.consistency_matrix_plot(matrix, kinds))
     if analysis.friedman is not None:
         figures["cd"] = plots.to_png(plots.cd_plot(analysis.friedman))
+    if "thresholds" in t and len(t["psychometric_curves"]):
+        figures["psychometric"] = plots.to_png(plots.psychometric_curves(
+            t["psychometric_points"], t["psychometric_curves"], t["thresholds"], ref))
+        figures["thresholds"] = plots.to_png(plots.threshold_comparison(t["thresholds"]))
     if "oddity" in t:
         figures["oddity"] = plots.to_png(plots.oddity_plot(t["oddity"]))
     if "cue_decomposition" in t:
@@ -321,7 +339,7 @@ def provenance(sources, compare, reference_name, options: AnalysisOptions) -> di
         return {"path": str(path), "files": {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
     versions = {"cuebench": __version__, "python": platform.python_version()}
     for lib in LIBRARIES:
-        versions[lib] = getattr(importlib.import_module(lib), "__version__", "?")
+        versions[lib] = getattr(importlib.import_module(lib), "__version__", None) or metadata.version(lib)
     return {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "sources": [describe(Path(s)) for s in sources],
             "compare": [describe(Path(s)) for s in (compare or [])],

@@ -12,6 +12,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .adaptive import ObserverBlock, session_name
 from .trials import AssignmentPlan, Experiment, SchemaError, Trial
 
 
@@ -106,3 +107,15 @@ def participant_sequence(experiment: Experiment, group: int, participant: str, s
         block = 1 + (n // sched.break_every if sched.break_every else 0)
         out.append(ScheduledTrial(len(out), tid, block, n > 0 and sched.break_every is not None and n % sched.break_every == 0))
     return out
+
+
+def adaptive_blocks(experiment: Experiment, store, observer: str) -> list[ObserverBlock]:
+    """The observer's QUEST+ blocks (``cuebench.adaptive``), each resumed from its answers in ``store``
+    (a ``ResponseStore``); every runner shows them after the fixed sequence."""
+    blocks = []
+    for plan in experiment.adaptive:
+        session = session_name(plan.condition)
+        stored = store.rows("experiment = ? AND observer = ? AND session = ?", [experiment.name, observer, session])
+        blocks.append(ObserverBlock(plan, experiment.adaptive_trials(plan.condition), stored,
+                                    participant_seed(experiment.name, observer, session)))
+    return blocks

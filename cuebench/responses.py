@@ -104,6 +104,8 @@ class ResponseRow(BaseModel):
     created_at: Text = Field(None, description="UTC ISO time the row was stored")
     excluded: Integer = Field(None, description="1 if excluded at collection time")
     exclusion_reason: Text = Field(None, description="why")
+    adaptive: JsonText = Field(None, description="JSON: QUEST+ posterior after this answer of an adaptive block "
+                                                 "(threshold, ci_low, ci_high, trials)")
 
 
 def _column(name: str) -> Column:

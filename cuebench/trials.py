@@ -226,6 +226,54 @@ class AssignmentPlan(Model):
     groups: tuple[tuple[str, ...], ...] = Field(min_length=1)
 
 
+class AdaptivePlan(Model):
+    """An adaptive (QUEST+) block over one condition's grid (``cuebench.adaptive`` runs it).
+
+    ``levels`` are grid positions with test trials, ``values`` their stimulus-axis values
+    (``axis``, e.g. the patch-shuffle ``grid``), strictly increasing. QUEST+'s parameter space
+    spans ``thresholds`` (axis units), ``spreads`` and ``lapses``; the prior over the threshold
+    is normal (``prior_mean``, ``prior_sd``) or, without a mean, uniform. A block stops after
+    ``trials`` answers, or earlier once the 95 % credible interval is narrower than
+    ``stop_ci_width`` (axis units)."""
+
+    condition: str
+    levels: tuple[StrictInt, ...]
+    values: tuple[float, ...]
+    axis: str
+    guess_rate: float = Field(gt=0, lt=1)
+    """1/C of the label set."""
+    trials: TrialCount
+    thresholds: tuple[float, ...] = Field(min_length=1)
+    spreads: tuple[Annotated[float, Field(gt=0)], ...] = Field(min_length=1)
+    lapses: tuple[Annotated[float, Field(ge=0, lt=1)], ...] = (0.0, 0.03, 0.1, 0.2, 0.3)
+    prior_mean: float | None = None
+    prior_sd: float | None = Field(None, gt=0)
+    stop_ci_width: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _a_grid_and_a_prior_on_it(self) -> "AdaptivePlan":
+        def problem(field: str, text: str) -> SchemaError:
+            return SchemaError(field, f"condition {self.condition!r}: {field} {text}")
+
+        if len(self.levels) < 3 or len(self.levels) != len(self.values):
+            raise problem("levels", f"need an ordered grid of at least 3 levels with one value each, got "
+                                    f"{len(self.levels)} levels and {len(self.values)} values")
+        if any(b <= a for a, b in zip(self.values, self.values[1:])):
+            raise problem("values", f"must increase strictly with the level, got {list(self.values)}")
+        if any(lapse >= 1 - self.guess_rate for lapse in self.lapses):
+            raise problem("lapses", f"must stay below 1 - guess_rate = {1 - self.guess_rate:g}")
+        low, high = self.values[0], self.values[-1]
+        if self.prior_mean is not None and not low <= self.prior_mean <= high:
+            raise problem("prior_mean", f"{self.prior_mean:g} lies outside the grid ({self.axis} {low:g} to {high:g})")
+        if self.prior_mean is not None and self.prior_sd is None:
+            raise problem("prior_sd", "is needed with a prior mean")
+        return self
+
+    def value_of(self, level: int) -> float:
+        """The stimulus-axis value of a grid level."""
+        return self.values[self.levels.index(level)]
+
+
 class Experiment(Model):
     """A whole experiment: label set, stimuli, trials, schedule, assignment and provenance.
 
@@ -250,6 +298,8 @@ class Experiment(Model):
     stimuli: dict[str, Stimulus]
     """Keyed by stimulus id; written sorted by id."""
     trials: list[Trial]
+    adaptive: tuple[AdaptivePlan, ...] = ()
+    """QUEST+ blocks; their conditions' test trials are shown only through them. Written only when present."""
     _by_id: dict[str, Trial] | None = PrivateAttr(default=None)
 
     def __init__(self, *args: Any, **fields: Any):
@@ -290,6 +340,11 @@ class Experiment(Model):
             unknown = [tid for tid in group if tid not in seen]
             if unknown:
                 raise SchemaError(f"assignment.groups[{g}]", f"unknown trial id {unknown[0]!r}")
+        for i, plan in enumerate(self.adaptive):
+            missing = [lv for lv in plan.levels if lv not in self.adaptive_trials(plan.condition)]
+            if missing:
+                raise SchemaError(f"adaptive[{i}].levels", f"condition {plan.condition!r} has no test trial at "
+                                                           f"level {missing[0]}")
         return self
 
     def trial(self, trial_id: str) -> Trial:
@@ -303,9 +358,25 @@ class Experiment(Model):
     def trials_with_role(self, role: str) -> list[Trial]:
         return [t for t in self.trials if t.role == role]
 
+    def adaptive_plan(self, condition: str) -> AdaptivePlan:
+        for plan in self.adaptive:
+            if plan.condition == condition:
+                return plan
+        raise SchemaError("adaptive", f"experiment {self.name!r} has no adaptive block for condition {condition!r}")
+
+    def adaptive_trials(self, condition: str) -> dict[int, list[str]]:
+        """Test trial ids of a condition per grid level: the images an adaptive block can show there."""
+        by_level: dict[int, list[str]] = {}
+        for t in self.trials:
+            if t.role == "test" and t.condition == condition and t.level is not None:
+                by_level.setdefault(t.level, []).append(t.trial_id)
+        return by_level
+
     def to_dict(self) -> dict:
         data = super().to_dict()
         data["stimuli"] = dict(sorted(data["stimuli"].items()))
+        if not data["adaptive"]:
+            del data["adaptive"]  # experiments without adaptive blocks keep their byte-identical file
         return data
 
     def to_json(self) -> str:

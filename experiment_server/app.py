@@ -21,7 +21,7 @@ from flask import Flask, jsonify, render_template, request
 
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
-from . import admin, participant
+from . import adaptive, admin, participant
 from .assignment import RESERVATION_SECONDS
 from .study import ServerSetupError, open_study
 from .validation import Rejected
@@ -48,6 +48,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     )
     app.extensions["cuebench"] = study
     app.register_blueprint(participant.bp)
+    app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
 
     @app.errorhandler(Rejected)

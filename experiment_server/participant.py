@@ -158,7 +158,11 @@ def plan(token: str):
 def mask(token: str, index: int):
     """The trial's 1/f noise mask, made here from its seed so it is fresh per trial yet reproducible."""
     study = _study()
-    trial = _scheduled_trial(study, _participant(token), index)
+    return mask_png(study, _scheduled_trial(study, _participant(token), index))
+
+
+def mask_png(study: Study, trial):
+    """The PNG response of a trial's mask (the fixed sequence's and the adaptive blocks' trials alike)."""
     stim = study.experiment.stimuli[trial.stimuli[0]]
     seed = trial_mask_seed(trial.mask_seed, study.experiment.name, trial.trial_id)
     buf = io.BytesIO()

@@ -30,6 +30,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, Trial
 
+from .adaptive import adaptive_conditions, run_adaptive_blocks
 from .allocator import keep_freed_memory
 from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
                         decide_classify_many, decide_oddity, label_mapping)
@@ -107,6 +108,13 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
             runs.append(_run_model(expdir, experiment, store, loaded, rule, mapping, batch_size, policy, progress,
                                    workers))
             runs[-1].seconds_loading = seconds_loading
+            info = _device_info(loaded, policy, mapping)
+
+            def answer(ready, probs):
+                return _answers(experiment, ready, loaded.observer_id, rule, mapping, probs, {}, info)
+
+            runs[-1].answered_now += run_adaptive_blocks(expdir, experiment, store, loaded, policy, progress, workers,
+                                                         _forward, answer)
             del loaded
         return summarise(experiment, store, [r.observer for r in runs], runs)
 
@@ -144,8 +152,10 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
 
     _check_same_settings(store, experiment.name, loaded.observer_id, rule, policy)
     answered = store.answered_trial_ids(experiment.name, loaded.observer_id)
-    todo = [(i, t) for i, t in enumerate(experiment.trials) if t.trial_id not in answered]
-    run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(experiment.trials) - len(todo))
+    adaptive = adaptive_conditions(experiment)
+    fixed = [(i, t) for i, t in enumerate(experiment.trials) if not (t.role == "test" and t.condition in adaptive)]
+    todo = [(i, t) for i, t in fixed if t.trial_id not in answered]
+    run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(fixed) - len(todo))
     if not todo:
         return run
     start = time.perf_counter()
@@ -163,10 +173,7 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     cuda = loaded.device.startswith("cuda")
     model = loaded.model.to(memory_format=torch.channels_last) if cuda else loaded.model
     preprocess = DevicePreprocess(loaded.data_config, policy, loaded.device, channels_last=cuda)
-    device_info = json.dumps({"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
-                              "policy": policy, "torch": torch.__version__,
-                              "mapping": mapping.source if mapping is not None else None},
-                             sort_keys=True)  # the stored JSON text, made once instead of once per row
+    device_info = _device_info(loaded, policy, mapping)
     probs: dict[str, np.ndarray] = {}
     features: dict[str, np.ndarray] = {}
     pending = sorted(todo, key=lambda it: max(position[s] for s in it[1].stimuli))  # by when they can be answered
@@ -215,6 +222,15 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     run.images = len(order)
     run.seconds_answering = time.perf_counter() - start
     return run
+
+
+def _device_info(loaded: LoadedModel, policy: str, mapping: LabelMapping | None) -> str:
+    """How the answers were made, as the stored JSON text: made once per model instead of once per row."""
+    import torch
+
+    return json.dumps({"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
+                       "policy": policy, "torch": torch.__version__,
+                       "mapping": mapping.source if mapping is not None else None}, sort_keys=True)
 
 
 def _batches(decoded: DecodedStimuli, first_use: list[str], batch_size: int) -> list[list[str]]:

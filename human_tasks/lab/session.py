@@ -23,10 +23,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuebench.design import ScheduledTrial, participant_seed, participant_sequence
+from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
-from cuebench.responses import ResponseStore, trial_row
+from cuebench.responses import ResponseStore, score, trial_row
 from cuebench.trials import Experiment, Trial
 from stimuli.sources import decode_image
 
@@ -172,11 +172,14 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                               "use --input mouse")
         _check_stimuli(expdir, experiment, trials)
         csv_path, log_path = session_paths(expdir.root, experiment.name, options.participant, session)
+        blocks = [b for b in adaptive_blocks(experiment, store, options.participant) if not b.finished]
+        _check_stimuli(expdir, experiment, [experiment.trial(tid) for b in blocks
+                                            for tids in b.trials_by_level.values() for tid in tids])
         quit_early, refresh = False, {}
-        if remaining:
+        if remaining or blocks:
             runner = _Runner(options, expdir, experiment, store, group, grid, log_path, out)
             try:
-                quit_early = runner.run(sequence, remaining, answered)
+                quit_early = runner.run(sequence, remaining, answered, blocks)
             finally:
                 refresh = runner.refresh_record
                 runner.close()
@@ -285,25 +288,33 @@ class _Runner:
 
     # --- the session ---------------------------------------------------------------------------
 
-    def run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> bool:
-        """Show the remaining trials; returns True when the session was quit before the end."""
+    def run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int],
+            blocks: list = ()) -> bool:
+        """Show the remaining trials, then the unfinished adaptive blocks; returns True when the session was
+        quit before the end."""
         try:
-            self._run(sequence, remaining, answered)
+            if remaining:
+                self._run(sequence, remaining, answered)
+            for block in blocks:
+                self._adaptive(block)
         except _Quit:
             return True
+        self._show_for("Thank you! This session is complete.", END_SCREEN_S)
         return False
 
     def _run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> None:
         from tqdm import tqdm
 
-        self._log_rounding([self.experiment.trial(s.trial_id) for s in remaining])
+        trials = [self.experiment.trial(s.trial_id) for s in remaining]
+        self._log_rounding(trials)
+        types = {t.trial_type for t in trials}
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
         if answered:
             opening = (f"Welcome back. The session continues at trial {remaining[0].index + 1} of {len(sequence)}."
-                       "\n\n" + self._instructions(remaining))
+                       "\n\n" + self._instructions(types))
         else:
-            opening = self._instructions(remaining)
+            opening = self._instructions(types)
             if has_practice:
                 opening += "\n\nWe start with a few practice trials."
         self._continue_screen(opening)
@@ -316,19 +327,40 @@ class _Runner:
                 self._continue_screen("The practice is over. The experiment starts now.")
             if scheduled.break_before:
                 self._continue_screen("Time for a break. Rest your eyes as long as you like.")
-            outcome, restarts = None, 0
-            while outcome is None:
-                try:
-                    outcome = self._trial(trial)
-                except _Restart:
-                    restarts += 1
-                    self.logging.exp(f"trial {scheduled.index} ({trial.trial_id}) restarts after a pause")
-            self._commit(scheduled, trial, outcome, restarts)
+            outcome, restarts = self._present(scheduled.index, trial)
+            self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
         progress.close()
-        self._show_for("Thank you! This session is complete.", END_SCREEN_S)
 
-    def _instructions(self, remaining: list[ScheduledTrial]) -> str:
-        types = {self.experiment.trial(s.trial_id).trial_type for s in remaining}
+    def _adaptive(self, block) -> None:
+        """One QUEST+ block (``cuebench.adaptive``): each level chosen from this participant's answers so far,
+        each answer stored in the block's session with the posterior estimate after it."""
+        from tqdm import tqdm
+
+        self._continue_screen("The next part adapts to your answers: the images get easier or harder.\n\n"
+                              + self._instructions({"classify"}))
+        progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.options.participant} "
+                        f"{block.session}", unit="trial", file=sys.stderr)
+        while not block.finished:
+            level, trial_id = block.next_trial()
+            trial = self.experiment.trial(trial_id)
+            outcome, restarts = self._present(block.index, trial)
+            fields = block.record(level, trial_id, bool(score(trial, outcome.response)))
+            self._commit(trial, outcome, restarts, **fields)
+            progress.update(1)
+        progress.close()
+
+    def _present(self, index: int, trial: Trial) -> tuple["_Outcome", int]:
+        """Show a trial until it is answered; an Escape pause shows it again from the start."""
+        outcome, restarts = None, 0
+        while outcome is None:
+            try:
+                outcome = self._trial(trial)
+            except _Restart:
+                restarts += 1
+                self.logging.exp(f"trial {index} ({trial.trial_id}) restarts after a pause")
+        return outcome, restarts
+
+    def _instructions(self, types: set[str]) -> str:
         parts = []
         if "classify" in types:
             how = ("click the label" if self.options.input_mode == "mouse" else "press the key shown next to the label")
@@ -346,16 +378,17 @@ class _Runner:
             described = "; ".join(f"{name} {count.describe()}" for name, count in frames.items() if count.frames)
             self.log_info(f"timing at {self.hz:.2f} Hz: {described}")
 
-    def _commit(self, scheduled: ScheduledTrial, trial: Trial, outcome: _Outcome, restarts: int) -> None:
+    def _commit(self, trial: Trial, outcome: _Outcome, restarts: int, session: str, trial_index: int,
+                **fields) -> None:
         events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
         row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind="human",
-                        session=self.session, trial_index=scheduled.index, response=outcome.response,
+                        session=session, trial_index=trial_index, response=outcome.response,
                         rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
                         timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
-                        refresh_hz=self.hz, device=self.device, group=self.group, events=events or None)
+                        refresh_hz=self.hz, device=self.device, group=self.group, events=events or None, **fields)
         self.store.write(row)
-        self.logging.exp(f"committed trial {scheduled.index} ({trial.trial_id}): response {outcome.response!r}, "
-                         f"rt {outcome.rt_ms} ms, dropped {outcome.dropped}")
+        self.logging.exp(f"committed trial {trial_index} of session {session} ({trial.trial_id}): response "
+                         f"{outcome.response!r}, rt {outcome.rt_ms} ms, dropped {outcome.dropped}")
 
     # --- screens -------------------------------------------------------------------------------
 

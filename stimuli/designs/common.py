@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from cuebench import __version__
+from cuebench.adaptive import plan_for_grid, stimulus_axis
 from ..labels import IMAGENET16, IMAGENET16_NAME
 from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed
 from cuebench.design import latin_square_plan
@@ -90,6 +91,31 @@ def slug(name: str) -> str:
 Arm = tuple[str, "int | None", dict]  # (condition, level on its grid, params)
 
 
+def adaptive_plans(specs: list[str], plan: list[Arm], n_labels: int) -> tuple:
+    """QUEST+ blocks from ``--adaptive COND:TRIALS[:PRIOR_MEAN:PRIOR_SD]`` over the conditions being built:
+    the condition's grid levels, its stimulus axis (``cuebench.adaptive.stimulus_axis``) and guess rate 1/C.
+    Checked before any stimulus is made, so a bad block leaves nothing behind."""
+    plans = []
+    for spec in specs:
+        parts = spec.split(":")
+        try:
+            if len(parts) not in (2, 4):
+                raise ValueError
+            condition, trials = parts[0], int(parts[1])
+            prior = (float(parts[2]), float(parts[3])) if len(parts) == 4 else (None, None)
+        except ValueError:
+            raise BuildError(f"--adaptive {spec!r}: expected CONDITION:TRIALS or CONDITION:TRIALS:PRIOR_MEAN:PRIOR_SD "
+                             "(e.g. patch_shuffle:40)") from None
+        params = {level: p for cond, level, p in plan if cond == condition and level is not None}
+        if not params:
+            raise BuildError(f"--adaptive {spec!r}: condition {condition!r} is not among the conditions built "
+                             f"({', '.join(sorted({c for c, _, _ in plan}))})")
+        axis, values = stimulus_axis(params)
+        plans.append(plan_for_grid(condition, list(values), list(values.values()), axis, 1 / n_labels,
+                                           trials, prior_mean=prior[0], prior_sd=prior[1]))
+    return tuple(plans)
+
+
 def grid_experiment(args, expdir, design: str, plan: list[Arm], fn: str,
                     seed_for: Callable[[str, str, dict], int | None], original_trials: bool) -> Experiment:
     """Every source image under every (condition, level) of ``plan``, one ``classify`` trial
@@ -97,10 +123,14 @@ def grid_experiment(args, expdir, design: str, plan: list[Arm], fn: str,
     participant groups as a Latin square, with attention checks every 100 trials.
 
     ``original_trials`` adds the unchanged image as condition ``original`` (the baseline of
-    relative accuracy); grids whose level 0 is the unchanged image leave it out.
+    relative accuracy); grids whose level 0 is the unchanged image leave it out. Conditions with an
+    adaptive block (``args.adaptive``) keep their trials at every level but leave the Latin square:
+    QUEST+ chooses among them per observer.
     """
     sources = resolve_images(args.images, args.labels)
     label_set = label_set_for(sources, args.images)
+    adaptive = adaptive_plans(getattr(args, "adaptive", None) or [], plan, len(label_set.labels))
+    adaptive_conditions = {p.condition for p in adaptive}
     jobs = [SourceJob(src, [Task("original", {}, None)] +
                       [Task(cond, params, seed_for(src.name, cond, params), fn) for cond, _, params in plan])
             for src in sources]
@@ -130,8 +160,9 @@ def grid_experiment(args, expdir, design: str, plan: list[Arm], fn: str,
     print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
     experiment = Experiment(
         name=args.name or expdir.root.name, design=design, label_set=label_set, stimuli=stimuli, trials=trials,
-        schedule=CLASSIFY_SCHEDULE, assignment=latin_square_plan(trials),
-        provenance={**build_provenance(args, design), "skipped_images": report.failed},
+        schedule=CLASSIFY_SCHEDULE,
+        assignment=latin_square_plan([t for t in trials if t.condition not in adaptive_conditions]),
+        provenance={**build_provenance(args, design), "skipped_images": report.failed}, adaptive=adaptive,
     )
     finish(expdir, experiment)
     return experiment

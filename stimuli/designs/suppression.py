@@ -25,6 +25,9 @@ def add_arguments(parser) -> None:
                             f"(default: {','.join(DEFAULT_CONDITIONS)})")
     group.add_argument("--grid", choices=("full", "human"), default="full",
                        help="every level of each condition's parameter grid, or the human-study settings")
+    group.add_argument("--adaptive", action="append", default=[], metavar="COND:TRIALS[:MEAN:SD]",
+                       help="measure COND adaptively with QUEST+ over its grid, TRIALS answers per observer "
+                            "(optional normal prior on the threshold in the grid's units); repeatable")
 
 
 def arms(conditions: list[str], grid: str) -> list[tuple[str, int | None, dict]]:

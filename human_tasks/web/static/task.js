@@ -371,10 +371,29 @@
       device,
       events: log.phases.concat(trialEvents),
     };
-    enqueue(trial.index, payload);
+    const posted = trial.post ? postNow(trial, payload) : enqueue(trial.index, payload);
     state("iti", trial.index);
     if (timing.iti) await runPhases([{ name: "iti", frames: msToFrames(timing.iti, hz), draw: clear }], hz,
                                     { measured: {}, frames: {}, phases: [], dropped: 0 });
+    await posted;
+  }
+
+  /* Adaptive (QUEST+) trials: the server chooses each next level from the answers stored so far,
+   * so an answer is posted (and retried) before the next trial is asked for. */
+  async function postNow(trial, payload) {
+    const result = await withRetry(() => requestJSON(trial.post, { method: "POST", body: JSON.stringify(payload) }));
+    if (!result.ok) refused.push({ index: trial.index, status: result.status, error: result.body.error });
+    statusEl.textContent = "";
+  }
+  async function runAdaptive(hz, device) {
+    for (let first = true; !refused.length; first = false) {
+      const next = await withRetry(() => requestJSON(`${C.api}/adaptive`));
+      if (!next.ok || next.body.done) return;
+      if (first) await showScreen("<h1>Next part</h1><p>The images now get easier or harder depending on your " +
+                                  "answers.</p>", "Continue", "adaptive");
+      await preloadBlock([next.body.trial]);
+      await runTrial(next.body.trial, hz, device);
+    }
   }
 
   // ---------------------------------------------------------------- the session
@@ -411,8 +430,10 @@
     if (plan.status !== "in_progress") return showOutcome(plan.outcome);
     flush();
     const done = new Set(plan.answered.concat(Object.keys(queue).map(Number)));
-    const start = plan.trials.findIndex((t) => !done.has(t.index));
-    if (start < 0) return finish(); // every trial answered before a reload: only the code is missing
+    const found = plan.trials.findIndex((t) => !done.has(t.index));
+    const adaptiveLeft = !(await withRetry(() => requestJSON(`${C.api}/adaptive`))).body.done;
+    if (found < 0 && !adaptiveLeft) return finish(); // everything answered before a reload: only the code is missing
+    const start = found < 0 ? plan.trials.length : found;
     const resumed = done.size > 0;
     await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>" : INSTRUCTIONS,
                      "Continue", "instructions");
@@ -441,6 +462,7 @@
       statusEl.textContent = trial.practice ? "practice" : "";
       await runTrial(trial, hz, device);
     }
+    await runAdaptive(hz, device);
     await finish();
   }
 

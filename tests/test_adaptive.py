@@ -1,0 +1,76 @@
+"""QUEST+ adaptive blocks: the plan's checks, replay, and simulated observers whose thresholds are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cuebench.adaptive import AdaptiveError, AdaptiveRun, plan_for_grid, psychometric
+from cuebench.trials import AdaptivePlan, SchemaError
+
+GRIDS = list(range(2, 17))  # patch-shuffle grid sizes, levels 0..14
+C = 16
+# (threshold in grid units, spread, lapse): people keep ~98 % on easy images and fall gently (Burgert et al.:
+# 76 % relative accuracy at g = 6); models fall earlier and more steeply and often stay well below 100 %.
+OBSERVERS = {"person-like": (9.3, 1.8, 0.02), "model-like": (5.6, 0.8, 0.15)}
+
+
+def plan(**changes) -> AdaptivePlan:
+    return plan_for_grid("patch_shuffle", range(len(GRIDS)), GRIDS, "grid", 1 / C, 40, **changes)
+
+
+def run_observer(p: AdaptivePlan, true, seed: int) -> AdaptiveRun:
+    rng = np.random.default_rng(seed)
+    run = AdaptiveRun(p)
+    while not run.finished:
+        level = run.next_level()
+        run.update(level, bool(rng.random() < psychometric(p.value_of(level), true[0], true[1], 1 / C, true[2])))
+    return run
+
+
+def coverage(name: str, repetitions: int) -> float:
+    true = OBSERVERS[name]
+    runs = [run_observer(plan(), true, seed) for seed in range(repetitions)]
+    return np.mean([r.estimate().ci_low <= true[0] <= r.estimate().ci_high for r in runs])
+
+
+@pytest.mark.parametrize("name", sorted(OBSERVERS))
+def test_simulated_observer_threshold_lies_in_the_credible_interval(name):
+    assert coverage(name, 10) >= 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(OBSERVERS))
+def test_credible_interval_coverage_over_many_repetitions(name):
+    assert coverage(name, 50) >= 0.9
+
+
+def test_replay_continues_exactly_where_the_run_was():
+    run = run_observer(plan(), OBSERVERS["person-like"], seed=3)
+    half = AdaptiveRun.replay(run.plan, run.answers[:20])
+    assert half.next_level() == run.answers[20][0]
+    assert AdaptiveRun.replay(run.plan, run.answers).estimate() == run.estimate()
+    assert run.finished and len(run.answers) == 40
+    with pytest.raises(AdaptiveError, match="finished after 40 answers"):
+        run.next_level()
+
+
+def test_early_stop_and_prior():
+    narrow = run_observer(plan(stop_ci_width=4.0), OBSERVERS["model-like"], seed=1)
+    estimate = narrow.estimate()
+    assert len(narrow.answers) < 40 and estimate.ci_high - estimate.ci_low <= 4.0
+    informed = AdaptiveRun(plan(prior_mean=6.0, prior_sd=1.0)).estimate()
+    assert informed.threshold == pytest.approx(6.0, abs=0.05) and informed.ci_high - informed.ci_low < 5
+
+
+def test_plan_round_trips_through_json_and_checks_its_fields():
+    p = plan(prior_mean=8.0, prior_sd=3.0)
+    assert AdaptivePlan.from_dict(p.to_dict()) == p
+    with pytest.raises(SchemaError, match="condition 'patch_shuffle': prior_mean 20 lies outside the grid"):
+        plan(prior_mean=20.0, prior_sd=2.0)
+    with pytest.raises(SchemaError, match="condition 'grayscale': levels need an ordered grid of at least 3"):
+        plan_for_grid("grayscale", [4], [1.0], "alpha", 1 / C, 40)
+    with pytest.raises(SchemaError, match="field 'trial_count': unknown field"):
+        AdaptivePlan.from_dict({**p.to_dict(), "trial_count": 3})
+    with pytest.raises(AdaptiveError, match="level 99 is not on the grid"):
+        AdaptiveRun(p).update(99, True)
