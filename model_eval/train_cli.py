@@ -17,7 +17,8 @@ def register(sub) -> None:
                     "Finished jobs are skipped on a re-run.")
     train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
-    train.add_argument("--algorithm", default="erm", choices=("erm", "padain"), help="training algorithm")
+    train.add_argument("--algorithm", default="erm", choices=("erm", "padain", "sagnet", "infodrop"),
+                       help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop)")
     train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
     train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
     train.add_argument("--epochs", type=int, default=10)
