@@ -15,6 +15,7 @@ def toy_batch(size: int = 32):
     return torch.randn(8, 3, size, size), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sagnet", "infodrop", "distinguish"])
 def test_loss_decreases_on_a_toy_batch(name):
     x, y = toy_batch(16)
