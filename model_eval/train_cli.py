@@ -67,9 +67,8 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
     cues.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (training, synthesis, evaluation)")
     cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
-    cues.add_argument("--executor", default="local", choices=("local", "ray", "submitit"))
     cues.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
-    cues.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE")
+    add_executor_arguments(cues, "training jobs")
     cues.set_defaults(func=run_train_cues)
 
 
@@ -94,6 +93,8 @@ def run_train(args) -> int:
 
 
 def run_train_cues(args) -> int:
+    from cuebench.executors import parse_executor
+
     from .training.cue_study import CueConfig, assemble_table, plan_cue_jobs, prepare_study
     from .training.executors import pending, run_jobs
     from .training.jobs import Runtime
@@ -101,12 +102,13 @@ def run_train_cues(args) -> int:
     config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        input_size=args.input_size, seed=args.seed)
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    spec = parse_executor(args.executor, args.executor_option)
     prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, args.synthesis_steps,
                   args.max_photos, args.max_trials, args.cue_per_class, args.device)
     jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp))
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
-    run_jobs(jobs, args.executor, args.workers, _options(args.executor_option))
+    run_jobs(jobs, spec, args.workers)
     print(f"wrote {assemble_table(args.out)}")
     print(f"wrote {args.cue_report_writer(args.out)}")
     return 0
