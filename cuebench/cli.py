@@ -34,8 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    parser.set_defaults(feature_net_loader=load_feature_net)
+    parser.set_defaults(feature_net_loader=load_feature_net, cue_report_writer=write_cue_report)
     return parser
+
+
+def write_cue_report(study_dir):
+    """``cuebench train-cues`` ends with its report: ``model_eval`` trains, ``analysis`` reports,
+    and this is the one place that wires the two."""
+    from analysis.cue_study import write_cue_report as write
+
+    return write(study_dir)
 
 
 def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = None):

@@ -9,7 +9,9 @@ A spec is ``NAME`` or ``NAME:WEIGHTS``. WEIGHTS is
 - ``hf-cache``: timm's pretrained tag, only if the Hugging Face cache already holds it
   (default for every other architecture); nothing is downloaded;
 - a path to a local checkpoint (``.pth``/``.pt``/``.safetensors``; a bare state dict or one
-  wrapped in ``state_dict``/``model``, with or without ``module.`` prefixes).
+  wrapped in ``state_dict``/``model``, with or without ``module.`` prefixes). A checkpoint
+  that declares ``original_classes`` (DiSTinguish: n original classes plus n disrupted ones)
+  answers with its first n outputs, the classes the trials' label mappings refer to.
 
 Nothing here downloads: the design is offline first, and a missing file fails with a
 message saying what was looked for and how to provide it.
@@ -253,6 +255,11 @@ def _from_hf_cache(name: str):
 
 def read_checkpoint(path: Path) -> dict:
     """A state dict from a checkpoint file, unwrapped from ``state_dict``/``model`` and ``module.``."""
+    return read_checkpoint_head(path)[0]
+
+
+def read_checkpoint_head(path: Path) -> tuple[dict, int | None]:
+    """The state dict and the checkpoint's declared ``original_classes`` (None when it declares none)."""
     import torch
 
     if not path.is_file():
@@ -267,18 +274,34 @@ def read_checkpoint(path: Path) -> dict:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # any unreadable file: torch/safetensors raise many kinds
         raise WeightsMismatch(f"cannot read checkpoint {path}: {err}") from None
+    original = state.get("original_classes") if isinstance(state, dict) else None
+    if original is not None and (not isinstance(original, int) or isinstance(original, bool) or original < 1):
+        raise WeightsMismatch(f"checkpoint {path}: original_classes must be a positive integer, got {original!r}")
     for wrapper in ("state_dict", "model"):
         if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
             state = state[wrapper]
     if not isinstance(state, dict) or not state:
         raise WeightsMismatch(f"checkpoint {path} holds no state dict")
-    return {k.removeprefix("module."): v for k, v in state.items()}
+    return {k.removeprefix("module."): v for k, v in state.items()}, original
+
+
+def original_head(state: dict, classifier: str, original: int) -> dict:
+    """The state with the classifier cut to its first ``original`` outputs (DiSTinguish's original
+    classes; the upper ones are the disrupted classes, Wen et al. 2024, Sec. 3.3)."""
+    cut = dict(state)
+    for key in (f"{classifier}.weight", f"{classifier}.bias"):
+        if key in cut and cut[key].shape[0] > original:
+            cut[key] = cut[key][:original]
+    return cut
 
 
 def _from_file(name: str, path: Path):
     timm = import_timm()
-    state = read_checkpoint(path)
+    state, original = read_checkpoint_head(path)
     model = timm.create_model(name, pretrained=False)
+    classifier = model.pretrained_cfg.get("classifier") if original is not None else None
+    if isinstance(classifier, str):
+        state = original_head(state, classifier, original)
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]

@@ -17,7 +17,8 @@ def register(sub) -> None:
                     "Finished jobs are skipped on a re-run.")
     train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
-    train.add_argument("--algorithm", default="erm", choices=("erm", "padain"), help="training algorithm")
+    train.add_argument("--algorithm", default="erm", choices=("erm", "padain", "sagnet", "infodrop"),
+                       help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop)")
     train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
     train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
     train.add_argument("--epochs", type=int, default=10)
@@ -32,6 +33,43 @@ def register(sub) -> None:
     train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
     add_executor_arguments(train, "training jobs")
     train.set_defaults(func=run_train)
+    _register_cue_study(sub)
+
+
+def _register_cue_study(sub) -> None:
+    from .training.cue_study import ALGORITHM_ORDER, CueConfig
+
+    cues = sub.add_parser(
+        "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Fine-tune an ImageNet model (offline weights) on labelled photos with several algorithms, "
+                    "several runs each, select each run's best-validation epoch, let its checkpoint answer DiST "
+                    "oddity and cue-conflict trials, and write a comparison report (OUT/reports/cue_report.html). "
+                    "Finished jobs are skipped on a re-run.")
+    cues.add_argument("out", type=Path, help="study directory to write")
+    cues.add_argument("--photos", required=True, type=Path,
+                      help="training photos with labels.csv (image,imagenet_index); images beside it or in original/")
+    cues.add_argument("--dist", required=True, type=Path,
+                      help="DiST release (original/, set1/, set2/); originals among the training photos are left out")
+    cues.add_argument("--cue-conflict", required=True, type=Path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
+    cues.add_argument("--algorithms", default=",".join(ALGORITHM_ORDER), help="comma list")
+    cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")
+    cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
+    cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
+    cues.add_argument("--batch-size", type=int, default=CueConfig.batch_size)
+    cues.add_argument("--lr", type=float, default=CueConfig.lr, help="Adam learning rate")
+    cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
+    cues.add_argument("--synthesis-steps", type=int, default=10,
+                      help="texture-synthesis steps for the disrupted images (10: DiSTinguish-A, 100: -C)")
+    cues.add_argument("--max-photos", type=int, default=None, help="use at most this many photos")
+    cues.add_argument("--max-trials", type=int, default=100, help="DiST oddity trials")
+    cues.add_argument("--cue-per-class", type=int, default=10, help="cue-conflict images per shape class")
+    cues.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
+    cues.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (training, synthesis, evaluation)")
+    cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
+    cues.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
+    add_executor_arguments(cues, "training jobs")
+    cues.set_defaults(func=run_train_cues)
 
 
 def run_train(args) -> int:
@@ -51,4 +89,26 @@ def run_train(args) -> int:
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)
     print(f"wrote {assemble_table(args.study_dir)}")
+    return 0
+
+
+def run_train_cues(args) -> int:
+    from cuebench.executors import parse_executor
+
+    from .training.cue_study import CueConfig, assemble_table, plan_cue_jobs, prepare_study
+    from .training.executors import pending, run_jobs
+    from .training.jobs import Runtime
+
+    config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                       input_size=args.input_size, seed=args.seed)
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    spec = parse_executor(args.executor, args.executor_option)
+    prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, args.synthesis_steps,
+                  args.max_photos, args.max_trials, args.cue_per_class, args.device)
+    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp))
+    todo = len(pending(jobs))
+    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
+    run_jobs(jobs, spec, args.workers)
+    print(f"wrote {assemble_table(args.out)}")
+    print(f"wrote {args.cue_report_writer(args.out)}")
     return 0

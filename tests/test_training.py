@@ -71,7 +71,7 @@ def test_plan_jobs_checks_its_inputs(tmp_path):
         plan_jobs(tmp_path, TrainConfig(), runs=1)
     (tmp_path / "study.json").write_text(json.dumps({"entries": []}))
     with pytest.raises(TrainingError, match="unknown algorithm"):
-        plan_jobs(tmp_path, TrainConfig(algorithm="sagnet"), runs=1)
+        plan_jobs(tmp_path, TrainConfig(algorithm="mixstyle"), runs=1)
     with pytest.raises(TrainingError, match="no entries"):
         plan_jobs(tmp_path, TrainConfig(), runs=1)
 

@@ -1,11 +1,17 @@
 """Training algorithms behind one small interface: ``update(x, y) -> loss`` and ``predict(x)``.
 
-A new method (SagNet, InfoDrop, ...) subclasses ``Algorithm`` and registers in
-``ALGORITHMS``; the job runner, logging and model selection stay the same.
+A new method subclasses ``Algorithm`` and registers in ``ALGORITHMS``; the job runner,
+logging and model selection stay the same. Here: ERM, pAdaIN, SagNet, InfoDrop (BiasBed,
+Kalischek et al. 2023, with BiasBed's algorithm settings) and DiSTinguish (Wen et al.
+2024). BiasBed's Stylized ERM, Debiased and DeepAugment train on images made by
+pretrained image-to-image networks (AdaIN style transfer, a CAE or EDSR); none of those
+weights exist offline, so they are not here -- they would be an ``Algorithm`` plus an
+image transform fed to ``update``, and fit the same interface.
 """
 
 from __future__ import annotations
 
+import copy
 import random
 
 import torch
@@ -17,6 +23,11 @@ class Algorithm:
     """Empirical risk minimisation (ERM): one cross-entropy step per batch with Adam."""
 
     name = "erm"
+
+    @staticmethod
+    def output_classes(n_classes: int) -> int:
+        """Width of the classification head for ``n_classes`` training classes."""
+        return n_classes
 
     def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.0, seed: int = 0, amp: bool = False,
                  **options):
@@ -103,4 +114,232 @@ class PAdaIN(Algorithm):
             self._active = None
 
 
-ALGORITHMS = {cls.name: cls for cls in (Algorithm, PAdaIN)}
+def stage_module(model: nn.Module, reduction: int) -> str:
+    """Name of timm's feature stage at ``reduction`` (the stride of its output)."""
+    for info in getattr(model, "feature_info", []) or []:
+        if isinstance(info, dict) and info.get("reduction") == reduction:
+            return info["module"]
+    raise ValueError(f"{type(model).__name__} lists no feature stage at stride {reduction} (timm feature_info)")
+
+
+def channel_stats(x: torch.Tensor, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample, per-channel mean and standard deviation over space (the "style" of AdaIN)."""
+    return x.mean(dim=(2, 3), keepdim=True), (x.var(dim=(2, 3), keepdim=True, unbiased=False) + eps).sqrt()
+
+
+def style_randomize(x: torch.Tensor, perm: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """SagNet style randomisation (Nam et al. 2021, Eq. 4): sample i keeps its normalised content and
+    takes the style mu^ = a mu(x_i) + (1 - a) mu(x_perm[i]), sigma^ likewise, a ~ U(0, 1) per sample."""
+    mean, std = channel_stats(x)
+    mixed_mean = alpha * mean + (1 - alpha) * mean[perm]
+    mixed_std = alpha * std + (1 - alpha) * std[perm]
+    return (x - mean) / std * mixed_std + mixed_mean
+
+
+def content_randomize(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    """SagNet content randomisation (Nam et al. 2021, Eq. 3): sample i's style (channel mean and
+    std) on sample perm[i]'s normalised content, so only style is left to predict the class from."""
+    mean, std = channel_stats(x)
+    return (x[perm] - mean[perm]) / std[perm] * std + mean
+
+
+def uniform_target_loss(logits: torch.Tensor) -> torch.Tensor:
+    """SagNet's adversarial loss (Nam et al. 2021, Eq. 6): cross-entropy of the style network's
+    prediction against the uniform distribution, -1/K sum_k log p_k, averaged over the batch."""
+    return -F.log_softmax(logits.float(), dim=1).mean(dim=1).mean()
+
+
+class SagNet(Algorithm):
+    """Style-agnostic networks (Nam, Lee, Park, Yoon & Yoo 2021, "Reducing domain gap by reducing
+    style bias", CVPR). The network is split at the stride-8 stage (BiasBed's ``style_stage: 3`` on
+    ResNet-50: after ``layer2``). The content branch (the model) sees style-randomised features and
+    learns the class; a copy of the later stages, the style branch, sees content-randomised features
+    and learns the class from style alone; the encoder's normalisation layers are updated to make the
+    style branch's prediction uniform (weight ``w_adv`` = 0.1, gradient norm clipped at ``clip_adv`` =
+    0.1: BiasBed's SagNet config). Randomisation acts only in ``update``; ``predict`` is the plain model."""
+
+    name = "sagnet"
+
+    def __init__(self, model: nn.Module, w_adv: float = 0.1, clip_adv: float = 0.1, split_reduction: int = 8,
+                 **kwargs):
+        super().__init__(model, **kwargs)
+        self.w_adv, self.clip_adv = w_adv, clip_adv
+        self.split = stage_module(model, split_reduction)
+        self.style_net = copy.deepcopy(model)
+        group = self.optimizer.param_groups[0]
+        self.style_optimizer = torch.optim.Adam(self.style_net.parameters(), lr=group["lr"],
+                                                weight_decay=group["weight_decay"])
+        self.adv_params = [p for m in encoder_modules(model, self.split)
+                           if isinstance(m, nn.modules.batchnorm._BatchNorm) for p in m.parameters()]
+        self.generator = torch.Generator().manual_seed(seed_of(self.rng))
+        self._features: torch.Tensor | None = None
+        self._randomise = False
+        self.randomised = 0
+        model.get_submodule(self.split).register_forward_hook(self._content_hook)
+        self.style_net.get_submodule(self.split).register_forward_hook(self._style_hook)
+
+    def _content_hook(self, module, inputs, output):
+        if not self._randomise:
+            return None
+        self._features = output
+        self.randomised += 1
+        n = len(output)
+        perm = torch.randperm(n, generator=self.generator).to(output.device)
+        alpha = torch.rand(n, 1, 1, 1, generator=self.generator).to(output.device, output.dtype)
+        return style_randomize(output, perm, alpha)
+
+    def _style_hook(self, module, inputs, output):
+        """The style branch's own early stages only carry a stub input: their output is replaced by
+        the content-randomised features of the shared encoder."""
+        perm = torch.randperm(len(self._features), generator=self.generator).to(self._features.device)
+        return content_randomize(self._features, perm)
+
+    def update(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        self.model.train()
+        self.style_net.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.style_optimizer.zero_grad(set_to_none=True)
+        self._randomise = True
+        try:
+            with self._autocast(x):
+                logits = self.model(x)
+                style_logits = self.style_net(x[:, :, :32, :32])
+        finally:
+            self._randomise = False
+        loss_style = F.cross_entropy(style_logits.float(), y)
+        style_params = [p for p in self.style_net.parameters() if p.requires_grad]
+        style_grads = torch.autograd.grad(loss_style, style_params, retain_graph=True, allow_unused=True)
+        adv_grads = torch.autograd.grad(self.w_adv * uniform_target_loss(style_logits), self.adv_params,
+                                        retain_graph=True, allow_unused=True)
+        loss = F.cross_entropy(logits.float(), y)
+        loss.backward()
+        adv_grads = [torch.zeros_like(p) if g is None else g for p, g in zip(self.adv_params, adv_grads)]
+        if self.clip_adv is not None:
+            clip_in_place(adv_grads, self.clip_adv)
+        for p, g in zip(self.adv_params, adv_grads):
+            p.grad = g if p.grad is None else p.grad + g
+        for p, g in zip(style_params, style_grads):
+            p.grad = g
+        self.optimizer.step()
+        self.style_optimizer.step()
+        self._features = None
+        return float(loss.detach())
+
+
+def encoder_modules(model: nn.Module, split: str) -> list[nn.Module]:
+    """The modules that run before and up to the stage ``split`` (timm registers modules in forward order)."""
+    out, seen = [], False
+    for name, module in model.named_modules():
+        inside = name == split or name.startswith(split + ".")
+        if seen and not inside:
+            break
+        seen = seen or inside
+        out.append(module)
+    return out
+
+
+def clip_in_place(grads: list[torch.Tensor], max_norm: float) -> None:
+    """Scale ``grads`` so their joint L2 norm is at most ``max_norm`` (as ``clip_grad_norm_``)."""
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(scale)
+
+
+def seed_of(rng: random.Random) -> int:
+    return rng.randrange(2 ** 31)
+
+
+def drop_log_probabilities(x: torch.Tensor, size: tuple[int, int], kernel: int, radius: int = 3, samples: int = 9,
+                           band_width: float = 1.0, temperature: float = 0.03,
+                           generator: torch.Generator | None = None) -> torch.Tensor:
+    """InfoDrop's dropout distribution (Shi, Zhang, Li, Shao & Xie 2020, "Informative dropout for robust
+    representation learning: a shape-bias perspective", ICML, Eqs. 3-5), log-probabilities (N, 1, *size).
+
+    A patch (``kernel`` x ``kernel``, the stem convolution's) carries little shape information when
+    it resembles its neighbours: with d_k its squared distance to the patch shifted by one of
+    ``samples`` random offsets within ``radius``, its self-similarity is
+    s = mean_k exp(-d_k / (2 h^2 mean(d))) and p(drop) is proportional to s^(1/T). The input grid is
+    brought to the feature grid by min-pooling (as the source code does across the stem's pooling).
+    Defaults: BiasBed's InfoDrop (radius 3, 9 samples, h = 1, T = 0.03).
+    """
+    offsets = torch.randint(-radius, radius + 1, (samples, 2), generator=generator).tolist()
+    padded = F.pad(x.float(), (radius,) * 4)
+    h, w = x.shape[-2:]
+    distances = torch.stack([(x.float() - padded[:, :, radius + i:radius + i + h, radius + j:radius + j + w])
+                             .pow(2).sum(dim=1) for i, j in offsets], dim=1)
+    distances = F.avg_pool2d(distances, kernel, stride=1, padding=kernel // 2, count_include_pad=False) * kernel ** 2
+    similarity = torch.exp(-distances / distances.mean().clamp_min(1e-12) / (2 * band_width ** 2)).mean(dim=1,
+                                                                                                        keepdim=True)
+    log_p = similarity.clamp_min(1e-30).log() / temperature
+    log_p = -F.adaptive_max_pool2d(-log_p, size)
+    return log_p - torch.logsumexp(log_p.flatten(1), dim=1).view(-1, 1, 1, 1)
+
+
+def info_dropout(features: torch.Tensor, log_p: torch.Tensor, drop_rate: float = 1.5,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """Zero ``drop_rate * H * W`` positions per sample and channel, drawn with replacement from the
+    dropout distribution (Shi et al. 2020, Sec. 3.2; BiasBed: drop rate 1.5)."""
+    n, c, h, w = features.shape
+    probs = log_p.flatten(1).softmax(dim=1).repeat_interleave(c, dim=0).float().cpu()
+    picked = torch.multinomial(probs, max(1, int(drop_rate * h * w)), replacement=True, generator=generator)
+    mask = torch.ones(n * c, h * w).scatter_(1, picked, 0.0)
+    return features * mask.view(n, c, h, w).to(features.device, features.dtype)
+
+
+class InfoDrop(Algorithm):
+    """ERM with informative dropout (Shi et al. 2020) after the first feature stage, where BiasBed
+    applies it (its ``dropout_layers = 0.5``: the stem only): feature positions whose input patch
+    resembles its surroundings (texture, flat regions) are zeroed more often than edges and corners.
+    Acts only in ``update``; ``predict`` is the plain model."""
+
+    name = "infodrop"
+
+    def __init__(self, model: nn.Module, drop_rate: float = 1.5, temperature: float = 0.03, radius: int = 3,
+                 band_width: float = 1.0, samples: int = 9, **kwargs):
+        super().__init__(model, **kwargs)
+        self.drop_rate, self.temperature, self.radius, self.band_width, self.samples = (
+            drop_rate, temperature, radius, band_width, samples)
+        self.kernel = next(m for m in model.modules() if isinstance(m, nn.Conv2d)).kernel_size[0]
+        self.stage = stage_module(model, model.feature_info[0]["reduction"])
+        self.generator = torch.Generator().manual_seed(seed_of(self.rng))
+        self._input: torch.Tensor | None = None
+        self.dropped = 0
+        model.get_submodule(self.stage).register_forward_hook(self._hook)
+
+    def _hook(self, module, inputs, output):
+        if self._input is None:
+            return None
+        log_p = drop_log_probabilities(self._input, tuple(output.shape[-2:]), self.kernel, self.radius, self.samples,
+                                       self.band_width, self.temperature, self.generator)
+        self.dropped += 1
+        return info_dropout(output, log_p.to(output.device), self.drop_rate, self.generator)
+
+    def update(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        self._input = x
+        try:
+            return super().update(x, y)
+        finally:
+            self._input = None
+
+
+class DiSTinguish(Algorithm):
+    """DiSTinguish (Wen et al. 2024, Sec. 3.3): n original classes plus their structure-disrupted
+    versions as n more classes, one 2n-way cross-entropy L = -sum_{i=1}^{2n} y_i log p_i. The step is
+    ERM's; the difference is the data (``distinguish_labels``) and the head (``output_classes``)."""
+
+    name = "distinguish"
+
+    @staticmethod
+    def output_classes(n_classes: int) -> int:
+        return 2 * n_classes
+
+
+def distinguish_labels(labels: torch.Tensor, disrupted: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """2n-way labels (Wen et al. 2024, Fig. 4): class k stays k for originals, disrupted images get n + k."""
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= n_classes):
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}")
+    return labels + n_classes * disrupted.to(labels.dtype)
+
+
+ALGORITHMS = {cls.name: cls for cls in (Algorithm, PAdaIN, SagNet, InfoDrop, DiSTinguish)}

@@ -185,7 +185,10 @@ def build_model(name: str, num_classes: int = 3):
 
 
 def run_job(job: TrainJob, progress: bool = False) -> Path:
-    """Train and evaluate one job (skipped when its result file exists); return the result file."""
+    """Train and evaluate one job (skipped when its result file exists); return the result file.
+    Jobs of other kinds (``cue_study.CueJob``) carry their own ``execute``, so every executor runs them too."""
+    if not isinstance(job, TrainJob):
+        return job.execute(progress)
     if job.result_path.is_file():
         return job.result_path
     import torch

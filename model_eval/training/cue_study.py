@@ -1,0 +1,361 @@
+"""A cue-reliance training study: fine-tune an ImageNet model with several algorithms, several
+runs each, and measure every selected checkpoint on the same trials as any other observer.
+
+``prepare_study`` writes the study directory once: the source photos (labelled with their
+ImageNet class, ``labels.csv`` columns ``image,imagenet_index`` as in a DiST release) split
+into train / val / test, their structure-disrupted versions for DiSTinguish (the project's
+Gram texture synthesis, batched, on the GPU when there is one; 10 steps = DiSTinguish-A,
+Wen et al. 2024, App. A.2), and two experiment directories: DiST oddity trials of originals
+the models never train on (``dist-import``) and Geirhos et al.'s cue-conflict images
+(``cue-conflict-import``). A job (algorithm x run) fine-tunes from the offline ImageNet
+weights, selects the epoch with the best validation accuracy (BiasBed), saves that
+checkpoint and lets it answer both experiments through ``cuebench eval``'s
+``evaluate_experiment`` (``NAME:checkpoint``), so DiST accuracy and shape bias come from
+the stored responses like any observer's. Jobs run through ``jobs.run_job`` on the
+configured executor, each writing its own result file; a re-run skips finished jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
+
+from .jobs import Runtime, TrainingError, resolve_device
+
+STUDY_FILE = "cue_study.json"
+DATA_FILE = "photos.npz"
+RUNS_DIR = "training/runs"
+CHECKPOINTS_DIR = "training/checkpoints"
+TABLE_FILE = "cue_training.csv"
+EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
+ALGORITHM_ORDER = ("erm", "padain", "distinguish", "sagnet", "infodrop")
+COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
+           "observer", "checkpoint", "job_id")
+"""One row per job, epoch and split (val, test: top-1 ImageNet accuracy on held-out original
+photos); ``selected`` marks the best-validation epoch, whose checkpoint answered the trials as ``observer``."""
+
+
+@dataclass(frozen=True)
+class CueConfig:
+    """How every job of a study trains (part of each job's identity)."""
+
+    model: str = "tf_efficientnet_lite0"
+    epochs: int = 3
+    batch_size: int = 16
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    input_size: int = 128
+    seed: int = 0
+
+    def key(self) -> str:
+        return hashlib.sha256(canonical_json(asdict(self)).encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class CueJob:
+    study_dir: str
+    algorithm: str
+    run: int = 0
+    config: CueConfig = CueConfig()
+    runtime: Runtime = Runtime()
+
+    @property
+    def job_id(self) -> str:
+        return f"cues--{self.config.model}--{self.algorithm}--r{self.run}--{self.config.key()}"
+
+    @property
+    def result_path(self) -> Path:
+        return Path(self.study_dir) / RUNS_DIR / f"{self.job_id}.csv"
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed * 1000 + self.run
+
+    def execute(self, progress: bool = False) -> Path:
+        return train_and_evaluate(self, progress)
+
+
+def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
+    """(stem, file, ImageNet index) of a photo folder: ``labels.csv`` (``image,imagenet_index``) beside
+    the images, which lie in the folder itself or in ``original/`` (a DiST release)."""
+    from stimuli.sources import IMAGE_SUFFIXES
+
+    root = Path(folder)
+    labels = root / "labels.csv"
+    if not labels.is_file():
+        raise TrainingError(f"{labels} is missing: the photos need a labels.csv with columns image,imagenet_index")
+    images = root / "original" if (root / "original").is_dir() else root
+    files = {f.stem: f for f in images.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES}
+    out = []
+    with labels.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or not {"image", "imagenet_index"} <= set(reader.fieldnames):
+            raise TrainingError(f"{labels}: needs columns image,imagenet_index, has {reader.fieldnames}")
+        for line, row in enumerate(reader, start=2):
+            stem = Path(row["image"]).stem
+            try:
+                index = int(row["imagenet_index"])
+            except ValueError:
+                index = -1
+            if not 0 <= index < 1000:
+                raise TrainingError(f"{labels} line {line}: imagenet_index {row['imagenet_index']!r} is not 0..999")
+            if stem not in files:
+                raise TrainingError(f"{labels} line {line}: no image {stem!r} in {images}")
+            out.append((stem, files[stem], index))
+    if len(out) < 3:
+        raise TrainingError(f"{labels}: at least 3 labelled photos are needed (train, val, test), got {len(out)}")
+    return sorted(out)
+
+
+def split_photos(photos: list, seed: int, val: float = 0.15, test: float = 0.25) -> dict[str, list]:
+    """A seeded train / val / test split of the photos (at least one photo in each)."""
+    order = list(photos)
+    random.Random(seed).shuffle(order)
+    n_test = max(1, round(test * len(order)))
+    n_val = max(1, round(val * len(order)))
+    return {"test": order[:n_test], "val": order[n_test:n_test + n_val], "train": order[n_test + n_val:]}
+
+
+def load_pixels(files: list[Path], size: int) -> np.ndarray:
+    """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
+    import cv2
+
+    from stimuli.sources import decode_image, fit_to_stimulus
+
+    return np.stack([cv2.resize(fit_to_stimulus(decode_image(f)), (size, size), interpolation=cv2.INTER_AREA)
+                     for f in files]).astype(np.uint8)
+
+
+def disrupt(images: np.ndarray, seed: int, steps: int, device: str, batch: int | None = None) -> np.ndarray:
+    """Structure-disrupted versions (Gram texture synthesis, ``steps`` L-BFGS steps; 10 = DiSTinguish-A)."""
+    from tqdm import tqdm
+
+    from stimuli.texture_synthesis import DEFAULT_FEATURE_NET, synthesize
+
+    from ..feature_nets import load_feature_net
+
+    net = load_feature_net(DEFAULT_FEATURE_NET, device)
+    batch = batch or (32 if device.startswith("cuda") else 8)
+    seeds = [seed * 100_003 + i for i in range(len(images))]
+    parts = []
+    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} steps)", unit="batch"):
+        parts.append(synthesize(images[start:start + batch], seeds[start:start + batch], net, steps=steps).images)
+    return np.concatenate(parts) if parts else images[:0]
+
+
+def _link_tree(pairs: list[tuple[Path, Path]]) -> None:
+    for source, link in pairs:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            os.symlink(source.resolve(), link)
+
+
+def dist_source(study: Path, release: Path, exclude: set[str], max_trials: int, seed: int) -> Path:
+    """A DiST-release folder (links) holding the release's triplets whose original is not a training photo."""
+    originals = sorted(f for f in (release / "original").iterdir() if f.stem not in exclude) \
+        if (release / "original").is_dir() else []
+    if not originals:
+        raise TrainingError(f"{release}/original holds no image outside the training photos: no DiST test trials")
+    random.Random(seed).shuffle(originals)
+    chosen = sorted(originals[:max_trials])
+    folder = study / "sources" / "dist"
+    _link_tree([(release / part / f.name, folder / part / f.name) for f in chosen for part in ("original", "set1", "set2")])
+    return folder
+
+
+def cue_conflict_source(study: Path, root: Path, per_class: int) -> Path:
+    """A cue-conflict folder (links) with the first ``per_class`` conflicting images of each shape class."""
+    from stimuli.designs.imports import CUE_CONFLICT_NAME
+
+    if not root.is_dir():
+        raise TrainingError(f"cue-conflict folder {root} does not exist")
+    folder = study / "sources" / "cue_conflict"
+    pairs = []
+    for shape in sorted(d for d in root.iterdir() if d.is_dir()):
+        conflict = [f for f in sorted(shape.iterdir()) if (m := CUE_CONFLICT_NAME.match(f.stem))
+                    and m["shape"] != m["texture"]]
+        pairs += [(f, folder / shape.name / f.name) for f in conflict[:per_class]]
+    if not pairs:
+        raise TrainingError(f"{root} holds no cue-conflict images named <shape>N-<texture>M")
+    _link_tree(pairs)
+    return folder
+
+
+def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
+    """``cuebench stimuli build --design <importer>`` into ``study/<name>`` (kept when it exists)."""
+    from stimuli.designs import design_module
+
+    expdir = ExperimentDir(study / name)
+    if not expdir.experiment_file.is_file():
+        args = argparse.Namespace(design=EXPERIMENTS[name], images=str(images), seed=seed, name=name,
+                                  on_error="fail", workers=None)
+        design_module(EXPERIMENTS[name]).build(args, expdir)
+    return expdir.root
+
+
+def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, cue_conflict: str | Path,
+                  config: CueConfig = CueConfig(), synthesis_steps: int = 10, max_photos: int | None = None,
+                  max_trials: int = 100, cue_per_class: int = 10, device: str = "auto") -> dict:
+    """Write the study directory's data and experiments once; return its ``cue_study.json`` content."""
+    study = Path(study_dir)
+    path = study / STUDY_FILE
+    if path.is_file():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if recorded["input_size"] != config.input_size or recorded["seed"] != config.seed:
+            raise TrainingError(f"{path} was prepared with input size {recorded['input_size']} and seed "
+                                f"{recorded['seed']}; use another study directory for other values")
+        return recorded
+    listed = read_photos(photos)
+    if max_photos:
+        listed = sorted(random.Random(config.seed).sample(listed, min(max_photos, len(listed))))
+    splits = split_photos(listed, config.seed)
+    arrays = {}
+    for split, rows in splits.items():
+        arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], config.input_size)
+        arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
+    arrays["disrupted_images"] = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write(study / DATA_FILE, buf.getvalue())
+    seen = {s for split in ("train", "val") for s, _, _ in splits[split]}
+    build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
+    build_experiment(study, "cue_conflict", cue_conflict_source(study, Path(cue_conflict), cue_per_class), config.seed)
+    record = {"photos": str(photos), "dist": str(dist), "cue_conflict": str(cue_conflict),
+              "input_size": config.input_size, "seed": config.seed, "synthesis_steps": synthesis_steps,
+              "splits": {k: [s for s, _, _ in v] for k, v in splits.items()}}
+    atomic_write(path, json.dumps(record, indent=1).encode("utf-8"))
+    return record
+
+
+def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, config: CueConfig = CueConfig(),
+                  runtime: Runtime = Runtime()) -> list[CueJob]:
+    from .algorithms import ALGORITHMS
+
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown:
+        raise TrainingError(f"unknown algorithm {unknown[0]!r}; known: {', '.join(ALGORITHMS)}")
+    if runs < 1 or config.epochs < 1 or config.batch_size < 1:
+        raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
+    if not (Path(study_dir) / STUDY_FILE).is_file():
+        raise TrainingError(f"{Path(study_dir) / STUDY_FILE} is missing: prepare the study first")
+    return [CueJob(str(study_dir), a, r, config, runtime) for a in algorithms for r in range(runs)]
+
+
+def expand_head(model, width: int) -> None:
+    """A ``width``-way head whose first rows are the pretrained classifier's (DiSTinguish's upper
+    n rows, the disrupted classes, start from timm's default initialisation)."""
+    import torch
+
+    old = model.get_classifier()
+    model.reset_classifier(width)
+    new = model.get_classifier()
+    with torch.no_grad():
+        new.weight[:old.out_features] = old.weight
+        new.bias[:old.out_features] = old.bias
+
+
+def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
+    """Fine-tune, select the best-validation epoch, save its checkpoint, let it answer the study's
+    experiments, and write the job's rows."""
+    if job.result_path.is_file():
+        return job.result_path
+    import torch
+    from tqdm import tqdm
+
+    from ..evaluate import evaluate_experiment
+    from ..models import load_model
+    from .algorithms import ALGORITHMS, distinguish_labels
+
+    if job.runtime.threads:
+        torch.set_num_threads(job.runtime.threads)
+    device = resolve_device(job.runtime.device)
+    cfg, study = job.config, Path(job.study_dir)
+    data = np.load(study / DATA_FILE)
+    torch.manual_seed(job.seed)
+    loaded = load_model(cfg.model, device)
+    model = loaded.model
+    mean = torch.tensor(loaded.data_config["mean"], device=device).view(1, 3, 1, 1)
+    std = torch.tensor(loaded.data_config["std"], device=device).view(1, 3, 1, 1)
+    n = model.num_classes
+    algorithm_class = ALGORITHMS[job.algorithm]
+    x_train, y_train = torch.from_numpy(data["train_images"]), torch.from_numpy(data["train_labels"])
+    if algorithm_class.output_classes(n) != n:
+        expand_head(model, algorithm_class.output_classes(n))
+        disrupted = torch.from_numpy(data["disrupted_images"])
+        mask = torch.cat([torch.zeros(len(x_train), dtype=torch.bool), torch.ones(len(disrupted), dtype=torch.bool)])
+        y_train = distinguish_labels(torch.cat([y_train, y_train]), mask, n)
+        x_train = torch.cat([x_train, disrupted])
+    model.to(device)
+    algorithm = algorithm_class(model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed, amp=job.runtime.amp)
+
+    def normalise(batch):
+        return (batch.to(device).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+
+    @torch.no_grad()
+    def accuracy(split: str) -> float:
+        model.eval()
+        images, labels = torch.from_numpy(data[f"{split}_images"]), torch.from_numpy(data[f"{split}_labels"])
+        pred = torch.cat([model(normalise(b))[:, :n].argmax(1).cpu() for b in images.split(job.runtime.eval_batch_size)])
+        return float((pred == labels).float().mean())
+
+    shuffle = torch.Generator().manual_seed(job.seed)
+    rows, best, best_state = [], -1.0, None
+    for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
+        losses = [algorithm.update(normalise(x_train[b]), y_train[b].to(device))
+                  for b in torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)]
+        scores = {split: accuracy(split) for split in ("val", "test")}
+        if scores["val"] > best:
+            best, best_state = scores["val"], {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            best_epoch = epoch
+        for split, value in scores.items():
+            rows.append({"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "epoch": epoch, "split": split,
+                         "accuracy": value, "n_images": len(data[f"{split}_labels"]),
+                         "train_loss": float(np.mean(losses)), "job_id": job.job_id})
+    checkpoint = study / CHECKPOINTS_DIR / f"{job.job_id}.pth"
+    buf = io.BytesIO()
+    torch.save({"state_dict": best_state, "original_classes": n}, buf)
+    atomic_write(checkpoint, buf.getvalue())
+    observer = None
+    for name in EXPERIMENTS:
+        summary = evaluate_experiment(study / name, [f"{cfg.model}:{checkpoint}"], device=device, progress=False)
+        observer = summary.runs[0].observer
+    for row in rows:
+        row.update(selected=row["epoch"] == best_epoch, observer=observer,
+                   checkpoint=str(checkpoint.relative_to(study)))
+    write_rows(job.result_path, rows)
+    return job.result_path
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    import pandas as pd
+
+    buf = io.StringIO()
+    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(buf, index=False)
+    atomic_write(path, buf.getvalue().encode("utf-8"))
+
+
+def assemble_table(study_dir: str | Path) -> Path:
+    """``cue_training.csv`` = every finished job's rows; written atomically."""
+    import pandas as pd
+
+    root = Path(study_dir)
+    files = sorted((root / RUNS_DIR).glob("cues--*.csv"))
+    if not files:
+        raise TrainingError(f"{root / RUNS_DIR} holds no finished cue-study jobs")
+    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    table = table.sort_values(["algorithm", "run", "epoch", "split"], kind="stable")
+    out = root / TABLE_FILE
+    atomic_write(out, table.to_csv(index=False).encode("utf-8"))
+    return out
+
