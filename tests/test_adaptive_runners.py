@@ -159,7 +159,7 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
         page.click("#start")
         answered, previous, deadline = 0, "", time.monotonic() + 180
         while time.monotonic() < deadline:
-            state = page.evaluate("() => document.body.dataset.state || ''")
+            state = page.evaluate("() => document.body?.dataset.state || ''")  # no body while a page loads
             if state == "done":
                 break
             if page.is_visible("#continue"):

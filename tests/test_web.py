@@ -44,7 +44,7 @@ def live_server(tmp_path):
 
 
 def _state(page) -> tuple[str, int | None]:
-    data = page.evaluate("() => [document.body.dataset.state || '', document.body.dataset.trialIndex || '']")
+    data = page.evaluate("() => [document.body?.dataset.state || '', document.body?.dataset.trialIndex || '']")
     return data[0], int(data[1]) if data[1] else None
 
 
