@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -51,14 +52,17 @@ class ClientLog:
     retries: int = 0
     acknowledged: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    later_latencies_ms: list[float] = field(default_factory=list)  # all but each participant's first trial
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, status: int | None, ms: float, trial_post: bool) -> None:
+    def record(self, status: int | None, ms: float, trial_post: bool, first_trial: bool = False) -> None:
         with self.lock:
             self.statuses[status if status is not None else "network error"] += 1
             if trial_post and status in (200, 201):
                 self.acknowledged += 1
                 self.latencies_ms.append(ms)
+                if not first_trial:
+                    self.later_latencies_ms.append(ms)
 
 
 def trial_answer(trial: dict) -> dict:
@@ -74,11 +78,14 @@ class SimulatedParticipant:
     """One participant over one keep-alive connection (re-opened after any network error).
 
     ``entry`` are the link's parameters: ``{"code": ...}`` or Prolific's ``PROLIFIC_PID``,
-    ``STUDY_ID`` and ``SESSION_ID``."""
+    ``STUDY_ID`` and ``SESSION_ID``. After each trial the participant pauses for a time drawn
+    uniformly from ``trial_interval_s`` (low, high), seeded by the participant's name: people
+    do not answer in step, and a load test whose participants all post in the same
+    millisecond every second measures that artefact instead of the server."""
 
     def __init__(self, port: int, entry: dict[str, str], log: ClientLog, *, timeout_s: float = 10.0,
                  deadline_s: float = 120.0, max_backoff_s: float = 2.0, duplicate_every: int = 0,
-                 trial_interval_s: float = 0.0):
+                 trial_interval_s: tuple[float, float] = (0.0, 0.0)):
         self.port = port
         self.entry = entry
         self.name = "/".join(entry.values())
@@ -88,6 +95,7 @@ class SimulatedParticipant:
         self.max_backoff_s = max_backoff_s
         self.duplicate_every = duplicate_every
         self.trial_interval_s = trial_interval_s
+        self.pace = random.Random(self.name)
         self.conn: http.client.HTTPConnection | None = None
 
     def _once(self, method: str, path: str, body: bytes | None, headers: dict) -> Reply:
@@ -98,7 +106,7 @@ class SimulatedParticipant:
         return Reply(reply.status, reply.read(), reply.getheader("Location"))
 
     def request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
-                trial_post: bool = False) -> Reply:
+                trial_post: bool = False, first_trial: bool = False) -> Reply:
         """Send until the server answers with neither a 5xx nor a 429 (the web task's rule)."""
         headers = {"Content-Type": content_type} if content_type else {}
         wait = BACKOFF_FIRST_S
@@ -111,7 +119,7 @@ class SimulatedParticipant:
                 if self.conn is not None:
                     self.conn.close()
                     self.conn = None
-            self.log.record(reply.status if reply else None, (time.perf_counter() - t0) * 1000, trial_post)
+            self.log.record(reply.status if reply else None, (time.perf_counter() - t0) * 1000, trial_post, first_trial)
             if reply is not None and reply.status < 500 and reply.status != 429:
                 return reply
             if time.monotonic() + wait > self.deadline:
@@ -136,11 +144,11 @@ class SimulatedParticipant:
             sends = 2 if self.duplicate_every and k % self.duplicate_every == 0 else 1
             for _ in range(sends):
                 reply = self.request("POST", f"/api/session/{token}/trial/{trial['index']}", body, "application/json",
-                                     trial_post=True)
+                                     trial_post=True, first_trial=k == 0)
                 if reply.status not in (200, 201):
                     raise LaunchError(f"{self.name}: trial {trial['index']} refused: {reply.status} {reply.body!r}")
-            if self.trial_interval_s:
-                time.sleep(self.trial_interval_s)
+            if any(self.trial_interval_s):
+                time.sleep(self.pace.uniform(*self.trial_interval_s))
         done = self.request("POST", f"/api/session/{token}/complete", b"{}", "application/json")
         if done.status != 200:
             raise LaunchError(f"{self.name}: complete answered {done.status}: {done.body!r}")

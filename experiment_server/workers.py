@@ -17,6 +17,12 @@ from gunicorn.app.base import BaseApplication
 REQUEST_TIMEOUT_S = 60
 """A worker silent for this long is restarted by the gunicorn master."""
 
+KEEPALIVE_S = 30
+"""How long an idle participant connection stays open. gunicorn's default (2 s) is shorter
+than a trial (response plus inter-trial interval), so every answer would open a new
+connection and a client that sends on one the server has just closed sees a network
+error; waitress, the one-process server, keeps idle connections for 120 s."""
+
 
 class _CuebenchGunicorn(BaseApplication):
     def __init__(self, make_app: Callable[[], Flask], options: dict):
@@ -40,6 +46,7 @@ def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: i
         "worker_class": "gthread",
         "threads": threads,
         "timeout": REQUEST_TIMEOUT_S,
+        "keepalive": KEEPALIVE_S,
         "preload_app": False,
         "proc_name": "cuebench-serve",
         "loglevel": "warning",
