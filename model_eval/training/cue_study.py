@@ -31,11 +31,10 @@ import numpy as np
 
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
 
-from .jobs import Runtime, TrainingError, resolve_device
+from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
 STUDY_FILE = "cue_study.json"
 DATA_FILE = "photos.npz"
-RUNS_DIR = "training/runs"
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "cue_training.csv"
 EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
@@ -333,29 +332,12 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
     for row in rows:
         row.update(selected=row["epoch"] == best_epoch, observer=observer,
                    checkpoint=str(checkpoint.relative_to(study)))
-    write_rows(job.result_path, rows)
+    write_rows(job.result_path, rows, COLUMNS)
     return job.result_path
-
-
-def write_rows(path: Path, rows: list[dict]) -> None:
-    import pandas as pd
-
-    buf = io.StringIO()
-    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(buf, index=False)
-    atomic_write(path, buf.getvalue().encode("utf-8"))
 
 
 def assemble_table(study_dir: str | Path) -> Path:
     """``cue_training.csv`` = every finished job's rows; written atomically."""
-    import pandas as pd
-
-    root = Path(study_dir)
-    files = sorted((root / RUNS_DIR).glob("cues--*.csv"))
-    if not files:
-        raise TrainingError(f"{root / RUNS_DIR} holds no finished cue-study jobs")
-    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    table = table.sort_values(["algorithm", "run", "epoch", "split"], kind="stable")
-    out = root / TABLE_FILE
-    atomic_write(out, table.to_csv(index=False).encode("utf-8"))
-    return out
+    return union_table(Path(study_dir), "cues--*.csv", ["algorithm", "run", "epoch", "split"], TABLE_FILE,
+                       "cue-study jobs")
 

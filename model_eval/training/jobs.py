@@ -231,27 +231,30 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
     return job.result_path
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
+def write_rows(path: Path, rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> None:
+    """One job's rows as its result file, written atomically (the file marks the job finished)."""
     import pandas as pd
 
     buf = io.StringIO()
-    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(buf, index=False)
+    pd.DataFrame(rows, columns=list(columns)).to_csv(buf, index=False)
     atomic_write(path, buf.getvalue().encode("utf-8"))
+
+
+def union_table(root: Path, pattern: str, sort_by: list[str], table_file: str, what: str) -> Path:
+    """``table_file`` = the rows of every finished job whose result file matches ``pattern``, sorted; atomic."""
+    import pandas as pd
+
+    files = sorted((root / RUNS_DIR).glob(pattern))
+    if not files:
+        raise TrainingError(f"{root / RUNS_DIR} holds no finished {what}")
+    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    table = table.sort_values(sort_by, kind="stable")
+    out = root / table_file
+    atomic_write(out, table.to_csv(index=False).encode("utf-8"))
+    return out
 
 
 def assemble_table(study_dir: str | Path) -> Path:
     """``training.csv`` = every finished job's rows, sorted; written atomically."""
-    import pandas as pd
-
-    root = Path(study_dir)
-    files = sorted((root / RUNS_DIR).glob("*.csv"))
-    if not files:
-        raise TrainingError(f"{root / RUNS_DIR} holds no finished jobs")
-    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    table = table.sort_values(["study", "target", "correlated", "dataset_sample", "model", "algorithm", "run",
-                               "epoch", "split"], kind="stable")
-    out = root / TABLE_FILE
-    buf = io.StringIO()
-    table.to_csv(buf, index=False)
-    atomic_write(out, buf.getvalue().encode("utf-8"))
-    return out
+    return union_table(Path(study_dir), "*.csv", ["study", "target", "correlated", "dataset_sample", "model",
+                                                  "algorithm", "run", "epoch", "split"], TABLE_FILE, "jobs")
