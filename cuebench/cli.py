@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
+    listing.add_argument("kind", nargs="?", help="which registry; without it, the kinds")
+    listing.set_defaults(func=run_list)
     parser.set_defaults(feature_net_loader=load_feature_net, cue_report_writer=write_cue_report)
     return parser
 
@@ -52,6 +55,25 @@ def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = No
     from model_eval.feature_nets import load_feature_net as load
 
     return load(spec, device, layers)
+
+
+def run_list(args) -> int:
+    """``cuebench list [KIND]``: every registry is filled by the packages' ``cli`` modules above."""
+    from .registry import ALL, UnknownName
+
+    if not args.kind:
+        for kind in sorted(ALL):
+            print(f"{kind} ({len(ALL[kind])})")
+        return 0
+    if args.kind not in ALL:
+        close = [k for k in sorted(ALL) if k.startswith(args.kind[:3])]
+        raise UnknownName(f"unknown kind {args.kind!r}; known: {', '.join(sorted(ALL))}"
+                          + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    registry = ALL[args.kind]
+    width = max((len(n) for n in registry.names()), default=0)
+    for name in registry.names():
+        print(f"{name:<{width}}  {registry.summary(name)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

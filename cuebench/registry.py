@@ -1,0 +1,107 @@
+"""One registry idiom for every kind of plug-in: designs, transforms, corruptions, decision
+rules, training algorithms, observers and report sections.
+
+A plug-in is registered by name with a decorator in the module that defines it, or by a
+third-party package through a Python entry point (the way Brain-Score registers models), so
+adding one touches one file. Its docstring's first line is what ``--help`` and
+``cuebench list KIND`` show. An unknown name is a one-line error with "did you mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from typing import Generic, TypeVar
+
+from .errors import CuebenchError
+
+T = TypeVar("T")
+
+ALL: dict[str, "Registry"] = {}
+"""Every registry by its kind, for ``cuebench list KIND``; filled as registries are created."""
+
+
+class UnknownName(CuebenchError, KeyError):
+    """A name that is in no registry entry; the message offers the close matches."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry(Generic[T]):
+    """Named plug-ins of one kind, registered by decorator or entry point.
+
+    ``entry_point_group`` (e.g. ``cuebench.observers``) is read once, on the first lookup, so
+    a package installed beside cuebench contributes plug-ins without any change here.
+    """
+
+    def __init__(self, kind: str, *, entry_point_group: str | None = None):
+        if kind in ALL:
+            raise ValueError(f"a registry of {kind} exists already")
+        self.kind = kind
+        self.entry_point_group = entry_point_group
+        self._entries: dict[str, T] = {}
+        self._entry_points_loaded = entry_point_group is None
+        ALL[kind] = self
+
+    def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
+        """Decorator: ``@DESIGNS.register("suppression")`` above a class or function."""
+
+        def add(entry: T) -> T:
+            self.add(name, entry, replace=replace)
+            return entry
+
+        return add
+
+    def add(self, name: str, entry: T, *, replace: bool = False) -> None:
+        if not replace and name in self._entries and self._entries[name] is not entry:
+            raise ValueError(f"{self.kind}: the name {name!r} is registered already")
+        self._entries[name] = entry
+
+    def _load_entry_points(self) -> None:
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for point in entry_points(group=self.entry_point_group):
+            if point.name not in self._entries:
+                self._entries[point.name] = point.load()
+
+    def get(self, name: str) -> T:
+        self._load_entry_points()
+        try:
+            return self._entries[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._entries), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names())}"
+            raise UnknownName(f"unknown {self.singular} {name!r}{hint}") from None
+
+    __getitem__ = get
+
+    def __contains__(self, name: object) -> bool:
+        self._load_entry_points()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        self._load_entry_points()
+        return len(self._entries)
+
+    def names(self) -> list[str]:
+        self._load_entry_points()
+        return sorted(self._entries)
+
+    def items(self) -> list[tuple[str, T]]:
+        return [(name, self._entries[name]) for name in self.names()]
+
+    def summary(self, name: str) -> str:
+        """The first line of the entry's docstring: what ``--help`` and ``cuebench list`` show."""
+        doc = inspect.getdoc(self.get(name)) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    @property
+    def singular(self) -> str:
+        return self.kind[:-1] if self.kind.endswith("s") else self.kind
