@@ -14,8 +14,11 @@ Ray and submitit are optional (``pip install cuebench[scale]``) and imported onl
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
+import os
+import secrets
 import socket
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ from .errors import CuebenchError
 
 EXECUTORS = ("local", "ray", "submitit")
 DEFAULT_RETRIES = 2
-RAY_OPTIONS = {"address": str, "num_cpus": float, "num_gpus": float, "retries": int}
+RAY_OPTIONS = {"address": str, "auth_token_path": str, "num_cpus": float, "num_gpus": float, "retries": int}
 LOCAL_OPTIONS = {"workers": int, "retries": int}
 SUBMITIT_OWN_OPTIONS = {"folder": str, "cluster": str, "retries": int}
 """Every other submitit option (``timeout_min``, ``slurm_partition``, ``gpus_per_node``,
@@ -207,16 +210,132 @@ def _run_shard(shard: Shard) -> None:
     shard.run()
 
 
+RAY_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+RAY_TOKEN_HELP = ("give this driver the head's token: --executor-option auth_token_path=FILE, or RAY_AUTH_TOKEN / "
+                  "RAY_AUTH_TOKEN_PATH in the environment (on the head, 'ray get-auth-token' prints it); "
+                  "docs/scale.md, 'A cluster with token authentication'")
+
+
+def default_ray_token() -> Path:
+    """Where Ray keeps a token it generated (``ray get-auth-token --generate``, a local ``ray.init()``)."""
+    return Path.home() / ".ray" / "auth_token"
+
+
+def ray_auth_environment(spec: ExecutorSpec, environ=os.environ) -> dict[str, str]:
+    """The ``RAY_AUTH_*`` variables this driver runs with (Ray >= 2.52 token authentication).
+
+    With ``address``: a token given by ``auth_token_path``, by ``RAY_AUTH_TOKEN(_PATH)``, or
+    left by Ray in ``~/.ray/auth_token`` is presented (``ray start --head`` turns token
+    authentication on by itself when that file exists, and a head without authentication
+    ignores a token), unless ``RAY_AUTH_MODE`` says otherwise. Without ``address``, the
+    private local instance gets a token of its own in the environment, so nothing is written
+    into the home folder that would change how a later ``address=`` run behaves.
+    """
+    given = {key: environ[key] for key in RAY_AUTH_VARIABLES if environ.get(key)}
+    path = spec.options.get("auth_token_path")
+    if path:
+        token_file = Path(path).expanduser().resolve()
+        try:
+            if not token_file.read_text(encoding="utf-8").strip():
+                raise ExecutorError(f"--executor-option auth_token_path={path}: the file is empty")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ExecutorError(f"--executor-option auth_token_path={path}: cannot read the token ({err})") from None
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_file)}
+    if "RAY_AUTH_MODE" in given:
+        return given
+    if "RAY_AUTH_TOKEN" in given or "RAY_AUTH_TOKEN_PATH" in given:
+        return {**given, "RAY_AUTH_MODE": "token"}
+    if not spec.options.get("address"):
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    if default_ray_token().is_file():
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(default_ray_token())}
+    return {"RAY_AUTH_MODE": "disabled"}
+
+
+@contextlib.contextmanager
+def ray_auth(settings: dict[str, str]):
+    """The driver's ``RAY_AUTH_*`` variables for the run (its local workers inherit them), restored after."""
+    saved = {key: os.environ.get(key) for key in RAY_AUTH_VARIABLES}
+    for key in RAY_AUTH_VARIABLES:
+        os.environ.pop(key, None)
+    os.environ.update(settings)
+    _refresh_ray_config()
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _refresh_ray_config()
+
+
+def _refresh_ray_config() -> None:
+    """Ray caches its configuration and token per process; make it read the variables again."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:  # a Ray before token authentication: nothing to refresh
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _token_of(settings: dict[str, str]) -> str | None:
+    if settings.get("RAY_AUTH_MODE") != "token":
+        return None
+    if settings.get("RAY_AUTH_TOKEN"):
+        return settings["RAY_AUTH_TOKEN"].strip()
+    return Path(settings["RAY_AUTH_TOKEN_PATH"]).read_text(encoding="utf-8").strip()
+
+
+def check_ray_token(address: str, settings: dict[str, str], timeout: float = 10.0) -> None:
+    """Ask the head's GCS for its cluster id with this driver's token, so a refused token is one
+    line naming token authentication, not ``ray.init``'s 20 s of retries and a bare ConnectionError."""
+    try:
+        import grpc
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:  # a Ray without these internals: ray.init reports the failure itself
+        return
+    token = _token_of(settings)
+    metadata = [("authorization", f"Bearer {token}")] if token else []
+    with grpc.insecure_channel(address.removeprefix("ray://")) as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout, metadata=metadata)
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNAUTHENTICATED:
+                return
+            source = settings.get("RAY_AUTH_TOKEN_PATH") or ("RAY_AUTH_TOKEN" if token else None)
+            refused = f"refused the token from {source}" if source else "needs a token and none was given"
+            raise ExecutorError(f"Ray head at {address} uses token authentication and {refused}; "
+                                f"{RAY_TOKEN_HELP}") from None
+
+
 def _run_ray(todo: list[Shard], spec: ExecutorSpec, bar, failures: dict, _folder) -> None:
     ray = _optional("ray", "ray")
     address = spec.options.get("address")
     if address:
         check_reachable(address)
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        _submit_to_ray(ray, todo, spec, bar, failures)
+        return
+    settings = ray_auth_environment(spec)
+    with ray_auth(settings):
+        if address:
+            check_ray_token(address, settings)
         try:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
+            ray.init(address=address, log_to_driver=False, include_dashboard=False)
         except (ConnectionError, RuntimeError) as err:
-            raise ExecutorError(f"Ray at {address or 'a new local instance'}: {err}") from None
+            hint = f"; if the head uses token authentication, {RAY_TOKEN_HELP}" if address else ""
+            raise ExecutorError(f"Ray at {address or 'a new local instance'}: {err}{hint}") from None
+        try:
+            _submit_to_ray(ray, todo, spec, bar, failures)
+        finally:
+            ray.shutdown()  # a private local instance ends with the command; a cluster is only left
+
+
+def _submit_to_ray(ray, todo: list[Shard], spec: ExecutorSpec, bar, failures: dict) -> None:
     cpus = float(spec.options.get("num_cpus", 1))
     attempts = {s.name: 0 for s in todo}
 
@@ -282,6 +401,7 @@ def add_executor_arguments(parser, what: str) -> None:
     group.add_argument("--executor", default="local", choices=EXECUTORS,
                        help=f"run the {what} here, on a Ray cluster, or on Slurm through submitit")
     group.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="local: workers, retries; ray: address=HOST:PORT, num_cpus, num_gpus, retries; "
+                       help="local: workers, retries; ray: address=HOST:PORT, auth_token_path=FILE, num_cpus, num_gpus, "
+                            "retries; "
                             "submitit: folder, cluster (slurm|local|debug), retries and any AutoExecutor "
                             "parameter (timeout_min, slurm_partition, gpus_per_node, cpus_per_task, mem_gb, ...)")

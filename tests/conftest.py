@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,40 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
+
+
+HOME_VARIABLES = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HF_HOME", "TORCH_HOME",
+                  "MPLCONFIGDIR")
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
+
+
+def pytest_configure(config):
+    """A hermetic suite: the user's home folder, caches and Ray settings change no result.
+
+    Everything the tests start (Ray, PostgreSQL, browsers, PsychoPy, subprocesses) inherits a fresh
+    ``HOME`` with empty cache and config folders, and no ``RAY_AUTH_*``/``RAY_ADDRESS`` of the user's;
+    tests that need one set it themselves. Set before any test module is imported.
+    """
+    home = Path(tempfile.mkdtemp(prefix="cuebench-home-"))
+    config._cuebench_user_env = {key: os.environ.get(key) for key in (*HOME_VARIABLES, *AUTH_VARIABLES)}
+    for key in AUTH_VARIABLES:
+        os.environ.pop(key, None)
+    os.environ["HOME"] = str(home)
+    for key, folder in zip(HOME_VARIABLES[1:], (".cache", ".config", ".local/share", ".cache/huggingface",
+                                               ".cache/torch", ".config/matplotlib")):
+        os.environ[key] = str(home / folder)
+
+
+def pytest_unconfigure(config):
+    saved = getattr(config, "_cuebench_user_env", None)
+    if saved is None:
+        return
+    shutil.rmtree(os.environ["HOME"], ignore_errors=True)
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def shared_root() -> Path | None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from cuebench.executors import ExecutorError, Shard, ShardsFailed, parse_executor, run_shards
@@ -92,5 +94,57 @@ def ray_scenario(out: Path, address: str) -> None:
     (out / "results.json").write_text(json.dumps(results))
 
 
+RAY = Path(sys.executable).with_name("ray")
+
+
+def start_head(port: int, log: Path, **auth: str) -> None:
+    """``ray start --head`` on loopback with the given ``RAY_AUTH_*`` variables (none: Ray's own rule)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")} | auth
+    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
+    with open(log, "a") as fh:
+        subprocess.run([str(RAY), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
+                        "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
+                       env=env, stdout=fh, stderr=fh, check=True, timeout=120)
+
+
+def stop_head() -> None:
+    subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+
+
+def try_shard(folder: Path, name: str, options: list[str]) -> str:
+    """One shard on Ray with these options: "ok", or the error's message."""
+    try:
+        run_shards([logged_shard(folder, name)], parse_executor("ray", options))
+        return "ok" if (folder / f"{name}.out").is_file() else "no result"
+    except ExecutorError as err:
+        return str(err)
+
+
+def auth_scenario(out: Path, port: int) -> None:
+    """Token authentication as users meet it (HOME is a fresh folder): a private local run, then a
+    head started by hand; a token Ray left in ``~/.ray``; a head with a token of its own."""
+    address = [f"address=127.0.0.1:{port}"]
+    token_home = Path.home() / ".ray" / "auth_token"
+    results = {"local": try_shard(out, "local", []), "home_token_after_local": token_home.exists()}
+    start_head(port, out / "head.log")
+    results["head_after_local"] = try_shard(out, "head-after-local", address)
+    stop_head()
+    token_home.parent.mkdir(parents=True, exist_ok=True)
+    token_home.write_text("0123456789abcdef" * 4)  # what Ray's own local ray.init() leaves behind
+    start_head(port, out / "head.log")
+    results["head_with_home_token"] = try_shard(out, "head-with-home-token", address)
+    stop_head()
+    own = out / "cluster_token"
+    own.write_text("fedcba9876543210" * 4)
+    start_head(port, out / "head.log", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(own))
+    results["wrong_token"] = try_shard(out, "wrong-token", address)
+    results["token_option"] = try_shard(out, "token-option", [*address, f"auth_token_path={own}"])
+    stop_head()
+    (out / "results.json").write_text(json.dumps(results))
+
+
 if __name__ == "__main__":
-    ray_scenario(Path(sys.argv[1]), sys.argv[2])
+    if sys.argv[1] == "auth":
+        auth_scenario(Path(sys.argv[2]), int(sys.argv[3]))
+    else:
+        ray_scenario(Path(sys.argv[1]), sys.argv[2])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -22,7 +23,8 @@ from conftest import unavailable
 from executor_scenarios import BUILD, EVAL, STUDY, TRAIN, fail, flaky, logged_shard
 
 from cuebench.cli import main
-from cuebench.executors import ExecutorError, ExecutorSpec, Shard, ShardsFailed, parse_executor, run_shards
+from cuebench.executors import (ExecutorError, ExecutorSpec, Shard, ShardsFailed, parse_executor, ray_auth_environment,
+                                run_shards)
 from cuebench.responses import ResponseStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,30 +77,83 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def ray_run(tmp_path_factory):
-    """``ray start --head`` with 2 CPUs and the scenario's driver, both inside a network namespace
-    that has only the loopback interface (Ray binds every interface it finds; there it finds
-    only 127.0.0.1), the head stopped at the end; every step bounded in time."""
+def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: str) -> None:
+    """Run a bash script inside a network namespace that has only the loopback interface (Ray
+    binds every interface it finds; there it finds only 127.0.0.1), with ``HOME`` in a fresh folder
+    so nothing Ray keeps in a user's home changes the result; Ray is stopped at the end."""
     pytest.importorskip("ray", reason="the 'scale' extra (ray) is not installed")
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         unavailable("unshare and ip (util-linux, iproute2) are needed to keep the Ray head on loopback")
+    ray = Path(sys.executable).with_name("ray")
+    wrapped = f"ip link set lo up && {{ {script}; }}; code=$?; {ray} stop --force >/dev/null 2>&1; exit $code"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    paths = [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]
+    full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0",
+                "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env}
+    done = subprocess.run(["unshare", "--net", "--", "bash", "-c", wrapped], env=full_env, timeout=timeout,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"Ray scenario failed:\n{done.stderr[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def ray_run(tmp_path_factory):
+    """``ray start --head`` with 2 CPUs and token authentication on (a generated token, given to the
+    driver through ``RAY_AUTH_TOKEN_PATH``), then the scenario's driver; every step bounded in time."""
     out = tmp_path_factory.mktemp("ray")
+    token = out / "token"
+    token.write_text(secrets.token_hex(32))
     temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
     ray = Path(sys.executable).with_name("ray")
     port = free_port()
-    head = (f"{ray} start --head --node-ip-address=127.0.0.1 --port={port} --num-cpus=2 --num-gpus=0 "
-            f"--include-dashboard=false --disable-usage-stats --temp-dir={temp}")
-    script = (f"ip link set lo up && {head} >{out}/head.log 2>&1 && "
-              f"timeout 900 {sys.executable} {Path(__file__).with_name('executor_scenarios.py')} {out} 127.0.0.1:{port}; "
-              f"code=$?; {ray} stop --force >/dev/null 2>&1; exit $code")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(["unshare", "--net", "--", "bash", "-c", script], env=env, timeout=1200,
-                          capture_output=True, text=True)
+    head = (f"RAY_AUTH_MODE=token {ray} start --head --node-ip-address=127.0.0.1 --port={port} --num-cpus=2 "
+            f"--num-gpus=0 --include-dashboard=false --disable-usage-stats --temp-dir={temp}")
+    script = (f"{head} >{out}/head.log 2>&1 && "
+              f"timeout 900 {sys.executable} {Path(__file__).with_name('executor_scenarios.py')} {out} 127.0.0.1:{port}")
+    in_loopback_namespace(script, tmp_path_factory.mktemp("home"), RAY_AUTH_TOKEN_PATH=str(token))
     shutil.rmtree(temp, ignore_errors=True)
-    assert done.returncode == 0, f"Ray scenario failed:\n{done.stderr[-4000:]}"
     return out, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_ray_token_authentication_as_users_meet_it(tmp_path):
+    """A local run leaves nothing that breaks a later head run; a token Ray left in the home folder is
+    used; a head's own token is given with auth_token_path, and a refused one is named in one line."""
+    script = f"timeout 600 {sys.executable} {Path(__file__).with_name('executor_scenarios.py')} auth {tmp_path} {free_port()}"
+    in_loopback_namespace(script, tmp_path / "home", timeout=700)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["local"] == "ok" and results["home_token_after_local"] is False
+    assert results["head_after_local"] == "ok"
+    assert results["head_with_home_token"] == "ok"
+    assert results["token_option"] == "ok"
+    refused = results["wrong_token"]
+    assert "uses token authentication and refused the token from" in refused and "auth_token_path=FILE" in refused
+    assert "\n" not in refused
+
+
+def test_ray_auth_environment_follows_ray_precedence(tmp_path, monkeypatch):
+    """Which RAY_AUTH_* variables the driver runs with, for each way a user can give a token."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    address = parse_executor("ray", ["address=127.0.0.1:6379"])
+    assert ray_auth_environment(address, {}) == {"RAY_AUTH_MODE": "disabled"}
+    local = ray_auth_environment(parse_executor("ray"), {})
+    assert local["RAY_AUTH_MODE"] == "token" and len(local["RAY_AUTH_TOKEN"]) == 64 and "RAY_AUTH_TOKEN_PATH" not in local
+    assert ray_auth_environment(address, {"RAY_AUTH_TOKEN": "abc"}) == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "abc"}
+    assert ray_auth_environment(address, {"RAY_AUTH_MODE": "disabled"}) == {"RAY_AUTH_MODE": "disabled"}
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("t" * 32)
+    assert ray_auth_environment(address, {}) == {"RAY_AUTH_MODE": "token",
+                                                 "RAY_AUTH_TOKEN_PATH": str(tmp_path / ".ray" / "auth_token")}
+    given = tmp_path / "cluster.token"
+    given.write_text("s" * 32)
+    with_path = parse_executor("ray", ["address=127.0.0.1:6379", f"auth_token_path={given}"])
+    assert ray_auth_environment(with_path, {"RAY_AUTH_TOKEN": "abc"}) == {"RAY_AUTH_MODE": "token",
+                                                                         "RAY_AUTH_TOKEN_PATH": str(given)}
+    given.write_text("\n")
+    with pytest.raises(ExecutorError, match="auth_token_path=.*the file is empty"):
+        ray_auth_environment(with_path, {})
+    missing = parse_executor("ray", ["address=127.0.0.1:6379", f"auth_token_path={tmp_path / 'nope'}"])
+    with pytest.raises(ExecutorError, match="cannot read the token"):
+        ray_auth_environment(missing, {})
 
 
 @pytest.mark.slow
@@ -150,6 +205,16 @@ def response_rows(expdir: Path) -> list[dict]:
     return sorted(rows, key=lambda row: (row["observer"], row["trial_id"]))
 
 
+def assert_same_rows(ours: list[dict], local: list[dict]) -> None:
+    """The same rows, each once; class probabilities equal to their stored 6 digits, give or take the last
+    (a shard's worker runs torch on one thread, this process on all cores: sums round differently)."""
+    assert len(ours) == len(local)
+    for mine, theirs in zip(ours, local):
+        assert {k: v for k, v in mine.items() if k != "model_outputs"} == \
+            {k: v for k, v in theirs.items() if k != "model_outputs"}
+        assert mine["model_outputs"] == pytest.approx(theirs["model_outputs"], rel=1e-5, abs=1e-9)
+
+
 @pytest.fixture(scope="module")
 def local_eval(local_build, tmp_path_factory):
     return evaluate(shutil.copytree(local_build, tmp_path_factory.mktemp("eval-local") / "exp"))
@@ -191,7 +256,7 @@ def test_ray_evaluates_as_the_local_executor(ray_run, local_eval):
     """Two models x one experiment, one shard each: the same rows, each once, no shard records left."""
     out, results = ray_run
     assert results["eval"] == 0
-    assert response_rows(out / "eval") == local_eval
+    assert_same_rows(response_rows(out / "eval"), local_eval)
     assert not (out / "eval" / ".shards").exists()
 
 
@@ -229,5 +294,5 @@ def test_submitit_local_executor_evaluates_as_the_local_executor(tmp_path, local
                                                                  importable_scenarios):
     expdir = shutil.copytree(local_build, tmp_path / "exp")
     option = ["--executor", "submitit", "--executor-option", "cluster=local", "--executor-option", "timeout_min=20"]
-    assert evaluate(expdir, *option) == local_eval
+    assert_same_rows(evaluate(expdir, *option), local_eval)
     assert not (expdir / ".shards").exists()  # shard records and submitit's job files are gone; the decoded cache stays
