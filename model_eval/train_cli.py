@@ -7,6 +7,8 @@ from pathlib import Path
 
 from cuebench.executors import add_executor_arguments
 
+from .training.algorithms import ALGORITHMS
+
 
 def register(sub) -> None:
     train = sub.add_parser(
@@ -17,8 +19,9 @@ def register(sub) -> None:
                     "Finished jobs are skipped on a re-run.")
     train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
-    train.add_argument("--algorithm", default="erm", choices=("erm", "padain", "sagnet", "infodrop"),
-                       help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop)")
+    train.add_argument("--algorithm", default="erm", choices=ALGORITHMS.names(),
+                       help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
+                            "distinguish needs disrupted images and runs in train-cues")
     train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
     train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
     train.add_argument("--epochs", type=int, default=10)
@@ -37,7 +40,7 @@ def register(sub) -> None:
 
 
 def _register_cue_study(sub) -> None:
-    from .training.cue_study import ALGORITHM_ORDER, CueConfig
+    from .training.cue_study import CueConfig
 
     cues = sub.add_parser(
         "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
@@ -52,7 +55,8 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--dist", required=True, type=Path,
                       help="DiST release (original/, set1/, set2/); originals among the training photos are left out")
     cues.add_argument("--cue-conflict", required=True, type=Path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
-    cues.add_argument("--algorithms", default=",".join(ALGORITHM_ORDER), help="comma list")
+    cues.add_argument("--algorithms", default=",".join(ALGORITHMS.names()),
+                      help="comma list of registered algorithms ('cuebench list algorithms')")
     cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
     cues.add_argument("--epochs", type=int, default=CueConfig.epochs)

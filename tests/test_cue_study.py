@@ -6,13 +6,17 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from PIL import Image
 
 from cuebench.cli import main
-from model_eval.models import load_model
-from model_eval.training.cue_study import ALGORITHM_ORDER, TrainingError, read_photos, split_photos
+from model_eval.imagenet16 import IMAGENET16_INDICES
+from model_eval.models import WeightsMismatch, load_model
+from analysis.cue_study import ALGORITHM_ORDER
+from model_eval.training.cue_study import TrainingError, read_photos, split_photos
 from model_eval.training.jobs import build_model
 
 
@@ -27,16 +31,56 @@ def test_photos_need_imagenet_labels(tmp_path):
     assert sorted(sum(splits.values(), [])) == photos and all(splits.values())
 
 
-def test_a_distinguish_checkpoint_answers_with_its_original_classes(tmp_path):
+def test_a_distinguish_checkpoint_folds_its_twin_rows_into_the_original_classes(tmp_path):
     model = build_model("tf_efficientnet_lite0", num_classes=2000)
     path = tmp_path / "distinguish.pth"
     torch.save({"state_dict": model.state_dict(), "original_classes": 1000}, path)
     loaded = load_model(f"tf_efficientnet_lite0:{path}")
-    assert loaded.model.get_classifier().out_features == 1000
-    torch.testing.assert_close(loaded.model.get_classifier().weight, model.get_classifier().weight[:1000])
+    head, trained = loaded.model.get_classifier(), model.get_classifier()
+    assert head.out_features == 1000
+    torch.testing.assert_close(head.weight, trained.weight[:1000] + trained.weight[1000:])
+    torch.testing.assert_close(head.bias, trained.bias[:1000] + trained.bias[1000:])
     torch.save({"state_dict": model.state_dict()}, tmp_path / "plain.pth")
     with pytest.raises(Exception, match="wrong shape"):
         load_model(f"tf_efficientnet_lite0:{tmp_path / 'plain.pth'}")
+    torch.save({"state_dict": model.state_dict(), "original_classes": 900}, tmp_path / "odd.pth")
+    with pytest.raises(WeightsMismatch, match="2000 rows, but original_classes 900"):
+        load_model(f"tf_efficientnet_lite0:{tmp_path / 'odd.pth'}")
+
+
+@pytest.mark.slow
+def test_cuebench_eval_answers_a_distinguish_checkpoint_with_the_summed_logits(tmp_path, photos):
+    images = tmp_path / "images"
+    for label, photo in (("cat", "chelsea"), ("dog", "coffee")):
+        (images / label).mkdir(parents=True)
+        Image.fromarray(photos[photo]).save(images / label / f"{photo}.png")
+    experiment = tmp_path / "exp"
+    assert main(["stimuli", "build", "--design", "suppression", "--conditions", "grayscale", "--images", str(images),
+                 "--out", str(experiment), "--workers", "1"]) == 0
+    n, cat, dog = 1000, IMAGENET16_INDICES["cat"][0], IMAGENET16_INDICES["dog"][0]
+    state = build_model("test_resnet", num_classes=2 * n).state_dict()
+    state["fc.weight"] = torch.zeros_like(state["fc.weight"])  # every answer comes from the biases
+    bias = torch.zeros(2 * n)
+    bias[dog], bias[n + cat], bias[n + dog] = 5.0, 3.0, -4.0  # the disrupted rows vote for cat
+    state["fc.bias"] = bias
+    checkpoint = tmp_path / "distinguish.pth"
+    torch.save({"state_dict": state, "original_classes": n}, checkpoint)
+
+    def mean_rule(logits: np.ndarray) -> str:  # 16class-mean by hand: softmax, mean over each class's indices
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        return max(IMAGENET16_INDICES, key=lambda label: p[list(IMAGENET16_INDICES[label])].mean())
+
+    b = bias.numpy().astype(np.float64)
+    assert mean_rule(b[:n]) == "dog"  # what the first n logits alone answer
+    expected = mean_rule(b[:n] + b[n:])
+    assert expected == "cat"
+    assert main(["eval", "--experiment", str(experiment), "--model", f"test_resnet:{checkpoint}", "--quiet",
+                 "--device", "cpu"]) == 0
+    with sqlite3.connect(experiment / "responses.sqlite") as conn:
+        answers = [r for (r,) in conn.execute(
+            "SELECT response FROM responses WHERE observer_kind = 'model' AND role = 'test'")]
+    assert len(answers) == 12 and set(answers) == {expected}  # 2 images x (original + 5 grayscale levels)
 
 
 @pytest.mark.slow

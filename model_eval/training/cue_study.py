@@ -38,7 +38,6 @@ DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "cue_training.csv"
 EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
-ALGORITHM_ORDER = ("erm", "padain", "distinguish", "sagnet", "infodrop")
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
            "observer", "checkpoint", "job_id")
 """One row per job, epoch and split (val, test: top-1 ImageNet accuracy on held-out original
@@ -241,9 +240,8 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
                   runtime: Runtime = Runtime()) -> list[CueJob]:
     from .algorithms import ALGORITHMS
 
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
-    if unknown:
-        raise TrainingError(f"unknown algorithm {unknown[0]!r}; known: {', '.join(ALGORITHMS)}")
+    for name in algorithms:
+        ALGORITHMS.get(name)  # an unknown name fails here, in one line with "did you mean"
     if runs < 1 or config.epochs < 1 or config.batch_size < 1:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
     if not (Path(study_dir) / STUDY_FILE).is_file():
@@ -305,7 +303,8 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
     def accuracy(split: str) -> float:
         model.eval()
         images, labels = torch.from_numpy(data[f"{split}_images"]), torch.from_numpy(data[f"{split}_labels"])
-        pred = torch.cat([model(normalise(b))[:, :n].argmax(1).cpu() for b in images.split(job.runtime.eval_batch_size)])
+        pred = torch.cat([algorithm_class.answer_logits(model(normalise(b)), n).argmax(1).cpu()
+                          for b in images.split(job.runtime.eval_batch_size)])
         return float((pred == labels).float().mean())
 
     shuffle = torch.Generator().manual_seed(job.seed)
