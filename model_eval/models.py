@@ -289,15 +289,15 @@ def fold_twin_head(state: dict, classifier: str, original: int, path: Path) -> d
     """The state with a 2n-way DiSTinguish classifier folded to the n original classes:
     W' = W[:n] + W[n:2n], b' = b[:n] + b[n:2n], so the model answers z'_i = z_i + z_{i+n}
     (Wen et al. 2024, Sec. 3.3: a class's evidence counts whether the image looks original or
-    structure-disrupted)."""
+    structure-disrupted). A head that already has n rows is kept as it is."""
     folded = dict(state)
     for key in (f"{classifier}.weight", f"{classifier}.bias"):
-        if key not in folded:
+        if key not in folded or folded[key].shape[0] == original:
             continue
         rows = folded[key].shape[0]
         if rows != 2 * original:
-            raise WeightsMismatch(f"checkpoint {path}: {key} has {rows} rows, but original_classes {original} "
-                                  f"needs 2 x {original} (each class and its disrupted twin)")
+            raise WeightsMismatch(f"checkpoint {path}: {key} has {rows} rows; original_classes {original} needs "
+                                  f"{original}, or 2 x {original} (each class and its disrupted twin)")
         folded[key] = folded[key][:original] + folded[key][original:]
     return folded
 

@@ -40,7 +40,9 @@ def register(sub) -> None:
 
 
 def _register_cue_study(sub) -> None:
-    from .training.cue_study import CueConfig
+    from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
+
+    from .training.cue_study import SYNTHESIS_SIZE, CueConfig
 
     cues = sub.add_parser(
         "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
@@ -64,7 +66,17 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--lr", type=float, default=CueConfig.lr, help="Adam learning rate")
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
     cues.add_argument("--synthesis-steps", type=int, default=10,
-                      help="texture-synthesis steps for the disrupted images (10: DiSTinguish-A, 100: -C)")
+                      help="texture-synthesis steps for the disrupted images, counted as DiST counts them (one step = "
+                           "20 L-BFGS iterations; 10: DiSTinguish-A, 100: -C)")
+    cues.add_argument("--feature-net", default=DEFAULT_FEATURE_NET,
+                      help="network whose Gram matrices the disrupted images match (NAME or NAME:WEIGHTS; DiST: "
+                           "vgg19); recorded in cue_study.json, with a warning when it is the network being trained")
+    cues.add_argument("--synthesis-size", type=int, default=SYNTHESIS_SIZE,
+                      help="side the disrupted images are synthesised and quality-checked at (DiST: 224), then "
+                           "resized to --input-size")
+    cues.add_argument("--no-quality-gate", dest="quality_gate", action="store_false",
+                      help="keep disrupted images whose LV/HFE ratios fall outside the DiST release's "
+                           "(recorded as unchecked)")
     cues.add_argument("--max-photos", type=int, default=None, help="use at most this many photos")
     cues.add_argument("--max-trials", type=int, default=100, help="DiST oddity trials")
     cues.add_argument("--cue-per-class", type=int, default=10, help="cue-conflict images per shape class")
@@ -108,7 +120,8 @@ def run_train_cues(args) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     spec = parse_executor(args.executor, args.executor_option)
     prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, args.synthesis_steps,
-                  args.max_photos, args.max_trials, args.cue_per_class, args.device)
+                  args.max_photos, args.max_trials, args.cue_per_class, args.device, args.feature_net,
+                  args.quality_gate, args.synthesis_size)
     jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp))
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")

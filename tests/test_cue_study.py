@@ -3,6 +3,7 @@ algorithms, 1 epoch), its report, and a DiSTinguish checkpoint answering trials 
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 
@@ -16,7 +17,8 @@ from cuebench.cli import main
 from model_eval.imagenet16 import IMAGENET16_INDICES
 from model_eval.models import WeightsMismatch, load_model
 from analysis.cue_study import ALGORITHM_ORDER
-from model_eval.training.cue_study import TrainingError, read_photos, split_photos
+from model_eval.training.cue_study import (TrainingError, check_disruption, dist_reference_band, read_photos,
+                                           split_photos, texture_ratios)
 from model_eval.training.jobs import build_model
 
 
@@ -43,9 +45,37 @@ def test_a_distinguish_checkpoint_folds_its_twin_rows_into_the_original_classes(
     torch.save({"state_dict": model.state_dict()}, tmp_path / "plain.pth")
     with pytest.raises(Exception, match="wrong shape"):
         load_model(f"tf_efficientnet_lite0:{tmp_path / 'plain.pth'}")
+    plain = build_model("tf_efficientnet_lite0", num_classes=1000)
+    torch.save({"state_dict": plain.state_dict(), "original_classes": 1000}, tmp_path / "n_rows.pth")
+    torch.testing.assert_close(load_model(f"tf_efficientnet_lite0:{tmp_path / 'n_rows.pth'}").model.get_classifier().weight,
+                               plain.get_classifier().weight)  # already n rows: nothing to fold
     torch.save({"state_dict": model.state_dict(), "original_classes": 900}, tmp_path / "odd.pth")
-    with pytest.raises(WeightsMismatch, match="2000 rows, but original_classes 900"):
+    with pytest.raises(WeightsMismatch, match="2000 rows; original_classes 900 needs 900, or 2 x 900"):
         load_model(f"tf_efficientnet_lite0:{tmp_path / 'odd.pth'}")
+
+
+@pytest.mark.shared
+def test_disrupted_images_that_look_like_noise_are_refused_with_the_numbers(shared):
+    release = shared / "data" / "dist"
+    band = dist_reference_band(release, limit=20)
+    assert band.shape == (2, 2) and (band[:, 0] < 1).all() and (band[:, 0] < band[:, 1]).all()
+    names = sorted(p.name for p in (release / "original").iterdir())[20:26]
+    originals = np.stack([np.asarray(Image.open(release / "original" / n).convert("RGB")) for n in names])
+    own = np.stack([np.asarray(Image.open(release / "set1" / n).convert("RGB")) for n in names])
+    report = check_disruption(texture_ratios(originals, own), band)  # DiST's own images pass
+    assert set(report) == {"LV_ratio_median", "HFE_ratio_median", "LV_dist_band", "HFE_dist_band"}
+    noise = np.random.default_rng(0).integers(0, 256, originals.shape, dtype=np.uint8)
+    with pytest.raises(TrainingError, match=r"LV ratio median \d+\.\d+ outside DiST's 5-95 % band"):
+        check_disruption(texture_ratios(originals, noise), band)
+    flat = np.full_like(originals, 128)
+    with pytest.raises(TrainingError, match="HFE ratio median 0.00"):
+        check_disruption(texture_ratios(originals, flat), band)
+    checker = np.indices((224, 224)).sum(axis=0) % 2 * 2 - 1  # +-1, all its energy at the Nyquist corner
+    pattern = np.stack([100 + 20 * checker] * 3, axis=-1).astype(np.uint8)
+    doubled = np.stack([100 + 40 * checker] * 3, axis=-1).astype(np.uint8)
+    # by hand: block variances x4; HFE = AC/(DC + AC) power = 20^2/(100^2 + 20^2) -> 40^2/(100^2 + 40^2)
+    np.testing.assert_allclose(texture_ratios(pattern[None], doubled[None]),
+                               [[4.0, (1600 / 11600) / (400 / 10400)]], rtol=1e-9)
 
 
 @pytest.mark.slow
@@ -85,14 +115,20 @@ def test_cuebench_eval_answers_a_distinguish_checkpoint_with_the_summed_logits(t
 
 @pytest.mark.slow
 @pytest.mark.shared
-def test_reduced_study_trains_five_algorithms_and_writes_the_report(tmp_path, shared):
+def test_reduced_study_trains_five_algorithms_and_writes_the_report(tmp_path, shared, capsys):
     out = tmp_path / "study"
-    code = main(["train-cues", str(out), "--photos", str(shared / "data" / "dist"), "--dist",
-                 str(shared / "data" / "dist"), "--cue-conflict",
-                 str(shared / "data" / "geirhos2019" / "stimuli" / "cue-conflict"), "--runs", "1", "--epochs", "1",
-                 "--max-photos", "6", "--max-trials", "3", "--cue-per-class", "1", "--input-size", "32",
-                 "--batch-size", "8", "--device", "cpu"])
-    assert code == 0
+    argv = ["train-cues", str(out), "--photos", str(shared / "data" / "dist"), "--dist", str(shared / "data" / "dist"),
+            "--cue-conflict", str(shared / "data" / "geirhos2019" / "stimuli" / "cue-conflict"), "--runs", "1",
+            "--epochs", "1", "--max-photos", "6", "--max-trials", "3", "--cue-per-class", "1", "--input-size", "32",
+            "--batch-size", "8", "--device", "cpu", "--synthesis-steps", "1", "--synthesis-size", "64"]
+    with pytest.warns(UserWarning, match="the network being trained"):
+        assert main(argv) == 2  # 20 L-BFGS iterations from unit noise: noise, not texture
+    assert "outside DiST's 5-95 % band" in capsys.readouterr().err and not out.exists()
+    with pytest.warns(UserWarning, match="the network being trained"):
+        assert main([*argv, "--no-quality-gate"]) == 0
+    disruption = json.loads((out / "cue_study.json").read_text())["disruption"]
+    assert disruption["feature_net"] == "tf_efficientnet_lite0" and disruption["quality"] == {"checked": False}
+    assert (disruption["dist_steps"], disruption["lbfgs_iterations"], disruption["size"]) == (1, 20, 64)
     runs = pd.read_csv(out / "reports" / "cue_runs.csv")
     assert list(runs["algorithm"]) == list(ALGORITHM_ORDER)
     assert runs["dist_trials"].eq(3).all() and runs["dist_accuracy"].between(0, 1).all()

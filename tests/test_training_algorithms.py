@@ -163,3 +163,5 @@ def test_algorithms_live_in_the_one_registry():
     assert ALGORITHMS.summary("sagnet").startswith("Style-agnostic networks")
     with pytest.raises(UnknownName, match="did you mean sagnet"):
         ALGORITHMS["sagnett"]
+    with pytest.raises(ValueError, match="one of adam, sgd"):
+        ALGORITHMS["erm"](build_model("test_resnet"), optimizer="lbfgs")

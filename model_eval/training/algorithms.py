@@ -1,11 +1,11 @@
 """Training algorithms behind one small interface: ``update(x, y) -> loss`` and ``predict(x)``.
 
 A new method subclasses ``Algorithm`` and registers in ``ALGORITHMS`` (``cuebench list
-algorithms``); the job runner, logging and model selection stay the same. Here: ERM, pAdaIN, SagNet, InfoDrop (BiasBed,
-Kalischek et al. 2023, with BiasBed's algorithm settings) and DiSTinguish (Wen et al.
-2024). BiasBed's Stylized ERM, Debiased and DeepAugment train on images made by
-pretrained image-to-image networks (AdaIN style transfer, a CAE or EDSR); none of those
-weights exist offline, so they are not here -- they would be an ``Algorithm`` plus an
+algorithms``); the job runner, logging and model selection stay the same. Here: ERM, pAdaIN,
+SagNet, InfoDrop (BiasBed, Kalischek et al. 2023, with BiasBed's algorithm settings) and
+DiSTinguish (Wen et al. 2024). BiasBed's Stylized ERM, Debiased and DeepAugment train on
+images made by pretrained image-to-image networks (AdaIN style transfer, a CAE or EDSR); none
+of those weights exist offline, so they are not here -- they would be an ``Algorithm`` plus an
 image transform fed to ``update``, and fit the same interface.
 """
 
