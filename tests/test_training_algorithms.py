@@ -160,7 +160,7 @@ def test_algorithms_live_in_the_one_registry():
 
     assert ALL["algorithms"] is ALGORITHMS
     assert ALGORITHMS.names() == ["distinguish", "erm", "infodrop", "padain", "sagnet"]
-    assert ALGORITHMS.summary("sagnet").startswith("Style-agnostic networks")
+    assert ALGORITHMS.summary("sagnet").startswith("SagNet (Nam et al. 2021)")
     with pytest.raises(UnknownName, match="did you mean sagnet"):
         ALGORITHMS["sagnett"]
     with pytest.raises(ValueError, match="one of adam, sgd"):
