@@ -11,7 +11,7 @@ A spec is ``NAME`` or ``NAME:WEIGHTS``. WEIGHTS is
 - a path to a local checkpoint (``.pth``/``.pt``/``.safetensors``; a bare state dict or one
   wrapped in ``state_dict``/``model``, with or without ``module.`` prefixes). A checkpoint
   that declares ``original_classes`` (DiSTinguish: n original classes plus n disrupted ones)
-  answers with its first n outputs, the classes the trials' label mappings refer to.
+  answers with n outputs, each class's logit plus its disrupted twin's (the head folded).
 
 Nothing here downloads: the design is offline first, and a missing file fails with a
 message saying what was looked for and how to provide it.
@@ -285,14 +285,21 @@ def read_checkpoint_head(path: Path) -> tuple[dict, int | None]:
     return {k.removeprefix("module."): v for k, v in state.items()}, original
 
 
-def original_head(state: dict, classifier: str, original: int) -> dict:
-    """The state with the classifier cut to its first ``original`` outputs (DiSTinguish's original
-    classes; the upper ones are the disrupted classes, Wen et al. 2024, Sec. 3.3)."""
-    cut = dict(state)
+def fold_twin_head(state: dict, classifier: str, original: int, path: Path) -> dict:
+    """The state with a 2n-way DiSTinguish classifier folded to the n original classes:
+    W' = W[:n] + W[n:2n], b' = b[:n] + b[n:2n], so the model answers z'_i = z_i + z_{i+n}
+    (Wen et al. 2024, Sec. 3.3: a class's evidence counts whether the image looks original or
+    structure-disrupted). A head that already has n rows is kept as it is."""
+    folded = dict(state)
     for key in (f"{classifier}.weight", f"{classifier}.bias"):
-        if key in cut and cut[key].shape[0] > original:
-            cut[key] = cut[key][:original]
-    return cut
+        if key not in folded or folded[key].shape[0] == original:
+            continue
+        rows = folded[key].shape[0]
+        if rows != 2 * original:
+            raise WeightsMismatch(f"checkpoint {path}: {key} has {rows} rows; original_classes {original} needs "
+                                  f"{original}, or 2 x {original} (each class and its disrupted twin)")
+        folded[key] = folded[key][:original] + folded[key][original:]
+    return folded
 
 
 def _from_file(name: str, path: Path):
@@ -301,7 +308,7 @@ def _from_file(name: str, path: Path):
     model = timm.create_model(name, pretrained=False)
     classifier = model.pretrained_cfg.get("classifier") if original is not None else None
     if isinstance(classifier, str):
-        state = original_head(state, classifier, original)
+        state = fold_twin_head(state, classifier, original, path)
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]

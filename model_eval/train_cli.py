@@ -7,6 +7,8 @@ from pathlib import Path
 
 from cuebench.executors import add_executor_arguments
 
+from .training.algorithms import ALGORITHMS
+
 
 def register(sub) -> None:
     train = sub.add_parser(
@@ -17,8 +19,9 @@ def register(sub) -> None:
                     "Finished jobs are skipped on a re-run.")
     train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
-    train.add_argument("--algorithm", default="erm", choices=("erm", "padain", "sagnet", "infodrop"),
-                       help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop)")
+    train.add_argument("--algorithm", default="erm", choices=ALGORITHMS.names(),
+                       help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
+                            "distinguish needs disrupted images and runs in train-cues")
     train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
     train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
     train.add_argument("--epochs", type=int, default=10)
@@ -37,7 +40,9 @@ def register(sub) -> None:
 
 
 def _register_cue_study(sub) -> None:
-    from .training.cue_study import ALGORITHM_ORDER, CueConfig
+    from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
+
+    from .training.cue_study import SYNTHESIS_SIZE, CueConfig
 
     cues = sub.add_parser(
         "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
@@ -52,7 +57,8 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--dist", required=True, type=Path,
                       help="DiST release (original/, set1/, set2/); originals among the training photos are left out")
     cues.add_argument("--cue-conflict", required=True, type=Path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
-    cues.add_argument("--algorithms", default=",".join(ALGORITHM_ORDER), help="comma list")
+    cues.add_argument("--algorithms", default=",".join(ALGORITHMS.names()),
+                      help="comma list of registered algorithms ('cuebench list algorithms')")
     cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
     cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
@@ -60,7 +66,17 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--lr", type=float, default=CueConfig.lr, help="Adam learning rate")
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
     cues.add_argument("--synthesis-steps", type=int, default=10,
-                      help="texture-synthesis steps for the disrupted images (10: DiSTinguish-A, 100: -C)")
+                      help="texture-synthesis steps for the disrupted images, counted as DiST counts them (one step = "
+                           "20 L-BFGS iterations; 10: DiSTinguish-A, 100: -C)")
+    cues.add_argument("--feature-net", default=DEFAULT_FEATURE_NET,
+                      help="network whose Gram matrices the disrupted images match (NAME or NAME:WEIGHTS; DiST: "
+                           "vgg19); recorded in cue_study.json, with a warning when it is the network being trained")
+    cues.add_argument("--synthesis-size", type=int, default=SYNTHESIS_SIZE,
+                      help="side the disrupted images are synthesised and quality-checked at (DiST: 224), then "
+                           "resized to --input-size")
+    cues.add_argument("--no-quality-gate", dest="quality_gate", action="store_false",
+                      help="keep disrupted images whose LV/HFE ratios fall outside the DiST release's "
+                           "(recorded as unchecked)")
     cues.add_argument("--max-photos", type=int, default=None, help="use at most this many photos")
     cues.add_argument("--max-trials", type=int, default=100, help="DiST oddity trials")
     cues.add_argument("--cue-per-class", type=int, default=10, help="cue-conflict images per shape class")
@@ -104,7 +120,8 @@ def run_train_cues(args) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     spec = parse_executor(args.executor, args.executor_option)
     prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, args.synthesis_steps,
-                  args.max_photos, args.max_trials, args.cue_per_class, args.device)
+                  args.max_photos, args.max_trials, args.cue_per_class, args.device, args.feature_net,
+                  args.quality_gate, args.synthesis_size)
     jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp))
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")

@@ -15,6 +15,7 @@ from cuebench.cli import main
 from model_eval import train_cli
 from model_eval.training.algorithms import ALGORITHMS, PAdaIN, candidate_layers, permute_adain
 from cuebench.executors import ExecutorError
+from cuebench.registry import UnknownName
 from model_eval.training.executors import run_jobs
 from model_eval.training.jobs import (COLUMNS, TrainConfig, TrainingError, build_model, class_accuracies,
                                       mean_class_accuracy, plan_jobs)
@@ -70,8 +71,10 @@ def test_plan_jobs_checks_its_inputs(tmp_path):
     with pytest.raises(TrainingError, match="study.json does not exist"):
         plan_jobs(tmp_path, TrainConfig(), runs=1)
     (tmp_path / "study.json").write_text(json.dumps({"entries": []}))
-    with pytest.raises(TrainingError, match="unknown algorithm"):
+    with pytest.raises(UnknownName, match="unknown algorithm 'mixstyle'"):
         plan_jobs(tmp_path, TrainConfig(algorithm="mixstyle"), runs=1)
+    with pytest.raises(TrainingError, match="'distinguish' .* a DiagViB-6 study does not have; use 'cuebench train-cues'"):
+        plan_jobs(tmp_path, TrainConfig(algorithm="distinguish"), runs=1)
     with pytest.raises(TrainingError, match="no entries"):
         plan_jobs(tmp_path, TrainConfig(), runs=1)
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from model_eval.training.algorithms import (ALGORITHMS, InfoDrop, SagNet, content_randomize, distinguish_labels,
-                                            drop_log_probabilities, info_dropout, stage_module, style_randomize)
+                                            drop_log_probabilities, info_dropout, stage_module, stride4_stage,
+                                            style_randomize)
 from model_eval.training.jobs import build_model
 
 
@@ -61,8 +62,35 @@ def test_sagnet_randomises_at_the_stride_8_stage_only_while_training():
         plain = sagnet.model.layer2(sagnet.model.layer1(sagnet.model.maxpool(sagnet.model.act1(
             sagnet.model.bn1(sagnet.model.conv1(x))))))
     torch.testing.assert_close(seen[1], plain)  # predict: the plain features
-    assert sagnet.adv_params and all(p.grad is not None for p in sagnet.adv_params)
-    assert sagnet.model.layer3[0].conv1.weight.grad is not None
+
+
+def test_content_randomisation_sends_no_gradient_to_the_sample_whose_content_is_borrowed():
+    x = torch.arange(4 * 2 * 3 * 3, dtype=torch.float32).view(4, 2, 3, 3).sin().requires_grad_()
+    perm = torch.tensor([1, 2, 3, 0])
+    content_randomize(x, perm)[0].pow(2).sum().backward()  # a loss on sample 0 only, content from sample 1
+    assert x.grad[0].abs().sum() > 0  # through sample 0's own mean and std
+    assert x.grad[1:].abs().sum() == 0  # nothing through the borrowed content (official code: .detach())
+
+
+def test_sagnet_steps_the_clipped_adversarial_gradient_with_its_own_optimiser():
+    sagnet = SagNet(build_model("test_resnet"), seed=0, optimizer="sgd", lr=1.0, w_adv=10.0, clip_adv=1e-3)
+    encoder_norms = {id(p) for name, m in sagnet.model.named_modules()
+                     if name.split(".")[0] in ("conv1", "bn1", "layer1", "layer2") and isinstance(m, torch.nn.BatchNorm2d)
+                     for p in m.parameters()}
+    assert {id(p) for p in sagnet.adv_params} == encoder_norms
+    groups = [{id(p) for g in o.param_groups for p in g["params"]}
+              for o in (sagnet.optimizer, sagnet.adv_optimizer, sagnet.style_optimizer)]
+    assert groups[1] == encoder_norms and not groups[2] & groups[0]
+    stepped = []
+    original_step = sagnet.adv_optimizer.step
+
+    def record(*args, **kwargs):
+        stepped.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in sagnet.adv_params])))
+        return original_step(*args, **kwargs)
+
+    sagnet.adv_optimizer.step = record
+    sagnet.update(*toy_batch())
+    assert len(stepped) == 1 and abs(float(stepped[0]) - 1e-3) < 1e-6  # clipped on its own, not with the content loss
 
 
 def test_infodrop_drops_homogeneous_regions_more_than_edges():
@@ -78,17 +106,37 @@ def test_infodrop_drops_homogeneous_regions_more_than_edges():
     assert (dropped[..., 9:] == 0).float().mean() < 0.05
 
 
-def test_infodrop_acts_after_the_stem_only_while_training():
+def test_infodrop_sits_at_the_stride_4_stage():
+    assert stride4_stage(build_model("resnet18")) == "maxpool"  # BiasBed / Shi et al.: after the max-pool
+    assert stride4_stage(build_model("tf_efficientnet_lite0")) == "blocks.1"
+    with pytest.raises(ValueError, match="stride 4"):
+        stride4_stage(build_model("vit_tiny_patch16_224"))
+
+
+def test_infodrop_drops_more_in_the_flat_half_of_a_hand_built_image():
     infodrop = InfoDrop(build_model("test_resnet"), seed=0)
-    assert infodrop.stage == "act1" and infodrop.kernel == 3  # the stem's first convolution
-    zeros = []
-    infodrop.model.get_submodule("maxpool").register_forward_pre_hook(
-        lambda m, inp: zeros.append(float((inp[0] == 0).float().mean())))
-    x, y = toy_batch()
+    assert infodrop.stage == "maxpool" and infodrop.kernel == 3  # the stem's first convolution
+    x = torch.zeros(1, 3, 64, 64)
+    x[..., 32:] = torch.rand(1, 3, 64, 32, generator=torch.Generator().manual_seed(0))  # flat | noisy
+    grids = []
+    infodrop.model.layer1.register_forward_pre_hook(lambda m, inp: grids.append(inp[0].shape[-2:]))
     infodrop.predict(x)
+    assert tuple(grids[0]) == (16, 16)  # 64 / 4
+    infodrop._input = x
+    dropped = infodrop._hook(None, None, torch.ones(1, 8, 16, 16)) == 0
+    infodrop._input = None
+    assert dropped[..., :7].float().mean() > 0.5 > 0.05 > dropped[..., 9:].float().mean()
+
+
+@pytest.mark.parametrize("protocol, drops_at_test", [("shi", False), ("biasbed", True)])
+def test_infodrop_test_time_protocols(protocol, drops_at_test):
+    infodrop = InfoDrop(build_model("test_resnet"), seed=0, test_protocol=protocol)
+    x, y = toy_batch()
     infodrop.update(x, y)
-    assert infodrop.dropped == 1
-    assert zeros[1] > zeros[0] + 0.02
+    infodrop.predict(x)
+    assert infodrop.dropped == 1 + drops_at_test
+    with pytest.raises(ValueError, match="shi, biasbed"):
+        InfoDrop(build_model("test_resnet"), test_protocol="both")
 
 
 def test_distinguish_labels_are_2n_way_with_disrupted_images_on_the_upper_n():
@@ -98,3 +146,22 @@ def test_distinguish_labels_are_2n_way_with_disrupted_images_on_the_upper_n():
     assert ALGORITHMS["distinguish"].output_classes(3) == 6 and ALGORITHMS["erm"].output_classes(3) == 3
     with pytest.raises(ValueError, match="0..2"):
         distinguish_labels(torch.tensor([3]), torch.tensor([True]), 3)
+
+
+def test_distinguish_answers_with_each_class_plus_its_disrupted_twin():
+    logits = torch.tensor([[1.0, 2.0, 0.5, 3.0, -4.0, 0.0]])  # n = 3: originals 1, 2, 0.5; twins 3, -4, 0
+    torch.testing.assert_close(ALGORITHMS["distinguish"].answer_logits(logits, 3), torch.tensor([[4.0, -2.0, 0.5]]))
+    assert ALGORITHMS["distinguish"].answer_logits(logits, 3).argmax().item() == 0  # the first n alone: class 1
+    torch.testing.assert_close(ALGORITHMS["erm"].answer_logits(logits[:, :3], 3), logits[:, :3])
+
+
+def test_algorithms_live_in_the_one_registry():
+    from cuebench.registry import ALL, UnknownName
+
+    assert ALL["algorithms"] is ALGORITHMS
+    assert ALGORITHMS.names() == ["distinguish", "erm", "infodrop", "padain", "sagnet"]
+    assert ALGORITHMS.summary("sagnet").startswith("SagNet (Nam et al. 2021)")
+    with pytest.raises(UnknownName, match="did you mean sagnet"):
+        ALGORITHMS["sagnett"]
+    with pytest.raises(ValueError, match="one of adam, sgd"):
+        ALGORITHMS["erm"](build_model("test_resnet"), optimizer="lbfgs")

@@ -1,11 +1,11 @@
 """Training algorithms behind one small interface: ``update(x, y) -> loss`` and ``predict(x)``.
 
-A new method subclasses ``Algorithm`` and registers in ``ALGORITHMS``; the job runner,
-logging and model selection stay the same. Here: ERM, pAdaIN, SagNet, InfoDrop (BiasBed,
-Kalischek et al. 2023, with BiasBed's algorithm settings) and DiSTinguish (Wen et al.
-2024). BiasBed's Stylized ERM, Debiased and DeepAugment train on images made by
-pretrained image-to-image networks (AdaIN style transfer, a CAE or EDSR); none of those
-weights exist offline, so they are not here -- they would be an ``Algorithm`` plus an
+A new method subclasses ``Algorithm`` and registers in ``ALGORITHMS`` (``cuebench list
+algorithms``); the job runner, logging and model selection stay the same. Here: ERM, pAdaIN,
+SagNet, InfoDrop (BiasBed, Kalischek et al. 2023, with BiasBed's algorithm settings) and
+DiSTinguish (Wen et al. 2024). BiasBed's Stylized ERM, Debiased and DeepAugment train on
+images made by pretrained image-to-image networks (AdaIN style transfer, a CAE or EDSR); none
+of those weights exist offline, so they are not here -- they would be an ``Algorithm`` plus an
 image transform fed to ``update``, and fit the same interface.
 """
 
@@ -18,25 +18,46 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from cuebench.registry import Registry
 
+
+ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms")
+"""Training algorithms by name (``cuebench list algorithms``); a new one registers with ``@ALGORITHMS.register``."""
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+@ALGORITHMS.register("erm")
 class Algorithm:
-    """Empirical risk minimisation (ERM): one cross-entropy step per batch with Adam."""
-
-    name = "erm"
+    """Empirical risk minimisation (ERM): one cross-entropy step per batch."""
 
     @staticmethod
     def output_classes(n_classes: int) -> int:
         """Width of the classification head for ``n_classes`` training classes."""
         return n_classes
 
+    @staticmethod
+    def answer_logits(logits: torch.Tensor, n_classes: int) -> torch.Tensor:
+        """The ``n_classes`` logits the model answers with (the head's own outputs, for all but DiSTinguish)."""
+        return logits
+
     def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.0, seed: int = 0, amp: bool = False,
-                 **options):
+                 optimizer: str = "adam", **options):
         if options:
-            raise ValueError(f"algorithm {self.name!r} takes no options {sorted(options)}")
+            raise ValueError(f"algorithm {type(self).__name__} takes no options {sorted(options)}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
         self.model = model
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.lr, self.weight_decay, self.optimizer_name = lr, weight_decay, optimizer
+        self.optimizer = self.make_optimizer(model.parameters())
         self.rng = random.Random(seed)
         self.amp = amp
+
+    def make_optimizer(self, params) -> torch.optim.Optimizer:
+        """Adam, or SGD with momentum 0.9 (SagNet's and BiasBed's SGD settings), at this run's lr and decay."""
+        if self.optimizer_name == "sgd":
+            return torch.optim.SGD(params, lr=self.lr, momentum=0.9, weight_decay=self.weight_decay)
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
 
     def _autocast(self, x: torch.Tensor):
         enabled = self.amp and x.device.type == "cuda"
@@ -78,11 +99,12 @@ def candidate_layers(model: nn.Module) -> list[nn.Module]:
     return layers or [m for m in model.modules() if isinstance(m, nn.Conv2d)]
 
 
+@ALGORITHMS.register("padain")
 class PAdaIN(Algorithm):
-    """ERM with permuted AdaIN: with probability ``p`` per step, one randomly chosen layer swaps
-    feature statistics between the batch's samples (Nuriel et al. 2021; p = 0.01 there)."""
+    """Permuted AdaIN (Nuriel et al. 2021): ERM where a random layer sometimes swaps feature statistics.
 
-    name = "padain"
+    With probability ``p`` per step (0.01 there), one randomly chosen layer swaps channel statistics
+    between the batch's samples."""
 
     def __init__(self, model: nn.Module, p: float = 0.01, **kwargs):
         super().__init__(model, **kwargs)
@@ -138,9 +160,13 @@ def style_randomize(x: torch.Tensor, perm: torch.Tensor, alpha: torch.Tensor) ->
 
 def content_randomize(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     """SagNet content randomisation (Nam et al. 2021, Eq. 3): sample i's style (channel mean and
-    std) on sample perm[i]'s normalised content, so only style is left to predict the class from."""
+    std) on sample perm[i]'s normalised content, so only style is left to predict the class from.
+
+    The borrowed content is detached, as in the official code (``x[idx_swap].detach()``): a loss on
+    sample i reaches the encoder only through sample i's own statistics, never through another
+    sample's features."""
     mean, std = channel_stats(x)
-    return (x[perm] - mean[perm]) / std[perm] * std + mean
+    return ((x - mean) / std)[perm].detach() * std + mean
 
 
 def uniform_target_loss(logits: torch.Tensor) -> torch.Tensor:
@@ -149,28 +175,32 @@ def uniform_target_loss(logits: torch.Tensor) -> torch.Tensor:
     return -F.log_softmax(logits.float(), dim=1).mean(dim=1).mean()
 
 
+@ALGORITHMS.register("sagnet")
 class SagNet(Algorithm):
-    """Style-agnostic networks (Nam, Lee, Park, Yoon & Yoo 2021, "Reducing domain gap by reducing
-    style bias", CVPR). The network is split at the stride-8 stage (BiasBed's ``style_stage: 3`` on
-    ResNet-50: after ``layer2``). The content branch (the model) sees style-randomised features and
-    learns the class; a copy of the later stages, the style branch, sees content-randomised features
-    and learns the class from style alone; the encoder's normalisation layers are updated to make the
-    style branch's prediction uniform (weight ``w_adv`` = 0.1, gradient norm clipped at ``clip_adv`` =
-    0.1: BiasBed's SagNet config). Randomisation acts only in ``update``; ``predict`` is the plain model."""
+    """SagNet (Nam et al. 2021): content and style branches, the encoder made adversarial to style.
 
-    name = "sagnet"
+    Style-agnostic networks (Nam, Lee, Park, Yoon & Yoo 2021, "Reducing domain gap by reducing style
+    bias", CVPR), stepped as the official code does. The network is split at the stride-8 stage
+    (BiasBed's ``style_stage: 3`` on ResNet-50: after ``layer2``). The content branch (the model) sees
+    style-randomised features and learns the class; a copy of the later stages, the style branch, sees
+    content-randomised features (detached content) and learns the class from style alone; the
+    encoder's normalisation layers take an adversarial step that makes the style branch's prediction
+    uniform. Each of the three has its own optimiser, as in the official ``train.py``: the adversarial
+    gradient (loss weight ``w_adv`` = 0.1) is clipped to norm ``clip_adv`` = 0.1 on its own and stepped
+    by its own optimiser, so with ``optimizer="sgd"`` (the paper's) both numbers are the step sizes they
+    are there; with Adam, which rescales every gradient, they only set the adversarial direction.
+    Randomisation acts only in ``update``; ``predict`` is the plain model."""
 
-    def __init__(self, model: nn.Module, w_adv: float = 0.1, clip_adv: float = 0.1, split_reduction: int = 8,
+    def __init__(self, model: nn.Module, w_adv: float = 0.1, clip_adv: float | None = 0.1, split_reduction: int = 8,
                  **kwargs):
         super().__init__(model, **kwargs)
         self.w_adv, self.clip_adv = w_adv, clip_adv
         self.split = stage_module(model, split_reduction)
         self.style_net = copy.deepcopy(model)
-        group = self.optimizer.param_groups[0]
-        self.style_optimizer = torch.optim.Adam(self.style_net.parameters(), lr=group["lr"],
-                                                weight_decay=group["weight_decay"])
+        self.style_optimizer = self.make_optimizer(self.style_net.parameters())
         self.adv_params = [p for m in encoder_modules(model, self.split)
                            if isinstance(m, nn.modules.batchnorm._BatchNorm) for p in m.parameters()]
+        self.adv_optimizer = self.make_optimizer(self.adv_params)
         self.generator = torch.Generator().manual_seed(seed_of(self.rng))
         self._features: torch.Tensor | None = None
         self._randomise = False
@@ -197,8 +227,6 @@ class SagNet(Algorithm):
     def update(self, x: torch.Tensor, y: torch.Tensor) -> float:
         self.model.train()
         self.style_net.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.style_optimizer.zero_grad(set_to_none=True)
         self._randomise = True
         try:
             with self._autocast(x):
@@ -206,24 +234,30 @@ class SagNet(Algorithm):
                 style_logits = self.style_net(x[:, :, :32, :32])
         finally:
             self._randomise = False
-        loss_style = F.cross_entropy(style_logits.float(), y)
         style_params = [p for p in self.style_net.parameters() if p.requires_grad]
-        style_grads = torch.autograd.grad(loss_style, style_params, retain_graph=True, allow_unused=True)
+        style_grads = torch.autograd.grad(F.cross_entropy(style_logits.float(), y), style_params,
+                                          retain_graph=True, allow_unused=True)
         adv_grads = torch.autograd.grad(self.w_adv * uniform_target_loss(style_logits), self.adv_params,
                                         retain_graph=True, allow_unused=True)
-        loss = F.cross_entropy(logits.float(), y)
-        loss.backward()
         adv_grads = [torch.zeros_like(p) if g is None else g for p, g in zip(self.adv_params, adv_grads)]
         if self.clip_adv is not None:
             clip_in_place(adv_grads, self.clip_adv)
-        for p, g in zip(self.adv_params, adv_grads):
-            p.grad = g if p.grad is None else p.grad + g
-        for p, g in zip(style_params, style_grads):
-            p.grad = g
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(logits.float(), y)
+        loss.backward()
         self.optimizer.step()
-        self.style_optimizer.step()
+        step_with(self.style_optimizer, style_params, style_grads)
+        step_with(self.adv_optimizer, self.adv_params, adv_grads)
         self._features = None
         return float(loss.detach())
+
+
+def step_with(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], grads) -> None:
+    """One step of ``optimizer`` on exactly ``grads`` (None: a parameter the loss does not reach)."""
+    for p, g in zip(params, grads):
+        p.grad = g
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def encoder_modules(model: nn.Module, split: str) -> list[nn.Module]:
@@ -287,21 +321,34 @@ def info_dropout(features: torch.Tensor, log_p: torch.Tensor, drop_rate: float =
     return features * mask.view(n, c, h, w).to(features.device, features.dtype)
 
 
+@ALGORITHMS.register("infodrop")
 class InfoDrop(Algorithm):
-    """ERM with informative dropout (Shi et al. 2020) after the first feature stage, where BiasBed
-    applies it (its ``dropout_layers = 0.5``: the stem only): feature positions whose input patch
-    resembles its surroundings (texture, flat regions) are zeroed more often than edges and corners.
-    Acts only in ``update``; ``predict`` is the plain model."""
+    """InfoDrop (Shi et al. 2020): ERM with informative dropout at the stride-4 stage.
 
-    name = "infodrop"
+    Feature positions whose input patch resembles its surroundings (texture, flat regions) are zeroed
+    more often than edges and corners.
+
+    Where: after the stem's max-pool on a ResNet, as BiasBed's ``dropout_layers = 0.5`` and Shi et
+    al.'s ResNet do; on other timm families the first stage at the same stride (``stride4_stage``).
+    The distances are taken over the stem convolution's window and min-pooled onto the stride-4 grid.
+
+    At test time (``test_protocol``): ``"shi"`` (default) answers with the plain network, as Shi et
+    al. evaluate after fine-tuning without InfoDrop -- and as every saved checkpoint answers through
+    ``cuebench eval``; ``"biasbed"`` keeps dropping in ``predict``, as BiasBed's module does in every
+    forward pass (predictions are then random draws)."""
+
+    PROTOCOLS = ("shi", "biasbed")
 
     def __init__(self, model: nn.Module, drop_rate: float = 1.5, temperature: float = 0.03, radius: int = 3,
-                 band_width: float = 1.0, samples: int = 9, **kwargs):
+                 band_width: float = 1.0, samples: int = 9, test_protocol: str = "shi", **kwargs):
         super().__init__(model, **kwargs)
+        if test_protocol not in self.PROTOCOLS:
+            raise ValueError(f"InfoDrop test_protocol must be one of {', '.join(self.PROTOCOLS)}, got {test_protocol!r}")
         self.drop_rate, self.temperature, self.radius, self.band_width, self.samples = (
             drop_rate, temperature, radius, band_width, samples)
+        self.test_protocol = test_protocol
         self.kernel = next(m for m in model.modules() if isinstance(m, nn.Conv2d)).kernel_size[0]
-        self.stage = stage_module(model, model.feature_info[0]["reduction"])
+        self.stage = stride4_stage(model)
         self.generator = torch.Generator().manual_seed(seed_of(self.rng))
         self._input: torch.Tensor | None = None
         self.dropped = 0
@@ -322,17 +369,63 @@ class InfoDrop(Algorithm):
         finally:
             self._input = None
 
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        self._input = x if self.test_protocol == "biasbed" else None
+        try:
+            return super().predict(x)
+        finally:
+            self._input = None
 
+
+def stride4_stage(model: nn.Module, size: int = 224) -> str:
+    """The first module whose output is at stride 4, among the model's top-level modules and timm's
+    feature stages, in the order one forward pass runs them: ``maxpool`` on a timm ResNet (BiasBed's
+    and Shi et al.'s place), ``blocks.1`` on an EfficientNet, ``stem`` on a ConvNeXt."""
+    candidates = dict(model.named_children())
+    for info in getattr(model, "feature_info", []) or []:
+        if isinstance(info, dict):
+            candidates.setdefault(info["module"], model.get_submodule(info["module"]))
+    order: list[tuple[str, int]] = []
+    handles = [module.register_forward_hook(
+        lambda m, i, out, name=name: order.append((name, out.shape[-1])) if isinstance(out, torch.Tensor)
+        and out.dim() == 4 else None) for name, module in candidates.items()]
+    was_training = model.training
+    device = next(model.parameters()).device
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(torch.zeros(1, 3, size, size, device=device))
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    for name, width in order:
+        if width * 4 == size:
+            return name
+    raise ValueError(f"{type(model).__name__} has no feature stage at stride 4 for InfoDrop "
+                     f"(stages ran: {', '.join(f'{n} (stride {size // max(w, 1)})' for n, w in order) or 'none'})")
+
+
+@ALGORITHMS.register("distinguish")
 class DiSTinguish(Algorithm):
-    """DiSTinguish (Wen et al. 2024, Sec. 3.3): n original classes plus their structure-disrupted
-    versions as n more classes, one 2n-way cross-entropy L = -sum_{i=1}^{2n} y_i log p_i. The step is
-    ERM's; the difference is the data (``distinguish_labels``) and the head (``output_classes``)."""
+    """DiSTinguish (Wen et al. 2024): each class and its structure-disrupted twin as 2n classes.
 
-    name = "distinguish"
+    Sec. 3.3: n original classes plus their structure-disrupted versions as n more classes, one 2n-way
+    cross-entropy L = -sum_{i=1}^{2n} y_i log p_i. The step is
+    ERM's; the difference is the data (``distinguish_labels``), the head (``output_classes``) and the
+    answer (``answer_logits``: each class's logit plus its disrupted twin's)."""
 
     @staticmethod
     def output_classes(n_classes: int) -> int:
         return 2 * n_classes
+
+    @staticmethod
+    def answer_logits(logits: torch.Tensor, n_classes: int) -> torch.Tensor:
+        """z'_i = z_i + z_{i+n}, i = 1..n (Wen et al. 2024, Sec. 3.3): the evidence for a class counts
+        whether the network saw it as the original or as the structure-disrupted version."""
+        if logits.shape[1] != 2 * n_classes:
+            raise ValueError(f"DiSTinguish answers from 2n = {2 * n_classes} logits, got {logits.shape[1]}")
+        return logits[:, :n_classes] + logits[:, n_classes:]
 
 
 def distinguish_labels(labels: torch.Tensor, disrupted: torch.Tensor, n_classes: int) -> torch.Tensor:
@@ -341,5 +434,3 @@ def distinguish_labels(labels: torch.Tensor, disrupted: torch.Tensor, n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}")
     return labels + n_classes * disrupted.to(labels.dtype)
 
-
-ALGORITHMS = {cls.name: cls for cls in (Algorithm, PAdaIN, SagNet, InfoDrop, DiSTinguish)}

@@ -3,12 +3,14 @@ runs each, and measure every selected checkpoint on the same trials as any other
 
 ``prepare_study`` writes the study directory once: the source photos (labelled with their
 ImageNet class, ``labels.csv`` columns ``image,imagenet_index`` as in a DiST release) split
-into train / val / test, their structure-disrupted versions for DiSTinguish (the project's
-Gram texture synthesis, batched, on the GPU when there is one; 10 steps = DiSTinguish-A,
-Wen et al. 2024, App. A.2), and two experiment directories: DiST oddity trials of originals
+into train / val / test, their structure-disrupted versions for DiSTinguish (made like DiST's
+own by the project's Gram texture synthesis, batched, on the GPU when there is one; 10 steps =
+DiSTinguish-A, Wen et al. 2024, App. A.2; refused when they look like noise rather than DiST's
+images), and two experiment directories: DiST oddity trials of originals
 the models never train on (``dist-import``) and Geirhos et al.'s cue-conflict images
 (``cue-conflict-import``). A job (algorithm x run) fine-tunes from the offline ImageNet
-weights, selects the epoch with the best validation accuracy (BiasBed), saves that
+weights, selects the epoch with the best validation accuracy (BiasBed; a DiSTinguish model
+answers with each class's logit plus its disrupted twin's), saves that
 checkpoint and lets it answer both experiments through ``cuebench eval``'s
 ``evaluate_experiment`` (``NAME:checkpoint``), so DiST accuracy and shape bias come from
 the stored responses like any observer's. Jobs run through ``jobs.run_job`` on the
@@ -24,12 +26,14 @@ import io
 import json
 import os
 import random
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
+from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
 
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
@@ -38,7 +42,6 @@ DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "cue_training.csv"
 EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
-ALGORITHM_ORDER = ("erm", "padain", "distinguish", "sagnet", "infodrop")
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
            "observer", "checkpoint", "job_id")
 """One row per job, epoch and split (val, test: top-1 ImageNet accuracy on held-out original
@@ -126,31 +129,100 @@ def split_photos(photos: list, seed: int, val: float = 0.15, test: float = 0.25)
     return {"test": order[:n_test], "val": order[n_test:n_test + n_val], "train": order[n_test + n_val:]}
 
 
+SYNTHESIS_SIZE = 224
+"""Default side at which the disrupted images are synthesised and quality-checked, whatever the
+training size: DiST's own images are 224 x 224, and smaller ones come out as noise (docs/dist.md)."""
+
+ITERATIONS_PER_DIST_STEP = 20
+"""L-BFGS iterations in one DiST texture-synthesis "step". Wen et al. (2024, App. A.2) count steps of
+the Gatys synthesis (100 = DiST, 10 = DiSTinguish-A) at "above 55 s" per 100 steps for one 224 px
+image on a V100: far more than 100 VGG-19 gradient evaluations take, as expected when one step is one
+call of PyTorch's ``LBFGS.step(closure)``, which runs up to ``max_iter`` = 20 iterations. The
+project's synthesis counts single iterations, so one DiST step is 20 of them."""
+
+DIST_NOISE_SCALE = 1.0
+"""DiST starts the synthesis from isotropic unit Gaussian noise in the network's normalised input space."""
+
+
 def load_pixels(files: list[Path], size: int) -> np.ndarray:
     """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
-    import cv2
-
     from stimuli.sources import decode_image, fit_to_stimulus
 
-    return np.stack([cv2.resize(fit_to_stimulus(decode_image(f)), (size, size), interpolation=cv2.INTER_AREA)
-                     for f in files]).astype(np.uint8)
+    return resize_all(np.stack([fit_to_stimulus(decode_image(f)) for f in files]), size)
 
 
-def disrupt(images: np.ndarray, seed: int, steps: int, device: str, batch: int | None = None) -> np.ndarray:
-    """Structure-disrupted versions (Gram texture synthesis, ``steps`` L-BFGS steps; 10 = DiSTinguish-A)."""
+def resize_all(images: np.ndarray, size: int) -> np.ndarray:
+    import cv2
+
+    if images.shape[1:3] == (size, size):
+        return images
+    return np.stack([cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA) for image in images]).astype(np.uint8)
+
+
+def disrupt(images: np.ndarray, seed: int, steps: int, device: str, feature_net: str,
+            batch: int | None = None) -> np.ndarray:
+    """Structure-disrupted versions made like DiST's own: Gram texture synthesis from isotropic noise,
+    ``steps`` DiST steps (``ITERATIONS_PER_DIST_STEP`` L-BFGS iterations each; 10 = DiSTinguish-A,
+    100 = -C) against ``feature_net``'s features."""
     from tqdm import tqdm
 
-    from stimuli.texture_synthesis import DEFAULT_FEATURE_NET, synthesize
+    from stimuli.texture_synthesis import synthesize
 
     from ..feature_nets import load_feature_net
 
-    net = load_feature_net(DEFAULT_FEATURE_NET, device)
+    net = load_feature_net(feature_net, device)
     batch = batch or (32 if device.startswith("cuda") else 8)
     seeds = [seed * 100_003 + i for i in range(len(images))]
     parts = []
-    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} steps)", unit="batch"):
-        parts.append(synthesize(images[start:start + batch], seeds[start:start + batch], net, steps=steps).images)
+    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} DiST steps)", unit="batch"):
+        parts.append(synthesize(images[start:start + batch], seeds[start:start + batch], net,
+                                steps=steps * ITERATIONS_PER_DIST_STEP, noise_scale=DIST_NOISE_SCALE).images)
     return np.concatenate(parts) if parts else images[:0]
+
+
+def texture_ratios(originals: np.ndarray, disrupted: np.ndarray) -> np.ndarray:
+    """(n, 2): each disrupted image's local variance and high-frequency energy over its original's
+    (Burgert et al. 2025, App. A, Eqs. 1 and 3), *uncapped*: the capped metrics read 1 for noise and
+    texture alike, while noise shows as ratios well above DiST's own."""
+    from stimuli.quality import high_frequency_ratio, local_variance, to_gray
+
+    rows = []
+    for original, version in zip(originals, disrupted):
+        gray, gray_hat = to_gray(original), to_gray(version)
+        rows.append((local_variance(gray_hat) / max(local_variance(gray), 1e-12),
+                     high_frequency_ratio(gray_hat) / max(high_frequency_ratio(gray), 1e-12)))
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+
+
+def dist_reference_band(release: Path, limit: int = 100, size: int = SYNTHESIS_SIZE) -> np.ndarray:
+    """(2, 2): the 5th and 95th percentiles of the LV and HFE ratios of a DiST release's own disrupted
+    images (``set1``, ``set2``) to their originals, over its first ``limit`` originals, at ``size``."""
+    from stimuli.sources import decode_image
+
+    names = sorted(f.name for f in (release / "original").iterdir())[:limit] if (release / "original").is_dir() else []
+    pairs = [(release / "original" / n, release / part / n) for n in names for part in ("set1", "set2")
+             if (release / part / n).is_file()]
+    if not pairs:
+        raise TrainingError(f"{release} holds no original/ with set1/ or set2/ versions: nothing to check the "
+                            "disrupted training images against")
+    originals = resize_all(np.stack([decode_image(o) for o, _ in pairs]), size)
+    versions = resize_all(np.stack([decode_image(v) for _, v in pairs]), size)
+    return np.percentile(texture_ratios(originals, versions), [5, 95], axis=0).T
+
+
+def check_disruption(ratios: np.ndarray, band: np.ndarray) -> dict:
+    """The quality gate: the median LV and HFE ratios of the disrupted training set must lie where 90 %
+    of DiST's own images lie; otherwise the 2n task could become "photo vs noise" and is refused."""
+    medians = np.median(ratios, axis=0)
+    report = {f"{name}_ratio_median": round(float(m), 3) for name, m in zip(("LV", "HFE"), medians)}
+    report.update({f"{name}_dist_band": [round(float(lo), 3), round(float(hi), 3)]
+                   for name, (lo, hi) in zip(("LV", "HFE"), band)})
+    off = [f"{name} ratio median {m:.2f} outside DiST's 5-95 % band {lo:.2f}-{hi:.2f}"
+           for name, m, (lo, hi) in zip(("LV", "HFE"), medians, band) if not lo <= m <= hi]
+    if off:
+        raise TrainingError("the disrupted training images do not look like DiST's ("
+                            + "; ".join(off) + "): more --synthesis-steps or another --feature-net")
+    return report
 
 
 def _link_tree(pairs: list[tuple[Path, Path]]) -> None:
@@ -205,8 +277,13 @@ def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
 
 def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, cue_conflict: str | Path,
                   config: CueConfig = CueConfig(), synthesis_steps: int = 10, max_photos: int | None = None,
-                  max_trials: int = 100, cue_per_class: int = 10, device: str = "auto") -> dict:
-    """Write the study directory's data and experiments once; return its ``cue_study.json`` content."""
+                  max_trials: int = 100, cue_per_class: int = 10, device: str = "auto",
+                  feature_net: str = DEFAULT_FEATURE_NET, quality_gate: bool = True,
+                  synthesis_size: int = SYNTHESIS_SIZE) -> dict:
+    """Write the study directory's data and experiments once; return its ``cue_study.json`` content.
+
+    The disrupted training images are quality-gated (``check_disruption``) before anything is
+    written; ``quality_gate=False`` keeps them anyway and records that they were not checked."""
     study = Path(study_dir)
     path = study / STUDY_FILE
     if path.is_file():
@@ -215,15 +292,29 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
             raise TrainingError(f"{path} was prepared with input size {recorded['input_size']} and seed "
                                 f"{recorded['seed']}; use another study directory for other values")
         return recorded
+    if synthesis_steps < 1 or synthesis_size < 32:
+        raise TrainingError(f"--synthesis-steps must be >= 1 and --synthesis-size >= 32, got {synthesis_steps} "
+                            f"and {synthesis_size}")
+    if feature_net.partition(":")[0] == config.model.partition(":")[0]:
+        warnings.warn(f"the disrupted images are synthesised with the features of {feature_net}, the network "
+                      "being trained: DiSTinguish then learns to tell that network's own texture statistics "
+                      "(DiST uses VGG-19); --feature-net chooses another", stacklevel=2)
     listed = read_photos(photos)
     if max_photos:
         listed = sorted(random.Random(config.seed).sample(listed, min(max_photos, len(listed))))
     splits = split_photos(listed, config.seed)
     arrays = {}
     for split, rows in splits.items():
-        arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], config.input_size)
+        arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], synthesis_size)
         arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
-    arrays["disrupted_images"] = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device))
+    disrupted = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device), feature_net)
+    quality = {"checked": quality_gate}
+    if quality_gate:
+        quality.update(check_disruption(texture_ratios(arrays["train_images"], disrupted),
+                                        dist_reference_band(Path(dist), size=synthesis_size)))
+    arrays["disrupted_images"] = resize_all(disrupted, config.input_size)
+    for split in splits:
+        arrays[f"{split}_images"] = resize_all(arrays[f"{split}_images"], config.input_size)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write(study / DATA_FILE, buf.getvalue())
@@ -231,7 +322,10 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
     build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
     build_experiment(study, "cue_conflict", cue_conflict_source(study, Path(cue_conflict), cue_per_class), config.seed)
     record = {"photos": str(photos), "dist": str(dist), "cue_conflict": str(cue_conflict),
-              "input_size": config.input_size, "seed": config.seed, "synthesis_steps": synthesis_steps,
+              "input_size": config.input_size, "seed": config.seed,
+              "disruption": {"method": "gram", "feature_net": feature_net, "dist_steps": synthesis_steps,
+                             "lbfgs_iterations": synthesis_steps * ITERATIONS_PER_DIST_STEP,
+                             "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
               "splits": {k: [s for s, _, _ in v] for k, v in splits.items()}}
     atomic_write(path, json.dumps(record, indent=1).encode("utf-8"))
     return record
@@ -241,9 +335,8 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
                   runtime: Runtime = Runtime()) -> list[CueJob]:
     from .algorithms import ALGORITHMS
 
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
-    if unknown:
-        raise TrainingError(f"unknown algorithm {unknown[0]!r}; known: {', '.join(ALGORITHMS)}")
+    for name in algorithms:
+        ALGORITHMS.get(name)  # an unknown name fails here, in one line with "did you mean"
     if runs < 1 or config.epochs < 1 or config.batch_size < 1:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
     if not (Path(study_dir) / STUDY_FILE).is_file():
@@ -305,7 +398,8 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
     def accuracy(split: str) -> float:
         model.eval()
         images, labels = torch.from_numpy(data[f"{split}_images"]), torch.from_numpy(data[f"{split}_labels"])
-        pred = torch.cat([model(normalise(b))[:, :n].argmax(1).cpu() for b in images.split(job.runtime.eval_batch_size)])
+        pred = torch.cat([algorithm_class.answer_logits(model(normalise(b)), n).argmax(1).cpu()
+                          for b in images.split(job.runtime.eval_batch_size)])
         return float((pred == labels).float().mean())
 
     shuffle = torch.Generator().manual_seed(job.seed)
@@ -323,7 +417,8 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
                          "train_loss": float(np.mean(losses)), "job_id": job.job_id})
     checkpoint = study / CHECKPOINTS_DIR / f"{job.job_id}.pth"
     buf = io.BytesIO()
-    torch.save({"state_dict": best_state, "original_classes": n}, buf)
+    twin_head = {"original_classes": n} if algorithm_class.output_classes(n) != n else {}
+    torch.save({"state_dict": best_state, **twin_head}, buf)
     atomic_write(checkpoint, buf.getvalue())
     observer = None
     for name in EXPERIMENTS:

@@ -113,8 +113,11 @@ def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Ru
     """Every (entry x run) job of a study directory, optionally limited to some studies."""
     from .algorithms import ALGORITHMS
 
-    if config.algorithm not in ALGORITHMS:
-        raise TrainingError(f"unknown algorithm {config.algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    algorithm = ALGORITHMS[config.algorithm]
+    if algorithm.output_classes(3) != 3:
+        raise TrainingError(f"algorithm {config.algorithm!r} trains on images with a second label set (DiSTinguish: "
+                            "structure-disrupted twins of every class), which a DiagViB-6 study does not have; "
+                            "use 'cuebench train-cues' for it")
     if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
     study = read_study(study_dir)
