@@ -58,9 +58,13 @@ def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = No
 
 
 def run_list(args) -> int:
-    """``cuebench list [KIND]``: every registry is filled by the packages' ``cli`` modules above."""
+    """``cuebench list [KIND]``: a registry is filled when the module defining it is imported: the packages'
+    ``cli`` modules import theirs, or name them in ``PLUGIN_MODULES`` where that would load torch."""
     from .registry import ALL, UnknownName
 
+    for name in COMMAND_MODULES:
+        for plugins in getattr(importlib.import_module(name), "PLUGIN_MODULES", ()):
+            importlib.import_module(plugins)
     if not args.kind:
         for kind in sorted(ALL):
             print(f"{kind} ({len(ALL[kind])})")

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from cuebench.executors import add_executor_arguments
 
-from .training.algorithms import ALGORITHMS
+PLUGIN_MODULES = ("model_eval.training.algorithms",)
+"""Where this command's registries are filled; ``cuebench list`` imports them (torch stays lazy here)."""
+
 
 
 def register(sub) -> None:
@@ -19,7 +21,7 @@ def register(sub) -> None:
                     "Finished jobs are skipped on a re-run.")
     train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
-    train.add_argument("--algorithm", default="erm", choices=ALGORITHMS.names(),
+    train.add_argument("--algorithm", default="erm",
                        help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
                             "distinguish needs disrupted images and runs in train-cues")
     train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
@@ -57,8 +59,8 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--dist", required=True, type=Path,
                       help="DiST release (original/, set1/, set2/); originals among the training photos are left out")
     cues.add_argument("--cue-conflict", required=True, type=Path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
-    cues.add_argument("--algorithms", default=",".join(ALGORITHMS.names()),
-                      help="comma list of registered algorithms ('cuebench list algorithms')")
+    cues.add_argument("--algorithms", default="all",
+                      help="comma list of registered algorithms ('cuebench list algorithms'), or all of them")
     cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
     cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
@@ -111,13 +113,15 @@ def run_train(args) -> int:
 def run_train_cues(args) -> int:
     from cuebench.executors import parse_executor
 
+    from .training.algorithms import ALGORITHMS
     from .training.cue_study import CueConfig, assemble_table, plan_cue_jobs, prepare_study
     from .training.executors import pending, run_jobs
     from .training.jobs import Runtime
 
     config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        input_size=args.input_size, seed=args.seed)
-    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    algorithms = ALGORITHMS.names() if args.algorithms == "all" else [
+        a.strip() for a in args.algorithms.split(",") if a.strip()]
     spec = parse_executor(args.executor, args.executor_option)
     prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, args.synthesis_steps,
                   args.max_photos, args.max_trials, args.cue_per_class, args.device, args.feature_net,
