@@ -50,4 +50,9 @@ def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: i
         "preload_app": False,
         "proc_name": "cuebench-serve",
         "loglevel": "warning",
+        # headers bounded before anything is read; the body by Flask's MAX_CONTENT_LENGTH,
+        # which answers 413 from the Content-Length header without reading the body
+        "limit_request_line": 4094,
+        "limit_request_fields": 50,
+        "limit_request_field_size": 8190,
     }).run()
