@@ -6,7 +6,8 @@ cookie (HttpOnly, SameSite=Strict, Secure by default) with the admin generation 
 database at login: logging out or changing the password bumps it, which ends every admin
 session, in every process, including cookies copied before. Every POST carries a
 per-session CSRF token. Failed logins are counted per client address in the same
-transaction that records them, so concurrent guesses cannot overrun the limit. Exports call the project's writers (``cuebench.export`` for the common schema and
+transaction that records them, so concurrent guesses cannot overrun the limit. Exports
+call the project's writers (``cuebench.export`` for the common schema and
 the model-vs-human raw format, ``human_tasks.psychopy_csv`` for the PsychoPy-style CSV).
 """
 

@@ -106,7 +106,8 @@ class Study:
 
     def nonce_matches(self, nonce: str, browser: str) -> bool:
         """Whether ``nonce`` was made by ``start_nonce`` for this browser."""
-        return len(nonce) == 32 and hmac.compare_digest(nonce[16:].encode(), self._nonce_mac(nonce[:16], browser).encode())
+        mac = self._nonce_mac(nonce[:16], browser)
+        return len(nonce) == 32 and hmac.compare_digest(nonce[16:].encode(), mac.encode())
 
     def _nonce_mac(self, token: str, browser: str) -> str:
         return hmac.new(self.derive_key, f"nonce:{token}:{browser}".encode(), hashlib.sha256).hexdigest()[:16]

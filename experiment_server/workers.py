@@ -2,9 +2,10 @@
 
 Each worker process builds its own app (its own database connections; nothing is shared
 across a fork) and handles requests with a pool of threads. Correctness needs nothing
-from one process's memory: participants, reservations, login throttling and settings are
-in the database, the admin session and its CSRF token in the cookie signed with the key
-stored there, and participant sequences are recomputed from (group, code, session).
+from one process's memory: participants, reservations, rate limits and the admin
+generation are in the database, the admin session and its CSRF token in the cookie signed
+with the key of the secrets file (re-read when it changes), and participant sequences are
+recomputed from (group, code, session).
 """
 
 from __future__ import annotations

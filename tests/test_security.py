@@ -28,7 +28,7 @@ import pytest
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
 
-from cuebench.csvsafe import safe_cell
+from cuebench.csvsafe import csv_text, frame_csv, safe_cell
 from cuebench.responses import KEY, ResponseStore, trial_row
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
@@ -45,7 +45,6 @@ PASSWORD = "correct horse battery"
 START_LIMIT = 20
 HONEST = 8
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
-pytestmark = pytest.mark.slow
 
 
 class Browser:
@@ -117,7 +116,8 @@ def fresh_postgres_database(server) -> str:
     return server.url.replace("/postgres?", f"/{name}?")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=[pytest.param("sqlite", marks=pytest.mark.slow),
+                                        pytest.param("postgresql", marks=pytest.mark.slow)])
 def served(request, tmp_path_factory):
     """``cuebench serve --workers 4 --trusted-proxies 1`` on the sample experiment, with an admin password."""
     root = tmp_path_factory.mktemp(f"security-{request.param}")
@@ -381,8 +381,20 @@ def test_csv_exports_neutralise_formulas(served):
     rows = list(csv.DictReader(io.StringIO(body.decode())))
     mine = [r for r in rows if r["entry_code"] == "'-2-3"]
     assert len(mine) == 1 and mine[0]["screen_reason"] == "'" + hyperlink
-    dangerous = [cell for r in rows for cell in r.values() if cell and cell[0] in "=+-@\t\r" and safe_cell(cell) != cell]
+    dangerous = [cell for r in rows for cell in r.values() if cell and safe_cell(cell) != cell]
     assert dangerous == []
+
+
+def test_formula_cells_get_a_quote_and_numbers_stay():
+    """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not."""
+    import pandas as pd
+
+    cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5]
+    assert csv_text(["v"], [[c] for c in cells]) == "v\n" + "".join(
+        f"{line}\n" for line in ["'=1+2", "'+SUM(A1)", "'-2-3", "'@cmd", "'\tx", "'\rx", "-1.5", "+3", "1e-3",
+                                  "cat", "a=b", '""', '""', "-4", "2.5"])
+    frame = pd.DataFrame({"reason": ["=HYPERLINK(1)", "ok"], "rt": [-1.5, 2.0]})
+    assert frame_csv(frame).decode() == "reason,rt\n'=HYPERLINK(1),-1.5\nok,2.0\n"
 
 
 # paths and cross-site requests ------------------------------------------------------------
@@ -461,6 +473,21 @@ def test_an_untrusted_client_cannot_choose_its_address(tmp_path):
         statuses.append(client.post("/start", data={"consent": "yes", "start_nonce": nonce},
                                     headers={"X-Forwarded-For": f"198.51.100.{k}"}).status_code)
     assert statuses == [303, 303, 429]
+
+
+def test_a_failure_is_one_log_line_without_the_token(tmp_path, monkeypatch, caplog):
+    build_sample_experiment(tmp_path / "exp")
+    app = create_app(tmp_path / "exp")
+    client = app.test_client()
+    nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+    token = client.post("/start", data={"consent": "yes", "start_nonce": nonce}).headers["Location"].rsplit("/", 1)[1]
+    monkeypatch.setattr(study_of(app), "sequence", lambda participant: 1 / 0)
+    with caplog.at_level("ERROR"):
+        reply = client.get(f"/api/session/{token}")
+    assert reply.status_code == 500 and reply.get_json() == {"error": "the server failed; try again"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "GET /api/session/<token> failed: ZeroDivisionError: division by zero"]
+    assert not any(r.exc_info for r in caplog.records)
 
 
 def test_headers_pages_and_logs(served):
