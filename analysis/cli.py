@@ -113,6 +113,7 @@ def run_analyze(args) -> int:
 
     import pandas as pd
 
+    from cuebench.csvsafe import frame_csv
     from cuebench.expdir import atomic_write
 
     from .comparison import rank_correlation
@@ -149,6 +150,6 @@ def run_analyze(args) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 30, "display.precision", 3):
         print(table.to_string(index=False))
     if args.out:
-        atomic_write(args.out, table.to_csv(index=False).encode("utf-8"))
+        atomic_write(args.out, frame_csv(table))
         print(f"written: {args.out}")
     return 0

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cuebench import __version__
+from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write
 
@@ -161,7 +162,7 @@ def write_cue_report(study_dir: str | Path, out_dir: str | Path | None = None) -
         notes.append(f"Algorithms not rank-tested: {err}.")
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
-        atomic_write(out / f"cue_{name}.csv", frame.to_csv(index=False).encode("utf-8"))
+        atomic_write(out / f"cue_{name}.csv", frame_csv(frame))
     uri = {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in images.items()}
     html = Environment(autoescape=select_autoescape(default=True)).from_string(REPORT_TEMPLATE).render(
         title=f"Cue-reliance training study: {study.name}", notes=notes, images=uri, friedman=friedman,

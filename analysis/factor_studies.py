@@ -24,6 +24,7 @@ import pandas as pd
 
 from cuebench import __version__
 from stimuli.designs.diagvib import STUDY_FILE
+from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write
 
@@ -324,7 +325,7 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
         notes.append(f"Methods not rank-tested: {err} (train more models or algorithms on this study directory).")
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
-        atomic_write(out / f"factor_{name}.csv", frame.to_csv(index=False).encode("utf-8"))
+        atomic_write(out / f"factor_{name}.csv", frame_csv(frame))
     uri = {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in images.items()}
     html_tables = {k: html_table(v, p_values=k == "nemenyi") for k, v in tables.items()}
     table_path = study_dir / TABLE_FILE

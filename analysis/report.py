@@ -24,6 +24,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from cuebench import __version__
+from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 
@@ -319,7 +320,7 @@ def make_figures(analysis: Analysis, reference_name: str | None) -> dict[str, by
 def write_tables(analysis: Analysis, out: Path) -> None:
     """Every table as tables/NAME.csv, and all tables plus the summary in results.json."""
     for name, table in analysis.tables.items():
-        atomic_write(out / "tables" / f"{name}.csv", table.to_csv(index=False).encode("utf-8"))
+        atomic_write(out / "tables" / f"{name}.csv", frame_csv(table))
     payload = {"summary": analysis.summary, "notes": analysis.notes,
                "tables": {n: json.loads(t.to_json(orient="records")) for n, t in analysis.tables.items()}}
     atomic_write(out / "results.json", json.dumps(payload, indent=1, default=_json_default).encode("utf-8"))

@@ -7,11 +7,10 @@ The model-vs-human raw format (Geirhos et al.; one file per observer and session
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from pathlib import Path
 
+from .csvsafe import csv_text
 from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
 from .responses import COLUMNS, ResponseStore
@@ -39,13 +38,10 @@ def export_csv(expdir: ExperimentDir, out: str | Path, database: str | None = No
     """The common schema, one row per observer per trial, JSON columns as JSON text."""
     import json
 
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for row in _rows(expdir, database):
-        writer.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+    rows = ({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in row.items()}
+            for row in _rows(expdir, database))
     out = Path(out)
-    atomic_write(out, buf.getvalue().encode("utf-8"))
+    atomic_write(out, csv_text(COLUMNS, rows).encode("utf-8"))
     return out
 
 
@@ -85,17 +81,15 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...
     out_dir = Path(out_dir)
     written = []
     for (observer, session), items in sorted(groups.items()):
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(MVH_COLUMNS)
+        lines = []
         for row in sorted(items, key=lambda r: r["trial_index"]):
             rt = "NaN" if row.get("rt_ms") is None else f"{row['rt_ms'] / 1000:.4f}"
             condition = row.get("level") if row.get("level") is not None else row.get("condition")
-            writer.writerow([observer, session, int(row["trial_index"]) + 1, rt, row.get("response") or "na",
-                             row.get("category") or "na", condition, mvh_imagename(row)])
+            lines.append([observer, session, int(row["trial_index"]) + 1, rt, row.get("response") or "na",
+                          row.get("category") or "na", condition, mvh_imagename(row)])
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", observer)
         path = out_dir / f"{row['experiment']}_{safe}_session_{session}.csv"
-        atomic_write(path, buf.getvalue().encode("utf-8"))
+        atomic_write(path, csv_text(MVH_COLUMNS, lines).encode("utf-8"))
         written.append(path)
     return written
 

@@ -21,6 +21,7 @@ processes creating the same tables at once do it one after the other.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -151,8 +152,16 @@ def _open_postgres(url: str, timeout: float) -> Database:
 
 
 def connect(path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> sqlite3.Connection:
-    """An autocommit SQLite connection (transactions are explicit) in WAL mode with full sync."""
+    """An autocommit SQLite connection (transactions are explicit) in WAL mode with full sync.
+
+    A new file is created readable by its owner only (0600; SQLite gives its journal files
+    the same mode): it holds participants' answers."""
     path = Path(path)
+    try:
+        if not path.exists() and path.parent.is_dir():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError as err:
+        raise StorageError(f"{path}: cannot create the database ({err.strerror})") from None
     try:
         conn = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")

@@ -17,7 +17,7 @@ from cuebench.design import ScheduledTrial, adaptive_blocks
 from cuebench.responses import ResponseConflict, score, trial_row
 
 from .participant import _in_progress, _participant, _study, _trial_plan, mask_png
-from .validation import Rejected, check_trial_post
+from .validation import Rejected, check_trial_post, parse_json_body
 
 bp = Blueprint("adaptive", __name__)
 
@@ -73,7 +73,8 @@ def post_trial(token: str, number: int, index: int):
     if index < block.index:
         return jsonify(index=index, stored=False), 200
     level, trial = _next(block, index)
-    measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id), request.get_json(silent=True))
+    measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id),
+                                parse_json_body(request.get_data()))
     response = measured.pop("response")
     fields = block.record(level, trial.trial_id, bool(score(trial, response)))
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",

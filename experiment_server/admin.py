@@ -1,15 +1,18 @@
 """The admin area: login, progress per group, participants, exclusions, exports.
 
-Closed (503) until ``cuebench serve admin-password EXPDIR`` stores a password hash;
-there is no default password. Login state lives in Flask's signed session cookie
-(HttpOnly, SameSite=Strict, Secure by default); every POST carries a per-session CSRF
-token. Exports call the project's writers (``cuebench.export`` for the common schema and
+Closed (503) until ``cuebench serve admin-password EXPDIR`` stores a password hash (in the
+secrets file); there is no default password. Login state lives in Flask's signed session
+cookie (HttpOnly, SameSite=Strict, Secure by default) with the admin generation of the
+database at login: logging out or changing the password bumps it, which ends every admin
+session, in every process, including cookies copied before. Every POST carries a
+per-session CSRF token. Failed logins are counted per client address in the same
+transaction that records them, so concurrent guesses cannot overrun the limit. Exports
+call the project's writers (``cuebench.export`` for the common schema and
 the model-vs-human raw format, ``human_tasks.psychopy_csv`` for the PsychoPy-style CSV).
 """
 
 from __future__ import annotations
 
-import csv
 import hmac
 import io
 import secrets
@@ -22,11 +25,13 @@ from pathlib import Path
 from flask import Blueprint, abort, current_app, redirect, render_template, request, send_file, session, url_for
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from cuebench.csvsafe import csv_text
 from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 
 from .study import Study, study_of
-from .db import STATUSES
+from .db import ADMIN_GENERATION, STATUSES
+from .validation import Rejected
 
 bp = Blueprint("admin", __name__)
 PASSWORD_KEY = "admin_password"
@@ -40,10 +45,11 @@ class AdminPasswordError(CuebenchError):
 
 
 def set_admin_password(study: Study, password: str) -> None:
-    """Store the admin password as a salted scrypt hash (werkzeug)."""
+    """Store the admin password as a salted scrypt hash (werkzeug) and end every admin session."""
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AdminPasswordError(f"the admin password must have at least {MIN_PASSWORD_LENGTH} characters")
-    study.db.set_setting(PASSWORD_KEY, generate_password_hash(password))
+    study.secrets.set(PASSWORD_KEY, generate_password_hash(password))
+    study.db.bump_admin_generation()
 
 
 def _study() -> Study:
@@ -64,7 +70,7 @@ def inject_csrf():
 @bp.before_request
 def guard():
     """Closed without a password; every POST must carry the session's CSRF token."""
-    if not _study().db.setting(PASSWORD_KEY):
+    if not _study().secrets.get(PASSWORD_KEY):
         return render_template("message.html", title="Admin closed",
                                message="No admin password is set. Run: cuebench serve admin-password EXPDIR"), 503
     if request.method == "POST":
@@ -76,33 +82,45 @@ def guard():
 def login_required(view):
     @wraps(view)
     def wrapped(*args, **kwargs):
-        if not session.get("admin"):
+        if session.get(ADMIN_GENERATION) != _study().db.admin_generation():
             return redirect(url_for("admin.login", next=request.path))
         return view(*args, **kwargs)
 
     return wrapped
 
 
+def _after_login() -> str:
+    """Where a login goes on to: ``next`` when it is a path of the admin area, else the dashboard."""
+    target = request.args.get("next", "")
+    if any(ord(c) < 32 or c == "\\" for c in target):
+        raise Rejected(400, "the login link's 'next' holds a control character or a backslash")
+    return target if target.startswith("/admin") and not target.startswith("//") else url_for("admin.dashboard")
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     error = None
     if request.method == "POST":
-        db, address = _study().db, request.remote_addr or ""
-        if db.recent_login_failures(address, FAILED_LOGIN_WINDOW_S) >= MAX_FAILED_LOGINS:
-            abort(429, description="too many failed logins; try again in 15 minutes")
-        if check_password_hash(db.setting(PASSWORD_KEY), request.form.get("password", "")):
+        study = _study()
+        target = _after_login()
+        attempt = study.db.take_slot("login", request.remote_addr or "", MAX_FAILED_LOGINS, FAILED_LOGIN_WINDOW_S)
+        if attempt is None:
+            abort(429, description="too many failed logins from your address; try again in 15 minutes")
+        if check_password_hash(study.secrets.get(PASSWORD_KEY), request.form.get("password", "")):
+            study.db.release_slot(attempt)
             session.clear()
             session.permanent = True
-            session["admin"] = True
-            target = request.args.get("next", "")
-            return redirect(target if target.startswith("/admin") else url_for("admin.dashboard"))
-        db.record_login_failure(address, FAILED_LOGIN_WINDOW_S)
+            session[ADMIN_GENERATION] = study.db.admin_generation()
+            return redirect(target)
         error = "Wrong password."
     return render_template("admin_login.html", error=error), 401 if error else 200
 
 
 @bp.post("/logout")
+@login_required
 def logout():
+    """End this session and every other admin session (a cookie copied before still fails)."""
+    _study().db.bump_admin_generation()
     session.clear()
     return redirect(url_for("admin.login"))
 
@@ -201,10 +219,7 @@ PARTICIPANT_COLUMNS = ("code", "group", "status", "prolific_pid", "study_id", "p
 def export_participants():
     """Statuses and exclusions per participant, to join with the responses on ``observer`` = ``code``."""
     study = _study()
-    text = io.StringIO()
-    writer = csv.writer(text)
-    writer.writerow(PARTICIPANT_COLUMNS)
-    for p in study.db.participants(study.experiment.name):
-        writer.writerow([getattr(p, c) for c in PARTICIPANT_COLUMNS])
-    return send_file(io.BytesIO(text.getvalue().encode()), mimetype="text/csv", as_attachment=True,
+    text = csv_text(PARTICIPANT_COLUMNS, ([getattr(p, c) for c in PARTICIPANT_COLUMNS]
+                                          for p in study.db.participants(study.experiment.name)))
+    return send_file(io.BytesIO(text.encode()), mimetype="text/csv", as_attachment=True,
                      download_name=f"{study.experiment.name}-participants.csv")

@@ -10,6 +10,7 @@ waitress, a pure-Python WSGI server that also runs on lab Windows PCs, or with
 from __future__ import annotations
 
 import errno
+import logging
 import socket
 import sys
 import time
@@ -18,28 +19,55 @@ from pathlib import Path
 from typing import Callable
 
 from flask import Flask, jsonify, render_template, request
+from flask.sessions import SecureCookieSessionInterface
+from itsdangerous import URLSafeTimedSerializer
+from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
 from .assignment import RESERVATION_SECONDS
-from .study import ServerSetupError, open_study
+from .participant import START_LIMIT
+from .study import ServerSetupError, open_study, study_of
 from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024
+"""The largest request body; the WSGI servers refuse a longer one before reading it (``serve``)."""
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+                           "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+"""Only the server's own files: a participant's text that slipped into a page cannot run as script."""
+log = logging.getLogger("cuebench.serve")
+
+
+class _RotatingKeySessions(SecureCookieSessionInterface):
+    """Flask's signed cookie, signed with the secrets file's current key (read on every
+    request), so ``cuebench serve rotate-secret`` ends every session at once, in every process."""
+
+    def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer:
+        return URLSafeTimedSerializer(study_of(app).cookie_key, salt=self.salt, serializer=self.serializer,
+                                      signer_kwargs={"key_derivation": self.key_derivation,
+                                                     "digest_method": self.digest_method})
 
 
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
                reservation_seconds: float = RESERVATION_SECONDS, secure_cookies: bool = True,
-               database: str | None = None) -> Flask:
+               database: str | None = None, secrets_path: str | Path | None = None, trusted_proxies: int = 0,
+               start_limit: int = START_LIMIT) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; ``secure_cookies=False`` only for
     plain-HTTP lab networks (browsers drop Secure cookies there except on localhost);
-    ``database``: a ``postgresql://`` URL instead of the folder's responses.sqlite."""
-    study = open_study(expdir, clock, reservation_seconds, database)
+    ``database``: a ``postgresql://`` URL instead of the folder's responses.sqlite;
+    ``secrets_path``: the secrets file (``server_secrets``); ``trusted_proxies``: how many
+    reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
+    client's; a forwarded header is then ignored, since anyone can send one);
+    ``start_limit``: session starts per client address per 10 minutes."""
+    study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
+    app.session_interface = _RotatingKeySessions()
+    if trusted_proxies:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted_proxies, x_proto=trusted_proxies)
     app.config.update(
-        SECRET_KEY=study.secret_key,
         SESSION_COOKIE_SECURE=secure_cookies,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Strict",
@@ -47,9 +75,17 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         MAX_CONTENT_LENGTH=MAX_REQUEST_BYTES,
     )
     app.extensions["cuebench"] = study
+    app.config["CUEBENCH_START_LIMIT"] = start_limit
     app.register_blueprint(participant.bp)
     app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
+
+    @app.before_request
+    def bounded_body():
+        """413 from the Content-Length header, before any of the body is read (gunicorn
+        hands a request over unread; Flask's own limit applies only when the body is read)."""
+        if (request.content_length or 0) > MAX_REQUEST_BYTES:
+            raise Rejected(413, f"the request body is larger than {MAX_REQUEST_BYTES} bytes")
 
     @app.errorhandler(Rejected)
     def rejected(err: Rejected):
@@ -57,12 +93,26 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
             return jsonify(error=str(err)), err.status
         return render_template("message.html", title="Request refused", message=str(err)), err.status
 
+    @app.errorhandler(Exception)
+    def failed(err: Exception):
+        """One log line per failure, naming the route but not the URL (it holds the participant's token)."""
+        if isinstance(err, HTTPException):
+            return err
+        where = request.url_rule.rule if request.url_rule else "(no route)"
+        log.error("%s %s failed: %s: %s", request.method, where, type(err).__name__, str(err).splitlines()[0]
+                  if str(err) else "")
+        if request.path.startswith("/api/"):
+            return jsonify(error="the server failed; try again"), 500
+        return render_template("message.html", title="Server error", message="The server failed; try again."), 500
+
     @app.after_request
-    def no_cache(response):
+    def headers(response):
         if request.path.startswith(("/api/", "/task/", "/admin")):
             response.headers["Cache-Control"] = "no-store"
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
     return app
@@ -81,32 +131,43 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
-          threads: int = 8, secure_cookies: bool = True, workers: int = 1, database: str | None = None) -> None:
+          threads: int = 8, secure_cookies: bool = True, workers: int = 1, database: str | None = None,
+          secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
     ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
     if workers < 1:
         raise ServerSetupError(f"--workers must be at least 1, got {workers}")
     if workers > 1 and sys.platform == "win32":
         raise ServerSetupError("--workers > 1 needs gunicorn, which does not run on Windows; use --threads")
+    if trusted_proxies < 0:
+        raise ServerSetupError(f"--trusted-proxies must be 0 or more, got {trusted_proxies}")
     check_port_free(host, port)
-    study = open_study(expdir, database=database)  # checks; creates tables and settings once, before any worker
+    # checks; creates tables and secrets once, before any worker
+    study = open_study(expdir, database=database, secrets_path=secrets_path)
     if open_message:
         base = f"http://{host}:{port}"
         print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root} "
               f"({workers} process{'es' if workers > 1 else ''} x {threads} threads)")
         print(f"  participants: {base}/   (Prolific: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
               "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}})")
-        admin_state = "open" if study.db.setting("admin_password") else "closed until `cuebench serve admin-password EXPDIR`"
+        admin_state = "open" if study.secrets.get("admin_password") else \
+            "closed until `cuebench serve admin-password EXPDIR`"
         print(f"  admin:        {base}/admin/   ({admin_state})")
+        print(f"  secrets:      {study.secrets.path}")
         print("Press Ctrl+C to stop; every stored trial is committed.", flush=True)
     study.close()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    def make_app() -> Flask:
+        return create_app(expdir, secure_cookies=secure_cookies, database=database, secrets_path=secrets_path,
+                          trusted_proxies=trusted_proxies, start_limit=start_limit)
+
     if workers > 1:
         from .workers import run_gunicorn
 
-        run_gunicorn(lambda: create_app(expdir, secure_cookies=secure_cookies, database=database),
-                     host, port, workers, threads)
+        run_gunicorn(make_app, host, port, workers, threads)
         return
     from waitress import serve as waitress_serve
 
-    waitress_serve(create_app(expdir, secure_cookies=secure_cookies, database=database), host=host, port=port,
-                   threads=threads, ident="cuebench", connection_limit=max(100, 25 * threads))
+    waitress_serve(make_app(), host=host, port=port, threads=threads, ident="cuebench",
+                   connection_limit=max(100, 25 * threads), max_request_body_size=MAX_REQUEST_BYTES)

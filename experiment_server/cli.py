@@ -1,16 +1,26 @@
-"""``cuebench serve EXPDIR`` and ``cuebench serve admin-password EXPDIR``."""
+"""``cuebench serve EXPDIR`` and its actions: ``admin-password``, ``rotate-secret`` and ``codes``."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import secrets
 import sys
 
 from cuebench.errors import CuebenchError
 
 from .db import OUTCOMES
+from .participant import START_LIMIT
 
 ADMIN_PASSWORD = "admin-password"
+ROTATE_SECRET = "rotate-secret"
+CODES = "codes"
+ACTIONS = (ADMIN_PASSWORD, ROTATE_SECRET, CODES)
+CODE_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+"""Entry-code characters: no 0/o, 1/l/i to misread when a code is typed from paper."""
+CODE_GROUPS = 4
+CODE_GROUP_LENGTH = 4
+"""16 characters of 31: 79 bits, beyond guessing even at the start rate limit."""
 
 
 def register(subparsers) -> None:
@@ -18,9 +28,12 @@ def register(subparsers) -> None:
         "serve", help="run the online experiment (waitress) or set its admin password",
         description="Serve an experiment directory to participants: `cuebench serve EXPDIR`. "
                     "Set the admin password (stored hashed; the admin area is closed until set): "
-                    "`cuebench serve admin-password EXPDIR`.",
+                    "`cuebench serve admin-password EXPDIR`. End every login (new cookie key): "
+                    "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
+                    "`cuebench serve codes EXPDIR -n 50`.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("target", nargs="+", metavar="EXPDIR", help="experiment directory, or admin-password EXPDIR")
+    parser.add_argument("target", nargs="+", metavar="EXPDIR",
+                        help=f"experiment directory, or one of {', '.join(ACTIONS)} and the directory")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 only behind HTTPS)")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--threads", type=int, default=8, help="request threads (per process)")
@@ -29,6 +42,15 @@ def register(subparsers) -> None:
     parser.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB for responses and server tables, e.g. to serve one study "
                              "from several hosts (default: the folder's responses.sqlite)")
+    parser.add_argument("--secrets", metavar="FILE",
+                        help="the server's secrets (cookie key, admin password hash, completion codes), created "
+                             "0600 (default: $CUEBENCH_SECRETS, else EXPDIR.secrets.json beside the folder)")
+    parser.add_argument("--trusted-proxies", type=int, default=0, metavar="N",
+                        help="reverse proxies in front that set X-Forwarded-For; the client address for rate "
+                             "limits is then taken from it (0: the header is ignored)")
+    parser.add_argument("--start-limit", type=int, default=START_LIMIT, metavar="N",
+                        help="session starts per client address per 10 minutes")
+    parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
     parser.add_argument("--insecure-cookies", action="store_true",
                         help="allow the admin login over plain HTTP on a lab network (not for the internet)")
     for outcome in OUTCOMES:
@@ -40,10 +62,14 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    if args.target[0] == ADMIN_PASSWORD:
+    if args.target[0] in ACTIONS:
         if len(args.target) != 2:
-            raise CuebenchError("usage: cuebench serve admin-password EXPDIR")
-        return set_password(args.target[1], args.password_stdin, args.database)
+            raise CuebenchError(f"usage: cuebench serve {args.target[0]} EXPDIR")
+        if args.target[0] == ADMIN_PASSWORD:
+            return set_password(args.target[1], args.password_stdin, args.database, args.secrets)
+        if args.target[0] == ROTATE_SECRET:
+            return rotate_secret(args.target[1], args.database, args.secrets)
+        return print_codes(args.target[1], args.n)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
     from .app import check_port_free, serve
@@ -52,21 +78,54 @@ def run(args) -> int:
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
         check_port_free(args.host, args.port)
-        study = open_study(args.target[0], database=args.database)
-        for outcome, code in codes.items():
-            if code:
-                study.db.set_setting(f"code_{outcome}", code)
+        study = open_study(args.target[0], database=args.database, secrets_path=args.secrets)
+        study.secrets.update({f"code_{outcome}": code for outcome, code in codes.items() if code})
         study.close()
     serve(args.target[0], host=args.host, port=args.port, threads=args.threads,
-          secure_cookies=not args.insecure_cookies, workers=args.workers, database=args.database)
+          secure_cookies=not args.insecure_cookies, workers=args.workers, database=args.database,
+          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit)
     return 0
 
 
-def set_password(expdir: str, from_stdin: bool, database: str | None = None) -> int:
+def rotate_secret(expdir: str, database: str | None, secrets_path: str | None) -> int:
+    """A new cookie-signing key: every admin login and start-form cookie ends, in running servers too."""
+    from .server_secrets import new_key
+    from .study import open_study
+
+    study = open_study(expdir, database=database, secrets_path=secrets_path)
+    study.secrets.set("secret_key", new_key())
+    study.db.bump_admin_generation()
+    print(f"new cookie key in {study.secrets.path}: every admin session has ended; participants go on")
+    return 0
+
+
+def entry_codes(n: int) -> list[str]:
+    """``n`` distinct random entry codes like ``k7mq-x9pd-4hzt-w3nc``."""
+    codes: set[str] = set()
+    while len(codes) < n:
+        codes.add("-".join("".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_GROUP_LENGTH))
+                           for _ in range(CODE_GROUPS)))
+    return sorted(codes)
+
+
+def print_codes(expdir: str, n: int) -> int:
+    """Print entry codes to hand out (one a line); the server accepts any code, so these are
+    what makes a code hard to guess."""
+    from cuebench.expdir import ExperimentDir
+
+    if n < 1:
+        raise CuebenchError(f"-n must be at least 1, got {n}")
+    if not ExperimentDir(expdir).exists():
+        raise CuebenchError(f"{ExperimentDir(expdir).experiment_file}: no experiment.json; build an experiment first")
+    print("\n".join(entry_codes(n)))
+    return 0
+
+
+def set_password(expdir: str, from_stdin: bool, database: str | None = None, secrets_path: str | None = None) -> int:
     from .admin import set_admin_password
     from .study import open_study
 
-    study = open_study(expdir, database=database)
+    study = open_study(expdir, database=database, secrets_path=secrets_path)
     if from_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
@@ -74,5 +133,6 @@ def set_password(expdir: str, from_stdin: bool, database: str | None = None) -> 
         if getpass.getpass("Repeat it: ") != password:
             raise CuebenchError("the two passwords differ; nothing was changed")
     set_admin_password(study, password)
-    print(f"admin password set for {study.expdir.root} (stored as a salted scrypt hash)")
+    print(f"admin password set for {study.expdir.root} (a salted scrypt hash in {study.secrets.path}); "
+          "every admin session has ended")
     return 0

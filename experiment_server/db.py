@@ -1,8 +1,9 @@
-"""The server's own tables (participants, settings) beside the responses, in the experiment's database.
+"""The server's own tables (participants, settings, rate limits) beside the responses, in the experiment's database.
 
 Responses belong to ``cuebench.responses.ResponseStore``; this module keeps who takes
-part, in which group, with which session token, and the server settings (admin password
-hash, cookie-signing key, completion codes). Same database (the experiment's
+part, in which group, with which session token, the settings that are not secret (which
+experiment the database serves, the admin sessions' generation) and the recent requests
+that rate limits count. Secrets are not here (``server_secrets``). Same database (the experiment's
 responses.sqlite or PostgreSQL, ``cuebench.storage``), separate tables, same durability.
 One participation per Prolific ID (and per entry code) is a UNIQUE index, so the database
 refuses a second session even under concurrent requests. Session tokens are stored only as SHA-256 hashes.
@@ -26,7 +27,8 @@ from .assignment import RESERVATION_SECONDS, group_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
-LOGIN_FAILURES = "admin_login_failures"
+RATE_EVENTS = "rate_limit_events"
+ADMIN_GENERATION = "admin_generation"
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
 STATUSES = ("in_progress", *OUTCOMES)
@@ -107,7 +109,8 @@ class ServerDB:
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
                              f"idx_{PARTICIPANTS}_{'_'.join(columns)} ON {PARTICIPANTS} ({', '.join(columns)})")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {LOGIN_FAILURES} (address TEXT NOT NULL, at FLOAT NOT NULL)")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {RATE_EVENTS} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+                         "address TEXT NOT NULL, at FLOAT NOT NULL)")
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
 
@@ -129,14 +132,33 @@ class ServerDB:
         row = self.db.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
         return row[0] if row else None
 
-    def set_setting(self, key: str, value: str) -> None:
-        self.db.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) "
-                             "ON CONFLICT(key) DO UPDATE SET value=excluded.value", [key, value])
+    def take_settings(self, keys: tuple[str, ...]) -> dict[str, str]:
+        """The settings named ``keys`` that are stored, for moving them elsewhere (``forget_settings``)."""
+        marks = ",".join("?" for _ in keys)
+        return dict(self.db.execute(f"SELECT key, value FROM {SETTINGS} WHERE key IN ({marks})", list(keys)).fetchall())
 
-    def setting_or_create(self, key: str, make: Callable[[], str]) -> str:
-        """A stored setting, created once with ``make()`` (e.g. a random key) when absent."""
-        self.db.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", [key, make()])
-        return self.setting(key)
+    def forget_settings(self, keys: tuple[str, ...]) -> None:
+        """Delete settings so that nothing of them stays in the file: SQLite overwrites the
+        freed pages (``secure_delete``) and the write-ahead log is checkpointed and truncated."""
+        marks = ",".join("?" for _ in keys)
+        if self.db.dialect == "sqlite":
+            self.db.execute("PRAGMA secure_delete=ON")
+        with self.db.write_transaction() as conn:
+            conn.execute(f"DELETE FROM {SETTINGS} WHERE key IN ({marks})", list(keys))
+        if self.db.dialect == "sqlite":
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def admin_generation(self) -> int:
+        """The generation admin sessions must carry; ``bump_admin_generation`` ends every older session."""
+        return int(self.setting(ADMIN_GENERATION) or 0)
+
+    def bump_admin_generation(self) -> int:
+        with self.db.write_transaction() as conn:
+            row = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [ADMIN_GENERATION]).fetchone()
+            generation = int(row[0] if row else 0) + 1
+            conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value=excluded.value", [ADMIN_GENERATION, str(generation)])
+        return generation
 
     # participants ---------------------------------------------------------------------
     def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
@@ -207,18 +229,27 @@ class ServerDB:
                                       [reason, code])
         return cursor.rowcount == 1
 
-    # admin login throttling ------------------------------------------------------------
-    def recent_login_failures(self, address: str, window_s: float) -> int:
-        """Failed admin logins from ``address`` within the window, counted over every server process."""
-        since = self.clock() - window_s
-        return self.db.execute(f"SELECT COUNT(*) FROM {LOGIN_FAILURES} WHERE address=? AND at>?",
-                                    [address, since]).fetchone()[0]
-
-    def record_login_failure(self, address: str, window_s: float) -> None:
+    # rate limits ----------------------------------------------------------------------
+    def take_slot(self, kind: str, address: str, limit: int, window_s: float) -> str | None:
+        """Count and record one request of ``kind`` from ``address`` in one transaction: the id
+        of the recorded request, or None (nothing recorded) when ``limit`` requests are already
+        recorded within the window. Counted over every server process; counting and recording
+        together means concurrent requests cannot all slip in under the limit."""
         now = self.clock()
+        slot = secrets.token_hex(8)
         with self.db.write_transaction() as conn:
-            conn.execute(f"DELETE FROM {LOGIN_FAILURES} WHERE at<=?", [now - window_s])
-            conn.execute(f"INSERT INTO {LOGIN_FAILURES}(address, at) VALUES (?, ?)", [address, now])
+            conn.execute(f"DELETE FROM {RATE_EVENTS} WHERE kind=? AND at<=?", [kind, now - window_s])
+            taken = conn.execute(f"SELECT COUNT(*) FROM {RATE_EVENTS} WHERE kind=? AND address=?",
+                                 [kind, address]).fetchone()[0]
+            if taken >= limit:
+                return None
+            conn.execute(f"INSERT INTO {RATE_EVENTS}(id, kind, address, at) VALUES (?, ?, ?, ?)",
+                         [slot, kind, address, now])
+        return slot
+
+    def release_slot(self, slot: str) -> None:
+        """Un-count a request (a login that turned out right)."""
+        self.db.execute(f"DELETE FROM {RATE_EVENTS} WHERE id=?", [slot])
 
     def fill(self, experiment: str, n_groups: int) -> list[int]:
         rows = self.db.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",

@@ -4,7 +4,9 @@ Every answer must be durable before the server says 201, and with ``synchronous=
 each commit costs an fsync, the dominant cost of a trial POST. When participants arrive
 together their answers queue; the request that gets the commit turn writes every answer
 queued so far (and renews their reservations) in one transaction, and each waiting
-request returns once the transaction holding its answer has committed. No background
+request returns once the transaction holding its answer has committed. When the database
+refuses the batch, its answers are written again one transaction each: whatever one
+request carries can fail that request only, never its neighbours in the batch. No background
 thread: the waiting requests take turns committing, so a forked server process
 (gunicorn) needs nothing restarted.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from cuebench.responses import ResponseStore, WriteResult, normalise
+from cuebench.responses import ResponseConflict, ResponseStore, WriteResult, normalise
 from cuebench.storage import Database
 
 MAX_BATCH = 512
@@ -62,15 +64,23 @@ class GroupCommit:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         if not batch:
             return
-        if not self.store.database.usable:
-            self.store = self.open_store()
-        try:
-            outcomes = self.store.write_each(
-                [p.row for p in batch],
-                also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn))
-        except BaseException as err:  # the transaction rolled back: every answer in it is refused alike
-            outcomes = [err] * len(batch)
+        outcomes = self._write(batch)
+        if len(batch) > 1 and any(isinstance(o, BaseException) and not isinstance(o, ResponseConflict)
+                                  for o in outcomes):
+            outcomes = [self._write([pending])[0] for pending in batch]
         for pending, outcome in zip(batch, outcomes):
             pending.outcome = outcome
             pending.done.set()
 
+    def _write(self, batch: list[_Pending]) -> list[WriteResult | BaseException]:
+        """One transaction for the batch; when it fails (rolled back), every answer in it gets
+        that error, and ``_commit_queued`` retries them one by one, so a row the database
+        refuses fails only its own request."""
+        if not self.store.database.usable:
+            self.store = self.open_store()
+        try:
+            return self.store.write_each(
+                [p.row for p in batch],
+                also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn))
+        except BaseException as err:
+            return [err] * len(batch)

@@ -1,9 +1,14 @@
 """The participant side: entry link, consent, the task page and its JSON API.
 
 Flow: ``/`` (Prolific's ``PROLIFIC_PID``/``STUDY_ID``/``SESSION_ID`` or an entry ``code``)
-shows the consent page; ``POST /start`` assigns a group and redirects to
-``/task/<token>``, whose script runs instructions, the browser check, practice and the
-blocks. The token in the task URL is the participant's only credential (stored hashed).
+shows the consent page and gives the browser a random id in a cookie; ``POST /start``
+assigns a group and redirects to ``/task/<token>``, whose script runs instructions, the
+browser check, practice and the blocks. The token in the task URL is the participant's
+only credential (stored hashed). An entry code is not one: starting again with it resumes
+the session only in the browser that started it (the token is derived from the code *and*
+the browser's id), and the start form's nonce is bound to that browser too, so another
+site cannot start a session in a participant's browser (CSRF). Starts are rate-limited
+per client address.
 The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
 correct answers, trial ids, conditions or the assignment plan; each trial is posted on its own and checked before it is stored.
 """
@@ -14,7 +19,8 @@ import io
 import re
 import secrets
 
-from flask import Blueprint, current_app, jsonify, redirect, render_template, request, send_file, send_from_directory, url_for
+from flask import (Blueprint, current_app, jsonify, make_response, redirect, render_template, request, send_file,
+                   send_from_directory, url_for)
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
@@ -22,13 +28,20 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
-from .validation import Rejected, allowed_responses, check_trial_post
+from .validation import Rejected, allowed_responses, check_trial_post, parse_json_body
 
 bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
+BROWSER_COOKIE = "cuebench_browser"
+BROWSER_COOKIE_DAYS = 30
+BROWSER_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
+START_LIMIT = 60
+"""Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
+a script filling the admin page with anonymous sessions does not)."""
+START_WINDOW_S = 600
 
 
 def _study() -> Study:
@@ -61,42 +74,70 @@ def _outcome(study: Study, participant: Participant) -> dict:
     return {"status": participant.status, "code": code, "redirect": redirect_url}
 
 
+def _browser_id() -> str | None:
+    value = request.cookies.get(BROWSER_COOKIE, "")
+    return value if BROWSER_ID.match(value) else None
+
+
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
-    return render_template("consent.html", entry=values, experiment=_study().experiment.name,
-                           nonce=secrets.token_urlsafe(16))
+    browser = _browser_id() or secrets.token_urlsafe(24)
+    response = make_response(render_template("consent.html", entry=values, experiment=_study().experiment.name,
+                                             nonce=_study().start_nonce(browser)))
+    response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
+                        samesite="Lax", secure=current_app.config["SESSION_COOKIE_SECURE"])
+    return response
 
 
-def _start_token(study: Study, values: dict[str, str | None]) -> str | None:
+def _start_token(study: Study, values: dict[str, str | None], browser: str) -> str:
     """The session token a start request stands for, so that repeating it (a double click, a
-    retry after a reply lost to a crash) lands in the same session instead of "already taken
-    part": derived from what only this person's link or form carries, the Prolific ID with
-    Prolific's per-attempt SESSION_ID, else the entry code, else the form's one-time nonce.
-    None (a random token) when the request carries none of them."""
-    nonce = request.form.get(START_NONCE, "")
-    if nonce and not ID_PATTERN.match(nonce):
-        raise Rejected(400, f"form field {START_NONCE}={nonce!r} is not a valid nonce")
+    retry after a reply lost to a crash, the link opened again) lands in the same session
+    instead of "already taken part": derived from the Prolific ID with Prolific's per-attempt
+    SESSION_ID (a second factor only the participant's link carries), else from the entry
+    code together with this browser's id, else from the form's one-time nonce."""
     if values["PROLIFIC_PID"] and values["SESSION_ID"]:
         return study.start_token(f"prolific:{values['PROLIFIC_PID']}:{values['SESSION_ID']}")
     if values["PROLIFIC_PID"] is None and values["code"]:
-        return study.start_token(f"code:{values['code']}")
-    return study.start_token(f"nonce:{nonce}") if nonce else None
+        return study.start_token(f"code:{values['code']}:browser:{browser}")
+    return study.start_token(f"nonce:{request.form[START_NONCE]}")
+
+
+def _refuse_foreign_start(study: Study) -> str:
+    """The browser's id, when the form's nonce was made for this browser; else refuse (another
+    site's form, an old page, cookies off)."""
+    browser, nonce = _browser_id(), request.form.get(START_NONCE, "")
+    if browser is None or not study.nonce_matches(nonce, browser):
+        raise Rejected(400, "This start form was not opened in this browser (or cookies are off). Open the study "
+                            "link you were given again, with cookies allowed for this site.")
+    return browser
 
 
 @bp.post("/start")
 def start():
     study = _study()
+    if study.db.take_slot("start", request.remote_addr or "", current_app.config["CUEBENCH_START_LIMIT"],
+                          START_WINDOW_S) is None:
+        return render_template("message.html", title="Too many starts",
+                               message="Too many sessions were started from your network in the last minutes. "
+                                       "Please wait 10 minutes and open your link again."), 429
     values = _entry_values(request.form)
+    browser = _refuse_foreign_start(study)
     if request.form.get("consent") != "yes":
         return render_template("consent.html", entry=values, experiment=study.experiment.name,
-                               nonce=request.form.get(START_NONCE) or secrets.token_urlsafe(16),
+                               nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"], token=_start_token(study, values))
+                                  entry_code=values["code"], token=_start_token(study, values, browser))
     except AlreadyParticipated as err:
+        if values["PROLIFIC_PID"] is None and values["code"]:
+            return render_template(
+                "message.html", title="Entry code already in use",
+                message=f"The entry code {values['code']} was used to start this study in another browser. "
+                        "A session goes on only in the browser it was started in: open your link there. "
+                        "If you cannot, ask the researcher for a new entry code."), 409
         return render_template("message.html", title="Already taken part",
                                message=f"{err}. Each person can take part once."), 409
     return redirect(url_for("participant.task", token=token), code=303)
@@ -189,7 +230,8 @@ def post_trial(token: str, index: int):
     participant = _participant(token)
     _in_progress(participant)
     trial = _scheduled_trial(study, participant, index)
-    measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id), request.get_json(silent=True))
+    measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id),
+                                parse_json_body(request.get_data()))
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)
@@ -205,7 +247,7 @@ def screen_out(token: str):
     """The browser check failed: end the session with the screened-out code and free the group slot."""
     study = _study()
     participant = _participant(token)
-    payload = request.get_json(silent=True)
+    payload = parse_json_body(request.get_data())
     reason = payload.get("reason") if isinstance(payload, dict) else None
     if not isinstance(reason, str) or not reason:
         raise Rejected(400, "field 'reason' (why the browser check failed) is missing")

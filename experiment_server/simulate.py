@@ -1,7 +1,7 @@
 """Simulated participants and a killable server process, for launch tests and the load benchmark.
 
 A ``SimulatedParticipant`` goes through what the web task does over HTTP: the consent page
-(for the start form's nonce), start, the plan, one POST per trial, the completion code;
+(for the start form's nonce and the browser cookie it is bound to), start, the plan, one POST per trial, the completion code;
 each request with a timeout and, on a network error, a 5xx or a 429, retried with the web
 task's back-off (``human_tasks/web/static/task.js``: 0.5 s, doubling); any other 4xx is
 final. A ``ServerProcess`` is ``cuebench serve`` in its own process group, so a test can
@@ -97,12 +97,18 @@ class SimulatedParticipant:
         self.trial_interval_s = trial_interval_s
         self.pace = random.Random(self.name)
         self.conn: http.client.HTTPConnection | None = None
+        self.cookies: dict[str, str] = {}
 
     def _once(self, method: str, path: str, body: bytes | None, headers: dict) -> Reply:
         if self.conn is None:
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
+        if self.cookies:
+            headers = {**headers, "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
         self.conn.request(method, path, body=body, headers=headers)
         reply = self.conn.getresponse()
+        for cookie in reply.headers.get_all("Set-Cookie") or []:
+            name, _, value = cookie.split(";", 1)[0].partition("=")
+            self.cookies[name.strip()] = value.strip()
         return Reply(reply.status, reply.read(), reply.getheader("Location"))
 
     def request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
@@ -164,12 +170,15 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``cuebench serve EXPDIR`` on 127.0.0.1 in its own process group."""
+    """``cuebench serve EXPDIR`` on 127.0.0.1 in its own process group. Simulated participants
+    all come from the loopback address, so the starts rate limit is ``start_limit`` (by
+    default lifted far beyond any simulated launch)."""
 
     def __init__(self, expdir: str | Path, port: int, *, workers: int = 1, threads: int = 8,
-                 extra_args: tuple[str, ...] = (), log_file: Path | None = None):
+                 extra_args: tuple[str, ...] = (), log_file: Path | None = None, start_limit: int = 10**6):
         self.args = [sys.executable, "-m", "cuebench", "serve", str(expdir), "--host", "127.0.0.1", "--port", str(port),
-                     "--workers", str(workers), "--threads", str(threads), *extra_args]
+                     "--workers", str(workers), "--threads", str(threads), "--start-limit", str(start_limit),
+                     *extra_args]
         self.port = port
         self.log_file = log_file
         self.process: subprocess.Popen | None = None

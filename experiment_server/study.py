@@ -27,6 +27,7 @@ from cuebench.trials import Experiment
 from .assignment import RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
 from .group_commit import GroupCommit
+from .server_secrets import SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
 
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
@@ -38,24 +39,45 @@ class ServerSetupError(CuebenchError):
 class Study:
     """Everything a request needs: the experiment, its folder, the response store and the server tables.
 
-    Tables and settings (cookie key, completion codes) are created here, once, before the
-    first request. Answers are written through ``answers`` (group commit, its own
+    Tables and secrets (cookie key, completion codes; ``server_secrets``) are created here,
+    once, before the first request. Answers are written through ``answers`` (group commit, its own
     connection); each server thread reads through its own ``ResponseStore`` connection
     (``store``), since one connection shared by threads would mix their transactions.
     """
 
-    def __init__(self, expdir: ExperimentDir, experiment: Experiment, db: ServerDB, database: str | None = None):
+    def __init__(self, expdir: ExperimentDir, experiment: Experiment, db: ServerDB, secrets_file: ServerSecrets,
+                 database: str | None = None):
         self.expdir = expdir
         self.experiment = experiment
         self.db = db
+        self.secrets = secrets_file
         self.database = database
+        self._move_secrets_out_of_the_database()
         self.answers = GroupCommit(lambda: ResponseStore(self.location), db.renew)
-        self.secret_key = db.setting_or_create("secret_key", lambda: secrets.token_hex(32))
+        secrets_file.get_or_create("secret_key", new_key)
+        self.derive_key = secrets_file.get_or_create("derive_key", new_key).encode()
         for outcome in OUTCOMES:
             self.completion_code(outcome)
         self._local = threading.local()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
+
+    def _move_secrets_out_of_the_database(self) -> None:
+        """A folder served before secrets had a file of their own kept them in ``server_settings``:
+        move them into the secrets file (the old cookie key also keeps deriving trial keys,
+        so sessions in progress go on) and delete them from the database."""
+        legacy = self.db.take_settings(SECRET_KEYS)
+        if not legacy:
+            return
+        if "secret_key" in legacy:
+            legacy.setdefault("derive_key", legacy["secret_key"])
+        self.secrets.update(legacy, only_missing=True)
+        self.db.forget_settings(SECRET_KEYS)
+
+    @property
+    def cookie_key(self) -> str:
+        """The key signing cookies, read on every request: ``cuebench serve rotate-secret`` takes effect at once."""
+        return self.secrets.get("secret_key")
 
     @property
     def location(self) -> str | Path:
@@ -75,12 +97,25 @@ class Study:
     def start_token(self, identity: str) -> str:
         """The session token for a start request's identity (``participant._start_token``): the
         same request again gives the same session; unguessable without the server's key."""
-        return hmac.new(self.secret_key.encode(), b"start:" + identity.encode(), hashlib.sha256).hexdigest()[:32]
+        return hmac.new(self.derive_key, b"start:" + identity.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def start_nonce(self, browser: str) -> str:
+        """A one-time id for a start form, bound to the browser's id: random half, MAC half."""
+        token = secrets.token_hex(8)
+        return token + self._nonce_mac(token, browser)
+
+    def nonce_matches(self, nonce: str, browser: str) -> bool:
+        """Whether ``nonce`` was made by ``start_nonce`` for this browser."""
+        mac = self._nonce_mac(nonce[:16], browser)
+        return len(nonce) == 32 and hmac.compare_digest(nonce[16:].encode(), mac.encode())
+
+    def _nonce_mac(self, token: str, browser: str) -> str:
+        return hmac.new(self.derive_key, f"nonce:{token}:{browser}".encode(), hashlib.sha256).hexdigest()[:16]
 
     def trial_key(self, trial_id: str) -> str:
         """An opaque stand-in for a trial id in the browser: ids may name the condition or the
         category, which a participant must not be able to read in the page."""
-        return hmac.new(self.secret_key.encode(), trial_id.encode(), hashlib.sha256).hexdigest()[:20]
+        return hmac.new(self.derive_key, trial_id.encode(), hashlib.sha256).hexdigest()[:20]
 
     @property
     def n_groups(self) -> int:
@@ -90,7 +125,7 @@ class Study:
         """The code for a final status: set by ``--code-*`` or made once at random and kept."""
         if outcome not in OUTCOMES:
             raise ValueError(f"no completion code for status {outcome!r}")
-        return self.db.setting_or_create(f"code_{outcome}", lambda: "C" + secrets.token_hex(4).upper())
+        return self.secrets.get_or_create(f"code_{outcome}", lambda: "C" + secrets.token_hex(4).upper())
 
     def close(self) -> None:
         """Close this thread's connections (the server processes open their own)."""
@@ -106,9 +141,11 @@ class Study:
 
 
 def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
-               reservation_seconds: float = RESERVATION_SECONDS, database: str | None = None) -> Study:
+               reservation_seconds: float = RESERVATION_SECONDS, database: str | None = None,
+               secrets_path: str | Path | None = None) -> Study:
     """The study of an experiment folder; ``database`` (a ``postgresql://`` URL) holds its
-    responses and server tables instead of the folder's responses.sqlite."""
+    responses and server tables instead of the folder's responses.sqlite; ``secrets_path``
+    is the secrets file (default: ``server_secrets.default_secrets_path``)."""
     folder = ExperimentDir(expdir)
     if not folder.exists():
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
@@ -120,7 +157,8 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
         raise ServerSetupError(f"--database {database!r}: expected a postgresql://USER@HOST/DB URL")
     db = ServerDB(database or folder.responses_file, experiment.name, clock=clock,
                   reservation_seconds=reservation_seconds)
-    return Study(folder, experiment, db, database)
+    secrets_file = ServerSecrets(secrets_path or default_secrets_path(folder.root))
+    return Study(folder, experiment, db, secrets_file, database)
 
 
 def study_of(app: Flask) -> Study:

@@ -3,13 +3,19 @@
 The browser is not trusted: the trial must be the one at that index of *this*
 participant's sequence, the answer must be in the trial's choice set, a timeout only
 where the trial has a response window, the RT inside that window, and the timing log
-well-formed. Each failure is a ``Rejected`` with the HTTP status the server answers and a
-message naming the field and value.
+well-formed. Every field is bounded, so that nothing a browser sends can fail in the
+database (an integer beyond the column type, NaN or Infinity, JSON nested without end):
+an answer that passed here is stored, and a bad one fails only its own request. Each
+failure is a ``Rejected`` with the HTTP status the server answers and a message naming
+the field and value.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from itertools import accumulate
 from typing import Any
 
 from cuebench.errors import CuebenchError
@@ -21,6 +27,16 @@ FIELDS = ("trial_key", "response", "timed_out", "rt_ms", "timing_measured", "fra
 MAX_UNLIMITED_RT_MS = 24 * 3600 * 1000
 MAX_EVENTS = 1000
 REFRESH_RANGE_HZ = (20.0, 1000.0)
+MAX_FRAMES = 10**6
+"""Frames in one phase, or dropped in one trial, at most: 4.6 hours at 60 Hz, far inside the
+32-bit INTEGER column of PostgreSQL (SQLite's and Python's integers are larger)."""
+MAX_PHASE_MS = float(MAX_UNLIMITED_RT_MS)
+MAX_JSON_DEPTH = 8
+"""Nesting of a request body at most (the trial post needs 3: body, device or event, value)."""
+MAX_FIELD_CHARS = 8192
+"""Characters of one free-form JSON field (``device``, one event) as stored, at most."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]")
 
 
 class Rejected(CuebenchError):
@@ -39,15 +55,53 @@ def allowed_responses(experiment: Experiment, trial: Trial) -> list[str]:
     return [label for label in experiment.label_set.displayed() if label in trial.choices or label == NOT_CLEAR]
 
 
-def _number(payload: dict, name: str, low: float, high: float, *, optional: bool = False) -> float | None:
+def _refuse_constant(name: str):
+    raise Rejected(400, f"the request body holds {name}, which is not a JSON number")
+
+
+def parse_json_body(data: bytes) -> Any:
+    """The decoded request body; 400 for anything but UTF-8 JSON of finite numbers nested at
+    most ``MAX_JSON_DEPTH`` deep (Python's parser accepts NaN and Infinity, and nesting
+    deep enough exhausts its recursion)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Rejected(400, "the request body is not UTF-8 text") from None
+    if _depth_bound_exceeded(text):
+        raise Rejected(400, f"the request body is JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as err:
+        raise Rejected(400, f"the request body is not valid JSON ({err})") from None
+
+
+def _depth_bound_exceeded(text: str) -> bool:
+    """Whether brackets outside strings nest deeper than ``MAX_JSON_DEPTH`` (checked before parsing)."""
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(1 if b in "[{" else -1 for b in brackets), default=0) > MAX_JSON_DEPTH
+
+
+def _number(payload: dict, name: str, low: float, high: float, *, low_exclusive: bool = False) -> float:
     value = payload.get(name)
-    if value is None and optional:
-        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise Rejected(400, f"field {name!r} must be a number, got {value!r}")
-    if not low <= value <= high:
-        raise Rejected(422, f"field {name!r} = {value} is outside {low}..{high}")
+    if not (low < value if low_exclusive else low <= value) or value > high:
+        bounds = f"({low}, {high}]" if low_exclusive else f"[{low}, {high}]"
+        raise Rejected(422, f"field {name!r} = {value} is outside {bounds}")
     return float(value)
+
+
+def _count(payload: dict, name: str) -> int:
+    value = payload.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_FRAMES:
+        raise Rejected(422, f"field {name!r} must be an integer in 0..{MAX_FRAMES}, got {value!r}")
+    return value
+
+
+def _bounded_json(name: str, value: Any) -> None:
+    """A free-form JSON field fits the column: its encoding at most ``MAX_FIELD_CHARS`` long."""
+    if len(json.dumps(value)) > MAX_FIELD_CHARS:
+        raise Rejected(422, f"field {name!r} is longer than {MAX_FIELD_CHARS} characters as JSON")
 
 
 def _phase_map(payload: dict, name: str, kind: type) -> dict:
@@ -57,9 +111,10 @@ def _phase_map(payload: dict, name: str, kind: type) -> dict:
     for phase, v in value.items():
         if phase not in PHASES:
             raise Rejected(422, f"field {name!r}: unknown phase {phase!r} (known: {', '.join(PHASES)})")
+        high = MAX_FRAMES if kind is int else MAX_PHASE_MS
         ok = isinstance(v, int) if kind is int else isinstance(v, (int, float))
-        if isinstance(v, bool) or not ok or v < 0 or (kind is float and not math.isfinite(v)):
-            raise Rejected(422, f"field {name}.{phase} must be a non-negative {kind.__name__}, got {v!r}")
+        if isinstance(v, bool) or not ok or not 0 <= v <= high or (kind is float and not math.isfinite(v)):
+            raise Rejected(422, f"field {name}.{phase} must be a {kind.__name__} in 0..{high:g}, got {v!r}")
     return value
 
 
@@ -92,16 +147,19 @@ def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, paylo
         allowed = allowed_responses(experiment, trial)
         if response not in allowed:
             raise Rejected(422, f"response {response!r} is not one of this trial's choices: {allowed}")
-        rt = _number(payload, "rt_ms", 0.0, float(window if window is not None else MAX_UNLIMITED_RT_MS))
+        # no person answers at stimulus onset: an RT of 0 is a broken or forged timer
+        rt = _number(payload, "rt_ms", 0.0, float(window if window is not None else MAX_UNLIMITED_RT_MS),
+                     low_exclusive=True)
     events = payload.get("events", [])
     if not isinstance(events, list) or len(events) > MAX_EVENTS or not all(isinstance(e, dict) for e in events):
         raise Rejected(422, f"field 'events' must be a list of at most {MAX_EVENTS} objects")
+    for k, event in enumerate(events):
+        _bounded_json(f"events[{k}]", event)
     device = payload.get("device", {})
     if not isinstance(device, dict):
         raise Rejected(400, "field 'device' must be an object")
-    dropped = payload.get("dropped_frames", 0)
-    if isinstance(dropped, bool) or not isinstance(dropped, int) or dropped < 0:
-        raise Rejected(422, f"field 'dropped_frames' must be a non-negative integer, got {dropped!r}")
+    _bounded_json("device", device)
+    dropped = _count(payload, "dropped_frames")
     return {
         "response": response or None,
         "rt_ms": rt,

@@ -2,9 +2,10 @@
 
 Each worker process builds its own app (its own database connections; nothing is shared
 across a fork) and handles requests with a pool of threads. Correctness needs nothing
-from one process's memory: participants, reservations, login throttling and settings are
-in the database, the admin session and its CSRF token in the cookie signed with the key
-stored there, and participant sequences are recomputed from (group, code, session).
+from one process's memory: participants, reservations, rate limits and the admin
+generation are in the database, the admin session and its CSRF token in the cookie signed
+with the key of the secrets file (re-read when it changes), and participant sequences are
+recomputed from (group, code, session).
 """
 
 from __future__ import annotations
@@ -50,4 +51,9 @@ def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: i
         "preload_app": False,
         "proc_name": "cuebench-serve",
         "loglevel": "warning",
+        # headers bounded before anything is read; the body by Flask's MAX_CONTENT_LENGTH,
+        # which answers 413 from the Content-Length header without reading the body
+        "limit_request_line": 4094,
+        "limit_request_fields": 50,
+        "limit_request_field_size": 8190,
     }).run()

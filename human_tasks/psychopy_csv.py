@@ -14,13 +14,12 @@ the answer in the trial's terms: the label chosen (by click or key) or the oddit
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
+from cuebench.csvsafe import csv_text
 from cuebench.expdir import atomic_write
 
 from .timing import TIMED_PHASES
@@ -99,9 +98,5 @@ def psychopy_rows(rows: Iterable[dict]) -> list[dict]:
 def write_psychopy_csv(rows: Iterable[dict], path: str | Path) -> Path:
     """Write the rows as a PsychoPy-style CSV (atomically: never half a file); returns the path."""
     path = Path(path)
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(psychopy_rows(rows))
-    atomic_write(path, text.getvalue().encode("utf-8"))
+    atomic_write(path, csv_text(COLUMNS, psychopy_rows(rows)).encode("utf-8"))
     return path

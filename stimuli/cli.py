@@ -88,8 +88,9 @@ def run_metrics(args) -> int:
     table = metrics_table(load_images(args.images, args.labels), seed=args.seed)
     print(format_table(table))
     if args.out:
+        from cuebench.csvsafe import frame_csv
         from cuebench.expdir import atomic_write
 
-        atomic_write(args.out, table.to_csv(index=False).encode("utf-8"))
+        atomic_write(args.out, frame_csv(table))
         print(f"wrote {args.out}")
     return 0

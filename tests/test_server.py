@@ -19,6 +19,7 @@ from experiment_server.app import create_app
 from experiment_server.study import study_of
 from experiment_server.db import AlreadyParticipated
 from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
+from experiment_server.simulate import NONCE
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
@@ -54,8 +55,13 @@ def env(template, tmp_path):
     return app, app.test_client(), clock
 
 
+def consent_nonce(client) -> str:
+    """The start form's nonce from the consent page (it also gives the client its browser cookie)."""
+    return NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+
+
 def start(client, **params) -> str:
-    response = client.post("/start", data={"consent": "yes", **params})
+    response = client.post("/start", data={"consent": "yes", "start_nonce": consent_nonce(client), **params})
     assert response.status_code == 303, response.data
     return response.headers["Location"].rsplit("/", 1)[1]
 
@@ -182,7 +188,8 @@ def test_duplicate_post_is_stored_once_and_a_changed_answer_refused(env):
 def test_second_session_with_same_prolific_id_is_refused(env):
     app, client, _ = env
     start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="one")
-    again = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "SESSION_ID": "two"})
+    again = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "SESSION_ID": "two",
+                                        "start_nonce": consent_nonce(client)})
     assert again.status_code == 409 and b"already taken part" in again.data
     study = study_of(app)
     with pytest.raises(AlreadyParticipated):
@@ -196,22 +203,22 @@ def test_second_session_with_same_prolific_id_is_refused(env):
 
 def test_a_repeated_start_returns_the_same_session(env):
     """A retried start (lost reply, double click, second tab) lands in the same session: keyed by
-    the entry code, by the Prolific ID with its attempt's SESSION_ID, or by the form's nonce."""
+    the entry code (in the same browser), by the Prolific ID with its attempt's SESSION_ID, or by the form's nonce."""
     app, client, _ = env
-    form = client.get("/").get_data(as_text=True)
-    nonce = form.split('name="start_nonce" value="')[1].split('"')[0]
-    assert start(client, start_nonce=nonce) == start(client, start_nonce=nonce) != start(client, start_nonce="other")
-    assert start(client, code="retry1") == start(client, code="retry1", start_nonce="any")
+    nonce = consent_nonce(client)
+    assert start(client, start_nonce=nonce) == start(client, start_nonce=nonce) != start(client)
+    assert start(client, code="retry1") == start(client, code="retry1")
     prolific = {"PROLIFIC_PID": "pid77", "STUDY_ID": "s", "SESSION_ID": "attempt1"}
     assert start(client, **prolific) == start(client, **prolific)
-    again = client.post("/start", data={"consent": "yes", **prolific, "SESSION_ID": "attempt2"})
+    again = client.post("/start", data={"consent": "yes", **prolific, "SESSION_ID": "attempt2",
+                                        "start_nonce": consent_nonce(client)})
     assert again.status_code == 409
     assert len(study_of(app).db.participants(study_of(app).experiment.name)) == 4
 
 
 def test_entry_needs_consent_and_valid_ids(env):
     _, client, _ = env
-    assert client.post("/start", data={"code": "x1"}).status_code == 400
+    assert client.post("/start", data={"code": "x1", "start_nonce": consent_nonce(client)}).status_code == 400
     r = client.get("/?PROLIFIC_PID=<script>")
     assert r.status_code == 400 and b"PROLIFIC_PID" in r.data
 
@@ -383,5 +390,5 @@ def test_cli_sets_a_hashed_admin_password(env, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
     args = parser.parse_args(["serve", "admin-password", str(root), "--password-stdin"])
     assert args.func(args) == 0
-    stored = study_of(create_app(root)).db.setting("admin_password")
+    stored = study_of(create_app(root)).secrets.get("admin_password")
     assert stored.startswith("scrypt:") and PASSWORD not in stored

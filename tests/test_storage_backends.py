@@ -102,14 +102,16 @@ def test_server_recovers_when_postgresql_restarts(tmp_path, postgres_server, pos
     """Every connection is cut (a database restart): requests in flight may fail with a 5xx,
     which the web task retries; then the server reconnects and nothing is lost."""
     from experiment_server.app import create_app
-    from experiment_server.simulate import trial_answer
+    from experiment_server.simulate import NONCE, trial_answer
     from experiment_server.study import study_of
 
     expdir = tmp_path / "exp"
     build_sample_experiment(expdir)
     app = create_app(expdir, database=postgres_url)
     client = app.test_client()
-    token = client.post("/start", data={"consent": "yes", "code": "restart1"}).headers["Location"].rsplit("/", 1)[1]
+    nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+    token = client.post("/start", data={"consent": "yes", "code": "restart1", "start_nonce": nonce}
+                        ).headers["Location"].rsplit("/", 1)[1]
     trials = client.get(f"/api/session/{token}").get_json()["trials"]
     statuses = [client.post(f"/api/session/{token}/trial/0", json=trial_answer(trials[0])).status_code]
     postgres_server.restart()
@@ -128,7 +130,7 @@ def test_admin_area_on_postgresql(tmp_path, postgres_url):
     """Progress, exclusion and every export read the PostgreSQL tables."""
     from experiment_server.admin import set_admin_password
     from experiment_server.app import create_app
-    from experiment_server.simulate import trial_answer
+    from experiment_server.simulate import NONCE, trial_answer
     from experiment_server.study import study_of
 
     expdir = tmp_path / "exp"
@@ -137,7 +139,9 @@ def test_admin_area_on_postgresql(tmp_path, postgres_url):
     study = study_of(app)
     set_admin_password(study, "correct horse battery")
     client = app.test_client()
-    token = client.post("/start", data={"consent": "yes", "code": "a1"}).headers["Location"].rsplit("/", 1)[1]
+    nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+    token = client.post("/start", data={"consent": "yes", "code": "a1", "start_nonce": nonce}
+                        ).headers["Location"].rsplit("/", 1)[1]
     trials = client.get(f"/api/session/{token}").get_json()["trials"]
     for trial in trials:
         assert client.post(f"/api/session/{token}/trial/{trial['index']}", json=trial_answer(trial)).status_code == 201

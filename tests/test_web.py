@@ -24,6 +24,8 @@ RELOAD_AFTER_INDEX = 3
 OUTAGE_S = 4.0
 OUTAGE_AT_INDEX = 4
 """The first trial of the last block: its images are loaded, so the participant can go on offline."""
+QUEUE = "JSON.parse(localStorage.getItem('cuebench-queue:' + document.getElementById('session').dataset.token) || '{}')"
+"""The task page's queue of answers not yet acknowledged (task.js keeps it in localStorage)."""
 
 pytestmark = pytest.mark.slow
 
@@ -77,8 +79,7 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
             page.unroute("**/api/session/**")
             outage_until = float("inf")
         if outage_until is not None and outage_until < float("inf"):
-            queued = page.evaluate("() => Object.keys(JSON.parse(localStorage.getItem("
-                                   "'cuebench-queue:' + window.CUEBENCH.token) || '{}')).length")
+            queued = page.evaluate(f"() => Object.keys({QUEUE}).length")
             result["most_queued"] = max(result["most_queued"], queued)
         if state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
             if state == "instruction":
@@ -95,8 +96,7 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
                 page.keyboard.press("1")
             answered.add(index)
         elif state == "iti" and index == RELOAD_AFTER_INDEX and not reloaded and not outage_s:
-            result["queued_at_reload"] = page.evaluate("() => Object.keys(JSON.parse(localStorage.getItem("
-                                                       "'cuebench-queue:' + window.CUEBENCH.token) || '{}'))")
+            result["queued_at_reload"] = page.evaluate(f"() => Object.keys({QUEUE})")
             page.unroute(f"**/trial/{index}")
             page.reload()
             reloaded = True

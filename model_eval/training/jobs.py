@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from stimuli.designs.diagvib import STUDY_FILE
+from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write, canonical_json
 
@@ -253,7 +254,7 @@ def union_table(root: Path, pattern: str, sort_by: list[str], table_file: str, w
     table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
     table = table.sort_values(sort_by, kind="stable")
     out = root / table_file
-    atomic_write(out, table.to_csv(index=False).encode("utf-8"))
+    atomic_write(out, frame_csv(table))
     return out
 
 

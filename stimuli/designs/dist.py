@@ -14,7 +14,6 @@ skip what an earlier build of the folder made, and are scored in
 from __future__ import annotations
 
 import csv
-import io
 import random
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..build import BuildError, Task, finish, known_stimuli, stimulus_seed, task_key
+from cuebench.csvsafe import csv_text
 from cuebench.design import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
@@ -223,11 +223,9 @@ def write_quality(expdir: ExperimentDir, maker: VersionMaker, versions: list[Ver
         rows.append({"stimulus_id": v.stimulus.id, "source_image": v.source.name, "role": v.role,
                      "variant": v.variant, "attempt": v.task.params["attempt"], "seed": v.task.seed,
                      "synthesis": maker.backend.name, "loss": loss, **metrics, "flagged": quality_flag(metrics)})
-    text = io.StringIO()
-    writer = csv.DictWriter(text, QUALITY_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()} for row in rows)
-    atomic_write(path, text.getvalue().encode())
+    text = csv_text(QUALITY_COLUMNS, ({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in row.items()}
+                                      for row in rows))
+    atomic_write(path, text.encode())
     return rows
 
 

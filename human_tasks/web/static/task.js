@@ -5,8 +5,8 @@
  * duration and frame count are logged and sent with the answer. See docs/web.md. */
 "use strict";
 (() => {
-  const C = window.CUEBENCH;
   const $ = (id) => document.getElementById(id);
+  const C = $("session").dataset; // token and API path, from the page (no inline script: the CSP forbids it)
   const canvas = $("stage");
   const ctx = canvas.getContext("2d");
   const screenEl = $("screen");

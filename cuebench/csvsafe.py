@@ -1,0 +1,55 @@
+"""CSV text that is safe to open in a spreadsheet: the one writer of every CSV the platform hands out.
+
+Participants type text the researcher later opens in Excel or LibreOffice (an entry code,
+a screen-out reason, an exclusion reason copied from an e-mail, a browser name). A cell
+that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read there as a
+formula (``=HYPERLINK(...)``, ``=cmd|...``): OWASP's "CSV injection". Following OWASP's
+rule, such a cell gets a leading single quote, which spreadsheets show as text. Numbers
+are not touched, neither as numbers nor as text (``-1.5`` stays a number), so the
+analysis reads the columns it always did.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Iterable, Mapping, Sequence
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def safe_cell(value: Any) -> Any:
+    """``value`` with a leading ``'`` when a spreadsheet would take it for a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Mapping[str, Any] | Sequence[Any]]) -> str:
+    """The CSV text of ``header`` and ``rows`` (mappings by column name, or sequences in
+    header order), every cell through ``safe_cell``; missing keys and None are empty."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        cells = [row.get(name) for name in header] if isinstance(row, Mapping) else row
+        writer.writerow([safe_cell(cell) for cell in cells])
+    return buf.getvalue()
+
+
+def frame_csv(frame) -> bytes:
+    """A pandas DataFrame as UTF-8 CSV bytes (no index), every cell through ``safe_cell``."""
+    from pandas.api.types import is_numeric_dtype
+
+    text_columns = [c for c in frame.columns if not is_numeric_dtype(frame[c].dtype)]
+    if text_columns:
+        frame = frame.assign(**{c: frame[c].map(safe_cell) for c in text_columns})
+    return frame.to_csv(index=False).encode("utf-8")

@@ -1,0 +1,501 @@
+"""One test per attack class against a real ``cuebench serve --workers 4`` on loopback, on SQLite
+and on a real PostgreSQL server: what a participant, another web site or a copy of the data
+could do to a study, and that the server refuses it.
+
+One server per backend for the whole module (``served``); it trusts one reverse proxy, so
+each test's client sends its own ``X-Forwarded-For`` address and the per-address limits of
+one test do not touch another's. The in-process cases (``create_app``) cover what needs an
+injected setting: a header from an untrusted client, a database from before the secrets file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import http.client
+import io
+import json
+import os
+import re
+import socket
+import sqlite3
+import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlencode
+
+import pytest
+from flask import Flask
+from flask.sessions import SecureCookieSessionInterface
+
+from cuebench.csvsafe import csv_text, frame_csv, safe_cell
+from cuebench.responses import KEY, ResponseStore, trial_row
+from experiment_server import cli as server_cli
+from experiment_server.admin import set_admin_password
+from experiment_server.app import create_app
+from experiment_server.db import SETTINGS
+from experiment_server.group_commit import GroupCommit
+from experiment_server.sample import build_sample_experiment
+from experiment_server.server_secrets import SECRET_KEYS
+from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
+                                        trial_answer)
+from experiment_server.study import open_study, study_of
+
+PASSWORD = "correct horse battery"
+START_LIMIT = 20
+HONEST = 8
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+class Browser:
+    """One client with its own cookies and its own address (sent as the trusted proxy's X-Forwarded-For)."""
+
+    def __init__(self, port: int, address: str):
+        self.port = port
+        self.address = address
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, path: str, body: bytes | str | None = None, content_type: str | None = None,
+                headers: dict | None = None) -> tuple[int, dict, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        sent = {"X-Forwarded-For": self.address, **(headers or {})}
+        if content_type:
+            sent["Content-Type"] = content_type
+        if self.cookies:
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        conn.request(method, path, body=body, headers=sent)
+        reply = conn.getresponse()
+        for cookie in reply.headers.get_all("Set-Cookie") or []:
+            name, _, value = cookie.split(";", 1)[0].partition("=")
+            self.cookies[name] = value
+        data = reply.read()
+        conn.close()
+        return reply.status, dict(reply.headers), data
+
+    def form(self, path: str, fields: dict) -> tuple[int, dict, bytes]:
+        return self.request("POST", path, urlencode(fields), "application/x-www-form-urlencoded")
+
+    def start(self, **entry) -> tuple[int, str]:
+        """Open the entry link and start; the status and the task token (or the page)."""
+        status, _, page = self.request("GET", f"/?{urlencode(entry)}")
+        if status != 200:
+            return status, page.decode()
+        status, headers, body = self.form("/start", {"consent": "yes", **entry,
+                                                     "start_nonce": NONCE.search(page.decode()).group(1)})
+        return status, headers["Location"].rsplit("/", 1)[1] if status == 303 else body.decode()
+
+    def post_json(self, path: str, payload) -> int:
+        body = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
+        return self.request("POST", path, body, "application/json")[0]
+
+    def login(self, password: str = PASSWORD) -> int:
+        _, _, page = self.request("GET", "/admin/login")
+        return self.form("/admin/login", {"password": password, "csrf_token": CSRF.search(page.decode()).group(1)})[0]
+
+
+class Served:
+    def __init__(self, expdir, server: ServerProcess, database: str | None, log_file):
+        self.expdir, self.server, self.database, self.log_file = expdir, server, database, log_file
+        self._addresses = iter(range(1, 250))
+
+    def browser(self) -> Browser:
+        """A client from an address of its own (TEST-NET-3)."""
+        return Browser(self.server.port, f"203.0.113.{next(self._addresses)}")
+
+    def study(self):
+        return open_study(self.expdir, database=self.database)
+
+
+def fresh_postgres_database(server) -> str:
+    """An empty database on the session's PostgreSQL server (``postgres_url`` is per test; this one is per module)."""
+    import psycopg
+
+    name = f"sec_{os.getpid()}_{free_port()}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return server.url.replace("/postgres?", f"/{name}?")
+
+
+@pytest.fixture(scope="module", params=[pytest.param("sqlite", marks=pytest.mark.slow),
+                                        pytest.param("postgresql", marks=pytest.mark.slow)])
+def served(request, tmp_path_factory):
+    """``cuebench serve --workers 4 --trusted-proxies 1`` on the sample experiment, with an admin password."""
+    root = tmp_path_factory.mktemp(f"security-{request.param}")
+    expdir = root / "exp"
+    build_sample_experiment(expdir)
+    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) \
+        if request.param == "postgresql" else None
+    set_admin_password(open_study(expdir, database=database), PASSWORD)
+    log_file = root / "server.log"
+    server = ServerProcess(expdir, free_port(), workers=4, log_file=log_file, start_limit=START_LIMIT,
+                           extra_args=("--trusted-proxies", "1", *(("--database", database) if database else ())))
+    server.start()
+    yield Served(expdir, server, database, log_file)
+    server.stop()
+
+
+def started(served: Served, **entry) -> tuple[Browser, str, dict]:
+    browser = served.browser()
+    status, token = browser.start(**entry)
+    assert status == 303, token
+    _, _, body = browser.request("GET", f"/api/session/{token}")
+    return browser, token, json.loads(body)
+
+
+def rows_of(served: Served) -> list[tuple]:
+    with ResponseStore(served.database or served.expdir / "responses.sqlite") as store:
+        return store.conn.execute(f"SELECT {', '.join(KEY)} FROM responses").fetchall()
+
+
+# participants' writes ---------------------------------------------------------------------
+
+POISON = [
+    ("dropped_frames beyond 64 bits", {"dropped_frames": 9223372036854775808}),
+    ("dropped_frames beyond PostgreSQL INTEGER", {"dropped_frames": 2**31}),
+    ("frames beyond the column", {"frames": {"stimulus": 2**40}}),
+    ("RT of 0", {"rt_ms": 0}),
+    ("negative RT", {"rt_ms": -5}),
+    ("huge device object", {"device": {"ua": "x" * 100_000}}),
+]
+RAW_POISON = [
+    ("NaN in device", '"device": {"screen": NaN}'),
+    ("Infinity in device", '"device": {"screen": Infinity}'),
+    ("-Infinity as RT", '"rt_ms": -Infinity'),
+]
+
+
+def poison_bodies(trial: dict) -> list[tuple[str, str | bytes]]:
+    honest = trial_answer(trial)
+    bodies = [(name, json.dumps({**honest, **change})) for name, change in POISON]
+    bodies += [(name, json.dumps(honest)[:-1] + ", " + raw + "}") for name, raw in RAW_POISON]
+    bodies += [("JSON nested 100000 deep", json.dumps(honest)[:-1] + ', "device": ' + "[" * 100_000 + "]" * 100_000
+                + "}"), ("undecodable body", b"\xff\xfe{\x00"), ("not JSON", "response=cat")]
+    return bodies
+
+
+def test_a_poisoning_client_fails_only_itself(served):
+    """One client posts answers the database could not store while honest participants take
+    part: the poisoner gets a 4xx every time, every honest request succeeds, every honest
+    answer is stored once."""
+    poisoner, token, plan = started(served, code="poisoner")
+    bodies = poison_bodies(plan["trials"][0])
+    log = ClientLog()
+    stop = threading.Event()
+    refused: list[tuple[str, int]] = []
+
+    def poison():
+        while not stop.is_set():
+            for name, body in bodies:
+                refused.append((name, poisoner.post_json(f"/api/session/{token}/trial/0", body)))
+
+    attacker = threading.Thread(target=poison)
+    attacker.start()
+    try:
+        with ThreadPoolExecutor(max_workers=HONEST) as pool:
+            outcomes = list(pool.map(lambda n: SimulatedParticipant(served.server.port, {"code": f"honest{n}"}, log,
+                                                                    deadline_s=120).run(), range(HONEST)))
+    finally:
+        stop.set()
+        attacker.join()
+    assert len(refused) >= len(bodies)
+    assert {name for name, status in refused if not 400 <= status < 500} == set()
+    assert {s for s in log.statuses if not isinstance(s, int) or s >= 400} == set(), log.statuses
+    assert {o["status"] for o in outcomes} == {"finished"}
+    honest = {o["participant"] for o in outcomes}
+    keys = [k for k in rows_of(served) if k[1] in honest]
+    assert len(keys) == len(set(keys)) == sum(o["trials"] for o in outcomes)
+
+
+def test_a_row_the_database_refuses_fails_only_its_own_request(served):
+    """Validation aside, a batch of the group commit with one row the database refuses
+    (an integer beyond the column: OverflowError on SQLite, NumericValueOutOfRange on
+    PostgreSQL) stores the others and fails only that one."""
+    study = served.study()
+    people = [study.db.start(study.experiment.name, study.n_groups, entry_code=f"batch{n}")[0] for n in range(6)]
+    trial = study.experiment.trial(study.sequence(people[0])[0].trial_id)
+
+    def row(person, dropped):
+        return trial_row(study.experiment, trial, observer=person.code, observer_kind="human", session="1",
+                         trial_index=0, response=trial.choices[0], group=person.group, rt_ms=500.0, timed_out=0,
+                         timing_measured={}, frames={}, dropped_frames=dropped, refresh_hz=60.0, device={}, events=[])
+
+    commit = GroupCommit(lambda: ResponseStore(study.location), study.db.renew)
+    outcomes: dict[str, object] = {}
+
+    def write(person, dropped):
+        try:
+            outcomes[person.code] = commit.write(row(person, dropped), person.code)
+        except Exception as err:  # noqa: BLE001 - the outcome under test
+            outcomes[person.code] = err
+
+    threads = [threading.Thread(target=write, args=(p, 2**63 if k == 2 else 0)) for k, p in enumerate(people)]
+    with commit._commit_lock:  # every write queues before the first commit: one batch
+        for t in threads:
+            t.start()
+        while len(commit._queue) < len(people):
+            threading.Event().wait(0.01)
+    for t in threads:
+        t.join()
+    assert isinstance(outcomes.pop(people[2].code), Exception)
+    assert all(o.stored for o in outcomes.values())
+    assert {k[1] for k in rows_of(served)} >= set(outcomes)
+
+
+# credentials ------------------------------------------------------------------------------
+
+def test_forged_tokens_and_cookies_are_refused(served):
+    browser, token, _ = started(served, code="forger")
+    assert browser.request("GET", "/api/session/" + "A" * len(token))[0] == 403
+    assert browser.request("GET", f"/task/{token[:-1]}x")[0] == 403
+    forger = Flask("forger")
+    forger.secret_key = "a guessed key"
+    cookie = SecureCookieSessionInterface().get_signing_serializer(forger).dumps({"admin_generation": 0})
+    admin = served.browser()
+    admin.cookies["session"] = cookie
+    status, headers, _ = admin.request("GET", "/admin/")
+    assert status == 302 and "/admin/login" in headers["Location"]
+
+
+def test_replayed_answers_and_start_forms_are_refused(served):
+    browser, token, plan = started(served, code="replayer")
+    trial = plan["trials"][0]
+    path = f"/api/session/{token}/trial/{trial['index']}"
+    assert browser.post_json(path, trial_answer(trial)) == 201
+    assert browser.post_json(path, trial_answer(trial)) == 200
+    changed = dict(trial_answer(trial), response=trial["choices"][-1])
+    assert browser.post_json(path, changed) == 409
+    second = served.browser()
+    assert second.post_json(f"/api/session/{token}/trial/1", trial_answer(plan["trials"][0])) == 403
+    assert [k for k in rows_of(served) if k[1] == plan["participant"]] == [
+        (served.study().experiment.name, plan["participant"], "1", trial["index"])]
+
+
+def test_an_entry_code_resumes_only_in_the_browser_that_started_it(served):
+    first = served.browser()
+    status, token = first.start(code="shared-code")
+    assert status == 303 and first.start(code="shared-code") == (303, token)
+    other = served.browser()
+    status, page = other.start(code="shared-code")
+    assert status == 409 and "another browser" in page and "new entry code" in page
+
+
+def test_entry_codes_from_the_cli_are_long_random_and_accepted(served, capsys):
+    parser = argparse.ArgumentParser()
+    server_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", "codes", str(served.expdir), "-n", "50"])
+    assert args.func(args) == 0
+    codes = capsys.readouterr().out.split()
+    assert len(set(codes)) == 50 and all(re.fullmatch(r"([a-z2-9]{4}-){3}[a-z2-9]{4}", c) for c in codes)
+    assert served.browser().start(code=codes[0])[0] == 303
+
+
+def test_admin_sessions_end_on_logout_password_change_and_rotation(served):
+    admin = served.browser()
+    assert admin.login() == 302
+    copied = dict(admin.cookies)
+    _, _, page = admin.request("GET", "/admin/")
+    assert admin.form("/admin/logout", {"csrf_token": CSRF.search(page.decode()).group(1)})[0] == 302
+    thief = served.browser()
+    thief.cookies = copied
+    assert thief.request("GET", "/admin/")[0] == 302
+    assert admin.login() == 302 and admin.request("GET", "/admin/")[0] == 200
+    set_admin_password(served.study(), PASSWORD)
+    assert admin.request("GET", "/admin/")[0] == 302
+    assert admin.login() == 302 and admin.request("GET", "/admin/")[0] == 200
+    parser = argparse.ArgumentParser()
+    server_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", "rotate-secret", str(served.expdir),
+                              *(("--database", served.database) if served.database else ())])
+    assert args.func(args) == 0
+    assert admin.request("GET", "/admin/")[0] == 302
+
+
+def test_secrets_stay_out_of_the_data(served):
+    study = served.study()
+    path = study.secrets.path
+    assert path.parent == served.expdir.parent and stat.S_IMODE(path.stat().st_mode) == 0o600
+    stored = json.loads(path.read_text())
+    assert set(stored) == set(SECRET_KEYS)
+    assert {k for (k,) in study.db.db.execute(f"SELECT key FROM {SETTINGS}").fetchall()} == {"experiment",
+                                                                                             "admin_generation"}
+    if served.database is None:
+        database = served.expdir / "responses.sqlite"
+        assert stat.S_IMODE(database.stat().st_mode) == 0o600
+        raw = b"".join(f.read_bytes() for f in served.expdir.glob("responses.sqlite*"))
+        assert not [k for k, v in stored.items() if v.encode() in raw]
+    assert not [p for p in served.expdir.rglob("*") if p.is_file() and stored["secret_key"].encode() in p.read_bytes()]
+
+
+def test_secrets_in_an_old_database_move_out_on_first_start(tmp_path):
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    open_study(expdir).close()
+    with sqlite3.connect(expdir / "responses.sqlite") as conn:
+        conn.executemany(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?)",
+                         [("secret_key", "old-key-0123456789"), ("code_finished", "CPAID123")])
+    (tmp_path / "exp.secrets.json").unlink()
+    study = study_of(create_app(expdir))
+    assert study.completion_code("finished") == "CPAID123" and study.cookie_key == "old-key-0123456789"
+    assert study.derive_key == b"old-key-0123456789"  # trial keys of sessions in progress stay the same
+    raw = b"".join(f.read_bytes() for f in expdir.glob("responses.sqlite*"))
+    assert b"old-key-0123456789" not in raw and b"CPAID123" not in raw
+
+
+# injection --------------------------------------------------------------------------------
+
+def test_sql_injection_is_stored_as_text_or_refused(served):
+    browser = served.browser()
+    assert browser.start(code="x' OR '1'='1")[0] == 400
+    _, token, plan = started(served, code="sqlprobe")
+    trial = plan["trials"][0]
+    injected = dict(trial_answer(trial), response="cat'); DROP TABLE responses; --")
+    assert browser.post_json(f"/api/session/{token}/trial/{trial['index']}", injected) == 422
+    reason = "'; DELETE FROM participants; --"
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
+    study = served.study()
+    assert study.db.by_token(token).screen_reason == reason
+    assert len(study.db.participants(study.experiment.name)) > 1 and rows_of(served)
+
+
+def test_stored_xss_does_not_run_in_the_admin_page(served, browser):
+    _, token, _ = started(served, code="xss")
+    payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
+    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": payload}) == 200
+    page = browser.new_page()
+    base = f"http://127.0.0.1:{served.server.port}"
+    page.goto(f"{base}/admin/login")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+    assert payload in page.inner_text("body")
+    assert page.evaluate("() => window.__xss") is None
+
+
+def test_csv_exports_neutralise_formulas(served):
+    _, token, _ = started(served, code="-2-3")
+    hyperlink = '=HYPERLINK("http://evil.example","click")'
+    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": hyperlink}) == 200
+    admin = served.browser()
+    assert admin.login() == 302
+    _, _, body = admin.request("GET", "/admin/export/participants.csv")
+    rows = list(csv.DictReader(io.StringIO(body.decode())))
+    mine = [r for r in rows if r["entry_code"] == "'-2-3"]
+    assert len(mine) == 1 and mine[0]["screen_reason"] == "'" + hyperlink
+    dangerous = [cell for r in rows for cell in r.values() if cell and safe_cell(cell) != cell]
+    assert dangerous == []
+
+
+def test_formula_cells_get_a_quote_and_numbers_stay():
+    """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not."""
+    import pandas as pd
+
+    cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5]
+    assert csv_text(["v"], [[c] for c in cells]) == "v\n" + "".join(
+        f"{line}\n" for line in ["'=1+2", "'+SUM(A1)", "'-2-3", "'@cmd", "'\tx", "'\rx", "-1.5", "+3", "1e-3",
+                                  "cat", "a=b", '""', '""', "-4", "2.5"])
+    frame = pd.DataFrame({"reason": ["=HYPERLINK(1)", "ok"], "rt": [-1.5, 2.0]})
+    assert frame_csv(frame).decode() == "reason,rt\n'=HYPERLINK(1),-1.5\nok,2.0\n"
+
+
+# paths and cross-site requests ------------------------------------------------------------
+
+def test_path_traversal_is_refused(served):
+    browser = served.browser()
+    for path in ("/stimuli/../experiment.json", "/stimuli/%2e%2e/experiment.json", "/stimuli/..%2fexperiment.json",
+                 "/stimuli/%2e%2e%2f%2e%2e%2fexp.secrets.json", "/static/../../experiment_server/app.py"):
+        status, _, body = browser.request("GET", path)
+        assert status in (400, 404) and b"secret_key" not in body and b"assignment" not in body, path
+
+
+def test_cross_site_requests_are_refused(served):
+    """Another site's form posts without the victim's cookies (SameSite) and cannot know a nonce."""
+    victim = served.browser()
+    victim.request("GET", "/?code=ignored")
+    status, _, page = victim.form("/start", {"consent": "yes", "code": "attacker-chosen", "start_nonce": "0" * 32})
+    assert status == 400 and b"not opened in this browser" in page
+    foreign = served.browser()
+    _, _, form = foreign.request("GET", "/")
+    stolen_nonce = NONCE.search(form.decode()).group(1)
+    assert victim.form("/start", {"consent": "yes", "code": "attacker-chosen", "start_nonce": stolen_nonce})[0] == 400
+    admin = served.browser()
+    assert admin.login() == 302
+    assert admin.form("/admin/exclude", {"code": "P0", "reason": "csrf"})[0] == 400
+
+
+def test_open_redirects_are_refused(served):
+    for target, status, goes_to in (("https://evil.example/", 302, "/admin/"), ("//evil.example/admin", 302, "/admin/"),
+                                    ("/admin/export/participants.csv", 302, "/admin/export/participants.csv"),
+                                    ("/admin%0d%0aSet-Cookie:%20x=1", 400, None), ("/admin\\\\evil", 400, None)):
+        admin = served.browser()
+        _, _, page = admin.request("GET", "/admin/login")
+        reply = admin.form(f"/admin/login?next={target}", {"password": PASSWORD,
+                                                           "csrf_token": CSRF.search(page.decode()).group(1)})
+        assert reply[0] == status, target
+        if goes_to:
+            assert reply[1]["Location"].split("127.0.0.1")[-1].split(f":{served.server.port}")[-1] == goes_to
+
+
+# limits and headers -----------------------------------------------------------------------
+
+def test_an_oversized_body_is_refused_before_it_is_sent(served):
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as sock:
+        sock.sendall(b"POST /api/session/x/trial/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 52428800\r\n\r\n" + b"[" * 1000)
+        answer = sock.recv(200)
+    assert answer.split(b" ")[1] == b"413"
+
+
+def test_starts_are_rate_limited_per_address(served):
+    flood = served.browser()
+    statuses = [flood.start()[0] for _ in range(START_LIMIT + 3)]
+    assert statuses == [303] * START_LIMIT + [429] * 3
+    assert served.browser().start()[0] == 303  # another address is not affected
+
+
+def test_login_guessing_is_counted_atomically_and_locks_out_no_one_else(served):
+    guesser = served.browser()
+    _, _, page = guesser.request("GET", "/admin/login")
+    token = CSRF.search(page.decode()).group(1)
+    with ThreadPoolExecutor(max_workers=30) as pool:
+        statuses = list(pool.map(lambda k: guesser.form("/admin/login", {"password": f"guess {k:04d} wrong",
+                                                                          "csrf_token": token})[0], range(30)))
+    assert sorted(statuses) == [401] * 5 + [429] * 25
+    assert guesser.login() == 429
+    assert served.browser().login() == 302
+
+
+def test_an_untrusted_client_cannot_choose_its_address(tmp_path):
+    build_sample_experiment(tmp_path / "exp")
+    client = create_app(tmp_path / "exp", start_limit=2).test_client()
+    statuses = []
+    for k in range(3):
+        nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+        statuses.append(client.post("/start", data={"consent": "yes", "start_nonce": nonce},
+                                    headers={"X-Forwarded-For": f"198.51.100.{k}"}).status_code)
+    assert statuses == [303, 303, 429]
+
+
+def test_a_failure_is_one_log_line_without_the_token(tmp_path, monkeypatch, caplog):
+    build_sample_experiment(tmp_path / "exp")
+    app = create_app(tmp_path / "exp")
+    client = app.test_client()
+    nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+    token = client.post("/start", data={"consent": "yes", "start_nonce": nonce}).headers["Location"].rsplit("/", 1)[1]
+    monkeypatch.setattr(study_of(app), "sequence", lambda participant: 1 / 0)
+    with caplog.at_level("ERROR"):
+        reply = client.get(f"/api/session/{token}")
+    assert reply.status_code == 500 and reply.get_json() == {"error": "the server failed; try again"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "GET /api/session/<token> failed: ZeroDivisionError: division by zero"]
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_headers_pages_and_logs(served):
+    browser, token, _ = started(served, code="headers")
+    for path in ("/", f"/task/{token}", "/admin/login"):
+        status, headers, body = browser.request("GET", path)
+        assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["Referrer-Policy"] == "no-referrer"
+        assert not re.search(rb"<script(?![^>]*\bsrc=)", body), path
+    assert browser.post_json(f"/api/session/{token}/trial/0", b"[" * 100_000) == 400
+    server_log = served.log_file.read_text(errors="replace")
+    assert "Traceback" not in server_log and token not in server_log
