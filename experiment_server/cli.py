@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from pathlib import Path
 
 from cuebench.errors import CuebenchError
+from cuebench.paths import user_path
 
 from .db import OUTCOMES
 
@@ -43,26 +45,27 @@ def run(args) -> int:
     if args.target[0] == ADMIN_PASSWORD:
         if len(args.target) != 2:
             raise CuebenchError("usage: cuebench serve admin-password EXPDIR")
-        return set_password(args.target[1], args.password_stdin, args.database)
+        return set_password(user_path(args.target[1]), args.password_stdin, args.database)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
+    expdir = user_path(args.target[0])
     from .app import check_port_free, serve
     from .study import open_study
 
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
         check_port_free(args.host, args.port)
-        study = open_study(args.target[0], database=args.database)
+        study = open_study(expdir, database=args.database)
         for outcome, code in codes.items():
             if code:
                 study.db.set_setting(f"code_{outcome}", code)
         study.close()
-    serve(args.target[0], host=args.host, port=args.port, threads=args.threads,
+    serve(expdir, host=args.host, port=args.port, threads=args.threads,
           secure_cookies=not args.insecure_cookies, workers=args.workers, database=args.database)
     return 0
 
 
-def set_password(expdir: str, from_stdin: bool, database: str | None = None) -> int:
+def set_password(expdir: Path, from_stdin: bool, database: str | None = None) -> int:
     from .admin import set_admin_password
     from .study import open_study
 

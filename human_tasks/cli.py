@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from cuebench.paths import user_path
 
 
 def register(subparsers) -> None:
@@ -18,7 +19,7 @@ def register(subparsers) -> None:
                     "the first unanswered trial. A PsychoPy-style CSV and a log go to EXPDIR/data/.",
         epilog="example:\n  cuebench lab run my-experiment --participant P01 --session 1 --fullscreen\n"
                "  xvfb-run -a cuebench lab run my-experiment --participant pilot --simulate --refresh-hz 60")
-    run.add_argument("expdir", type=Path, metavar="EXPDIR", help="experiment directory (holds experiment.json)")
+    run.add_argument("expdir", type=user_path, metavar="EXPDIR", help="experiment directory (holds experiment.json)")
     run.add_argument("--participant", required=True, help="participant code (letters, digits, _ . -)")
     run.add_argument("--session", default="1", help="session label (default: 1)")
     run.add_argument("--group", type=int, default=None,
