@@ -41,6 +41,8 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
                         help="leave trials without an answer out, or score them wrong")
     parser.add_argument("--max-dropped-frames", type=int, default=None,
                         help="exclude trials with more dropped frames than this (default: keep all)")
+    parser.add_argument("--include-pilots", action="store_true",
+                        help="count pilot sessions (lab --simulate, pilot=1 web links) as people")
     parser.add_argument("--n-choices", type=int, default=None,
                         help="answer choices C for chance correction (default: the experiment's label count, "
                              "else the number of categories)")
@@ -94,7 +96,8 @@ def options_from(args):
 
     return AnalysisOptions(
         exclusions=ExclusionOptions(max_attention_failures=args.max_attention_failures, timeouts=args.timeouts,
-                                    not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames),
+                                    not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames,
+                                    include_pilots=args.include_pilots),
         n_choices=args.n_choices, model_set=args.model_set.split(",") if args.model_set else None,
         pairing=args.pairing, correction=args.correction, n_boot=args.n_boot, seed=args.seed)
 

@@ -158,9 +158,10 @@ def conform(df: pd.DataFrame, where) -> pd.DataFrame:
     out["session"] = out["session"].fillna("1")
     out["experiment"] = out["experiment"].fillna("responses")
     out["excluded"] = out["excluded"].fillna(0)
-    bad_kind = ~out["observer_kind"].isin(["human", "model"])
+    bad_kind = ~out["observer_kind"].isin(["human", "model", "pilot"])
     if bad_kind.any():
-        raise LoadError(f"{where}: observer_kind must be 'human' or 'model', got {out['observer_kind'][bad_kind].iloc[0]!r}")
+        raise LoadError(f"{where}: observer_kind must be 'human', 'model' or 'pilot', got "
+                        f"{out['observer_kind'][bad_kind].iloc[0]!r}")
     for name in ("observer", "trial_id"):
         if out[name].isna().any():
             raise LoadError(f"{where}: column {name!r} is empty in row {int(out[name].isna().to_numpy().argmax())}")

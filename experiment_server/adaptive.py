@@ -76,7 +76,7 @@ def post_trial(token: str, number: int, index: int):
     measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id), request.get_json(silent=True))
     response = measured.pop("response")
     fields = block.record(level, trial.trial_id, bool(score(trial, response)))
-    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
+    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     response=response, group=participant.group, **fields, **measured)
     try:
         result = study.store.write(row)

@@ -10,6 +10,7 @@ from pathlib import Path
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
 
+from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
 
 ADMIN_PASSWORD = "admin-password"

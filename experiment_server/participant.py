@@ -26,7 +26,9 @@ from .validation import Rejected, allowed_responses, check_trial_post
 
 bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
+ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code", "pilot")
+PILOT_VALUES = ("1", "true", "yes")
+"""``?pilot=1`` on the entry link: a pilot session, stored as ``observer_kind = "pilot"``."""
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
 
@@ -64,7 +66,7 @@ def _outcome(study: Study, participant: Participant) -> dict:
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
-    return render_template("consent.html", entry=values, experiment=_study().experiment.name,
+    return render_template("consent.html", entry=values, consent=_study().texts()["consent"],
                            nonce=secrets.token_urlsafe(16))
 
 
@@ -89,13 +91,14 @@ def start():
     study = _study()
     values = _entry_values(request.form)
     if request.form.get("consent") != "yes":
-        return render_template("consent.html", entry=values, experiment=study.experiment.name,
+        return render_template("consent.html", entry=values, consent=study.texts()["consent"],
                                nonce=request.form.get(START_NONCE) or secrets.token_urlsafe(16),
                                error="Please tick the consent box to take part."), 400
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"], token=_start_token(study, values))
+                                  entry_code=values["code"], token=_start_token(study, values),
+                                  pilot=(values["pilot"] or "").lower() in PILOT_VALUES)
     except AlreadyParticipated as err:
         return render_template("message.html", title="Already taken part",
                                message=f"{err}. Each person can take part once."), 409
@@ -148,6 +151,7 @@ def plan(token: str):
         "status": participant.status,
         "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
         "answered": sorted(answered),
+        "texts": study.texts(),
     }
     if participant.status != "in_progress":
         body["outcome"] = _outcome(study, participant)
@@ -190,7 +194,7 @@ def post_trial(token: str, index: int):
     _in_progress(participant)
     trial = _scheduled_trial(study, participant, index)
     measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id), request.get_json(silent=True))
-    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
+    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)
     try:
@@ -211,6 +215,7 @@ def screen_out(token: str):
         raise Rejected(400, "field 'reason' (why the browser check failed) is missing")
     if participant.status == "in_progress":
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
+        study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")
     return jsonify(_outcome(study, participant))
 
 
@@ -225,6 +230,9 @@ def complete(token: str):
             return jsonify(error=f"{len(missing)} trials are not stored yet", missing=missing), 409
         attention = study.store.rows("experiment=? AND observer=? AND session=? AND role='attention'",
                                      [study.experiment.name, participant.code, participant.session])
-        failed = any(r["correct"] == 0 for r in attention)
+        failed = sum(r["correct"] == 0 for r in attention)
         participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished")
+        if failed:
+            study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
+                                  "attention check")
     return jsonify(_outcome(study, participant))

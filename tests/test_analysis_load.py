@@ -130,7 +130,7 @@ def test_exclusions_with_reasons(store_path):
     assert list(cleaned.excluded_observers["observer"]) == ["p2"]
     assert "p2" not in set(cleaned.scored["observer"])
     assert reasons[("p3", "t1")] == "timeout (no answer)"
-    assert reasons[("p3", "t2")] == "collection: refresh rate 30 Hz below 55 Hz"
+    assert reasons[("p3", "t2")] == "excluded: refresh rate 30 Hz below 55 Hz"
     assert reasons[("p3", "t3")] == "left the page or window during the trial"
     assert reasons[("p3", "t5")] == "role 'practice' is never scored"
     assert reasons[("p1", "t4")] == "role 'attention' is never scored"
