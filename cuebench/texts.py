@@ -30,6 +30,14 @@ def text_path(expdir: ExperimentDir, name: str) -> Path:
     return expdir.root / TEXTS_DIR / f"{name}.md"
 
 
+def trial_ms(timing) -> int:
+    """A trial's expected length: fixation, image, mask, the answer (its window, else
+    :data:`RESPONSE_ALLOWANCE_MS`; a window counted from onset overlaps the image) and the ITI."""
+    shown = timing.stimulus + (timing.mask or 0)
+    answer = timing.response_window or RESPONSE_ALLOWANCE_MS
+    return (timing.fixation or 0) + (max(shown, answer) if timing.response_from_onset else shown + answer) + timing.iti
+
+
 def study_facts(experiment: Experiment) -> dict:
     """What the default texts say about this experiment: task, practice, breaks, trials, minutes."""
     if experiment.assignment is None:  # no groups: every participant sees every trial
@@ -39,8 +47,7 @@ def study_facts(experiment: Experiment) -> dict:
         trials = [experiment.trial(s.trial_id) for s in sequence]
         breaks = sum(s.break_before for s in sequence)
     kinds = {t.trial_type for t in trials if t.role == "test"}
-    total_ms = sum((t.timing.fixation or 0) + t.timing.stimulus + (t.timing.mask or 0) + t.timing.iti
-                   + (t.timing.response_window or RESPONSE_ALLOWANCE_MS) for t in trials)
+    total_ms = sum(trial_ms(t.timing) for t in trials)
     return {"oddity": "oddity" in kinds, "classify": "classify" in kinds or not kinds,
             "practice": any(t.role == "practice" for t in trials), "breaks": breaks,
             "attention": any(t.role == "attention" for t in trials), "trials": len(trials),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
+from cuebench import texts
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score, trial_row
@@ -155,6 +156,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     _check_options(options)
     expdir = ExperimentDir(options.expdir)
     experiment = expdir.load()
+    texts.write_default_texts(expdir, experiment)  # a folder built before the texts existed gets them here
     session = str(options.session)
     store = ResponseStore(options.database or expdir.responses_file)
     try:
@@ -299,7 +301,7 @@ class _Runner:
                 self._adaptive(block)
         except _Quit:
             return True
-        self._show_for("Thank you! This session is complete.", END_SCREEN_S)
+        self._show_for(texts.plain(self.expdir, "completion"), END_SCREEN_S)
         return False
 
     def _run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> None:
@@ -310,13 +312,10 @@ class _Runner:
         types = {t.trial_type for t in trials}
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
+        opening = texts.plain(self.expdir, "instructions") + "\n\n" + self._how_to_answer(types)
         if answered:
             opening = (f"Welcome back. The session continues at trial {remaining[0].index + 1} of {len(sequence)}."
-                       "\n\n" + self._instructions(types))
-        else:
-            opening = self._instructions(types)
-            if has_practice:
-                opening += "\n\nWe start with a few practice trials."
+                       "\n\n" + opening)
         self._continue_screen(opening)
         progress = tqdm(remaining, desc=f"{self.options.participant} session {self.session}", unit="trial",
                         file=sys.stderr)
@@ -360,6 +359,12 @@ class _Runner:
                 self.logging.exp(f"trial {index} ({trial.trial_id}) restarts after a pause")
         return outcome, restarts
 
+    def _how_to_answer(self, types: set[str]) -> str:
+        """What the lab adds to the study's own instructions: this station's input and the pause key."""
+        how = "Click the label of your answer" if self.options.input_mode == "mouse" else \
+            "Press the key shown next to the label of your answer"
+        return (f"{how}. " if "classify" in types else "") + "Press Escape to pause."
+
     def _instructions(self, types: set[str]) -> str:
         parts = []
         if "classify" in types:
@@ -381,7 +386,8 @@ class _Runner:
     def _commit(self, trial: Trial, outcome: _Outcome, restarts: int, session: str, trial_index: int,
                 **fields) -> None:
         events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
-        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind="human",
+        observer_kind = "pilot" if self.options.simulation is not None else "human"
+        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind=observer_kind,
                         session=session, trial_index=trial_index, response=outcome.response,
                         rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
                         timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
