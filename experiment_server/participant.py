@@ -118,6 +118,15 @@ def stimulus(filename: str):
     return response
 
 
+def grid_places(study: Study, trial) -> list[dict] | None:
+    """Where each answer button of a classification trial sits: the cells of the lab's response
+    screen (``human_tasks.layout.response_grid``), so both show the same grid in the same order."""
+    if trial.trial_type != "classify":
+        return None
+    allowed = set(allowed_responses(study.experiment, trial))
+    return [{"label": c.label, "row": c.row, "col": c.col} for c in study.grid.cells if c.label in allowed]
+
+
 def _trial_plan(study: Study, token: str, scheduled) -> dict:
     experiment = study.experiment
     trial = experiment.trial(scheduled.trial_id)
@@ -134,6 +143,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         "mask": url_for("participant.mask", token=token, index=scheduled.index)
         if trial.trial_type == "classify" and timing.mask else None,
         "choices": allowed_responses(experiment, trial),
+        "grid": grid_places(study, trial),
         "instruction": trial.instruction,
         "timing": {"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
                    "response_window": timing.response_window, "iti": timing.iti,

@@ -11,7 +11,7 @@ import hmac
 import secrets
 import threading
 import time
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +24,8 @@ from cuebench.responses import ResponseStore
 from cuebench.storage import is_database_url
 from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
 from cuebench.trials import Experiment
+
+from human_tasks.layout import ResponseGrid, response_grid
 
 from .assignment import RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
@@ -86,6 +88,11 @@ class Study:
     def texts(self) -> dict[str, str]:
         """The study's texts as HTML, read from the folder on each call: an edit shows at the next page load."""
         return {name: render(self.expdir, name) for name in TEXT_NAMES}
+
+    @cached_property
+    def grid(self) -> ResponseGrid:
+        """The classification response screen, the lab's (``human_tasks.layout``)."""
+        return response_grid(self.experiment.label_set)
 
     @property
     def n_groups(self) -> int:

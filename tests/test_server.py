@@ -25,7 +25,7 @@ from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
 PASSWORD = "correct horse battery"
-PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices",
+PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices", "grid",
                    "instruction", "timing"}
 
 
@@ -475,3 +475,15 @@ def test_prolific_list(env, tmp_path):
     rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "prolific.csv")[0])))
     assert [(r["participant_id"][0], r["action"]) for r in rows] == [("a", "approve"), ("b", "return"),
                                                                        ("c", "wait")]
+
+
+def test_the_web_grid_is_the_lab_grid(env):
+    """Burgert et al.'s screen: the 16 labels alphabetically in 4 columns, row by row, "not clear" below."""
+    app, client, _ = env
+    token = start(client, code="grid")
+    trial = next(t for t in plan(client, token)["trials"] if t["type"] == "classify")
+    places = {g["label"]: (g["row"], g["col"]) for g in trial["grid"]}
+    assert [g["label"] for g in trial["grid"]] == trial["choices"]
+    assert (places["airplane"], places["bear"], places["bird"], places["boat"], places["truck"]) == \
+        ((0, 0), (0, 1), (0, 3), (1, 0), (3, 3))
+    assert places[NOT_CLEAR] == (4, None)

@@ -307,13 +307,17 @@
     return win;
   }
 
-  function showGrid(choices, win) {
+  /* The lab's response screen (human_tasks/layout.py): each label in its cell of the 4-column
+   * grid, "not clear" below it across the middle two columns. */
+  function showGrid(grid, win) {
     gridEl.innerHTML = "";
-    choices.forEach((label) => {
+    grid.forEach(({ label, row, col }) => {
       const b = document.createElement("button");
       b.textContent = label;
       b.dataset.label = label;
-      if (label === "not clear") b.className = "not-clear";
+      b.style.gridRow = String(row + 1);
+      b.style.gridColumn = col === null ? "2 / span 2" : String(col + 1);
+      if (col === null) b.className = "not-clear";
       b.addEventListener("click", (e) => win.answer(label, e.timeStamp));
       gridEl.appendChild(b);
     });
@@ -355,7 +359,7 @@
     } else {
       clear();
       responseOnset = t;
-      showGrid(trial.choices, win);
+      showGrid(trial.grid, win);
       state("response-grid", trial.index);
       if (!timing.response_from_onset) win.startClock(t, timing.response_window);
     }
