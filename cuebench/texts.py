@@ -64,8 +64,11 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
     if f["oddity"]:
         task.append("three images appear side by side, two share their layout and one does not; press **1**, "
                     "**2** or **3** for the odd one")
-    what = " In other trials ".join(s[0].upper() + s[1:] for s in task)
-    structure = [f"There are **{f['trials']} trials** and the study takes about **{f['minutes']} minutes**."]
+    what = f"In some trials, {task[0]}. In other trials, {task[1]}" if len(task) == 2 else \
+        task[0][0].upper() + task[0][1:]
+    counted = " (practice included)" if f["practice"] else ""
+    structure = [f"There are **{f['trials']} trials**{counted} and the study takes about **{f['minutes']} "
+                 "minutes**."]
     structure.append("A few practice trials come first." if f["practice"] else "There is no practice part.")
     structure.append(f"You can rest during {f['breaks']} short break{'s' if f['breaks'] != 1 else ''}."
                      if f["breaks"] else "There are no breaks; the study is short.")

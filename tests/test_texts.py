@@ -30,7 +30,8 @@ def test_defaults_describe_this_experiment(sample):
     assert facts["minutes"] == math.ceil(ms / 60000 + 3 + 0.5 * breaks)
     assert facts["practice"] and facts["oddity"] and facts["classify"] and facts["attention"]
     instructions = default_texts(experiment)["instructions"]
-    assert f"**{len(sequence)} trials**" in instructions and "practice trials come first" in instructions
+    assert f"**{len(sequence)} trials** (practice included)" in instructions
+    assert "practice trials come first" in instructions and ". In other trials, three images" in instructions
     assert "press **1**, **2** or **3**" in instructions and "click the label" in instructions
 
 
