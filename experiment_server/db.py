@@ -23,7 +23,7 @@ from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
 
-from .assignment import RESERVATION_SECONDS, group_fill, least_filled
+from .assignment import FILLING_STATUSES, RESERVATION_SECONDS, group_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
@@ -201,12 +201,18 @@ class ServerDB:
 
     @staticmethod
     def _slot_holders(conn: Database, experiment: str) -> list[tuple[int, str, float | None]]:
-        """``(group, status, reserved_until)`` of the participants who may hold a group slot:
-        neither pilots nor currently excluded."""
+        """``(group, status, reserved_until)`` of those who may hold a group slot, neither pilots
+        nor currently excluded: the web's participants, and the lab's sessions (people in the
+        response table the server never started, each holding its group's slot for good)."""
         excluded = exclusions.current(conn, experiment)
         rows = conn.execute(f"SELECT code, grp, status, reserved_until FROM {PARTICIPANTS} "
                             "WHERE experiment=? AND COALESCE(pilot, 0)=0", [experiment]).fetchall()
-        return [(group, status, until) for code, group, status, until in rows if code not in excluded]
+        lab = conn.execute(
+            f'SELECT DISTINCT observer, "group" FROM "{RESPONSES}" WHERE experiment=? AND observer_kind=\'human\' '
+            f'AND "group" IS NOT NULL AND observer NOT IN (SELECT code FROM {PARTICIPANTS} WHERE experiment=?)',
+            [experiment, experiment]).fetchall() if conn.columns(RESPONSES) else []
+        return [(group, status, until) for code, group, status, until in rows if code not in excluded] + \
+            [(group, FILLING_STATUSES[0], None) for observer, group in lab if observer not in excluded]
 
     def renew(self, codes: list[str], conn: Database | None = None) -> None:
         """Extend in-progress participants' reservations (on every stored trial); ``conn`` runs

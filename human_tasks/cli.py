@@ -47,5 +47,12 @@ def _run(args) -> int:
         expdir=args.expdir, participant=args.participant, session=str(args.session), group=args.group,
         fullscreen=args.fullscreen, screen=args.screen, input_mode=args.input_mode, refresh_hz=args.refresh_hz,
         simulation=Script() if args.simulate else None, window_size=tuple(args.window_size),
-        database=args.database))
+        database=args.database, choose_group=_group_chooser(args)))
     return 0 if summary.answered == summary.total or summary.quit_early else 1
+
+
+def _group_chooser(args):
+    """The web server's least-filled group for a new lab session, when ``cuebench`` wired it in
+    (``lab_group_chooser``; this package may not import the server); else the hash rule."""
+    chooser = getattr(args, "lab_group_chooser", None)
+    return None if chooser is None else (lambda: chooser(args.expdir, args.database))

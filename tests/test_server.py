@@ -487,3 +487,25 @@ def test_the_web_grid_is_the_lab_grid(env):
     assert (places["airplane"], places["bear"], places["bird"], places["boat"], places["truck"]) == \
         ((0, 0), (0, 1), (0, 3), (1, 0), (3, 3))
     assert places[NOT_CLEAR] == (4, None)
+
+
+def test_lab_and_web_sessions_fill_one_latin_square(env):
+    """`cuebench lab run` without --group takes the web's least filled group, and the web counts lab sessions."""
+    from cuebench.cli import least_filled_group
+    from cuebench.responses import trial_row
+    from human_tasks.lab.session import resolve_group
+
+    app, client, _ = env
+    study = study_of(app)
+    root, experiment = study.expdir.root, study.experiment
+    web = start(client, code="web1")
+    finish_all(app, client, web)
+    client.post(f"/api/session/{web}/complete")
+    assert study.db.by_token(web).group == 0
+    assert resolve_group(experiment, "LAB01", [], None, lambda: least_filled_group(root)) == 1
+    lab_row = trial_row(experiment, experiment.trials[0], observer="LAB01", observer_kind="human", session="1",
+                        trial_index=0, response="cat", group=1)
+    study.store.write(lab_row)
+    assert study.db.fill(experiment.name, study.n_groups) == [1, 1]
+    exclusions.record(study.store.conn, experiment.name, "LAB01", True, "fell asleep", "admin")  # slot freed
+    assert least_filled_group(root) == 1 and study.db.by_token(start(client, code="web2")).group == 1

@@ -9,9 +9,11 @@ trial. Phases are counted in frames (``human_tasks.timing``); the flips of the t
 phases are recorded and their measured durations and dropped frames go into each row.
 
 Group rule: ``--group G`` if given; otherwise the group already stored for this
-participant and session (a resumed run keeps its group); otherwise
-``default_group(participant, n_groups)``, a hash of the participant id. The group is
-stored in every row.
+participant and session (a resumed run keeps its group); otherwise the least filled group
+by the web server's fill counts (``LabOptions.choose_group``, which ``cuebench lab run``
+wires to the server's assignment, so lab and web sessions fill one Latin square);
+without it ``default_group(participant, n_groups)``, a hash of the participant id. The
+group is stored in every row.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
 from cuebench import texts
@@ -61,6 +64,7 @@ class LabOptions:
     simulation: Script | None = None  # a scripted participant instead of a person
     window_size: tuple[int, int] = (1280, 800)
     database: str | None = None  # a postgresql:// URL instead of the experiment's responses.sqlite
+    choose_group: Callable[[], int] | None = None  # a new session's group; None: default_group
 
 
 @dataclass
@@ -100,7 +104,8 @@ def default_group(participant: str, n_groups: int) -> int:
     return int.from_bytes(hashlib.sha256(participant.encode("utf-8")).digest()[:8], "big") % n_groups
 
 
-def resolve_group(experiment: Experiment, participant: str, stored_rows: list[dict], requested: int | None) -> int:
+def resolve_group(experiment: Experiment, participant: str, stored_rows: list[dict], requested: int | None,
+                  choose: Callable[[], int] | None = None) -> int:
     """The session's group by the module docstring's rule, given the rows already stored for it."""
     n_groups = len(experiment.assignment.groups) if experiment.assignment else 0
     if n_groups == 0:
@@ -113,7 +118,9 @@ def resolve_group(experiment: Experiment, participant: str, stored_rows: list[di
             raise LabError(f"participant {participant} was run in group {stored[0]} in this session; "
                            f"--group {requested} would mix two groups in one session")
         return stored[0]
-    return requested if requested is not None else default_group(participant, n_groups)
+    if requested is not None:
+        return requested
+    return choose() if choose is not None else default_group(participant, n_groups)
 
 
 def check_resumable(sequence: list[ScheduledTrial], stored_rows: list[dict]) -> None:
@@ -162,7 +169,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     try:
         stored_rows = store.rows("experiment=? AND observer=? AND session=?",
                                  [experiment.name, options.participant, session])
-        group = resolve_group(experiment, options.participant, stored_rows, options.group)
+        group = resolve_group(experiment, options.participant, stored_rows, options.group, options.choose_group)
         sequence = participant_sequence(experiment, group, options.participant, session)
         check_resumable(sequence, stored_rows)
         answered = store.answered_indices(experiment.name, options.participant, session)
