@@ -24,7 +24,6 @@ from cuebench.responses import ResponseStore
 from cuebench.storage import is_database_url
 from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
 from cuebench.trials import Experiment
-
 from human_tasks.layout import ResponseGrid, response_grid
 
 from .assignment import RESERVATION_SECONDS
