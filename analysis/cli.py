@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from cuebench.paths import user_path
 
 # --metric name -> (analysis step that computes it, table name in analysis.report.Analysis.tables, what it needs)
 METRICS = {
@@ -40,6 +41,8 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
                         help="leave trials without an answer out, or score them wrong")
     parser.add_argument("--max-dropped-frames", type=int, default=None,
                         help="exclude trials with more dropped frames than this (default: keep all)")
+    parser.add_argument("--include-pilots", action="store_true",
+                        help="count pilot sessions (lab --simulate, pilot=1 web links) as people")
     parser.add_argument("--n-choices", type=int, default=None,
                         help="answer choices C for chance correction (default: the experiment's label count, "
                              "else the number of categories)")
@@ -59,10 +62,10 @@ def register(sub) -> None:
         description="Analyse an experiment directory, a response file (CSV/Parquet/SQLite) or a folder of "
                     "model-vs-human raw CSVs and write report.html (self-contained), tables/*.csv, results.json "
                     "and provenance.json. A folder with a study.json is reported as a factor study.")
-    report.add_argument("source", type=Path, help="experiment directory, response file or folder of raw CSVs")
-    report.add_argument("--compare", nargs="+", type=Path, default=[], metavar="OTHER",
+    report.add_argument("source", type=user_path, help="experiment directory, response file or folder of raw CSVs")
+    report.add_argument("--compare", nargs="+", type=user_path, default=[], metavar="OTHER",
                         help="more sources whose observers are analysed alongside (e.g. another model's responses)")
-    report.add_argument("--out", type=Path, default=None,
+    report.add_argument("--out", type=user_path, default=None,
                         help="output folder (default: the experiment's reports/, else ./report)")
     report.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB holding the experiment's responses "
@@ -77,12 +80,12 @@ def register(sub) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Quick look at responses in the terminal. --metric shape-bias prints "
                     "observer,shape_bias,n_shape,n_texture.")
-    analyze.add_argument("sources", nargs="+", type=Path, help="experiment directories, response files, raw CSV folders")
+    analyze.add_argument("sources", nargs="+", type=user_path, help="experiment directories, response files, raw CSV folders")
     analyze.add_argument("--metric", choices=sorted(METRICS), default=None, help="print only this table")
     analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
                          help="Spearman rank correlation of two per-observer metric columns over the models "
                               "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias)")
-    analyze.add_argument("--out", type=Path, default=None, help="also write the table as CSV (needs --metric)")
+    analyze.add_argument("--out", type=user_path, default=None, help="also write the table as CSV (needs --metric)")
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
 
@@ -93,7 +96,8 @@ def options_from(args):
 
     return AnalysisOptions(
         exclusions=ExclusionOptions(max_attention_failures=args.max_attention_failures, timeouts=args.timeouts,
-                                    not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames),
+                                    not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames,
+                                    include_pilots=args.include_pilots),
         n_choices=args.n_choices, model_set=args.model_set.split(",") if args.model_set else None,
         pairing=args.pairing, correction=args.correction, n_boot=args.n_boot, seed=args.seed)
 

@@ -12,7 +12,11 @@ exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024
 - trials during which the page lost visibility or focus, or with more dropped frames than
   ``max_dropped_frames``, are excluded (browser/refresh failures);
 - timeouts are excluded (``timeouts="exclude"``) or scored wrong (``"error"``);
-- "not clear" is an error (Burgert's protocol) unless ``not_clear="exclude"``.
+- "not clear" is an error (Burgert's protocol) unless ``not_clear="exclude"``;
+- pilot sessions (``observer_kind = "pilot"``: lab ``--simulate``, ``pilot=1`` web links)
+  never count, unless ``include_pilots`` counts them as people;
+- people excluded after collection (admin, browser check, attention check: the exclusion
+  log of ``cuebench.exclusions``) arrive with ``excluded = 1`` and the decision as reason.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class ExclusionOptions:
     not_clear: str = "error"
     max_dropped_frames: int | None = None
     page_events: bool = True
+    include_pilots: bool = False
 
     def __post_init__(self):
         for name, allowed in (("timeouts", ("exclude", "error")), ("not_clear", ("exclude", "error"))):
@@ -73,18 +78,23 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
     """Split responses into scored test trials, catch trials and a log of what was excluded and why."""
     options = options or ExclusionOptions()
     df = df.copy()
+    pilots = df["observer_kind"] == "pilot"
+    if options.include_pilots:
+        df.loc[pilots, "observer_kind"] = "human"
     reasons = pd.Series(pd.NA, index=df.index, dtype="string")
 
     def mark(mask, reason):
         mask = mask.fillna(False).astype(bool) & reasons.isna()
         reasons[mask] = reason if isinstance(reason, str) else reason[mask]
 
+    if not options.include_pilots:
+        mark(pilots, "pilot session (counted only with --include-pilots)")
     failed_observers = attention_failures(df, options.max_attention_failures)
     failed = df["observer"].isin(failed_observers.index)
     mark(failed, df["observer"].map(
         lambda o: f"participant failed {failed_observers.get(o, 0)} attention check(s) "
                   f"(allowed {options.max_attention_failures})"))
-    mark(df["excluded"] == 1, "collection: " + df["exclusion_reason"].fillna("excluded when collected"))
+    mark(df["excluded"] == 1, "excluded: " + df["exclusion_reason"].fillna("when collected"))
     if options.page_events:
         mark(df["events"].map(left_page), "left the page or window during the trial")
     if options.max_dropped_frames is not None:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cuebench import exclusions
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, RESPONSES_FILE
 from cuebench.responses import COLUMNS, ResponseStore
@@ -70,6 +71,20 @@ def load_responses(sources, database: str | None = None) -> pd.DataFrame:
         common.append(raw_to_common(raw))
     df = pd.concat(common, ignore_index=True) if len(common) > 1 else common[0]
     return conform(df, "the sources")
+
+
+def logged_exclusions(sources, database: str | None = None) -> pd.DataFrame:
+    """``observer, reason`` of everyone excluded in the exclusion logs (``cuebench.exclusions``)
+    of the experiment directories among ``sources``: the report lists them even when they left
+    no answer to read (screened out by the browser check before the first trial)."""
+    records = []
+    for path in map(Path, [sources] if isinstance(sources, (str, Path)) else sources):
+        store_at = database or path / RESPONSES_FILE
+        if (path / EXPERIMENT_FILE).is_file() and (database or (path / RESPONSES_FILE).is_file()):
+            with ResponseStore(store_at) as store:
+                records += [{"observer": observer, "reason": f"excluded: {event.label}"}
+                            for (_, observer), event in exclusions.latest(store.conn).items() if event.excluded]
+    return pd.DataFrame(records, columns=["observer", "reason"])
 
 
 def read_source(path: Path, database: str | None = None) -> tuple[list[pd.DataFrame], list[tuple[Path, pd.DataFrame]]]:
@@ -158,9 +173,10 @@ def conform(df: pd.DataFrame, where) -> pd.DataFrame:
     out["session"] = out["session"].fillna("1")
     out["experiment"] = out["experiment"].fillna("responses")
     out["excluded"] = out["excluded"].fillna(0)
-    bad_kind = ~out["observer_kind"].isin(["human", "model"])
+    bad_kind = ~out["observer_kind"].isin(["human", "model", "pilot"])
     if bad_kind.any():
-        raise LoadError(f"{where}: observer_kind must be 'human' or 'model', got {out['observer_kind'][bad_kind].iloc[0]!r}")
+        raise LoadError(f"{where}: observer_kind must be 'human', 'model' or 'pilot', got "
+                        f"{out['observer_kind'][bad_kind].iloc[0]!r}")
     for name in ("observer", "trial_id"):
         if out[name].isna().any():
             raise LoadError(f"{where}: column {name!r} is empty in row {int(out[name].isna().to_numpy().argmax())}")

@@ -31,7 +31,7 @@ from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 from . import comparison, consistency, factor_studies, metrics, plots, psychometric
 from . import reference as published
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
-from .load import load_responses
+from .load import load_responses, logged_exclusions
 from .ranking import FriedmanResult, RankTestError, friedman_nemenyi
 from .tables import html_table
 
@@ -266,6 +266,9 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
     if options.n_choices is None:
         options = replace(options, n_choices=n_choices_of(sources, df))
     analysis = analyze(df, options, progress=progress)
+    listed, logged = analysis.tables["excluded_observers"], logged_exclusions(sources, database)
+    analysis.tables["excluded_observers"] = pd.concat([listed, logged[~logged["observer"].isin(listed["observer"])]],
+                                                      ignore_index=True)
     out = Path(out_dir) if out_dir else default_out_dir(sources[0])
     out.mkdir(parents=True, exist_ok=True)
     figures = make_figures(analysis, reference)

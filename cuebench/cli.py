@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
     listing.add_argument("kind", nargs="?", help="which registry; without it, the kinds")
     listing.set_defaults(func=run_list)
-    parser.set_defaults(feature_net_loader=load_feature_net, cue_report_writer=write_cue_report)
+    parser.set_defaults(feature_net_loader=load_feature_net, cue_report_writer=write_cue_report,
+                        lab_group_chooser=least_filled_group)
     return parser
 
 
@@ -47,6 +48,24 @@ def write_cue_report(study_dir):
     from analysis.cue_study import write_cue_report as write
 
     return write(study_dir)
+
+
+def least_filled_group(expdir, database: str | None = None) -> int:
+    """``cuebench lab run`` without ``--group`` joins the group the web server would give the
+    next arrival (its fill counts, lab sessions included): ``human_tasks`` runs the session,
+    ``experiment_server`` owns the assignment, and this is the one place that wires the two."""
+    from experiment_server.assignment import least_filled
+    from experiment_server.db import ServerDB
+
+    from .expdir import ExperimentDir
+
+    folder = ExperimentDir(expdir)
+    experiment = folder.load()
+    db = ServerDB(database or folder.responses_file, experiment.name)
+    try:
+        return least_filled(db.fill(experiment.name, len(experiment.assignment.groups)))
+    finally:
+        db.close()
 
 
 def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = None):

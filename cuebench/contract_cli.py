@@ -6,17 +6,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .paths import user_path
+
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMAS = ("experiment", "response")
 
 
 def register(sub) -> None:
     export = sub.add_parser("export", help="export an experiment's responses")
-    export.add_argument("expdir", type=Path, help="experiment directory")
-    export.add_argument("--format", choices=("csv", "parquet", "mvh"), default="csv",
+    export.add_argument("expdir", type=user_path, help="experiment directory")
+    export.add_argument("--format", default="csv",
                         help="csv/parquet: the common schema; mvh: model-vs-human raw CSVs, one per observer "
-                             "and session (--out is then a folder)")
-    export.add_argument("--out", type=Path, required=True)
+                             "and session (--out is then a folder); psychopy: PsychoPy-style CSV; participants: "
+                             "statuses, times and exclusions; prolific: approve/reject list "
+                             "(all: `cuebench list export-formats`); every format marks the exclusions in force")
+    export.add_argument("--out", type=user_path, required=True)
     export.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB holding the responses (default: the folder's responses.sqlite)")
     export.set_defaults(func=run_export)

@@ -11,7 +11,8 @@ can take part yourself.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from .paths import user_path
 
 DEMO_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2")
 
@@ -19,7 +20,7 @@ DEMO_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientne
 def register(sub) -> None:
     demo = sub.add_parser("demo", help="build, evaluate and report the feature-suppression demo, offline",
                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    demo.add_argument("--out", type=Path, default=Path("demo-output"), help="experiment directory to write")
+    demo.add_argument("--out", type=user_path, default="demo-output", help="experiment directory to write")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--models", default=",".join(DEMO_MODELS), help="comma-separated model specs to evaluate")
     demo.add_argument("--device", default="auto", help="auto, cpu or cuda")

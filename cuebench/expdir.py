@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from . import __version__
+from .paths import user_path
 from .trials import Experiment, Stimulus
 
 EXPERIMENT_FILE = "experiment.json"
@@ -84,10 +85,10 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class ExperimentDir:
-    """Paths and atomic reads/writes of one experiment folder."""
+    """Paths and atomic reads/writes of one experiment folder (its root always absolute)."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
+        self.root = user_path(root)
 
     @property
     def experiment_file(self) -> Path:

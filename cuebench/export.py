@@ -1,5 +1,11 @@
 """Export the response table: the common schema (CSV/Parquet) and model-vs-human raw CSVs.
 
+Every format is an entry of ``EXPORT_FORMATS`` (``cuebench list export-formats``): the
+packages above the core add theirs (the PsychoPy-style CSV in ``human_tasks``, the
+participant and Prolific lists in ``experiment_server``). Every format reads the rows
+through ``ResponseStore``, so the exclusions in force (``cuebench.exclusions``) are marked
+in each of them.
+
 The model-vs-human raw format (Geirhos et al.; one file per observer and session,
 ``subj,session,trial,rt,object_response,category,condition,imagename``, rt in seconds,
 ``na`` for no answer) lets existing analysis code read cuebench data unchanged.
@@ -13,6 +19,7 @@ from pathlib import Path
 from .csvsafe import csv_text
 from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
+from .registry import Registry
 from .responses import COLUMNS, ResponseStore
 
 MVH_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
@@ -22,6 +29,10 @@ class ExportError(CuebenchError):
     """Nothing to export, or an unknown format."""
 
 
+EXPORT_FORMATS: Registry = Registry("export-formats", entry_point_group="cuebench.export_formats")
+"""name -> ``export(expdir: ExperimentDir, out: Path, database: str | None) -> list[Path]``."""
+
+
 def _store(expdir: ExperimentDir, database: str | None) -> ResponseStore:
     """The experiment's store: its responses.sqlite, or the ``postgresql://`` database given."""
     if database is None and not expdir.responses_file.exists():
@@ -29,23 +40,27 @@ def _store(expdir: ExperimentDir, database: str | None) -> ResponseStore:
     return ResponseStore(database or expdir.responses_file)
 
 
-def _rows(expdir: ExperimentDir, database: str | None) -> list[dict]:
+def response_rows(expdir: ExperimentDir, database: str | None) -> list[dict]:
+    """Every response row of the experiment, the exclusions in force marked."""
     with _store(expdir, database) as store:
         return store.rows()
 
 
+@EXPORT_FORMATS.register("csv")
 def export_csv(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
     """The common schema, one row per observer per trial, JSON columns as JSON text."""
     import json
 
     rows = ({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in row.items()}
-            for row in _rows(expdir, database))
+            for row in response_rows(expdir, database))
     out = Path(out)
     atomic_write(out, csv_text(COLUMNS, rows).encode("utf-8"))
     return out
 
 
+@EXPORT_FORMATS.register("parquet")
 def export_parquet(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
+    """The common schema as Parquet (JSON columns as JSON text)."""
     with _store(expdir, database) as store:
         frame = store.dataframe()
     out = Path(out)
@@ -69,10 +84,14 @@ def mvh_imagename(row: dict) -> str:
     return "_".join(_slug(p) for p in prefix) + f"_{source}.png"
 
 
-def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...] = ("test",),
-               database: str | None = None) -> list[Path]:
-    """One ``<experiment>_<observer>_session_<n>.csv`` per observer and session."""
-    rows = [r for r in _rows(expdir, database) if r["role"] in roles]
+@EXPORT_FORMATS.register("mvh")
+def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None = None,
+               roles: tuple[str, ...] = ("test",)) -> list[Path]:
+    """Model-vs-human raw CSVs, one per observer and session (OUT is a folder).
+
+    The raw format has no exclusion column, and model-vs-human reads every CSV of a folder:
+    excluded observers' files go to ``excluded/`` and pilots' to ``pilot/`` beneath it."""
+    rows = [r for r in response_rows(expdir, database) if r["role"] in roles]
     if not rows:
         raise ExportError(f"{expdir.root} has no responses to {', '.join(roles)} trials")
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -88,19 +107,15 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, roles: tuple[str, ...
             lines.append([observer, session, int(row["trial_index"]) + 1, rt, row.get("response") or "na",
                           row.get("category") or "na", condition, mvh_imagename(row)])
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", observer)
-        path = out_dir / f"{row['experiment']}_{safe}_session_{session}.csv"
+        folder = out_dir / ("excluded" if row.get("excluded") else "pilot" if row["observer_kind"] == "pilot" else "")
+        path = folder / f"{row['experiment']}_{safe}_session_{session}.csv"
         atomic_write(path, csv_text(MVH_COLUMNS, lines).encode("utf-8"))
         written.append(path)
     return written
 
 
 def export(expdir: str | Path, fmt: str, out: str | Path, database: str | None = None) -> list[Path]:
-    """Export in ``fmt``; ``database`` is a ``postgresql://`` URL when the responses are not in the folder."""
-    expdir = ExperimentDir(expdir)
-    if fmt == "csv":
-        return [export_csv(expdir, out, database)]
-    if fmt == "parquet":
-        return [export_parquet(expdir, out, database)]
-    if fmt == "mvh":
-        return export_mvh(expdir, out, database=database)
-    raise ExportError(f"unknown export format {fmt!r}; use csv, parquet or mvh")
+    """Export in ``fmt`` (an ``EXPORT_FORMATS`` name); ``database`` is a ``postgresql://`` URL
+    when the responses are not in the folder."""
+    written = EXPORT_FORMATS[fmt](ExperimentDir(expdir), Path(out), database)
+    return written if isinstance(written, list) else [written]

@@ -17,14 +17,14 @@ import json
 import math
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from . import exclusions
 from .errors import CuebenchError, describe
-from .storage import DEFAULT_TIMEOUT_S, Database, is_database_url, open_database
+from .storage import DEFAULT_TIMEOUT_S, Database, is_database_url, open_database, utc_now
 
 TABLE = "responses"
 KEY = ("experiment", "observer", "session", "trial_index")
@@ -56,7 +56,7 @@ Text = Annotated[str | None, BeforeValidator(_text), Column(str)]
 Integer = Annotated[int | None, BeforeValidator(_integer), Column(int)]
 Real = Annotated[float | None, BeforeValidator(_real), Column(float)]
 JsonText = Annotated[Any, Column(str, json=True)]
-ObserverKind = Literal["human", "model"]
+ObserverKind = Literal["human", "model", "pilot"]
 
 
 class ResponseRow(BaseModel):
@@ -71,7 +71,8 @@ class ResponseRow(BaseModel):
 
     experiment: Name = Field(description="experiment name")
     observer: Name = Field(description="participant code or model id")
-    observer_kind: Annotated[ObserverKind, Column(str)] = Field(description="'human' or 'model'")
+    observer_kind: Annotated[ObserverKind, Column(str)] = Field(
+        description="'human', 'model', or 'pilot' (simulated or pilot sessions; never counted as people)")
     session: Name = Field(description="session label")
     trial_index: Annotated[int, BeforeValidator(_integer), Column(int)] = Field(
         description="0-based position in the order shown")
@@ -129,10 +130,6 @@ class ResponseConflict(ResponseError):
 @dataclass(frozen=True)
 class WriteResult:
     stored: bool  # False when an identical row was already there (duplicate submission)
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def normalise(row: dict[str, Any]) -> dict[str, Any]:
@@ -263,8 +260,11 @@ class ResponseStore:
         return {r[0] for r in cur.fetchall()}
 
     def rows(self, where: str | None = None, params: Iterable | None = None) -> list[dict]:
-        """All rows (JSON columns decoded), in storage order."""
-        return [decode_row(dict(zip(COLUMNS, r))) for r in self._select(where, params)]
+        """All rows (JSON columns decoded), in storage order, with the exclusions in force marked."""
+        return [decode_row(r) for r in self._marked(where, params)]
+
+    def _marked(self, where: str | None, params: Iterable | None) -> list[dict]:
+        return exclusions.mark([dict(zip(COLUMNS, r)) for r in self._select(where, params)], self.database)
 
     def _select(self, where: str | None, params: Iterable | None) -> list[tuple]:
         condition = f" WHERE {where}" if where else ""
@@ -275,10 +275,11 @@ class ResponseStore:
         return self.database.execute(f'SELECT COUNT(*) FROM "{TABLE}"').fetchone()[0]
 
     def dataframe(self):
-        """The table as a pandas DataFrame with the schema's columns (JSON columns kept as text)."""
+        """The table as a pandas DataFrame with the schema's columns (JSON columns kept as text),
+        the exclusions in force marked."""
         import pandas as pd
 
-        return pd.DataFrame.from_records(self._select(None, None), columns=list(COLUMNS), coerce_float=True)
+        return pd.DataFrame.from_records(self._marked(None, None), columns=list(COLUMNS), coerce_float=True)
 
     def close(self) -> None:
         self.database.close()

@@ -25,6 +25,7 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -39,6 +40,11 @@ WRITER_LOCK_KEY = 0x637565
 
 class StorageError(CuebenchError):
     """The database cannot be reached or opened, or stayed locked longer than the busy timeout."""
+
+
+def utc_now() -> str:
+    """The UTC ISO-8601 time (milliseconds) stored with rows and events."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def is_database_url(location: str | Path) -> bool:

@@ -77,7 +77,7 @@ def post_trial(token: str, number: int, index: int):
                                 parse_json_body(request.get_data()))
     response = measured.pop("response")
     fields = block.record(level, trial.trial_id, bool(score(trial, response)))
-    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
+    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     response=response, group=participant.group, **fields, **measured)
     try:
         result = study.store.write(row)

@@ -7,8 +7,7 @@ database at login: logging out or changing the password bumps it, which ends eve
 session, in every process, including cookies copied before. Every POST carries a
 per-session CSRF token. Failed logins are counted per client address in the same
 transaction that records them, so concurrent guesses cannot overrun the limit. Exports
-call the project's writers (``cuebench.export`` for the common schema and
-the model-vs-human raw format, ``human_tasks.psychopy_csv`` for the PsychoPy-style CSV).
+are the ``cuebench.export.EXPORT_FORMATS`` entries, the same files as ``cuebench export``.
 """
 
 from __future__ import annotations
@@ -25,12 +24,13 @@ from pathlib import Path
 from flask import Blueprint, abort, current_app, redirect, render_template, request, send_file, session, url_for
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from cuebench.csvsafe import csv_text
 from cuebench.errors import CuebenchError
+from cuebench.exclusions import ExclusionError
 from cuebench.responses import TABLE as RESPONSES
 
 from .study import Study, study_of
 from .db import ADMIN_GENERATION, STATUSES
+from .exports import participant_record
 from .validation import Rejected
 
 bp = Blueprint("admin", __name__)
@@ -148,78 +148,62 @@ def dashboard():
         f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind='human' GROUP BY observer",
         [study.experiment.name]).fetchall())
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
+                           records={p.code: participant_record(p) for p in people},
                            answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},
-                           statuses=STATUSES)
+                           statuses=STATUSES, exports=EXPORT_FILES)
 
 
 @bp.post("/exclude")
 @login_required
 def exclude():
-    study = _study()
+    return _set_excluded(True)
+
+
+@bp.post("/include")
+@login_required
+def include():
+    """Take an exclusion back (it stays in the exclusion log's history)."""
+    return _set_excluded(False)
+
+
+def _set_excluded(excluded: bool):
     code, reason = request.form.get("code", ""), request.form.get("reason", "").strip()
     if not reason:
-        abort(400, description="an exclusion needs a reason")
-    if not study.db.exclude(code, reason):
+        abort(400, description=f"{'an exclusion' if excluded else 'taking an exclusion back'} needs a reason")
+    try:
+        found = _study().db.set_excluded(code, excluded, reason, by="admin")
+    except ExclusionError as err:
+        abort(409, description=str(err))
+    if not found:
         abort(404, description=f"no participant {code!r}")
     return redirect(url_for("admin.dashboard"))
 
 
-def _download(path: Path, name: str, mimetype: str):
-    return send_file(io.BytesIO(path.read_bytes()), mimetype=mimetype, as_attachment=True, download_name=name)
+EXPORT_FILES = {"responses.csv": ("csv", "text/csv"), "responses.parquet": ("parquet", "application/octet-stream"),
+                "model-vs-human.zip": ("mvh", "application/zip"), "psychopy.csv": ("psychopy", "text/csv"),
+                "participants.csv": ("participants", "text/csv"), "prolific.csv": ("prolific", "text/csv")}
+"""Download name -> (``cuebench.export.EXPORT_FORMATS`` name, MIME type): the admin page and
+``cuebench export`` write the same files."""
 
 
-@bp.get("/export/responses.csv")
+@bp.get("/export/<name>")
 @login_required
-def export_responses():
-    from cuebench.export import export_csv
+def export_file(name: str):
+    from cuebench.export import export
 
+    if name not in EXPORT_FILES:
+        abort(404, description=f"no export {name!r}")
+    fmt, mimetype = EXPORT_FILES[name]
     study = _study()
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "responses.csv"
-        export_csv(study.expdir, out, study.database)
-        return _download(out, f"{study.experiment.name}-responses.csv", "text/csv")
-
-
-@bp.get("/export/model-vs-human.zip")
-@login_required
-def export_model_vs_human():
-    from cuebench.export import export_mvh
-
-    study = _study()
-    with tempfile.TemporaryDirectory() as tmp:
-        export_mvh(study.expdir, Path(tmp), database=study.database)
+        out = Path(tmp) / name
+        written = export(study.expdir.root, fmt, out, study.database)
         buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
-            for file in sorted(Path(tmp).rglob("*.csv")):
-                archive.write(file, file.relative_to(tmp).as_posix())
+        if fmt == "mvh":
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+                for file in sorted(written):
+                    archive.write(file, file.relative_to(out).as_posix())
+        else:
+            buf.write(out.read_bytes())
         buf.seek(0)
-    return send_file(buf, mimetype="application/zip", as_attachment=True,
-                     download_name=f"{study.experiment.name}-model-vs-human.zip")
-
-
-@bp.get("/export/psychopy.csv")
-@login_required
-def export_psychopy():
-    from human_tasks.psychopy_csv import write_psychopy_csv
-
-    study = _study()
-    rows = study.store.rows("experiment=? AND observer_kind='human'", [study.experiment.name])
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "psychopy.csv"
-        write_psychopy_csv(rows, out)
-        return _download(out, f"{study.experiment.name}-psychopy.csv", "text/csv")
-
-
-PARTICIPANT_COLUMNS = ("code", "group", "status", "prolific_pid", "study_id", "prolific_session", "entry_code",
-                       "created_at", "finished_at", "screen_reason", "excluded", "exclusion_reason")
-
-
-@bp.get("/export/participants.csv")
-@login_required
-def export_participants():
-    """Statuses and exclusions per participant, to join with the responses on ``observer`` = ``code``."""
-    study = _study()
-    text = csv_text(PARTICIPANT_COLUMNS, ([getattr(p, c) for c in PARTICIPANT_COLUMNS]
-                                          for p in study.db.participants(study.experiment.name)))
-    return send_file(io.BytesIO(text.encode()), mimetype="text/csv", as_attachment=True,
-                     download_name=f"{study.experiment.name}-participants.csv")
+    return send_file(buf, mimetype=mimetype, as_attachment=True, download_name=f"{study.experiment.name}-{name}")

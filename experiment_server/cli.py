@@ -6,9 +6,12 @@ import argparse
 import getpass
 import secrets
 import sys
+from pathlib import Path
 
 from cuebench.errors import CuebenchError
+from cuebench.paths import user_path
 
+from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
 from .participant import START_LIMIT
 
@@ -66,28 +69,29 @@ def run(args) -> int:
         if len(args.target) != 2:
             raise CuebenchError(f"usage: cuebench serve {args.target[0]} EXPDIR")
         if args.target[0] == ADMIN_PASSWORD:
-            return set_password(args.target[1], args.password_stdin, args.database, args.secrets)
+            return set_password(user_path(args.target[1]), args.password_stdin, args.database, args.secrets)
         if args.target[0] == ROTATE_SECRET:
-            return rotate_secret(args.target[1], args.database, args.secrets)
-        return print_codes(args.target[1], args.n)
+            return rotate_secret(user_path(args.target[1]), args.database, args.secrets)
+        return print_codes(user_path(args.target[1]), args.n)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
+    expdir = user_path(args.target[0])
     from .app import check_port_free, serve
     from .study import open_study
 
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
         check_port_free(args.host, args.port)
-        study = open_study(args.target[0], database=args.database, secrets_path=args.secrets)
+        study = open_study(expdir, database=args.database, secrets_path=args.secrets)
         study.secrets.update({f"code_{outcome}": code for outcome, code in codes.items() if code})
         study.close()
-    serve(args.target[0], host=args.host, port=args.port, threads=args.threads,
+    serve(expdir, host=args.host, port=args.port, threads=args.threads,
           secure_cookies=not args.insecure_cookies, workers=args.workers, database=args.database,
           secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit)
     return 0
 
 
-def rotate_secret(expdir: str, database: str | None, secrets_path: str | None) -> int:
+def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:
     """A new cookie-signing key: every admin login and start-form cookie ends, in running servers too."""
     from .server_secrets import new_key
     from .study import open_study
@@ -108,7 +112,7 @@ def entry_codes(n: int) -> list[str]:
     return sorted(codes)
 
 
-def print_codes(expdir: str, n: int) -> int:
+def print_codes(expdir: Path, n: int) -> int:
     """Print entry codes to hand out (one a line); the server accepts any code, so these are
     what makes a code hard to guess."""
     from cuebench.expdir import ExperimentDir
@@ -121,7 +125,7 @@ def print_codes(expdir: str, n: int) -> int:
     return 0
 
 
-def set_password(expdir: str, from_stdin: bool, database: str | None = None, secrets_path: str | None = None) -> int:
+def set_password(expdir: Path, from_stdin: bool, database: str | None = None, secrets_path: str | None = None) -> int:
     from .admin import set_admin_password
     from .study import open_study
 

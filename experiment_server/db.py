@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from cuebench import exclusions
 from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
 
-from .assignment import RESERVATION_SECONDS, group_fill, least_filled
+from .assignment import FILLING_STATUSES, RESERVATION_SECONDS, group_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
@@ -57,12 +58,26 @@ class Participant:
     created_at: float
     finished_at: float | None
     screen_reason: str | None
-    excluded: int
-    exclusion_reason: str | None
+    pilot: bool
+    exclusion: exclusions.Exclusion | None
+    """The exclusion in force (``cuebench.exclusions``), None when the person counts."""
 
     @property
     def is_prolific(self) -> bool:
         return self.prolific_pid is not None
+
+    @property
+    def observer_kind(self) -> str:
+        """What the response rows call this person: a pilot (``pilot=1`` link) never counts as a human."""
+        return "pilot" if self.pilot else "human"
+
+    @property
+    def excluded(self) -> int:
+        return int(self.exclusion is not None)
+
+    @property
+    def exclusion_reason(self) -> str | None:
+        return self.exclusion.reason if self.exclusion else None
 
 
 def hash_token(token: str) -> str:
@@ -102,8 +117,9 @@ class ServerDB:
                 f"CREATE TABLE IF NOT EXISTS {PARTICIPANTS} (code TEXT PRIMARY KEY, experiment TEXT NOT NULL, "
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
-                "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, "
-                "excluded INTEGER, exclusion_reason TEXT)")
+                "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER)")
+            if "pilot" not in conn.columns(PARTICIPANTS):  # tables made before pilot sessions existed
+                conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN pilot INTEGER")
             for columns, unique in ((("token_hash",), True), (("experiment", "prolific_pid"), True),
                                     (("experiment", "entry_code"), True)):
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
@@ -163,26 +179,25 @@ class ServerDB:
     # participants ---------------------------------------------------------------------
     def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
               prolific_session: str | None = None, entry_code: str | None = None,
-              token: str | None = None) -> tuple[Participant, str]:
+              token: str | None = None, pilot: bool = False) -> tuple[Participant, str]:
         """Create a participant in the least filled group with a live reservation; returns it and its secret token.
 
         ``token`` (derived from the start form's one-time nonce) makes a repeated start
         request (a double click, a retry after a lost reply) return the participant it created
-        instead of refusing the person as "already taken part"."""
+        instead of refusing the person as "already taken part". Excluded people and pilots
+        hold no slot, so their group is refilled by the next real participant."""
         token = token or secrets.token_urlsafe(24)
         code = "P" + secrets.token_hex(6).upper()
         now = self.clock()
         try:
             with self.db.write_transaction() as conn:  # count and insert in one write transaction: no two arrivals race
-                rows = conn.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
-                                    [experiment]).fetchall()
-                group = least_filled(group_fill(n_groups, rows, now))
+                group = least_filled(group_fill(n_groups, self._slot_holders(conn, experiment), now))
                 conn.execute(
                     f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
-                    "study_id, prolific_session, entry_code, reserved_until, created_at, excluded) "
-                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, 0)",
+                    "study_id, prolific_session, entry_code, reserved_until, created_at, pilot) "
+                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?)",
                     [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
-                     now + self.reservation_seconds, now])
+                     now + self.reservation_seconds, now, int(pilot)])
         except self.db.integrity_errors:
             again = self.by_token(token)
             if again is not None and again.experiment == experiment:
@@ -199,11 +214,27 @@ class ServerDB:
 
     def _one(self, where: str, params: list) -> Participant | None:
         rows = self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE {where}", params)
-        return _participant(rows[0]) if rows else None
+        return _participant(rows[0], exclusions.current(self.db, rows[0]["experiment"])) if rows else None
 
     def participants(self, experiment: str) -> list[Participant]:
-        return [_participant(r) for r in self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE experiment=? "
-                                                       "ORDER BY created_at", [experiment])]
+        excluded = exclusions.current(self.db, experiment)
+        return [_participant(r, excluded) for r in self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE experiment=? "
+                                                                 "ORDER BY created_at", [experiment])]
+
+    @staticmethod
+    def _slot_holders(conn: Database, experiment: str) -> list[tuple[int, str, float | None]]:
+        """``(group, status, reserved_until)`` of those who may hold a group slot, neither pilots
+        nor currently excluded: the web's participants, and the lab's sessions (people in the
+        response table the server never started, each holding its group's slot for good)."""
+        excluded = exclusions.current(conn, experiment)
+        rows = conn.execute(f"SELECT code, grp, status, reserved_until FROM {PARTICIPANTS} "
+                            "WHERE experiment=? AND COALESCE(pilot, 0)=0", [experiment]).fetchall()
+        lab = conn.execute(
+            f'SELECT DISTINCT observer, "group" FROM "{RESPONSES}" WHERE experiment=? AND observer_kind=\'human\' '
+            f'AND "group" IS NOT NULL AND observer NOT IN (SELECT code FROM {PARTICIPANTS} WHERE experiment=?)',
+            [experiment, experiment]).fetchall() if conn.columns(RESPONSES) else []
+        return [(group, status, until) for code, group, status, until in rows if code not in excluded] + \
+            [(group, FILLING_STATUSES[0], None) for observer, group in lab if observer not in excluded]
 
     def renew(self, codes: list[str], conn: Database | None = None) -> None:
         """Extend in-progress participants' reservations (on every stored trial); ``conn`` runs
@@ -223,11 +254,15 @@ class ServerDB:
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
-    def exclude(self, code: str, reason: str) -> bool:
-        """Mark a participant excluded; False when there is no such participant."""
-        cursor = self.db.execute(f"UPDATE {PARTICIPANTS} SET excluded=1, exclusion_reason=? WHERE code=?",
-                                      [reason, code])
-        return cursor.rowcount == 1
+    def set_excluded(self, code: str, excluded: bool, reason: str, by: str) -> bool:
+        """Exclude a participant, or take an exclusion back (``cuebench.exclusions``, the one
+        record every export, the analysis and the assignment read); False when there is no
+        such participant."""
+        participant = self.get(code)
+        if participant is None:
+            return False
+        exclusions.record(self.db, participant.experiment, code, excluded, reason, by)
+        return True
 
     # rate limits ----------------------------------------------------------------------
     def take_slot(self, kind: str, address: str, limit: int, window_s: float) -> str | None:
@@ -252,9 +287,7 @@ class ServerDB:
         self.db.execute(f"DELETE FROM {RATE_EVENTS} WHERE id=?", [slot])
 
     def fill(self, experiment: str, n_groups: int) -> list[int]:
-        rows = self.db.execute(f"SELECT grp, status, reserved_until FROM {PARTICIPANTS} WHERE experiment=?",
-                                    [experiment]).fetchall()
-        return group_fill(n_groups, rows, self.clock())
+        return group_fill(n_groups, self._slot_holders(self.db, experiment), self.clock())
 
     def close(self) -> None:
         """Close this thread's connection."""
@@ -263,10 +296,10 @@ class ServerDB:
             self._local.db = None
 
 
-def _participant(row: dict) -> Participant:
+def _participant(row: dict, excluded: dict[str, exclusions.Exclusion]) -> Participant:
     return Participant(
         code=row["code"], experiment=row["experiment"], group=row["grp"], status=row["status"], session=row["session"],
         prolific_pid=row["prolific_pid"], study_id=row["study_id"], prolific_session=row["prolific_session"],
         entry_code=row["entry_code"], reserved_until=row["reserved_until"], created_at=row["created_at"],
-        finished_at=row["finished_at"], screen_reason=row["screen_reason"], excluded=row["excluded"] or 0,
-        exclusion_reason=row["exclusion_reason"])
+        finished_at=row["finished_at"], screen_reason=row["screen_reason"], pilot=bool(row.get("pilot")),
+        exclusion=excluded.get(row["code"]))

@@ -32,7 +32,9 @@ from .validation import Rejected, allowed_responses, check_trial_post, parse_jso
 
 bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
+ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code", "pilot")
+PILOT_VALUES = ("1", "true", "yes")
+"""``?pilot=1`` on the entry link: a pilot session, stored as ``observer_kind = "pilot"``."""
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
 BROWSER_COOKIE = "cuebench_browser"
@@ -83,7 +85,8 @@ def _browser_id() -> str | None:
 def entry():
     values = _entry_values(request.args)
     browser = _browser_id() or secrets.token_urlsafe(24)
-    response = make_response(render_template("consent.html", entry=values, experiment=_study().experiment.name,
+    response = make_response(render_template("consent.html", entry=values,
+                                             consent=_study().texts()["consent"],
                                              nonce=_study().start_nonce(browser)))
     response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
                         samesite="Lax", secure=current_app.config["SESSION_COOKIE_SECURE"])
@@ -124,13 +127,15 @@ def start():
     values = _entry_values(request.form)
     browser = _refuse_foreign_start(study)
     if request.form.get("consent") != "yes":
-        return render_template("consent.html", entry=values, experiment=study.experiment.name,
+        return render_template("consent.html", entry=values,
+                               consent=study.texts()["consent"],
                                nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"], token=_start_token(study, values, browser))
+                                  entry_code=values["code"], token=_start_token(study, values, browser),
+                                  pilot=(values["pilot"] or "").lower() in PILOT_VALUES)
     except AlreadyParticipated as err:
         if values["PROLIFIC_PID"] is None and values["code"]:
             return render_template(
@@ -156,6 +161,15 @@ def stimulus(filename: str):
     return response
 
 
+def grid_places(study: Study, trial) -> list[dict] | None:
+    """Where each answer button of a classification trial sits: the cells of the lab's response
+    screen (``human_tasks.layout.response_grid``), so both show the same grid in the same order."""
+    if trial.trial_type != "classify":
+        return None
+    allowed = set(allowed_responses(study.experiment, trial))
+    return [{"label": c.label, "row": c.row, "col": c.col} for c in study.grid.cells if c.label in allowed]
+
+
 def _trial_plan(study: Study, token: str, scheduled) -> dict:
     experiment = study.experiment
     trial = experiment.trial(scheduled.trial_id)
@@ -172,6 +186,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         "mask": url_for("participant.mask", token=token, index=scheduled.index)
         if trial.trial_type == "classify" and timing.mask else None,
         "choices": allowed_responses(experiment, trial),
+        "grid": grid_places(study, trial),
         "instruction": trial.instruction,
         "timing": {"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
                    "response_window": timing.response_window, "iti": timing.iti,
@@ -189,6 +204,7 @@ def plan(token: str):
         "status": participant.status,
         "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
         "answered": sorted(answered),
+        "texts": study.texts(),
     }
     if participant.status != "in_progress":
         body["outcome"] = _outcome(study, participant)
@@ -232,7 +248,7 @@ def post_trial(token: str, index: int):
     trial = _scheduled_trial(study, participant, index)
     measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id),
                                 parse_json_body(request.get_data()))
-    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind="human",
+    row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)
     try:
@@ -253,6 +269,7 @@ def screen_out(token: str):
         raise Rejected(400, "field 'reason' (why the browser check failed) is missing")
     if participant.status == "in_progress":
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
+        study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")
     return jsonify(_outcome(study, participant))
 
 
@@ -267,6 +284,9 @@ def complete(token: str):
             return jsonify(error=f"{len(missing)} trials are not stored yet", missing=missing), 409
         attention = study.store.rows("experiment=? AND observer=? AND session=? AND role='attention'",
                                      [study.experiment.name, participant.code, participant.session])
-        failed = any(r["correct"] == 0 for r in attention)
+        failed = sum(r["correct"] == 0 for r in attention)
         participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished")
+        if failed:
+            study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
+                                  "attention check")
     return jsonify(_outcome(study, participant))

@@ -11,7 +11,7 @@ import hmac
 import secrets
 import threading
 import time
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +22,9 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.storage import is_database_url
+from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
 from cuebench.trials import Experiment
+from human_tasks.layout import ResponseGrid, response_grid
 
 from .assignment import RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
@@ -117,6 +119,15 @@ class Study:
         category, which a participant must not be able to read in the page."""
         return hmac.new(self.derive_key, trial_id.encode(), hashlib.sha256).hexdigest()[:20]
 
+    def texts(self) -> dict[str, str]:
+        """The study's texts as HTML, read from the folder on each call: an edit shows at the next page load."""
+        return {name: render(self.expdir, name) for name in TEXT_NAMES}
+
+    @cached_property
+    def grid(self) -> ResponseGrid:
+        """The classification response screen, the lab's (``human_tasks.layout``)."""
+        return response_grid(self.experiment.label_set)
+
     @property
     def n_groups(self) -> int:
         return len(self.experiment.assignment.groups)
@@ -150,6 +161,7 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if not folder.exists():
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
     experiment = folder.load()
+    write_default_texts(folder, experiment)  # a folder built before the texts existed gets them on first serve
     if experiment.assignment is None:
         raise ServerSetupError(f"{folder.experiment_file}: field 'assignment' is missing; the server needs an "
                                "assignment plan to put participants into groups")

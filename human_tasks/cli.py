@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from cuebench.paths import user_path
 
 
 def register(subparsers) -> None:
@@ -18,7 +19,7 @@ def register(subparsers) -> None:
                     "the first unanswered trial. A PsychoPy-style CSV and a log go to EXPDIR/data/.",
         epilog="example:\n  cuebench lab run my-experiment --participant P01 --session 1 --fullscreen\n"
                "  xvfb-run -a cuebench lab run my-experiment --participant pilot --simulate --refresh-hz 60")
-    run.add_argument("expdir", type=Path, metavar="EXPDIR", help="experiment directory (holds experiment.json)")
+    run.add_argument("expdir", type=user_path, metavar="EXPDIR", help="experiment directory (holds experiment.json)")
     run.add_argument("--participant", required=True, help="participant code (letters, digits, _ . -)")
     run.add_argument("--session", default="1", help="session label (default: 1)")
     run.add_argument("--group", type=int, default=None,
@@ -46,5 +47,12 @@ def _run(args) -> int:
         expdir=args.expdir, participant=args.participant, session=str(args.session), group=args.group,
         fullscreen=args.fullscreen, screen=args.screen, input_mode=args.input_mode, refresh_hz=args.refresh_hz,
         simulation=Script() if args.simulate else None, window_size=tuple(args.window_size),
-        database=args.database))
+        database=args.database, choose_group=_group_chooser(args)))
     return 0 if summary.answered == summary.total or summary.quit_early else 1
+
+
+def _group_chooser(args):
+    """The web server's least-filled group for a new lab session, when ``cuebench`` wired it in
+    (``lab_group_chooser``; this package may not import the server); else the hash rule."""
+    chooser = getattr(args, "lab_group_chooser", None)
+    return None if chooser is None else (lambda: chooser(args.expdir, args.database))

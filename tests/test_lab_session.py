@@ -134,7 +134,7 @@ def check_complete_session(expdir: Path, participant: str) -> list[dict]:
             # software-paced flips never run early by more than the one frame a late schedule catches up
             assert r["timing_measured"][phase] >= ms - 1000 / 60 - 1
         assert isinstance(r["dropped_frames"], int) and r["dropped_frames"] >= 0
-        assert r["refresh_hz"] == 60.0 and r["observer_kind"] == "human" and r["group"] == group
+        assert r["refresh_hz"] == 60.0 and r["observer_kind"] == "pilot" and r["group"] == group
         assert r["response"] in trial.choices and r["rt_ms"] > 0 and r["timed_out"] == 0
         assert r["device"]["simulated"] is True and r["device"]["frame_pacing"] == "software"
         if r["role"] in ("attention", "catch"):

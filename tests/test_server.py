@@ -8,11 +8,13 @@ import io
 import shutil
 import sqlite3
 import zipfile
+from datetime import datetime
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from cuebench import exclusions
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
@@ -24,7 +26,7 @@ from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
 PASSWORD = "correct horse battery"
-PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices",
+PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices", "grid",
                    "instruction", "timing"}
 
 
@@ -105,7 +107,7 @@ def test_plan_hides_answers_and_assignment(env):
     app, client, _ = env
     token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")
     body = plan(client, token)
-    assert set(body) == {"participant", "status", "trials", "answered"}
+    assert set(body) == {"participant", "status", "trials", "answered", "texts"}
     assert all(set(t) == PLAN_TRIAL_KEYS for t in body["trials"])
     study = study_of(app)
     classify = next(t for t in body["trials"] if t["type"] == "classify" and not t["instruction"])
@@ -392,3 +394,125 @@ def test_cli_sets_a_hashed_admin_password(env, monkeypatch):
     assert args.func(args) == 0
     stored = study_of(create_app(root)).secrets.get("admin_password")
     assert stored.startswith("scrypt:") and PASSWORD not in stored
+
+
+# ---------------------------------------------------------------- exclusions, pilots, assignment, exports
+def admin_post(admin, path: str, code: str, reason: str):
+    return admin.post(path, data={"code": code, "reason": reason, "csrf_token": csrf_of(admin)})
+
+
+def test_exclusion_log_frees_the_slot_and_marks_every_export(env, tmp_path):
+    from cuebench.export import export
+
+    app, client, _ = env
+    study = study_of(app)
+    set_admin_password(study, PASSWORD)
+    first = start(client, code="first")
+    finish_all(app, client, first)
+    assert client.post(f"/api/session/{first}/complete").get_json()["status"] == "finished"
+    code = study.db.by_token(first).code
+    group = study.db.get(code).group
+    assert study.db.fill(study.experiment.name, study.n_groups)[group] == 1
+    admin = app.test_client()
+    login(admin)
+    assert admin_post(admin, "/admin/exclude", code, "saw the stimuli before").status_code == 302
+    assert admin_post(admin, "/admin/include", code, "mixed up two codes").status_code == 302
+    assert study.db.get(code).excluded == 0
+    assert admin_post(admin, "/admin/include", code, "again").status_code == 409  # not excluded any more
+    assert admin_post(admin, "/admin/exclude", code, "saw the stimuli before").status_code == 302
+    # the slot is free again: the next real participant joins the same group
+    assert study.db.fill(study.experiment.name, study.n_groups)[group] == 0
+    assert study.db.by_token(start(client, code="second")).group == group
+    history = [(e.excluded, e.reason, e.by) for e in exclusions.history(study.store.conn, study.experiment.name)]
+    assert history == [(True, "saw the stimuli before", "admin"), (False, "mixed up two codes", "admin"),
+                       (True, "saw the stimuli before", "admin")]
+
+    marked = {"excluded": "1", "exclusion_reason": "admin: saw the stimuli before"}
+    common = list(csv.DictReader(open(export(study.expdir.root, "csv", tmp_path / "r.csv")[0])))
+    assert common and all({k: r[k] for k in marked} == marked for r in common if r["observer"] == code)
+    psychopy = list(csv.DictReader(open(export(study.expdir.root, "psychopy", tmp_path / "p.csv")[0])))
+    assert all({k: r[k] for k in marked} == marked for r in psychopy if r["participant"] == code)
+    mvh = export(study.expdir.root, "mvh", tmp_path / "mvh")
+    assert [p.parent.name for p in mvh] == ["excluded"]
+    people = {r["code"]: r for r in csv.DictReader(open(export(study.expdir.root, "participants",
+                                                                tmp_path / "people.csv")[0]))}
+    assert (people[code]["excluded"], people[code]["exclusion_reason"], people[code]["excluded_by"]) == \
+        ("1", "saw the stimuli before", "admin")
+    started = datetime.fromisoformat(people[code]["started_at"])
+    assert started.tzinfo is not None and started.timestamp() == 1_000_000  # the injected clock, as ISO-8601
+    assert people[code]["duration_s"] == "0.0"
+    page = admin.get("/admin/").get_data(as_text=True)
+    assert "admin: saw the stimuli before" in page and "Un-exclude" in page
+
+
+def test_pilot_links_hold_no_slot_and_are_stored_as_pilots(env):
+    app, client, _ = env
+    study = study_of(app)
+    token = start(client, code="tryout", pilot="1")
+    finish_all(app, client, token)
+    client.post(f"/api/session/{token}/complete")
+    participant = study.db.by_token(token)
+    assert participant.pilot and participant.status == "finished"
+    assert {r["observer_kind"] for r in study.store.rows("observer=?", [participant.code])} == {"pilot"}
+    assert study.db.fill(study.experiment.name, study.n_groups) == [0] * study.n_groups
+
+
+def test_a_screen_out_is_a_logged_exclusion(env):
+    app, client, _ = env
+    study = study_of(app)
+    screened = start(client, code="screened")
+    client.post(f"/api/session/{screened}/screen", json={"reason": "refresh rate 30 Hz"})
+    event = study.db.by_token(screened).exclusion
+    assert (event.by, event.reason) == ("browser check", "refresh rate 30 Hz")
+
+
+def test_prolific_list(env, tmp_path):
+    from cuebench.export import export
+
+    app, client, _ = env
+    study = study_of(app)
+    done = start(client, PROLIFIC_PID="aaaaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID="1")
+    finish_all(app, client, done)
+    client.post(f"/api/session/{done}/complete")
+    gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
+    client.post(f"/api/session/{gone}/screen", json={"reason": "no fullscreen"})
+    running = start(client, PROLIFIC_PID="cccccccccccccccccccccccc", STUDY_ID="s", SESSION_ID="3")
+    start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", pilot="1")
+    study.db.set_excluded(study.db.by_token(running).code, True, "typed nonsense", "admin")
+    rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "prolific.csv")[0])))
+    assert [(r["participant_id"][0], r["action"]) for r in rows] == [("a", "approve"), ("b", "return"),
+                                                                       ("c", "wait")]
+
+
+def test_the_web_grid_is_the_lab_grid(env):
+    """Burgert et al.'s screen: the 16 labels alphabetically in 4 columns, row by row, "not clear" below."""
+    app, client, _ = env
+    token = start(client, code="grid")
+    trial = next(t for t in plan(client, token)["trials"] if t["type"] == "classify")
+    places = {g["label"]: (g["row"], g["col"]) for g in trial["grid"]}
+    assert [g["label"] for g in trial["grid"]] == trial["choices"]
+    assert (places["airplane"], places["bear"], places["bird"], places["boat"], places["truck"]) == \
+        ((0, 0), (0, 1), (0, 3), (1, 0), (3, 3))
+    assert places[NOT_CLEAR] == (4, None)
+
+
+def test_lab_and_web_sessions_fill_one_latin_square(env):
+    """`cuebench lab run` without --group takes the web's least filled group, and the web counts lab sessions."""
+    from cuebench.cli import least_filled_group
+    from cuebench.responses import trial_row
+    from human_tasks.lab.session import resolve_group
+
+    app, client, _ = env
+    study = study_of(app)
+    root, experiment = study.expdir.root, study.experiment
+    web = start(client, code="web1")
+    finish_all(app, client, web)
+    client.post(f"/api/session/{web}/complete")
+    assert study.db.by_token(web).group == 0
+    assert resolve_group(experiment, "LAB01", [], None, lambda: least_filled_group(root)) == 1
+    lab_row = trial_row(experiment, experiment.trials[0], observer="LAB01", observer_kind="human", session="1",
+                        trial_index=0, response="cat", group=1)
+    study.store.write(lab_row)
+    assert study.db.fill(experiment.name, study.n_groups) == [1, 1]
+    exclusions.record(study.store.conn, experiment.name, "LAB01", True, "fell asleep", "admin")  # slot freed
+    assert least_filled_group(root) == 1 and study.db.by_token(start(client, code="web2")).group == 1

@@ -9,9 +9,11 @@ trial. Phases are counted in frames (``human_tasks.timing``); the flips of the t
 phases are recorded and their measured durations and dropped frames go into each row.
 
 Group rule: ``--group G`` if given; otherwise the group already stored for this
-participant and session (a resumed run keeps its group); otherwise
-``default_group(participant, n_groups)``, a hash of the participant id. The group is
-stored in every row.
+participant and session (a resumed run keeps its group); otherwise the least filled group
+by the web server's fill counts (``LabOptions.choose_group``, which ``cuebench lab run``
+wires to the server's assignment, so lab and web sessions fill one Latin square);
+without it ``default_group(participant, n_groups)``, a hash of the participant id. The
+group is stored in every row.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
+from cuebench import texts
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score, trial_row
@@ -60,6 +64,7 @@ class LabOptions:
     simulation: Script | None = None  # a scripted participant instead of a person
     window_size: tuple[int, int] = (1280, 800)
     database: str | None = None  # a postgresql:// URL instead of the experiment's responses.sqlite
+    choose_group: Callable[[], int] | None = None  # a new session's group; None: default_group
 
 
 @dataclass
@@ -99,7 +104,8 @@ def default_group(participant: str, n_groups: int) -> int:
     return int.from_bytes(hashlib.sha256(participant.encode("utf-8")).digest()[:8], "big") % n_groups
 
 
-def resolve_group(experiment: Experiment, participant: str, stored_rows: list[dict], requested: int | None) -> int:
+def resolve_group(experiment: Experiment, participant: str, stored_rows: list[dict], requested: int | None,
+                  choose: Callable[[], int] | None = None) -> int:
     """The session's group by the module docstring's rule, given the rows already stored for it."""
     n_groups = len(experiment.assignment.groups) if experiment.assignment else 0
     if n_groups == 0:
@@ -112,7 +118,9 @@ def resolve_group(experiment: Experiment, participant: str, stored_rows: list[di
             raise LabError(f"participant {participant} was run in group {stored[0]} in this session; "
                            f"--group {requested} would mix two groups in one session")
         return stored[0]
-    return requested if requested is not None else default_group(participant, n_groups)
+    if requested is not None:
+        return requested
+    return choose() if choose is not None else default_group(participant, n_groups)
 
 
 def check_resumable(sequence: list[ScheduledTrial], stored_rows: list[dict]) -> None:
@@ -155,12 +163,13 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     _check_options(options)
     expdir = ExperimentDir(options.expdir)
     experiment = expdir.load()
+    texts.write_default_texts(expdir, experiment)  # a folder built before the texts existed gets them here
     session = str(options.session)
     store = ResponseStore(options.database or expdir.responses_file)
     try:
         stored_rows = store.rows("experiment=? AND observer=? AND session=?",
                                  [experiment.name, options.participant, session])
-        group = resolve_group(experiment, options.participant, stored_rows, options.group)
+        group = resolve_group(experiment, options.participant, stored_rows, options.group, options.choose_group)
         sequence = participant_sequence(experiment, group, options.participant, session)
         check_resumable(sequence, stored_rows)
         answered = store.answered_indices(experiment.name, options.participant, session)
@@ -299,7 +308,7 @@ class _Runner:
                 self._adaptive(block)
         except _Quit:
             return True
-        self._show_for("Thank you! This session is complete.", END_SCREEN_S)
+        self._show_for(texts.plain(self.expdir, "completion"), END_SCREEN_S)
         return False
 
     def _run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> None:
@@ -310,13 +319,10 @@ class _Runner:
         types = {t.trial_type for t in trials}
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
+        opening = texts.plain(self.expdir, "instructions") + "\n\n" + self._how_to_answer(types)
         if answered:
             opening = (f"Welcome back. The session continues at trial {remaining[0].index + 1} of {len(sequence)}."
-                       "\n\n" + self._instructions(types))
-        else:
-            opening = self._instructions(types)
-            if has_practice:
-                opening += "\n\nWe start with a few practice trials."
+                       "\n\n" + opening)
         self._continue_screen(opening)
         progress = tqdm(remaining, desc=f"{self.options.participant} session {self.session}", unit="trial",
                         file=sys.stderr)
@@ -360,6 +366,12 @@ class _Runner:
                 self.logging.exp(f"trial {index} ({trial.trial_id}) restarts after a pause")
         return outcome, restarts
 
+    def _how_to_answer(self, types: set[str]) -> str:
+        """What the lab adds to the study's own instructions: this station's input and the pause key."""
+        how = "Click the label of your answer" if self.options.input_mode == "mouse" else \
+            "Press the key shown next to the label of your answer"
+        return (f"{how}. " if "classify" in types else "") + "Press Escape to pause."
+
     def _instructions(self, types: set[str]) -> str:
         parts = []
         if "classify" in types:
@@ -381,7 +393,8 @@ class _Runner:
     def _commit(self, trial: Trial, outcome: _Outcome, restarts: int, session: str, trial_index: int,
                 **fields) -> None:
         events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
-        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind="human",
+        observer_kind = "pilot" if self.options.simulation is not None else "human"
+        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind=observer_kind,
                         session=session, trial_index=trial_index, response=outcome.response,
                         rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
                         timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,

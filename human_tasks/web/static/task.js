@@ -12,6 +12,7 @@
   const screenEl = $("screen");
   const gridEl = $("grid");
   const statusEl = $("status");
+  const progressEl = $("progress");
 
   /* Browser check: median of CHECK.intervals rAF intervals after a warm-up; unstable when
    * more than maxOutlierShare of the intervals are off the median by more than a factor
@@ -124,11 +125,15 @@
   }
   const escapeHtml = (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+  /* The researcher's texts (EXPDIR/texts/*.md), rendered by the server with HTML escaped. */
+  let texts = {};
+
   function showOutcome(outcome) {
+    progressEl.textContent = "";
     const text = outcome.status === "screened_out"
       ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
         "requirements of the study, so the study ends here.</p>"
-      : "<h1>Thank you!</h1><p>You have completed the study.</p>";
+      : `<div id="completion-text">${texts.completion || ""}</div><div id="debrief-text">${texts.debrief || ""}</div>`;
     const link = outcome.redirect ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">Return to Prolific</a></p>` : "";
     showScreen(`${text}<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
                `${escapeHtml(outcome.code)}</p>${link}`, null, "done");
@@ -302,13 +307,17 @@
     return win;
   }
 
-  function showGrid(choices, win) {
+  /* The lab's response screen (human_tasks/layout.py): each label in its cell of the 4-column
+   * grid, "not clear" below it across the middle two columns. */
+  function showGrid(grid, win) {
     gridEl.innerHTML = "";
-    choices.forEach((label) => {
+    grid.forEach(({ label, row, col }) => {
       const b = document.createElement("button");
       b.textContent = label;
       b.dataset.label = label;
-      if (label === "not clear") b.className = "not-clear";
+      b.style.gridRow = String(row + 1);
+      b.style.gridColumn = col === null ? "2 / span 2" : String(col + 1);
+      if (col === null) b.className = "not-clear";
       b.addEventListener("click", (e) => win.answer(label, e.timeStamp));
       gridEl.appendChild(b);
     });
@@ -350,7 +359,7 @@
     } else {
       clear();
       responseOnset = t;
-      showGrid(trial.choices, win);
+      showGrid(trial.grid, win);
       state("response-grid", trial.index);
       if (!timing.response_from_onset) win.startClock(t, timing.response_window);
     }
@@ -397,16 +406,6 @@
   }
 
   // ---------------------------------------------------------------- the session
-  const INSTRUCTIONS = `
-    <h1>Instructions</h1>
-    <p>Each trial starts with a small cross in the middle of the screen: look at it.</p>
-    <p><b>Which object?</b> A photo flashes briefly and is covered by noise. Then click the label of
-       what the photo showed. If you could not tell, guess; choose "not clear" only if you saw nothing.</p>
-    <p><b>Which is the odd one?</b> Three images appear side by side. Two share their layout, one
-       does not: press <b>1</b>, <b>2</b> or <b>3</b> for the odd one, within two seconds.</p>
-    <p>Some trials tell you which answer to give; follow them. Answer as quickly and accurately as you
-       can. There is no feedback. Short practice first, breaks between blocks.</p>`;
-
   async function finish() {
     state("saving");
     screenEl.innerHTML = "<p>Saving your answers…</p>";
@@ -423,10 +422,22 @@
     }
   }
 
+  /* "Trial k of n · block b of B" (practice counted apart), so people know how far they are. */
+  function progressText(trials, i) {
+    const trial = trials[i];
+    const same = trials.filter((t) => t.practice === trial.practice);
+    const k = same.indexOf(trial) + 1;
+    if (trial.practice) return `practice ${k} of ${same.length}`;
+    const blocks = [...new Set(same.map((t) => t.block))];
+    const block = blocks.length > 1 ? ` · block ${blocks.indexOf(trial.block) + 1} of ${blocks.length}` : "";
+    return `trial ${k} of ${same.length}${block}`;
+  }
+
   async function main() {
     const planResult = await withRetry(() => requestJSON(C.api));
     if (!planResult.ok) return showScreen(`<h1>This link does not work</h1><p>${escapeHtml(planResult.body.error || "")}</p>`, null, "error");
     const plan = planResult.body;
+    texts = plan.texts || {};
     if (plan.status !== "in_progress") return showOutcome(plan.outcome);
     flush();
     const done = new Set(plan.answered.concat(Object.keys(queue).map(Number)));
@@ -435,8 +446,8 @@
     if (found < 0 && !adaptiveLeft) return finish(); // everything answered before a reload: only the code is missing
     const start = found < 0 ? plan.trials.length : found;
     const resumed = done.size > 0;
-    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>" : INSTRUCTIONS,
-                     "Continue", "instructions");
+    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"
+                             : `<div id="instructions-text">${texts.instructions}</div>`, "Continue", "instructions");
     const check = await browserCheck();
     const device = { user_agent: navigator.userAgent, platform: navigator.platform, dpr: window.devicePixelRatio,
                      refresh: check.refresh, size: check.size };
@@ -459,7 +470,7 @@
         await showScreen("<h1>Break</h1><p>Rest your eyes for a moment, then continue.</p>", "Continue", "break");
       }
       if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
-      statusEl.textContent = trial.practice ? "practice" : "";
+      progressEl.textContent = progressText(plan.trials, i);
       await runTrial(trial, hz, device);
     }
     await runAdaptive(hz, device);

@@ -1,0 +1,100 @@
+"""Exclusions decided about a whole observer: one log in the experiment's database, read everywhere.
+
+An admin excluding a participant, the browser check screening one out, a failed attention
+check and an un-exclusion are each one appended event (observer, excluded or not, reason,
+UTC time, by whom); the latest event per observer is the current state, and the earlier
+ones stay as the history. Nothing is overwritten, and no copy of the state lives anywhere
+else: ``ResponseStore`` marks the rows of currently excluded observers when it reads them
+(so every export and the analysis see the same fact), and the server's group assignment
+frees an excluded person's slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import CuebenchError
+from .storage import Database, utc_now
+
+TABLE = "exclusions"
+COLUMNS = ("experiment", "observer", "excluded", "reason", "at", "by")
+
+
+class ExclusionError(CuebenchError):
+    """An exclusion without a reason, or an un-exclusion of someone not excluded."""
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    experiment: str
+    observer: str
+    excluded: bool
+    reason: str
+    at: str
+    by: str
+
+    @property
+    def label(self) -> str:
+        """The text the response rows' ``exclusion_reason`` carries: who decided, and why."""
+        return f"{self.by}: {self.reason}"
+
+
+def ensure_table(db: Database) -> None:
+    """Create the log once (inside a write transaction, so concurrent creators take turns)."""
+    if db.columns(TABLE):
+        return
+    with db.write_transaction() as conn:
+        conn.execute(f'CREATE TABLE IF NOT EXISTS "{TABLE}" (experiment TEXT NOT NULL, observer TEXT NOT NULL, '
+                     f'excluded INTEGER NOT NULL, reason TEXT NOT NULL, "at" TEXT NOT NULL, "by" TEXT NOT NULL'
+                     f'{conn.row_order_column})')
+
+
+def record(db: Database, experiment: str, observer: str, excluded: bool, reason: str, by: str) -> Exclusion:
+    """Append an exclusion (``excluded=True``) or an un-exclusion; both need a reason."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ExclusionError(f"{'excluding' if excluded else 'un-excluding'} {observer!r} needs a reason")
+    if not excluded and observer not in current(db, experiment):
+        raise ExclusionError(f"{observer!r} is not excluded from experiment {experiment!r}")
+    event = Exclusion(experiment, observer, excluded, reason, utc_now(), by)
+    ensure_table(db)
+    db.execute(f'INSERT INTO "{TABLE}" (experiment, observer, excluded, reason, "at", "by") VALUES (?, ?, ?, ?, ?, ?)',
+               [experiment, observer, int(excluded), reason, event.at, by])
+    return event
+
+
+def history(db: Database, experiment: str | None = None) -> list[Exclusion]:
+    """Every event in the order recorded (of one experiment, or of all)."""
+    if not db.columns(TABLE):
+        return []
+    where = " WHERE experiment=?" if experiment is not None else ""
+    rows = db.execute(f'SELECT experiment, observer, excluded, reason, "at", "by" FROM "{TABLE}"{where} '
+                      f"ORDER BY {db.row_order}", [experiment] if experiment is not None else []).fetchall()
+    return [Exclusion(e, o, bool(x), r, a, b) for e, o, x, r, a, b in rows]
+
+
+def current(db: Database, experiment: str) -> dict[str, Exclusion]:
+    """Observer -> the exclusion in force (the latest event per observer, when it excludes)."""
+    return {o: e for o, e in latest(db, experiment).items() if e.excluded}
+
+
+def latest(db: Database, experiment: str | None = None) -> dict:
+    """The latest event per observer; keyed by observer for one experiment, else by (experiment, observer)."""
+    out: dict = {}
+    for event in history(db, experiment):
+        out[event.observer if experiment is not None else (event.experiment, event.observer)] = event
+    return out
+
+
+def mark(rows: list[dict], db: Database) -> list[dict]:
+    """Response rows with ``excluded``/``exclusion_reason`` set for currently excluded observers;
+    rows excluded when collected (refresh rate, browser check) keep their own reason."""
+    events = {key: e for key, e in latest(db).items() if e.excluded}
+    if not events:
+        return rows
+    for row in rows:
+        event = events.get((row["experiment"], row["observer"]))
+        if event is not None and not row.get("excluded"):
+            row["excluded"] = 1
+            row["exclusion_reason"] = event.label
+    return rows

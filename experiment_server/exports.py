@@ -1,0 +1,91 @@
+"""The server's own export formats: participants (statuses, times, exclusions) and the Prolific review list.
+
+Both are ``cuebench.export.EXPORT_FORMATS`` entries, so ``cuebench export --format
+participants|prolific`` and the admin page write the same files. Times are UTC ISO-8601;
+the exclusion columns come from the one exclusion log (``cuebench.exclusions``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cuebench.csvsafe import csv_text
+from cuebench.export import EXPORT_FORMATS, ExportError
+from cuebench.expdir import ExperimentDir, atomic_write
+from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" export format)
+
+from .db import Participant, ServerDB
+
+PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "prolific_pid", "study_id", "prolific_session",
+                       "entry_code", "started_at", "finished_at", "duration_s", "screen_reason", "excluded",
+                       "exclusion_reason", "excluded_by", "excluded_at")
+PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
+
+
+def iso_time(stamp: float | None) -> str:
+    """A stored Unix time as UTC ISO-8601 with seconds (empty when not set)."""
+    return "" if stamp is None else datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="seconds")
+
+
+def duration_s(participant: Participant) -> float | None:
+    """Seconds from the start to the final status; None while the session runs."""
+    if participant.finished_at is None:
+        return None
+    return round(participant.finished_at - participant.created_at, 1)
+
+
+def participant_record(p: Participant) -> dict:
+    """One participants.csv row: what the admin page shows, to join with responses on ``observer`` = ``code``."""
+    exclusion = p.exclusion
+    return {"code": p.code, "group": p.group, "status": p.status, "observer_kind": p.observer_kind,
+            "prolific_pid": p.prolific_pid, "study_id": p.study_id, "prolific_session": p.prolific_session,
+            "entry_code": p.entry_code, "started_at": iso_time(p.created_at), "finished_at": iso_time(p.finished_at),
+            "duration_s": duration_s(p), "screen_reason": p.screen_reason, "excluded": p.excluded,
+            "exclusion_reason": exclusion.reason if exclusion else None,
+            "excluded_by": exclusion.by if exclusion else None, "excluded_at": exclusion.at if exclusion else None}
+
+
+def prolific_action(p: Participant) -> tuple[str, str]:
+    """What to do with a Prolific submission, and why: approve who finished and counts; reject
+    only a failed attention check (Prolific's own rule); ask the screened out to return the
+    study; leave admin exclusions for a person to review; wait for running sessions."""
+    if p.status == "in_progress":
+        return "wait", "session still running"
+    if p.status == "failed_attention":
+        return "reject", p.exclusion.label if p.exclusion else "failed the attention check"
+    if p.status == "screened_out":
+        return "return", f"screened out: {p.screen_reason or 'browser check'}"
+    if p.exclusion is not None:
+        return "review", p.exclusion.label
+    return "approve", "finished"
+
+
+def _participants(expdir: ExperimentDir, database: str | None) -> list[Participant]:
+    if database is None and not expdir.responses_file.exists():
+        raise ExportError(f"{expdir.root} has no participants yet ({expdir.responses_file.name} is missing)")
+    experiment = expdir.load().name
+    db = ServerDB(database or expdir.responses_file, experiment)
+    try:
+        return db.participants(experiment)
+    finally:
+        db.close()
+
+
+def _write_csv(out: Path, columns: tuple[str, ...], records: list[dict]) -> Path:
+    atomic_write(out, csv_text(columns, records).encode("utf-8"))
+    return out
+
+
+@EXPORT_FORMATS.register("participants")
+def export_participants(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
+    """Web participants: group, status, ISO start/end times, duration, exclusion (who, why, when)."""
+    return _write_csv(Path(out), PARTICIPANT_COLUMNS, [participant_record(p) for p in _participants(expdir, database)])
+
+
+@EXPORT_FORMATS.register("prolific")
+def export_prolific(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
+    """Prolific review list: each Prolific ID with approve/reject/return/review/wait and the reason."""
+    records = [dict(zip(PROLIFIC_COLUMNS, (p.prolific_pid, *prolific_action(p))))
+               for p in _participants(expdir, database) if p.prolific_pid and not p.pilot]
+    return _write_csv(Path(out), PROLIFIC_COLUMNS, records)
