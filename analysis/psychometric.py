@@ -42,6 +42,7 @@ levels, Cochran-Armitage test).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +50,7 @@ import pandas as pd
 from scipy import stats
 from scipy.special import expit, logit, xlogy
 
-from cuebench.adaptive import stimulus_axis
+from cuebench.adaptive import Estimate, stimulus_axis
 from cuebench.errors import CuebenchError
 
 from .load import params_of
@@ -73,6 +74,7 @@ TABLE_COLUMNS = ["observer", "observer_kind", "fit", "condition", "axis", "level
                  "threshold_75", "threshold_75_ci_low", "threshold_75_ci_high", "slope", "slope_ci_low",
                  "slope_ci_high", "lapse", "lapse_ci_low", "lapse_ci_high", "deviance", "deviance_p", "trend_p",
                  "note"]
+QUEST_COLUMNS = ["observer", "observer_kind", "condition", "quest_threshold", "ci_low", "ci_high", "trials"]
 
 
 class PsychometricError(CuebenchError, ValueError):
@@ -240,6 +242,22 @@ def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> Ps
     curve_table = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
         columns=["observer", "observer_kind", "fit", "condition", "axis", "x", "accuracy"])
     return PsychometricFits(table, curve_table, pd.DataFrame(points))
+
+
+def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:
+    """Each observer's QUEST+ posterior at the end of each adaptive block (:data:`QUEST_COLUMNS`): the ``adaptive``
+    column of the block's last answer, read by :meth:`cuebench.adaptive.Estimate.from_dict` (so rows stored with
+    the old key ``threshold`` still count). Its ``quest_threshold`` is half-way between chance and 1 − λ, a
+    different point from the fits' ``threshold_halfway``."""
+    if "adaptive" not in responses:
+        return pd.DataFrame(columns=QUEST_COLUMNS)
+    answered = responses[responses["adaptive"].map(lambda v: isinstance(v, dict) or (isinstance(v, str) and v != ""))]
+    rows = []
+    for (observer, kind, condition), block in answered.groupby(["observer", "observer_kind", "condition"]):
+        last = block.sort_values("trial_index")["adaptive"].iloc[-1]
+        estimate = Estimate.from_dict(last if isinstance(last, dict) else json.loads(last))
+        rows.append({"observer": observer, "observer_kind": kind, "condition": condition, **estimate.to_dict()})
+    return pd.DataFrame(rows, columns=QUEST_COLUMNS)
 
 
 def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = None, overdispersed: bool = False,

@@ -63,3 +63,53 @@ def test_rank_tests_need_enough_matched_runs_as_blocks():
     assert shape.n_blocks == 6 and shape.chi2 == pytest.approx(12.0)
     assert list(shape.average_ranks.index) == ["distinguish", "erm", "sagnet"]
     assert "original_accuracy" in results and notes == []
+
+
+def _study(path, runs: int, rng) -> pd.DataFrame:
+    """A study directory as ``cuebench train-cues`` leaves it: the training table and the selected checkpoints'
+    stored answers to DiST oddity and cue-conflict trials; returns each run's true DiST accuracy and shape bias."""
+    from cuebench.responses import ResponseStore
+
+    training, dist, conflict, truth = [], [], [], []
+    for algorithm, shape_p in (("erm", 0.3), ("distinguish", 0.6), ("sagnet", 0.2)):
+        for run in range(runs):
+            observer = f"{algorithm}-r{run}"
+            training += [{"algorithm": algorithm, "run": run, "epoch": e, "split": "test", "accuracy": 0.6,
+                          "selected": e == 1, "observer": observer} for e in range(2)]
+            odd = rng.random(12) < 0.7
+            shape = rng.random(16) < shape_p
+            truth.append({"algorithm": algorithm, "run": run, "dist_accuracy": odd.mean(), "shape_bias": shape.mean()})
+            common = {"experiment": "x", "observer": observer, "observer_kind": "model", "session": "1",
+                      "role": "test", "condition": "c"}
+            dist += [{**common, "experiment": "dist", "trial_index": i, "trial_id": f"t{i}", "trial_type": "oddity",
+                      "category": "cat", "response": "1" if ok else "2", "correct": int(ok)} for i, ok in enumerate(odd)]
+            conflict += [{**common, "experiment": "cue", "trial_index": i, "trial_id": f"c{i}", "trial_type": "classify",
+                          "category": "cat", "texture_category": "dog", "response": "cat" if s else "dog",
+                          "correct": int(s)} for i, s in enumerate(shape)]
+    pd.DataFrame(training).to_csv(path / "cue_training.csv", index=False)
+    for name, rows in (("dist", dist), ("cue_conflict", conflict)):
+        (path / name).mkdir()
+        with ResponseStore(path / name / "responses.sqlite") as store:
+            store.write_many(rows)
+    return pd.DataFrame(truth)
+
+
+@pytest.mark.parametrize("runs", [3, 5])
+def test_cue_report_gives_effects_and_rank_tests_only_with_enough_runs(tmp_path, runs):
+    from analysis.cue_study import write_cue_report
+
+    truth = _study(tmp_path, runs, np.random.default_rng(runs))
+    html = write_cue_report(tmp_path).read_text()
+    effects = pd.read_csv(tmp_path / "reports" / "cue_effects.csv").set_index(["measure", "algorithm"])
+    values = truth.pivot(index="run", columns="algorithm", values="shape_bias")
+    expected = stats.ttest_ind(values["distinguish"], values["erm"], equal_var=False).confidence_interval(0.95)
+    row = effects.loc[("shape_bias", "distinguish")]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((expected.low, expected.high))
+    assert "Difference from ERM per measure" in html
+    if runs < MIN_BLOCKS:
+        assert "cue-conflict shape bias: no rank test, 3 matched run(s) as blocks" in html
+        assert "Iman-Davenport" not in html and not (tmp_path / "reports" / "cue_ranks_shape_bias.csv").exists()
+    else:
+        assert html.count("Iman-Davenport") == 3 and "5 runs\nas blocks" in html
+        ranks = pd.read_csv(tmp_path / "reports" / "cue_ranks_shape_bias.csv")
+        assert ranks["method"].iloc[0] == values.rank(axis=1, ascending=False).mean().idxmin()

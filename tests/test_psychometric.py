@@ -253,3 +253,33 @@ def test_analyze_thresholds_on_one_level_names_the_condition(tmp_path, capsys):
     _store(tmp_path / "responses.sqlite", df[df["condition"].isin(["channel_shuffle", "original"])])
     assert cuebench(["analyze", str(tmp_path), "--metric", "thresholds"]) == 2
     assert "'channel_shuffle' (level 0) has one level only" in capsys.readouterr().err
+
+
+def test_analyze_quest_thresholds_reads_each_blocks_last_estimate_old_and_new_keys(tmp_path, capsys):
+    from cuebench.cli import main as cuebench
+    from cuebench.responses import ResponseStore
+
+    def answer(observer, index, estimate):
+        return {"experiment": "quest-test", "observer": observer, "observer_kind": "model", "session":
+                "adaptive-patch_shuffle", "trial_index": index, "trial_id": f"patch_shuffle-{index}", "role": "test",
+                "trial_type": "classify", "condition": "patch_shuffle", "level": 3,
+                "params": json.dumps({"grid": 5}), "category": "cat", "response": "cat", "correct": 1,
+                "adaptive": estimate}
+
+    rows = [answer("new", i, {"quest_threshold": 6.0 + i, "ci_low": 2.0, "ci_high": 12.0 - i, "trials": i + 1})
+            for i in range(3)]
+    rows += [answer("old", i, {"threshold": 9.0 - i, "ci_low": 4.0, "ci_high": 14.0, "trials": i + 1})
+             for i in range(2)]  # stored before the estimate was named quest_threshold
+    with ResponseStore(tmp_path / "responses.sqlite") as store:
+        store.write_many(rows)
+    csv = tmp_path / "quest.csv"
+    assert cuebench(["analyze", str(tmp_path), "--metric", "quest-thresholds", "--out", str(csv)]) == 0
+    table = pd.read_csv(csv).set_index("observer")
+    assert table.loc["new", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 2.0, 10.0, 3]
+    assert table.loc["old", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 4.0, 14.0, 2]
+    assert (table["condition"] == "patch_shuffle").all()
+    empty = tmp_path / "none"
+    empty.mkdir()
+    _store(empty / "responses.sqlite", _responses(np.random.default_rng(0)).query("condition == 'original'"))
+    assert cuebench(["analyze", str(empty), "--metric", "quest-thresholds"]) == 2
+    assert "needs answers of adaptive (QUEST+) blocks" in capsys.readouterr().err
