@@ -19,7 +19,8 @@ Accuracy may level off above chance (a cue the suppression leaves intact). A sec
 the floor γ ∈ [1/C, 1); where its 95 % credible interval excludes chance, that model is the one
 reported (``model`` = ``free floor``, its ``floor`` with interval), else the chance-floor one.
 
-Reported per fit, each with a 95 % credible interval from posterior draws:
+Reported per fit as the posterior median with the central 95 % credible interval of 4000
+posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit):
 
 - ``threshold_halfway``: the level where accuracy has fallen half-way from the observer's
   accuracy on the original images A_o to chance, ψ(x) = γ₀ + (A_o − γ₀)/2 with γ₀ = 1/C, i.e.
@@ -287,37 +288,34 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     best = model_parameters(result.parameter_estimate)
     draws = model_parameters(result.posterior_samples(POSTERIOR_DRAWS, random_state=rng))
     if reference is not None:
-        a_best = reference[0] / reference[1]
         a_draws = rng.beta(reference[0] + 1, reference[1] - reference[0] + 1, POSTERIOR_DRAWS)
     else:
-        a_best, a_draws = 1 - best["lapse"], 1 - draws["lapse"]
-        row["reference_accuracy"] = a_best
+        a_draws = 1 - draws["lapse"]
+        row["reference_accuracy"] = float(np.median(a_draws))
     notes = []
-    target = guess + (a_best - guess) / 2
-    where = float(level_at(target, best))
-    if np.isfinite(where):
-        halfway = _level_row(row, "threshold_halfway", target, guess + (a_draws - guess) / 2, best, draws)
-        row["slope"] = float(slope_at(row["threshold_halfway"], best))
+    for name in ("lapse", "floor"):
+        row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = _summary(draws[name])
+    halfway = level_at(guess + (a_draws - guess) / 2, draws)
+    point, low, high = _summary(halfway)
+    if np.isfinite(point):
+        row["threshold_halfway"], row["threshold_halfway_ci_low"], row["threshold_halfway_ci_high"] = point, low, high
         slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
-        row["slope_ci_low"], row["slope_ci_high"] = map(float, _interval(slopes[np.isfinite(slopes)]))
-        if not x.min() <= row["threshold_halfway"] <= x.max():
+        row["slope"], row["slope_ci_low"], row["slope_ci_high"] = _summary(slopes[np.isfinite(slopes)])
+        if not x.min() <= point <= x.max():
             notes.append("threshold outside the measured grid (extrapolated)")
-    elif where > 0:
-        notes.append(f"does not fall half-way to chance (levels off at {best['floor']:.3g})")
+    elif point > 0:
+        notes.append(f"does not fall half-way to chance (levels off at {row['floor']:.3g})")
     else:
         notes.append("below half-way to chance at every level (threshold below the grid)")
-    if best["floor"] >= 0.75:
-        notes.append(f"never falls to 75 % correct (floor {best['floor']:.3g})")
-    elif 1 - best["lapse"] <= 0.75:
-        notes.append(f"never reaches 75 % correct (ceiling {1 - best['lapse']:.3g})")
+    point, low, high = _summary(level_at(np.full(POSTERIOR_DRAWS, 0.75), draws))
+    if np.isfinite(point):
+        row["threshold_75"], row["threshold_75_ci_low"], row["threshold_75_ci_high"] = point, low, high
+    elif point > 0:
+        notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
     else:
-        _level_row(row, "threshold_75", 0.75, np.full(POSTERIOR_DRAWS, 0.75), best, draws)
-    for name, parameter in (("lapse", "lambda"), ("floor", "gamma")):
-        row[name] = float(best[name])
-        low, high = result.confidence_intervals.get(parameter, {}).get(f"{CREDIBLE:g}", (best[name], best[name]))
-        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = float(low), float(high)
+        notes.append(f"never reaches 75 % correct (ceiling {1 - row['lapse']:.3g})")
     if row["model"] == FREE_FLOOR:
-        notes.insert(0, f"accuracy levels off above chance (floor {best['floor']:.3g}, free-floor model)")
+        notes.insert(0, f"accuracy levels off above chance (floor {row['floor']:.3g}, free-floor model)")
     row["deviance"] = float(deviance(k, n, psi(x, best)))
     row["deviance_p"] = predictive_p(x, k, n, draws, rng)
     row["note"] = "; ".join(notes)
@@ -359,15 +357,8 @@ def model_parameters(fitted: dict) -> dict:
             "eta": np.asarray(fitted["eta"], float)}
 
 
-def _interval(samples) -> tuple[float, float]:
+def _summary(samples) -> tuple[float, float, float]:
+    """Posterior median and central credible interval of draws; ±inf stands for draws that never reach (−) or
+    never fall to (+) a target, so a median at ±inf says most draws do not."""
     tail = (1 - CREDIBLE) / 2 * 100
-    return tuple(np.percentile(samples, [tail, 100 - tail], method="inverted_cdf"))
-
-
-def _level_row(row: dict, name: str, best_target, draw_targets, best: dict, draws: dict) -> np.ndarray:
-    """``name`` and its interval in ``row``: where the best curve and each draw's curve reach their target; returns
-    the draws' levels (±inf where a draw never reaches or never falls to its target)."""
-    row[name] = float(level_at(best_target, best))
-    samples = level_at(draw_targets, draws)
-    row[f"{name}_ci_low"], row[f"{name}_ci_high"] = map(float, _interval(samples))
-    return samples
+    return tuple(map(float, np.percentile(samples, [50, tail, 100 - tail], method="inverted_cdf")))
