@@ -29,7 +29,8 @@ posterior draws (a median always lies inside its interval; the drawn curve is ps
   interval; without original trials the fitted ceiling 1 − λ stands in. Empty, with a note,
   where the fitted floor lies at or above that level ("does not fall half-way to chance");
 - ``threshold_75``: the level where accuracy falls to 75 % correct, only where the fitted curve
-  spans 75 % (else empty, with a note);
+  is at or above 75 % at the easiest measured level and falls below it (else empty, with a note:
+  no 75 % point extrapolated for an observer that never reached 75 % in the data);
 - ``slope``: dψ/dx at ``threshold_halfway`` (accuracy lost per unit of the axis);
 - ``deviance`` (binomial deviance of the best fit against the saturated model, Wichmann & Hill
   2001, Perception & Psychophysics 63, Sec. 2) and ``deviance_p``, its posterior-predictive p:
@@ -307,13 +308,17 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
         notes.append(f"does not fall half-way to chance (levels off at {row['floor']:.3g})")
     else:
         notes.append("below half-way to chance at every level (threshold below the grid)")
+    easiest = float(np.median(psi(x.min(), draws)))
     point, low, high = _summary(level_at(np.full(POSTERIOR_DRAWS, 0.75), draws))
-    if np.isfinite(point):
+    if easiest < 0.75:
+        notes.append(f"never reaches 75 % correct on the measured grid (fitted {easiest:.3g} at {x.min():g}, "
+                     f"ceiling {1 - row['lapse']:.3g})")
+    elif np.isfinite(point):
         row["threshold_75"], row["threshold_75_ci_low"], row["threshold_75_ci_high"] = point, low, high
-    elif point > 0:
-        notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
+        if point > x.max():
+            notes.append("75 % point beyond the measured grid (extrapolated)")
     else:
-        notes.append(f"never reaches 75 % correct (ceiling {1 - row['lapse']:.3g})")
+        notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
     if row["model"] == FREE_FLOOR:
         notes.insert(0, f"accuracy levels off above chance (floor {row['floor']:.3g}, free-floor model)")
     row["deviance"] = float(deviance(k, n, psi(x, best)))

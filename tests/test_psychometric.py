@@ -120,6 +120,15 @@ def test_a_lapse_of_0_4_is_reported_as_the_lapse_and_no_75_percent_point():
     assert curve[1].max() < 0.75 and curve[1][0] > curve[1][-1]
 
 
+def test_no_75_percent_point_is_extrapolated_below_the_grid():
+    # ceiling 0.7 (4 alternatives, lapse 0.3), already falling at the easiest level: accuracy never reaches 75 %
+    rng = np.random.default_rng(11)
+    k, n = simulate(rng, 40, location=6.0, scale=1.2, floor=1 / 4, lapse=0.3)
+    row, _ = fit_curve(GRIDS, k, n, 1 / 4)
+    assert accuracy(GRIDS, 6.0, 1.2, 1 / 4, 0.3).max() < 0.75 and np.isnan(row.get("threshold_75", np.nan))
+    assert "never reaches 75 % correct on the measured grid" in row["note"]
+
+
 def test_accuracy_levelling_off_above_chance_gets_a_free_floor():
     # falls from 0.95 to a floor of 0.45 (16 classes): the true half-way point to chance is where ψ = 0.506
     rng = np.random.default_rng(2)
