@@ -35,7 +35,8 @@ def main() -> None:
     grids = np.arange(2, 17, dtype=float)
     sets = []
     for _ in range(args.fits):
-        truth = {"location": rng.uniform(5, 12), "width": rng.uniform(3, 8), "floor": 1 / 8, "lapse": rng.uniform(0, 0.2)}
+        truth = {"location": rng.uniform(5, 12), "width": rng.uniform(3, 8), "floor": 1 / 8,
+                 "lapse": rng.uniform(0, 0.2)}
         sets.append(np.column_stack([-grids, rng.binomial(8, psi(grids, truth)), np.full(len(grids), 8)]))
     timings, results = {}, {}
     for name, make in (("closed form", rising_logistic), ("scipy.stats", lambda: "logistic")):

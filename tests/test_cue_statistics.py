@@ -81,11 +81,12 @@ def _study(path, runs: int, rng) -> pd.DataFrame:
             truth.append({"algorithm": algorithm, "run": run, "dist_accuracy": odd.mean(), "shape_bias": shape.mean()})
             common = {"experiment": "x", "observer": observer, "observer_kind": "model", "session": "1",
                       "role": "test", "condition": "c"}
-            dist += [{**common, "experiment": "dist", "trial_index": i, "trial_id": f"t{i}", "trial_type": "oddity",
-                      "category": "cat", "response": "1" if ok else "2", "correct": int(ok)} for i, ok in enumerate(odd)]
-            conflict += [{**common, "experiment": "cue", "trial_index": i, "trial_id": f"c{i}", "trial_type": "classify",
-                          "category": "cat", "texture_category": "dog", "response": "cat" if s else "dog",
-                          "correct": int(s)} for i, s in enumerate(shape)]
+            dist += [{**common, "experiment": "dist", "trial_index": i, "trial_id": f"t{i}",
+                      "trial_type": "oddity", "category": "cat", "response": "1" if ok else "2", "correct": int(ok)}
+                     for i, ok in enumerate(odd)]
+            conflict += [{**common, "experiment": "cue", "trial_index": i, "trial_id": f"c{i}",
+                          "trial_type": "classify", "category": "cat", "texture_category": "dog",
+                          "response": "cat" if s else "dog", "correct": int(s)} for i, s in enumerate(shape)]
     pd.DataFrame(training).to_csv(path / "cue_training.csv", index=False)
     for name, rows in (("dist", dist), ("cue_conflict", conflict)):
         (path / name).mkdir()
