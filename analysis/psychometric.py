@@ -96,7 +96,7 @@ class PsychometricFits:
 def rising_logistic():
     """psignifit's (rising) logistic sigmoid with its CDF, PDF and quantile in closed form:
     F(u) = 1/(1 + e^(−(u − loc)/scale)), F' = F(1 − F)/scale, F⁻¹(p) = loc + scale·logit(p). Fitted on u = −x
-    (module docstring); the same function as psignifit's ``"logistic"``, about 2.5x faster than through
+    (module docstring); the same function as psignifit's ``"logistic"``, 1.7-2x faster than through
     scipy.stats (benchmarks/bench_psychometric.py)."""
     from psignifit.sigmoids import Logistic
 
