@@ -17,6 +17,7 @@ METRICS = {
     "cue-decomposition": ("cue_decomposition", "cue_decomposition", "original, shape_cue and texture_cue trials"),
     "oddity": ("oddity", "oddity", "oddity trials"),
     "thresholds": ("thresholds", "thresholds", "suppression trials on an ordered grid of levels"),
+    "quest-thresholds": ("quest", "quest_thresholds", "answers of adaptive (QUEST+) blocks"),
     "error-consistency": ("consistency", "error_consistency", "two observers"),
     "noise-ceiling": ("ceilings", "noise_ceilings", "two observers of a kind"),
     "model-ceiling": ("ceilings", "model_vs_human_ceiling", "humans and models"),

@@ -284,7 +284,7 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.9), squeeze=False)
     colours = model_colours(thresholds.loc[thresholds["observer_kind"] == "model", "observer"].unique())
     for ax, condition in zip(axes.flat, conditions):
-        fitted = thresholds[(thresholds["condition"] == condition) & thresholds["threshold"].notna()]
+        fitted = thresholds[(thresholds["condition"] == condition) & thresholds["threshold_halfway"].notna()]
         for row in fitted.sort_values("fit", ascending=False).itertuples():
             style = _fit_style(row.observer, row.observer_kind, row.fit, colours)
             own = (points["observer"] == row.observer) & (points["condition"] == condition)
@@ -295,8 +295,9 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
                     label=style["label"])
             if row.observer_kind == "model" or row.fit == "pooled":
                 level = row.guess_rate + (row.reference_accuracy - row.guess_rate) / 2
-                ax.errorbar([row.threshold], [level], xerr=[[row.threshold - row.threshold_ci_low],
-                                                            [row.threshold_ci_high - row.threshold]],
+                ax.errorbar([row.threshold_halfway], [level],
+                            xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
+                                  [row.threshold_halfway_ci_high - row.threshold_halfway]],
                             color=style["color"], marker="|", ms=14, mew=2, capsize=3, lw=1.2)
         axis = curves.loc[curves["condition"] == condition, "axis"].iloc[0]
         if reference is not None:
@@ -335,7 +336,8 @@ def _draw_published_accuracy(ax, reference: pd.DataFrame, condition: str, axis: 
 def threshold_comparison(thresholds: pd.DataFrame):
     """Each model's threshold with its 95 % credible interval against the pooled human one (red band),
     one panel per condition; single participants as small red dots."""
-    fitted = thresholds[thresholds["threshold"].notna() & np.isfinite(thresholds["threshold"].astype(float))]
+    halfway = thresholds["threshold_halfway"]
+    fitted = thresholds[halfway.notna() & np.isfinite(halfway.astype(float))]
     conditions = sorted(fitted["condition"].unique())
     observers = sorted(fitted.loc[fitted["observer_kind"] == "model", "observer"].unique())
     order = ([o for o in fitted.loc[fitted["fit"] == "pooled", "observer"].unique()]
@@ -351,15 +353,15 @@ def threshold_comparison(thresholds: pd.DataFrame):
             y = order.index("single participants" if single else row.observer)
             colour = HUMAN if row.observer_kind == "human" else colours[row.observer]
             if single:
-                ax.plot(row.threshold, y, ".", color=HUMAN, alpha=0.5)
+                ax.plot(row.threshold_halfway, y, ".", color=HUMAN, alpha=0.5)
                 continue
-            ax.errorbar(row.threshold, y, xerr=[[row.threshold - row.threshold_ci_low],
-                                                [row.threshold_ci_high - row.threshold]],
+            ax.errorbar(row.threshold_halfway, y, xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
+                                                         [row.threshold_halfway_ci_high - row.threshold_halfway]],
                         fmt="D" if row.observer_kind == "human" else "o", color=colour, capsize=3)
             if row.fit == "pooled":
-                ax.axvspan(row.threshold_ci_low, row.threshold_ci_high, color=HUMAN, alpha=0.12, lw=0)
+                ax.axvspan(row.threshold_halfway_ci_low, row.threshold_halfway_ci_high, color=HUMAN, alpha=0.12, lw=0)
         ax.set_title(condition.replace("_", " "))
-        ax.set_xlabel(f"threshold ({rows['axis'].iloc[0]})")
+        ax.set_xlabel(f"half-way threshold ({rows['axis'].iloc[0]})")
         ax.grid(axis="x", alpha=0.25)
     axes[0, 0].set_yticks(range(len(order)), order)
     axes[0, 0].invert_yaxis()

@@ -1,22 +1,41 @@
 """Psychometric functions of accuracy against suppression strength, for people and models on one scale.
 
 For every observer (each person, each model, and all people pooled) and every suppression
-condition with an ordered parameter grid, accuracy is fitted against the stimulus axis with
-psignifit (Schütt, Harmeling, Macke & Wichmann 2016, Vision Research 122): a decreasing
-logistic ψ(x) = γ + (1 − γ − λ)(1 − F(x; m, w)) with the guess rate γ = 1/C fixed by the label
-set (n-AFC) and the lapse rate λ fitted. Pooled human data are overdispersed (people differ),
-so their fit includes psignifit's beta-binomial η (Schütt et al. 2016, Sec. 2.2); one observer's
-answers are binomial, so η = 0 there.
+condition with an ordered parameter grid, accuracy is fitted against the stimulus axis x with
+psignifit (Schütt, Harmeling, Macke & Wichmann 2016, Vision Research 122, Eq. 1) as
 
-Reported per fit, each with a 95 % credible interval from posterior draws:
+    ψ(x) = γ + (1 − γ − λ)(1 − F(x; m, w)),   F logistic, w the 5 %–95 % width,
 
-- ``threshold``: the level where accuracy has fallen half-way from the observer's accuracy on
-  the original images A_o to chance, ψ(x) = γ + (A_o − γ)/2, i.e. where the chance-corrected
-  relative accuracy (A − γ)/(A_o − γ) halves (Burgert et al. 2025, Sec. 5). A_o is drawn from
-  its Beta(k+1, n−k+1) posterior so its uncertainty enters the interval; without original
-  trials the fitted upper asymptote 1 − λ stands in for A_o;
-- ``threshold_75``: the level where accuracy falls to 75 % correct;
-- ``slope``: dψ/dx at ``threshold`` (accuracy lost per unit of the axis).
+falling from 1 − λ to the floor γ; for n-AFC the floor is chance, γ = 1/C. psignifit's
+``negative=True`` sigmoid is 1 − (γ + (1 − γ − λ)F) = λ + (1 − γ − λ)(1 − F): its γ pins the
+*ceiling* and its λ is the floor, not this model. So the fit runs psignifit's *rising* logistic
+on u = −x, whose γ and λ are the floor and the lapse above (1 − F(x; m) = F(−x; −m) for the
+symmetric logistic). The lapse prior is flat on [0, 1 − γ) (models often stay far below 100 %
+on the originals). Pooled human data are overdispersed (people differ), so their fit includes
+psignifit's beta-binomial η (Schütt et al. 2016, Sec. 2.2); one observer's answers are binomial,
+η = 0.
+
+Accuracy may level off above chance (a cue the suppression leaves intact). A second fit frees
+the floor γ ∈ [1/C, 1); where its 95 % credible interval excludes chance, that model is the one
+reported (``model`` = ``free floor``, its ``floor`` with interval), else the chance-floor one.
+
+Reported per fit as the posterior median with the central 95 % credible interval of 4000
+posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit):
+
+- ``threshold_halfway``: the level where accuracy has fallen half-way from the observer's
+  accuracy on the original images A_o to chance, ψ(x) = γ₀ + (A_o − γ₀)/2 with γ₀ = 1/C, i.e.
+  where the chance-corrected relative accuracy (A − γ₀)/(A_o − γ₀) halves (Burgert et al. 2025,
+  Sec. 5). A_o is drawn from its Beta(k+1, n−k+1) posterior so its uncertainty enters the
+  interval; without original trials the fitted ceiling 1 − λ stands in. Empty, with a note,
+  where the fitted floor lies at or above that level ("does not fall half-way to chance");
+- ``threshold_75``: the level where accuracy falls to 75 % correct, only where the fitted curve
+  is at or above 75 % at the easiest measured level and falls below it (else empty, with a note:
+  no 75 % point extrapolated for an observer that never reached 75 % in the data);
+- ``slope``: dψ/dx at ``threshold_halfway`` (accuracy lost per unit of the axis);
+- ``deviance`` (binomial deviance of the best fit against the saturated model, Wichmann & Hill
+  2001, Perception & Psychophysics 63, Sec. 2) and ``deviance_p``, its posterior-predictive p:
+  the share of datasets simulated from posterior draws whose deviance is at least the observed
+  one (Gelman, Meng & Stern 1996); a small p says the model does not describe the data.
 
 A fit that the data cannot support says why in ``note`` instead of giving numbers: fewer
 than :data:`MIN_LEVELS` levels, or flat data (no decreasing trend in accuracy over the
@@ -25,13 +44,15 @@ levels, Cochran-Armitage test).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+from scipy.special import expit, logit, xlogy
 
-from cuebench.adaptive import stimulus_axis
+from cuebench.adaptive import Estimate, stimulus_axis
 from cuebench.errors import CuebenchError
 
 from .load import params_of
@@ -40,13 +61,22 @@ MIN_LEVELS = 3
 TREND_ALPHA = 0.05
 CREDIBLE = 0.95
 POSTERIOR_DRAWS = 4000
+PREDICTIVE_DRAWS = 1000
 CURVE_POINTS = 120
+WIDTH_ALPHA = 0.05
+"""psignifit's width w spans F from WIDTH_ALPHA to 1 − WIDTH_ALPHA."""
+ASYMPTOTE_MARGIN = 1e-3
+"""Keeps the lapse and the free floor off the values where the curve is flat."""
+CHANCE_FLOOR, FREE_FLOOR = "floor at chance", "free floor"
 POOLED_HUMANS = "humans (pooled)"
 NOT_GRADED = ("original", "attention", "practice")
 TABLE_COLUMNS = ["observer", "observer_kind", "fit", "condition", "axis", "levels", "trials", "guess_rate",
-                 "reference_accuracy", "reference", "threshold", "threshold_ci_low", "threshold_ci_high",
+                 "reference_accuracy", "reference", "model", "floor", "floor_ci_low", "floor_ci_high",
+                 "threshold_halfway", "threshold_halfway_ci_low", "threshold_halfway_ci_high",
                  "threshold_75", "threshold_75_ci_low", "threshold_75_ci_high", "slope", "slope_ci_low",
-                 "slope_ci_high", "lapse", "lapse_ci_low", "lapse_ci_high", "trend_p", "note"]
+                 "slope_ci_high", "lapse", "lapse_ci_low", "lapse_ci_high", "deviance", "deviance_p", "trend_p",
+                 "note"]
+QUEST_COLUMNS = ["observer", "observer_kind", "condition", "quest_threshold", "ci_low", "ci_high", "trials"]
 
 
 class PsychometricError(CuebenchError, ValueError):
@@ -63,12 +93,12 @@ class PsychometricFits:
     points: pd.DataFrame
 
 
-def decreasing_logistic():
-    """psignifit's logistic sigmoid, decreasing with the level, with its CDF, PDF and quantile in
-    closed form: F(x) = 1/(1 + e^(−(x − loc)/scale)), F' = F(1 − F)/scale, F⁻¹(p) = loc + scale·logit(p).
-    The same function as ``"neg_logistic"``, fitted about 2.5x faster than through scipy.stats."""
+def rising_logistic():
+    """psignifit's (rising) logistic sigmoid with its CDF, PDF and quantile in closed form:
+    F(u) = 1/(1 + e^(−(u − loc)/scale)), F' = F(1 − F)/scale, F⁻¹(p) = loc + scale·logit(p). Fitted on u = −x
+    (module docstring); the same function as psignifit's ``"logistic"``, 1.7-2x faster than through
+    scipy.stats (benchmarks/bench_psychometric.py)."""
     from psignifit.sigmoids import Logistic
-    from scipy.special import expit, logit
 
     class ClosedFormLogistic(Logistic):
         def _cdf(self, x, loc=0, scale=1):
@@ -81,7 +111,63 @@ def decreasing_logistic():
         def _ppf(self, p, loc=0, scale=1):
             return loc + scale * logit(p)
 
-    return ClosedFormLogistic(negative=True)
+    return ClosedFormLogistic(alpha=WIDTH_ALPHA)
+
+
+def logistic_scale(width):
+    """The logistic's scale s from psignifit's width w = F⁻¹(1 − α) − F⁻¹(α) = 2 s ln(1/α − 1)."""
+    return np.asarray(width, dtype=float) / (2 * np.log(1 / WIDTH_ALPHA - 1))
+
+
+def psi(x, params):
+    """ψ(x) = γ + (1 − γ − λ)(1 − F(x)) of the module docstring; ``params`` holds (arrays of) ``location`` m,
+    ``width`` w, ``floor`` γ and ``lapse`` λ."""
+    floor, lapse = np.asarray(params["floor"], float), np.asarray(params["lapse"], float)
+    falling = expit(-(np.asarray(x, float) - params["location"]) / logistic_scale(params["width"]))
+    return floor + (1 - floor - lapse) * falling
+
+
+def level_at(target, params) -> np.ndarray:
+    """Stimulus value where ψ = target for (arrays of) parameters; −inf where the observer never reaches the
+    target (at or above the ceiling 1 − λ), +inf where accuracy never falls to it (at or below the floor γ)."""
+    floor, lapse = np.asarray(params["floor"], float), np.asarray(params["lapse"], float)
+    falling = (np.asarray(target, float) - floor) / (1 - floor - lapse)
+    inside = np.clip(falling, 1e-12, 1 - 1e-12)
+    level = np.asarray(params["location"], float) + logistic_scale(params["width"]) * logit(1 - inside)
+    return np.where(falling >= 1, -np.inf, np.where(falling <= 0, np.inf, level))
+
+
+def slope_at(x, params) -> np.ndarray:
+    """dψ/dx = −(1 − γ − λ) F(1 − F)/s, negative: accuracy lost per unit of the axis."""
+    scale = logistic_scale(params["width"])
+    rising = expit((np.asarray(x, float) - params["location"]) / scale)
+    floor, lapse = np.asarray(params["floor"], float), np.asarray(params["lapse"], float)
+    return -(1 - floor - lapse) * rising * (1 - rising) / scale
+
+
+def deviance(k, n, p) -> np.ndarray:
+    """Binomial deviance against the saturated model, D = 2 Σ [k ln(k/np) + (n − k) ln((n − k)/(n(1 − p)))]
+    (Wichmann & Hill 2001, Perception & Psychophysics 63, Eq. 5), summed over the last axis."""
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    p = np.clip(np.asarray(p, float), 1e-12, 1 - 1e-12)
+    return 2 * (xlogy(k, k / (n * p)) + xlogy(n - k, (n - k) / (n * (1 - p)))).sum(axis=-1)
+
+
+def predictive_p(x, k, n, draws: dict, rng) -> float:
+    """Posterior-predictive p of the deviance (Gelman, Meng & Stern 1996, Statistica Sinica 6): for each posterior
+    draw, data simulated from it (beta-binomial where the draw has psignifit's overdispersion η, Schütt et al.
+    2016 Sec. 2.2: p ~ Beta(ψν, (1 − ψ)ν), ν = 1/η² − 1) are compared with the observed data by their deviance
+    from that draw's curve; p = share of simulated deviances at least the observed one."""
+    head = {name: np.asarray(values, float)[:PREDICTIVE_DRAWS, None] for name, values in draws.items()}
+    expected = psi(np.asarray(x, float)[None, :], head)
+    eta = np.broadcast_to(head["eta"], expected.shape)
+    spread = np.where(eta > 1e-9, 1 / np.maximum(eta, 1e-9) ** 2 - 1, np.inf)
+    overdispersed = np.isfinite(spread)
+    p = expected.copy()
+    p[overdispersed] = rng.beta(expected[overdispersed] * spread[overdispersed],
+                                (1 - expected[overdispersed]) * spread[overdispersed])
+    simulated = rng.binomial(np.broadcast_to(np.asarray(n, dtype=np.int64), p.shape), p)
+    return float(np.mean(deviance(simulated, n, expected) >= deviance(k, n, expected)))
 
 
 def cochran_armitage(x, k, n) -> tuple[float, float]:
@@ -160,21 +246,35 @@ def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> Ps
     return PsychometricFits(table, curve_table, pd.DataFrame(points))
 
 
+def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:
+    """Each observer's QUEST+ posterior at the end of each adaptive block (:data:`QUEST_COLUMNS`): the ``adaptive``
+    column of the block's last answer, read by :meth:`cuebench.adaptive.Estimate.from_dict` (so rows stored with
+    the old key ``threshold`` still count). Its ``quest_threshold`` is half-way between chance and 1 − λ, a
+    different point from the fits' ``threshold_halfway``."""
+    if "adaptive" not in responses:
+        return pd.DataFrame(columns=QUEST_COLUMNS)
+    answered = responses[responses["adaptive"].map(lambda v: isinstance(v, dict) or (isinstance(v, str) and v != ""))]
+    rows = []
+    for (observer, kind, condition), block in answered.groupby(["observer", "observer_kind", "condition"]):
+        last = block.sort_values("trial_index")["adaptive"].iloc[-1]
+        estimate = Estimate.from_dict(last if isinstance(last, dict) else json.loads(last))
+        rows.append({"observer": observer, "observer_kind": kind, "condition": condition, **estimate.to_dict()})
+    return pd.DataFrame(rows, columns=QUEST_COLUMNS)
+
+
 def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = None, overdispersed: bool = False,
               seed: int = 0) -> tuple[dict, tuple[np.ndarray, np.ndarray] | None]:
-    """One psignifit fit of k correct out of n at stimulus values x, decreasing towards the guess rate.
+    """Psignifit fits of k correct out of n at stimulus values x, falling towards the floor (module docstring).
 
     ``reference`` is (correct, trials) on the original images, defining the half-way threshold.
     Returns the table row (without the observer columns) and the fitted curve (x, accuracy), or
     ``None`` with a ``note`` when the data cannot support a fit."""
-    import psignifit
-
     x, k, n = (np.asarray(v, dtype=float) for v in (x, k, n))
     row = {"levels": int(len(x)), "trials": int(n.sum()), "guess_rate": guess, "note": ""}
     if reference is not None:
         row["reference_accuracy"], row["reference"] = reference[0] / reference[1], "original trials"
     else:
-        row["reference"] = "fitted upper asymptote"
+        row["reference"] = "fitted ceiling 1 - lapse"
     if len(x) < MIN_LEVELS:
         row["note"] = ("not fitted: one level only" if len(x) == 1 else
                        f"not fitted: too few levels ({len(x)} < {MIN_LEVELS})")
@@ -184,53 +284,86 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     if trend_p >= TREND_ALPHA:
         row["note"] = f"not fitted: flat data, accuracy does not fall with the level (trend p = {trend_p:.2g})"
         return row, None
-    result = psignifit.psignifit(np.column_stack([x, k, n]), sigmoid=decreasing_logistic(), experiment_type="nAFC",
-                                 experiment_choices=round(1 / guess), fixed_parameters=None if overdispersed
-                                 else {"eta": 0.0}, debug=True, verbose=False)
-    sigmoid = result.configuration.make_sigmoid()
+    result, row["model"] = chosen_model(x, k, n, guess, overdispersed)
     rng = np.random.default_rng(seed)
-    draws = result.posterior_samples(POSTERIOR_DRAWS, random_state=rng)
-    best = result.parameter_estimate
+    best = model_parameters(result.parameter_estimate)
+    draws = model_parameters(result.posterior_samples(POSTERIOR_DRAWS, random_state=rng))
     if reference is not None:
-        a_best = reference[0] / reference[1]
         a_draws = rng.beta(reference[0] + 1, reference[1] - reference[0] + 1, POSTERIOR_DRAWS)
     else:
-        a_best, a_draws = 1 - best["lambda"], 1 - draws["lambda"]
-        row["reference_accuracy"] = a_best
-    tail = (1 - CREDIBLE) / 2 * 100
-    for name, best_target, draw_targets in (("threshold", guess + (a_best - guess) / 2, guess + (a_draws - guess) / 2),
-                                            ("threshold_75", 0.75, np.full(POSTERIOR_DRAWS, 0.75))):
-        row[name] = float(level_at(sigmoid, best_target, best))
-        samples = level_at(sigmoid, draw_targets, draws)
-        row[f"{name}_ci_low"], row[f"{name}_ci_high"] = map(float, np.percentile(samples, [tail, 100 - tail],
-                                                                                 method="inverted_cdf"))
-        if name == "threshold":
-            slopes = sigmoid.slope(np.where(np.isfinite(samples), samples, np.nan), draws["threshold"],
-                                   draws["width"], draws["gamma"], draws["lambda"])
-            row["slope"] = float(sigmoid.slope(row["threshold"], best["threshold"], best["width"], best["gamma"],
-                                               best["lambda"])) if np.isfinite(row["threshold"]) else np.nan
-            row["slope_ci_low"], row["slope_ci_high"] = map(float, np.nanpercentile(slopes, [tail, 100 - tail]))
-    row["lapse"] = float(best["lambda"])
-    row["lapse_ci_low"], row["lapse_ci_high"] = map(float, result.confidence_intervals["lambda"][f"{CREDIBLE:g}"])
-    row["note"] = _threshold_note(row, x)
-    grid = np.linspace(x.min(), x.max(), CURVE_POINTS)
-    return row, (grid, np.asarray(result.proportion_correct(grid), dtype=float))
-
-
-def level_at(sigmoid, target, params) -> np.ndarray:
-    """Stimulus value where ψ = target for (arrays of) parameters; −inf where the observer never
-    reaches the target (above 1 − λ), +inf where accuracy never falls to it (at or below γ)."""
-    gamma, lapse = np.asarray(params["gamma"], float), np.asarray(params["lambda"], float)
-    unscaled = (np.asarray(target, float) - gamma) / (1 - lapse - gamma)
-    inside = np.clip(unscaled, 1e-12, 1 - 1e-12)
-    level = np.asarray(sigmoid.inverse(inside, params["threshold"], params["width"]), dtype=float)
-    return np.where(unscaled >= 1, -np.inf, np.where(unscaled <= 0, np.inf, level))
-
-
-def _threshold_note(row: dict, x: np.ndarray) -> str:
+        a_draws = 1 - draws["lapse"]
+        row["reference_accuracy"] = float(np.median(a_draws))
     notes = []
-    if not np.isfinite(row["threshold_75"]):
-        notes.append("never reaches 75 % correct" if row["threshold_75"] < 0 else "never falls to 75 % correct")
-    if np.isfinite(row["threshold"]) and not x.min() <= row["threshold"] <= x.max():
-        notes.append("threshold outside the measured grid (extrapolated)")
-    return "; ".join(notes)
+    for name in ("lapse", "floor"):
+        row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = _summary(draws[name])
+    halfway = level_at(guess + (a_draws - guess) / 2, draws)
+    point, low, high = _summary(halfway)
+    if np.isfinite(point):
+        row["threshold_halfway"], row["threshold_halfway_ci_low"], row["threshold_halfway_ci_high"] = point, low, high
+        slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
+        row["slope"], row["slope_ci_low"], row["slope_ci_high"] = _summary(slopes[np.isfinite(slopes)])
+        if not x.min() <= point <= x.max():
+            notes.append("threshold outside the measured grid (extrapolated)")
+    elif point > 0:
+        notes.append(f"does not fall half-way to chance (levels off at {row['floor']:.3g})")
+    else:
+        notes.append("below half-way to chance at every level (threshold below the grid)")
+    easiest = float(np.median(psi(x.min(), draws)))
+    point, low, high = _summary(level_at(np.full(POSTERIOR_DRAWS, 0.75), draws))
+    if easiest < 0.75:
+        notes.append(f"never reaches 75 % correct on the measured grid (fitted {easiest:.3g} at {x.min():g}, "
+                     f"ceiling {1 - row['lapse']:.3g})")
+    elif np.isfinite(point):
+        row["threshold_75"], row["threshold_75_ci_low"], row["threshold_75_ci_high"] = point, low, high
+        if point > x.max():
+            notes.append("75 % point beyond the measured grid (extrapolated)")
+    else:
+        notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
+    if row["model"] == FREE_FLOOR:
+        notes.insert(0, f"accuracy levels off above chance (floor {row['floor']:.3g}, free-floor model)")
+    row["deviance"] = float(deviance(k, n, psi(x, best)))
+    row["deviance_p"] = predictive_p(x, k, n, draws, rng)
+    row["note"] = "; ".join(notes)
+    grid = np.linspace(x.min(), x.max(), CURVE_POINTS)
+    return row, (grid, np.asarray(psi(grid, best), dtype=float))
+
+
+def chosen_model(x, k, n, guess: float, overdispersed: bool):
+    """The chance-floor fit, or the free-floor fit where its floor's credible interval excludes chance; with the
+    name of the one chosen. The free-floor fit of pooled data keeps η at the chance-floor fit's estimate (a
+    five-parameter posterior grid takes ~50x longer)."""
+    chance = _psignifit(x, k, n, guess, free_floor=False, eta=None if overdispersed else 0.0)
+    free = _psignifit(x, k, n, guess, free_floor=True, eta=float(chance.parameter_estimate["eta"]))
+    if free.confidence_intervals["gamma"][f"{CREDIBLE:g}"][0] > guess + 1e-9:
+        return free, FREE_FLOOR
+    return chance, CHANCE_FLOOR
+
+
+def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None):
+    """psignifit's rising logistic on u = −x; flat priors on the lapse in [0, 1 − γ) and on a free floor in
+    [1/C, 1); η fitted (None) or fixed."""
+    import psignifit
+
+    bounds = {"lambda": (0.0, 1 - guess - ASYMPTOTE_MARGIN)}
+    priors = {"lambda": np.ones_like}
+    kind = {"experiment_type": "nAFC", "experiment_choices": round(1 / guess)}
+    if free_floor:
+        bounds["gamma"], priors["gamma"] = (guess, 1 - ASYMPTOTE_MARGIN), np.ones_like
+        kind = {"experiment_type": "yes/no"}
+    return psignifit.psignifit(np.column_stack([-x, k, n]), sigmoid=rising_logistic(), bounds=bounds, priors=priors,
+                               fixed_parameters=None if eta is None else {"eta": eta}, width_alpha=WIDTH_ALPHA,
+                               debug=True, verbose=False, **kind)
+
+
+def model_parameters(fitted: dict) -> dict:
+    """psignifit's parameters on u = −x as this module's: location m = −threshold, floor γ, lapse λ."""
+    return {"location": -np.asarray(fitted["threshold"], float), "width": np.asarray(fitted["width"], float),
+            "floor": np.asarray(fitted["gamma"], float), "lapse": np.asarray(fitted["lambda"], float),
+            "eta": np.asarray(fitted["eta"], float)}
+
+
+def _summary(samples) -> tuple[float, float, float]:
+    """Posterior median and central credible interval of draws; ±inf stands for draws that never reach (−) or
+    never fall to (+) a target, so a median at ±inf says most draws do not."""
+    tail = (1 - CREDIBLE) / 2 * 100
+    return tuple(map(float, np.percentile(samples, [50, tail, 100 - tail], method="inverted_cdf")))

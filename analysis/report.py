@@ -208,6 +208,13 @@ def _thresholds(result: Analysis, scored, options, n_choices) -> None:
     result.tables["psychometric_points"] = fits.points
 
 
+def _quest_thresholds(result: Analysis, scored, options, n_choices) -> None:
+    """Each observer's final QUEST+ estimate per adaptive block (analysis.psychometric.quest_estimates)."""
+    quest = psychometric.quest_estimates(scored)
+    if len(quest):
+        result.tables["quest_thresholds"] = quest
+
+
 def _observer_summary(result: Analysis, scored, options, n_choices) -> None:
     """One row per observer with every scalar metric, for rank correlations over a model set."""
     out = scored.groupby(["observer", "observer_kind"], as_index=False).agg(accuracy=("correct", "mean"),
@@ -237,7 +244,8 @@ def _observer_summary(result: Analysis, scored, options, n_choices) -> None:
 
 STEPS = {"accuracy": _accuracy, "shape_bias": _shape_bias, "cue_decomposition": _cue_decomposition,
          "oddity": _oddity, "consistency": _consistency, "ceilings": _ceilings, "ttests": _ttests,
-         "ranks": _friedman, "thresholds": _thresholds, "observers": _observer_summary}
+         "ranks": _friedman, "thresholds": _thresholds, "quest": _quest_thresholds,
+         "observers": _observer_summary}
 
 
 def load_for_report(sources, compare=None, database: str | None = None) -> pd.DataFrame:

@@ -8,9 +8,13 @@ parameters. The web task, the PsychoPy runner and model evaluation all drive the
 
 The psychometric function falls with the suppression value x like the one the analysis fits
 (``analysis.psychometric``, a logistic there): ψ(x) = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), guess
-rate γ = 1/C, lapse λ, threshold t where accuracy is half-way between chance and 1 − λ, on the
-same stimulus axis (:func:`stimulus_axis`). QUEST+ (the ``questplus`` package) models rising
-functions of an intensity, so the intensity is the cue's strength −x and its mean parameter is −t.
+rate γ = 1/C, lapse λ, on the same stimulus axis (:func:`stimulus_axis`). Its threshold t, the
+``quest_threshold``, is where accuracy is half-way between chance and 1 − λ; the analysis's
+``threshold_halfway`` is half-way between chance and the accuracy on the original images, the
+same point only when that accuracy is 1 − λ. The lapse grid reaches up to 1 − γ, so an observer
+far below 100 % on easy images (a model at 55 %) is inside the parameter space. QUEST+ (the
+``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
+strength −x and its mean parameter is −t.
 
 The plan is plain data stored in experiment.json (``cuebench.trials.AdaptivePlan``); a run is
 rebuilt from the answers so far (:meth:`AdaptiveRun.replay`), so a stateless server and a
@@ -31,6 +35,7 @@ CREDIBLE = 0.95
 OUTCOMES = ("correct", "incorrect")
 THRESHOLD_STEPS = 41
 SPREAD_STEPS = 6
+LAPSE_STEP = 0.05
 LEVEL_AXIS = "level"
 SESSION_PREFIX = "adaptive-"
 
@@ -82,9 +87,10 @@ def pick_trial(candidates: list[str], shown: list[str], seed: int) -> str:
 
 @dataclass(frozen=True)
 class Estimate:
-    """QUEST+'s posterior threshold after some answers: mean, 95 % credible interval, answers so far."""
+    """QUEST+'s posterior threshold after some answers (half-way between chance and 1 − λ): mean, 95 % credible
+    interval, answers so far."""
 
-    threshold: float
+    quest_threshold: float
     ci_low: float
     ci_high: float
     trials: int
@@ -92,21 +98,32 @@ class Estimate:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Estimate":
+        """An estimate as stored in a response row's ``adaptive`` column; rows written before the threshold was
+        named ``quest_threshold`` carry it as ``threshold``."""
+        threshold = data["quest_threshold"] if "quest_threshold" in data else data["threshold"]
+        return cls(float(threshold), float(data["ci_low"]), float(data["ci_high"]), int(data["trials"]))
+
 
 def plan_for_grid(condition: str, levels, values, axis: str, guess_rate: float, trials: int,
                   prior_mean: float | None = None, prior_sd: float | None = None,
                   stop_ci_width: float | None = None) -> AdaptivePlan:
     """A block over a grid with the default parameter space: thresholds over the grid and a quarter of its
-    span beyond each end, spreads from a fortieth to half the span (log-spaced), lapses up to 0.3 (models
-    often stay well below 100 % on the originals). The plan's own checks name the condition."""
+    span beyond each end, spreads from a fortieth to half the span (log-spaced), lapses from 0
+    in steps of :data:`LAPSE_STEP` up to below 1 − γ (models often stay far below 100 % on the originals, and a
+    lapse beyond the grid biases the threshold: with lapses up to 0.3 only, an observer at 55 % on the originals
+    measured 3.9 for a true 5.6). The plan's own checks name the condition."""
     values = tuple(float(v) for v in values)
     span = (values[-1] - values[0]) or 1.0  # a one-level grid is refused by the plan, naming the condition
     thresholds = np.linspace(values[0] - span / 4, values[-1] + span / 4, THRESHOLD_STEPS)
     spreads = np.geomspace(span / 40, span / 2, SPREAD_STEPS)
+    lapses = np.arange(0, 1 - guess_rate - LAPSE_STEP / 2, LAPSE_STEP)
     return AdaptivePlan(condition=condition, levels=tuple(int(lv) for lv in levels), values=values, axis=axis,
                         guess_rate=float(guess_rate), trials=int(trials),
                         thresholds=tuple(round(float(t), 6) for t in thresholds),
                         spreads=tuple(round(float(s), 6) for s in spreads),
+                        lapses=tuple(round(float(lapse), 6) for lapse in lapses),
                         prior_mean=prior_mean, prior_sd=prior_sd, stop_ci_width=stop_ci_width)
 
 
@@ -167,7 +184,7 @@ class AdaptiveRun:
         return self.estimate()
 
     def estimate(self) -> Estimate:
-        """Posterior mean threshold and the central 95 % credible interval of its marginal posterior."""
+        """Posterior mean ``quest_threshold`` and the central 95 % credible interval of its marginal posterior."""
         marginal = np.asarray(self._quest.marginal_posterior["mean"], dtype=float)
         thresholds = -np.asarray(self._quest.param_domain["mean"], dtype=float)
         order = np.argsort(thresholds)
@@ -177,7 +194,7 @@ class AdaptiveRun:
         low = thresholds[min(np.searchsorted(cumulative, tail), len(thresholds) - 1)]
         high = thresholds[min(np.searchsorted(cumulative, 1 - tail), len(thresholds) - 1)]
         mean = float((thresholds * marginal).sum() / marginal.sum())
-        return Estimate(threshold=mean, ci_low=float(low), ci_high=float(high), trials=len(self.answers))
+        return Estimate(quest_threshold=mean, ci_low=float(low), ci_high=float(high), trials=len(self.answers))
 
 
 class ObserverBlock:

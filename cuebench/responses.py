@@ -106,7 +106,8 @@ class ResponseRow(BaseModel):
     excluded: Integer = Field(None, description="1 if excluded at collection time")
     exclusion_reason: Text = Field(None, description="why")
     adaptive: JsonText = Field(None, description="JSON: QUEST+ posterior after this answer of an adaptive block "
-                                                 "(threshold, ci_low, ci_high, trials)")
+                                                 "(quest_threshold, ci_low, ci_high, trials; rows stored before it was "
+                                                 "renamed carry threshold)")
 
 
 def _column(name: str) -> Column:

@@ -70,7 +70,7 @@ def check_adaptive_rows(expdir: Path, observer: str) -> list[dict]:
         assert r["condition"] == "patch_shuffle" and r["level"] == trial.level and r["params"] == trial.params
         assert r["correct"] == int(r["response"] == trial.correct)
         assert r["adaptive"]["trials"] == r["trial_index"] + 1
-        assert r["adaptive"]["ci_low"] <= r["adaptive"]["threshold"] <= r["adaptive"]["ci_high"]
+        assert r["adaptive"]["ci_low"] <= r["adaptive"]["quest_threshold"] <= r["adaptive"]["ci_high"]
     return rows
 
 

@@ -135,7 +135,8 @@ def test_reduced_study_trains_five_algorithms_and_writes_the_report(tmp_path, sh
     assert runs["shape_bias"].between(0, 1).all() and runs["original_accuracy"].between(0, 1).all()
     assert (out / "reports" / "cue_summary.csv").is_file() and (out / "reports" / "cue_report.html").is_file()
     html = (out / "reports" / "cue_report.html").read_text()
-    assert "Iman-Davenport" in html and "critical-difference diagram" in html
+    assert "Difference from ERM per measure" in html and "no rank test, 1 matched run(s) as blocks" in html
+    assert (out / "reports" / "cue_effects.csv").is_file()
     table = pd.read_csv(out / "cue_training.csv")
     checkpoint = out / table.loc[table["algorithm"] == "distinguish", "checkpoint"].iloc[0]
     saved = torch.load(checkpoint, weights_only=True)
