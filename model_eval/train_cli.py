@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from cuebench.executors import add_executor_arguments
 
 
-def register(sub) -> None:
+def register(sub, *, cue_report_writer=None) -> None:
+    """``cue_report_writer`` (``analysis``'s, handed in by the command) writes the train-cues report."""
     train = sub.add_parser(
         "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -33,10 +35,10 @@ def register(sub) -> None:
     train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
     add_executor_arguments(train, "training jobs")
     train.set_defaults(func=run_train)
-    _register_cue_study(sub)
+    _register_cue_study(sub, cue_report_writer)
 
 
-def _register_cue_study(sub) -> None:
+def _register_cue_study(sub, cue_report_writer) -> None:
     from .training.cue_study import ALGORITHM_ORDER, CueConfig
 
     cues = sub.add_parser(
@@ -69,7 +71,7 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
     cues.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
     add_executor_arguments(cues, "training jobs")
-    cues.set_defaults(func=run_train_cues)
+    cues.set_defaults(func=partial(run_train_cues, cue_report_writer=cue_report_writer))
 
 
 def run_train(args) -> int:
@@ -92,7 +94,7 @@ def run_train(args) -> int:
     return 0
 
 
-def run_train_cues(args) -> int:
+def run_train_cues(args, cue_report_writer) -> int:
     from cuebench.executors import parse_executor
 
     from .training.cue_study import CueConfig, assemble_table, plan_cue_jobs, prepare_study
@@ -110,5 +112,5 @@ def run_train_cues(args) -> int:
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)
     print(f"wrote {assemble_table(args.out)}")
-    print(f"wrote {args.cue_report_writer(args.out)}")
+    print(f"wrote {cue_report_writer(args.out)}")
     return 0
