@@ -5,7 +5,8 @@ shows the consent page; ``POST /start`` assigns a group and redirects to
 ``/task/<token>``, whose script runs instructions, the browser check, practice and the
 blocks. The token in the task URL is the participant's only credential (stored hashed).
 The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
-correct answers, trial ids, conditions or the assignment plan; each trial is posted on its own and checked before it is stored.
+correct answers (but a practice trial's, its feedback), trial ids, conditions or the assignment plan; each trial is
+posted on its own and checked before it is stored.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         "trial_key": study.trial_key(trial.trial_id),
         "type": trial.trial_type,
         "practice": trial.role == "practice",
+        "feedback": trial.correct if trial.role == "practice" else None,
         "block": scheduled.block,
         "break_before": scheduled.break_before,
         "images": images,

@@ -42,8 +42,6 @@ class Options(BaseModel):
         except ValidationError as err:
             first = err.errors()[0]
             loc = first["loc"]
-            if first["type"] == "value_error" and not loc:
-                raise OptionError(str(first["ctx"]["error"])) from None
             path, problem = describe(first)
             if first["type"] in PARSING:
                 problem = f"expected {PARSING[first['type']]}, got {first['input']!r}"
@@ -77,6 +75,10 @@ def parse_timing(spec: str, base: Timing) -> Timing:
         return Timing(**{**base.to_dict(), **changes})
     except CuebenchError as err:
         raise OptionError(f"--timing {spec!r}: {err}") from None
+
+
+STUDY_OPTIONS = ("practice", "catch_every", "attention", "timing")
+"""Common options that shape the trials; each design says which of them it honours."""
 
 
 class BuildOptions(Options):
@@ -137,12 +139,12 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _plain_type(annotation: Any) -> tuple[Any, bool]:
-    """(the type without ``None``, whether None is allowed)."""
+def _plain_type(annotation: Any) -> Any:
+    """The type without ``None`` (``int | None`` -> ``int``)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return (args[0] if len(args) == 1 else str), True
-    return annotation, False
+        return args[0] if len(args) == 1 else str
+    return annotation
 
 
 def add_option_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: type[Options], *,
@@ -153,7 +155,7 @@ def add_option_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGro
     for name, info in model.model_fields.items():
         if name in skip:
             continue
-        kind, _ = _plain_type(info.annotation)
+        kind = _plain_type(info.annotation)
         text = argparse.SUPPRESS if hidden else _help(info)
         common = {"dest": name, "default": argparse.SUPPRESS, "help": text}
         if kind is bool:

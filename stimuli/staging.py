@@ -6,13 +6,15 @@ response database), so a re-run reuses every stimulus already made at the cost o
 the new and changed files move into the directory, ``experiment.json`` last (each move an atomic
 rename within one file system), and the staging folder goes. On failure or interruption the
 directory is exactly as it was; the staging folder stays with what was made so far, so the next run
-of the same build picks the work up instead of repeating it.
+of the same build picks up the shards an executor finished (``stimuli.shards``) instead of repeating
+them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from cuebench.expdir import EXPERIMENT_FILE, RESPONSES_FILE, ExperimentDir
@@ -54,7 +56,7 @@ class Staging:
             shutil.rmtree(self.root, ignore_errors=True)
         else:
             print(f"the build stopped; {self.out} is unchanged, and the work made so far stays in {self.root} "
-                  "for the next run of this build (delete it to start afresh)")
+                  "for the next run of this build (delete it to start afresh)", file=sys.stderr)
 
     def new_files(self) -> list[Path]:
         """Files of the staging folder that the experiment directory does not hold (yet), relative to it."""

@@ -5,9 +5,12 @@ attention, timing, stimulus size) on real photos."""
 from __future__ import annotations
 
 import math
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from pydantic import Field
 
 from cuebench.api import build as api_build
@@ -83,6 +86,8 @@ def test_the_python_api_writes_what_the_command_writes(shuffled, tmp_path):
     (["--design", "corruptions", "--practice", "8"], "--practice needs 8 source image(s) held out of the test trials, "
                                                      "but there are only 8"),
     (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
+    (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
+                                              "corruptions, suppression"),
 ])
 def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, capsys, argv, message):
     assert build(tmp_path / "x", *argv) == 2
@@ -152,3 +157,60 @@ def test_timing_and_stimulus_size_are_recorded(study):
     assert display["stimulus_width_cm"] == pytest.approx(3.98097, abs=1e-4)
     assert (display["stimulus_degrees"], display["viewing_distance_cm"], display["screen_width_cm"]) == (4, 57, 53)
     assert exp.provenance["options"]["practice"] == 2 and "workers" not in exp.provenance["options"]
+
+
+def bomb_png(path: Path, side: int = 60000) -> None:
+    """A PNG whose header claims side x side RGB pixels (Pillow refuses to decode it: a decompression bomb)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+                     + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def folder(tmp_path, photos) -> Path:
+    src = tmp_path / "src"
+    for cls, name in (("cat", "chelsea"), ("flower", "flower"), ("coffee", "coffee")):
+        (src / cls).mkdir(parents=True)
+        Image.fromarray(photos[name]).save(src / cls / f"{name}.png")
+    return src
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_skip_works_with_several_workers_and_lists_bombs_and_broken_files(folder, tmp_path, capsys):
+    bomb_png(folder / "cat" / "bomb.png")
+    (folder / "flower" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale"]
+    assert build(tmp_path / "fail", *argv, "--workers", "2") == 2
+    assert "bomb.png" in capsys.readouterr().err or "broken.png" in capsys.readouterr().err
+    assert build(tmp_path / "skip", *argv, "--workers", "2", "--on-error", "skip") == 0
+    tail = capsys.readouterr().out.split("skipped 2 source image(s) (--on-error skip):")[1]
+    assert "bomb.png" in tail and "decompression bomb" in tail and "broken.png" in tail
+    exp = ExperimentDir(tmp_path / "skip").load()
+    assert {t.source_image for t in exp.trials if t.role == "test"} == {"cat/chelsea", "flower/flower", "coffee/coffee"}
+    assert len(exp.provenance["skipped_images"]) == 2
+
+
+def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_folders_stimuli(folder, tmp_path, capsys):
+    out = tmp_path / "exp"
+    argv = ["--design", "suppression", "--images", str(folder), "--workers", "1"]
+    assert build(out, *argv, "--conditions", "grayscale") == 0
+    before = files(out)
+    (folder / "zebra").mkdir()
+    (folder / "zebra" / "zebra.png").write_bytes(b"not an image")  # the last source: the others are made first
+    assert build(out, *argv, "--conditions", "grayscale,channel_shuffle") == 2
+    assert files(out) == before
+    staged = tmp_path / ".exp.building"
+    assert len(list((staged / "stimuli").glob("*.png"))) > len(list((out / "stimuli").glob("*.png")))
+    capsys.readouterr()
+    assert build(out, *argv, "--conditions", "grayscale,channel_shuffle", "--on-error", "skip") == 0
+    assert "stimuli: 3 made, 18 already there, 1 source images skipped" in capsys.readouterr().out
+    assert not staged.exists()
+    after = files(out)
+    assert all(after[name] == data for name, data in before.items() if name != "experiment.json")
+    assert len(ExperimentDir(out).load().trials_with_role("test")) == 3 * 7

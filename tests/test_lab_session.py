@@ -196,6 +196,10 @@ def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_
     assert set(table["frameRate"]) == {60.0} and set(table["participant"]) == {"P01"}
     log = (experiment_dir / "data" / "P01_labtest_session1.log").read_text()
     assert "refresh 60.00 Hz (declared" in log and "committed trial 8" in log
+    practice = by_index[0]
+    assert practice["role"] == "practice"
+    expected = "Correct" if practice["response"] == "cat" else "Not quite: the answer was \u201ccat\u201d"
+    assert f"practice feedback for trial 0: {expected}" in log
     again = run_lab_session(LabOptions(expdir=experiment_dir, participant="P01"), out=lambda line: None)
     assert (again.answered, again.answered_this_run) == (len(rows), 0)  # complete: nothing shown again
 

@@ -59,7 +59,8 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
     page.click("#start")
     instructed = None
     answered: set[int] = set()
-    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None, "most_queued": 0}
+    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None, "most_queued": 0,
+              "feedback": None}
     reloaded = False
     outage_until = None
     deadline = time.monotonic() + SESSION_DEADLINE_S
@@ -100,6 +101,8 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
             page.unroute(f"**/trial/{index}")
             page.reload()
             reloaded = True
+        elif state == "feedback":
+            result["feedback"] = page.inner_text("#feedback")
         elif state == "done":
             return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"))
         time.sleep(0.02)
@@ -127,6 +130,9 @@ def test_participant_completes_session_with_reload(live_server, browser):
     assert row["response"] == "" and row["correct"] == 0 and row["timing_measured"]["response"] >= 2000 - 20
     roles = {r["role"] for r in rows}
     assert {"practice", "test", "attention", "catch"} <= roles
+    practice = next(t for t in study.experiment.trials if t.role == "practice")
+    assert result["feedback"] == ("Correct" if practice.correct == "cat" else
+                                  f"Not quite: the answer was \u201c{practice.correct}\u201d")
     attention = next(r for r in rows if r["role"] == "attention")
     assert attention["response"] == ATTENTION_ANSWER and attention["correct"] == 1
     exact = 0

@@ -206,6 +206,15 @@ class _Outcome:
     dropped: int
 
 
+FEEDBACK_SECONDS = 1.0
+"""How long a practice trial's feedback stays up (the web task shows it as long)."""
+
+
+def practice_feedback(trial: Trial, response: str | None) -> str:
+    """What a practice trial says after the answer (the web task uses the same words)."""
+    return "Correct" if response == trial.correct else f"Not quite: the answer was \u201c{trial.correct}\u201d"
+
+
 class _Restart(Exception):
     """Escape was pressed during a trial and the session goes on: show the trial again."""
 
@@ -329,6 +338,10 @@ class _Runner:
                 self._continue_screen("Time for a break. Rest your eyes as long as you like.")
             outcome, restarts = self._present(scheduled.index, trial)
             self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
+            if trial.role == "practice":
+                feedback = practice_feedback(trial, outcome.response)
+                self.logging.exp(f"practice feedback for trial {scheduled.index}: {feedback}")
+                self._show_for(feedback, FEEDBACK_SECONDS)
         progress.close()
 
     def _adaptive(self, block) -> None:

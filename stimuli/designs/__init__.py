@@ -18,7 +18,7 @@ from typing import Callable, ClassVar
 from cuebench.expdir import ExperimentDir
 from cuebench.registry import Registry
 from cuebench.trials import Experiment
-from ..options import BuildOptions, DesignOptions, Options
+from ..options import BuildOptions, DesignOptions
 
 DESIGNS: Registry = Registry("designs", entry_point_group="cuebench.designs")
 
@@ -44,6 +44,8 @@ class Design:
     """Base of a design: ``Options`` and ``build``; subclasses register with ``@DESIGNS.register``."""
 
     Options: ClassVar[type[DesignOptions]] = DesignOptions
+    study_options: ClassVar[frozenset[str]] = frozenset()
+    """The common study options (``STUDY_OPTIONS``) this design honours; the others are refused."""
 
     def build(self, request: BuildRequest) -> Experiment:
         raise NotImplementedError
@@ -94,6 +96,7 @@ def build_experiment(design_name: str, out: str | Path, options: DesignOptions |
     if not isinstance(options, chosen.Options):
         raise TypeError(f"design {design_name!r} takes {chosen.Options.__name__}, got {type(options).__name__}")
     common = common if common is not None else BuildOptions()
+    refuse_study_options(design_name, chosen, common)
     out = Path(out)
     with Staging(out) as staging:
         request = BuildRequest(design_name, options, common, ExperimentDir(staging.root),
@@ -105,10 +108,21 @@ def build_experiment(design_name: str, out: str | Path, options: DesignOptions |
     return experiment
 
 
+def refuse_study_options(design_name: str, chosen: Design, common: BuildOptions) -> None:
+    """A study option the design does not honour is an error, never silently ignored."""
+    from ..options import STUDY_OPTIONS, OptionError, flag
+
+    given = [k for k in STUDY_OPTIONS if k in common.model_fields_set and getattr(common, k) not in (None, 0)]
+    refused = [k for k in given if k not in chosen.study_options]
+    if refused:
+        honour = [n for n, d in load_designs().items() if refused[0] in d.study_options]
+        raise OptionError(f"{flag(refused[0])} is not available for --design {design_name}"
+                          + (f"; designs that take it: {', '.join(honour)}" if honour else ""))
+
+
 def recorded_options(request: BuildRequest) -> dict:
     """What provenance keeps of the options: the design's own and the common ones, sorted by name."""
     values = {**request.common.recorded(), "design": request.design, **request.options.model_dump(mode="json")}
     return dict(sorted(values.items()))
 
 
-__all__ = ["DESIGNS", "BuildRequest", "Design", "Options", "build_experiment", "design", "load_designs"]

@@ -87,6 +87,22 @@ CLASSIFY_SCHEDULE = Schedule(break_every=100, attention_every=100, catch_every=N
 """Burgert et al. 2025: an attention test every 100 trials; a break every 100."""
 
 
+def attention_every(common) -> int:
+    """``--attention N``, or Burgert et al.'s one check every 100 trials; 0 for none."""
+    return CLASSIFY_SCHEDULE.attention_every if common.attention is None else common.attention
+
+
+def classify_schedule(common) -> Schedule:
+    return CLASSIFY_SCHEDULE.model_copy(update={"attention_every": attention_every(common) or None})
+
+
+def attention_checks(common, label_set: LabelSet, originals: list[tuple[str, str, str]], tests: int,
+                     timing: Timing) -> list[Trial]:
+    """Enough attention trials for one after every ``attention_every`` of a participant's ``tests`` test trials."""
+    every = attention_every(common)
+    return attention_trials(label_set, originals, max(1, -(-tests // every)), common.seed, timing) if every else []
+
+
 def slug(name: str) -> str:
     """A source name as a trial-id part."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
@@ -200,13 +216,9 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
         made = [(src, report.get(src, Task("original", {}, None))) for src in held if src.name not in failed]
         stimuli.update((stim.id, stim) for _, stim in made)
         trials += unchanged_trials(role, label_set, [(src, stim.id) for src, stim in made], timing, common.seed)
-    attention_every = CLASSIFY_SCHEDULE.attention_every if common.attention is None else common.attention
-    if attention_every:
-        trials += attention_trials(label_set, originals, max(1, -(-len(originals) // attention_every)), common.seed,
-                                   timing)
+    trials += attention_checks(common, label_set, originals, len(originals), timing)
     print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
-    schedule = CLASSIFY_SCHEDULE.model_copy(update={"attention_every": attention_every or None,
-                                                    "catch_every": catch_every or None})
+    schedule = classify_schedule(common).model_copy(update={"catch_every": catch_every or None})
     return Experiment(
         name=request.name, design=request.design, label_set=label_set, stimuli=stimuli, trials=trials,
         schedule=schedule,

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from cuebench.trials import Experiment
 from ..build import BuildError, stimulus_seed
-from ..options import DesignOptions
+from ..options import STUDY_OPTIONS, DesignOptions
 from . import DESIGNS, Design
 from .common import grid_experiment
 
@@ -52,6 +52,7 @@ class Corruptions(Design):
     """Robustness (Heinert et al. Sec. IV): each photo under each corruption at each intensity of its grid."""
 
     Options = CorruptionsOptions
+    study_options = STUDY_OPTIONS
 
     def build(self, request) -> Experiment:
         seed = request.common.seed

@@ -29,7 +29,7 @@ from cuebench.design import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from ..sources import decode_image, fit_to_stimulus, resolve_images
 from . import DESIGNS, Design
-from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
+from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
 from .cue_decomposition import (CueOptions, cue_jobs, eed_params, make_shape_cues, shape_cue_pixels, shards,
                                 texture_params, texture_stimuli)
 
@@ -55,6 +55,7 @@ class CueConflictEED(Design):
     """Cue conflict without style transfer (Heinert et al.): one photo's EED shape cue with another's texture."""
 
     Options = CueConflictOptions
+    study_options = frozenset({"attention", "timing"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -140,6 +141,7 @@ def build(request) -> Experiment:
         return decode_image(expdir.stimulus_path(textures[name]))
 
     mix = {"mode": args.conflict_mode, "gamma_shape": g_s, "gamma_texture": g_t}
+    timing = study_timing(common, CLASSIFY_TIMING)
     stimuli, trials = {}, []
     for shape_src, texture_src in plan:
         params = {"texture_image": texture_src.name, "texture_cue": t_params, "shape_cue": shape_params, **mix}
@@ -155,7 +157,7 @@ def build(request) -> Experiment:
             condition="cue_conflict_eed", params={"texture_image": texture_src.name,
                                                   "texture_cue": args.texture_cue, **mix},
             source_image=shape_src.name, category=shape_src.category, texture_category=texture_src.category,
-            timing=CLASSIFY_TIMING, mask_seed=stimulus_seed(common.seed, shape_src.name, "mask", params),
+            timing=timing, mask_seed=stimulus_seed(common.seed, shape_src.name, "mask", params),
         ))
     for part in [*shapes.values(), *textures.values()]:  # listed, so a rebuild finds them and skips EED
         stimuli[part.id] = part
@@ -165,11 +167,11 @@ def build(request) -> Experiment:
             original = report.get(job.source, job.tasks[0])
             stimuli[original.id] = original
             originals.append((job.source.name, original.id, job.source.category))
-    trials += attention_trials(label_set, originals, max(1, -(-len(plan) // 100)), common.seed)
+    trials += attention_checks(common, label_set, originals, len(plan), timing)
     print(f"stimuli: {len(plan)} cue-conflict images from {len(usable)} source images, "
           f"{len(report.failed)} skipped")
     return Experiment(
         name=request.name, design=request.design, label_set=label_set, stimuli=stimuli,
-        trials=trials, schedule=CLASSIFY_SCHEDULE, assignment=everyone_plan(trials),
+        trials=trials, schedule=classify_schedule(common), assignment=everyone_plan(trials),
         provenance={**build_provenance(request), "skipped_images": report.failed},
     )

@@ -25,7 +25,7 @@ from ..eed import CLASSIFICATION_STEPS
 from ..options import DesignOptions
 from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
 from . import DESIGNS, Design
-from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
+from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
 
 TEXTURE_FN = "stimuli.texture_cues:texture_task"
 SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in worker processes
@@ -52,6 +52,7 @@ class CueDecomposition(Design):
     """Cue decomposition (Heinert et al.): each photo, its EED shape cue and its texture cue."""
 
     Options = CueOptions
+    study_options = frozenset({"attention", "timing"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -226,6 +227,7 @@ def build(request) -> Experiment:
         raise BuildError("no stimuli were made: every source image failed")
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
     textures = texture_stimuli(expdir, args, common.seed, jobs, report, usable, existing, shapes, fresh)
+    timing = study_timing(common, CLASSIFY_TIMING)
     stimuli, trials, originals = {}, [], []
     for job in jobs:
         src = job.source
@@ -240,13 +242,13 @@ def build(request) -> Experiment:
             trials.append(Trial(
                 trial_id=f"{slug(src.name)}--{condition}", trial_type="classify", role="test", stimuli=(stim.id,),
                 choices=tuple(label_set.displayed()), correct=src.category, condition=condition, params=params,
-                source_image=src.name, category=src.category, timing=CLASSIFY_TIMING,
+                source_image=src.name, category=src.category, timing=timing,
                 mask_seed=stimulus_seed(common.seed, src.name, f"mask:{condition}", {}),
             ))
-    trials += attention_trials(label_set, originals, max(1, -(-len(originals) // 100)), common.seed)
+    trials += attention_checks(common, label_set, originals, len(originals), timing)
     print(f"stimuli: {len(stimuli)} in the experiment, {len(report.failed)} source images skipped")
     return Experiment(
         name=request.name, design=request.design, label_set=label_set, stimuli=stimuli,
-        trials=trials, schedule=CLASSIFY_SCHEDULE, assignment=latin_square_plan(trials),
+        trials=trials, schedule=classify_schedule(common), assignment=latin_square_plan(trials),
         provenance={**build_provenance(request), "skipped_images": report.failed},
     )

@@ -27,13 +27,13 @@ from pydantic import Field
 from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.design import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
-from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
+from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Timing, Trial
 from ..sources import SourceImage, decode_image, fit_to_stimulus, resolve_images
 from ..options import DesignOptions
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
 from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS
 from . import DESIGNS, Design
-from .common import build_provenance, held_out, slug
+from .common import build_provenance, held_out, slug, study_timing
 from .imports import POSITIONS
 
 BACKENDS = ("gram", "ps")
@@ -71,6 +71,7 @@ class Dist(Design):
     """DiST oddity (Wen et al. 2024): each original with texture syntheses that destroy global structure."""
 
     Options = DistOptions
+    study_options = frozenset({"timing"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -265,10 +266,11 @@ def write_original(expdir: ExperimentDir, maker: VersionMaker, src: SourceImage)
     return expdir.write_stimulus(maker.original(src), Task("original", {}, None).provenance(src))
 
 
-def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage) -> Trial:
+def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage,
+                 timing: Timing = ODDITY_TIMING) -> Trial:
     return Trial(trial_id=trial_id, trial_type="oddity", role=role, stimuli=tuple(s.id for s in order),
                  choices=POSITIONS.labels, correct=str(odd + 1), condition="dist" if role == "test" else "catch",
-                 params={}, source_image=src.name, category=src.category, timing=ODDITY_TIMING)
+                 params={}, source_image=src.name, category=src.category, timing=timing)
 
 
 def build(request) -> Experiment:
@@ -286,6 +288,7 @@ def build(request) -> Experiment:
     for v in versions:
         disrupted.setdefault(v.source.name, []).append(v.stimulus)
     per_original = args.variants // 2
+    timing = study_timing(common, ODDITY_TIMING)
     rng = random.Random(common.seed)
     stimuli: dict[str, Stimulus] = {}
     trials: list[Trial] = []
@@ -298,7 +301,7 @@ def build(request) -> Experiment:
             order = list(pair)
             order.insert(position, original)
             suffix = f"--{k + 1}" if per_original > 1 else ""
-            trials.append(oddity_trial(f"dist--{slug(src.name)}{suffix}", "test", order, position, src))
+            trials.append(oddity_trial(f"dist--{slug(src.name)}{suffix}", "test", order, position, src, timing))
             stimuli.update((s.id, s) for s in order)
     for src, position in zip(catch, balanced_positions(len(catch), rng)):
         original = write_original(expdir, maker, src)
@@ -306,7 +309,7 @@ def build(request) -> Experiment:
                                        Task("mirror", {}, None).provenance(src))
         order = [original, mirror]
         order.insert(position, disrupted[src.name][0])
-        trials.append(oddity_trial(f"catch--{slug(src.name)}", "catch", order, position, src))
+        trials.append(oddity_trial(f"catch--{slug(src.name)}", "catch", order, position, src, timing))
         stimuli.update((s.id, s) for s in order)
     print_quality(rows)
     return Experiment(

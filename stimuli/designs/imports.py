@@ -27,7 +27,7 @@ from ..labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from ..sources import IMAGE_SUFFIXES, CorruptImageError, SourceError, decode_image
 from . import DESIGNS, Design
-from .common import build_provenance
+from .common import build_provenance, study_timing
 
 CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
 POSITIONS = LabelSet("positions", ("1", "2", "3"), display_order="given", not_clear=False)
@@ -48,6 +48,8 @@ def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: li
 class CueConflictImport(Design):
     """Geirhos et al. (2019) cue-conflict images as 16-class trials with shape and texture categories."""
 
+    study_options = frozenset({"timing"})
+
     def build(self, request) -> Experiment:
         return build_cue_conflict(request)
 
@@ -55,6 +57,8 @@ class CueConflictImport(Design):
 @DESIGNS.register("dist-import")
 class DistImport(Design):
     """A DiST release (Wen et al. 2024) as oddity trials: the original among two disrupted versions."""
+
+    study_options = frozenset({"timing"})
 
     def build(self, request) -> Experiment:
         return build_dist(request)
@@ -89,7 +93,7 @@ def build_cue_conflict(request) -> Experiment:
             trial_id=f"cue-conflict--{path.stem}", trial_type="classify", role="test", stimuli=(stim.id,),
             choices=tuple(label_set.displayed()), correct=shape, condition="cue-conflict",
             params={"same_class": shape == texture}, source_image=path.stem, category=shape,
-            texture_category=texture, timing=CLASSIFY_TIMING,
+            texture_category=texture, timing=study_timing(args, CLASSIFY_TIMING),
         ))
     return _finish(request, label_set, stimuli, trials, failed,
                    Schedule(break_every=100, attention_every=None, catch_every=None))
@@ -138,7 +142,7 @@ def build_dist(request) -> Experiment:
         trials.append(Trial(
             trial_id=f"dist--{orig.stem}", trial_type="oddity", role="test", stimuli=tuple(s.id for s in order),
             choices=POSITIONS.labels, correct=str(position + 1), condition="dist", params={},
-            source_image=orig.stem, category=names.get(orig.stem), timing=ODDITY_TIMING,
+            source_image=orig.stem, category=names.get(orig.stem), timing=study_timing(args, ODDITY_TIMING),
         ))
     return _finish(request, POSITIONS, stimuli, trials, failed,
                    Schedule(break_every=100, catch_every=10, attention_every=None))

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from cuebench.trials import Experiment
 from ..build import stimulus_seed
-from ..options import DesignOptions, OptionError
+from ..options import STUDY_OPTIONS, DesignOptions, OptionError
 from . import DESIGNS, Design
 from .common import grid_experiment
 
@@ -76,6 +76,7 @@ class Suppression(Design):
     """Feature suppression (Burgert et al. 2025): each photo unchanged and under each condition and level."""
 
     Options = SuppressionOptions
+    study_options = STUDY_OPTIONS
 
     def build(self, request) -> Experiment:
         options, seed = request.options, request.common.seed
