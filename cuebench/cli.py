@@ -32,13 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Cue-reliance experiments for people and ImageNet models, on the same trials.")
     parser.add_argument("--version", action="version", version=f"cuebench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
+                "model_eval.train_cli": {"cue_report_writer": write_cue_report},
+                "human_tasks.cli": {"lab_group_chooser": least_filled_group}}
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
     listing.add_argument("kind", nargs="?", help="which registry; without it, the kinds")
     listing.set_defaults(func=run_list)
-    parser.set_defaults(feature_net_loader=load_feature_net, cue_report_writer=write_cue_report,
-                        lab_group_chooser=least_filled_group)
     return parser
 
 

@@ -10,7 +10,8 @@ the browser's id), and the start form's nonce is bound to that browser too, so a
 site cannot start a session in a participant's browser (CSRF). Starts are rate-limited
 per client address.
 The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
-correct answers, trial ids, conditions or the assignment plan; each trial is posted on its own and checked before it is stored.
+correct answers (but a practice trial's, its feedback), trial ids, conditions or the assignment plan; each trial is
+posted on its own and checked before it is stored.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         "trial_key": study.trial_key(trial.trial_id),
         "type": trial.trial_type,
         "practice": trial.role == "practice",
+        "feedback": trial.correct if trial.role == "practice" else None,
         "block": scheduled.block,
         "break_before": scheduled.break_before,
         "images": images,

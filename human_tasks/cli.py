@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from cuebench.paths import user_path
 
 
-def register(subparsers) -> None:
+def register(subparsers, *, lab_group_chooser=None) -> None:
+    """``lab_group_chooser(expdir, database)`` (the web server's least-filled group, handed in by the
+    command; this package may not import the server) places a new lab session without ``--group``."""
     lab = subparsers.add_parser("lab", help="run experiments with participants in the lab (PsychoPy)",
                                 description="Lab sessions with PsychoPy: frame-counted, committed trial by trial.")
     lab_sub = lab.add_subparsers(dest="lab_command", metavar="LAB_COMMAND", required=True)
@@ -36,10 +39,10 @@ def register(subparsers) -> None:
                      help="postgresql://USER@HOST/DB to store the answers in (default: EXPDIR/responses.sqlite)")
     run.add_argument("--simulate", action="store_true",
                      help="a scripted participant answers through the same input events (piloting, tests)")
-    run.set_defaults(func=_run)
+    run.set_defaults(func=partial(_run, lab_group_chooser=lab_group_chooser))
 
 
-def _run(args) -> int:
+def _run(args, lab_group_chooser=None) -> int:
     from .lab.session import LabOptions, run_lab_session
     from .lab.simulate import Script
 
@@ -47,12 +50,7 @@ def _run(args) -> int:
         expdir=args.expdir, participant=args.participant, session=str(args.session), group=args.group,
         fullscreen=args.fullscreen, screen=args.screen, input_mode=args.input_mode, refresh_hz=args.refresh_hz,
         simulation=Script() if args.simulate else None, window_size=tuple(args.window_size),
-        database=args.database, choose_group=_group_chooser(args)))
+        database=args.database,
+        choose_group=None if lab_group_chooser is None else (lambda: lab_group_chooser(args.expdir, args.database))))
     return 0 if summary.answered == summary.total or summary.quit_early else 1
 
-
-def _group_chooser(args):
-    """The web server's least-filled group for a new lab session, when ``cuebench`` wired it in
-    (``lab_group_chooser``; this package may not import the server); else the hash rule."""
-    chooser = getattr(args, "lab_group_chooser", None)
-    return None if chooser is None else (lambda: chooser(args.expdir, args.database))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
@@ -11,7 +12,8 @@ PLUGIN_MODULES = ("model_eval.training.algorithms",)
 """Where this command's registries are filled; ``cuebench list`` imports them (torch stays lazy here)."""
 
 
-def register(sub) -> None:
+def register(sub, *, cue_report_writer=None) -> None:
+    """``cue_report_writer`` (``analysis``'s, handed in by the command) writes the train-cues report."""
     train = sub.add_parser(
         "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -37,10 +39,10 @@ def register(sub) -> None:
     train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
     add_executor_arguments(train, "training jobs")
     train.set_defaults(func=run_train)
-    _register_cue_study(sub)
+    _register_cue_study(sub, cue_report_writer)
 
 
-def _register_cue_study(sub) -> None:
+def _register_cue_study(sub, cue_report_writer) -> None:
     from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
 
     from .training.cue_study import SYNTHESIS_SIZE, CueConfig
@@ -86,7 +88,7 @@ def _register_cue_study(sub) -> None:
     cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
     cues.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
     add_executor_arguments(cues, "training jobs")
-    cues.set_defaults(func=run_train_cues)
+    cues.set_defaults(func=partial(run_train_cues, cue_report_writer=cue_report_writer))
 
 
 def run_train(args) -> int:
@@ -109,7 +111,7 @@ def run_train(args) -> int:
     return 0
 
 
-def run_train_cues(args) -> int:
+def run_train_cues(args, cue_report_writer) -> int:
     from cuebench.executors import parse_executor
 
     from .training.algorithms import ALGORITHMS
@@ -130,5 +132,5 @@ def run_train_cues(args) -> int:
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)
     print(f"wrote {assemble_table(args.out)}")
-    print(f"wrote {args.cue_report_writer(args.out)}")
+    print(f"wrote {cue_report_writer(args.out)}")
     return 0

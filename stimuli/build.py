@@ -15,7 +15,6 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -159,8 +158,9 @@ def run_jobs(expdir: ExperimentDir, jobs: list[SourceJob], *, workers: int | Non
                 try:
                     collect(job, fut.result())
                 except CorruptImageError as err:
-                    for other in futures:
-                        other.cancel()
+                    if on_error == "fail":
+                        for other in futures:
+                            other.cancel()
                     handle_error(job, err)
     bar.close()
     return BuildReport(results, made, reused, failed)
@@ -197,16 +197,3 @@ def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
     if [t.to_dict() for t in old.trials] != [t.to_dict() for t in new.trials]:
         raise BuildError(f"{expdir.root} already holds {n} responses and this build would change its trials; "
                          "build into a new folder (collected responses are never overwritten)")
-
-
-def finish(expdir: ExperimentDir, experiment: Experiment) -> Path:
-    """Write experiment.json atomically, after checking no collected data would be orphaned."""
-    from cuebench.texts import write_default_texts
-
-    from .shards import clear_manifests
-
-    check_replaceable(expdir, experiment)
-    expdir.save(experiment)
-    clear_manifests(expdir)
-    write_default_texts(expdir, experiment)
-    return expdir.experiment_file

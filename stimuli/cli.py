@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from cuebench.executors import add_executor_arguments, parse_executor, run_shards
@@ -10,34 +11,75 @@ from cuebench.executors import add_executor_arguments, parse_executor, run_shard
 from .shards import DEFAULT_SHARD_SIZE, SHARDS_DIR
 
 
-def register(sub) -> None:
-    from .designs import DESIGNS, all_modules
+BUILD_DESCRIPTION = ("Build an experiment: content-addressed PNG stimuli with provenance and every trial, "
+                     "deterministic by seed. Re-running into the same folder skips stimuli that exist; a failed or "
+                     "interrupted build leaves the folder as it was.")
+WHERE_IT_RUNS = ("out", "design", "shard_size", "executor", "executor_option", "func", "command", "stimuli_command")
+"""Namespace entries that are not build options (the command's own and where the work runs)."""
+
+
+class DesignHelp(argparse.Action):
+    """``--help``: with ``--design NAME`` before it, that design's options only; without, every design."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .designs import load_designs
+
+        name = getattr(namespace, "design", None)
+        designs = load_designs()
+        if name in designs:
+            design_parser(parser.prog, name).print_help()
+        else:
+            parser.print_help()
+            print("\ndesigns (--design NAME --help shows one design's options):")
+            for design_name in designs.names():
+                print(f"  {design_name:<20} {designs.summary(design_name)}")
+        parser.exit()
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every design takes, and where the work runs."""
+    from .options import BuildOptions, add_option_arguments
+
+    parser.add_argument("--out", required=True, type=Path, help="experiment directory to write")
+    add_option_arguments(parser.add_argument_group("common build options"), BuildOptions)
+    parser.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+                        help="source images per shard when an executor makes the EED shape cues")
+    add_executor_arguments(parser, "expensive stimuli (EED shape cues of cue-decomposition, cue-conflict-eed)")
+
+
+def design_parser(prog: str, name: str) -> argparse.ArgumentParser:
+    """The command line of one design, for its ``--help``: its own options, then the common ones."""
+    from .designs import load_designs
+    from .options import add_option_arguments
+
+    designs = load_designs()
+    parser = argparse.ArgumentParser(prog=f"{prog} --design {name}", description=designs.summary(name))
+    add_option_arguments(parser.add_argument_group(f"{name} options"), designs[name].Options)
+    add_common_arguments(parser)
+    return parser
+
+
+def register(sub, *, feature_net_loader) -> None:
+    """``feature_net_loader`` (``model_eval``'s, handed in by the command) loads texture synthesis' CNN."""
+    from .designs import load_designs
+    from .options import add_option_arguments, flag
 
     stim = sub.add_parser("stimuli", help="build experiments and measure suppression quality")
     stim_sub = stim.add_subparsers(dest="stimuli_command", metavar="ACTION", required=True)
 
-    build = stim_sub.add_parser(
-        "build", help="build an experiment directory (experiment.json + stimuli/)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Build an experiment: content-addressed PNG stimuli with provenance and every trial, "
-                    "deterministic by seed. Re-running into the same folder skips stimuli that exist.")
-    build.add_argument("--design", required=True, choices=list(DESIGNS), help="what kind of experiment")
-    build.add_argument("--images", default="default",
-                       help="'default' (bundled public-domain photos), a folder with one sub-folder per class, "
-                            "a flat folder with --labels, or the folder a design imports")
-    build.add_argument("--labels", default=None, help="labels CSV (columns image,category) for a flat folder")
-    build.add_argument("--out", required=True, type=Path, help="experiment directory to write")
-    build.add_argument("--name", default=None, help="experiment name (default: the folder's name)")
-    build.add_argument("--seed", type=int, default=0, help="seed for every random choice")
-    build.add_argument("--on-error", choices=("skip", "fail"), default="fail",
-                       help="what to do with a corrupt or unreadable source image")
-    build.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
-    build.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
-                       help="source images per shard when an executor makes the EED shape cues")
-    add_executor_arguments(build, "expensive stimuli (EED shape cues of cue-decomposition, cue-conflict-eed)")
-    for module in all_modules():
-        module.add_arguments(build)
-    build.set_defaults(func=run_build)
+    build = stim_sub.add_parser("build", help="build an experiment directory (experiment.json + stimuli/)",
+                                description=BUILD_DESCRIPTION, add_help=False)
+    build.add_argument("-h", "--help", action=DesignHelp, help="show the options (of --design NAME, given first)")
+    build.add_argument("--design", required=True, metavar="NAME",
+                       help="what kind of experiment (`cuebench list designs`)")
+    add_common_arguments(build)
+    for _, design_class in load_designs().items():  # every design's options parse; run_build refuses foreign ones
+        taken = {n for n in design_class.Options.model_fields if flag(n) in build._option_string_actions}
+        add_option_arguments(build, design_class.Options, skip=taken, hidden=True)
+    build.set_defaults(func=partial(run_build, feature_net_loader=feature_net_loader))
 
     metrics = stim_sub.add_parser(
         "metrics", help="suppression-quality table (Burgert et al. 2025, Table 2 layout)",
@@ -50,29 +92,34 @@ def register(sub) -> None:
     metrics.set_defaults(func=run_metrics)
 
 
-def run_build(args) -> int:
-    from cuebench.expdir import ExperimentDir
-
+def run_build(args, feature_net_loader) -> int:
     from .build import BuildError
-    from .designs import design_module
+    from .designs import build_experiment, split_options
 
-    expdir = ExperimentDir(args.out)
-    module = design_module(args.design)
+    options, common = split_options(args.design, {k: v for k, v in vars(args).items() if k not in WHERE_IT_RUNS})
     spec = parse_executor(args.executor, args.executor_option)
-    if spec.name != "local":
-        if not hasattr(module, "shards"):
+
+    def run_executor_shards(design, request) -> None:
+        if spec.name == "local":
+            return
+        if not hasattr(design, "shards"):
             raise BuildError(f"--executor {spec.name}: design {args.design!r} builds in one process; the "
                              "executors make the EED shape cues of cue-decomposition and cue-conflict-eed")
-        run_shards(module.shards(args, expdir), spec, desc="stimulus shards",
-                   default_folder=expdir.root / SHARDS_DIR / "submitit")
-    experiment = module.build(args, expdir)
+        run_shards(design.shards(request, args.shard_size), spec, desc="stimulus shards",
+                   default_folder=request.expdir.root / SHARDS_DIR / "submitit")
+
+    experiment = build_experiment(args.design, args.out, options, common, feature_net_loader=feature_net_loader,
+                                  before_build=run_executor_shards)
     roles = {}
     for t in experiment.trials:
         roles[t.role] = roles.get(t.role, 0) + 1
     groups = len(experiment.assignment.groups) if experiment.assignment else 0
-    print(f"{expdir.experiment_file}: {len(experiment.trials)} trials "
+    print(f"{Path(args.out) / 'experiment.json'}: {len(experiment.trials)} trials "
           f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), {len(experiment.stimuli)} stimuli, "
           f"{groups} participant group(s)")
+    skipped = experiment.provenance.get("skipped_images") or []
+    if skipped:
+        print(f"skipped {len(skipped)} source image(s) (--on-error skip):\n" + "\n".join(f"  {s}" for s in skipped))
     return 0
 
 

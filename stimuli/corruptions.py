@@ -11,11 +11,12 @@ noise is added at 30 % contrast, and the filters pad with the data set's mean gr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from cuebench.errors import CuebenchError
+from cuebench.registry import Registry
 
 BACKGROUND_GREY = 0.4423
 """Geirhos et al. 2018: mean pixel value over their images, the filters' border and the
@@ -28,21 +29,20 @@ class CorruptionError(CuebenchError):
     """An unknown corruption or a bad intensity."""
 
 
-@dataclass(frozen=True)
-class Corruption:
-    name: str
-    param: str
-    grid: tuple[float, ...]  # level 0 is the weakest (the image itself, or its grayscale)
+CORRUPTIONS: Registry = Registry("corruptions")
+"""Each corruption is ``fn(gray, intensity, rng)`` on a grayscale [0, 1] image, registered with the
+name of its intensity parameter (``fn.param``) and its Geirhos et al. 2018 / model-vs-human intensity
+grid (``fn.grid``, level 0 the weakest: the image itself, or its grayscale)."""
 
 
-CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in (
-    Corruption("contrast", "contrast", (1.0, 0.5, 0.3, 0.15, 0.10, 0.05, 0.03, 0.01)),
-    Corruption("low_pass", "sigma", (0.0, 1.0, 3.0, 5.0, 7.0, 10.0, 15.0, 40.0)),
-    Corruption("high_pass", "sigma", (float("inf"), 3.0, 1.5, 1.0, 0.7, 0.55, 0.45, 0.4)),
-    Corruption("uniform_noise", "width", (0.0, 0.03, 0.05, 0.1, 0.2, 0.35, 0.6, 0.9)),
-    Corruption("phase_noise", "width_degrees", (0.0, 30.0, 60.0, 90.0, 120.0, 150.0, 180.0)),
-)}
-"""Geirhos et al. 2018 / model-vs-human intensity grids (Heinert et al. Sec. IV)."""
+def corruption(name: str, param: str, grid: tuple[float, ...]) -> Callable:
+    """Register ``fn(gray, intensity, rng)`` as corruption ``name`` (Heinert et al. Sec. IV)."""
+
+    def add(fn: Callable) -> Callable:
+        fn.param, fn.grid = param, grid
+        return CORRUPTIONS.register(name)(fn)
+
+    return add
 
 
 def grayscale(image: np.ndarray) -> np.ndarray:
@@ -101,22 +101,43 @@ def corrupt(image: np.ndarray, corruption: str, level: float, seed: int = 0) -> 
     level = float(level)
     if np.isnan(level) or level < 0 or (corruption == "contrast" and level > 1):
         raise CorruptionError(f"{corruption}: intensity {level!r} is out of range")
-    gray = grayscale(image)
-    rng = np.random.default_rng(seed)
-    out = {
-        "contrast": lambda: contrast(gray, level),
-        "low_pass": lambda: low_pass(gray, level),
-        "high_pass": lambda: high_pass(gray, level),
-        "uniform_noise": lambda: uniform_noise(gray, level, rng),
-        "phase_noise": lambda: phase_noise(gray, level, rng),
-    }[corruption]()
+    out = CORRUPTIONS[corruption](grayscale(image), level, np.random.default_rng(seed))
     pixels = np.clip(np.rint(np.clip(out, 0, 1) * 255), 0, 255).astype(np.uint8)
     return np.repeat(pixels[..., None], 3, axis=-1)
 
 
 def corruption_task(image: np.ndarray, transform: str, params: dict, seed: int) -> np.ndarray:
     """``stimuli.build.run_jobs`` entry point: ``params`` is ``{param name: intensity}``."""
-    spec = CORRUPTIONS.get(transform)
-    if spec is None:
+    if transform not in CORRUPTIONS:
         raise CorruptionError(f"unknown corruption {transform!r}; known: {', '.join(CORRUPTIONS)}")
-    return corrupt(image, transform, params[spec.param], seed)
+    return corrupt(image, transform, params[CORRUPTIONS[transform].param], seed)
+
+
+@corruption("contrast", "contrast", (1.0, 0.5, 0.3, 0.15, 0.10, 0.05, 0.03, 0.01))
+def _contrast(gray, level, rng):
+    """Contrast reduction towards mid-grey (Geirhos et al. 2018)."""
+    return contrast(gray, level)
+
+
+@corruption("low_pass", "sigma", (0.0, 1.0, 3.0, 5.0, 7.0, 10.0, 15.0, 40.0))
+def _low_pass(gray, sigma, rng):
+    """Low pass: Gaussian blur with standard deviation sigma in pixels."""
+    return low_pass(gray, sigma)
+
+
+@corruption("high_pass", "sigma", (float("inf"), 3.0, 1.5, 1.0, 0.7, 0.55, 0.45, 0.4))
+def _high_pass(gray, sigma, rng):
+    """High pass: the image minus its Gaussian blur, on mean grey."""
+    return high_pass(gray, sigma)
+
+
+@corruption("uniform_noise", "width", (0.0, 0.03, 0.05, 0.1, 0.2, 0.35, 0.6, 0.9))
+def _uniform_noise(gray, width, rng):
+    """Uniform noise of the given width, added at 30 % contrast."""
+    return uniform_noise(gray, width, rng)
+
+
+@corruption("phase_noise", "width_degrees", (0.0, 30.0, 60.0, 90.0, 120.0, 150.0, 180.0))
+def _phase_noise(gray, width_degrees, rng):
+    """Phase noise: every Fourier phase shifted by up to the given width in degrees."""
+    return phase_noise(gray, width_degrees, rng)

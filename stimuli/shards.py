@@ -3,7 +3,7 @@
 A shard makes the costly stimuli of a few source images (EED shape cues) into the
 experiment directory, then records what it made in ``.shards/<shard>.json``. The
 design's ordinary build that follows finds them there as already made (``known_stimuli``)
-and writes experiment.json exactly as a local build would; ``finish`` then removes the
+and writes experiment.json exactly as a local build would; its commit (``stimuli.staging``) removes the
 ``.shards`` folder, so the finished directory does not depend on the executor. Stimuli
 are content-addressed and written atomically, so two shards finishing together, or a
 killed shard run again, can only write the same bytes.

@@ -47,12 +47,16 @@ class SourceImage:
 
 
 def decode_image(path: str | Path) -> np.ndarray:
-    """Decode an image file to an RGB uint8 array, or raise CorruptImageError naming the file."""
+    """Decode an image file to an RGB uint8 array, or raise CorruptImageError naming the file: also for a
+    decompression bomb (a header claiming more than twice Pillow's ``MAX_IMAGE_PIXELS``, about 179 million
+    pixels), which is refused before its pixels are allocated."""
     path = Path(path)
     try:
         with Image.open(path) as im:
             im.load()
             return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+    except Image.DecompressionBombError as err:
+        raise CorruptImageError(f"refusing image {path}: {err}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise CorruptImageError(f"cannot decode image {path}: {err}") from None
 

@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from cuebench.errors import CuebenchError
+from cuebench.registry import Registry
 
 
 class SuppressionError(CuebenchError):
@@ -58,6 +59,20 @@ _POSITIVE = _Param(float, "a number > 0", lambda v: v > 0)
 _POSITIVE_INT = _Param(int, "an integer >= 1", lambda v: v >= 1)
 _ALPHA = _Param(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
 
+TRANSFORMS: Registry = Registry("transforms")
+"""The single suppression transforms ``fn(image, params, rng)``, each with its parameters' rules
+(``fn.params``); conditions (below) put them on parameter grids and join two of them."""
+
+
+def transform(name: str, **params: _Param) -> Callable:
+    """Register ``fn(image, params, rng)`` as transform ``name`` taking ``params`` (name -> rule)."""
+
+    def add(fn: Callable) -> Callable:
+        fn.params = params
+        return TRANSFORMS.register(name)(fn)
+
+    return add
+
 
 # --- the transforms: (image, params, rng) -> image ---------------------------------------
 
@@ -85,6 +100,7 @@ def _place(image: np.ndarray, cells: np.ndarray, region: tuple[slice, slice], gr
     return out
 
 
+@transform("patch_shuffle", grid=_GRID)
 def _patch_shuffle(image, params, rng):
     """Permute the g x g cells uniformly at random (Burgert et al. Sec. 4; Luo et al. 2019),
     redrawing the identity (1 in 24 for g = 2), which would leave the photo as it was."""
@@ -95,6 +111,7 @@ def _patch_shuffle(image, params, rng):
     return _place(image, cells[order], region, params["grid"])
 
 
+@transform("patch_rotation", grid=_GRID)
 def _patch_rotation(image, params, rng):
     """Turn every cell by k x 90 degrees, k uniform in {0, 1, 2, 3}: cells stay where they
     were, but edges break at every cell border (Burgert et al. Sec. 4). A draw that turns no
@@ -109,6 +126,7 @@ def _patch_rotation(image, params, rng):
     return _place(image, rotated, region, params["grid"])
 
 
+@transform("grid_overlay", grid=_GRID)
 def _grid_overlay(image, params, rng):
     """Appendix J control: shuffle, then copy the 2-px-wide block boundaries (1 px each side of
     every inner cell border) of the shuffled image onto the unshuffled one."""
@@ -124,25 +142,33 @@ def _grid_overlay(image, params, rng):
     return out
 
 
+@transform("bilateral", d=_POSITIVE_INT, sigma_color=_POSITIVE, sigma_space=_POSITIVE)
 def _bilateral(image, params, rng):
     """Edge-preserving smoothing (Tomasi & Manduchi 1998), OpenCV's bilateralFilter."""
     return cv2.bilateralFilter(image, params["d"], params["sigma_color"], params["sigma_space"])
 
 
+@transform("gaussian_blur", ksize=_odd_at_least(1), sigma=_POSITIVE)
 def _gaussian_blur(image, params, rng):
+    """Gaussian blur with a k x k kernel and standard deviation sigma (OpenCV)."""
     k = params["ksize"]
     return cv2.GaussianBlur(image, (k, k), params["sigma"])
 
 
+@transform("box_blur", ksize=_POSITIVE_INT)
 def _box_blur(image, params, rng):
+    """Box (mean) filter over a k x k window (appendix D comparison smoother)."""
     k = params["ksize"]
     return cv2.blur(image, (k, k))
 
 
+@transform("median_blur", ksize=_odd_at_least(3))
 def _median_blur(image, params, rng):
+    """Median filter over a k x k window (appendix D comparison smoother)."""
     return cv2.medianBlur(image, params["ksize"])
 
 
+@transform("nonlocal_means", h=_POSITIVE, template_window=_odd_at_least(1), search_window=_odd_at_least(1))
 def _nonlocal_means(image, params, rng):
     """Non-local means (Buades et al. 2005). A gray image (three equal channels, as in the
     quality metrics of appendix A) is denoised as gray; a colour one with OpenCV's coloured
@@ -161,6 +187,7 @@ def luminance(image: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
 
 
+@transform("grayscale", alpha=_ALPHA)
 def _grayscale(image, params, rng):
     """Blend towards luminance: (1 - alpha) * RGB + alpha * gray; alpha = 1 is full grayscale."""
     alpha = params["alpha"]
@@ -172,34 +199,22 @@ def _grayscale(image, params, rng):
 _NON_IDENTITY_PERMUTATIONS = ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
 
 
+@transform("channel_shuffle")
 def _channel_shuffle(image, params, rng):
     """Reorder R, G, B by one of the five non-identity permutations, chosen by the seed."""
     order = _NON_IDENTITY_PERMUTATIONS[rng.integers(len(_NON_IDENTITY_PERMUTATIONS))]
     return np.ascontiguousarray(image[..., list(order)])
 
 
+@transform("original")
 def _original(image, params, rng):
+    """The photo unchanged: the baseline of relative accuracy."""
     return image.copy()
 
 
-# --- the registry -------------------------------------------------------------------------
+# --- conditions ---------------------------------------------------------------------------
 
 _SHUFFLE_GRIDS = tuple({"grid": g} for g in range(2, 17))
-
-_TRANSFORMS: dict[str, tuple[Callable, dict[str, _Param]]] = {
-    "original": (_original, {}),
-    "patch_shuffle": (_patch_shuffle, {"grid": _GRID}),
-    "patch_rotation": (_patch_rotation, {"grid": _GRID}),
-    "grid_overlay": (_grid_overlay, {"grid": _GRID}),
-    "bilateral": (_bilateral, {"d": _POSITIVE_INT, "sigma_color": _POSITIVE, "sigma_space": _POSITIVE}),
-    "gaussian_blur": (_gaussian_blur, {"ksize": _odd_at_least(1), "sigma": _POSITIVE}),
-    "box_blur": (_box_blur, {"ksize": _POSITIVE_INT}),
-    "median_blur": (_median_blur, {"ksize": _odd_at_least(3)}),
-    "nonlocal_means": (_nonlocal_means, {"h": _POSITIVE, "template_window": _odd_at_least(1),
-                                         "search_window": _odd_at_least(1)}),
-    "grayscale": (_grayscale, {"alpha": _ALPHA}),
-    "channel_shuffle": (_channel_shuffle, {}),
-}
 
 _SINGLE_CONDITIONS = (
     Condition("original", ({},), {}, "control", False),
@@ -285,7 +300,7 @@ def get_condition(name: str) -> Condition:
 def _checked_params(condition: str, params: object) -> dict:
     if not isinstance(params, dict):
         raise SuppressionError(f"{condition}: params must be a dict, got {params!r}")
-    spec = _TRANSFORMS[condition][1]
+    spec = TRANSFORMS[condition].params
     unknown = sorted(set(params) - set(spec))
     missing = sorted(set(spec) - set(params))
     if unknown or missing:
@@ -325,5 +340,5 @@ def suppress(image: np.ndarray, condition: str, params: dict, seed: int) -> np.n
         steps = [(name, params[name]) for name in cond.name.split("+")]
     out = np.ascontiguousarray(image)
     for name, step_params in steps:
-        out = _TRANSFORMS[name][0](out, _checked_params(name, step_params), rng)
+        out = TRANSFORMS[name](out, _checked_params(name, step_params), rng)
     return out

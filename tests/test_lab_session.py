@@ -196,6 +196,10 @@ def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_
     assert set(table["frameRate"]) == {60.0} and set(table["participant"]) == {"P01"}
     log = (experiment_dir / "data" / "P01_labtest_session1.log").read_text()
     assert "refresh 60.00 Hz (declared" in log and "committed trial 8" in log
+    practice = by_index[0]
+    assert practice["role"] == "practice"
+    expected = "Correct" if practice["response"] == "cat" else "Not quite: the answer was \u201ccat\u201d"
+    assert f"practice feedback for trial 0: {expected}" in log
     again = run_lab_session(LabOptions(expdir=experiment_dir, participant="P01"), out=lambda line: None)
     assert (again.answered, again.answered_this_run) == (len(rows), 0)  # complete: nothing shown again
 
@@ -255,3 +259,19 @@ def test_unmeasurable_refresh_rate_is_refused_without_refresh_hz(experiment_dir)
     assert refused.returncode == 2
     assert "pass --refresh-hz" in refused.stderr and "cuebench lab: error:" in refused.stderr
     assert stored_count(experiment_dir) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("display")
+def test_stimulus_size_in_degrees_sets_the_image_width(tmp_path):
+    """4 degrees at 57 cm is 2 * 57 * tan(2 deg) = 3.98097 cm (recorded to 0.1 mm); on a 53 cm wide screen of 1024 px
+    that is 3.98097 * 1024 / 53 = 76.9 -> 77 px (a window spanning the screen)."""
+    expdir = tmp_path / "sized"
+    built = subprocess.run([sys.executable, "-m", "cuebench", "stimuli", "build", "--design", "suppression",
+                            "--conditions", "channel_shuffle", "--out", str(expdir), "--workers", "1",
+                            "--stimulus-degrees", "4", "--viewing-distance", "57", "--screen-width", "53"],
+                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    done = run_lab(expdir, "S01", "--simulate", "--refresh-hz", "60")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stimulus 4 deg at 57 cm = 3.981 cm = 77 px on a 53 cm, 1024 px wide screen" in done.stdout

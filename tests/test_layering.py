@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")
-APP_MODULES = {"cuebench.cli", "cuebench.demo", "cuebench.__main__"}
+APP_MODULES = {"cuebench.cli", "cuebench.demo", "cuebench.__main__", "cuebench.api"}
 """The command wires every package together; it is the one place allowed to import them all."""
 
 ALLOWED = {

@@ -26,8 +26,8 @@ from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
 PASSWORD = "correct horse battery"
-PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "block", "break_before", "images", "mask", "choices", "grid",
-                   "instruction", "timing"}
+PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "feedback", "block", "break_before", "images", "mask",
+                   "choices", "grid", "instruction", "timing"}
 
 
 class Clock:

@@ -61,7 +61,8 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
     page.click("#start")
     instructed = None
     answered: set[int] = set()
-    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None, "most_queued": 0}
+    result = {"first_after_reload": None, "queued_at_reload": None, "unanswered": None, "most_queued": 0,
+              "feedback": None}
     reloaded = False
     outage_until = None
     deadline = time.monotonic() + SESSION_DEADLINE_S
@@ -100,6 +101,8 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
             page.unroute(f"**/trial/{index}")
             page.reload()
             reloaded = True
+        elif state == "feedback":
+            result["feedback"] = page.inner_text("#feedback")
         elif state == "done":
             return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"))
         time.sleep(0.02)
@@ -127,6 +130,8 @@ def test_participant_completes_session_with_reload(live_server, browser):
     assert row["response"] == "" and row["correct"] == 0 and row["timing_measured"]["response"] >= 2000 - 20
     roles = {r["role"] for r in rows}
     assert {"practice", "test", "attention", "catch"} <= roles
+    practice = next(t for t in study.experiment.trials if t.role == "practice")
+    assert practice.correct is None and result["feedback"] is None  # a practice trial without an answer says nothing
     attention = next(r for r in rows if r["role"] == "attention")
     assert attention["response"] == ATTENTION_ANSWER and attention["correct"] == 1
     exact = 0
@@ -198,3 +203,33 @@ def test_browser_rules(live_server, browser):
     ])
     assert verdicts[:2] == [None, None]
     assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "screen", "the"]
+
+
+def test_practice_feedback_names_the_right_answer(live_server, browser):
+    """A practice trial with an answer ends with feedback. The sample's practice trial has none, so the plan the
+    browser receives is given one ("cat"), and the participant answers "dog"."""
+    base, study = live_server
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="feedback1")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+
+    def with_answer(route):
+        response = route.fetch()
+        body = response.json()
+        for trial in body["trials"]:
+            trial["feedback"] = "cat" if trial["practice"] else None
+        route.fulfill(response=response, json=body)
+
+    page.route(f"**/api/session/{token}", with_answer)
+    page.goto(f"{base}/task/{token}")
+    deadline = time.monotonic() + SESSION_DEADLINE_S
+    while time.monotonic() < deadline:
+        state, _ = _state(page)
+        if state in ("instructions", "fullscreen") and page.is_visible("#continue"):
+            page.click("#continue")
+        elif state == "response-grid" and page.is_visible("#grid button[data-label='dog']"):
+            page.click("#grid button[data-label='dog']")
+        elif state == "feedback":
+            assert page.inner_text("#feedback") == "Not quite: the answer was \u201ccat\u201d"
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no feedback within {SESSION_DEADLINE_S} s (last state {_state(page)})")

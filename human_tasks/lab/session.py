@@ -215,6 +215,24 @@ class _Outcome:
     dropped: int
 
 
+def stimulus_width_px(display: dict | None, screen_px: int) -> int | None:
+    """The stimulus width in pixels that gives the degrees of visual angle the experiment was built for
+    (``--stimulus-degrees``, ``--viewing-distance``, ``--screen-width``), on a window spanning the screen;
+    None when it was built without them (the image's own pixels)."""
+    if not display:
+        return None
+    return max(1, round(display["stimulus_width_cm"] * screen_px / display["screen_width_cm"]))
+
+
+FEEDBACK_SECONDS = 1.0
+"""How long a practice trial's feedback stays up (the web task shows it as long)."""
+
+
+def practice_feedback(trial: Trial, response: str | None) -> str:
+    """What a practice trial says after the answer (the web task uses the same words)."""
+    return "Correct" if response == trial.correct else f"Not quite: the answer was \u201c{trial.correct}\u201d"
+
+
 class _Restart(Exception):
     """Escape was pressed during a trial and the session goes on: show the trial again."""
 
@@ -273,6 +291,12 @@ class _Runner:
                                              height=26, wrapWidth=1000, color=(1, 1, 1))
         self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
         self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
+        self.stimulus_px = stimulus_width_px(experiment.provenance.get("display"), int(self.win.size[0]))
+        if self.stimulus_px:
+            display = experiment.provenance["display"]
+            self.log_info(f"stimulus {display['stimulus_degrees']:g} deg at {display['viewing_distance_cm']:g} cm = "
+                          f"{display['stimulus_width_cm']:g} cm = {self.stimulus_px} px on a "
+                          f"{display['screen_width_cm']:g} cm, {int(self.win.size[0])} px wide screen")
         self.mask = visual.ImageStim(self.win, image=None)
         self.cells = [(visual.Rect(self.win, width=c.width, height=c.height, pos=(c.x, c.y),
                                    fillColor=(-0.6, -0.6, -0.6), lineColor=(0.6, 0.6, 0.6)),
@@ -335,6 +359,10 @@ class _Runner:
                 self._continue_screen("Time for a break. Rest your eyes as long as you like.")
             outcome, restarts = self._present(scheduled.index, trial)
             self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
+            if trial.role == "practice":
+                feedback = practice_feedback(trial, outcome.response)
+                self.logging.exp(f"practice feedback for trial {scheduled.index}: {feedback}")
+                self._show_for(feedback, FEEDBACK_SECONDS)
         progress.close()
 
     def _adaptive(self, block) -> None:
@@ -464,7 +492,8 @@ class _Runner:
             record = self.experiment.stimuli[stim_id]
             pixels = decode_image(self.expdir.stimulus_path(record))
             stim.image = Image.fromarray(pixels)
-            stim.size = (pixels.shape[1], pixels.shape[0])
+            width = self.stimulus_px or pixels.shape[1]
+            stim.size = (width, round(pixels.shape[0] * width / pixels.shape[1]))
             stim.pos = (x, 0)
             stims.append(stim)
         if trial.timing.mask:
@@ -480,7 +509,7 @@ class _Runner:
 
     def _positions(self, trial: Trial) -> list[float]:
         if trial.trial_type == "oddity":
-            width = self.experiment.stimuli[trial.stimuli[0]].width or 224
+            width = self.stimulus_px or self.experiment.stimuli[trial.stimuli[0]].width or 224
             return oddity_positions(len(trial.stimuli), width)
         return [0.0]
 

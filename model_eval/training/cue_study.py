@@ -19,7 +19,6 @@ configured executor, each writing its own result file; a re-run skips finished j
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import io
@@ -265,13 +264,12 @@ def cue_conflict_source(study: Path, root: Path, per_class: int) -> Path:
 
 def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
     """``cuebench stimuli build --design <importer>`` into ``study/<name>`` (kept when it exists)."""
-    from stimuli.designs import design_module
+    from stimuli.designs import build_experiment
+    from stimuli.options import BuildOptions
 
     expdir = ExperimentDir(study / name)
     if not expdir.experiment_file.is_file():
-        args = argparse.Namespace(design=EXPERIMENTS[name], images=str(images), seed=seed, name=name,
-                                  on_error="fail", workers=None)
-        design_module(EXPERIMENTS[name]).build(args, expdir)
+        build_experiment(EXPERIMENTS[name], expdir.root, common=BuildOptions(images=str(images), seed=seed, name=name))
     return expdir.root
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 import random
 import re
@@ -13,9 +14,10 @@ import numpy as np
 from cuebench import __version__
 from cuebench.adaptive import plan_for_grid, stimulus_axis
 from ..labels import IMAGENET16, IMAGENET16_NAME
-from ..build import BuildError, SourceJob, Task, finish, run_jobs, stimulus_seed
+from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from cuebench.design import latin_square_plan
-from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
+from ..options import OptionError, parse_timing
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
 
@@ -33,32 +35,34 @@ def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
     return LabelSet("custom", tuple(categories))
 
 
-WHERE_IT_RAN = ("func", "workers", "executor", "executor_option", "shard_size")
-"""Options that say where and how fast a build ran, not what it made: left out of the recorded
-options, so the same experiment built locally or on a cluster writes the same experiment.json."""
-
-
-def build_provenance(args, design: str) -> dict:
-    """How the experiment was made: command, options, versions (no timestamp, so a rebuild
-    with the same inputs writes the same experiment.json)."""
+def build_provenance(request) -> dict:
+    """How the experiment was made: command, the design's own and the common options, versions (no
+    timestamp, so a rebuild with the same inputs writes the same experiment.json)."""
     import cv2
     import PIL
 
-    options = {k: v for k, v in sorted(vars(args).items()) if k not in WHERE_IT_RAN and _jsonable(v)}
+    from . import recorded_options
+
     return {
-        "design": design,
+        "design": request.design,
         "command": "cuebench " + " ".join(sys.argv[1:]) if sys.argv and "cuebench" in sys.argv[0] else None,
-        "options": options,
+        "options": recorded_options(request),
         "software": {"cuebench": __version__, "python": platform.python_version(), "numpy": np.__version__,
                      "pillow": PIL.__version__, "opencv": cv2.__version__},
+        **({"display": display_geometry(request.common)} if request.common.stimulus_degrees else {}),
     }
 
 
-def _jsonable(value) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool, list, tuple))
+def display_geometry(common) -> dict:
+    """The stimulus size in degrees of visual angle and the lab geometry it was planned for; the pixel width
+    a runner shows it at follows from its screen's pixels per cm: 2 d tan(deg / 2) cm."""
+    width_cm = 2 * common.viewing_distance * math.tan(math.radians(common.stimulus_degrees) / 2)
+    return {"stimulus_degrees": common.stimulus_degrees, "viewing_distance_cm": common.viewing_distance,
+            "screen_width_cm": common.screen_width, "stimulus_width_cm": round(width_cm, 4)}
 
 
-def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], count: int, seed: int) -> list[Trial]:
+def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], count: int, seed: int,
+                     timing: Timing = CLASSIFY_TIMING) -> list[Trial]:
     """Burgert et al. 2025, appendix E.2: "you will see an A; click B". ``originals`` are
     (source image, stimulus id, category A); B is another label, chosen by seed. The image
     is an original photo of class A, so the check tests reading, not recognition."""
@@ -73,7 +77,7 @@ def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]],
         trials.append(Trial(
             trial_id=f"attention-{k + 1:03d}", trial_type="classify", role="attention", stimuli=(sid,),
             choices=tuple(label_set.displayed()), correct=b, condition="attention", source_image=source,
-            category=a, timing=CLASSIFY_TIMING,
+            category=a, timing=timing,
             instruction=f"Attention check: the next image shows a {a}. Please click \u201c{b}\u201d.",
         ))
     return trials
@@ -81,6 +85,22 @@ def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]],
 
 CLASSIFY_SCHEDULE = Schedule(break_every=100, attention_every=100, catch_every=None)
 """Burgert et al. 2025: an attention test every 100 trials; a break every 100."""
+
+
+def attention_every(common) -> int:
+    """``--attention N``, or Burgert et al.'s one check every 100 trials; 0 for none."""
+    return CLASSIFY_SCHEDULE.attention_every if common.attention is None else common.attention
+
+
+def classify_schedule(common) -> Schedule:
+    return CLASSIFY_SCHEDULE.model_copy(update={"attention_every": attention_every(common) or None})
+
+
+def attention_checks(common, label_set: LabelSet, originals: list[tuple[str, str, str]], tests: int,
+                     timing: Timing) -> list[Trial]:
+    """Enough attention trials for one after every ``attention_every`` of a participant's ``tests`` test trials."""
+    every = attention_every(common)
+    return attention_trials(label_set, originals, max(1, -(-tests // every)), common.seed, timing) if every else []
 
 
 def slug(name: str) -> str:
@@ -116,30 +136,66 @@ def adaptive_plans(specs: list[str], plan: list[Arm], n_labels: int) -> tuple:
     return tuple(plans)
 
 
-def grid_experiment(args, expdir, design: str, plan: list[Arm], fn: str,
-                    seed_for: Callable[[str, str, dict], int | None], original_trials: bool) -> Experiment:
+def held_out(sources: list[SourceImage], count: int, seed: int, purpose: str) -> tuple[list, list]:
+    """(kept, held out): ``count`` sources chosen by seed for ``purpose`` (practice, catch), so a participant
+    never sees a held-out photo in a scored trial."""
+    if count <= 0:
+        return list(sources), []
+    if count >= len(sources):
+        raise OptionError(f"{purpose} needs {count} source image(s) held out of the test trials, but there are only "
+                          f"{len(sources)}; use fewer, or more images")
+    held = set(random.Random(f"{seed}:{purpose}").sample([s.name for s in sources], count))
+    return [s for s in sources if s.name not in held], [s for s in sources if s.name in held]
+
+
+def study_timing(common, base: Timing) -> Timing:
+    """The design's standard timing with ``--timing`` applied."""
+    return parse_timing(common.timing, base) if common.timing else base
+
+
+def unchanged_trials(role: str, label_set: LabelSet, made: list[tuple[SourceImage, str]], timing: Timing,
+                     seed: int) -> list[Trial]:
+    """``classify`` trials of unchanged held-out photos: ``practice`` (the runners give feedback) or ``catch``
+    (a known answer that checks the task is done as meant); neither enters accuracy."""
+    return [Trial(trial_id=f"{role}--{slug(src.name)}", trial_type="classify", role=role, stimuli=(sid,),
+                  choices=tuple(label_set.displayed()), correct=src.category, condition=role,
+                  source_image=src.name, category=src.category, timing=timing,
+                  mask_seed=stimulus_seed(seed, src.name, f"mask:{role}", {}))
+            for src, sid in made]
+
+
+def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, str, dict], int | None],
+                    original_trials: bool, adaptive_specs: list[str] = ()) -> Experiment:
     """Every source image under every (condition, level) of ``plan``, one ``classify`` trial
     each, made by the per-image transform ``fn`` in parallel; the arms rotate over
-    participant groups as a Latin square, with attention checks every 100 trials.
+    participant groups as a Latin square, with attention checks every 100 trials (``--attention``).
 
     ``original_trials`` adds the unchanged image as condition ``original`` (the baseline of
     relative accuracy); grids whose level 0 is the unchanged image leave it out. Conditions with an
-    adaptive block (``args.adaptive``) keep their trials at every level but leave the Latin square:
-    QUEST+ chooses among them per observer.
+    adaptive block (``adaptive_specs``) keep their trials at every level but leave the Latin square:
+    QUEST+ chooses among them per observer. ``--practice`` and ``--catch-every`` hold photos out of the
+    test trials and show them unchanged.
     """
-    sources = resolve_images(args.images, args.labels)
-    label_set = label_set_for(sources, args.images)
-    adaptive = adaptive_plans(getattr(args, "adaptive", None) or [], plan, len(label_set.labels))
+    common, expdir = request.common, request.expdir
+    sources = resolve_images(common.images, common.labels)
+    label_set = label_set_for(sources, common.images)
+    timing = study_timing(common, CLASSIFY_TIMING)
+    adaptive = adaptive_plans(list(adaptive_specs), plan, len(label_set.labels))
     adaptive_conditions = {p.condition for p in adaptive}
+    sources, practice = held_out(sources, common.practice, common.seed, "--practice")
+    catch_every = common.catch_every or 0
+    sources, catch = held_out(sources, max(1, len(sources) // (catch_every + 1)) if catch_every else 0,
+                              common.seed, "--catch-every")
     jobs = [SourceJob(src, [Task("original", {}, None)] +
                       [Task(cond, params, seed_for(src.name, cond, params), fn) for cond, _, params in plan])
             for src in sources]
+    jobs += [SourceJob(src, [Task("original", {}, None)]) for src in practice + catch]
     existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
+    report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     arms = ([("original", None, {})] if original_trials else []) + list(plan)
     stimuli, trials, originals = {}, [], []
-    for job in jobs:
+    for job in jobs[:len(sources)]:
         src = job.source
         if src.name in failed:
             continue
@@ -151,18 +207,21 @@ def grid_experiment(args, expdir, design: str, plan: list[Arm], fn: str,
                 trial_id=f"{slug(src.name)}--{cond}" + ("" if level is None else f"--{level}"),
                 trial_type="classify", role="test", stimuli=(stim.id,), choices=tuple(label_set.displayed()),
                 correct=src.category, condition=cond, params=params, level=level, source_image=src.name,
-                category=src.category, timing=CLASSIFY_TIMING,
-                mask_seed=stimulus_seed(args.seed, src.name, f"mask:{cond}", {"level": level}),
+                category=src.category, timing=timing,
+                mask_seed=stimulus_seed(common.seed, src.name, f"mask:{cond}", {"level": level}),
             ))
     if not trials:
         raise BuildError("no stimuli were made: every source image failed")
-    trials += attention_trials(label_set, originals, max(1, -(-len(originals) // 100)), args.seed)
+    for role, held in (("practice", practice), ("catch", catch)):
+        made = [(src, report.get(src, Task("original", {}, None))) for src in held if src.name not in failed]
+        stimuli.update((stim.id, stim) for _, stim in made)
+        trials += unchanged_trials(role, label_set, [(src, stim.id) for src, stim in made], timing, common.seed)
+    trials += attention_checks(common, label_set, originals, len(originals), timing)
     print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design=design, label_set=label_set, stimuli=stimuli, trials=trials,
-        schedule=CLASSIFY_SCHEDULE,
-        assignment=latin_square_plan([t for t in trials if t.condition not in adaptive_conditions]),
-        provenance={**build_provenance(args, design), "skipped_images": report.failed}, adaptive=adaptive,
+    schedule = classify_schedule(common).model_copy(update={"catch_every": catch_every or None})
+    return Experiment(
+        name=request.name, design=request.design, label_set=label_set, stimuli=stimuli, trials=trials,
+        schedule=schedule,
+        assignment=latin_square_plan([t for t in trials if t.role == "test" and t.condition not in adaptive_conditions]),
+        provenance={**build_provenance(request), "skipped_images": report.failed}, adaptive=adaptive,
     )
-    finish(expdir, experiment)
-    return experiment

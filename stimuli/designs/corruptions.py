@@ -12,19 +12,24 @@ from __future__ import annotations
 
 import math
 
-from ..build import BuildError, stimulus_seed
+from pydantic import Field
+
 from cuebench.trials import Experiment
+from ..build import BuildError, stimulus_seed
+from ..options import STUDY_OPTIONS, DesignOptions
+from . import DESIGNS, Design
 from .common import grid_experiment
 
 CORRUPTION_FN = "stimuli.corruptions:corruption_task"
+HEINERT_ORDER = ("contrast", "low_pass", "high_pass", "uniform_noise", "phase_noise")
+"""The corruptions of Heinert et al. Sec. IV, in the order the paper lists them."""
 
 
-def add_arguments(parser) -> None:
-    from ..corruptions import CORRUPTIONS
+class CorruptionsOptions(DesignOptions):
+    """Options of the corruptions design."""
 
-    group = parser.add_argument_group("corruptions design")
-    group.add_argument("--corruptions", default=",".join(CORRUPTIONS),
-                       help=f"comma-separated corruptions (default: all of {', '.join(CORRUPTIONS)})")
+    corruptions: str = Field(",".join(HEINERT_ORDER), description="comma-separated corruptions "
+                                                                  "(`cuebench list corruptions`)")
 
 
 def intensity(value: float) -> float | str:
@@ -36,16 +41,22 @@ def arms(names: list[str]) -> list[tuple[str, int, dict]]:
     """(corruption, level, params) for every corrupted version of one image."""
     from ..corruptions import CORRUPTIONS
 
-    unknown = [n for n in names if n not in CORRUPTIONS]
-    if unknown or not names:
-        raise BuildError(f"unknown corruption {unknown[0] if unknown else '(none given)'!r}; "
-                         f"known: {', '.join(CORRUPTIONS)}")
+    if not names:
+        raise BuildError("--corruptions names no corruption")
     return [(name, level, {CORRUPTIONS[name].param: intensity(value)})
             for name in names for level, value in enumerate(CORRUPTIONS[name].grid)]
 
 
-def build(args, expdir) -> Experiment:
-    plan = arms([c.strip() for c in args.corruptions.split(",") if c.strip()])
-    return grid_experiment(args, expdir, "corruptions", plan, CORRUPTION_FN,
-                           lambda source, name, params: stimulus_seed(args.seed, source, name, params),
-                           original_trials=False)
+@DESIGNS.register("corruptions")
+class Corruptions(Design):
+    """Robustness (Heinert et al. Sec. IV): each photo under each corruption at each intensity of its grid."""
+
+    Options = CorruptionsOptions
+    study_options = STUDY_OPTIONS
+
+    def build(self, request) -> Experiment:
+        seed = request.common.seed
+        plan = arms([c.strip() for c in request.options.corruptions.split(",") if c.strip()])
+        return grid_experiment(request, plan, CORRUPTION_FN,
+                               lambda source, name, params: stimulus_seed(seed, source, name, params),
+                               original_trials=False)

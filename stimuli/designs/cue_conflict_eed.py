@@ -18,33 +18,50 @@ from __future__ import annotations
 
 import functools
 import random
+from typing import Literal
 
 import numpy as np
 
-from ..build import BuildError, Task, finish, known_stimuli, run_jobs, stimulus_seed, task_key
+from pydantic import Field
+
+from ..build import BuildError, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from ..sources import decode_image, fit_to_stimulus, resolve_images
-from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
-from .cue_decomposition import shards  # noqa: F401 - the same EED shards, run by the command
-from .cue_decomposition import (add_eed_arguments, cue_jobs, eed_params, make_shape_cues,
-                                shape_cue_pixels, texture_params, texture_stimuli)
+from . import DESIGNS, Design
+from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
+from .cue_decomposition import (CueOptions, cue_jobs, eed_params, make_shape_cues, shape_cue_pixels, shards,
+                                texture_params, texture_stimuli)
 
 DEFAULT_GAMMAS = {"blend": (0.5, 0.5), "sum": (1.0, 1.0)}
 
 
-def add_arguments(parser) -> None:
-    add_eed_arguments(parser)
-    group = parser.add_argument_group("cue-conflict-eed design")
-    group.add_argument("--conflict-mode", choices=("blend", "sum"), default="blend",
-                       help="blend (weights sum to 1) or sum and clip to 0-255")
-    group.add_argument("--gamma-shape", type=float, default=None,
-                       help="weight gamma_S of the EED shape cue (default 0.5 for blend, 1 for sum)")
-    group.add_argument("--gamma-texture", type=float, default=None,
-                       help="weight gamma_T of the texture cue (default 0.5 for blend, 1 for sum)")
-    group.add_argument("--conflict-textures", type=int, default=8,
-                       help="texture images (of other classes, drawn by seed) paired with each shape image; "
-                            "at most the number available (Geirhos et al. 2019: 8 per shape image)")
+class CueConflictOptions(CueOptions):
+    """Options of the cue-conflict-eed design: the EED / texture-cue options and how the two cues combine."""
+
+    conflict_mode: Literal["blend", "sum"] = Field("blend", description="blend (weights sum to 1) or sum and clip "
+                                                                        "to 0-255")
+    gamma_shape: float | None = Field(None, description="weight gamma_S of the EED shape cue (default 0.5 for blend, "
+                                                        "1 for sum)")
+    gamma_texture: float | None = Field(None, description="weight gamma_T of the texture cue (default 0.5 for "
+                                                          "blend, 1 for sum)")
+    conflict_textures: int = Field(8, description="texture images (of other classes, drawn by seed) paired with "
+                                                  "each shape image; at most the number available (Geirhos et "
+                                                  "al. 2019: 8 per shape image)")
+
+
+@DESIGNS.register("cue-conflict-eed")
+class CueConflictEED(Design):
+    """Cue conflict without style transfer (Heinert et al.): one photo's EED shape cue with another's texture."""
+
+    Options = CueConflictOptions
+    study_options = frozenset({"attention", "timing"})
+
+    def build(self, request) -> Experiment:
+        return build(request)
+
+    def shards(self, request, shard_size: int) -> list:
+        return shards(request, shard_size)
 
 
 def gammas(args) -> tuple[float, float]:
@@ -91,21 +108,22 @@ def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
     return out
 
 
-def build(args, expdir) -> Experiment:
-    sources = resolve_images(args.images, args.labels)
-    label_set = label_set_for(sources, args.images)
+def build(request) -> Experiment:
+    args, common, expdir = request.options, request.common, request.expdir
+    sources = resolve_images(common.images, common.labels)
+    label_set = label_set_for(sources, common.images)
     g_s, g_t = gammas(args)
     t_params = texture_params(args)
     shape_params = {"method": "eed", **eed_params(args)}
     check_pairing(sources, args.conflict_textures)
-    jobs = cue_jobs(sources, args, t_params)
+    jobs = cue_jobs(sources, args, common.seed, t_params)
     existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
+    report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
-    plan = pairs(usable, args.conflict_textures, args.seed)
+    plan = pairs(usable, args.conflict_textures, common.seed)
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
-    textures = texture_stimuli(expdir, args, jobs, report, usable, existing, shapes, fresh)
+    textures = texture_stimuli(expdir, args, common.seed, jobs, report, usable, existing, shapes, fresh)
     known = known_stimuli(expdir, existing)
     by_name = {src.name: src for src in usable}
 
@@ -118,11 +136,12 @@ def build(args, expdir) -> Experiment:
         if args.conflict_mode == "sum" and args.texture_cue in ("tex_eed", "tex_eed_patch"):
             from ..texture_cues import signed_texture
 
-            seed = stimulus_seed(args.seed, name, "texture_cue", t_params)
+            seed = stimulus_seed(common.seed, name, "texture_cue", t_params)
             return signed_texture(args.texture_cue, fit_to_stimulus(by_name[name].read()), shape_pixels(name), seed)
         return decode_image(expdir.stimulus_path(textures[name]))
 
     mix = {"mode": args.conflict_mode, "gamma_shape": g_s, "gamma_texture": g_t}
+    timing = study_timing(common, CLASSIFY_TIMING)
     stimuli, trials = {}, []
     for shape_src, texture_src in plan:
         params = {"texture_image": texture_src.name, "texture_cue": t_params, "shape_cue": shape_params, **mix}
@@ -138,7 +157,7 @@ def build(args, expdir) -> Experiment:
             condition="cue_conflict_eed", params={"texture_image": texture_src.name,
                                                   "texture_cue": args.texture_cue, **mix},
             source_image=shape_src.name, category=shape_src.category, texture_category=texture_src.category,
-            timing=CLASSIFY_TIMING, mask_seed=stimulus_seed(args.seed, shape_src.name, "mask", params),
+            timing=timing, mask_seed=stimulus_seed(common.seed, shape_src.name, "mask", params),
         ))
     for part in [*shapes.values(), *textures.values()]:  # listed, so a rebuild finds them and skips EED
         stimuli[part.id] = part
@@ -148,13 +167,11 @@ def build(args, expdir) -> Experiment:
             original = report.get(job.source, job.tasks[0])
             stimuli[original.id] = original
             originals.append((job.source.name, original.id, job.source.category))
-    trials += attention_trials(label_set, originals, max(1, -(-len(plan) // 100)), args.seed)
+    trials += attention_checks(common, label_set, originals, len(plan), timing)
     print(f"stimuli: {len(plan)} cue-conflict images from {len(usable)} source images, "
           f"{len(report.failed)} skipped")
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design="cue-conflict-eed", label_set=label_set, stimuli=stimuli,
-        trials=trials, schedule=CLASSIFY_SCHEDULE, assignment=everyone_plan(trials),
-        provenance={**build_provenance(args, "cue-conflict-eed"), "skipped_images": report.failed},
+    return Experiment(
+        name=request.name, design=request.design, label_set=label_set, stimuli=stimuli,
+        trials=trials, schedule=classify_schedule(common), assignment=everyone_plan(trials),
+        provenance={**build_provenance(request), "skipped_images": report.failed},
     )
-    finish(expdir, experiment)
-    return experiment

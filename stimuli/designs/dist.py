@@ -16,17 +16,24 @@ from __future__ import annotations
 import csv
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from tqdm import tqdm
 
-from ..build import BuildError, Task, finish, known_stimuli, stimulus_seed, task_key
+from pydantic import Field
+
+from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.csvsafe import csv_text
 from cuebench.design import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
-from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
+from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Timing, Trial
 from ..sources import SourceImage, decode_image, fit_to_stimulus, resolve_images
-from .common import build_provenance, slug
+from ..options import DesignOptions
+from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
+from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS
+from . import DESIGNS, Design
+from .common import build_provenance, held_out, slug, study_timing
 from .imports import POSITIONS
 
 BACKENDS = ("gram", "ps")
@@ -40,26 +47,34 @@ QUALITY_COLUMNS = ("stimulus_id", "source_image", "role", "variant", "attempt", 
 BREAK_EVERY = 100
 
 
-def add_arguments(parser) -> None:
-    from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
-    from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS
+class DistOptions(DesignOptions):
+    """Options of the dist design."""
 
-    group = parser.add_argument_group("DiST texture synthesis (dist)")
-    group.add_argument("--variants", type=int, default=2, help="disrupted versions per original (DiST: 2)")
-    group.add_argument("--synthesis", default="gram", choices=BACKENDS,
-                       help="gram: Gatys et al. 2015 on a CNN's features; ps: Portilla-Simoncelli, no weights")
-    group.add_argument("--feature-net", default=DEFAULT_FEATURE_NET,
-                       help="feature CNN for --synthesis gram, NAME[:WEIGHTS] (vgg19, tf_efficientnet_lite0/1/2)")
-    group.add_argument("--synthesis-steps", type=int, default=None,
-                       help=f"optimisation steps (default: {DEFAULT_STEPS} for gram, {PS_STEPS} for ps)")
-    group.add_argument("--synthesis-optimizer", default="lbfgs", choices=OPTIMIZERS, help="gram optimiser")
-    group.add_argument("--synthesis-device", default="auto", help="torch device: cpu, cuda, cuda:1, auto")
-    group.add_argument("--synthesis-batch", type=int, default=None,
-                       help="images synthesised together (gram default: 8 on a CPU, 32 on a GPU)")
-    group.add_argument("--catch-every", type=int, default=10,
-                       help="one catch trial after every N standard trials (DiST: 10; 0: none)")
-    group.add_argument("--regenerate-flagged", action="store_true",
-                       help="re-synthesise, from a new seed, the versions synthesis_quality.csv flags")
+    variants: int = Field(2, description="disrupted versions per original (DiST: 2)")
+    synthesis: Literal[BACKENDS] = Field("gram", description="gram: Gatys et al. 2015 on a CNN's features; ps: "
+                                                             "Portilla-Simoncelli, no weights")
+    feature_net: str = Field(DEFAULT_FEATURE_NET, description="feature CNN for --synthesis gram, NAME[:WEIGHTS] "
+                                                              "(vgg19, tf_efficientnet_lite0/1/2)")
+    synthesis_steps: int | None = Field(None, description=f"optimisation steps (default: {DEFAULT_STEPS} for gram, "
+                                                          f"{PS_STEPS} for ps)")
+    synthesis_optimizer: Literal[OPTIMIZERS] = Field("lbfgs", description="gram optimiser")
+    synthesis_device: str = Field("auto", description="torch device: cpu, cuda, cuda:1, auto")
+    synthesis_batch: int | None = Field(None, description="images synthesised together (gram default: 8 on a CPU, "
+                                                          "32 on a GPU)")
+    catch_every: int = Field(10, description="one catch trial after every N standard trials (DiST: 10; 0: none)")
+    regenerate_flagged: bool = Field(False, description="re-synthesise, from a new seed, the versions "
+                                                        "synthesis_quality.csv flags")
+
+
+@DESIGNS.register("dist")
+class Dist(Design):
+    """DiST oddity (Wen et al. 2024): each original with texture syntheses that destroy global structure."""
+
+    Options = DistOptions
+    study_options = frozenset({"timing"})
+
+    def build(self, request) -> Experiment:
+        return build(request)
 
 
 @dataclass(frozen=True)
@@ -128,9 +143,7 @@ def split_catch(sources: list[SourceImage], catch_every: int, seed: int) -> tupl
     standard trials (at least one when there are catch trials at all), chosen by seed."""
     if not catch_every or len(sources) < 2:
         return list(sources), []
-    count = max(1, len(sources) // (catch_every + 1))
-    held = set(random.Random(f"{seed}:catch").sample([s.name for s in sources], count))
-    return [s for s in sources if s.name not in held], [s for s in sources if s.name in held]
+    return held_out(sources, max(1, len(sources) // (catch_every + 1)), seed, "catch")
 
 
 def quality_flag(metrics: dict) -> bool:
@@ -153,8 +166,10 @@ class Version:
 class VersionMaker:
     """Finds or synthesises the disrupted versions, batched, skipping those on disk."""
 
-    def __init__(self, expdir: ExperimentDir, args, backend: Backend, existing: Experiment | None):
-        self.expdir, self.args, self.backend = expdir, args, backend
+    def __init__(self, expdir: ExperimentDir, args: DistOptions, seed: int, backend: Backend,
+                 existing: Experiment | None, feature_net_loader):
+        self.expdir, self.args, self.seed, self.backend = expdir, args, seed, backend
+        self.feature_net_loader = feature_net_loader
         self.known = known_stimuli(expdir, existing)
         self.originals: dict[str, np.ndarray] = {}
 
@@ -165,8 +180,7 @@ class VersionMaker:
 
     def task(self, src: SourceImage, variant: int, attempt: int) -> Task:
         params = {**self.backend.params, "variant": variant, "attempt": attempt}
-        return Task(self.backend.transform, params, stimulus_seed(self.args.seed, src.name, self.backend.transform,
-                                                                  params))
+        return Task(self.backend.transform, params, stimulus_seed(self.seed, src.name, self.backend.transform, params))
 
     def plan(self, src: SourceImage, role: str, variant: int) -> Version:
         """The latest attempt an earlier build made (or attempt 0); with
@@ -191,7 +205,7 @@ class VersionMaker:
         device = self.backend.device
         # PS runs one image at a time anyway: a batch of 1 moves the bar per image
         batch = self.args.synthesis_batch or (1 if self.backend.name == "ps" else 8 if device == "cpu" else 32)
-        run = self.backend.runner(self.args.feature_net_loader)
+        run = self.backend.runner(self.feature_net_loader)
         with tqdm(total=len(todo), desc=f"synthesis ({self.backend.name}, {device})", unit="img") as bar:
             for start in range(0, len(todo), batch):
                 chunk = todo[start:start + batch]
@@ -250,18 +264,20 @@ def write_original(expdir: ExperimentDir, maker: VersionMaker, src: SourceImage)
     return expdir.write_stimulus(maker.original(src), Task("original", {}, None).provenance(src))
 
 
-def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage) -> Trial:
+def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage,
+                 timing: Timing = ODDITY_TIMING) -> Trial:
     return Trial(trial_id=trial_id, trial_type="oddity", role=role, stimuli=tuple(s.id for s in order),
                  choices=POSITIONS.labels, correct=str(odd + 1), condition="dist" if role == "test" else "catch",
-                 params={}, source_image=src.name, category=src.category, timing=ODDITY_TIMING)
+                 params={}, source_image=src.name, category=src.category, timing=timing)
 
 
-def build(args, expdir) -> Experiment:
+def build(request) -> Experiment:
+    args, common, expdir = request.options, request.common, request.expdir
     backend = backend_for(args)
-    sources = resolve_images(args.images, args.labels)
-    standard, catch = split_catch(sources, args.catch_every, args.seed)
+    sources = resolve_images(common.images, common.labels)
+    standard, catch = split_catch(sources, args.catch_every, common.seed)
     existing = expdir.load() if expdir.exists() else None
-    maker = VersionMaker(expdir, args, backend, existing)
+    maker = VersionMaker(expdir, args, common.seed, backend, existing, request.feature_net_loader)
     versions = ([maker.plan(src, "test", k) for src in standard for k in range(1, args.variants + 1)]
                 + [maker.plan(src, "catch", 1) for src in catch])
     maker.make(versions)
@@ -270,7 +286,8 @@ def build(args, expdir) -> Experiment:
     for v in versions:
         disrupted.setdefault(v.source.name, []).append(v.stimulus)
     per_original = args.variants // 2
-    rng = random.Random(args.seed)
+    timing = study_timing(common, ODDITY_TIMING)
+    rng = random.Random(common.seed)
     stimuli: dict[str, Stimulus] = {}
     trials: list[Trial] = []
     positions = iter(balanced_positions(len(standard) * per_original, rng))
@@ -282,7 +299,7 @@ def build(args, expdir) -> Experiment:
             order = list(pair)
             order.insert(position, original)
             suffix = f"--{k + 1}" if per_original > 1 else ""
-            trials.append(oddity_trial(f"dist--{slug(src.name)}{suffix}", "test", order, position, src))
+            trials.append(oddity_trial(f"dist--{slug(src.name)}{suffix}", "test", order, position, src, timing))
             stimuli.update((s.id, s) for s in order)
     for src, position in zip(catch, balanced_positions(len(catch), rng)):
         original = write_original(expdir, maker, src)
@@ -290,15 +307,13 @@ def build(args, expdir) -> Experiment:
                                        Task("mirror", {}, None).provenance(src))
         order = [original, mirror]
         order.insert(position, disrupted[src.name][0])
-        trials.append(oddity_trial(f"catch--{slug(src.name)}", "catch", order, position, src))
+        trials.append(oddity_trial(f"catch--{slug(src.name)}", "catch", order, position, src, timing))
         stimuli.update((s.id, s) for s in order)
     print_quality(rows)
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design="dist", label_set=POSITIONS, stimuli=stimuli, trials=trials,
+    return Experiment(
+        name=request.name, design=request.design, label_set=POSITIONS, stimuli=stimuli, trials=trials,
         schedule=Schedule(catch_every=args.catch_every or None, break_every=BREAK_EVERY, attention_every=None),
         assignment=everyone_plan(trials),
-        provenance={**build_provenance(args, "dist"), "synthesis": {"backend": backend.name, **backend.params},
+        provenance={**build_provenance(request), "synthesis": {"backend": backend.name, **backend.params},
                     "catch_originals": [s.name for s in catch]},
     )
-    finish(expdir, experiment)
-    return experiment

@@ -21,19 +21,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..build import BuildError, finish
+from ..build import BuildError
 from cuebench.design import everyone_plan
 from ..labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from ..sources import IMAGE_SUFFIXES, CorruptImageError, SourceError, decode_image
-from .common import build_provenance
+from . import DESIGNS, Design
+from .common import build_provenance, study_timing
 
 CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
 POSITIONS = LabelSet("positions", ("1", "2", "3"), display_order="given", not_clear=False)
-
-
-def add_arguments(parser) -> None:
-    """The importers take only the common options (--images, --on-error, --seed)."""
 
 
 def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: list[str]):
@@ -47,13 +44,28 @@ def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: li
     return expdir.write_stimulus_bytes(path.read_bytes(), path.suffix, pixels, provenance)
 
 
-def build(args, expdir) -> Experiment:
-    if args.design == "cue-conflict-import":
-        return build_cue_conflict(args, expdir)
-    return build_dist(args, expdir)
+@DESIGNS.register("cue-conflict-import")
+class CueConflictImport(Design):
+    """Geirhos et al. (2019) cue-conflict images as 16-class trials with shape and texture categories."""
+
+    study_options = frozenset({"timing"})
+
+    def build(self, request) -> Experiment:
+        return build_cue_conflict(request)
 
 
-def build_cue_conflict(args, expdir) -> Experiment:
+@DESIGNS.register("dist-import")
+class DistImport(Design):
+    """A DiST release (Wen et al. 2024) as oddity trials: the original among two disrupted versions."""
+
+    study_options = frozenset({"timing"})
+
+    def build(self, request) -> Experiment:
+        return build_dist(request)
+
+
+def build_cue_conflict(request) -> Experiment:
+    expdir, args = request.expdir, request.common
     root = Path(args.images)
     if not root.is_dir():
         raise SourceError(f"cue-conflict folder {root} does not exist")
@@ -81,9 +93,9 @@ def build_cue_conflict(args, expdir) -> Experiment:
             trial_id=f"cue-conflict--{path.stem}", trial_type="classify", role="test", stimuli=(stim.id,),
             choices=tuple(label_set.displayed()), correct=shape, condition="cue-conflict",
             params={"same_class": shape == texture}, source_image=path.stem, category=shape,
-            texture_category=texture, timing=CLASSIFY_TIMING,
+            texture_category=texture, timing=study_timing(args, CLASSIFY_TIMING),
         ))
-    return _finish(args, expdir, "cue-conflict-import", label_set, stimuli, trials, failed,
+    return _finish(request, label_set, stimuli, trials, failed,
                    Schedule(break_every=100, attention_every=None, catch_every=None))
 
 
@@ -95,7 +107,8 @@ def _dist_labels(root: Path) -> dict[str, str]:
         return {row["image"]: row.get("imagenet_name") or None for row in csv.DictReader(fh)}
 
 
-def build_dist(args, expdir) -> Experiment:
+def build_dist(request) -> Experiment:
+    expdir, args = request.expdir, request.common
     root = Path(args.images)
     folders = [root / name for name in ("original", "set1", "set2")]
     missing = [str(f) for f in folders if not f.is_dir()]
@@ -129,21 +142,17 @@ def build_dist(args, expdir) -> Experiment:
         trials.append(Trial(
             trial_id=f"dist--{orig.stem}", trial_type="oddity", role="test", stimuli=tuple(s.id for s in order),
             choices=POSITIONS.labels, correct=str(position + 1), condition="dist", params={},
-            source_image=orig.stem, category=names.get(orig.stem), timing=ODDITY_TIMING,
+            source_image=orig.stem, category=names.get(orig.stem), timing=study_timing(args, ODDITY_TIMING),
         ))
-    return _finish(args, expdir, "dist-import", POSITIONS, stimuli, trials, failed,
+    return _finish(request, POSITIONS, stimuli, trials, failed,
                    Schedule(break_every=100, catch_every=10, attention_every=None))
 
 
-def _finish(args, expdir, design, label_set, stimuli, trials, failed, schedule) -> Experiment:
+def _finish(request, label_set, stimuli, trials, failed, schedule) -> Experiment:
     if not trials:
-        raise BuildError(f"no trials imported from {args.images}")
-    if failed:
-        print(f"skipped {len(failed)} unreadable images: " + "; ".join(failed))
-    experiment = Experiment(
-        name=args.name or expdir.root.name, design=design, label_set=label_set, stimuli=stimuli, trials=trials,
+        raise BuildError(f"no trials imported from {request.common.images}")
+    return Experiment(
+        name=request.name, design=request.design, label_set=label_set, stimuli=stimuli, trials=trials,
         schedule=schedule, assignment=everyone_plan(trials),
-        provenance={**build_provenance(args, design), "skipped_images": failed},
+        provenance={**build_provenance(request), "skipped_images": failed},
     )
-    finish(expdir, experiment)
-    return experiment

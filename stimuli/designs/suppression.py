@@ -9,8 +9,14 @@ over groups of five participants as a Latin square.
 
 from __future__ import annotations
 
-from ..build import stimulus_seed
+from typing import Literal
+
+from pydantic import Field, model_validator
+
 from cuebench.trials import Experiment
+from ..build import stimulus_seed
+from ..options import STUDY_OPTIONS, DesignOptions, OptionError
+from . import DESIGNS, Design
 from .common import grid_experiment
 
 DEFAULT_CONDITIONS = ("patch_shuffle", "patch_rotation", "bilateral", "gaussian_blur", "grayscale",
@@ -18,16 +24,26 @@ DEFAULT_CONDITIONS = ("patch_shuffle", "patch_rotation", "bilateral", "gaussian_
 SUPPRESS_FN = "stimuli.suppression:suppress"
 
 
-def add_arguments(parser) -> None:
-    group = parser.add_argument_group("suppression design")
-    group.add_argument("--conditions", default=",".join(DEFAULT_CONDITIONS),
-                       help="comma-separated suppression conditions; 'a+b' suppresses two cues jointly "
-                            f"(default: {','.join(DEFAULT_CONDITIONS)})")
-    group.add_argument("--grid", choices=("full", "human"), default="full",
-                       help="every level of each condition's parameter grid, or the human-study settings")
-    group.add_argument("--adaptive", action="append", default=[], metavar="COND:TRIALS[:MEAN:SD]",
-                       help="measure COND adaptively with QUEST+ over its grid, TRIALS answers per observer "
-                            "(optional normal prior on the threshold in the grid's units); repeatable")
+class SuppressionOptions(DesignOptions):
+    """Options of the suppression design."""
+
+    conditions: str = Field(",".join(DEFAULT_CONDITIONS),
+                            description="comma-separated suppression conditions; 'a+b' suppresses two cues jointly")
+    grid: Literal["full", "human"] = Field("full", description="every level of each condition's parameter grid, "
+                                                               "or the human-study settings")
+    adaptive: list[str] = Field([], description="COND:TRIALS[:MEAN:SD]: measure COND adaptively with QUEST+ over "
+                                                "its grid, TRIALS answers per observer (optional normal prior on "
+                                                "the threshold in the grid's units); repeatable")
+
+    @model_validator(mode="after")
+    def _grid_human_takes_no_conditions(self) -> "SuppressionOptions":
+        if self.grid == "human" and "conditions" in self.model_fields_set:
+            raise OptionError("--grid human shows the four settings of Burgert et al.'s human study and takes no "
+                              "--conditions; drop --conditions, or use --grid full")
+        return self
+
+    def condition_names(self) -> list[str]:
+        return [c.strip() for c in self.conditions.split(",") if c.strip()]
 
 
 def arms(conditions: list[str], grid: str) -> list[tuple[str, int | None, dict]]:
@@ -55,7 +71,15 @@ def _seed(seed: int, source: str, condition: str, params: dict) -> int:
     return stimulus_seed(seed, source, condition, params) if get_condition(condition).stochastic else 0
 
 
-def build(args, expdir) -> Experiment:
-    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
-    return grid_experiment(args, expdir, "suppression", arms(conditions, args.grid), SUPPRESS_FN,
-                           lambda source, cond, params: _seed(args.seed, source, cond, params), original_trials=True)
+@DESIGNS.register("suppression")
+class Suppression(Design):
+    """Feature suppression (Burgert et al. 2025): each photo unchanged and under each condition and level."""
+
+    Options = SuppressionOptions
+    study_options = STUDY_OPTIONS
+
+    def build(self, request) -> Experiment:
+        options, seed = request.options, request.common.seed
+        return grid_experiment(request, arms(options.condition_names(), options.grid), SUPPRESS_FN,
+                               lambda source, cond, params: _seed(seed, source, cond, params), original_trials=True,
+                               adaptive_specs=options.adaptive)

@@ -21,6 +21,7 @@
   const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
                   minWidth: 800, minHeight: 600, timeoutMs: 15000 };
   const IMAGE_CSS_PX = 224;
+  const FEEDBACK_MS = 1000; // practice feedback, as long as the lab runner shows it
   const ODDITY_GAP_CSS_PX = 40;
   const DROPPED_FACTOR = 1.2; // an interval longer than 1.2 refresh periods is a dropped frame
   const QUEUE_KEY = "cuebench-queue:" + C.token;
@@ -381,6 +382,7 @@
       events: log.phases.concat(trialEvents),
     };
     const posted = trial.post ? postNow(trial, payload) : enqueue(trial.index, payload);
+    if (trial.feedback != null) await showFeedback(trial, answer);
     state("iti", trial.index);
     if (timing.iti) await runPhases([{ name: "iti", frames: msToFrames(timing.iti, hz), draw: clear }], hz,
                                     { measured: {}, frames: {}, phases: [], dropped: 0 });
@@ -389,6 +391,14 @@
 
   /* Adaptive (QUEST+) trials: the server chooses each next level from the answers stored so far,
    * so an answer is posted (and retried) before the next trial is asked for. */
+  /* Practice trials say whether the answer was right (the same words as the lab runner's). */
+  async function showFeedback(trial, answer) {
+    const text = answer && answer.response === trial.feedback ? "Correct"
+      : `Not quite: the answer was \u201c${trial.feedback}\u201d`;
+    await showScreen(`<p id="feedback">${escapeHtml(text)}</p>`, null, "feedback");
+    await new Promise((resolve) => setTimeout(resolve, FEEDBACK_MS));
+    screenEl.hidden = true;
+  }
   async function postNow(trial, payload) {
     const result = await withRetry(() => requestJSON(trial.post, { method: "POST", body: JSON.stringify(payload) }));
     if (!result.ok) refused.push({ index: trial.index, status: result.status, error: result.body.error });

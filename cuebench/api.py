@@ -1,0 +1,22 @@
+"""The Python API of the app layer: ``from cuebench.api import build`` wires a stimulus design to the
+model loading that texture synthesis needs, as the command line does.
+
+It lives above every stage, like ``cuebench.cli``; it is not ``cuebench.build`` because the core
+package (``cuebench/__init__.py``) imports no stage, and ``stimuli`` itself imports the core.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stimuli.designs import build_experiment
+from stimuli.options import BuildOptions, DesignOptions
+
+
+def build(design: str, *, out: str | Path, options: DesignOptions | None = None, **common):
+    """Build ``design`` into ``out``: ``options`` is the design's own options model (its defaults when
+    left out), ``common`` the options every design takes (``images``, ``labels``, ``seed``, ``on_error``,
+    ``practice``, ``timing``, ...; see ``stimuli.options.BuildOptions``). Returns the ``Experiment``."""
+    from model_eval.feature_nets import load_feature_net
+
+    return build_experiment(design, out, options, BuildOptions.parse(common), feature_net_loader=load_feature_net)

@@ -1,0 +1,216 @@
+"""Typed build options: the command line generated from each design's options model, provenance with
+only the design's own options, refused combinations, and the study options (practice, catch,
+attention, timing, stimulus size) on real photos."""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pydantic import Field
+
+from cuebench.api import build as api_build
+from cuebench.cli import main
+from cuebench.design import participant_sequence
+from cuebench.expdir import ExperimentDir
+from stimuli.designs import DESIGNS, load_designs
+from stimuli.designs.corruptions import Corruptions, CorruptionsOptions
+from stimuli.designs.suppression import SuppressionOptions
+from stimuli.options import OptionError
+
+SHUFFLE = ["--design", "suppression", "--conditions", "channel_shuffle", "--workers", "1"]
+
+
+def build(out: Path, *argv: str) -> int:
+    return main(["stimuli", "build", "--out", str(out), *argv])
+
+
+@pytest.fixture(scope="module")
+def shuffled(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("shuffled") / "exp"
+    assert build(out, *SHUFFLE) == 0
+    return out
+
+
+def test_provenance_holds_the_designs_own_options_and_the_common_ones(shuffled):
+    options = ExperimentDir(shuffled).load().provenance["options"]
+    assert options == {"adaptive": [], "conditions": "channel_shuffle", "design": "suppression", "grid": "full",
+                       "images": "default", "labels": None, "name": None, "on_error": "fail", "seed": 0}
+
+
+def test_an_option_added_to_one_design_leaves_another_designs_experiment_json_unchanged(shuffled, tmp_path):
+    class WiderOptions(CorruptionsOptions):
+        """The corruptions options and one more."""
+
+        new_option: int = Field(3, description="an option only corruptions has")
+
+    class Wider(Corruptions):
+        """Corruptions with one more option."""
+
+        Options = WiderOptions
+
+    load_designs()
+    try:
+        DESIGNS.add("corruptions", Wider, replace=True)
+        assert build(tmp_path / "exp", *SHUFFLE) == 0
+    finally:
+        DESIGNS.add("corruptions", Corruptions, replace=True)
+    assert (tmp_path / "exp" / "experiment.json").read_bytes() == (shuffled / "experiment.json").read_bytes()
+
+
+def test_the_python_api_writes_what_the_command_writes(shuffled, tmp_path):
+    experiment = api_build("suppression", out=tmp_path / "exp", options=SuppressionOptions(conditions="channel_shuffle"),
+                           images="default", workers=1)
+    assert experiment.name == "exp"
+    assert (tmp_path / "exp" / "experiment.json").read_bytes() == (shuffled / "experiment.json").read_bytes()
+    with pytest.raises(TypeError, match="takes CorruptionsOptions"):
+        api_build("corruptions", out=tmp_path / "x", options=SuppressionOptions())
+    with pytest.raises(OptionError, match="--practice: must be >= 0, got -1"):
+        api_build("corruptions", out=tmp_path / "x", practice=-1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--design", "supression"], "unknown design 'supression'; did you mean suppression?"),
+    (["--design", "corruptions", "--grid", "human"], "--grid is an option of suppression, not of --design corruptions"),
+    (["--design", "suppression", "--grid", "human", "--conditions", "grayscale"],
+     "--grid human shows the four settings of Burgert et al.'s human study and takes no --conditions"),
+    (["--design", "corruptions", "--workers", "two"], "--workers: expected a whole number, got 'two'"),
+    (["--design", "corruptions", "--timing", "flash=100"], "--timing 'flash=100': 'flash=100' is not PHASE=MS"),
+    (["--design", "corruptions", "--timing", "stimulus=0"], "--timing 'stimulus=0': field 'stimulus': must be > 0"),
+    (["--design", "corruptions", "--viewing-distance", "57"],
+     "--viewing-distance needs --stimulus-degrees, --screen-width as well"),
+    (["--design", "corruptions", "--practice", "8"], "--practice needs 8 source image(s) held out of the test trials, "
+                                                     "but there are only 8"),
+    (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
+    (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
+                                              "corruptions, suppression"),
+])
+def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, capsys, argv, message):
+    assert build(tmp_path / "x", *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x.*"))
+
+
+def test_help_of_one_design_shows_its_options_only(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["stimuli", "build", "--design", "corruptions", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "--corruptions" in text and "--practice" in text
+    assert "--grid" not in text and "--eed-steps" not in text and "--synthesis" not in text
+    with pytest.raises(SystemExit):
+        main(["stimuli", "build", "--help"])
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in DESIGNS.names())
+
+
+def test_list_designs_transforms_and_corruptions(capsys):
+    for kind, name, summary in (("designs", "dist", "DiST oddity (Wen et al. 2024)"),
+                                ("transforms", "bilateral", "Edge-preserving smoothing"),
+                                ("corruptions", "phase_noise", "Phase noise")):
+        assert main(["list", kind]) == 0
+        line = next(li for li in capsys.readouterr().out.splitlines() if li.split()[0] == name)
+        assert summary in line
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("study") / "exp"
+    assert build(out, "--design", "suppression", "--conditions", "grayscale", "--workers", "2", "--practice", "2",
+                 "--catch-every", "3", "--attention", "4", "--timing", "fixation=500,mask=none,response=3000",
+                 "--stimulus-degrees", "4", "--viewing-distance", "57", "--screen-width", "53") == 0
+    return out
+
+
+def test_practice_catch_and_attention_trials_from_held_out_photos(study):
+    exp = ExperimentDir(study).load()
+    by_role = {role: [t for t in exp.trials if t.role == role] for role in ("test", "practice", "catch", "attention")}
+    # 8 photos: 2 held out for practice, then 6 // (3 + 1) = 1 for catch; 5 under 1 + 5 grayscale levels
+    assert (len(by_role["practice"]), len(by_role["catch"]), len(by_role["test"])) == (2, 1, 5 * 6)
+    assert len(by_role["attention"]) == math.ceil(5 / 4)
+    tested = {t.source_image for t in by_role["test"]}
+    held = [t.source_image for t in by_role["practice"] + by_role["catch"]]
+    assert len(set(held)) == 3 and tested.isdisjoint(held)
+    assert all(exp.stimuli[t.stimuli[0]].transform == "original" and t.correct == t.category
+               for t in by_role["practice"] + by_role["catch"])
+    assert (exp.schedule.catch_every, exp.schedule.attention_every) == (3, 4)
+    sequence = participant_sequence(exp, 0, "p1")
+    assert [s.block for s in sequence[:2]] == [0, 0] and all(s.block > 0 for s in sequence[2:])
+    roles = [exp.trial(s.trial_id).role for s in sequence[2:]]
+    assert roles.count("catch") == len([r for r in roles if r == "test"]) // 3
+
+
+def test_timing_and_stimulus_size_are_recorded(study):
+    exp = ExperimentDir(study).load()
+    timings = {t.timing for t in exp.trials}
+    assert len(timings) == 1
+    timing = timings.pop()
+    assert (timing.fixation, timing.stimulus, timing.mask, timing.response_window, timing.iti) == (500, 200, None,
+                                                                                                  3000, 500)
+    display = exp.provenance["display"]
+    # 4 degrees at 57 cm: 2 * 57 * tan(2 deg) = 3.98097 cm
+    assert display["stimulus_width_cm"] == pytest.approx(3.98097, abs=1e-4)
+    assert (display["stimulus_degrees"], display["viewing_distance_cm"], display["screen_width_cm"]) == (4, 57, 53)
+    assert exp.provenance["options"]["practice"] == 2 and "workers" not in exp.provenance["options"]
+
+
+def bomb_png(path: Path, side: int = 60000) -> None:
+    """A PNG whose header claims side x side RGB pixels (Pillow refuses to decode it: a decompression bomb)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+                     + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def folder(tmp_path, photos) -> Path:
+    src = tmp_path / "src"
+    for cls, name in (("cat", "chelsea"), ("flower", "flower"), ("coffee", "coffee")):
+        (src / cls).mkdir(parents=True)
+        Image.fromarray(photos[name]).save(src / cls / f"{name}.png")
+    return src
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_skip_works_with_several_workers_and_lists_bombs_and_broken_files(folder, tmp_path, capsys):
+    bomb_png(folder / "cat" / "bomb.png")
+    (folder / "flower" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale"]
+    assert build(tmp_path / "fail", *argv, "--workers", "2") == 2
+    assert "bomb.png" in capsys.readouterr().err or "broken.png" in capsys.readouterr().err
+    assert build(tmp_path / "skip", *argv, "--workers", "2", "--on-error", "skip") == 0
+    tail = capsys.readouterr().out.split("skipped 2 source image(s) (--on-error skip):")[1]
+    assert "bomb.png" in tail and "decompression bomb" in tail and "broken.png" in tail
+    exp = ExperimentDir(tmp_path / "skip").load()
+    assert {t.source_image for t in exp.trials if t.role == "test"} == {"cat/chelsea", "flower/flower", "coffee/coffee"}
+    assert len(exp.provenance["skipped_images"]) == 2
+
+
+def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_folders_stimuli(folder, tmp_path, capsys):
+    out = tmp_path / "exp"
+    argv = ["--design", "suppression", "--images", str(folder), "--workers", "1"]
+    assert build(out, *argv, "--conditions", "grayscale") == 0
+    before = files(out)
+    (folder / "zebra").mkdir()
+    (folder / "zebra" / "zebra.png").write_bytes(b"not an image")  # the last source: the others are made first
+    assert build(out, *argv, "--conditions", "grayscale,channel_shuffle") == 2
+    assert files(out) == before
+    staged = tmp_path / ".exp.building"
+    assert len(list((staged / "stimuli").glob("*.png"))) > len(list((out / "stimuli").glob("*.png")))
+    capsys.readouterr()
+    assert build(out, *argv, "--conditions", "grayscale,channel_shuffle", "--on-error", "skip") == 0
+    assert "stimuli: 3 made, 18 already there, 1 source images skipped" in capsys.readouterr().out
+    assert not staged.exists()
+    after = files(out)
+    assert all(after[name] == data for name, data in before.items() if name != "experiment.json")
+    assert len(ExperimentDir(out).load().trials_with_role("test")) == 3 * 7
