@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,34 +22,13 @@ from cuebench.trials import NOT_CLEAR
 
 DIST_TRIPLETS = 4
 
-TOY = textwrap.dedent('''
-    """A toy observer: answers the label that sorts first; its features are the mean colour."""
-
-    import numpy as np
-
-    from model_eval.observers import Observer
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 
 
-    class FirstLabel(Observer):
-        """Always the label that sorts first; features: mean colour."""
-
-        def __init__(self, weights=None, device="cpu"):
-            self.observer_id = f"toy-first:{weights or 'none'}"
-            self.provenance = {"model": "toy-first", "weights": weights or "none"}
-            self.data_config = {"input_size": (3, 224, 224), "mean": (0.0, 0.0, 0.0), "std": (1.0, 1.0, 1.0)}
-            self.device = device
-
-        def prepare(self, experiment):
-            self.classes = tuple(sorted(label for label in experiment.label_set.labels if label != "not clear"))
-
-        def probabilities(self, images):
-            probs = np.zeros((len(images), len(self.classes)))
-            probs[:, 0] = 1.0
-            return probs
-
-        def features(self, images):
-            return images.mean(dim=(2, 3))
-''')
+def observer_example() -> str:
+    """The one-file observer of docs/models.md ("Adding an observer"), so the docs run as written."""
+    text = DOCS.read_text(encoding="utf-8").split("<!-- observer-example -->", 1)[1]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +39,7 @@ def toy_package(tmp_path_factory):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toyobserver\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[cuebench.observers]\ntoy-first = toy_observer:FirstLabel\n")
-    (root / "toy_observer.py").write_text(TOY)
+    (root / "toy_observer.py").write_text(observer_example())
     return root
 
 
@@ -219,3 +198,18 @@ def test_torchvision_model_from_the_hub_cache_and_from_a_checkpoint(torch_home, 
         assert torch.allclose(out["probabilities"], probs, atol=1e-6)
         assert torch.allclose(out["features"], features, atol=1e-5)
     assert json.dumps(observer.provenance).count("sha256") == 1
+
+
+def test_probabilities_over_the_observers_own_classes_need_no_imagenet_lists():
+    from cuebench.trials import LabelSet
+    from model_eval.decisions import DecisionError, decide_classify, own_classes_mapping
+
+    labels = LabelSet("pets", ("cat", "dog"))
+    mapping = own_classes_mapping(("dog", "owl", "cat"), labels, "clip:test")
+    assert (mapping.indices, mapping.source) == ({"cat": [2], "dog": [0]}, "observer:clip:test")
+    probs = np.array([0.2, 0.5, 0.3])  # dog 0.2, owl 0.5, cat 0.3
+    assert decide_classify(probs, ("cat", "dog"), mapping, "16class-mean").response == "cat"
+    assert decide_classify(probs, ("cat", "dog"), mapping, "16class-burgert").response == NOT_CLEAR  # 0.3 <= 0.5
+    assert decide_classify(probs, ("cat", "dog"), mapping, "imagenet-top1").response == "class:1 owl"
+    with pytest.raises(DecisionError, match="observer clip:test gives probabilities over 2 classes without label"):
+        own_classes_mapping(("dog", "owl"), labels, "clip:test")
