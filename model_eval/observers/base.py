@@ -26,8 +26,6 @@ OBSERVERS: Registry[type["Observer"]] = Registry("observers", entry_point_group=
 package's ``cuebench.observers`` entry point; ``--model NAME[:WEIGHTS]`` builds
 ``cls(weights=WEIGHTS or None, device=DEVICE)``."""
 
-OUTPUT_KINDS = ("probabilities", "features")
-
 
 class Observer:
     """A model that answers trials from its outputs for the trials' images.
