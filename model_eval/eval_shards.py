@@ -20,7 +20,7 @@ from cuebench.responses import ResponseStore
 from stimuli.shards import SHARDS_DIR, clear_manifests
 
 from .evaluate import EvalSummary, ModelRun, evaluate_experiment, summarise
-from .models import check_architecture, parse_spec
+from .observers import check_spec
 
 
 def evaluate_model(experiment: str, model: str, settings: dict, record: str) -> None:
@@ -43,7 +43,7 @@ def evaluate_sharded(experiment: str | Path, models: list[str], settings: dict, 
     policy, mapping_file, workers, database).
     """
     for model in models:  # a typo fails here, before any shard runs
-        check_architecture(parse_spec(model)[0])
+        check_spec(model)
     expdir = ExperimentDir(experiment)
     definition = expdir.load()  # checks the folder before any shard runs
     shards = [model_shard(expdir, model, settings) for model in models]

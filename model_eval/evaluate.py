@@ -1,5 +1,9 @@
 """Models answer an experiment's trials, batched, resumable, into the experiment's response store.
 
+The loop knows models only through the Observer protocol (``observers.base``): it feeds
+normalised image batches, asks for the output kinds the trials' decision rules read
+(``decisions.DecisionTable``, one rule per trial type), and stores the observer's answers.
+
 Every trial (test, practice, catch, attention) is answered and stored with its role, as a
 person's answer would be; accuracy summaries count only the scored (``test``) trials.
 Stimuli are decoded once per experiment into a uint8 cache (``stimulus_cache.py``) that
@@ -21,7 +25,8 @@ import json
 import os
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +37,9 @@ from cuebench.trials import Experiment, Trial
 
 from .adaptive import adaptive_conditions, run_adaptive_blocks
 from .allocator import keep_freed_memory
-from .decisions import (CLASSIFY_RULES, DEFAULT_RULE, ODDITY_RULE, DecisionError, LabelMapping, check_rule,
-                        decide_classify_many, decide_oddity, label_mapping)
-from .models import LoadedModel, ModelError, check_architecture, load_model, parse_spec, resolve_device
+from .decisions import DECISION_RULES, DecisionError, DecisionTable, LabelMapping, label_mapping, own_classes_mapping
+from .models import ModelError, resolve_device
+from .observers import Observer, PendingOutputs, check_spec, load_observer
 from .preprocess import DEFAULT_POLICY, DevicePreprocess, PreprocessError, check_policy
 from .stimulus_cache import DecodedStimuli, decoded_stimuli
 
@@ -71,9 +76,10 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
                         database: str | None = None) -> EvalSummary:
     """Let each model answer every trial of ``expdir`` it has not answered yet; return the accuracy summary.
 
-    ``rule`` decides classification trials (default ``16class-mean``); oddity trials always
-    use the oddity rule. ``mapping_file`` gives label -> ImageNet indices for label sets that
-    carry none. ``workers`` processes decode stimuli the first time (default: up to 4 on a
+    ``rule`` replaces the default rule of its trial type (classification: ``16class-mean``;
+    oddity trials always use the oddity rule). ``mapping_file`` gives label -> ImageNet
+    indices for label sets that carry none (observers with their own ``classes`` need none).
+    ``workers`` processes decode stimuli the first time (default: up to 4 on a
     GPU machine, none on a CPU). Models run one after the other; each one's answers are
     committed as its batches finish.
     ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
@@ -81,18 +87,13 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     if not model_specs:
         raise ModelError("no model to evaluate: give at least one model spec NAME[:WEIGHTS]")
     for spec in model_specs:  # a typo in the last model must not surface after the first has run
-        check_architecture(parse_spec(spec)[0])
+        check_spec(spec)
     expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
     experiment = expdir.load()
-    rule = check_rule(rule or DEFAULT_RULE)
+    table = DecisionTable.choose(rule, {t.trial_type for t in experiment.trials})
     check_policy(policy)
     if batch_size < 1:
         raise ModelError(f"--batch-size must be at least 1, got {batch_size}")
-    kinds = {t.trial_type for t in experiment.trials}
-    if rule == ODDITY_RULE and "classify" in kinds:
-        raise DecisionError("rule 'oddity' cannot answer classification trials; "
-                            f"choose one of {', '.join(CLASSIFY_RULES)} (oddity trials use the oddity rule anyway)")
-    mapping = _mapping_for(experiment, rule, mapping_file) if "classify" in kinds else None
     if policy == "as-is":
         _check_one_size(experiment)
     device = resolve_device(device)
@@ -103,29 +104,33 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     with ResponseStore(database or expdir.responses_file) as store:
         for spec in dict.fromkeys(model_specs):
             start = time.perf_counter()
-            loaded = load_model(spec, device)
+            observer = load_observer(spec, device)
+            observer.prepare(experiment)
+            observer.decisions = _decisions_for(observer, experiment, table, mapping_file)
             seconds_loading = time.perf_counter() - start
-            runs.append(_run_model(expdir, experiment, store, loaded, rule, mapping, batch_size, policy, progress,
-                                   workers))
+            runs.append(_run_model(expdir, experiment, store, observer, batch_size, policy, progress, workers))
             runs[-1].seconds_loading = seconds_loading
-            info = _device_info(loaded, policy, mapping)
-
-            def answer(ready, probs):
-                return _answers(experiment, ready, loaded.observer_id, rule, mapping, probs, {}, info)
-
-            runs[-1].answered_now += run_adaptive_blocks(expdir, experiment, store, loaded, policy, progress, workers,
-                                                         _forward, answer)
-            del loaded
+            answer = partial(_answers, experiment, observer, _device_info(observer, policy))
+            runs[-1].answered_now += run_adaptive_blocks(expdir, experiment, store, observer, policy, progress, workers,
+                                                         answer)
+            del observer
         return summarise(experiment, store, [r.observer for r in runs], runs)
 
 
-def _mapping_for(experiment: Experiment, rule: str, mapping_file) -> LabelMapping | None:
-    if rule == "imagenet-top1":
-        try:
-            return label_mapping(experiment.label_set, mapping_file)
-        except DecisionError:
-            return None  # top-1 answers are then ImageNet class names
-    return label_mapping(experiment.label_set, mapping_file)
+def _decisions_for(observer: Observer, experiment: Experiment, table: DecisionTable,
+                   mapping_file) -> DecisionTable:
+    """``table`` with the label mapping this observer's probabilities need (none without classification trials)."""
+    if not any(t.trial_type == "classify" for t in experiment.trials):
+        return table
+    if observer.classes is not None:
+        return replace(table, mapping=own_classes_mapping(observer.classes, experiment.label_set,
+                                                          observer.observer_id))
+    try:
+        return replace(table, mapping=label_mapping(experiment.label_set, mapping_file))
+    except DecisionError:
+        if table.rules["classify"].name == "imagenet-top1":
+            return table  # top-1 answers are then ImageNet class names
+        raise
 
 
 def _check_one_size(experiment: Experiment) -> None:
@@ -145,17 +150,17 @@ def _default_workers(device: str) -> int:
     return 0
 
 
-def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, loaded: LoadedModel, rule: str,
-               mapping: LabelMapping | None, batch_size: int, policy: str, progress: bool, workers: int) -> ModelRun:
+def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, observer: Observer,
+               batch_size: int, policy: str, progress: bool, workers: int) -> ModelRun:
     import torch
     from tqdm import tqdm
 
-    _check_same_settings(store, experiment.name, loaded.observer_id, rule, policy)
-    answered = store.answered_trial_ids(experiment.name, loaded.observer_id)
+    _check_same_settings(store, experiment.name, observer.observer_id, observer.decisions, policy)
+    answered = store.answered_trial_ids(experiment.name, observer.observer_id)
     adaptive = adaptive_conditions(experiment)
     fixed = [(i, t) for i, t in enumerate(experiment.trials) if not (t.role == "test" and t.condition in adaptive)]
     todo = [(i, t) for i, t in fixed if t.trial_id not in answered]
-    run = ModelRun(loaded.observer_id, loaded.weights_source, 0, len(fixed) - len(todo))
+    run = ModelRun(observer.observer_id, str(observer.provenance.get("weights", "")), 0, len(fixed) - len(todo))
     if not todo:
         return run
     start = time.perf_counter()
@@ -168,53 +173,46 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     order = [sid for ids in batches for sid in ids]
     position = {sid: k for k, sid in enumerate(order)}
     uses = Counter(sid for _, t in todo for sid in t.stimuli)
-    need_probs = any(t.trial_type == "classify" for _, t in todo)
-    need_features = any(t.trial_type == "oddity" for _, t in todo)
-    cuda = loaded.device.startswith("cuda")
-    model = loaded.model.to(memory_format=torch.channels_last) if cuda else loaded.model
-    preprocess = DevicePreprocess(loaded.data_config, policy, loaded.device, channels_last=cuda)
-    device_info = _device_info(loaded, policy, mapping)
-    probs: dict[str, np.ndarray] = {}
-    features: dict[str, np.ndarray] = {}
+    kinds = observer.decisions.needs(t for _, t in todo)
+    preprocess = DevicePreprocess(observer.data_config, policy, observer.device,
+                                  channels_last=observer.channels_last)
+    device_info = _device_info(observer, policy)
+    seen: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in kinds}  # output kind -> stimulus id -> output
     pending = sorted(todo, key=lambda it: max(position[s] for s in it[1].stimuli))  # by when they can be answered
-    bar = tqdm(total=len(todo), desc=loaded.observer_id, unit="trial", disable=not progress)
+    bar = tqdm(total=len(todo), desc=observer.observer_id, unit="trial", disable=not progress)
 
-    def finish(ids: list[str], outputs: "_Outputs") -> None:
+    def finish(outputs: PendingOutputs) -> None:
         """Decide and store every trial whose stimuli have all been through the model now."""
         nonlocal pending
-        batch_probs, batch_features = outputs.numpy()
-        for k, sid in enumerate(ids):
-            if batch_probs is not None:
-                probs[sid] = batch_probs[k]
-            if batch_features is not None:
-                features[sid] = batch_features[k]
-        done = position[ids[-1]]
+        for kind, rows in outputs.collect().items():
+            seen[kind].update(rows)
+        done = position[outputs.ids[-1]]
         cut = next((k for k, (_, t) in enumerate(pending) if max(position[s] for s in t.stimuli) > done), len(pending))
         ready, pending = pending[:cut], pending[cut:]
         if not ready:
             return
-        store.write_many(_answers(experiment, ready, loaded.observer_id, rule, mapping, probs, features, device_info))
+        store.write_many(_answers(experiment, observer, device_info, ready, seen))
         for _, t in ready:
             for sid in t.stimuli:
                 uses[sid] -= 1
                 if not uses[sid]:
-                    probs.pop(sid, None)
-                    features.pop(sid, None)
+                    for rows in seen.values():
+                        rows.pop(sid, None)
         run.answered_now += len(ready)
         bar.update(len(ready))
 
     in_flight = None
     try:
         with torch.inference_mode():
-            for ids, pixels in _on_device(decoded, batches, loaded.device):
-                outputs = _forward(model, preprocess(pixels), need_probs, need_features, cuda)
+            for ids, pixels in _on_device(decoded, batches, observer.device):
+                outputs = PendingOutputs(observer, ids, observer.outputs(preprocess(pixels), kinds))
                 if in_flight is not None:  # decided on the CPU while the device runs the next batch
-                    finish(*in_flight)
-                in_flight = ids, outputs
+                    finish(in_flight)
+                in_flight = outputs
             if in_flight is not None:
-                finish(*in_flight)
+                finish(in_flight)
     except torch.OutOfMemoryError:
-        raise ModelError(f"{loaded.device} ran out of memory evaluating {loaded.observer_id} at --batch-size "
+        raise ModelError(f"{observer.device} ran out of memory evaluating {observer.observer_id} at --batch-size "
                          f"{batch_size}; try --batch-size {max(1, batch_size // 2)} (the answers stored so far are "
                          "kept, the next run goes on from there)") from None
     finally:
@@ -224,12 +222,12 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     return run
 
 
-def _device_info(loaded: LoadedModel, policy: str, mapping: LabelMapping | None) -> str:
+def _device_info(observer: Observer, policy: str) -> str:
     """How the answers were made, as the stored JSON text: made once per model instead of once per row."""
     import torch
 
-    return json.dumps({"model": loaded.name, "weights": loaded.weights_source, "device": loaded.device,
-                       "policy": policy, "torch": torch.__version__,
+    mapping: LabelMapping | None = observer.decisions.mapping
+    return json.dumps({**observer.provenance, "device": observer.device, "policy": policy, "torch": torch.__version__,
                        "mapping": mapping.source if mapping is not None else None}, sort_keys=True)
 
 
@@ -264,65 +262,36 @@ def _on_device(decoded: DecodedStimuli, batches: list[list[str]], device: str):
         yield ids, host[:len(ids)].to(device, non_blocking=True)
 
 
-def _check_same_settings(store: ResponseStore, experiment: str, observer: str, rule: str, policy: str) -> None:
+def _check_same_settings(store: ResponseStore, experiment: str, observer: str, decisions: DecisionTable,
+                         policy: str) -> None:
     """Resuming with another rule or policy would mix two kinds of answers under one observer."""
     stored = {(r["decision_rule"], (r["device"] or {}).get("policy"))
               for r in store.rows("experiment = ? AND observer = ? AND observer_kind = 'model'", [experiment, observer])}
-    for stored_rule, stored_policy in sorted(stored, key=lambda s: (s[0] == ODDITY_RULE, str(s))):
-        if (stored_rule != ODDITY_RULE and stored_rule != rule) or stored_policy != policy:
+    for stored_rule, stored_policy in sorted(stored, key=lambda s: (_asked(decisions, s[0]) == s[0], str(s))):
+        now = _asked(decisions, stored_rule)
+        if now != stored_rule or stored_policy != policy:
             raise ModelError(
                 f"{observer} has already answered trials of {experiment} with rule {stored_rule} and policy "
                 f"{stored_policy}; stored answers are never overwritten, so evaluate with --rule {stored_rule} "
-                f"--policy {stored_policy} to finish them, or use a copy of the experiment for rule {rule} / "
+                f"--policy {stored_policy} to finish them, or use a copy of the experiment for rule {now} / "
                 f"policy {policy}")
 
 
-class _Outputs:
-    """A batch's softmax probabilities and/or features on their way to the host; ``numpy()`` waits for them."""
-
-    def __init__(self, probs, features):
-        import torch
-
-        self.tensors = [t.to("cpu", non_blocking=True) if t is not None else None for t in (probs, features)]
-        self.ready = None
-        if probs is not None and probs.is_cuda or features is not None and features.is_cuda:
-            self.ready = torch.cuda.Event()
-            self.ready.record()
-
-    def numpy(self):
-        if self.ready is not None:
-            self.ready.synchronize()
-        return tuple(t.numpy() if t is not None else None for t in self.tensors)
+def _asked(decisions: DecisionTable, stored_rule: str) -> str:
+    """The rule asked for now for the trial type that ``stored_rule`` answered (classification if unknown)."""
+    kind = DECISION_RULES[stored_rule].trial_type if stored_rule in DECISION_RULES else "classify"
+    return decisions.rules[kind].name
 
 
-def _forward(model, x, need_probs: bool, need_features: bool, cuda: bool) -> _Outputs:
-    """Softmax probabilities and/or penultimate features (``forward_head(pre_logits=True)``), queued."""
-    import torch
-
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-        trunk = model.forward_features(x)
-        logits = model.forward_head(trunk) if need_probs else None
-        pre = model.forward_head(trunk, pre_logits=True) if need_features else None
-    return _Outputs(logits.float().softmax(dim=-1) if logits is not None else None,
-                    pre.float().flatten(1) if pre is not None else None)
-
-
-def _answers(experiment: Experiment, ready: list[tuple[int, Trial]], observer: str, rule: str, mapping, probs,
-             features, device_info: str) -> list[dict]:
-    """Response rows for ``ready`` (index, trial) pairs; the classification trials decided in one batch."""
-    classify = [t for _, t in ready if t.trial_type != "oddity"]
-    decided = iter(decide_classify_many(np.stack([probs[t.stimuli[0]] for t in classify]), [t.choices for t in classify],
-                                        mapping, rule) if classify else [])
-    rows = []
-    for index, trial in ready:
-        if trial.trial_type == "oddity":
-            decision, used = decide_oddity(np.stack([features[s] for s in trial.stimuli])), ODDITY_RULE
-        else:
-            decision, used = next(decided), rule
-        rows.append(trial_row(experiment, trial, observer=observer, observer_kind="model", session=SESSION,
-                              trial_index=index, response=decision.response, decision_rule=used,
-                              model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info))
-    return rows
+def _answers(experiment: Experiment, observer: Observer, device_info: str, ready: list[tuple[int, Trial]],
+             outputs: dict[str, dict[str, np.ndarray]]) -> list[dict]:
+    """Response rows for ``ready`` (index, trial) pairs, as the observer answers them."""
+    decisions = observer.answer([t for _, t in ready], outputs)
+    return [trial_row(experiment, trial, observer=observer.observer_id, observer_kind="model", session=SESSION,
+                      trial_index=index, response=decision.response,
+                      decision_rule=observer.decisions.rule_for(trial).name,
+                      model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info)
+            for (index, trial), decision in zip(ready, decisions)]
 
 
 def _compact(value):

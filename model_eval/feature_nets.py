@@ -10,6 +10,7 @@ from stimuli.texture_synthesis import (DEFAULT_FEATURE_NET, FEATURE_LAYERS, IMAG
                                        FeatureNet, SynthesisError)
 
 from .models import load_model, resolve_device, sha256_file
+from .observers.torchvision_models import torch_hub_file
 from .torch_compat import import_timm
 
 TORCH_HUB_VGG19 = "vgg19-dcbb9e9d.pth"
@@ -29,18 +30,11 @@ def load_feature_net(spec: str = DEFAULT_FEATURE_NET, device: str = "cpu",
     if not layers:
         raise SynthesisError(f"no default layer set for feature network {name!r} (defaults exist for "
                              f"{', '.join(FEATURE_LAYERS)}); pass the layer names to use")
-    if name == "vgg19" and not weights and _torch_hub_vgg19() is not None:
-        return _vgg19_from_torch_hub(_torch_hub_vgg19(), device, layers)
+    if name == "vgg19" and not weights and torch_hub_file(TORCH_HUB_VGG19) is not None:
+        return _vgg19_from_torch_hub(torch_hub_file(TORCH_HUB_VGG19), device, layers)
     loaded = load_model(spec, device=resolve_device(device))
     return FeatureNet(loaded.model, layers, loaded.data_config["mean"], loaded.data_config["std"],
                       loaded.observer_id, loaded.weights_source)
-
-
-def _torch_hub_vgg19() -> Path | None:
-    import torch
-
-    path = Path(torch.hub.get_dir()) / "checkpoints" / TORCH_HUB_VGG19
-    return path if path.is_file() else None
 
 
 def _vgg19_from_torch_hub(path: Path, device: str, layers: tuple[str, ...]) -> FeatureNet:

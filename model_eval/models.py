@@ -1,4 +1,5 @@
-"""One registry for models: a timm architecture plus weights from a place that exists offline.
+"""timm architectures with weights from a place that exists offline (the timm observer's loader,
+``observers/timm_models.py``, and the feature networks of texture synthesis).
 
 A spec is ``NAME`` or ``NAME:WEIGHTS``. WEIGHTS is
 
@@ -309,6 +310,13 @@ def _from_file(name: str, path: Path):
     classifier = model.pretrained_cfg.get("classifier") if original is not None else None
     if isinstance(classifier, str):
         state = fold_twin_head(state, classifier, original, path)
+    load_fitting(model, state, path, name)
+    digest = sha256_file(path)
+    return model, f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}"
+
+
+def load_fitting(model, state: dict, path: Path, name: str) -> None:
+    """Load ``state`` into ``model`` only if every key and shape fits; else say what does not."""
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
@@ -318,8 +326,6 @@ def _from_file(name: str, path: Path):
                  for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)) if keys]
         raise WeightsMismatch(f"checkpoint {path} does not fit {name}: " + "; ".join(parts))
     model.load_state_dict(state)
-    digest = sha256_file(path)
-    return model, f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}"
 
 
 def available_models() -> list[dict]:

@@ -245,12 +245,12 @@ def test_cached_batches_on_the_device_agree_with_the_pillow_path(expdir, referen
 def test_out_of_memory_names_a_batch_size_to_try(expdir, monkeypatch):
     import torch
 
-    from model_eval import evaluate
+    from model_eval.observers.timm_models import TimmObserver
 
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(evaluate, "_forward", out_of_memory)
+    monkeypatch.setattr(TimmObserver, "forward", out_of_memory)
     with pytest.raises(ModelError, match="ran out of memory evaluating tf_efficientnet_lite0:pypi at --batch-size "
                                          "48; try --batch-size 24"):
         evaluate_experiment(expdir.root, [LITE0], batch_size=48, device="cpu", progress=False)

@@ -1,0 +1,105 @@
+"""The Observer protocol: what evaluation knows of a model.
+
+A model is an observer like a person: it looks at images and answers trials. Evaluation
+hands it normalised image batches and asks for ``probabilities`` (one row per image, over
+ImageNet-1k's classes or over the observer's own ``classes``) and/or ``features`` (one
+vector per image), whichever the trials' decision rules read; ``answer`` then turns the
+outputs of a trial's images into the trial's answer. Nothing in the evaluation loop knows
+timm, torchvision or a 1000-way softmax, so a CLIP-style model, a custom module or a
+Brain-Score-like plug-in is one class (see ``docs/models.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cuebench.registry import Registry
+from cuebench.trials import Experiment, Trial
+
+from ..decisions import Decision, DecisionTable
+from ..models import ModelError
+
+OBSERVERS: Registry[type["Observer"]] = Registry("observers", entry_point_group="cuebench.observers")
+"""Observer classes by name, registered with ``@OBSERVERS.register(NAME)`` or by another
+package's ``cuebench.observers`` entry point; ``--model NAME[:WEIGHTS]`` builds
+``cls(weights=WEIGHTS or None, device=DEVICE)``."""
+
+
+class Observer:
+    """A model that answers trials from its outputs for the trials' images.
+
+    A subclass sets ``observer_id`` (the ``observer`` of its response rows: name and weights),
+    ``provenance`` (stored with every answer; at least ``model`` and ``weights``),
+    ``data_config`` (``input_size`` (3, H, W), ``mean``, ``std`` and, for
+    ``--policy resize-crop``, ``crop_pct``/``interpolation``/``crop_mode``) and ``device``,
+    and implements ``probabilities`` and/or ``features``.
+    """
+
+    observer_id: str
+    provenance: dict
+    data_config: dict
+    device: str = "cpu"
+    channels_last: bool = False  # the memory format its batches should come in
+    classes: tuple[str, ...] | None = None  # what probabilities are over; None: ImageNet-1k's 1000 classes
+    decisions: DecisionTable | None = None  # set by evaluation: the rule per trial type and the label mapping
+
+    def prepare(self, experiment: Experiment) -> None:
+        """Called once before the observer sees an experiment's images; e.g. a CLIP-style
+        observer sets ``classes`` to the experiment's labels and encodes their prompts here."""
+
+    def probabilities(self, images) -> Any:
+        """(n, len(classes) or 1000) probabilities for a normalised float batch (n, 3, H, W)."""
+        raise ModelError(f"observer {self.observer_id} gives no class probabilities, so it cannot answer "
+                         "classification trials")
+
+    def features(self, images) -> Any:
+        """(n, D) feature vectors (e.g. penultimate-layer activations) for a normalised batch."""
+        raise ModelError(f"observer {self.observer_id} gives no features, so it cannot answer oddity trials")
+
+    def outputs(self, images, kinds: frozenset[str]) -> dict[str, Any]:
+        """The asked output kinds for one batch; an adapter that gets both from one pass overrides this."""
+        produce = {"probabilities": self.probabilities, "features": self.features}
+        return {kind: produce[kind](images) for kind in kinds}
+
+    def answer(self, trials: list[Trial], batch: dict[str, dict[str, np.ndarray]]) -> list[Decision]:
+        """The answers to ``trials``; ``batch`` holds output kind -> stimulus id -> this observer's
+        output for every stimulus of the trials."""
+        if self.decisions is None:
+            raise ModelError(f"observer {self.observer_id} has no decision rules yet (evaluation sets them)")
+        return self.decisions.decide(trials, batch)
+
+
+class PendingOutputs:
+    """One batch's outputs on their way to the host memory; ``collect`` waits for them.
+
+    Torch tensors on a GPU are copied without blocking, so the next batch can start while
+    this one's answers are decided; arrays an observer made on the CPU pass through."""
+
+    def __init__(self, observer: Observer, ids: list[str], outputs: dict[str, Any]):
+        self.observer, self.ids, self.ready = observer, ids, None
+        self.host = {}
+        for kind, value in outputs.items():
+            if hasattr(value, "detach"):
+                if value.is_cuda and self.ready is None:
+                    import torch
+
+                    self.ready = torch.cuda.Event()
+                value = value.detach().to("cpu", non_blocking=True)
+            self.host[kind] = value
+        if self.ready is not None:
+            self.ready.record()
+
+    def collect(self) -> dict[str, dict[str, np.ndarray]]:
+        """Output kind -> stimulus id -> float array, checked to have one row per image."""
+        if self.ready is not None:
+            self.ready.synchronize()
+        collected = {}
+        for kind, value in self.host.items():
+            rows = np.asarray(value.float().numpy() if hasattr(value, "detach") else value, dtype=np.float32)
+            if rows.ndim != 2 or len(rows) != len(self.ids):
+                raise ModelError(f"observer {self.observer.observer_id} returned {kind} of shape {rows.shape} "
+                                 f"for {len(self.ids)} images; expected one row per image")
+            collected[kind] = dict(zip(self.ids, rows))
+        return collected

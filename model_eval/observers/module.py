@@ -1,0 +1,40 @@
+"""Observers that wrap a PyTorch module: device placement, memory format and mixed precision,
+shared by the timm and torchvision adapters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Observer
+
+
+class ModuleObserver(Observer):
+    """An eval-mode ``torch.nn.Module`` on its device; subclasses say how one pass gives the outputs.
+
+    On a GPU the module runs channels-last under bfloat16 autocast; outputs come back as float32."""
+
+    def __init__(self, model, observer_id: str, provenance: dict, data_config: dict, device: str):
+        import torch
+
+        self.cuda = device.startswith("cuda")
+        self.channels_last = self.cuda
+        model = model.eval().to(device)
+        self.model = model.to(memory_format=torch.channels_last) if self.cuda else model
+        self.observer_id, self.provenance, self.data_config, self.device = (observer_id, provenance, data_config,
+                                                                            device)
+
+    def outputs(self, images, kinds: frozenset[str]) -> dict[str, Any]:
+        import torch
+
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cuda):
+            return {kind: value.float() for kind, value in self.forward(images, kinds).items()}
+
+    def probabilities(self, images):
+        return self.outputs(images, frozenset({"probabilities"}))["probabilities"]
+
+    def features(self, images):
+        return self.outputs(images, frozenset({"features"}))["features"]
+
+    def forward(self, images, kinds: frozenset[str]) -> dict[str, Any]:
+        """The asked kinds from one pass of the module (softmax probabilities, flat features)."""
+        raise NotImplementedError

