@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable, Iterator
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
 from .errors import CuebenchError
@@ -30,11 +30,17 @@ class UnknownName(CuebenchError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class PluginError(CuebenchError):
+    """A registered plug-in that cannot be imported (its package is broken or incomplete)."""
+
+
 class Registry(Generic[T]):
     """Named plug-ins of one kind, registered by decorator or entry point.
 
     ``entry_point_group`` (e.g. ``cuebench.observers``) is read once, on the first lookup, so
-    a package installed beside cuebench contributes plug-ins without any change here.
+    a package installed beside cuebench contributes plug-ins without any change here. A plug-in
+    is imported only when it is asked for by name: a broken one fails its own lookup, naming
+    its package, and nobody else's.
     """
 
     def __init__(self, kind: str, *, entry_point_group: str | None = None):
@@ -65,17 +71,25 @@ class Registry(Generic[T]):
             return
         self._entry_points_loaded = True
         for point in entry_points(group=self.entry_point_group):
-            if point.name not in self._entries:
-                self._entries[point.name] = point.load()
+            self._entries.setdefault(point.name, point)
 
     def get(self, name: str) -> T:
         self._load_entry_points()
         try:
-            return self._entries[name]
+            entry = self._entries[name]
         except KeyError:
             close = difflib.get_close_matches(name, list(self._entries), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names())}"
             raise UnknownName(f"unknown {self.singular} {name!r}{hint}") from None
+        if isinstance(entry, EntryPoint):
+            try:
+                entry = entry.load()
+            except Exception as err:  # noqa: BLE001 - any failure of a third-party plug-in's import
+                raise PluginError(f"the {self.singular} {name!r} of the package "
+                                  f"{entry.dist.name if entry.dist else entry.value} cannot be loaded: "
+                                  f"{type(err).__name__}: {err}") from None
+            self._entries[name] = entry
+        return entry
 
     __getitem__ = get
 
@@ -95,11 +109,14 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def items(self) -> list[tuple[str, T]]:
-        return [(name, self._entries[name]) for name in self.names()]
+        return [(name, self.get(name)) for name in self.names()]
 
     def summary(self, name: str) -> str:
         """The first line of the entry's docstring: what ``--help`` and ``cuebench list`` show."""
-        doc = inspect.getdoc(self.get(name)) or ""
+        try:
+            doc = inspect.getdoc(self.get(name)) or ""
+        except PluginError as err:
+            return f"(broken: {err})"
         return doc.strip().splitlines()[0] if doc.strip() else ""
 
     @property
