@@ -5,27 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-# --metric name -> (analysis step that computes it, table name in analysis.report.Analysis.tables, what it needs)
-METRICS = {
-    "accuracy": ("accuracy", "accuracy", "scored trials"),
-    "group-accuracy": ("accuracy", "group_accuracy", "scored trials"),
-    "relative-accuracy": ("accuracy", "relative_accuracy", "'original' and suppression trials"),
-    "reliance": ("accuracy", "group_relative_accuracy", "'original' and suppression trials"),
-    "shape-bias": ("shape_bias", "shape_bias", "cue-conflict trials (texture_category != category)"),
-    "shape-bias-category": ("shape_bias", "shape_bias_by_category", "cue-conflict trials"),
-    "cue-decomposition": ("cue_decomposition", "cue_decomposition", "original, shape_cue and texture_cue trials"),
-    "oddity": ("oddity", "oddity", "oddity trials"),
-    "thresholds": ("thresholds", "thresholds", "suppression trials on an ordered grid of levels"),
-    "error-consistency": ("consistency", "error_consistency", "two observers"),
-    "noise-ceiling": ("ceilings", "noise_ceilings", "two observers of a kind"),
-    "model-ceiling": ("ceilings", "model_vs_human_ceiling", "humans and models"),
-    "ttests": ("ttests", "ttests", "humans and models"),
-    "friedman": ("ranks", "friedman_ranks", "two methods and two blocks"),
-    "nemenyi": ("ranks", "nemenyi_p", "two methods and two blocks"),
-    "correlations": ("observers", "rank_correlations", "three models"),
-    "observers": ("observers", "observer_summary", "scored trials"),
-    "exclusions": ("accuracy", "exclusion_summary", "responses"),
-}
+from .sections import all_metrics, metric_table
+
 MAIN_TABLES = ("exclusion_summary", "group_accuracy", "group_relative_accuracy", "shape_bias", "cue_decomposition",
                "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
 SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
@@ -78,7 +59,9 @@ def register(sub) -> None:
         description="Quick look at responses in the terminal. --metric shape-bias prints "
                     "observer,shape_bias,n_shape,n_texture.")
     analyze.add_argument("sources", nargs="+", type=Path, help="experiment directories, response files, raw CSV folders")
-    analyze.add_argument("--metric", choices=sorted(METRICS), default=None, help="print only this table")
+    analyze.add_argument("--metric", choices=all_metrics(), default=None,
+                         help="print only this table (each report section offers its own, see cuebench list "
+                              "report-sections)")
     analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
                          help="Spearman rank correlation of two per-observer metric columns over the models "
                               "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias)")
@@ -124,16 +107,16 @@ def run_analyze(args) -> int:
     df = load_for_report(args.sources)
     if options.n_choices is None:
         options = replace(options, n_choices=n_choices_of(args.sources, df))
-    only = {"observers"} if args.correlate else ({METRICS[args.metric][0]} if args.metric else None)
+    only = {"observers"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric else None)
     result = analyze(df, options, only=only)
     if args.correlate:
         summary = result.tables["observer_summary"]
         models = summary[summary["observer_kind"] == "model"]
         table = pd.DataFrame([rank_correlation(models, *args.correlate, observers=options.model_set)])
     elif args.metric:
-        _, name, needs = METRICS[args.metric]
+        section, name, needs = metric_table(args.metric)
         if name not in result.tables:
-            why = "".join(f"; {note}" for note in result.notes)
+            why = f"; {result.missing[section]}" if section in result.missing else ""
             raise ReportError(f"metric {args.metric!r} needs {needs}; these responses have none{why}")
         table = result.tables[name]
         if args.metric == "shape-bias":
