@@ -387,3 +387,42 @@ def threshold_comparison(thresholds: pd.DataFrame):
     axes[0, 0].invert_yaxis()
     fig.tight_layout()
     return fig
+
+
+def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = None):
+    """QUEST+ posterior thresholds with 95 % credible intervals (hollow squares; pooled: filled), one panel per
+    adaptive condition, beside the psychometric-fit thresholds of the fixed-level trials on the same stimulus
+    axis (circles). The two are different definitions: QUEST+'s t is the midpoint of its own model
+    ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's the half-way point to chance from the originals."""
+    conditions = sorted(adaptive["condition"].unique())
+    fits = fixed[fixed["condition"].isin(conditions)] if fixed is not None and len(fixed) else None
+    fits = fits[[_brackets(r) for r in fits.itertuples()]] if fits is not None else None
+    observers = list(dict.fromkeys(list(adaptive.sort_values(["fit", "observer"])["observer"])
+                                   + ([] if fits is None else list(fits["observer"]))))
+    fig, axes = plt.subplots(1, len(conditions), figsize=(4.6 * len(conditions) + 1, 0.42 * len(observers) + 1.8),
+                             squeeze=False, sharey=True)
+    for ax, condition in zip(axes[0], conditions):
+        for row in adaptive[adaptive["condition"] == condition].itertuples():
+            if not np.isfinite(row.threshold):
+                continue
+            colour = HUMAN if row.observer_kind == "human" else series_styles(["model"])["model"]["color"]
+            ax.errorbar(row.threshold, observers.index(row.observer) - 0.12,
+                        xerr=[[max(row.threshold - row.ci_low, 0)], [max(row.ci_high - row.threshold, 0)]],
+                        fmt="s", mfc=colour if row.fit == "pooled" else "white", color=colour, capsize=3,
+                        label="QUEST+ posterior threshold (adaptive block)")
+        if fits is not None:
+            for row in fits[fits["condition"] == condition].itertuples():
+                colour = HUMAN if row.observer_kind == "human" else series_styles(["model"])["model"]["color"]
+                ax.errorbar(row.threshold, observers.index(row.observer) + 0.12,
+                            xerr=[[row.threshold - row.threshold_ci_low], [row.threshold_ci_high - row.threshold]],
+                            fmt="o", color=colour, capsize=3,
+                            label="psychometric fit of fixed levels, half-way threshold (different definition)")
+        axis = None if fits is None or fits[fits["condition"] == condition].empty else \
+            fits.loc[fits["condition"] == condition, "axis"].iloc[0]
+        ax.set_title(condition.replace("_", " "))
+        ax.set_xlabel(f"threshold, {UNITS.get(axis, axis)}" if axis else "threshold (stimulus axis of the plan)")
+    axes[0, 0].set_yticks(range(len(observers)), observers)
+    axes[0, 0].invert_yaxis()
+    fig.tight_layout()
+    legend_outside(fig, axes)
+    return fig

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -88,3 +89,29 @@ def test_sections_follow_the_design(tmp_path):
     for stem in ("reliance", "shape_bias"):
         folder = tmp_path / ("suppression" if stem == "reliance" else "conflict") / "figures"
         assert {p.suffix for p in folder.glob(f"{stem}.*")} == {".png", ".svg", ".pdf"}
+
+
+def test_adaptive_blocks_report_each_posterior_and_the_pooled_threshold(tmp_path):
+    """Two people's QUEST+ blocks: the last posterior of each, and the inverse-variance pooled one.
+    By hand: intervals 6-10 and 8-16 -> sd 2/z and 4/z, weights 4:1, pooled mean (4*8 + 12)/5 = 8.8,
+    half-width z / sqrt(z^2/4 + z^2/16) = 2 / sqrt(1.25) = 1.78885."""
+    rows = []
+    for observer, steps in (("p1", [(9.0, 3.0, 15.0), (8.0, 6.0, 10.0)]), ("p2", [(12.0, 8.0, 16.0)])):
+        for i, (t, lo, hi) in enumerate(steps):
+            rows.append({"experiment": "toy", "observer": observer, "observer_kind": "human",
+                         "session": "adaptive-blur", "trial_index": i, "trial_id": f"cat{i}-blur", "role": "test",
+                         "trial_type": "classify", "condition": "blur", "level": 3 + i, "params": {"sigma": 3 + i},
+                         "category": "cat", "response": "cat", "correct_answer": "cat", "correct": 1,
+                         "rt_ms": 500.0, "adaptive": {"threshold": t, "ci_low": lo, "ci_high": hi,
+                                                      "trials": i + 1}})
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write_many(rows)
+    html = write_report([tmp_path / "r.sqlite"], tmp_path / "out", options=AnalysisOptions(n_boot=20),
+                        progress=False).read_text()
+    table = pd.read_csv(tmp_path / "out" / "tables" / "adaptive_thresholds.csv").set_index("observer")
+    assert table.loc["p1", ["threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 6.0, 10.0, 2]
+    assert table.loc["p2", "threshold"] == 12.0
+    pooled = table.loc["humans (pooled)"]
+    assert pooled["threshold"] == pytest.approx(8.8)
+    assert pooled["ci_high"] - pooled["threshold"] == pytest.approx(2 / np.sqrt(1.25))
+    assert 'id="adaptive"' in html and (tmp_path / "out" / "figures" / "adaptive.svg").is_file()

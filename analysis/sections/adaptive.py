@@ -1,0 +1,83 @@
+"""Adaptive (QUEST+) blocks: each observer's posterior threshold, pooled per kind, beside the fixed-level fits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .. import plots
+from .base import Section, register
+
+Z95 = stats.norm.ppf(0.975)
+
+
+def posterior(value) -> dict:
+    """The ``adaptive`` column of a response row (JSON text or dict) as a dict; {} when absent."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        return json.loads(value)
+    return {}
+
+
+def final_posteriors(scored: pd.DataFrame) -> pd.DataFrame:
+    """Per observer and adaptive condition, QUEST+'s posterior after the observer's last answer
+    (``threshold``, ``ci_low``, ``ci_high``, ``trials``), on the condition's stimulus axis."""
+    rows = scored[scored["adaptive"].map(bool)] if "adaptive" in scored else scored.iloc[:0]
+    out = []
+    for (observer, kind, condition), g in rows.groupby(["observer", "observer_kind", "condition"]):
+        last = posterior(g.sort_values("trial_index")["adaptive"].iloc[-1])
+        out.append({"observer": observer, "observer_kind": kind, "condition": condition, "fit": "individual",
+                    "threshold": last.get("threshold"), "ci_low": last.get("ci_low"), "ci_high": last.get("ci_high"),
+                    "trials": int(len(g)), "accuracy": float(g["correct"].mean())})
+    return pd.DataFrame(out, columns=["observer", "observer_kind", "condition", "fit", "threshold", "ci_low",
+                                      "ci_high", "trials", "accuracy"])
+
+
+def pooled(per_observer: pd.DataFrame) -> pd.DataFrame:
+    """Inverse-variance (fixed-effect) pooling of the observers' posteriors per kind and condition: each
+    posterior read as normal with sd = (ci_high - ci_low) / (2 z_0.975); pooled mean = sum(w t) / sum(w),
+    95 % interval mean +- z_0.975 / sqrt(sum(w)), w = 1 / sd^2 (fixed-effect model, Borenstein et al. 2009, ch. 11).
+    Observers with a zero-width interval are left out (no variance to weight by)."""
+    rows = []
+    for (kind, condition), g in per_observer.groupby(["observer_kind", "condition"]):
+        sd = (g["ci_high"].astype(float) - g["ci_low"].astype(float)) / (2 * Z95)
+        ok = np.isfinite(sd) & (sd > 0) & np.isfinite(g["threshold"].astype(float))
+        if not ok.any():
+            continue
+        w = 1 / sd[ok] ** 2
+        mean = float((w * g.loc[ok, "threshold"].astype(float)).sum() / w.sum())
+        half = float(Z95 / np.sqrt(w.sum()))
+        rows.append({"observer": f"{kind}s (pooled)", "observer_kind": kind, "condition": condition, "fit": "pooled",
+                     "threshold": mean, "ci_low": mean - half, "ci_high": mean + half,
+                     "trials": int(g.loc[ok, "trials"].sum()), "accuracy": np.nan})
+    return pd.DataFrame(rows, columns=per_observer.columns)
+
+
+@register
+class Adaptive(Section):
+    """QUEST+ posterior thresholds of adaptive blocks, per observer and pooled (Watson 2017)."""
+
+    name = "adaptive"
+    title = "Adaptive thresholds (QUEST+)"
+    order = 25
+    metrics = {"adaptive": "adaptive_thresholds"}
+    needs = "answers of adaptive blocks (the 'adaptive' column)"
+
+    def applies(self, scored):
+        return "adaptive" in scored and bool(scored["adaptive"].map(bool).any())
+
+    def compute(self, result, scored, options, n_choices):
+        per = final_posteriors(scored)
+        both = pd.concat([per, pooled(per)], ignore_index=True) if len(per) else per
+        result.tables["adaptive_thresholds"] = both
+        if not both["threshold"].notna().any():
+            return "adaptive blocks have answers but no posterior threshold yet"
+        return None
+
+    def figures(self, analysis, reference):
+        fixed = analysis.tables.get("thresholds")
+        return {"adaptive": plots.adaptive_thresholds(analysis.tables["adaptive_thresholds"], fixed)}
