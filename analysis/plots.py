@@ -22,7 +22,7 @@ from .metrics import wilson_ci  # noqa: E402
 
 UNITS = {"grid": "grid cells per side", "sigma": "σ (px)", "d": "d (px)", "sigma_color": "σ_colour (intensity)",
          "sigma_space": "σ_space (px)", "alpha": "grayscale blend α", "k": "kernel size (px)",
-         "kernel": "kernel size (px)", "cells": "Voronoi cells", "steps": "diffusion steps", "severity": "severity",
+         "kernel": "kernel size (px)", "ksize": "kernel size (px)", "cells": "Voronoi cells", "steps": "diffusion steps", "severity": "severity",
          "angle": "angle (°)", "condition": "condition"}
 """Parameter -> axis label with its unit (stimuli.suppression's parameters)."""
 
@@ -179,10 +179,12 @@ def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame):
                 **{k: v for k, v in human_style().items() if k != "ls"})
         overall_h = overall.loc[overall["observer_kind"] == "human", "shape_bias"].mean()
         ax.axvline(overall_h, color=HUMAN, lw=1.5, ls="-")
-    for model in models:
+    dodge = 0.5 / max(len(models), 1)
+    for i, model in enumerate(models):
         m = per_category[per_category["observer"] == model]
         style = styles[model]
-        ax.plot(m["shape_bias"], m["category"].map(y), ls="none", ms=6, alpha=0.9, zorder=3, label=model,
+        offset = (i - (len(models) - 1) / 2) * dodge  # side by side in a row, so no marker hides another
+        ax.plot(m["shape_bias"], m["category"].map(y) + offset, ls="none", ms=6, alpha=0.9, zorder=3, label=model,
                 marker=style["marker"], color=style["color"], mfc=style["mfc"])
         ax.axvline(overall.loc[overall["observer"] == model, "shape_bias"].iloc[0], color=style["color"], lw=1.2,
                    ls="--")
@@ -220,6 +222,7 @@ def consistency_matrix_plot(matrix: pd.DataFrame, kinds: pd.Series):
                             color="white" if abs(v) > 0.6 * lim else "black")
     fig.colorbar(im, ax=ax, shrink=0.8, label="error consistency kappa")
     ax.set_title("Error consistency (Cohen's kappa) on shared trials")
+    ax.grid(False)
     ax.spines[:].set_visible(True)
     fig.tight_layout()
     return fig

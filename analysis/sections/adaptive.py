@@ -23,10 +23,15 @@ def posterior(value) -> dict:
     return {}
 
 
+def has_posterior(column: pd.Series) -> pd.Series:
+    """Rows whose ``adaptive`` column holds a posterior (missing values of any dtype count as none)."""
+    return column.map(lambda v: isinstance(v, dict) or (isinstance(v, str) and bool(v))).astype(bool)
+
+
 def final_posteriors(scored: pd.DataFrame) -> pd.DataFrame:
     """Per observer and adaptive condition, QUEST+'s posterior after the observer's last answer
     (``threshold``, ``ci_low``, ``ci_high``, ``trials``), on the condition's stimulus axis."""
-    rows = scored[scored["adaptive"].map(bool)] if "adaptive" in scored else scored.iloc[:0]
+    rows = scored[has_posterior(scored["adaptive"])] if "adaptive" in scored else scored.iloc[:0]
     out = []
     for (observer, kind, condition), g in rows.groupby(["observer", "observer_kind", "condition"]):
         last = posterior(g.sort_values("trial_index")["adaptive"].iloc[-1])
@@ -68,7 +73,7 @@ class Adaptive(Section):
     needs = "answers of adaptive blocks (the 'adaptive' column)"
 
     def applies(self, scored):
-        return "adaptive" in scored and bool(scored["adaptive"].map(bool).any())
+        return "adaptive" in scored and bool(has_posterior(scored["adaptive"]).any())
 
     def compute(self, result, scored, options, n_choices):
         per = final_posteriors(scored)

@@ -17,12 +17,16 @@ class NoiseCeilings(Section):
     needs = "two observers of a kind"
 
     def compute(self, result, scored, options, n_choices):
+        humans = scored[scored["observer_kind"] == "human"]
+        per_trial = int(humans.groupby("trial_id")["observer"].nunique().max()) if len(humans) else 0
+        if 0 < per_trial < 2:
+            return f"noise ceiling needs >= 2 people per trial; {per_trial} so far"
         ceilings, relative = consistency.ceilings_and_models(scored, seed=options.seed)
         if len(ceilings):
             result.tables["noise_ceilings"] = ceilings
         if len(relative):
             result.tables["model_vs_human_ceiling"] = relative
-        humans = ceilings[ceilings["group"] == "human"] if len(ceilings) else ceilings
-        if not len(humans):
+        human_rows = ceilings[ceilings["group"] == "human"] if len(ceilings) else ceilings
+        if not len(human_rows):
             return "noise ceiling needs >= 2 people per trial; 0 so far"
-        return consistency.ceiling_note(humans.iloc[0].to_dict()) or None
+        return consistency.ceiling_note(human_rows.iloc[0].to_dict()) or None
