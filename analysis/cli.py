@@ -68,6 +68,34 @@ def register(sub) -> None:
     analyze.add_argument("--out", type=Path, default=None, help="also write the table as CSV (needs --metric)")
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
+    _register_plan(sub)
+
+
+def _register_plan(sub) -> None:
+    plan = sub.add_parser(
+        "plan", help="participants needed to detect a human-model difference, simulated from a pilot",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="From the pilot's per-person differences to a model, simulate how many people the paired "
+                    "t-test needs to detect --effect (a difference in accuracy, e.g. 0.1) at --power; the "
+                    "assumptions and pingouin's analytic power are printed beside the answer.")
+    plan.add_argument("source", type=Path, help="pilot experiment directory or response file")
+    plan.add_argument("--effect", type=float, required=True, help="human - model accuracy difference to detect")
+    plan.add_argument("--power", type=float, default=0.8)
+    plan.add_argument("--alpha", type=float, default=0.05)
+    plan.add_argument("--model", default=None, help="model observer to compare with (default: the first)")
+    plan.add_argument("--simulations", type=int, default=4000, help="simulated studies per sample size")
+    _analysis_options(plan)
+    plan.set_defaults(func=run_plan)
+
+
+def run_plan(args) -> int:
+    from .plan import plan
+    from .report import analyze, load_for_report
+
+    scored = analyze(load_for_report([args.source]), options_from(args), only={"accuracy"}).cleaned.scored
+    result = plan(scored, args.effect, args.power, args.alpha, args.model, sims=args.simulations, seed=args.seed)
+    print("\n".join(result.lines()))
+    return 0
 
 
 def options_from(args):
