@@ -420,10 +420,9 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
                             xerr=[[row.threshold - row.threshold_ci_low], [row.threshold_ci_high - row.threshold]],
                             fmt="o", color=colour, capsize=3,
                             label="psychometric fit of fixed levels, half-way threshold (different definition)")
-        axis = None if fits is None or fits[fits["condition"] == condition].empty else \
-            fits.loc[fits["condition"] == condition, "axis"].iloc[0]
+        axis = adaptive.loc[adaptive["condition"] == condition, "axis"].iloc[0]
         ax.set_title(condition.replace("_", " "))
-        ax.set_xlabel(f"threshold, {UNITS.get(axis, axis)}" if axis else "threshold (stimulus axis of the plan)")
+        ax.set_xlabel(f"threshold, {UNITS.get(axis, axis)}")
     axes[0, 0].set_yticks(range(len(observers)), observers)
     axes[0, 0].invert_yaxis()
     fig.tight_layout()

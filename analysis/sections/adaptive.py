@@ -8,7 +8,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from cuebench.adaptive import stimulus_axis
+
 from .. import plots
+from ..load import params_of
 from .base import Section, register
 
 Z95 = stats.norm.ppf(0.975)
@@ -35,10 +38,13 @@ def final_posteriors(scored: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (observer, kind, condition), g in rows.groupby(["observer", "observer_kind", "condition"]):
         last = posterior(g.sort_values("trial_index")["adaptive"].iloc[-1])
-        out.append({"observer": observer, "observer_kind": kind, "condition": condition, "fit": "individual",
+        grid = scored[scored["condition"] == condition].dropna(subset=["level"]).drop_duplicates("level")
+        axis, _ = stimulus_axis({int(r.level): params_of(r.params) for r in grid.itertuples()})
+        out.append({"observer": observer, "observer_kind": kind, "condition": condition, "axis": axis,
+                    "fit": "individual",
                     "threshold": last.get("threshold"), "ci_low": last.get("ci_low"), "ci_high": last.get("ci_high"),
                     "trials": int(len(g)), "accuracy": float(g["correct"].mean())})
-    return pd.DataFrame(out, columns=["observer", "observer_kind", "condition", "fit", "threshold", "ci_low",
+    return pd.DataFrame(out, columns=["observer", "observer_kind", "condition", "axis", "fit", "threshold", "ci_low",
                                       "ci_high", "trials", "accuracy"])
 
 
@@ -46,17 +52,18 @@ def pooled(per_observer: pd.DataFrame) -> pd.DataFrame:
     """Inverse-variance (fixed-effect) pooling of the observers' posteriors per kind and condition: each
     posterior read as normal with sd = (ci_high - ci_low) / (2 z_0.975); pooled mean = sum(w t) / sum(w),
     95 % interval mean +- z_0.975 / sqrt(sum(w)), w = 1 / sd^2 (fixed-effect model, Borenstein et al. 2009, ch. 11).
-    Observers with a zero-width interval are left out (no variance to weight by)."""
+    Observers with a zero-width interval are left out (no variance to weight by); one observer is not pooled."""
     rows = []
     for (kind, condition), g in per_observer.groupby(["observer_kind", "condition"]):
         sd = (g["ci_high"].astype(float) - g["ci_low"].astype(float)) / (2 * Z95)
         ok = np.isfinite(sd) & (sd > 0) & np.isfinite(g["threshold"].astype(float))
-        if not ok.any():
+        if ok.sum() < 2:
             continue
         w = 1 / sd[ok] ** 2
         mean = float((w * g.loc[ok, "threshold"].astype(float)).sum() / w.sum())
         half = float(Z95 / np.sqrt(w.sum()))
-        rows.append({"observer": f"{kind}s (pooled)", "observer_kind": kind, "condition": condition, "fit": "pooled",
+        rows.append({"observer": f"{kind}s (pooled)", "observer_kind": kind, "condition": condition,
+                     "axis": g["axis"].iloc[0], "fit": "pooled",
                      "threshold": mean, "ci_low": mean - half, "ci_high": mean + half,
                      "trials": int(g.loc[ok, "trials"].sum()), "accuracy": np.nan})
     return pd.DataFrame(rows, columns=per_observer.columns)
