@@ -278,6 +278,7 @@ def cd_plot(result):
 
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * result.n_methods))
     cd_diagram(result, ax=ax)
+    ax.grid(False)
     fig.tight_layout()
     return fig
 
