@@ -162,10 +162,11 @@ def reference_bars(reference: pd.DataFrame):
     return fig
 
 
-def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame):
+def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame, published: pd.DataFrame | None = None):
     """Geirhos et al. 2019 Fig. 4 style: one row per shape category, x = fraction of shape decisions
     (top) / texture decisions (bottom); humans black diamonds (mean over humans, individuals as small dots),
-    each model its own colour and marker; vertical lines mark each observer's overall shape bias."""
+    each model its own colour and marker; vertical lines mark each observer's overall shape bias, and a grey
+    dash-dotted one the published human mean (``published``: :func:`analysis.reference.geirhos2019_shape_bias`)."""
     categories = sorted(per_category["category"].unique(), reverse=True)
     y = {c: i for i, c in enumerate(categories)}
     fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(categories) + 2.2))
@@ -188,6 +189,11 @@ def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame):
                 marker=style["marker"], color=style["color"], mfc=style["mfc"])
         ax.axvline(overall.loc[overall["observer"] == model, "shape_bias"].iloc[0], color=style["color"], lw=1.2,
                    ls="--")
+    if published is not None:
+        humans_published = published[published["observer"].str.startswith("Humans")].iloc[0]
+        ax.axvline(humans_published["shape_bias"], color=REFERENCE, lw=1.5, ls="-.",
+                   label=f"{humans_published['observer']}: {humans_published['shape_bias']:.3f}, "
+                         f"{humans_published['source']}")
     ax.set_yticks(range(len(categories)), categories)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.7, len(categories) - 0.3)

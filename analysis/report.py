@@ -217,9 +217,12 @@ def render_html(analysis: Analysis, figures: dict[str, bytes], sources, compare,
     images = {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in figures.items()}
     tables = {name: html_table(t, p_values=name == "nemenyi_p") for name, t in analysis.tables.items() if len(t)}
     burgert = reference_name == "burgert2025" and "reliance" in analysis.sections
+    geirhos = reference_name is not None and "shape-bias" in analysis.sections
     context = {"images": images, "tables": tables, "summary": analysis.summary,
                "reference_table": html_table(reference_wide()) if burgert else None,
-               "reference_label": published.BURGERT2025_LABEL}
+               "reference_label": published.BURGERT2025_LABEL,
+               "shape_bias_reference": html_table(published.geirhos2019_shape_bias()) if geirhos else None,
+               "shape_bias_label": published.GEIRHOS2019_LABEL}
     shown = []
     for section in sections.ordered(analysis.sections):
         if section.name in analysis.sections:

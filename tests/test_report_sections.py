@@ -83,6 +83,7 @@ def test_sections_follow_the_design(tmp_path):
     sup_html = (tmp_path / "suppression" / "report.html").read_text()
     cc_html = (tmp_path / "conflict" / "report.html").read_text()
     assert "Burgert et al. 2025, Table 3" in sup_html and "Burgert" not in cc_html
+    assert "Geirhos et al. 2019, cue-conflict experiment" in cc_html and "Geirhos et al. 2019, cue" not in sup_html
     assert 'id="shape-bias"' not in sup_html and 'id="oddity"' not in sup_html and 'id="oddity"' not in cc_html
     # two people: noise ceiling and t-intervals say what they need instead of printing nan
     assert not re.search(r"\bnan\b", re.sub(r'src="data:[^"]*"', "", sup_html), re.IGNORECASE)
@@ -115,3 +116,19 @@ def test_adaptive_blocks_report_each_posterior_and_the_pooled_threshold(tmp_path
     assert pooled["threshold"] == pytest.approx(8.8)
     assert pooled["ci_high"] - pooled["threshold"] == pytest.approx(2 / np.sqrt(1.25))
     assert 'id="adaptive"' in html and (tmp_path / "out" / "figures" / "adaptive.svg").is_file()
+
+
+def test_published_shape_biases_match_the_released_geirhos_data(shared):
+    """The reference values the cue-conflict report shows, recomputed from the raw data of Geirhos et al. 2019."""
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+    from analysis.metrics import shape_bias
+    from analysis.reference import GEIRHOS2019_SHAPE_BIAS
+
+    scored = apply_exclusions(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")).scored
+    bias = shape_bias(scored).set_index("observer")["shape_bias"]
+    humans = bias[bias.index.str.startswith("subject-")]
+    assert len(humans) == 10
+    assert round(humans.mean(), 3) == GEIRHOS2019_SHAPE_BIAS["Humans (mean of 10)"]
+    for name, key in (("alexnet", "AlexNet"), ("googlenet", "GoogLeNet"), ("vgg", "VGG-16")):
+        assert round(bias[name], 3) == GEIRHOS2019_SHAPE_BIAS[key]

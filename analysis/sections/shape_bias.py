@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import metrics, plots
+from ..reference import geirhos2019_shape_bias as reference_table
 from .base import Section, register
 
 
@@ -40,4 +41,5 @@ class ShapeBias(Section):
         t = analysis.tables
         if not t["shape_bias"]["shape_bias"].notna().any():
             return {}
-        return {"shape_bias": plots.shape_bias_plot(t["shape_bias_by_category"], t["shape_bias"])}
+        published = reference_table() if reference else None
+        return {"shape_bias": plots.shape_bias_plot(t["shape_bias_by_category"], t["shape_bias"], published)}
