@@ -365,7 +365,7 @@ def threshold_comparison(thresholds: pd.DataFrame):
     """Each model's threshold with its 95 % credible interval against the pooled human one (red band),
     one panel per condition; single participants as small dots. None when no threshold was fitted."""
     fitted = thresholds[thresholds["threshold"].notna() & np.isfinite(thresholds["threshold"].astype(float))]
-    fitted = fitted[[_brackets(row) for row in fitted.itertuples()]]
+    fitted = fitted[np.array([_brackets(row) for row in fitted.itertuples()], dtype=bool)]
     conditions = sorted(fitted["condition"].unique())
     if not conditions:
         return None
@@ -406,7 +406,7 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
     ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's the half-way point to chance from the originals."""
     conditions = sorted(adaptive["condition"].unique())
     fits = fixed[fixed["condition"].isin(conditions)] if fixed is not None and len(fixed) else None
-    fits = fits[[_brackets(r) for r in fits.itertuples()]] if fits is not None else None
+    fits = fits[np.array([_brackets(r) for r in fits.itertuples()], dtype=bool)] if fits is not None else None
     observers = list(dict.fromkeys(list(adaptive.sort_values(["fit", "observer"])["observer"])
                                    + ([] if fits is None else list(fits["observer"]))))
     fig, axes = plt.subplots(1, len(conditions), figsize=(4.6 * len(conditions) + 1, 0.42 * len(observers) + 1.8),
