@@ -6,28 +6,8 @@ import argparse
 
 from cuebench.paths import user_path
 
-# --metric name -> (analysis step that computes it, table name in analysis.report.Analysis.tables, what it needs)
-METRICS = {
-    "accuracy": ("accuracy", "accuracy", "scored trials"),
-    "group-accuracy": ("accuracy", "group_accuracy", "scored trials"),
-    "relative-accuracy": ("accuracy", "relative_accuracy", "'original' and suppression trials"),
-    "reliance": ("accuracy", "group_relative_accuracy", "'original' and suppression trials"),
-    "shape-bias": ("shape_bias", "shape_bias", "cue-conflict trials (texture_category != category)"),
-    "shape-bias-category": ("shape_bias", "shape_bias_by_category", "cue-conflict trials"),
-    "cue-decomposition": ("cue_decomposition", "cue_decomposition", "original, shape_cue and texture_cue trials"),
-    "oddity": ("oddity", "oddity", "oddity trials"),
-    "thresholds": ("thresholds", "thresholds", "suppression trials on an ordered grid of levels"),
-    "quest-thresholds": ("quest", "quest_thresholds", "answers of adaptive (QUEST+) blocks"),
-    "error-consistency": ("consistency", "error_consistency", "two observers"),
-    "noise-ceiling": ("ceilings", "noise_ceilings", "two observers of a kind"),
-    "model-ceiling": ("ceilings", "model_vs_human_ceiling", "humans and models"),
-    "ttests": ("ttests", "ttests", "humans and models"),
-    "friedman": ("ranks", "friedman_ranks", "two methods and two blocks"),
-    "nemenyi": ("ranks", "nemenyi_p", "two methods and two blocks"),
-    "correlations": ("observers", "rank_correlations", "three models"),
-    "observers": ("observers", "observer_summary", "scored trials"),
-    "exclusions": ("accuracy", "exclusion_summary", "responses"),
-}
+from .sections import all_metrics, metric_table
+
 MAIN_TABLES = ("exclusion_summary", "group_accuracy", "group_relative_accuracy", "shape_bias", "cue_decomposition",
                "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
 SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
@@ -82,13 +62,43 @@ def register(sub) -> None:
         description="Quick look at responses in the terminal. --metric shape-bias prints "
                     "observer,shape_bias,n_shape,n_texture.")
     analyze.add_argument("sources", nargs="+", type=user_path, help="experiment directories, response files, raw CSV folders")
-    analyze.add_argument("--metric", choices=sorted(METRICS), default=None, help="print only this table")
+    analyze.add_argument("--metric", choices=all_metrics(), default=None,
+                         help="print only this table (each report section offers its own, see cuebench list "
+                              "report-sections)")
     analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
                          help="Spearman rank correlation of two per-observer metric columns over the models "
                               "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias)")
     analyze.add_argument("--out", type=user_path, default=None, help="also write the table as CSV (needs --metric)")
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
+    _register_plan(sub)
+
+
+def _register_plan(sub) -> None:
+    plan = sub.add_parser(
+        "plan", help="participants needed to detect a human-model difference, simulated from a pilot",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="From the pilot's per-person differences to a model, simulate how many people the paired "
+                    "t-test needs to detect --effect (a difference in accuracy, e.g. 0.1) at --power; the "
+                    "assumptions and pingouin's analytic power are printed beside the answer.")
+    plan.add_argument("source", type=user_path, help="pilot experiment directory or response file")
+    plan.add_argument("--effect", type=float, required=True, help="human - model accuracy difference to detect")
+    plan.add_argument("--power", type=float, default=0.8)
+    plan.add_argument("--alpha", type=float, default=0.05)
+    plan.add_argument("--model", default=None, help="model observer to compare with (default: the first)")
+    plan.add_argument("--simulations", type=int, default=4000, help="simulated studies per sample size")
+    _analysis_options(plan)
+    plan.set_defaults(func=run_plan)
+
+
+def run_plan(args) -> int:
+    from .plan import plan
+    from .report import analyze, load_for_report
+
+    scored = analyze(load_for_report([args.source]), options_from(args), only={"accuracy"}).cleaned.scored
+    result = plan(scored, args.effect, args.power, args.alpha, args.model, sims=args.simulations, seed=args.seed)
+    print("\n".join(result.lines()))
+    return 0
 
 
 def options_from(args):
@@ -130,16 +140,16 @@ def run_analyze(args) -> int:
     df = load_for_report(args.sources)
     if options.n_choices is None:
         options = replace(options, n_choices=n_choices_of(args.sources, df))
-    only = {"observers"} if args.correlate else ({METRICS[args.metric][0]} if args.metric else None)
+    only = {"observers"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric else None)
     result = analyze(df, options, only=only)
     if args.correlate:
         summary = result.tables["observer_summary"]
         models = summary[summary["observer_kind"] == "model"]
         table = pd.DataFrame([rank_correlation(models, *args.correlate, observers=options.model_set)])
     elif args.metric:
-        _, name, needs = METRICS[args.metric]
+        section, name, needs = metric_table(args.metric)
         if name not in result.tables:
-            why = "".join(f"; {note}" for note in result.notes)
+            why = f"; {result.missing[section]}" if section in result.missing else ""
             raise ReportError(f"metric {args.metric!r} needs {needs}; these responses have none{why}")
         table = result.tables[name]
         if args.metric == "shape-bias":

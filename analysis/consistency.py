@@ -136,9 +136,16 @@ def noise_ceiling(matrix: pd.DataFrame, measure: str = "accuracy", n_splits: int
             first, second = perm[: n_obs // 2], perm[n_obs // 2:]
             halves.append(_agreement(np.nanmean(values[:, first], axis=1), np.nanmean(values[:, second], axis=1),
                                      measure))
-    split = float(np.nanmean(halves)) if not np.all(np.isnan(halves)) else np.nan
-    return out | {"lower": float(np.nanmean(lower)), "upper": float(np.nanmean(upper)), "lower_sd": float(np.nanstd(lower, ddof=1)),
+    split = _mean_of_finite(halves)
+    return out | {"lower": _mean_of_finite(lower), "upper": _mean_of_finite(upper),
+                  "lower_sd": float(np.nanstd(lower, ddof=1)) if np.isfinite(lower).sum() >= 2 else np.nan,
                   "split_half": split, "split_half_sb": spearman_brown(split)}
+
+
+def _mean_of_finite(values) -> float:
+    """Mean of the defined values; NaN (not a warning) when none is defined."""
+    values = np.asarray(values, dtype=float)
+    return float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else np.nan
 
 
 def agreement_with_group(profile: pd.Series, matrix: pd.DataFrame, measure: str = "accuracy") -> float:
@@ -165,9 +172,30 @@ def ceilings_and_models(scored: pd.DataFrame, n_splits: int = 100, seed: int = 0
         human_ceiling = next(c for c in ceilings if c["group"] == "human" and c["measure"] == measure)
         for model in models:
             agree = agreement_with_group(matrix[model], matrix[humans], measure)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                relative.append({"observer": model, "measure": measure, "agreement": agree,
-                                 "ceiling_lower": human_ceiling["lower"], "ceiling_upper": human_ceiling["upper"],
-                                 "relative_to_lower": agree / human_ceiling["lower"],
-                                 "relative_to_upper": agree / human_ceiling["upper"]})
+            lower, upper = human_ceiling["lower"], human_ceiling["upper"]
+            relative.append({"observer": model, "measure": measure, "agreement": agree,
+                             "ceiling_lower": lower, "ceiling_upper": upper,
+                             "relative_to_lower": ratio_to_ceiling(agree, lower),
+                             "relative_to_upper": ratio_to_ceiling(agree, upper),
+                             "note": ceiling_note(human_ceiling)})
     return pd.DataFrame(ceilings), pd.DataFrame(relative)
+
+
+def ratio_to_ceiling(agreement: float, ceiling: float) -> float:
+    """agreement / ceiling, only where the ceiling is positive: a ratio to a zero or negative ceiling
+    (people who do not agree with each other) has no meaning as "fraction of the explainable"."""
+    if not (np.isfinite(agreement) and np.isfinite(ceiling) and ceiling > 0):
+        return np.nan
+    return float(agreement / ceiling)
+
+
+def ceiling_note(ceiling: dict) -> str:
+    """One line on why a ceiling (or a ratio to it) is missing; empty when both bounds are usable."""
+    if ceiling["observers"] < 2:
+        return f"noise ceiling needs >= 2 people per trial; {ceiling['observers']} so far"
+    bounds = [ceiling["lower"], ceiling["upper"]]
+    if any(not np.isfinite(b) for b in bounds):
+        return "noise ceiling undefined: every observer answers every shared trial alike (no item-wise variance)"
+    if any(b <= 0 for b in bounds):
+        return "noise ceiling <= 0 (observers do not agree with each other): no ratio to it"
+    return ""

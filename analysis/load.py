@@ -20,7 +20,8 @@ Raw-format mapping (documented in docs/analysis.md):
   (``bicycle``), set only when the name has a ``-`` (cue-conflict images);
 - ``condition`` = the data set (the folder's name, e.g. ``cue-conflict``), ``params`` =
   ``{"condition": <raw value>}``, ``level`` = position of the raw value among the data
-  set's sorted distinct values;
+  set's sorted distinct values; a raw value written by cuebench's own export,
+  ``<condition>:<level>:<k>=<json>,...``, gives back that condition, level and parameters;
 - ``na`` answers become an empty response with ``timed_out = 1`` (scored wrong);
   ``rt`` seconds -> ``rt_ms``; ``Session`` is accepted for ``session``.
 """
@@ -236,7 +237,9 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
     trial = pd.to_numeric(raw["trial"], errors="coerce")
     if trial.isna().any():
         raise LoadError(f"{path}: column 'trial' has a non-numeric value {raw['trial'][trial.isna()].iloc[0]!r}")
+    raw["condition"] = raw["condition"].astype(str)
     raw_conditions = sorted(raw["condition"].unique(), key=_natural_key)
+    decoded = {c: decode_condition(c) for c in raw_conditions}
     answer = raw["object_response"].str.strip()
     no_answer = answer.isin([NO_ANSWER, ""])
     kinds = {subject: observer_kind(subject, subject_rt) for subject, subject_rt in rt.groupby(raw["subj"])}
@@ -249,9 +252,9 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
         "trial_id": trial_ids,
         "role": "test",
         "trial_type": "classify",
-        "condition": dataset,
-        "level": raw["condition"].map(raw_conditions.index),
-        "params": raw["condition"].map(lambda c: json.dumps({"condition": c})),
+        "condition": raw["condition"].map(lambda c: decoded[c][0] if decoded[c] else dataset),
+        "level": raw["condition"].map(lambda c: decoded[c][1] if decoded[c] else raw_conditions.index(c)),
+        "params": raw["condition"].map(lambda c: json.dumps(decoded[c][2] if decoded[c] else {"condition": c})),
         "category": raw["category"],
         "texture_category": raw["imagename"].map(texture_class),
         "source_image": raw["imagename"].map(stimulus_name),
@@ -263,6 +266,22 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
         "timed_out": no_answer.astype(int),
     })
     return conform(out, path)
+
+
+def decode_condition(value: str) -> tuple[str, float | None, dict] | None:
+    """cuebench's own export writes ``<condition>:<level>:<k>=<json>,...`` (``cuebench.export.mvh_condition``)
+    -> (condition, level, params); None for any other raw value (a model-vs-human condition label)."""
+    parts = value.split(":", 2)
+    if len(parts) != 3 or not parts[0] or (parts[1] and not parts[1].lstrip("-").isdigit()):
+        return None
+    params = {}
+    for pair in filter(None, parts[2].split(",")):
+        key, _, text = pair.partition("=")
+        try:
+            params[key] = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+    return parts[0], int(parts[1]) if parts[1] else None, params
 
 
 def _natural_key(value: str):

@@ -77,15 +77,39 @@ def accuracy(scored: pd.DataFrame) -> pd.DataFrame:
     return grouped
 
 
+MIN_T_OBSERVERS = 3
+"""A t-interval across observers needs at least this many: with two, t(0.975, 1) = 12.7 makes the
+interval many times wider than the scale itself, which says nothing a reader can use."""
+
+BOUNDS = {"accuracy": (0.0, 1.0), "relative_accuracy": (0.0, None), "chance_corrected": (None, None)}
+"""The range each per-observer value can take; intervals are clipped to it (a proportion's interval
+never leaves [0, 1], a ratio of accuracies never goes below 0)."""
+
+
 def group_accuracy(per_observer: pd.DataFrame, value: str = "accuracy", seed: int = 0) -> pd.DataFrame:
-    """Mean of per-observer values across the observers of each kind, with t-based and bootstrap 95 % CIs."""
+    """Mean of per-observer values across the observers of each kind, with a t-based 95 % CI (only from
+    :data:`MIN_T_OBSERVERS` observers on) and a percentile bootstrap CI over observers, both clipped to the
+    value's range (:data:`BOUNDS`). For accuracy also the Wilson 95 % CI of all trials pooled
+    (``wilson_low``, ``wilson_high``), the interval that exists already for one observer."""
+    low, high = BOUNDS.get(value, (None, None))
     rows = []
     for (kind, cond, level), g in per_observer.groupby(["observer_kind", "condition", "level"]):
-        mean, t_lo, t_hi = t_ci(g[value])
-        b_lo, b_hi = bootstrap_ci(g[value], seed=seed)
-        rows.append({"observer_kind": kind, "condition": cond, "level": level, "observers": int(g[value].notna().sum()),
-                     value: mean, "t_ci_low": t_lo, "t_ci_high": t_hi, "boot_ci_low": b_lo, "boot_ci_high": b_hi})
-    return pd.DataFrame(rows)
+        values = g[value].to_numpy(dtype=float)
+        finite = values[np.isfinite(values)]
+        mean, t_lo, t_hi = t_ci(finite)
+        if len(finite) < MIN_T_OBSERVERS:
+            t_lo = t_hi = np.nan
+        b_lo, b_hi = bootstrap_ci(finite, seed=seed)
+        row = {"observer_kind": kind, "condition": cond, "level": level, "observers": int(len(finite)),
+               value: mean, "t_ci_low": t_lo, "t_ci_high": t_hi, "boot_ci_low": b_lo, "boot_ci_high": b_hi}
+        if value == "accuracy" and {"k", "n"} <= set(g.columns):
+            row["wilson_low"], row["wilson_high"] = (float(v) for v in wilson_ci(g["k"].sum(), g["n"].sum()))
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    interval = [c for c in ("t_ci_low", "t_ci_high", "boot_ci_low", "boot_ci_high") if c in out.columns]
+    if len(out) and (low is not None or high is not None):
+        out[interval] = out[interval].clip(lower=low, upper=high)
+    return out
 
 
 def relative_accuracy(acc: pd.DataFrame, n_choices: int, baseline: str = BASELINE) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """The report's figures (matplotlib, Agg): each function takes result tables and returns a Figure.
 
-Colours: humans are always red (as in Geirhos et al. 2019 and Burgert et al. 2025), a
-published reference is grey and dashed, models take the tab10 palette in name order.
+Colours, markers and legend placement come from :mod:`analysis.figure_style` (colour-blind-safe,
+distinct in greyscale); the x axis of a suppression condition is its transform parameter in its
+unit (:func:`parameter_axis`), never a level index.
 """
 
 from __future__ import annotations
@@ -15,19 +16,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .figure_style import HUMAN, REFERENCE, REFERENCE_MARKER, human_style, legend_outside, series_styles  # noqa: E402
 from .load import params_of  # noqa: E402
 from .metrics import wilson_ci  # noqa: E402
 
-HUMAN = "#c0392b"
-REFERENCE = "#555555"
+UNITS = {"grid": "grid cells per side", "sigma": "σ (px)", "d": "d (px)", "sigma_color": "σ_colour (intensity)",
+         "sigma_space": "σ_space (px)", "alpha": "grayscale blend α", "k": "kernel size (px)",
+         "kernel": "kernel size (px)", "ksize": "kernel size (px)", "cells": "Voronoi cells", "steps": "diffusion steps", "severity": "severity",
+         "angle": "angle (°)", "condition": "condition"}
+"""Parameter -> axis label with its unit (stimuli.suppression's parameters)."""
 
-plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
-                     "figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
+
+def axis_label(keys) -> str:
+    return " / ".join(UNITS.get(k, k) for k in keys)
 
 
 def model_colours(models) -> dict:
-    palette = plt.get_cmap("tab10").colors
-    return {m: palette[i % len(palette)] for i, m in enumerate(sorted(models))}
+    return {m: style["color"] for m, style in series_styles(models).items()}
 
 
 def to_png(fig) -> bytes:
@@ -52,63 +57,71 @@ def reference_level(levels: pd.DataFrame, condition: str, params: dict):
     return None
 
 
-def level_ticks(levels: pd.DataFrame, condition: str) -> tuple[list[int], list[str], str]:
-    """Tick positions (levels) of a condition, labelled by the parameter values that vary across its levels
-    (e.g. grid 2, 3, 6 for patch shuffle; d/sigma_color for the bilateral filter), and those parameters' names."""
+def parameter_axis(levels: pd.DataFrame, condition: str) -> tuple[dict, list[str], str]:
+    """Where each level of ``condition`` sits on the x axis, its tick labels and the axis label.
+
+    One numeric parameter varying across the levels (grid, σ, α): x is that parameter's value.
+    Several varying together (the bilateral filter's d and σ_colour): x is the level's position,
+    labelled with the values. A single level: its parameter values as the label."""
     rows = levels[levels["condition"] == condition].sort_values("level")
     params = [params_of(p) for p in rows["params"]]
     keys = [k for k in dict.fromkeys(k for p in params for k in p) if len({str(p.get(k)) for p in params}) > 1]
-    names = ["/".join(f"{p[k]:g}" if isinstance(p.get(k), (int, float)) else str(p.get(k)) for k in keys) or str(lvl)
-             for p, lvl in zip(params, rows["level"])]
-    return [int(v) for v in rows["level"]], names, "/".join(keys)
+    shown = keys or list(dict.fromkeys(k for p in params for k in p))
+    if len(keys) == 1 and all(isinstance(p.get(keys[0]), (int, float)) for p in params):
+        xs = {int(lvl): float(p[keys[0]]) for p, lvl in zip(params, rows["level"])}
+    else:
+        xs = {int(lvl): float(lvl) for lvl in rows["level"]}
+    labels = ["/".join(f"{p[k]:g}" if isinstance(p.get(k), (int, float)) else str(p.get(k)) for k in shown)
+              or f"level {lvl}" for p, lvl in zip(params, rows["level"])]
+    return xs, labels, axis_label(shown) if shown else "suppression level"
 
 
 def reliance_profiles(relative: pd.DataFrame, human_group: pd.DataFrame, levels: pd.DataFrame,
                       reference: pd.DataFrame | None = None, value: str = "relative_accuracy"):
-    """Relative accuracy vs suppression level, one panel per suppressed cue (Burgert et al. 2025, Fig. 3-4):
-    humans as mean with 95 % t-CI band, each model as a line, the published reference as grey markers."""
+    """Relative accuracy vs the suppression parameter, one panel per suppressed cue (Burgert et al. 2025,
+    Fig. 3-4): humans as mean with their 95 % t-interval as a band (where there is one), each model as a
+    line with its own colour and marker, the published reference as grey stars."""
     conditions = sorted(relative["condition"].unique())
     ncols = min(3, len(conditions))
     nrows = int(np.ceil(len(conditions) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False, sharey=True)
     models = relative.loc[relative["observer_kind"] == "model", "observer"].unique()
-    colours = model_colours(models)
+    styles = series_styles(models)
     for ax, cond in zip(axes.flat, conditions):
+        xs, labels, xlabel = parameter_axis(levels, cond)
         sub = relative[relative["condition"] == cond]
         for model in sorted(models):
             m = sub[sub["observer"] == model].sort_values("level")
             if len(m):
-                ax.plot(m["level"], m[value], "o-", color=colours[model], label=model, lw=1.5, ms=4)
+                ax.plot(m["level"].map(xs), m[value], label=model, lw=1.4, ms=5, **styles[model])
         h = human_group[(human_group["condition"] == cond) & (human_group["observer_kind"] == "human")]
         if len(h):
             h = h.sort_values("level")
-            ax.fill_between(h["level"], h["t_ci_low"], h["t_ci_high"], color=HUMAN, alpha=0.18, lw=0)
-            ax.plot(h["level"], h[value], "D-", color=HUMAN, lw=2.2, ms=5, label=f"humans (n={int(h['observers'].max())})")
+            x = h["level"].map(xs)
+            band = h["t_ci_low"].notna() & h["t_ci_high"].notna()
+            if band.any():
+                ax.fill_between(x[band], h.loc[band, "t_ci_low"], h.loc[band, "t_ci_high"], color=HUMAN, alpha=0.15,
+                                lw=0, label="humans, 95 % t-interval")
+            ax.plot(x, h[value], lw=2.0, ms=6, label=f"humans (n={int(h['observers'].max())})", **human_style())
         if reference is not None:
-            _draw_reference(ax, reference[reference["condition"] == cond], levels, cond)
+            _draw_reference(ax, reference[reference["condition"] == cond], levels, cond, xs)
         ax.set_title(cond.replace("_", " "))
-        ticks, names, varying = level_ticks(levels, cond)
-        ax.set_xticks(ticks, names, rotation=30 if max(map(len, names), default=0) > 4 else 0)
-        ax.set_xlim(min(ticks) - 0.5, max(ticks) + 0.5)
-        ax.set_xlabel(f"suppression level ({varying})" if varying else "suppression level")
+        ticks = [xs[k] for k in sorted(xs)]
+        ax.set_xticks(ticks, labels, rotation=30 if max(map(len, labels), default=0) > 4 else 0)
+        pad = 0.08 * (max(ticks) - min(ticks)) or 0.5
+        ax.set_xlim(min(ticks) - pad, max(ticks) + pad)
+        ax.set_xlabel(xlabel)
         ax.axhline(1.0, color="#999999", lw=0.8, ls=":")
-        ax.grid(alpha=0.25)
     for ax in axes.flat[len(conditions):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("chance-corrected accuracy" if value == "chance_corrected" else "relative accuracy (A_sup / A_orig)")
-    handles = {}
-    for ax in axes.flat:
-        for hnd, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, hnd)
-    legend_rows = int(np.ceil(len(handles) / 4))
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(4, len(handles)),
-               frameon=False)
-    fig.tight_layout(rect=(0, (0.15 + 0.25 * legend_rows) / fig.get_figheight(), 1, 1))
+    fig.tight_layout()
+    legend_outside(fig, axes)
     return fig
 
 
-def _draw_reference(ax, ref: pd.DataFrame, levels: pd.DataFrame, cond: str) -> None:
+def _draw_reference(ax, ref: pd.DataFrame, levels: pd.DataFrame, cond: str, xs: dict) -> None:
     from .reference import BURGERT2025_LABEL
 
     for row in ref.itertuples():
@@ -119,67 +132,77 @@ def _draw_reference(ax, ref: pd.DataFrame, levels: pd.DataFrame, cond: str) -> N
                         (0.02, row.relative_accuracy), xycoords=("axes fraction", "data"), fontsize=8,
                         color=REFERENCE, va="bottom")
         else:
-            ax.plot([level], [row.relative_accuracy], marker="*", ms=13, color=REFERENCE, ls="none",
+            ax.plot([xs[level]], [row.relative_accuracy], marker=REFERENCE_MARKER, ms=13, color=REFERENCE, ls="none",
                     label=BURGERT2025_LABEL)
-            ax.annotate(row.feature.replace("_", " "), (level, row.relative_accuracy), textcoords="offset points",
+            ax.annotate(row.feature.replace("_", " "), (xs[level], row.relative_accuracy), textcoords="offset points",
                         xytext=(6, 4), fontsize=8, color=REFERENCE)
 
 
 def reference_bars(reference: pd.DataFrame):
-    """Published Table 3 of Burgert et al. 2025 as grouped bars (shown when an experiment has no such conditions)."""
+    """Published Table 3 of Burgert et al. 2025 as a dot plot: one column per suppressed feature, each
+    observer its own colour and marker (13 series: bars could only tell them apart by colour)."""
     from .reference import BURGERT2025_LABEL
 
     table = reference[reference["feature"] != "original"].pivot(index="observer", columns="feature",
                                                                  values="relative_accuracy")
-    order = ["Humans"] + [o for o in table.index if o != "Humans"]
-    table = table.loc[order, ["global_shape", "local_shape", "texture", "color"]]
-    fig, ax = plt.subplots(figsize=(10, 3.8))
-    width = 0.8 / len(table)
-    colours = model_colours([o for o in order if o != "Humans"])
-    for i, obs in enumerate(order):
-        ax.bar(np.arange(4) + (i - len(order) / 2) * width + width / 2, table.loc[obs], width,
-               color=HUMAN if obs == "Humans" else colours[obs], label=obs, edgecolor="white", lw=0.3)
+    models = [o for o in table.index if o != "Humans"]
+    table = table.loc[["Humans"] + models, ["global_shape", "local_shape", "texture", "color"]]
+    styles = series_styles(models) | {"Humans": human_style()}
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    offsets = np.linspace(-0.3, 0.3, len(table))
+    for offset, obs in zip(offsets, table.index):
+        style = {k: v for k, v in styles[obs].items() if k != "ls"}
+        ax.plot(np.arange(4) + offset, table.loc[obs], ls="none", ms=8 if obs == "Humans" else 6, label=obs, **style)
     ax.set_xticks(np.arange(4), [c.replace("_", " ") for c in table.columns])
-    ax.set_ylabel("relative accuracy")
-    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("suppressed feature")
+    ax.set_ylabel("relative accuracy (A_sup / A_orig)")
     ax.set_title(BURGERT2025_LABEL, fontsize=10)
-    ax.legend(ncol=2, fontsize=8, bbox_to_anchor=(1.01, 1), loc="upper left", frameon=False)
     fig.tight_layout()
+    legend_outside(fig, ax)
     return fig
 
 
-def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame):
+def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame, published: pd.DataFrame | None = None):
     """Geirhos et al. 2019 Fig. 4 style: one row per shape category, x = fraction of shape decisions
-    (top) / texture decisions (bottom); humans red diamonds (mean over humans, individuals as small dots),
-    each model its own marker; vertical lines mark each observer's overall shape bias."""
+    (top) / texture decisions (bottom); humans black diamonds (mean over humans, individuals as small dots),
+    each model its own colour and marker; vertical lines mark each observer's overall shape bias, and a grey
+    dash-dotted one the published human mean (``published``: :func:`analysis.reference.geirhos2019_shape_bias`)."""
     categories = sorted(per_category["category"].unique(), reverse=True)
     y = {c: i for i, c in enumerate(categories)}
     fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(categories) + 2.2))
     humans = per_category[per_category["observer_kind"] == "human"]
     models = sorted(per_category.loc[per_category["observer_kind"] == "model", "observer"].unique())
-    colours = model_colours(models)
-    markers = "osv^<>pPhX"
+    styles = series_styles(models)
     if len(humans):
         ax.scatter(humans["shape_bias"], humans["category"].map(y), s=10, color=HUMAN, alpha=0.35, lw=0)
         mean = humans.groupby("category")["shape_bias"].mean()
-        ax.scatter(mean.to_numpy(), mean.index.map(y), marker="D", s=46, color=HUMAN, label="humans (mean)", zorder=3)
+        ax.plot(mean.to_numpy(), mean.index.map(y), ls="none", ms=7, zorder=3, label="humans (mean)",
+                **{k: v for k, v in human_style().items() if k != "ls"})
         overall_h = overall.loc[overall["observer_kind"] == "human", "shape_bias"].mean()
-        ax.axvline(overall_h, color=HUMAN, lw=1.5, ls="--")
+        ax.axvline(overall_h, color=HUMAN, lw=1.5, ls="-")
+    dodge = 0.5 / max(len(models), 1)
     for i, model in enumerate(models):
         m = per_category[per_category["observer"] == model]
-        ax.scatter(m["shape_bias"], m["category"].map(y), marker=markers[i % len(markers)], s=38,
-                   color=colours[model], label=model, zorder=3, edgecolor="white", lw=0.4)
-        ax.axvline(overall.loc[overall["observer"] == model, "shape_bias"].iloc[0], color=colours[model], lw=1.2,
+        style = styles[model]
+        offset = (i - (len(models) - 1) / 2) * dodge  # side by side in a row, so no marker hides another
+        ax.plot(m["shape_bias"], m["category"].map(y) + offset, ls="none", ms=6, alpha=0.9, zorder=3, label=model,
+                marker=style["marker"], color=style["color"], mfc=style["mfc"])
+        ax.axvline(overall.loc[overall["observer"] == model, "shape_bias"].iloc[0], color=style["color"], lw=1.2,
                    ls="--")
+    if published is not None:
+        humans_published = published[published["observer"].str.startswith("Humans")].iloc[0]
+        ax.axvline(humans_published["shape_bias"], color=REFERENCE, lw=1.5, ls="-.",
+                   label=f"{humans_published['observer']}: {humans_published['shape_bias']:.3f}, "
+                         f"{humans_published['source']}")
     ax.set_yticks(range(len(categories)), categories)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.7, len(categories) - 0.3)
-    ax.set_xlabel("fraction of 'shape' decisions  (dashed: overall shape bias)")
+    ax.set_xlabel("fraction of 'shape' decisions  (vertical lines: overall shape bias)")
     top = ax.secondary_xaxis("top", functions=(lambda v: 1 - v, lambda v: 1 - v))
     top.set_xlabel("fraction of 'texture' decisions")
-    ax.grid(axis="x", alpha=0.25)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1 - 0.02 * len(categories) / 16), ncol=3, frameon=False)
+    ax.grid(axis="y", visible=False)
     fig.tight_layout()
+    legend_outside(fig, ax)
     return fig
 
 
@@ -205,6 +228,7 @@ def consistency_matrix_plot(matrix: pd.DataFrame, kinds: pd.Series):
                             color="white" if abs(v) > 0.6 * lim else "black")
     fig.colorbar(im, ax=ax, shrink=0.8, label="error consistency kappa")
     ax.set_title("Error consistency (Cohen's kappa) on shared trials")
+    ax.grid(False)
     ax.spines[:].set_visible(True)
     fig.tight_layout()
     return fig
@@ -223,8 +247,9 @@ def oddity_plot(oddity: pd.DataFrame):
         acc = sub["k"] / sub["n"]
         lo, hi = wilson_ci(sub["k"], sub["n"])
         x = [observers.index(o) + (0.15 if role == "catch" else 0) for o in sub.index]
-        colour = [HUMAN if k == "human" else "#2c7fb8" for k in sub["kind"]]
-        ax.errorbar(x, acc, yerr=[acc - lo, hi - acc], ls="none", ecolor="#777777", capsize=3)
+        colour = [HUMAN if k == "human" else series_styles(["model"])["model"]["color"] for k in sub["kind"]]
+        ax.errorbar(x, acc, yerr=[np.clip(acc - lo, 0, None), np.clip(hi - acc, 0, None)], ls="none", ecolor="#777777",
+                    capsize=3)
         for xi, yi, c in zip(x, acc, colour):
             ax.plot(xi, yi, color=c, ms=7, ls="none", **style)
         ax.plot([], [], color="#333333", ls="none", label=f"{role} trials", **style)
@@ -232,24 +257,25 @@ def oddity_plot(oddity: pd.DataFrame):
     ax.set_xticks(range(len(observers)), observers, rotation=45, ha="right")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("oddity accuracy")
-    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_xlabel("observer (black: humans, colour: models)")
     fig.tight_layout()
+    legend_outside(fig, ax)
     return fig
 
 
 def cue_decomposition_plot(cd: pd.DataFrame):
     """S_cd against R_cd per observer (Heinert et al., Tab. I quantities): 0.5 separates shape from texture bias."""
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    colours = model_colours(cd.loc[cd["observer_kind"] == "model", "observer"])
+    styles = series_styles(cd.loc[cd["observer_kind"] == "model", "observer"])
     for row in cd.itertuples():
-        colour = HUMAN if row.observer_kind == "human" else colours[row.observer]
-        ax.scatter(row.S_cd, row.R_cd, color=colour, s=40)
-        ax.annotate(row.observer, (row.S_cd, row.R_cd), textcoords="offset points", xytext=(5, 3), fontsize=8)
+        style = human_style() if row.observer_kind == "human" else styles[row.observer]
+        ax.plot(row.S_cd, row.R_cd, ls="none", ms=7, label=row.observer,
+                **{k: v for k, v in style.items() if k != "ls"})
     ax.axvline(0.5, color="#999999", ls=":", lw=1)
     ax.set_xlabel("cue-decomposition shape bias S_cd")
     ax.set_ylabel("cue-decomposition robustness R_cd")
-    ax.grid(alpha=0.25)
     fig.tight_layout()
+    legend_outside(fig, ax)
     return fig
 
 
@@ -258,17 +284,20 @@ def cd_plot(result):
 
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * result.n_methods))
     cd_diagram(result, ax=ax)
+    ax.grid(False)
     fig.tight_layout()
     return fig
 
 
-def _fit_style(observer: str, kind: str, fit: str, colours: dict) -> dict:
-    """Pooled humans bold red, single people thin translucent red, each model its palette colour."""
+def _fit_style(observer: str, kind: str, fit: str, styles: dict) -> dict:
+    """Pooled humans bold black diamonds, single people thin translucent black, each model its own
+    colour and marker (analysis.figure_style)."""
     if fit == "pooled":
         return {"color": HUMAN, "lw": 2.4, "alpha": 1.0, "marker": "D", "label": observer}
     if kind == "human":
         return {"color": HUMAN, "lw": 0.9, "alpha": 0.35, "marker": ".", "label": "single participants"}
-    return {"color": colours[observer], "lw": 1.6, "alpha": 1.0, "marker": "o", "label": observer}
+    return {"color": styles[observer]["color"], "lw": 1.6, "alpha": 1.0, "marker": styles[observer]["marker"],
+            "label": observer}
 
 
 def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame,
@@ -282,18 +311,18 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
     cols = min(3, len(conditions))
     rows = int(np.ceil(len(conditions) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.9), squeeze=False)
-    colours = model_colours(thresholds.loc[thresholds["observer_kind"] == "model", "observer"].unique())
+    styles = series_styles(thresholds.loc[thresholds["observer_kind"] == "model", "observer"].unique())
     for ax, condition in zip(axes.flat, conditions):
         fitted = thresholds[(thresholds["condition"] == condition) & thresholds["threshold_halfway"].notna()]
         for row in fitted.sort_values("fit", ascending=False).itertuples():
-            style = _fit_style(row.observer, row.observer_kind, row.fit, colours)
+            style = _fit_style(row.observer, row.observer_kind, row.fit, styles)
             own = (points["observer"] == row.observer) & (points["condition"] == condition)
             curve = curves[(curves["observer"] == row.observer) & (curves["condition"] == condition)]
             ax.plot(points.loc[own, "x"], points.loc[own, "accuracy"], ls="none", marker=style["marker"], ms=4,
                     color=style["color"], alpha=style["alpha"])
             ax.plot(curve["x"], curve["accuracy"], color=style["color"], lw=style["lw"], alpha=style["alpha"],
                     label=style["label"])
-            if row.observer_kind == "model" or row.fit == "pooled":
+            if (row.observer_kind == "model" or row.fit == "pooled") and _brackets(row):
                 level = row.guess_rate + (row.reference_accuracy - row.guess_rate) / 2
                 ax.errorbar([row.threshold_halfway], [level],
                             xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
@@ -307,20 +336,20 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
         ax.set_xlim(x.min() - 0.05 * (x.max() - x.min()), x.max() + 0.05 * (x.max() - x.min()))
         ax.set_ylim(0, 1.02)
         ax.set_title(condition.replace("_", " "))
-        ax.set_xlabel(axis)
-        ax.grid(alpha=0.25)
+        ax.set_xlabel(UNITS.get(axis, axis))
     for ax in axes.flat[len(conditions):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("accuracy")
-    handles = {}
-    for ax in axes.flat:
-        for hnd, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, hnd)
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(4, len(handles)),
-               frameon=False)
-    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight() * int(np.ceil(len(handles) / 4)), 1, 1))
+    fig.tight_layout()
+    legend_outside(fig, axes)
     return fig
+
+
+def _brackets(row) -> bool:
+    """A threshold whose credible interval is defined and contains it (else no error bar is drawn)."""
+    values = [row.threshold_halfway_ci_low, row.threshold_halfway, row.threshold_halfway_ci_high]
+    return all(np.isfinite(v) for v in values) and values[0] <= values[1] <= values[2]
 
 
 def _draw_published_accuracy(ax, reference: pd.DataFrame, condition: str, axis: str) -> None:
@@ -335,15 +364,18 @@ def _draw_published_accuracy(ax, reference: pd.DataFrame, condition: str, axis: 
 
 def threshold_comparison(thresholds: pd.DataFrame):
     """Each model's threshold with its 95 % credible interval against the pooled human one (red band),
-    one panel per condition; single participants as small red dots."""
+    one panel per condition; single participants as small dots. None when no threshold was fitted."""
     halfway = thresholds["threshold_halfway"]
     fitted = thresholds[halfway.notna() & np.isfinite(halfway.astype(float))]
+    fitted = fitted[np.array([_brackets(row) for row in fitted.itertuples()], dtype=bool)]
     conditions = sorted(fitted["condition"].unique())
+    if not conditions:
+        return None
     observers = sorted(fitted.loc[fitted["observer_kind"] == "model", "observer"].unique())
     order = ([o for o in fitted.loc[fitted["fit"] == "pooled", "observer"].unique()]
              + (["single participants"] if (fitted["fit"] == "individual").any()
                 and (fitted["observer_kind"] == "human").any() else []) + observers)
-    colours = model_colours(observers)
+    styles = series_styles(observers)
     fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions) + 1.5, 0.45 * len(order) + 1.6),
                              squeeze=False, sharey=True)
     for ax, condition in zip(axes[0], conditions):
@@ -351,19 +383,58 @@ def threshold_comparison(thresholds: pd.DataFrame):
         for row in rows.itertuples():
             single = row.observer_kind == "human" and row.fit == "individual"
             y = order.index("single participants" if single else row.observer)
-            colour = HUMAN if row.observer_kind == "human" else colours[row.observer]
+            colour = HUMAN if row.observer_kind == "human" else styles[row.observer]["color"]
             if single:
                 ax.plot(row.threshold_halfway, y, ".", color=HUMAN, alpha=0.5)
                 continue
             ax.errorbar(row.threshold_halfway, y, xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
                                                          [row.threshold_halfway_ci_high - row.threshold_halfway]],
-                        fmt="D" if row.observer_kind == "human" else "o", color=colour, capsize=3)
+                        fmt="D" if row.observer_kind == "human" else styles[row.observer]["marker"], color=colour,
+                        capsize=3)
             if row.fit == "pooled":
                 ax.axvspan(row.threshold_halfway_ci_low, row.threshold_halfway_ci_high, color=HUMAN, alpha=0.12, lw=0)
         ax.set_title(condition.replace("_", " "))
-        ax.set_xlabel(f"half-way threshold ({rows['axis'].iloc[0]})")
-        ax.grid(axis="x", alpha=0.25)
+        ax.set_xlabel(f"half-way threshold, {UNITS.get(rows['axis'].iloc[0], rows['axis'].iloc[0])}")
     axes[0, 0].set_yticks(range(len(order)), order)
     axes[0, 0].invert_yaxis()
     fig.tight_layout()
+    return fig
+
+
+def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = None):
+    """QUEST+ posterior thresholds with 95 % credible intervals (hollow squares; pooled: filled), one panel per
+    adaptive condition, beside the psychometric-fit thresholds of the fixed-level trials on the same stimulus
+    axis (circles). The two are different definitions: QUEST+'s t is the midpoint of its own model
+    ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's the half-way point to chance from the originals."""
+    conditions = sorted(adaptive["condition"].unique())
+    fits = fixed[fixed["condition"].isin(conditions)] if fixed is not None and len(fixed) else None
+    fits = fits[np.array([_brackets(r) for r in fits.itertuples()], dtype=bool)] if fits is not None else None
+    observers = list(dict.fromkeys(list(adaptive.sort_values(["fit", "observer"])["observer"])
+                                   + ([] if fits is None else list(fits["observer"]))))
+    fig, axes = plt.subplots(1, len(conditions), figsize=(4.6 * len(conditions) + 1, 0.42 * len(observers) + 1.8),
+                             squeeze=False, sharey=True)
+    for ax, condition in zip(axes[0], conditions):
+        for row in adaptive[adaptive["condition"] == condition].itertuples():
+            if not np.isfinite(row.quest_threshold):
+                continue
+            colour = HUMAN if row.observer_kind == "human" else series_styles(["model"])["model"]["color"]
+            ax.errorbar(row.quest_threshold, observers.index(row.observer) - 0.12,
+                        xerr=[[max(row.quest_threshold - row.ci_low, 0)], [max(row.ci_high - row.quest_threshold, 0)]],
+                        fmt="s", mfc=colour if row.fit == "pooled" else "white", color=colour, capsize=3,
+                        label="QUEST+ posterior threshold (adaptive block)")
+        if fits is not None:
+            for row in fits[fits["condition"] == condition].itertuples():
+                colour = HUMAN if row.observer_kind == "human" else series_styles(["model"])["model"]["color"]
+                ax.errorbar(row.threshold_halfway, observers.index(row.observer) + 0.12,
+                            xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
+                                  [row.threshold_halfway_ci_high - row.threshold_halfway]],
+                            fmt="o", color=colour, capsize=3,
+                            label="psychometric fit of fixed levels, half-way threshold (different definition)")
+        axis = adaptive.loc[adaptive["condition"] == condition, "axis"].iloc[0]
+        ax.set_title(condition.replace("_", " "))
+        ax.set_xlabel(f"threshold (QUEST+ or half-way), {UNITS.get(axis, axis)}")
+    axes[0, 0].set_yticks(range(len(observers)), observers)
+    axes[0, 0].invert_yaxis()
+    fig.tight_layout()
+    legend_outside(fig, axes)
     return fig

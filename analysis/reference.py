@@ -1,4 +1,4 @@
-"""Published values the report draws as labelled references when an experiment has no data of its own.
+"""Published values the report draws as labelled references, each only for the design it belongs to.
 
 Burgert, Stoll, Rota & Demir (2025), Table 3: relative accuracy (accuracy under
 suppression / accuracy on the originals) per suppressed feature, and the absolute
@@ -41,6 +41,12 @@ BURGERT2025_TABLE3 = {
 
 REFERENCES = ("burgert2025",)
 
+GEIRHOS2019_LABEL = "published data, Geirhos et al. 2019, cue-conflict experiment"
+GEIRHOS2019_SHAPE_BIAS = {"Humans (mean of 10)": 0.958, "AlexNet": 0.429, "GoogLeNet": 0.312, "VGG-16": 0.172}
+"""Shape bias (shape / (shape + texture) decisions) in the raw data released with Geirhos et al. 2019
+(Fig. 4): the mean of the 10 participants' shape biases, and the three ImageNet CNNs. Shown in cue-conflict
+reports only (the report's reference switch ``--reference none`` hides it with the Burgert table)."""
+
 
 def burgert2025_table3() -> pd.DataFrame:
     """Table 3 as rows ``observer, observer_kind, feature, condition, params, relative_accuracy`` plus the
@@ -60,3 +66,10 @@ def burgert2025_humans() -> pd.DataFrame:
     """The human row of Table 3 only: what the report draws as the published human reference."""
     table = burgert2025_table3()
     return table[table["observer"] == "Humans"].reset_index(drop=True)
+
+
+def geirhos2019_shape_bias() -> pd.DataFrame:
+    """The published shape biases as rows ``observer, shape_bias, source``."""
+    return pd.DataFrame({"observer": list(GEIRHOS2019_SHAPE_BIAS), "shape_bias": list(GEIRHOS2019_SHAPE_BIAS.values()),
+                         "source": GEIRHOS2019_LABEL})
+

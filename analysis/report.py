@@ -28,16 +28,14 @@ from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 
-from . import comparison, consistency, factor_studies, metrics, plots, psychometric
+from . import factor_studies, figure_style, sections
 from . import reference as published
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
 from .load import load_responses, logged_exclusions
-from .ranking import FriedmanResult, RankTestError, friedman_nemenyi
+from .ranking import FriedmanResult
 from .tables import html_table
 
 STUDY_FILE = "study.json"
-HUMANS_MEAN = "humans (mean)"
-NOT_SUPPRESSION = ("original", "attention", "practice")
 LIBRARIES = ("numpy", "pandas", "scipy", "pingouin", "scikit_posthocs", "matplotlib", "jinja2", "psignifit")
 
 
@@ -67,6 +65,10 @@ class Analysis:
     notes: list[str]
     cleaned: Cleaned
     friedman: FriedmanResult | None = None
+    sections: list[str] = field(default_factory=list)
+    """Names of the sections that apply to these responses, in report order."""
+    missing: dict[str, str] = field(default_factory=dict)
+    """Section name -> one line on what its numbers still need."""
 
 
 def n_choices_of(sources, df: pd.DataFrame) -> int:
@@ -85,8 +87,9 @@ def category_count(df: pd.DataFrame) -> int:
 
 def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: bool = False,
             only: set[str] | None = None) -> Analysis:
-    """Every metric the responses support, as named tables (see docs/analysis.md for the list).
-    ``only`` limits the work to some of :data:`STEPS` (plus what they depend on)."""
+    """Every section that applies to the responses (see :mod:`analysis.sections`), as named tables.
+    ``only`` limits the work to some sections (plus what they depend on). A section the data do not
+    support leaves a one-line note in ``notes`` (and in ``missing`` under its name) instead of numbers."""
     options = options or AnalysisOptions()
     cleaned = apply_exclusions(df, options.exclusions)
     scored = cleaned.scored
@@ -97,155 +100,16 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
         result.notes.append("no scored test trials are left after exclusions")
         return result
     n_choices = options.n_choices or category_count(scored)
-    wanted = set(STEPS) if only is None or "observers" in only else set(only) | {"accuracy"}
-    steps = [(name, step) for name, step in STEPS.items() if name in wanted]
-    for _, step in tqdm(steps, desc="analysis", disable=not progress, unit="step"):
-        step(result, scored, options, n_choices)
+    wanted = [s for s in sections.ordered(only) if s.applies(scored)]
+    for section in tqdm(wanted, desc="analysis", disable=not progress, unit="section"):
+        missing = section.compute(result, scored, options, n_choices)
+        result.sections.append(section.name)
+        if missing:
+            result.missing[section.name] = missing
+            result.notes.append(missing)
     result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
                            "excluded_rows": int(len(cleaned.log)), "n_choices": n_choices})
     return result
-
-
-def _accuracy(result: Analysis, scored, options, n_choices) -> None:
-    acc = metrics.accuracy(scored)
-    result.tables["accuracy"] = acc
-    result.tables["group_accuracy"] = metrics.group_accuracy(acc, seed=options.seed)
-    classify = metrics.accuracy(scored[scored["trial_type"] == "classify"])
-    suppressed = set(classify["condition"]) - set(NOT_SUPPRESSION)
-    if "original" in set(classify["condition"]) and suppressed:
-        rel = metrics.relative_accuracy(classify, n_choices)
-        result.tables["relative_accuracy"] = rel
-        group = metrics.group_accuracy(rel, "relative_accuracy", seed=options.seed)
-        corrected = metrics.group_accuracy(rel, "chance_corrected", seed=options.seed)
-        result.tables["group_relative_accuracy"] = group
-        result.tables["group_chance_corrected"] = corrected
-    else:
-        result.notes.append("relative accuracy: needs 'original' trials and at least one suppression condition")
-
-
-def _shape_bias(result: Analysis, scored, options, n_choices) -> None:
-    if not (scored["texture_category"].notna() & (scored["texture_category"] != scored["category"])).any():
-        return
-    result.tables["shape_bias"] = metrics.shape_bias(scored)
-    result.tables["shape_bias_by_category"] = metrics.shape_bias(scored, by_category=True)
-
-
-def _cue_decomposition(result: Analysis, scored, options, n_choices) -> None:
-    if not set(metrics.CUE_CONDITIONS) <= set(scored["condition"]):
-        return
-    result.tables["cue_decomposition"] = metrics.cue_decomposition(scored, options.model_set)
-
-
-def _oddity(result: Analysis, scored, options, n_choices) -> None:
-    if (scored["trial_type"] == "oddity").any():
-        result.tables["oddity"] = metrics.oddity_accuracy(scored, result.cleaned.catch)
-
-
-def _consistency(result: Analysis, scored, options, n_choices) -> None:
-    if scored["observer"].nunique() < 2:
-        return
-    pairs = consistency.error_consistency(scored, n_boot=options.n_boot, seed=options.seed)
-    result.tables["error_consistency"] = pairs
-    reference_pairs = pairs[pairs["pair"] == "human-human"]
-    if len(reference_pairs):
-        mean, lo, hi = metrics.t_ci(reference_pairs["kappa"])
-        result.summary["human_human_kappa"] = {"mean": mean, "t_ci_low": lo, "t_ci_high": hi,
-                                               "pairs": int(len(reference_pairs))}
-
-
-def _ceilings(result: Analysis, scored, options, n_choices) -> None:
-    ceilings, relative = consistency.ceilings_and_models(scored, seed=options.seed)
-    if len(ceilings):
-        result.tables["noise_ceilings"] = ceilings
-    if len(relative):
-        result.tables["model_vs_human_ceiling"] = relative
-
-
-def _ttests(result: Analysis, scored, options, n_choices) -> None:
-    kinds = set(scored["observer_kind"])
-    if kinds == {"human", "model"}:
-        result.tables["ttests"] = comparison.paired_ttests(scored, options.pairing, options.correction)
-
-
-def _friedman(result: Analysis, scored, options, n_choices) -> None:
-    scores = friedman_scores(scored)
-    try:
-        fr = friedman_nemenyi(scores, higher_is_better=True, alpha=options.alpha)
-    except RankTestError as err:
-        result.notes.append(f"rank tests skipped: {err}")
-        return
-    result.friedman = fr
-    result.tables["friedman_ranks"] = fr.table()
-    result.tables["nemenyi_p"] = fr.nemenyi_p.reset_index(names="method")
-    result.summary["friedman"] = fr.summary()
-
-
-def friedman_scores(scored: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy per block (condition x level x category) and method (each model, the humans' mean;
-    individual humans when there are no models); blocks or methods with gaps are dropped."""
-    cells = scored.assign(level=scored["level"].fillna(-1).astype(int), category=scored["category"].fillna("-"))
-    per = cells.groupby(["condition", "level", "category", "observer", "observer_kind"], as_index=False)["correct"].mean()
-    if (per["observer_kind"] == "model").any():
-        humans = per[per["observer_kind"] == "human"].groupby(["condition", "level", "category"], as_index=False)[
-            "correct"].mean().assign(observer=HUMANS_MEAN)
-        per = pd.concat([per[per["observer_kind"] == "model"], humans], ignore_index=True)
-    table = per.pivot_table(index=["condition", "level", "category"], columns="observer", values="correct")
-    table = table.loc[:, table.notna().mean() >= 0.5].dropna()
-    table.index = [" / ".join(map(str, ix)) for ix in table.index]
-    return table
-
-
-def _thresholds(result: Analysis, scored, options, n_choices) -> None:
-    """Psychometric fits of every observer on every condition with an ordered grid (analysis.psychometric)."""
-    classify = scored[scored["trial_type"] == "classify"]
-    try:
-        fits = psychometric.psychometric_fits(classify, n_choices, seed=options.seed)
-    except psychometric.PsychometricError as err:
-        result.notes.append(f"thresholds: {err}")
-        return
-    result.tables["thresholds"] = fits.table
-    result.tables["psychometric_curves"] = fits.curves
-    result.tables["psychometric_points"] = fits.points
-
-
-def _quest_thresholds(result: Analysis, scored, options, n_choices) -> None:
-    """Each observer's final QUEST+ estimate per adaptive block (analysis.psychometric.quest_estimates)."""
-    quest = psychometric.quest_estimates(scored)
-    if len(quest):
-        result.tables["quest_thresholds"] = quest
-
-
-def _observer_summary(result: Analysis, scored, options, n_choices) -> None:
-    """One row per observer with every scalar metric, for rank correlations over a model set."""
-    out = scored.groupby(["observer", "observer_kind"], as_index=False).agg(accuracy=("correct", "mean"),
-                                                                           trials=("correct", "size"))
-    t = result.tables
-    if "shape_bias" in t:
-        out = out.merge(t["shape_bias"][["observer", "shape_bias"]], on="observer", how="left")
-    if "cue_decomposition" in t:
-        out = out.merge(t["cue_decomposition"][["observer", "Q_O", "Q_S", "Q_T", "S_cd", "R_cd"]], on="observer",
-                        how="left")
-    if "relative_accuracy" in t:
-        rel = t["relative_accuracy"].groupby(["observer", "condition"])["relative_accuracy"].mean().unstack()
-        out = out.merge(rel.add_prefix("relative_").reset_index(), on="observer", how="left")
-    if "error_consistency" in t:
-        pairs = t["error_consistency"][["observer_a", "observer_b", "kappa"]]
-        both_ways = pd.concat([pairs, pairs.rename(columns={"observer_a": "observer_b", "observer_b": "observer_a"})])
-        humans = set(scored.loc[scored["observer_kind"] == "human", "observer"])
-        with_humans = both_ways[both_ways["observer_b"].isin(humans)]
-        out["kappa_with_humans"] = out["observer"].map(with_humans.groupby("observer_a")["kappa"].mean())
-    t["observer_summary"] = out
-    models = out[out["observer_kind"] == "model"]
-    metric_cols = [c for c in out.columns if c not in ("observer", "observer_kind", "trials")]
-    if len(models) >= 3:
-        rows = [comparison.rank_correlation(models, a, b) for i, a in enumerate(metric_cols) for b in metric_cols[i + 1:]]
-        t["rank_correlations"] = pd.DataFrame(rows)
-
-
-STEPS = {"accuracy": _accuracy, "shape_bias": _shape_bias, "cue_decomposition": _cue_decomposition,
-         "oddity": _oddity, "consistency": _consistency, "ceilings": _ceilings, "ttests": _ttests,
-         "ranks": _friedman, "thresholds": _thresholds, "quest": _quest_thresholds,
-         "observers": _observer_summary}
 
 
 def load_for_report(sources, compare=None, database: str | None = None) -> pd.DataFrame:
@@ -279,7 +143,8 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
                                                       ignore_index=True)
     out = Path(out_dir) if out_dir else default_out_dir(sources[0])
     out.mkdir(parents=True, exist_ok=True)
-    figures = make_figures(analysis, reference)
+    figures = {stem: figure_style.save(fig, out / "figures" / stem)
+               for stem, fig in make_figures(analysis, reference).items()}
     write_tables(analysis, out)
     html = render_html(analysis, figures, sources, compare, reference)
     target = out / "report.html"
@@ -295,36 +160,12 @@ def default_out_dir(source: Path) -> Path:
     return Path("report")
 
 
-def make_figures(analysis: Analysis, reference_name: str | None) -> dict[str, bytes]:
-    """PNG bytes of every figure the analysis supports, keyed by section."""
-    t = analysis.tables
+def make_figures(analysis: Analysis, reference_name: str | None) -> dict:
+    """Every figure of the sections that have numbers, keyed by file name stem."""
     figures = {}
-    ref = published.burgert2025_humans() if reference_name == "burgert2025" else None
-    if "relative_accuracy" in t and not set(t["relative_accuracy"]["condition"]) <= set(metrics.CUE_CONDITIONS):
-        levels = analysis.cleaned.scored.assign(level=analysis.cleaned.scored["level"].fillna(-1).astype(int))
-        levels = levels.drop_duplicates(["condition", "level"])[["condition", "level", "params"]]
-        rel = t["relative_accuracy"][~t["relative_accuracy"]["condition"].isin(list(metrics.CUE_CONDITIONS))]
-        figures["reliance"] = plots.to_png(plots.reliance_profiles(rel, t["group_relative_accuracy"], levels, ref))
-        figures["reliance_chance"] = plots.to_png(plots.reliance_profiles(
-            rel, t["group_chance_corrected"], levels, None, value="chance_corrected"))
-    if reference_name == "burgert2025":
-        figures["reference"] = plots.to_png(plots.reference_bars(published.burgert2025_table3()))
-    if "shape_bias" in t:
-        figures["shape_bias"] = plots.to_png(plots.shape_bias_plot(t["shape_bias_by_category"], t["shape_bias"]))
-    if "error_consistency" in t and len(t["error_consistency"]):
-        kinds = analysis.cleaned.scored.drop_duplicates("observer").set_index("observer")["observer_kind"]
-        matrix = consistency.kappa_matrix(t["error_consistency"], list(kinds.index))
-        figures["consistency"] = plots.to_png(plots.consistency_matrix_plot(matrix, kinds))
-    if analysis.friedman is not None:
-        figures["cd"] = plots.to_png(plots.cd_plot(analysis.friedman))
-    if "thresholds" in t and len(t["psychometric_curves"]):
-        figures["psychometric"] = plots.to_png(plots.psychometric_curves(
-            t["psychometric_points"], t["psychometric_curves"], t["thresholds"], ref))
-        figures["thresholds"] = plots.to_png(plots.threshold_comparison(t["thresholds"]))
-    if "oddity" in t:
-        figures["oddity"] = plots.to_png(plots.oddity_plot(t["oddity"]))
-    if "cue_decomposition" in t:
-        figures["cue_decomposition"] = plots.to_png(plots.cue_decomposition_plot(t["cue_decomposition"]))
+    for section in sections.ordered(analysis.sections):
+        if section.name in analysis.sections and section.has_numbers(analysis.tables):
+            figures.update(section.figures(analysis, reference_name))
     return figures
 
 
@@ -332,14 +173,27 @@ def write_tables(analysis: Analysis, out: Path) -> None:
     """Every table as tables/NAME.csv, and all tables plus the summary in results.json."""
     for name, table in analysis.tables.items():
         atomic_write(out / "tables" / f"{name}.csv", frame_csv(table))
-    payload = {"summary": analysis.summary, "notes": analysis.notes,
+    payload = {"summary": analysis.summary, "sections": analysis.sections, "missing": analysis.missing,
+               "notes": analysis.notes,
                "tables": {n: json.loads(t.to_json(orient="records")) for n, t in analysis.tables.items()}}
-    atomic_write(out / "results.json", json.dumps(payload, indent=1, default=_json_default).encode("utf-8"))
+    text = json.dumps(_finite(payload), indent=1, default=_json_default, allow_nan=False)
+    atomic_write(out / "results.json", text.encode("utf-8"))
+
+
+def _finite(value):
+    """NaN and infinities as null: JSON has no such numbers, and an undefined value is an empty one."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        return None
+    return value
 
 
 def _json_default(value):
     if isinstance(value, (np.floating, np.integer)):
-        return value.item()
+        return _finite(value.item())
     return str(value)
 
 
@@ -359,17 +213,31 @@ def provenance(sources, compare, reference_name, options: AnalysisOptions) -> di
 
 
 def render_html(analysis: Analysis, figures: dict[str, bytes], sources, compare, reference_name) -> str:
+    """report.html: the summary, then each section that applies (its template fragment, or its one-line
+    note on what is missing), then the exclusions."""
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("analysis", "templates"), autoescape=select_autoescape(["html"]))
     images = {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in figures.items()}
     tables = {name: html_table(t, p_values=name == "nemenyi_p") for name, t in analysis.tables.items() if len(t)}
-    ref_table = html_table(reference_wide()) if reference_name == "burgert2025" else None
+    burgert = reference_name == "burgert2025" and "reliance" in analysis.sections
+    geirhos = reference_name is not None and "shape-bias" in analysis.sections
+    context = {"images": images, "tables": tables, "summary": analysis.summary,
+               "reference_table": html_table(reference_wide()) if burgert else None,
+               "reference_label": published.BURGERT2025_LABEL,
+               "shape_bias_reference": html_table(published.geirhos2019_shape_bias()) if geirhos else None,
+               "shape_bias_label": published.GEIRHOS2019_LABEL}
+    shown = []
+    for section in sections.ordered(analysis.sections):
+        if section.name in analysis.sections:
+            template = (env.from_string(section.template) if section.template
+                        else env.get_template(f"sections/{section.name}.html"))
+            shown.append({"name": section.name, "title": section.title, "note": analysis.missing.get(section.name),
+                          "html": template.render(**context)})
     return env.get_template("report.html").render(
         title="cuebench report", sources=[str(s) for s in sources], compare=[str(c) for c in (compare or [])],
-        summary=analysis.summary, notes=analysis.notes, images=images, tables=tables, reference_table=ref_table,
-        reference_label=published.BURGERT2025_LABEL, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        version=__version__)
+        sections=shown, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
+        **context)
 
 
 def reference_wide() -> pd.DataFrame:

@@ -71,16 +71,36 @@ def export_parquet(expdir: ExperimentDir, out: str | Path, database: str | None 
 
 
 def _slug(text) -> str:
-    return re.sub(r"[\s_/]+", "-", str(text))
+    """A name token: no ``_`` (model-vs-human splits names on it) and no ``-`` (it marks a cue-conflict
+    texture class), so nothing but the texture class can be parsed from where it stands."""
+    return re.sub(r"[\s_/-]+", ".", str(text))
+
+
+def mvh_condition(row: dict) -> str:
+    """The raw ``condition`` value: ``<condition>:<level>:<k>=<v>,...`` (JSON values), so that every
+    condition keeps its own name, level and parameters in one flat export (``patch_shuffle:4:{"grid": 6}``
+    style, read back by ``analysis.load``); model-vs-human reads it as an opaque condition label."""
+    import json
+
+    level = "" if row.get("level") is None else int(row["level"])
+    params = row.get("params") or {}
+    if isinstance(params, str):
+        params = json.loads(params) if params else {}
+    pairs = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items()))
+    return f"{row.get('condition') or ''}:{level}:{pairs}"
 
 
 def mvh_imagename(row: dict) -> str:
-    """``NNNN_<kind>_<condition>_<level>_<category>_<source>.png``: the texture class of a
-    cue-conflict image stays the last ``-``-separated token, as model-vs-human parses it."""
+    """``NNNN_<kind>_<condition>_<level>_<category>_<source>.png`` as model-vs-human names images; a
+    cue-conflict image ends in ``<shape source>-<texture class>`` (Geirhos et al.'s ``airplane1-bicycle2``),
+    so the texture class is the last ``-`` token, and no other name contains a ``-``."""
     level = "" if row.get("level") is None else row["level"]
     prefix = [f"{int(row['trial_index']) + 1:04d}", row["observer_kind"], row.get("condition") or "", level,
               row.get("category") or "na"]
-    source = str(row.get("source_image") or row["trial_id"]).replace("/", "-")
+    source = _slug(row.get("source_image") or row["trial_id"])
+    texture = row.get("texture_category")
+    if texture:
+        source = f"{source}-{_slug(texture)}"
     return "_".join(_slug(p) for p in prefix) + f"_{source}.png"
 
 
@@ -103,9 +123,8 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None 
         lines = []
         for row in sorted(items, key=lambda r: r["trial_index"]):
             rt = "NaN" if row.get("rt_ms") is None else f"{row['rt_ms'] / 1000:.4f}"
-            condition = row.get("level") if row.get("level") is not None else row.get("condition")
             lines.append([observer, session, int(row["trial_index"]) + 1, rt, row.get("response") or "na",
-                          row.get("category") or "na", condition, mvh_imagename(row)])
+                          row.get("category") or "na", mvh_condition(row), mvh_imagename(row)])
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", observer)
         folder = out_dir / ("excluded" if row.get("excluded") else "pilot" if row["observer_kind"] == "pilot" else "")
         path = folder / f"{row['experiment']}_{safe}_session_{session}.csv"

@@ -75,8 +75,28 @@ def test_group_accuracy_t_and_bootstrap():
                rows("h3", "human", "original", None, [1, 1, 1, 1, 1]))  # 1.0
     g = metrics.group_accuracy(metrics.accuracy(df)).iloc[0]
     assert g["observers"] == 3
-    assert (g["accuracy"], g["t_ci_low"], g["t_ci_high"]) == pytest.approx((0.8, 0.30317, 1.29683), abs=1e-4)
+    # t-interval 0.30317 to 1.29683 (above), clipped to the proportion's range
+    assert (g["accuracy"], g["t_ci_low"], g["t_ci_high"]) == pytest.approx((0.8, 0.30317, 1.0), abs=1e-4)
     assert g["boot_ci_low"] <= 0.8 <= g["boot_ci_high"]
+    # all 15 trials pooled, 12 right: Wilson by hand, centre (0.8 + 0.128049)/1.256097 = 0.738836,
+    # half 1.959964*sqrt(0.0106667 + 0.0042683)/1.256097 = 0.190689 (statsmodels' proportion_confint agrees)
+    assert (g["wilson_low"], g["wilson_high"]) == pytest.approx((0.548146, 0.929525), abs=1e-5)
+
+
+def test_group_intervals_stay_on_the_scale_and_need_three_observers_for_t():
+    two = table(rows("h1", "human", "original", None, [1, 0, 0, 0, 0]),  # 0.2
+                rows("h2", "human", "original", None, [1, 1, 1, 1, 1]))  # 1.0
+    g = metrics.group_accuracy(metrics.accuracy(two)).iloc[0]
+    # t(0.975, 1) = 12.706 would give 0.6 +- 5.08: no t-interval from two people
+    assert np.isnan(g["t_ci_low"]) and np.isnan(g["t_ci_high"])
+    assert 0.0 <= g["boot_ci_low"] <= g["boot_ci_high"] <= 1.0
+    # 6 of 10 trials: Wilson centre (0.6 + 0.19208)/1.38415 = 0.57226, half 1.96*sqrt(0.024 + 0.0096)/1.38415 = 0.25955
+    assert (g["wilson_low"], g["wilson_high"]) == pytest.approx((0.31267, 0.83182), abs=1e-4)
+    relative = pd.DataFrame({"observer": ["h1", "h2", "h3"], "observer_kind": "human", "condition": "blur",
+                             "level": 0, "relative_accuracy": [0.05, 0.1, 1.6]})
+    r = metrics.group_accuracy(relative, "relative_accuracy").iloc[0]
+    assert r["t_ci_low"] == 0.0  # 0.5833 - 4.3027 * 0.8808 / sqrt(3) < 0: a ratio of accuracies is never negative
+    assert r["t_ci_high"] == pytest.approx(0.58333 + 4.302653 * 0.88081 / np.sqrt(3), abs=1e-3)
 
 
 def test_shape_bias_counts_only_conflicting_images():

@@ -1,0 +1,74 @@
+"""The report section contract: the base class every section subclasses, and their registry."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pandas as pd
+
+from cuebench.registry import Registry
+
+SECTIONS: Registry[type["Section"]] = Registry("report-sections", entry_point_group="cuebench.report_sections")
+
+
+class Section:
+    """Base class: override ``applies``, ``compute`` and (optionally) ``figures``."""
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    order: ClassVar[int] = 100
+    metrics: ClassVar[dict[str, str]] = {}
+    """``cuebench analyze --metric`` name -> the table it prints."""
+    needs: ClassVar[str] = ""
+    """What the section needs, in words, for "metric X needs ..." errors."""
+    depends: ClassVar[tuple[str, ...]] = ()
+    """Sections whose tables this one reads (computed first)."""
+    template: ClassVar[str | None] = None
+    """Jinja fragment of the section's body; None: ``templates/sections/<name>.html``. It sees
+    ``tables`` (HTML), ``images`` (PNG data URLs) and ``summary``."""
+
+    def applies(self, scored: pd.DataFrame) -> bool:
+        """Whether the responses contain the kind of trials this section is about."""
+        return True
+
+    def compute(self, result, scored: pd.DataFrame, options, n_choices: int) -> str | None:
+        """Add tables to ``result.tables`` (and numbers to ``result.summary``); return a one-line
+        reason when the data do not allow the section's numbers, else None."""
+        raise NotImplementedError
+
+    def has_numbers(self, tables: dict) -> bool:
+        """Whether ``compute`` made the section's first table (a note alone draws no figure)."""
+        return next(iter(self.metrics.values()), None) in tables
+
+    def figures(self, analysis, reference: str | None) -> dict:
+        """Matplotlib figures by key (file name stem); drawn only when ``compute`` succeeded."""
+        return {}
+
+
+def register(cls: type[Section]) -> type[Section]:
+    """Class decorator: register a section under its ``name``."""
+    return SECTIONS.register(cls.name)(cls)
+
+
+def ordered(names=None) -> list[Section]:
+    """Instances of the registered sections (all, or ``names`` and what they depend on), in report order."""
+    wanted = set(SECTIONS.names()) if names is None else set(names)
+    todo = list(wanted)
+    while todo:
+        for dep in SECTIONS[todo.pop()].depends:
+            if dep not in wanted:
+                wanted.add(dep)
+                todo.append(dep)
+    return sorted((SECTIONS[n]() for n in wanted), key=lambda s: (s.order, s.name))
+
+
+def metric_table(metric: str) -> tuple[str, str, str]:
+    """``cuebench analyze --metric`` name -> (section, table, what it needs)."""
+    for name, cls in SECTIONS.items():
+        if metric in cls.metrics:
+            return name, cls.metrics[metric], cls.needs
+    raise KeyError(metric)
+
+
+def all_metrics() -> list[str]:
+    return sorted(m for _, cls in SECTIONS.items() for m in cls.metrics)

@@ -1,0 +1,134 @@
+"""Report sections are one registry: a section defined in one file reaches the report, the
+``analyze --metric`` choices and ``cuebench list report-sections``; sections that do not apply
+to the design are left out of the report."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.report import AnalysisOptions, write_report
+from analysis.sections import SECTIONS, Section, all_metrics, register
+from cuebench.cli import main as cuebench
+from cuebench.responses import ResponseStore
+
+
+def _rows(conditions, observers=("p0", "p1"), kind="human", texture=None):
+    rows = []
+    for observer in observers:
+        for i, (condition, level, params) in enumerate(conditions):
+            for image, category in enumerate(("cat", "dog", "cat", "dog")):
+                answer = category if (image + i + len(observer)) % 3 else ("dog" if category == "cat" else "cat")
+                rows.append({"experiment": "toy", "observer": observer, "observer_kind": kind, "session": "1",
+                             "trial_index": len(rows), "trial_id": f"{image}-{condition}-{level}", "role": "test",
+                             "trial_type": "classify", "condition": condition, "level": level, "params": params,
+                             "category": category, "response": answer, "correct_answer": category,
+                             "correct": int(answer == category), "texture_category": texture and
+                             ("dog" if category == "cat" else "cat"), "rt_ms": 500.0})
+    return rows
+
+
+@pytest.fixture
+def toy_section():
+    @register
+    class Dogs(Section):
+        """Fraction of 'dog' answers per observer (a toy metric)."""
+
+        name = "toy-dogs"
+        title = "Dog answers"
+        order = 5
+        metrics = {"dog-answers": "dog_answers"}
+        needs = "classification trials"
+        template = "<p>dog answers:</p>{{ tables.dog_answers|safe }}"
+
+        def compute(self, result, scored, options, n_choices):
+            result.tables["dog_answers"] = (scored.assign(dog=scored["response"] == "dog")
+                                            .groupby("observer", as_index=False)["dog"].mean())
+
+    yield Dogs
+    SECTIONS._entries.pop("toy-dogs")
+
+
+def test_a_section_from_one_class_appears_in_report_and_cli(toy_section, tmp_path, capsys):
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write_many(_rows([("original", None, {})]))
+    html = write_report([tmp_path / "r.sqlite"], tmp_path / "out", options=AnalysisOptions(n_boot=20),
+                        progress=False).read_text()
+    assert '<h2 id="toy-dogs">Dog answers</h2>' in html and "dog answers:" in html
+    # by hand from _rows: images cat, dog, cat, dog; (image + 0 + 2) % 3 == 0 only for image 1, which is
+    # answered "cat": the answers are cat, cat, cat, dog for both observers
+    table = pd.read_csv(tmp_path / "out" / "tables" / "dog_answers.csv")
+    assert table.set_index("observer")["dog"].to_dict() == {"p0": 0.25, "p1": 0.25}
+    assert "dog-answers" in all_metrics()
+    assert cuebench(["list", "report-sections"]) == 0
+    assert "toy-dogs" in capsys.readouterr().out
+
+
+def test_sections_follow_the_design(tmp_path):
+    suppression = _rows([("original", None, {}), ("blur", 0, {"sigma": 1.0}), ("blur", 1, {"sigma": 2.0})])
+    conflict = _rows([("cue-conflict", None, {})], texture=True)
+    for name, rows in (("suppression", suppression), ("conflict", conflict)):
+        with ResponseStore(tmp_path / f"{name}.sqlite") as store:
+            store.write_many(rows)
+        write_report([tmp_path / f"{name}.sqlite"], tmp_path / name, options=AnalysisOptions(n_boot=20),
+                     progress=False)
+    sup = json.loads((tmp_path / "suppression" / "results.json").read_text())
+    cc = json.loads((tmp_path / "conflict" / "results.json").read_text())
+    assert {"reliance", "thresholds"} <= set(sup["sections"]) and "shape-bias" not in sup["sections"]
+    assert "shape-bias" in cc["sections"] and not {"reliance", "thresholds", "oddity"} & set(cc["sections"])
+    sup_html = (tmp_path / "suppression" / "report.html").read_text()
+    cc_html = (tmp_path / "conflict" / "report.html").read_text()
+    assert "Burgert et al. 2025, Table 3" in sup_html and "Burgert" not in cc_html
+    assert "Geirhos et al. 2019, cue-conflict experiment" in cc_html and "Geirhos et al. 2019, cue" not in sup_html
+    assert 'id="shape-bias"' not in sup_html and 'id="oddity"' not in sup_html and 'id="oddity"' not in cc_html
+    # two people: noise ceiling and t-intervals say what they need instead of printing nan
+    assert not re.search(r"\bnan\b", re.sub(r'src="data:[^"]*"', "", sup_html), re.IGNORECASE)
+    for stem in ("reliance", "shape_bias"):
+        folder = tmp_path / ("suppression" if stem == "reliance" else "conflict") / "figures"
+        assert {p.suffix for p in folder.glob(f"{stem}.*")} == {".png", ".svg", ".pdf"}
+
+
+def test_adaptive_blocks_report_each_posterior_and_the_pooled_threshold(tmp_path):
+    """Two people's QUEST+ blocks: the last posterior of each, and the inverse-variance pooled one.
+    By hand: intervals 6-10 and 8-16 -> sd 2/z and 4/z, weights 4:1, pooled mean (4*8 + 12)/5 = 8.8,
+    half-width z / sqrt(z^2/4 + z^2/16) = 2 / sqrt(1.25) = 1.78885."""
+    rows = []
+    for observer, steps in (("p1", [(9.0, 3.0, 15.0), (8.0, 6.0, 10.0)]), ("p2", [(12.0, 8.0, 16.0)])):
+        for i, (t, lo, hi) in enumerate(steps):
+            rows.append({"experiment": "toy", "observer": observer, "observer_kind": "human",
+                         "session": "adaptive-blur", "trial_index": i, "trial_id": f"cat{i}-blur", "role": "test",
+                         "trial_type": "classify", "condition": "blur", "level": 3 + i, "params": {"sigma": 3 + i},
+                         "category": "cat", "response": "cat", "correct_answer": "cat", "correct": 1,
+                         "rt_ms": 500.0, "adaptive": {"quest_threshold": t, "ci_low": lo, "ci_high": hi,
+                                                      "trials": i + 1}})
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write_many(rows)
+    html = write_report([tmp_path / "r.sqlite"], tmp_path / "out", options=AnalysisOptions(n_boot=20),
+                        progress=False).read_text()
+    table = pd.read_csv(tmp_path / "out" / "tables" / "adaptive_thresholds.csv").set_index("observer")
+    assert table.loc["p1", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 6.0, 10.0, 2]
+    assert table.loc["p2", "quest_threshold"] == 12.0
+    pooled = table.loc["humans (pooled)"]
+    assert pooled["quest_threshold"] == pytest.approx(8.8)
+    assert pooled["ci_high"] - pooled["quest_threshold"] == pytest.approx(2 / np.sqrt(1.25))
+    assert 'id="adaptive"' in html and (tmp_path / "out" / "figures" / "adaptive.svg").is_file()
+
+
+def test_published_shape_biases_match_the_released_geirhos_data(shared):
+    """The reference values the cue-conflict report shows, recomputed from the raw data of Geirhos et al. 2019."""
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+    from analysis.metrics import shape_bias
+    from analysis.reference import GEIRHOS2019_SHAPE_BIAS
+
+    scored = apply_exclusions(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")).scored
+    bias = shape_bias(scored).set_index("observer")["shape_bias"]
+    humans = bias[bias.index.str.startswith("subject-")]
+    assert len(humans) == 10
+    assert round(humans.mean(), 3) == GEIRHOS2019_SHAPE_BIAS["Humans (mean of 10)"]
+    for name, key in (("alexnet", "AlexNet"), ("googlenet", "GoogLeNet"), ("vgg", "VGG-16")):
+        assert round(bias[name], 3) == GEIRHOS2019_SHAPE_BIAS[key]
