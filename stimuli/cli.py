@@ -55,9 +55,13 @@ def run_build(args) -> int:
 
     from .build import BuildError
     from .designs import design_module
+    from .designs.common import build_provenance
+    from .preflight import refuse_changes_to_collected
 
     expdir = ExperimentDir(args.out)
     module = design_module(args.design)
+    refuse_changes_to_collected(expdir, args.name or expdir.root.name, args.design,
+                                build_provenance(args, args.design)["options"])
     spec = parse_executor(args.executor, args.executor_option)
     if spec.name != "local":
         if not hasattr(module, "shards"):

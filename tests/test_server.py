@@ -311,6 +311,8 @@ def test_admin_closed_until_a_password_is_set(env):
     assert client.get("/admin/login").status_code == 503
     with pytest.raises(Exception, match="at least"):
         set_admin_password(study_of(app), "short")
+    with pytest.raises(Exception, match="at least"):
+        set_admin_password(study_of(app), " " * 20)
 
 
 def test_admin_refuses_without_login_and_without_csrf(env):

@@ -6,6 +6,7 @@ import platform
 import random
 import re
 import sys
+from pathlib import PurePath
 from typing import Callable
 
 import numpy as np
@@ -44,14 +45,20 @@ def build_provenance(args, design: str) -> dict:
     import cv2
     import PIL
 
-    options = {k: v for k, v in sorted(vars(args).items()) if k not in WHERE_IT_RAN and _jsonable(v)}
+    options = {k: _portable(v) for k, v in sorted(vars(args).items()) if k not in WHERE_IT_RAN and _jsonable(v)}
     return {
         "design": design,
-        "command": "cuebench " + " ".join(sys.argv[1:]) if sys.argv and "cuebench" in sys.argv[0] else None,
+        "command": "cuebench " + " ".join(map(_portable, sys.argv[1:])) if sys.argv and "cuebench" in sys.argv[0]
+        else None,
         "options": options,
         "software": {"cuebench": __version__, "python": platform.python_version(), "numpy": np.__version__,
                      "pillow": PIL.__version__, "opencv": cv2.__version__},
     }
+
+
+def _portable(value):
+    """An absolute path as its last part: the folder is shared, the researcher's file system is not."""
+    return PurePath(value).name if isinstance(value, str) and PurePath(value).is_absolute() else value
 
 
 def _jsonable(value) -> bool:

@@ -24,7 +24,9 @@ import numpy as np
 from ..build import BuildError, Task, finish, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
-from ..sources import decode_image, fit_to_stimulus, resolve_images
+from cuebench.images import decode_image
+
+from ..sources import fit_to_stimulus, resolve_images
 from .common import CLASSIFY_SCHEDULE, attention_trials, build_provenance, label_set_for, slug
 from .cue_decomposition import shards  # noqa: F401 - the same EED shards, run by the command
 from .cue_decomposition import (add_eed_arguments, cue_jobs, eed_params, make_shape_cues,

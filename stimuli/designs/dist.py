@@ -25,7 +25,9 @@ from ..build import BuildError, Task, finish, known_stimuli, stimulus_seed, task
 from cuebench.design import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Trial
-from ..sources import SourceImage, decode_image, fit_to_stimulus, resolve_images
+from cuebench.images import decode_image
+
+from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from .common import build_provenance, slug
 from .imports import POSITIONS
 
