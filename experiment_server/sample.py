@@ -16,7 +16,7 @@ import numpy as np
 
 from cuebench.design import latin_square_plan
 from cuebench.expdir import ExperimentDir
-from stimuli.labels import IMAGENET16, IMAGENET16_NAME
+from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from stimuli.sources import default_images, fit_to_stimulus
 

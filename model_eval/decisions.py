@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.errors import CuebenchError
-from stimuli.labels import IMAGENET16_NAME
+from cuebench.labels import IMAGENET16_NAME
 from cuebench.trials import NOT_CLEAR, LabelSet
 
 from .imagenet16 import IMAGENET16_INDICES

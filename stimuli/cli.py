@@ -77,7 +77,22 @@ def run_build(args) -> int:
     print(f"{expdir.experiment_file}: {len(experiment.trials)} trials "
           f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), {len(experiment.stimuli)} stimuli, "
           f"{groups} participant group(s)")
+    report_label_mapping(experiment.label_set)
     return 0
+
+
+def report_label_mapping(label_set) -> None:
+    """Show the ImageNet classes found for a folder's labels, so the researcher checks them before models answer."""
+    from cuebench.labels import imagenet_classes
+
+    if label_set.name != "custom":
+        return
+    names = imagenet_classes()
+    for label in label_set.labels:
+        indices = label_set.imagenet_indices.get(label)
+        found = ", ".join(f"{i} {names[i].name}" for i in indices) if indices else \
+            f"none: find them with `cuebench labels search {label}`, then add them to experiment.json or give --mapping to eval"
+        print(f"  label {label!r} -> ImageNet {found}")
 
 
 def load_images(spec: str, labels: str | None) -> list:

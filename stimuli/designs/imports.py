@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from ..build import BuildError, finish
 from cuebench.design import everyone_plan
-from ..labels import IMAGENET16, IMAGENET16_NAME
+from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
 from ..sources import SourceError
