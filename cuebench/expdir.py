@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from .trials import Experiment, Stimulus
 EXPERIMENT_FILE = "experiment.json"
 STIMULI_DIR = "stimuli"
 PROVENANCE_DIR = "provenance"
+SHARDS_DIR = ".shards"
+"""Work records of executor shards (stimuli, evaluations) until the build or run that used them ends."""
 RESPONSES_FILE = "responses.sqlite"
 REPORTS_DIR = "reports"
 _UMASK = os.umask(0o022)
@@ -102,6 +105,14 @@ class ExperimentDir:
     @property
     def provenance_dir(self) -> Path:
         return self.root / PROVENANCE_DIR
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.root / SHARDS_DIR
+
+    def clear_shards(self) -> None:
+        """Remove the shards' records once experiment.json or the responses hold what they made."""
+        shutil.rmtree(self.shards_dir, ignore_errors=True)
 
     @property
     def responses_file(self) -> Path:

@@ -200,9 +200,7 @@ def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
 
 def finish(expdir: ExperimentDir, experiment: Experiment) -> Path:
     """Write experiment.json atomically, after checking no collected data would be orphaned."""
-    from .shards import clear_manifests
-
     check_replaceable(expdir, experiment)
     expdir.save(experiment)
-    clear_manifests(expdir)
+    expdir.clear_shards()
     return expdir.experiment_file

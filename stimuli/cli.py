@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cuebench.executors import add_executor_arguments, parse_executor, run_shards
 
-from .shards import DEFAULT_SHARD_SIZE, SHARDS_DIR
+from .shards import DEFAULT_SHARD_SIZE
 
 
 def register(sub) -> None:
@@ -68,7 +68,7 @@ def run_build(args) -> int:
             raise BuildError(f"--executor {spec.name}: design {args.design!r} builds in one process; the "
                              "executors make the EED shape cues of cue-decomposition and cue-conflict-eed")
         run_shards(module.shards(args, expdir), spec, desc="stimulus shards",
-                   default_folder=expdir.root / SHARDS_DIR / "submitit")
+                   default_folder=expdir.shards_dir / "submitit")
     experiment = module.build(args, expdir)
     roles = {}
     for t in experiment.trials:

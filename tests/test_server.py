@@ -18,7 +18,7 @@ from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
 from experiment_server.study import study_of
 from experiment_server.db import AlreadyParticipated
-from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
+from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 

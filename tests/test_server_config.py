@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from cuebench.cli import main
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 from experiment_server.simulate import free_port
 from experiment_server.study import open_study
 

@@ -17,7 +17,7 @@ from PIL import Image, PngImagePlugin
 
 from cuebench.expdir import ExperimentDir
 from experiment_server.app import create_app
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 
 PICTURE_CHUNKS = {b"IHDR", b"PLTE", b"tRNS", b"gAMA", b"cHRM", b"sRGB", b"IDAT", b"IEND"}
 

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
+from cuebench.studies import CUE_STUDY_FILE
 
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
-STUDY_FILE = "cue_study.json"
 DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "cue_training.csv"
@@ -88,7 +88,7 @@ class CueJob:
 def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
     """(stem, file, ImageNet index) of a photo folder: ``labels.csv`` (``image,imagenet_index``) beside
     the images, which lie in the folder itself or in ``original/`` (a DiST release)."""
-    from stimuli.sources import IMAGE_SUFFIXES
+    from cuebench.images import IMAGE_SUFFIXES
 
     root = Path(folder)
     labels = root / "labels.csv"
@@ -130,7 +130,8 @@ def load_pixels(files: list[Path], size: int) -> np.ndarray:
     """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
     import cv2
 
-    from stimuli.sources import decode_image, fit_to_stimulus
+    from cuebench.images import decode_image
+    from stimuli.sources import fit_to_stimulus
 
     return np.stack([cv2.resize(fit_to_stimulus(decode_image(f)), (size, size), interpolation=cv2.INTER_AREA)
                      for f in files]).astype(np.uint8)
@@ -208,7 +209,7 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
                   max_trials: int = 100, cue_per_class: int = 10, device: str = "auto") -> dict:
     """Write the study directory's data and experiments once; return its ``cue_study.json`` content."""
     study = Path(study_dir)
-    path = study / STUDY_FILE
+    path = study / CUE_STUDY_FILE
     if path.is_file():
         recorded = json.loads(path.read_text(encoding="utf-8"))
         if recorded["input_size"] != config.input_size or recorded["seed"] != config.seed:
@@ -246,8 +247,8 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
         raise TrainingError(f"unknown algorithm {unknown[0]!r}; known: {', '.join(ALGORITHMS)}")
     if runs < 1 or config.epochs < 1 or config.batch_size < 1:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
-    if not (Path(study_dir) / STUDY_FILE).is_file():
-        raise TrainingError(f"{Path(study_dir) / STUDY_FILE} is missing: prepare the study first")
+    if not (Path(study_dir) / CUE_STUDY_FILE).is_file():
+        raise TrainingError(f"{Path(study_dir) / CUE_STUDY_FILE} is missing: prepare the study first")
     return [CueJob(str(study_dir), a, r, config, runtime) for a in algorithms for r in range(runs)]
 
 
