@@ -27,6 +27,7 @@ from cuebench.expdir import ExperimentDir, canonical_json, provenance_key
 from cuebench.trials import Experiment, Stimulus
 from cuebench.images import CorruptImageError
 
+from .preflight import responses_held
 from .sources import SourceImage, fit_to_stimulus
 
 RESIZE_POLICY = "short side to 224 (Pillow bicubic), centre crop 224x224"
@@ -186,9 +187,7 @@ def task_key(source: SourceImage, task: Task) -> str:
 
 
 def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
-    """Refuse to change the trials of an experiment that already has responses."""
-    from .preflight import responses_held
-
+    """Refuse to change the name or trials of an experiment that already has responses."""
     n = responses_held(expdir) if expdir.exists() else 0
     if n == 0:
         return
