@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from cuebench import __version__
-from stimuli.designs.diagvib import STUDY_FILE
 from cuebench.csvsafe import frame_csv
+from cuebench.studies import StudyDir
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write
 
@@ -298,8 +298,7 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
     study_dir = Path(study_dir)
     out = Path(out_dir) if out_dir else study_dir / "reports"
     table = load_training_table(study_dir)
-    study_file = study_dir / STUDY_FILE
-    study = json.loads(study_file.read_text(encoding="utf-8")) if study_file.is_file() else {}
+    study = StudyDir(study_dir).load("factor") if StudyDir(study_dir).kind == "factor" else None
     selected = select_epochs(table, selection, last_n)
     p = p_matrix(selected)
     agg = factor_aggregates(selected)
@@ -332,7 +331,7 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
     html = Environment(autoescape=select_autoescape(default=True)).from_string(REPORT_TEMPLATE).render(
         title=f"DiagViB-6 factor study: {study_dir.name}", study_dir=study_dir.name,
         studies=_studies_present(table["study"]), n_pairs=table[["target", "correlated"]].drop_duplicates().shape[0],
-        samples=sorted(table["dataset_sample"].unique().tolist()), sizes=study.get("sizes", "?"), selection=selection,
+        samples=sorted(table["dataset_sample"].unique().tolist()), sizes=study.sizes if study else "?", selection=selection,
         notes=notes, images=uri, tables=html_tables, friedman=friedman,
         matrices=[(k, "data:image/png;base64," + base64.b64encode(v).decode("ascii")) for k, v in matrices],
         version=__version__, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

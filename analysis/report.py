@@ -27,6 +27,7 @@ from cuebench import __version__
 from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
+from cuebench.studies import StudyDir
 
 from . import factor_studies, figure_style, sections
 from . import reference as published
@@ -35,7 +36,6 @@ from .load import load_responses, logged_exclusions
 from .ranking import FriedmanResult
 from .tables import html_table
 
-STUDY_FILE = "study.json"
 LIBRARIES = ("numpy", "pandas", "scipy", "pingouin", "scikit_posthocs", "matplotlib", "jinja2", "psignifit")
 
 
@@ -123,14 +123,20 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
                  options: AnalysisOptions | None = None, progress: bool = True, database: str | None = None) -> Path:
     """Analyse ``sources`` (+ ``compare``) and write report.html, tables/*.csv, results.json and
     provenance.json into ``out_dir`` (default: the experiment's reports/ folder, else ./report).
-    Returns the path of report.html. A source folder with a ``study.json`` is a factor study and is
-    reported by ``analysis.factor_studies.write_study_report``. ``database``: a ``postgresql://``
+    Returns the path of report.html. A study directory (``cuebench.studies.StudyDir``) gets its own
+    report: a factor study ``analysis.factor_studies.write_study_report``'s, a cue study
+    ``analysis.cue_study.write_cue_report``'s. ``database``: a ``postgresql://``
     URL holding the responses of the experiment directories in ``sources``."""
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, Path)) else sources)]
     if not sources:
         raise ReportError("no source given")
-    if len(sources) == 1 and (sources[0] / STUDY_FILE).is_file():
+    study_kind = StudyDir(sources[0]).kind if len(sources) == 1 else None
+    if study_kind == "factor":
         return Path(factor_studies.write_study_report(sources[0], Path(out_dir or sources[0] / "reports")))
+    if study_kind == "cue":
+        from .cue_study import write_cue_report
+
+        return Path(write_cue_report(sources[0], out_dir))
     if reference not in (None, *published.REFERENCES):
         raise ReportError(f"unknown reference {reference!r}; known: {', '.join(published.REFERENCES)} or none")
     options = options or AnalysisOptions()

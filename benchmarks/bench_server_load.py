@@ -37,7 +37,7 @@ from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from cuebench.responses import ResponseStore
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
 
 

@@ -1,5 +1,6 @@
-"""The contract's own commands: ``cuebench export`` (the response table in its export formats)
-and ``cuebench schema`` (the JSON Schema of experiment.json and of a response row)."""
+"""The contract's own commands: ``cuebench export`` (the response table in its export formats),
+``cuebench schema`` (the JSON Schema of experiment.json and of a response row) and
+``cuebench labels search`` (the ImageNet classes a label may stand for)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ def register(sub) -> None:
     schema.add_argument("kind", choices=SCHEMAS, help="experiment: experiment.json; response: one response row")
     schema.add_argument("--out", type=Path, default=None, help="write the schema to this file instead")
     schema.set_defaults(func=run_schema)
+
+    labels = sub.add_parser("labels", help="find the ImageNet-1k classes (and indices) an experiment label stands for")
+    labels_sub = labels.add_subparsers(dest="labels_command", metavar="ACTION", required=True)
+    search = labels_sub.add_parser(
+        "search", help="print the ImageNet-1k classes with WORD in one of their names, with their indices",
+        description="Candidates for a label's ImageNet indices; '*' marks those a build picks for a folder named "
+                    "WORD (stored in experiment.json's label_set.imagenet_indices).")
+    search.add_argument("word", nargs="+", help="a word or phrase, e.g. cat or 'sports car'")
+    search.set_defaults(func=run_labels_search)
 
 
 def run_export(args) -> int:
@@ -61,4 +71,18 @@ def run_schema(args) -> int:
 
     atomic_write(args.out, text.encode("utf-8"))
     print(f"wrote {args.out}")
+    return 0
+
+
+def run_labels_search(args) -> int:
+    from .errors import CuebenchError
+    from .labels import matching_classes, search_classes
+
+    word = " ".join(args.word)
+    found = search_classes(word)
+    if not found:
+        raise CuebenchError(f"no ImageNet-1k class has {word!r} in its names; try a broader or singular word")
+    picked = {c.index for c in matching_classes(word)}
+    for c in found:
+        print(f"{'*' if c.index in picked else ' '} {c.index:>3}  {c.name}  ({', '.join(c.synonyms)})")
     return 0

@@ -1,8 +1,11 @@
-"""The experiment directory: experiment.json, content-addressed stimuli/, responses.sqlite, reports/.
+"""The experiment directory: experiment.json, content-addressed stimuli/, the provenance
+manifest, responses.sqlite, reports/.
 
 A folder anyone can copy (DESIGN.md, "Experiment directory"). Stimulus file names are
 a hash of the pixels and the provenance, so the same inputs and seed give the same
-names and bytes, and a re-run can skip what exists.
+names and bytes, and a re-run can skip what exists. The provenance of each stimulus is a
+record in ``provenance/<id>.json``, beside the images and never inside them: the files a
+participant receives carry pixels only.
 """
 
 from __future__ import annotations
@@ -10,24 +13,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
+import shutil
 import tempfile
-import zlib
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from . import __version__
+from .errors import CuebenchError
 from .paths import user_path
 from .trials import Experiment, Stimulus
 
 EXPERIMENT_FILE = "experiment.json"
 STIMULI_DIR = "stimuli"
+PROVENANCE_DIR = "provenance"
+SHARDS_DIR = ".shards"
+"""Work records of executor shards (stimuli, evaluations) until the build or run that used them ends."""
 RESPONSES_FILE = "responses.sqlite"
 REPORTS_DIR = "reports"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
+
+
+class OutsideExperimentError(CuebenchError):
+    """A stimulus file that is, or links to, a file outside the experiment directory."""
 
 
 def canonical_json(data) -> str:
@@ -49,23 +59,18 @@ def stimulus_id(pixels: np.ndarray, provenance: dict) -> str:
     return h.hexdigest()[:20]
 
 
-def encode_png(pixels: np.ndarray, provenance: dict) -> bytes:
-    """Lossless, deterministic PNG with the provenance in a ``tEXt`` chunk named ``cuebench``.
+def encode_png(pixels: np.ndarray) -> bytes:
+    """Lossless, deterministic PNG holding the pixels and nothing else.
 
     OpenCV's encoder is about 7x faster than Pillow's at its default level, which makes
-    encoding no longer the bottleneck of a build; the text chunk is inserted after the
-    header as the PNG specification allows (length, type, data, CRC-32).
+    encoding no longer the bottleneck of a build.
     """
     if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
         raise ValueError(f"stimulus pixels must be HxWx3 uint8, got {pixels.dtype} {pixels.shape}")
     ok, encoded = cv2.imencode(".png", np.ascontiguousarray(pixels[..., ::-1]))
     if not ok:
         raise ValueError("PNG encoding failed")
-    data = encoded.tobytes()
-    header_end = 8 + 8 + 13 + 4  # signature, IHDR length+type, IHDR data, CRC
-    body = b"cuebench\x00" + canonical_json(provenance).encode("latin-1")
-    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
-    return data[:header_end] + chunk + data[header_end:]
+    return encoded.tobytes()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -99,6 +104,18 @@ class ExperimentDir:
         return self.root / STIMULI_DIR
 
     @property
+    def provenance_dir(self) -> Path:
+        return self.root / PROVENANCE_DIR
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.root / SHARDS_DIR
+
+    def clear_shards(self) -> None:
+        """Remove the shards' records once experiment.json or the responses hold what they made."""
+        shutil.rmtree(self.shards_dir, ignore_errors=True)
+
+    @property
     def responses_file(self) -> Path:
         return self.root / RESPONSES_FILE
 
@@ -116,21 +133,47 @@ class ExperimentDir:
         atomic_write(self.experiment_file, experiment.to_json().encode("utf-8"))
 
     def stimulus_path(self, stimulus: Stimulus) -> Path:
-        return self.root / stimulus.path
+        return self.stimulus_file(stimulus.path.split("/", 1)[1])
+
+    def stimulus_file(self, name: str) -> Path:
+        """The file ``stimuli/<name>``, refused when it (or a symlink on the way) leads out of the experiment."""
+        path = self.stimuli_dir / name
+        resolved = path.resolve()
+        if not resolved.is_relative_to(self.root.resolve()) or ".." in Path(name).parts:
+            raise OutsideExperimentError(f"{path} leads outside the experiment directory {self.root} "
+                                         f"(to {resolved}); stimuli must be files inside it")
+        return path
+
+    def provenance(self, stimulus_id: str) -> dict:
+        """The full provenance record of a stimulus: exactly what its id hashes besides the pixels."""
+        path = self.provenance_dir / f"{stimulus_id}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CuebenchError(f"{path} is missing: stimulus {stimulus_id} was built before provenance "
+                                "moved out of the image files (rebuild the folder to record it)") from None
 
     def write_stimulus(self, pixels: np.ndarray, provenance: dict) -> Stimulus:
-        """Store an image array as a content-addressed PNG and return its record."""
+        """Store an image array as a content-addressed PNG, its provenance in the manifest, and return its record."""
         sid = stimulus_id(pixels, provenance)
         rel = f"{STIMULI_DIR}/{sid}.png"
+        self._record_provenance(sid, provenance)
         target = self.root / rel
         if not target.exists():
-            atomic_write(target, encode_png(pixels, provenance))
+            atomic_write(target, encode_png(pixels))
         return make_stimulus(sid, rel, pixels.shape, provenance)
+
+    def _record_provenance(self, sid: str, provenance: dict) -> None:
+        """One record per stimulus, written before the image so an image on disk always has one."""
+        record = self.provenance_dir / f"{sid}.json"
+        if not record.exists():
+            atomic_write(record, canonical_json(provenance).encode("utf-8"))
 
     def write_stimulus_bytes(self, data: bytes, suffix: str, pixels: np.ndarray, provenance: dict) -> Stimulus:
         """Store an already-encoded file (e.g. an imported JPEG) unchanged, addressed by its decoded pixels."""
         sid = stimulus_id(pixels, provenance)
         rel = f"{STIMULI_DIR}/{sid}{suffix.lower()}"
+        self._record_provenance(sid, provenance)
         target = self.root / rel
         if not target.exists():
             atomic_write(target, data)

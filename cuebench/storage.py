@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .errors import CuebenchError
 
@@ -52,12 +52,17 @@ def is_database_url(location: str | Path) -> bool:
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its password (``user:PASSWORD@host`` and ``?password=PASSWORD``), for messages and logs."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    user, at, host = parts.netloc.rpartition("@")
+    netloc = f"{user.partition(':')[0]}:***@{host}" if at and ":" in user else parts.netloc
+    query = "&".join(_redacted_parameter(item) for item in parts.query.split("&")) if parts.query else ""
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _redacted_parameter(item: str) -> str:
+    key = item.partition("=")[0]
+    return f"{key}=***" if unquote(key).strip().lower() == "password" else item
 
 
 class Database:

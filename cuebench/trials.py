@@ -116,6 +116,18 @@ class Stimulus(Model):
     width: StrictInt | None = None
     height: StrictInt | None = None
 
+    @field_validator("path")
+    @classmethod
+    def _inside_stimuli(cls, path: str) -> str:
+        """A file of the experiment's own ``stimuli/`` folder, so no experiment.json can make a
+        runner read or serve a file outside the experiment directory."""
+        parts = path.split("/")
+        if "\\" in path or ":" in path or len(parts) < 2 or parts[0] != "stimuli" \
+                or any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"must be a file inside the experiment's stimuli/ folder "
+                             f"(e.g. stimuli/<id>.png), got {path!r}")
+        return path
+
 
 class Trial(Model):
     """One question put to an observer.
@@ -391,6 +403,10 @@ class Experiment(Model):
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise SchemaError("(file)", "no such file; is this an experiment directory?", path) from None
+        except UnicodeDecodeError as err:
+            raise SchemaError("(file)", f"not UTF-8 text (byte {err.start}: {err.reason})", path) from None
+        except OSError as err:
+            raise SchemaError("(file)", f"cannot be read: {err.strerror or err}", path) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:

@@ -46,8 +46,9 @@ class AdminPasswordError(CuebenchError):
 
 def set_admin_password(study: Study, password: str) -> None:
     """Store the admin password as a salted scrypt hash (werkzeug) and end every admin session."""
-    if len(password) < MIN_PASSWORD_LENGTH:
-        raise AdminPasswordError(f"the admin password must have at least {MIN_PASSWORD_LENGTH} characters")
+    if len(password.strip()) < MIN_PASSWORD_LENGTH:
+        raise AdminPasswordError(f"the admin password must have at least {MIN_PASSWORD_LENGTH} characters "
+                                 "besides leading and trailing spaces")
     study.secrets.set(PASSWORD_KEY, generate_password_hash(password))
     study.db.bump_admin_generation()
 

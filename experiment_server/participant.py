@@ -17,14 +17,17 @@ posted on its own and checked before it is stored.
 from __future__ import annotations
 
 import io
+import mimetypes
 import re
 import secrets
 
-from flask import (Blueprint, current_app, jsonify, make_response, redirect, render_template, request, send_file,
-                   send_from_directory, url_for)
+from flask import (Blueprint, abort, current_app, jsonify, make_response, redirect, render_template, request,
+                   send_file, url_for)
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
+from cuebench.expdir import OutsideExperimentError
+from cuebench.images import strip_metadata
 from cuebench.responses import ResponseConflict, trial_row
 
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
@@ -157,7 +160,15 @@ def task(token: str):
 
 @bp.get("/stimuli/<path:filename>")
 def stimulus(filename: str):
-    response = send_from_directory(_study().expdir.stimuli_dir, filename, max_age=7 * 24 * 3600)
+    """A stimulus file with its metadata stripped (folders built before provenance left the PNGs
+    still carry it), never a file a symlink leads to outside the experiment."""
+    try:
+        path = _study().expdir.stimulus_file(filename)
+        data = strip_metadata(path.read_bytes())
+    except (OutsideExperimentError, OSError):
+        abort(404)
+    response = send_file(io.BytesIO(data), mimetype=mimetypes.guess_type(path.name)[0] or "application/octet-stream",
+                         max_age=7 * 24 * 3600)
     response.headers["Cache-Control"] = "public, max-age=604800, immutable"
     return response
 

@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.errors import CuebenchError
+from cuebench.labels import IMAGENET16_NAME
 from cuebench.registry import Registry
 from cuebench.trials import NOT_CLEAR, LabelSet, Trial
-from stimuli.labels import IMAGENET16_NAME
 
 from .imagenet16 import IMAGENET16_INDICES
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from cuebench.executors import ExecutorSpec, Shard, run_shards
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json, provenance_key
 from cuebench.responses import ResponseStore
-from stimuli.shards import SHARDS_DIR, clear_manifests
 
 from .evaluate import EvalSummary, ModelRun, evaluate_experiment, summarise
 from .observers import check_spec
@@ -30,7 +29,7 @@ def evaluate_model(experiment: str, model: str, settings: dict, record: str) -> 
 
 
 def model_shard(expdir: ExperimentDir, model: str, settings: dict) -> Shard:
-    record = expdir.root / SHARDS_DIR / f"eval-{provenance_key({'model': model, **settings})}.json"
+    record = expdir.shards_dir / f"eval-{provenance_key({'model': model, **settings})}.json"
     gpus = 1.0 if str(settings.get("device", "")).startswith("cuda") else 0.0
     return Shard(f"eval:{model}@{expdir.root.name}", evaluate_model, (str(expdir.root), model, settings, str(record)),
                  Path.is_file, (record,), gpus=gpus)
@@ -47,10 +46,10 @@ def evaluate_sharded(experiment: str | Path, models: list[str], settings: dict, 
     expdir = ExperimentDir(experiment)
     definition = expdir.load()  # checks the folder before any shard runs
     shards = [model_shard(expdir, model, settings) for model in models]
-    run_shards(shards, spec, desc="evaluations", default_folder=expdir.root / SHARDS_DIR / "submitit")
+    run_shards(shards, spec, desc="evaluations", default_folder=expdir.shards_dir / "submitit")
     runs = [ModelRun(**run) for shard in shards
             for run in json.loads(Path(shard.done_args[0]).read_text(encoding="utf-8"))]
     with ResponseStore(settings.get("database") or expdir.responses_file) as store:
         summary = summarise(definition, store, [r.observer for r in runs], runs)
-    clear_manifests(expdir)
+    expdir.clear_shards()
     return summary

@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from cuebench.errors import CuebenchError
-from stimuli.sources import decode_image
+from cuebench.images import decode_image
 
 from .torch_compat import import_timm
 

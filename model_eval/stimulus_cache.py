@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
-from stimuli.sources import CorruptImageError, decode_image
+from cuebench.images import CorruptImageError, decode_image
 
 CACHE_DIR = Path("cache") / "decoded"
 INDEX_FILE = "index.json"

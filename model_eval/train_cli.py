@@ -43,9 +43,7 @@ def register(sub, *, cue_report_writer=None) -> None:
 
 
 def _register_cue_study(sub, cue_report_writer) -> None:
-    from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
-
-    from .training.cue_study import SYNTHESIS_SIZE, CueConfig
+    from .training.cue_study import DEFAULT_FEATURE_NET, SYNTHESIS_SIZE, CueConfig
 
     cues = sub.add_parser(
         "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",

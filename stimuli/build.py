@@ -24,7 +24,10 @@ from cuebench import __version__
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir, canonical_json, provenance_key
 from cuebench.trials import Experiment, Stimulus
-from .sources import CorruptImageError, SourceImage, fit_to_stimulus
+from cuebench.images import CorruptImageError
+
+from .preflight import responses_held
+from .sources import SourceImage, fit_to_stimulus
 
 RESIZE_POLICY = "short side to 224 (Pillow bicubic), centre crop 224x224"
 
@@ -140,7 +143,7 @@ def run_jobs(expdir: ExperimentDir, jobs: list[SourceJob], *, workers: int | Non
         if on_error == "fail":
             bar.close()
             raise CorruptImageError(f"{err} (source image {job.source.name!r}; use --on-error skip to leave it out)") from None
-        failed.append(f"{job.source.name}: {err}")
+        failed.append(f"{job.source.name}: {err.reason}")
         bar.update(len(job.tasks))
 
     if workers == 1 or len(todo) <= 1:
@@ -184,16 +187,11 @@ def task_key(source: SourceImage, task: Task) -> str:
 
 
 def check_replaceable(expdir: ExperimentDir, new: Experiment) -> None:
-    """Refuse to change the trials of an experiment that already has responses."""
-    if not expdir.exists() or not expdir.responses_file.exists():
-        return
-    from cuebench.responses import ResponseStore
-
-    with ResponseStore(expdir.responses_file) as store:
-        n = store.count()
+    """Refuse to change the name or trials of an experiment that already has responses."""
+    n = responses_held(expdir) if expdir.exists() else 0
     if n == 0:
         return
     old = expdir.load()
-    if [t.to_dict() for t in old.trials] != [t.to_dict() for t in new.trials]:
-        raise BuildError(f"{expdir.root} already holds {n} responses and this build would change its trials; "
+    if old.name != new.name or [t.to_dict() for t in old.trials] != [t.to_dict() for t in new.trials]:
+        raise BuildError(f"{expdir.root} already holds {n} responses and this build would change its name or trials; "
                          "build into a new folder (collected responses are never overwritten)")

@@ -8,7 +8,10 @@ from pathlib import Path
 
 from cuebench.executors import add_executor_arguments, parse_executor, run_shards
 
-from .shards import DEFAULT_SHARD_SIZE, SHARDS_DIR
+from .shards import DEFAULT_SHARD_SIZE
+
+PLUGIN_MODULES = ("stimuli.designs", "stimuli.suppression", "stimuli.corruptions")
+"""Where this command's registries are filled; ``cuebench list`` imports them."""
 
 
 BUILD_DESCRIPTION = ("Build an experiment: content-addressed PNG stimuli with provenance and every trial, "
@@ -106,7 +109,7 @@ def run_build(args, feature_net_loader) -> int:
             raise BuildError(f"--executor {spec.name}: design {args.design!r} builds in one process; the "
                              "executors make the EED shape cues of cue-decomposition and cue-conflict-eed")
         run_shards(design.shards(request, args.shard_size), spec, desc="stimulus shards",
-                   default_folder=request.expdir.root / SHARDS_DIR / "submitit")
+                   default_folder=request.expdir.shards_dir / "submitit")
 
     experiment = build_experiment(args.design, args.out, options, common, feature_net_loader=feature_net_loader,
                                   before_build=run_executor_shards)
@@ -120,7 +123,22 @@ def run_build(args, feature_net_loader) -> int:
     skipped = experiment.provenance.get("skipped_images") or []
     if skipped:
         print(f"skipped {len(skipped)} source image(s) (--on-error skip):\n" + "\n".join(f"  {s}" for s in skipped))
+    report_label_mapping(experiment.label_set)
     return 0
+
+
+def report_label_mapping(label_set) -> None:
+    """Show the ImageNet classes found for a folder's labels, so the researcher checks them before models answer."""
+    from cuebench.labels import imagenet_classes
+
+    if label_set.name != "custom":
+        return
+    names = imagenet_classes()
+    for label in label_set.labels:
+        indices = label_set.imagenet_indices.get(label)
+        found = ", ".join(f"{i} {names[i].name}" for i in indices) if indices else \
+            f"none: find them with `cuebench labels search {label}`, then add them to experiment.json or give --mapping to eval"
+        print(f"  label {label!r} -> ImageNet {found}")
 
 
 def load_images(spec: str, labels: str | None) -> list:

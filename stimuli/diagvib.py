@@ -220,7 +220,7 @@ def _read_grey(source: str) -> np.ndarray:
             raise DiagVibError(f"scikit-image has no image {name!r} (texture source {source!r})")
         image = getattr(data, name)()
     else:
-        from .sources import decode_image
+        from cuebench.images import decode_image
 
         image = decode_image(source)
     image = np.asarray(image, dtype=np.float64)

@@ -24,14 +24,14 @@ split's co-occurrence matrix is the design, exactly up to one image of rounding.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 from tqdm import tqdm
+
+from cuebench.studies import SplitData, load_split, save_split, split_recipe
 
 from .diagvib import FACTORS, DiagVibError, DiagVibGenerator, FactorSpace
 
@@ -135,51 +135,6 @@ def cooccurrence(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
 
 def entry_dir(study: str, target: str, correlated: str, sample: int) -> str:
     return f"data/{study}/{target}--{correlated}/sample-{sample}"
-
-
-@dataclass
-class SplitData:
-    """One generated (or re-read) split: images, labels and the table of factor values."""
-
-    images: np.ndarray
-    label: np.ndarray
-    column: np.ndarray
-    table: dict[str, np.ndarray]
-
-
-def save_split(path: Path, split: SplitData, recipe: str) -> None:
-    """Write a split as a compressed .npz next to its final name, then rename (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, images=split.images, label=split.label.astype(np.int8),
-                                column=split.column.astype(np.int8), recipe=np.array(recipe), **split.table)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def load_split(path: Path, with_images: bool = True) -> SplitData:
-    """Read a split written by ``save_split``."""
-    try:
-        with np.load(path) as data:
-            table = {k: data[k] for k in data.files if k not in ("images", "label", "column", "recipe")}
-            return SplitData(data["images"] if with_images else np.empty((0,)), data["label"].astype(np.int64),
-                             data["column"].astype(np.int64), table)
-    except (OSError, ValueError, KeyError) as err:
-        raise DiagVibError(f"cannot read split file {path}: {err}") from None
-
-
-def split_recipe(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path) as data:
-            return str(data["recipe"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def build_studies(root: Path, studies: list[str], pairs: list[tuple[str, str]], samples: list[int],

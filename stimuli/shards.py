@@ -12,19 +12,17 @@ killed shard run again, can only write the same bytes.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
 from cuebench.trials import Stimulus
 
-SHARDS_DIR = ".shards"
 DEFAULT_SHARD_SIZE = 32
 """Source images per shard: large enough to fill a GPU batch, small enough to spread."""
 
 
 def manifest_path(expdir: ExperimentDir, name: str) -> Path:
-    return expdir.root / SHARDS_DIR / f"{name}.json"
+    return expdir.shards_dir / f"{name}.json"
 
 
 def write_manifest(expdir: ExperimentDir, name: str, stimuli: list[Stimulus]) -> None:
@@ -34,7 +32,7 @@ def write_manifest(expdir: ExperimentDir, name: str, stimuli: list[Stimulus]) ->
 
 def manifest_stimuli(expdir: ExperimentDir) -> list[Stimulus]:
     """Every stimulus a finished shard recorded whose file is on disk."""
-    folder = expdir.root / SHARDS_DIR
+    folder = expdir.shards_dir
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         for i, data in enumerate(json.loads(path.read_text(encoding="utf-8"))):
@@ -42,11 +40,6 @@ def manifest_stimuli(expdir: ExperimentDir) -> list[Stimulus]:
             if expdir.stimulus_path(stim).is_file():
                 found.append(stim)
     return found
-
-
-def clear_manifests(expdir: ExperimentDir) -> None:
-    """Remove the shards' records once experiment.json holds their stimuli."""
-    shutil.rmtree(expdir.root / SHARDS_DIR, ignore_errors=True)
 
 
 def chunks(items: list, size: int) -> list[list]:

@@ -3,8 +3,9 @@
 Three kinds: ``default`` (scikit-image's and scikit-learn's bundled photos, so every
 command works offline with no data of the user's), a folder with one sub-folder per
 class, and a flat folder plus a labels CSV (columns ``image,category``). Every image is
-decoded with Pillow and converted to RGB uint8; a corrupt file raises
-``CorruptImageError`` naming it.
+decoded with Pillow and converted to RGB uint8 (``cuebench.images``); a corrupt file raises
+``CorruptImageError`` naming it. A file's origin is recorded relative to the folder the
+researcher named, so no path of their machine reaches the experiment directory.
 """
 
 from __future__ import annotations
@@ -16,16 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from cuebench.errors import CuebenchError
+from cuebench.images import IMAGE_SUFFIXES, decode_image
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 STIMULUS_SIZE = 224
-
-
-class CorruptImageError(CuebenchError):
-    """An image file cannot be decoded."""
 
 
 class SourceError(CuebenchError):
@@ -38,27 +35,12 @@ class SourceImage:
 
     name: str
     category: str | None
-    origin: str  # file path or "skimage:chelsea" etc.; recorded in provenance
+    origin: str  # path relative to the source folder, or "builtin:chelsea"; recorded in provenance
     reader: Callable[[], np.ndarray] = field(compare=False, repr=False)
     imagenet_index: int | None = None
 
     def read(self) -> np.ndarray:
         return self.reader()
-
-
-def decode_image(path: str | Path) -> np.ndarray:
-    """Decode an image file to an RGB uint8 array, or raise CorruptImageError naming the file: also for a
-    decompression bomb (a header claiming more than twice Pillow's ``MAX_IMAGE_PIXELS``, about 179 million
-    pixels), which is refused before its pixels are allocated."""
-    path = Path(path)
-    try:
-        with Image.open(path) as im:
-            im.load()
-            return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
-    except Image.DecompressionBombError as err:
-        raise CorruptImageError(f"refusing image {path}: {err}") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise CorruptImageError(f"cannot decode image {path}: {err}") from None
 
 
 def _to_rgb(array: np.ndarray) -> np.ndarray:
@@ -140,11 +122,11 @@ def folder_images(root: str | Path, labels_csv: str | Path | None = None) -> lis
         for sub in subdirs:
             for f in sorted(sub.iterdir()):
                 if f.suffix.lower() in IMAGE_SUFFIXES:
-                    images.append(SourceImage(f"{sub.name}/{f.stem}", sub.name, str(f), _file_reader(f)))
+                    images.append(SourceImage(f"{sub.name}/{f.stem}", sub.name, f"{sub.name}/{f.name}", _file_reader(f)))
     else:
         for f in sorted(root.iterdir()):
             if f.suffix.lower() in IMAGE_SUFFIXES:
-                images.append(SourceImage(f.stem, None, str(f), _file_reader(f)))
+                images.append(SourceImage(f.stem, None, f.name, _file_reader(f)))
     if not images:
         raise SourceError(f"no images ({', '.join(IMAGE_SUFFIXES)}) found in {root}")
     return images
@@ -168,7 +150,7 @@ def _flat_with_labels(root: Path, labels_csv: Path) -> list[SourceImage]:
         if not f.is_file():
             raise SourceError(f"{labels_csv} line {n}: image {row['image']!r} not found in {root}")
         index = row.get("imagenet_index")
-        images.append(SourceImage(f.stem, row["category"] or None, str(f), _file_reader(f),
+        images.append(SourceImage(f.stem, row["category"] or None, f.relative_to(root).as_posix(), _file_reader(f),
                                   int(index) if index not in (None, "") else None))
     return images
 

@@ -75,13 +75,12 @@ class Staging:
         from cuebench.texts import write_default_texts
 
         from .build import check_replaceable
-        from .shards import clear_manifests
 
         check_replaceable(ExperimentDir(self.out), experiment)
         staged = ExperimentDir(self.root)
         staged.save(experiment)
         write_default_texts(staged, experiment)  # the researcher's edited texts are kept, missing ones written
-        clear_manifests(staged)
+        staged.clear_shards()
         if not self.out.exists():
             self.out.parent.mkdir(parents=True, exist_ok=True)
             os.replace(self.root, self.out)
@@ -90,7 +89,7 @@ class Staging:
             source, target = self.root / rel, self.out / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
-        clear_manifests(ExperimentDir(self.out))
+        ExperimentDir(self.out).clear_shards()
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

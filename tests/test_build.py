@@ -1,7 +1,6 @@
 """The suppression builder on real photos: determinism, provenance, skip-existing, bad input."""
 
 import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -12,7 +11,8 @@ from PIL import Image
 from cuebench.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
-from stimuli.sources import decode_image, folder_images
+from cuebench.images import decode_image
+from stimuli.sources import folder_images
 
 CONDITIONS = "patch_shuffle,bilateral,grayscale,channel_shuffle"
 
@@ -45,15 +45,18 @@ def test_same_seed_gives_identical_files_and_another_seed_other_files(built, tmp
     assert deterministic(a) == deterministic(c)
 
 
-def test_every_stimulus_records_its_provenance(built):
-    exp = ExperimentDir(built).load()
+def test_every_stimulus_records_its_provenance_in_the_manifest_not_the_image(built):
+    expdir = ExperimentDir(built)
+    exp = expdir.load()
     assert len(exp.trials) == 8 * (1 + 15 + 6 + 5 + 1) + 1
     for stim in exp.stimuli.values():
         path = built / stim.path
         with Image.open(path) as im:
             assert im.size == (224, 224) and im.format == "PNG"
-            prov = json.loads(im.text["cuebench"])
+            assert im.info == {}  # no text, time or other ancillary chunk: pixels only
+        prov = expdir.provenance(stim.id)
         assert prov["transform"] == stim.transform and prov["params"] == stim.params and prov["seed"] == stim.seed
+        assert prov["source_origin"] == f"builtin:{stim.source_image}"
         assert stim.source_image and stim.software_version
     assert exp.provenance["design"] == "suppression" and exp.provenance["options"]["seed"] == 7
     trial = exp.trial("chelsea--patch_shuffle--4")
@@ -92,9 +95,15 @@ def test_corrupt_image_is_named_and_skipped_or_fatal(tmp_path, photos, capsys):
     assert not (tmp_path / "x" / "experiment.json").exists()
     assert main(["stimuli", "build", "--design", "suppression", "--images", str(src), "--out", str(tmp_path / "y"),
                  "--conditions", "grayscale", "--on-error", "skip"]) == 0
-    exp = ExperimentDir(tmp_path / "y").load()
+    expdir = ExperimentDir(tmp_path / "y")
+    exp = expdir.load()
     assert {t.source_image for t in exp.trials if t.role == "test"} == {"cat/chelsea", "flower/flower"}
     assert "broken" in exp.provenance["skipped_images"][0]
+    origins = {expdir.provenance(sid)["source_origin"] for sid in exp.stimuli}
+    assert origins == {"cat/chelsea.png", "flower/flower.jpg"}  # relative to the folder: no path of this machine
+    for path in (tmp_path / "y").rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".png"):
+            assert str(tmp_path).encode() not in path.read_bytes(), path
 
 
 def test_unknown_condition_and_missing_folder_are_clear_errors(tmp_path, capsys):
@@ -113,9 +122,33 @@ def test_rebuild_that_would_change_trials_with_responses_is_refused(built, tmp_p
     with ResponseStore(ExperimentDir(copy).responses_file) as store:
         store.write(trial_row(exp, exp.trials[0], observer="p1", observer_kind="human", session=1, trial_index=0,
                               response="cat"))
-    assert build(copy, "--seed", "9") == 2
-    assert "already holds 1 responses" in capsys.readouterr().err
-    assert ExperimentDir(copy).load().to_dict() == exp.to_dict()
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    experiment_bytes = (copy / "experiment.json").read_bytes()
+    assert build(copy, "--seed", "9", "--name", "exp") == 2
+    assert "already holds 1 responses to experiment 'exp' and this build would change its options seed=7->9" \
+        in capsys.readouterr().err
+    assert build(copy, "--seed", "7", "--name", "other") == 2
+    assert "would change its name 'exp' to 'other'" in capsys.readouterr().err
+    assert build(copy, "--seed", "7") == 2  # a copied folder's name is not the experiment's
+    assert "give --name exp to rebuild it" in capsys.readouterr().err
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before  # refused before writing anything
+    assert (copy / "experiment.json").read_bytes() == experiment_bytes
+    assert build(copy, "--seed", "7", "--name", "exp") == 0  # the same build of the same experiment still runs
+
+
+def test_non_utf8_experiment_file_is_one_line_naming_it_for_every_command(tmp_path, capsys):
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "experiment.json").write_bytes(b'{"name": "\xff\xfe"}')
+    commands = [["eval", "--experiment", str(folder), "--model", "tf_efficientnet_lite0:pypi"],
+                ["analyze", str(folder)],
+                ["report", str(folder), "--out", str(tmp_path / "report")], ["serve", str(folder)],
+                ["lab", "run", str(folder), "--participant", "p1", "--simulate"]]
+    ResponseStore(folder / "responses.sqlite").close()
+    for argv in commands:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert "experiment.json" in err and "\n" not in err and "Traceback" not in err, (argv, err)
 
 
 def test_flat_folder_with_labels_csv(tmp_path, photos):

@@ -3,7 +3,6 @@ scikit-image photos through the real command line (few EED steps; 16,384 is for 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import numpy as np
@@ -13,7 +12,8 @@ from PIL import Image
 from cuebench.cli import main
 from stimuli.designs.cue_conflict_eed import combine
 from cuebench.expdir import ExperimentDir
-from stimuli.sources import decode_image, default_images
+from cuebench.images import decode_image
+from stimuli.sources import default_images
 
 N_IMAGES = len(default_images())
 
@@ -119,8 +119,7 @@ def test_cue_conflict_pixels_are_the_blend_of_the_cues(conflict):
     t = next(t for t in exp.trials if t.role == "test")
     by_recipe = {}
     for path in conflict.stimuli_dir.iterdir():
-        with Image.open(path) as im:
-            prov = json.loads(im.text["cuebench"])  # every stimulus PNG carries its provenance
+        prov = conflict.provenance(path.stem)  # every stimulus has its record in the manifest
         by_recipe[(prov["source_image"], prov["transform"])] = decode_image(path)
     shape = by_recipe[(t.source_image, "eed")]
     texture = by_recipe[(t.params["texture_image"], "texture_cue")]

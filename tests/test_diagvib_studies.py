@@ -10,7 +10,8 @@ import pytest
 
 from cuebench.cli import main
 from stimuli.diagvib import FACTORS, load_factor_space
-from stimuli.diagvib_studies import (STUDIES, allocate, all_pairs, cooccurrence, derive_seed, load_split,
+from cuebench.studies import load_split
+from stimuli.diagvib_studies import (STUDIES, allocate, all_pairs, cooccurrence, derive_seed,
                                      select_classes, split_classes, study_design)
 from cuebench.trials import NOT_CLEAR, Experiment
 

@@ -7,7 +7,7 @@ import pytest
 
 from cuebench.cli import main
 from cuebench.expdir import ExperimentDir
-from stimuli.labels import IMAGENET16
+from cuebench.labels import IMAGENET16
 from cuebench.responses import ResponseStore, trial_row
 
 pytestmark = pytest.mark.shared

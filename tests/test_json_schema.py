@@ -14,7 +14,7 @@ from cuebench.cli import main
 from cuebench.contract_cli import SCHEMAS, json_schema, schema_text
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 
 DOCS_SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DESIGN_BUILDS = [

@@ -3,7 +3,7 @@
 import pytest
 
 from human_tasks.layout import KEY_ROWS, NOT_CLEAR_KEY, LayoutError, oddity_positions, response_grid
-from stimuli.labels import IMAGENET16
+from cuebench.labels import IMAGENET16
 from cuebench.trials import NOT_CLEAR, LabelSet
 
 

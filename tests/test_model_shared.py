@@ -9,7 +9,7 @@ import pytest
 
 from cuebench.cli import main
 from cuebench.expdir import ExperimentDir
-from stimuli.labels import IMAGENET16
+from cuebench.labels import IMAGENET16
 from cuebench.responses import ResponseStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]

@@ -134,7 +134,8 @@ def test_table2_on_the_400_dist_imagenet_photos(shared):
     uniform permutation about one of the 36 cells stays in place, so a gradient correlation
     near 1/36 is what the definition gives; the paper's shuffle evidently keeps more.
     """
-    from stimuli.sources import decode_image, fit_to_stimulus
+    from cuebench.images import decode_image
+    from stimuli.sources import fit_to_stimulus
 
     files = sorted((shared / "data" / "dist" / "original").glob("*.jpg"))
     assert len(files) == 400

@@ -46,6 +46,10 @@ def test_label_display_order_is_alphabetical_with_not_clear_last():
     (lambda d: d["label_set"].update(labels=["a", "a"]), "label_set.labels", "duplicates"),
     (lambda d: d.update(schema_version=99), "schema_version", "newer"),
     (lambda d: d.update(colour="red"), "colour", "unknown field"),
+    (lambda d: d["stimuli"]["s2"].update(path="../../../../etc/passwd"), "stimuli.s2.path", "'../../../../etc/passwd'"),
+    (lambda d: d["stimuli"]["s2"].update(path="stimuli/../../x.png"), "stimuli.s2.path", "inside the experiment"),
+    (lambda d: d["stimuli"]["s2"].update(path="/etc/passwd"), "stimuli.s2.path", "inside the experiment"),
+    (lambda d: d["stimuli"]["s2"].update(path="stimuli\\..\\x.png"), "stimuli.s2.path", "inside the experiment"),
 ])
 def test_malformed_experiment_file_names_file_and_field(tmp_path, mutate, field, words):
     data = small_experiment().to_dict()

@@ -35,7 +35,7 @@ from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
 from experiment_server.db import SETTINGS
 from experiment_server.group_commit import GroupCommit
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 from experiment_server.server_secrets import SECRET_KEYS
 from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
                                         trial_answer)

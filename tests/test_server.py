@@ -20,8 +20,8 @@ from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
 from experiment_server.study import study_of
 from experiment_server.db import AlreadyParticipated
-from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
 from experiment_server.simulate import NONCE
+from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
@@ -320,6 +320,8 @@ def test_admin_closed_until_a_password_is_set(env):
     assert client.get("/admin/login").status_code == 503
     with pytest.raises(Exception, match="at least"):
         set_admin_password(study_of(app), "short")
+    with pytest.raises(Exception, match="at least"):
+        set_admin_password(study_of(app), " " * 20)
 
 
 def test_admin_refuses_without_login_and_without_csrf(env):

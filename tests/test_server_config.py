@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from cuebench.cli import main
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 from experiment_server.simulate import free_port
 from experiment_server.study import open_study
 
@@ -69,6 +69,11 @@ def test_unreachable_database_url(expdir, capsys):
     err = capsys.readouterr().err
     assert "cannot connect to postgresql://cuebench:***@127.0.0.1:1/study" in err and "secret" not in err
     assert not (expdir / "responses.sqlite").exists()
+    in_query = "postgresql://cuebench@127.0.0.1:1/study?connect_timeout=2&password=secret"
+    assert main(["serve", str(expdir), "--port", str(free_port()), "--database", in_query]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect to postgresql://cuebench@127.0.0.1:1/study?connect_timeout=2&password=***" in err
+    assert "secret" not in err
 
 
 def test_postgres_database_of_another_experiment_is_refused(expdir, tmp_path, postgres_url, capsys):

@@ -20,7 +20,7 @@ import pytest
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import KEY, ResponseStore
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
 from experiment_server.study import open_study
 

@@ -17,7 +17,7 @@ from cuebench.expdir import ExperimentDir
 from model_eval import stimulus_cache
 from model_eval.preprocess import DevicePreprocess, Normalise, PreprocessError, ToUint8Tensor
 from model_eval.stimulus_cache import cache_dir, decoded_stimuli, read_index
-from stimuli.sources import CorruptImageError, decode_image
+from cuebench.images import CorruptImageError, decode_image
 
 LITE0_CONFIG = {"input_size": (3, 224, 224), "interpolation": "bicubic", "crop_pct": 0.875, "crop_mode": "center",
                 "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}

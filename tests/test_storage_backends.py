@@ -10,7 +10,7 @@ import pytest
 from cuebench.export import export
 from cuebench.responses import ResponseConflict, ResponseStore
 from cuebench.storage import StorageError, open_database
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 
 BACKENDS = ["sqlite", "postgresql"]
 

@@ -9,7 +9,7 @@ import pytest
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.texts import default_texts, render, study_facts, text_path, write_default_texts
-from experiment_server.sample import build_sample_experiment
+from stimuli.web_sample import build_sample_experiment
 
 
 @pytest.fixture(scope="module")

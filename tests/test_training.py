@@ -67,10 +67,17 @@ def test_accuracy_is_the_mean_over_classes_present():
     assert mean_class_accuracy([1.0, None, None]) == 1.0
 
 
+def write_study(root, entries: list[dict]) -> None:
+    """A study.json with the header the diagvib design writes (cuebench.studies.FactorStudy)."""
+    (root / "study.json").write_text(json.dumps({
+        "format": "cuebench-diagvib-study", "version": 1, "seed": 0, "sizes": {}, "digits": "mnist",
+        "factor_space": {}, "studies": [], "pairs": [], "dataset_samples": [], "entries": entries}))
+
+
 def test_plan_jobs_checks_its_inputs(tmp_path):
     with pytest.raises(TrainingError, match="study.json does not exist"):
         plan_jobs(tmp_path, TrainConfig(), runs=1)
-    (tmp_path / "study.json").write_text(json.dumps({"entries": []}))
+    write_study(tmp_path, [])
     with pytest.raises(UnknownName, match="unknown algorithm 'mixstyle'"):
         plan_jobs(tmp_path, TrainConfig(algorithm="mixstyle"), runs=1)
     with pytest.raises(TrainingError, match="'distinguish' .* a DiagViB-6 study does not have; use 'cuebench train-cues'"):
@@ -90,9 +97,9 @@ def test_unknown_or_missing_executor_is_a_clear_error(tmp_path):
 
 
 def _fake_job(tmp_path):
-    (tmp_path / "study.json").write_text(json.dumps({"entries": [
-        {"study": "ZSO", "target": "hue", "correlated": "shape", "dataset_sample": 0, "shortcut_class": None,
-         "files": {}}]}))
+    write_study(tmp_path, [{"study": "ZSO", "target": "hue", "correlated": "shape", "dataset_sample": 0,
+                            "shortcut_class": None, "selected": {}, "selected_index": {}, "design_train": [],
+                            "design_test": [], "files": {}, "cooccurrence": {}}])
     return plan_jobs(tmp_path, TrainConfig(), runs=1)[0]
 
 

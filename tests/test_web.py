@@ -16,7 +16,7 @@ import pytest
 
 from experiment_server.app import create_app
 from experiment_server.study import study_of
-from experiment_server.sample import ATTENTION_ANSWER, build_sample_experiment
+from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.timing import ms_to_frames
 
 SESSION_DEADLINE_S = 180

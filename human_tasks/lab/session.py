@@ -32,7 +32,7 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score, trial_row
 from cuebench.trials import Experiment, Trial
-from stimuli.sources import decode_image
+from cuebench.images import decode_image
 
 from ..layout import ODDITY_KEYS, LayoutError, ResponseGrid, oddity_positions, response_grid
 from ..masks import pink_noise_mask, trial_mask_seed

@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
+from cuebench.studies import CUE_STUDY_FILE
 from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
 
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
-STUDY_FILE = "cue_study.json"
 DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "cue_training.csv"
@@ -90,7 +90,7 @@ class CueJob:
 def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
     """(stem, file, ImageNet index) of a photo folder: ``labels.csv`` (``image,imagenet_index``) beside
     the images, which lie in the folder itself or in ``original/`` (a DiST release)."""
-    from stimuli.sources import IMAGE_SUFFIXES
+    from cuebench.images import IMAGE_SUFFIXES
 
     root = Path(folder)
     labels = root / "labels.csv"
@@ -145,7 +145,8 @@ DIST_NOISE_SCALE = 1.0
 
 def load_pixels(files: list[Path], size: int) -> np.ndarray:
     """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
-    from stimuli.sources import decode_image, fit_to_stimulus
+    from cuebench.images import decode_image
+    from stimuli.sources import fit_to_stimulus
 
     return resize_all(np.stack([fit_to_stimulus(decode_image(f)) for f in files]), size)
 
@@ -196,7 +197,7 @@ def texture_ratios(originals: np.ndarray, disrupted: np.ndarray) -> np.ndarray:
 def dist_reference_band(release: Path, limit: int = 100, size: int = SYNTHESIS_SIZE) -> np.ndarray:
     """(2, 2): the 5th and 95th percentiles of the LV and HFE ratios of a DiST release's own disrupted
     images (``set1``, ``set2``) to their originals, over its first ``limit`` originals, at ``size``."""
-    from stimuli.sources import decode_image
+    from cuebench.images import decode_image
 
     names = sorted(f.name for f in (release / "original").iterdir())[:limit] if (release / "original").is_dir() else []
     pairs = [(release / "original" / n, release / part / n) for n in names for part in ("set1", "set2")
@@ -283,7 +284,7 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
     The disrupted training images are quality-gated (``check_disruption``) before anything is
     written; ``quality_gate=False`` keeps them anyway and records that they were not checked."""
     study = Path(study_dir)
-    path = study / STUDY_FILE
+    path = study / CUE_STUDY_FILE
     if path.is_file():
         recorded = json.loads(path.read_text(encoding="utf-8"))
         if recorded["input_size"] != config.input_size or recorded["seed"] != config.seed:
@@ -337,8 +338,8 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
         ALGORITHMS.get(name)  # an unknown name fails here, in one line with "did you mean"
     if runs < 1 or config.epochs < 1 or config.batch_size < 1:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
-    if not (Path(study_dir) / STUDY_FILE).is_file():
-        raise TrainingError(f"{Path(study_dir) / STUDY_FILE} is missing: prepare the study first")
+    if not (Path(study_dir) / CUE_STUDY_FILE).is_file():
+        raise TrainingError(f"{Path(study_dir) / CUE_STUDY_FILE} is missing: prepare the study first")
     return [CueJob(str(study_dir), a, r, config, runtime) for a in algorithms for r in range(runs)]
 
 

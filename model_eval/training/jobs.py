@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stimuli.designs.diagvib import STUDY_FILE
 from cuebench.csvsafe import frame_csv
+from cuebench.studies import StudyDir, load_split
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write, canonical_json
 
@@ -98,17 +98,6 @@ class TrainJob:
         return self.config.seed * 1000 + self.run
 
 
-def read_study(study_dir: str | Path) -> dict:
-    path = Path(study_dir) / STUDY_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TrainingError(f"{path} does not exist; build a study with "
-                            "'cuebench stimuli build --design diagvib ...' first") from None
-    except json.JSONDecodeError as err:
-        raise TrainingError(f"{path} is not valid JSON: {err}") from None
-
-
 def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Runtime = Runtime(),
               studies: list[str] | None = None) -> list[TrainJob]:
     """Every (entry x run) job of a study directory, optionally limited to some studies."""
@@ -121,13 +110,19 @@ def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Ru
                             "use 'cuebench train-cues' for it")
     if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
-    study = read_study(study_dir)
-    entries = [e for e in study.get("entries", []) if studies is None or e["study"] in studies]
+    study_dir = StudyDir(study_dir)
+    if study_dir.kind != "factor":
+        raise TrainingError(f"{study_dir.file('factor')} does not exist; build a study with "
+                            "'cuebench stimuli build --design diagvib ...' first")
+    entries = [e for e in study_dir.load("factor").entries if studies is None or e.study in studies]
     if not entries:
-        raise TrainingError(f"{Path(study_dir) / STUDY_FILE} has no entries"
+        raise TrainingError(f"{study_dir.file('factor')} has no entries"
                             + (f" for studies {', '.join(studies)}" if studies else ""))
-    return [TrainJob(str(study_dir), e["study"], e["target"], e["correlated"], int(e["dataset_sample"]),
-                     e.get("shortcut_class"), dict(e["files"]), run, config, runtime)
+    for e in entries:
+        for relative in e.files.values():
+            study_dir.split_file(relative)  # refuses a split file outside the folder before any job starts
+    return [TrainJob(str(study_dir.root), e.study, e.target, e.correlated, e.dataset_sample, e.shortcut_class,
+                     dict(e.files), run, config, runtime)
             for e in entries for run in range(runs)]
 
 
@@ -145,8 +140,6 @@ def load_tensors(path: Path, input_size: int):
     """A split as (uint8 NCHW images at ``input_size``, int64 labels); resized once, with antialiasing."""
     import torch
     from torch.nn import functional as F
-
-    from stimuli.diagvib_studies import load_split
 
     if not path.is_file():
         raise TrainingError(f"split file {path} is missing; rebuild the study")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Callable, ClassVar
 
 from cuebench.expdir import ExperimentDir
@@ -89,6 +89,7 @@ def build_experiment(design_name: str, out: str | Path, options: DesignOptions |
     the build succeeded, and a build that would change the trials of an experiment with responses is
     refused. ``before_build`` runs first on the staging request (the command's executor shards).
     """
+    from ..preflight import refuse_changes_to_collected
     from ..staging import Staging
 
     chosen = design(design_name)
@@ -98,6 +99,8 @@ def build_experiment(design_name: str, out: str | Path, options: DesignOptions |
     common = common if common is not None else BuildOptions()
     refuse_study_options(design_name, chosen, common)
     out = Path(out)
+    refuse_changes_to_collected(ExperimentDir(out), common.name or out.name, design_name,
+                                recorded_options(design_name, options, common))
     with Staging(out) as staging:
         request = BuildRequest(design_name, options, common, ExperimentDir(staging.root),
                                common.name or out.name, feature_net_loader)
@@ -120,9 +123,15 @@ def refuse_study_options(design_name: str, chosen: Design, common: BuildOptions)
                           + (f"; designs that take it: {', '.join(honour)}" if honour else ""))
 
 
-def recorded_options(request: BuildRequest) -> dict:
-    """What provenance keeps of the options: the design's own and the common ones, sorted by name."""
-    values = {**request.common.recorded(), "design": request.design, **request.options.model_dump(mode="json")}
-    return dict(sorted(values.items()))
+def portable(value):
+    """An absolute path as its last part: the folder is shared, the researcher's file system is not."""
+    return PurePath(value).name if isinstance(value, str) and PurePath(value).is_absolute() else value
+
+
+def recorded_options(design_name: str, options: DesignOptions, common: BuildOptions) -> dict:
+    """What provenance keeps of the options: the design's own and the common ones, sorted by name, an
+    absolute path as its last part (:func:`portable`)."""
+    values = {**common.recorded(), "design": design_name, **options.model_dump(mode="json")}
+    return {key: portable(value) for key, value in sorted(values.items())}
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from cuebench import __version__
 from cuebench.adaptive import plan_for_grid, stimulus_axis
-from ..labels import IMAGENET16, IMAGENET16_NAME
+from cuebench.labels import IMAGENET16, IMAGENET16_NAME, imagenet_mapping
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from cuebench.design import latin_square_plan
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
@@ -23,7 +23,8 @@ from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
 def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
     """The answer labels: the 16 ImageNet entry-level classes when the images use them,
-    the embedded default's labels (with their ImageNet indices), or the folder's classes."""
+    the embedded default's labels (with their ImageNet indices), or the folder's classes with
+    the ImageNet classes their names match (``cuebench.labels.imagenet_mapping``)."""
     categories = sorted({s.category for s in sources if s.category})
     if not categories:
         raise BuildError(f"images from {spec!r} have no classes: use a folder with one sub-folder per class, "
@@ -32,7 +33,7 @@ def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
         return LabelSet(IMAGENET16_NAME, IMAGENET16)
     if spec == "default":
         return LabelSet("default", tuple(DEFAULT_LABEL_INDICES), imagenet_indices=dict(DEFAULT_LABEL_INDICES))
-    return LabelSet("custom", tuple(categories))
+    return LabelSet("custom", tuple(categories), imagenet_indices=imagenet_mapping(categories))
 
 
 def build_provenance(request) -> dict:
@@ -41,12 +42,13 @@ def build_provenance(request) -> dict:
     import cv2
     import PIL
 
-    from . import recorded_options
+    from . import portable, recorded_options
 
     return {
         "design": request.design,
-        "command": "cuebench " + " ".join(sys.argv[1:]) if sys.argv and "cuebench" in sys.argv[0] else None,
-        "options": recorded_options(request),
+        "command": "cuebench " + " ".join(map(portable, sys.argv[1:])) if sys.argv and "cuebench" in sys.argv[0]
+        else None,
+        "options": recorded_options(request.design, request.options, request.common),
         "software": {"cuebench": __version__, "python": platform.python_version(), "numpy": np.__version__,
                      "pillow": PIL.__version__, "opencv": cv2.__version__},
         **({"display": display_geometry(request.common)} if request.common.stimulus_degrees else {}),

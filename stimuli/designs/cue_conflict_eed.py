@@ -27,7 +27,9 @@ from pydantic import Field
 from ..build import BuildError, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
-from ..sources import decode_image, fit_to_stimulus, resolve_images
+from cuebench.images import decode_image
+
+from ..sources import fit_to_stimulus, resolve_images
 from . import DESIGNS, Design
 from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
 from .cue_decomposition import (CueOptions, cue_jobs, eed_params, make_shape_cues, shape_cue_pixels, shards,

@@ -159,7 +159,7 @@ def make_shape_cue_shard(root: str, sources: list[SourceImage], args: CueOptions
 
 def shape_cue_pixels(expdir: ExperimentDir, stim: Stimulus, fresh: dict[str, np.ndarray]) -> np.ndarray:
     """A shape cue's pixels: from this run's memory, or decoded from an earlier build's file."""
-    from ..sources import decode_image
+    from cuebench.images import decode_image
 
     if stim.source_image in fresh:
         return fresh[stim.source_image]

@@ -18,13 +18,12 @@ from pydantic import Field, model_validator
 from ..build import BuildError
 from cuebench.design import everyone_plan
 from cuebench.expdir import atomic_write
+from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
 from ..options import DesignOptions, OptionError
 from . import DESIGNS, Design
 from .common import build_provenance
 
-STUDY_FILE = "study.json"
-STUDY_FORMAT = "cuebench-diagvib-study"
 
 
 class DiagVibOptions(DesignOptions):
@@ -112,7 +111,7 @@ def build(request) -> Experiment:
     textures = load_textures(space)
     generators = {split: DiagVibGenerator(space, load_digits(args.diagvib_digits, split), textures)
                   for split in ("train", "test")}
-    header = {"format": STUDY_FORMAT, "version": 1, "seed": seed, "sizes": opts["sizes"],
+    header = {"format": FACTOR_STUDY_FORMAT, "version": 1, "seed": seed, "sizes": opts["sizes"],
               "digits": args.diagvib_digits, "factor_space": space.to_dict()}
     previous = _previous_entries(expdir, header)
     stimuli, trials = {}, []
@@ -135,7 +134,7 @@ def build(request) -> Experiment:
                 stimuli.update({sid: old.stimuli[sid] for sid in t.stimuli})
     all_entries = kept + entries
     provenance = build_provenance(request)
-    atomic_write(expdir.root / STUDY_FILE, (json.dumps({
+    atomic_write(expdir.root / FACTOR_STUDY_FILE, (json.dumps({
         **header, "studies": sorted({e["study"] for e in all_entries}),
         "pairs": sorted({(e["target"], e["correlated"]) for e in all_entries}),
         "dataset_samples": sorted({e["dataset_sample"] for e in all_entries}),
@@ -150,12 +149,12 @@ def build(request) -> Experiment:
     return Experiment(
         name=request.name, design="diagvib", label_set=label_set, stimuli=stimuli,
         trials=sorted(trials, key=lambda t: t.trial_id), schedule=Schedule(break_every=100, attention_every=None),
-        assignment=everyone_plan(trials), provenance={**provenance, "study_file": STUDY_FILE})
+        assignment=everyone_plan(trials), provenance={**provenance, "study_file": FACTOR_STUDY_FILE})
 
 
 def _previous_entries(expdir, header: dict) -> list[dict]:
     """Entries of an earlier build of this folder; refuse to mix builds with other settings."""
-    path = expdir.root / STUDY_FILE
+    path = expdir.root / FACTOR_STUDY_FILE
     if not path.is_file():
         return []
     try:

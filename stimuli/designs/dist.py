@@ -28,7 +28,9 @@ from cuebench.csvsafe import csv_text
 from cuebench.design import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Timing, Trial
-from ..sources import SourceImage, decode_image, fit_to_stimulus, resolve_images
+from cuebench.images import decode_image
+
+from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from ..options import DesignOptions
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
 from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS

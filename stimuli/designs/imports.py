@@ -23,9 +23,10 @@ from tqdm import tqdm
 
 from ..build import BuildError
 from cuebench.design import everyone_plan
-from ..labels import IMAGENET16, IMAGENET16_NAME
+from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
-from ..sources import IMAGE_SUFFIXES, CorruptImageError, SourceError, decode_image
+from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
+from ..sources import SourceError
 from . import DESIGNS, Design
 from .common import build_provenance, study_timing
 
@@ -39,7 +40,7 @@ def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: li
     except CorruptImageError as err:
         if on_error == "fail":
             raise CorruptImageError(f"{err} (use --on-error skip to leave it out)") from None
-        failed.append(f"{path.name}: {err}")
+        failed.append(f"{path.name}: {err.reason}")
         return None
     return expdir.write_stimulus_bytes(path.read_bytes(), path.suffix, pixels, provenance)
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from cuebench.design import latin_square_plan
 from cuebench.expdir import ExperimentDir
-from stimuli.labels import IMAGENET16, IMAGENET16_NAME
+from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
-from stimuli.sources import default_images, fit_to_stimulus
+from .sources import default_images, fit_to_stimulus
 
 CLASSIFY_IMAGES = {"chelsea": "cat", "coffee": "bottle"}
 ODDITY_IMAGES = ("rocket", "motorcycle")
@@ -85,6 +85,6 @@ def build_sample_experiment(root: str | Path, name: str = "web-sample") -> Exper
     experiment = Experiment(
         name=name, design="web-sample", label_set=LabelSet(IMAGENET16_NAME, IMAGENET16), stimuli=stimuli,
         trials=trials, schedule=Schedule(break_every=3, catch_every=10, attention_every=100),
-        assignment=latin_square_plan(trials), provenance={"builder": "experiment_server.sample"})
+        assignment=latin_square_plan(trials), provenance={"builder": "stimuli.web_sample"})
     folder.save(experiment)
     return experiment

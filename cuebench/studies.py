@@ -1,0 +1,168 @@
+"""Study directories: what a training study folder holds, as a typed contract every stage reads.
+
+Two kinds besides experiment directories: a DiagViB-6 **factor study** (``study.json``:
+the generated splits of every study x factor pair x dataset sample, written by the
+``diagvib`` design, read by training and the report) and a **cue study** (``cue_study.json``:
+the photos' splits and the experiments a ``train-cues`` run evaluates). ``StudyDir`` says which
+kind a folder is from its file, validates it against the schema below (errors name the file
+and field) and gives the split files, never one outside the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from .errors import CuebenchError, SchemaError
+from .trials import Model
+
+FACTOR_STUDY_FILE = "study.json"
+CUE_STUDY_FILE = "cue_study.json"
+FACTOR_STUDY_FORMAT = "cuebench-diagvib-study"
+StudyKind = Literal["factor", "cue"]
+
+
+class StudyError(CuebenchError):
+    """A study directory is missing, malformed or points outside itself."""
+
+
+class FactorStudyEntry(Model):
+    """One (study, target factor, correlated factor, dataset sample) of a factor study and its split files."""
+
+    study: str
+    target: str
+    correlated: str
+    dataset_sample: int = Field(ge=0)
+    selected: dict[str, list[str]]
+    """The three classes of every factor this dataset sample uses."""
+    selected_index: dict[str, list[int]]
+    design_train: list[list[float]]
+    """Relative frequency of each (target class, correlated class) cell in training and validation."""
+    design_test: list[list[int]]
+    shortcut_class: int | None = None
+    files: dict[str, str]
+    """Split name -> ``.npz`` path relative to the study directory."""
+    cooccurrence: dict[str, list[list[int]]]
+
+
+class FactorStudy(Model):
+    """``study.json`` of a DiagViB-6 factor study (Eulig et al. 2021)."""
+
+    format: Literal["cuebench-diagvib-study"]
+    version: Literal[1]
+    seed: int
+    sizes: dict[str, int]
+    digits: str
+    factor_space: dict
+    studies: list[str]
+    pairs: list[tuple[str, str]]
+    dataset_samples: list[int]
+    entries: list[FactorStudyEntry]
+    provenance: dict = Field(default_factory=dict)
+
+
+class CueStudy(Model):
+    """``cue_study.json`` of a cue-training study: where its data came from and how the photos were split."""
+
+    photos: str
+    dist: str
+    cue_conflict: str
+    input_size: int = Field(gt=0)
+    seed: int
+    synthesis_steps: int = Field(ge=0)
+    splits: dict[str, list[str]]
+
+
+STUDY_FILES: dict[StudyKind, tuple[str, type[Model]]] = {
+    "factor": (FACTOR_STUDY_FILE, FactorStudy),
+    "cue": (CUE_STUDY_FILE, CueStudy),
+}
+
+
+class StudyDir:
+    """A study folder: its kind, its validated study file and its split files."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    @property
+    def kind(self) -> StudyKind | None:
+        """``factor`` or ``cue`` by the study file the folder holds; None for any other folder."""
+        return next((kind for kind, (name, _) in STUDY_FILES.items() if (self.root / name).is_file()), None)
+
+    def file(self, kind: StudyKind) -> Path:
+        return self.root / STUDY_FILES[kind][0]
+
+    def load(self, kind: StudyKind):
+        """The study file, validated; a missing, unreadable or malformed one raises naming the file."""
+        path = self.file(kind)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StudyError(f"{path} does not exist; is {self.root} a {kind} study directory?") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise StudyError(f"{path} cannot be read: {err}") from None
+        except json.JSONDecodeError as err:
+            raise SchemaError("(json)", f"not valid JSON at line {err.lineno} column {err.colno}: {err.msg}",
+                              path) from None
+        return STUDY_FILES[kind][1].from_dict(data, source=path)
+
+    def split_file(self, relative: str) -> Path:
+        """A split file named in the study file; refused when it (or a symlink) leads outside the folder."""
+        path = self.root / relative
+        if Path(relative).is_absolute() or not path.resolve().is_relative_to(self.root.resolve()):
+            raise StudyError(f"{self.file('factor')}: split file {relative!r} lies outside the study directory")
+        return path
+
+
+@dataclass
+class SplitData:
+    """One generated (or re-read) split: images, labels and the table of factor values."""
+
+    images: np.ndarray
+    label: np.ndarray
+    column: np.ndarray
+    table: dict[str, np.ndarray]
+
+
+def save_split(path: Path, split: SplitData, recipe: str) -> None:
+    """Write a split as a compressed .npz next to its final name, then rename (never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, images=split.images, label=split.label.astype(np.int8),
+                                column=split.column.astype(np.int8), recipe=np.array(recipe), **split.table)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_split(path: Path, with_images: bool = True) -> SplitData:
+    """Read a split written by ``save_split``."""
+    try:
+        with np.load(path) as data:
+            table = {k: data[k] for k in data.files if k not in ("images", "label", "column", "recipe")}
+            return SplitData(data["images"] if with_images else np.empty((0,)), data["label"].astype(np.int64),
+                             data["column"].astype(np.int64), table)
+    except (OSError, ValueError, KeyError) as err:
+        raise StudyError(f"cannot read split file {path}: {err}") from None
+
+
+def split_recipe(path: Path) -> str | None:
+    """The recipe a split file was made from, or None when there is no readable one."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as data:
+            return str(data["recipe"])
+    except (OSError, ValueError, KeyError):
+        return None
