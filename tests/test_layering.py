@@ -8,15 +8,15 @@ also those inside functions, because a lazy import against the flow is still a d
 
 from __future__ import annotations
 
-import ast
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")
-APP_MODULES = {"cuebench.cli", "cuebench.demo", "cuebench.__main__", "cuebench.api"}
-"""The command wires every package together; it is the one place allowed to import them all."""
+sys.path.insert(0, str(ROOT / "scripts"))
+from import_graph import (APP_MODULES, BEGIN, PACKAGES, WORKFLOW_MODULES, block_in, imported_modules,  # noqa: E402
+                          project_modules, render)
 
 ALLOWED = {
     "cuebench": set(),
@@ -27,46 +27,12 @@ ALLOWED = {
     "analysis": {"cuebench"},
 }
 """Runners read what stimuli wrote through the contract (images, label sets, study directories), never ``stimuli``."""
-WORKFLOW_MODULES = {"model_eval.feature_nets", "model_eval.training.cue_study"}
-"""Workflows that make stimuli for a model (texture synthesis against a model's features; the
-train-cues study builds its experiments): they wire two stages and leave ``model_eval`` for the
-app layer (issue 22 item 5); until then they are the only modules that may import ``stimuli`` from above."""
 FORBIDDEN_LIBRARIES = {
     "cuebench": {"torch", "timm", "flask", "psychopy"},
     "analysis": {"torch", "timm", "torchvision"},
     "human_tasks": {"timm"},
     "experiment_server": {"torch", "timm"},
 }
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports, relative imports resolved."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module
-            found.add(prefix)
-            found.update(f"{prefix}.{alias.name}" for alias in node.names)
-    return found
-
-
-def project_modules() -> dict[str, Path]:
-    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
 
 
 MODULES = project_modules()
@@ -113,3 +79,10 @@ def test_no_import_circles():
         if name not in state:
             visit(name, [name])
     assert not cycles, "import circles:\n" + "\n".join(cycles)
+
+
+def test_the_import_graph_in_the_docs_is_the_code_s():
+    """docs/architecture.md shows the graph ``scripts/import_graph.py`` reads from the code, not a drawing."""
+    docs = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert block_in(docs) is not None, f"docs/architecture.md lacks the {BEGIN} block"
+    assert block_in(docs) == render(), "run: python scripts/import_graph.py --write docs/architecture.md"

@@ -1,0 +1,107 @@
+"""The package import graph, read from the code: every import counts, also those inside functions.
+
+``python scripts/import_graph.py`` prints which package imports which; ``--write FILE`` puts the
+graph between the ``import-graph`` markers of FILE (docs/architecture.md), so the picture in the
+docs is made from the code, and ``tests/test_layering.py`` checks that it still is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")
+APP_MODULES = {"cuebench.cli", "cuebench.demo", "cuebench.__main__", "cuebench.api"}
+"""The command (the app layer): the one place allowed to import every package and wire them together."""
+WORKFLOW_MODULES = {"model_eval.feature_nets", "model_eval.training.cue_study"}
+"""Workflows that make stimuli for a model (texture synthesis against a model's features; the
+train-cues study builds its experiments): the only modules that may import ``stimuli`` from above."""
+BEGIN, END = "<!-- import-graph: made by scripts/import_graph.py -->", "<!-- /import-graph -->"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports, relative imports resolved."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module
+            found.add(prefix)
+            found.update(f"{prefix}.{alias.name}" for alias in node.names)
+    return found
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def layer_of(module: str) -> str:
+    """The row a module belongs to: the command, a workflow, or its package."""
+    if module in APP_MODULES:
+        return "command (app layer)"
+    if module in WORKFLOW_MODULES:
+        return f"{module.split('.')[0]} workflows"
+    return module.split(".")[0]
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Layer -> the other project packages its modules import."""
+    graph: dict[str, set[str]] = {}
+    for name, path in project_modules().items():
+        layer = layer_of(name)
+        own = name.split(".")[0]
+        targets = {t.split(".")[0] for t in imported_modules(path)}
+        graph.setdefault(layer, set()).update(t for t in targets if t in PACKAGES and t != own)
+    return graph
+
+
+def render() -> str:
+    graph = package_graph()
+    order = [*PACKAGES, *sorted(k for k in graph if k not in PACKAGES)]
+    width = max(len(k) for k in graph)
+    lines = [f"{layer:<{width}}  imports  {', '.join(sorted(graph[layer])) or '(no other package)'}"
+             for layer in order if layer in graph]
+    return "\n".join([BEGIN, "```text", *lines, "```", END])
+
+
+def block_in(text: str) -> str | None:
+    match = re.search(re.escape(BEGIN) + ".*?" + re.escape(END), text, re.S)
+    return match.group(0) if match else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", type=Path, help="replace the graph between the markers of this file")
+    args = parser.parse_args(argv)
+    graph = render()
+    if args.write is None:
+        print(graph)
+        return 0
+    text = args.write.read_text(encoding="utf-8")
+    if block_in(text) is None:
+        print(f"{args.write}: no '{BEGIN}' ... '{END}' markers", file=sys.stderr)
+        return 2
+    args.write.write_text(text.replace(block_in(text), graph), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
