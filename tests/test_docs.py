@@ -4,7 +4,7 @@ code cannot drift apart.
 Each block runs with ``bash -euo pipefail`` in one working folder per page (a page's later block
 uses what an earlier one built), with the repository's ``cuebench`` first on PATH and ``../shared``
 reachable as the docs write it. Long runs get small sizes through the one ``SMALL_SIZES`` table;
-blocks that cannot run here are listed in ``SKIPPED`` with the reason.
+blocks that cannot run here are listed in ``SKIPPED`` (by page and first command) with the reason.
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ class Block:
     @property
     def id(self) -> str:
         return f"{self.page.relative_to(REPO)}:{self.line}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(page, first command): what ``SKIPPED`` names a block by, stable when lines above it move."""
+        first = next((line.strip() for line in self.text.splitlines()
+                      if line.strip() and not line.strip().startswith("#")), "")
+        return str(self.page.relative_to(REPO)), first
 
 
 def bash_blocks(page: Path) -> list[Block]:
@@ -111,46 +118,46 @@ TRAIN_CUES = "train-cues fine-tunes every algorithm on ImageNet weights: minutes
 DEMO = "needs demo-output from `cuebench demo` (scripts/demo.sh): three models on 520 images, over budget"
 UNVERIFIED = "not yet run to completion on a 2-core machine within the runner's budget; remove to enable"
 SKIPPED = {
-    "README.md:14": "scripts/demo.sh installs the package into .venv first (pip); the suite runs the installed one",
-    "README.md:21": "scripts/test.sh runs this whole suite (and installs system packages)",
-    "docs/cue_decomposition.md:45": GPU,
-    "docs/cue_decomposition.md:229": f"{BENCHMARK}; its last line needs a GPU",
-    "docs/diagvib.md:90": CLUSTER,
-    "docs/dist.md:39": f"{GPU}; VGG-19 weights are not in this machine's torch hub cache",
-    "docs/scale.md:63": GPU,
-    "docs/scale.md:70": CLUSTER,
-    "docs/scale.md:87": CLUSTER,
-    "docs/scale.md:113": CLUSTER,
-    "docs/scale.md:146": CLUSTER,
-    "docs/lab.md:166": "installs system packages with sudo apt-get",
-    "docs/lab.md:175": "makes a new virtual environment and installs into it (pip)",
-    "docs/models.md:234": "installs the reader's own plug-in package (pip install -e .)",
-    "docs/models.md:285": f"{BENCHMARK}; its last line needs a GPU",
-    "docs/suppression.md:161": BENCHMARK,
-    "docs/models.md:89": "JOB.pth stands for a checkpoint of the reader's own train-cues run",
-    "docs/models.md:99": "fetches torchvision's alexnet weights from the internet (the first line fails on purpose)",
-    "docs/scale.md:54": "exp/diagvib and photos/ of a real study (16,384 EED steps): built in README, minutes here",
-    "docs/training.md:53": "a synopsis with placeholders (PHOTOS, DIST_RELEASE, GEIRHOS); docs/training.md:163 is it concrete",
-    "docs/training.md:117": "JOB.pth stands for a checkpoint of the reader's own train-cues run",
-    "docs/training.md:144": TRAIN_CUES,
-    "docs/training.md:163": TRAIN_CUES,
-    "docs/web.md:63": "placeholder study/ and a secrets file under /etc",
-    "docs/web.md:114": "placeholder study/ (the page's own experiment is web-sample)",
-    "README.md:43": TRAIN_CUES,
-    "docs/adaptive.md:49": DEMO,
-    "docs/analysis.md:9": f"{DEMO}; other-model-responses.csv is the reader's own file",
-    "docs/analysis.md:221": DEMO,
-    "docs/suppression.md:24": "fails: `cuebench list transforms`: unknown kind 'transforms' (no transforms registry)",
-    "docs/dist.md:23": UNVERIFIED,
-    "docs/models.md:17": UNVERIFIED,
-    "docs/models.md:42": UNVERIFIED,
-    "docs/web.md:10": "fails here: `cuebench serve web-sample --port 8080 --port N` (the background serve) "
+    ("docs/web.md", '.venv/bin/python -c "'): "reads from the server of the page's first block, running on port 8080",
+    ('README.md', 'bash scripts/demo.sh'): "scripts/demo.sh installs the package into .venv first (pip); the suite runs the installed one",
+    ('README.md', 'bash scripts/test.sh'): "scripts/test.sh runs this whole suite (and installs system packages)",
+    ('docs/cue_decomposition.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --out exp/cd --eed-device cuda'): GPU,
+    ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eed.py            # CPU, 224x224, ratio + agreement after 512 steps'): f"{BENCHMARK}; its last line needs a GPU",
+    ('docs/diagvib.md', 'cuebench train studies/full --device cuda --amp --executor submitit \\'): CLUSTER,
+    ('docs/dist.md', 'cuebench stimuli build --design dist --images photos/ --out exp/dist-gpu \\'): f"{GPU}; VGG-19 weights are not in this machine's torch hub cache",
+    ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-device cuda --out exp/cue-dec'): GPU,
+    ('docs/scale.md', 'ray start --head --num-gpus 4'): CLUSTER,
+    ('docs/scale.md', 'ray start --head --port 6379'): CLUSTER,
+    ('docs/scale.md', 'ray get-auth-token --generate'): CLUSTER,
+    ('docs/scale.md', 'cuebench train /shared/exp/diagvib --device cuda --runs 5 --executor submitit \\'): CLUSTER,
+    ('docs/lab.md', 'sudo apt-get install -y xvfb          # or: scripts/install.sh --with-test-tools'): "installs system packages with sudo apt-get",
+    ('docs/lab.md', 'python -m venv .venv && . .venv/bin/activate      # Windows: .venv\\Scripts\\activate'): "makes a new virtual environment and installs into it (pip)",
+    ('docs/models.md', 'pip install -e .                      # your package, beside cuebench'): "installs the reader's own plug-in package (pip install -e .)",
+    ('docs/models.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64'): f"{BENCHMARK}; its last line needs a GPU",
+    ('docs/suppression.md', 'OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_stimuli.py --images default'): BENCHMARK,
+    ('docs/models.md', 'cuebench eval --experiment exp --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
+    ('docs/models.md', 'cuebench eval --model alexnet --experiment runs/demo'): "fetches torchvision's alexnet weights from the internet (the first line fails on purpose)",
+    ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-steps 16384 --out exp/cue-dec'): "exp/diagvib and photos/ of a real study (16,384 EED steps): built in README, minutes here",
+    ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE \\'): "a synopsis with placeholders (PHOTOS, DIST_RELEASE, GEIRHOS); docs/training.md:163 is it concrete",
+    ('docs/training.md', 'cuebench eval --experiment exp/suppression --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
+    ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist ../shared/data/dist \\'): TRAIN_CUES,
+    ('docs/training.md', 'nice cuebench train-cues studies/cues --photos ../shared/data/dist --dist ../shared/data/dist \\'): TRAIN_CUES,
+    ('docs/web.md', 'cuebench serve codes study/ -n 50 > codes.txt          # entry codes to hand out'): "placeholder study/ and a secrets file under /etc",
+    ('docs/web.md', 'cuebench serve admin-password study/                 # once'): "placeholder study/ (the page's own experiment is web-sample)",
+    ('README.md', 'cuebench stimuli build --design suppression --images default --out exp/suppression'): TRAIN_CUES,
+    ('docs/adaptive.md', 'cuebench analyze demo-output --metric thresholds --out thresholds.csv'): DEMO,
+    ('docs/analysis.md', 'cuebench analyze ../shared/data/geirhos2019/raw-data/cue-conflict --metric shape-bias'): f"{DEMO}; other-model-responses.csv is the reader's own file",
+    ('docs/analysis.md', 'cuebench plan demo-output --effect 0.1 --power 0.8'): DEMO,
+    ('docs/dist.md', 'cuebench stimuli build --design dist --images default --out exp/dist'): UNVERIFIED,
+    ('docs/models.md', 'cuebench eval models'): UNVERIFIED,
+    ('docs/models.md', 'cuebench stimuli build --design cue-conflict-import --images ../shared/data/geirhos2019/stimuli/cue-conflict --out runs/cc'): UNVERIFIED,
+    ('docs/web.md', '.venv/bin/python -c "from stimuli.web_sample import build_sample_experiment; build_sample_experiment(\'web-sample\')"'): "fails here: `cuebench serve web-sample --port 8080 --port N` (the background serve) "
                       "reports 'unrecognized arguments: web-sample'",
-    "docs/web.md:208": "photos/ stands for the reader's folder with one sub-folder per class",
-    "docs/web.md:365": "exports exp/pilot's participants, who take part through the browser",
-    "docs/web.md:167": "needs a PostgreSQL server at the placeholder db.example.org",
-    "docs/web.md:373": "runs six test files of this suite and two load benchmarks",
-    "docs/web.md:409": f"{BENCHMARK} (a synopsis with [optional] arguments)",
+    ('docs/web.md', 'cuebench stimuli build --design suppression --images photos --grid human --out exp/pilot'): "photos/ stands for the reader's folder with one sub-folder per class",
+    ('docs/web.md', 'cuebench export exp/pilot --format participants --out participants.csv'): "exports exp/pilot's participants, who take part through the browser",
+    ('docs/web.md', 'createuser study && createdb --owner study cue_study'): "needs a PostgreSQL server at the placeholder db.example.org",
+    ('docs/web.md', '.venv/bin/python -m pytest tests/test_server.py tests/test_server_config.py tests/test_server_launch.py \\'): "runs six test files of this suite and two load benchmarks",
+    ('docs/web.md', '.venv/bin/python benchmarks/bench_server_load.py --participants 50 200 [--workers 4] [--database URL]'): f"{BENCHMARK} (a synopsis with [optional] arguments)",
 }
 
 
@@ -163,8 +170,8 @@ def prepared(text: str) -> str:
 
 
 def test_every_skip_names_a_block_and_its_reason():
-    ids = {block.id for block in BLOCKS}
-    assert set(SKIPPED) <= ids, f"skips for blocks that no longer exist: {sorted(set(SKIPPED) - ids)}"
+    keys = {block.key for block in BLOCKS}
+    assert set(SKIPPED) <= keys, f"skips for blocks that no longer exist: {sorted(set(SKIPPED) - keys)}"
     assert all(reason.strip() for reason in SKIPPED.values())
     print(f"docs runner: {len(BLOCKS)} bash blocks, {len(SKIPPED)} skipped")
 
@@ -238,8 +245,8 @@ def block_environment() -> dict[str, str]:
 
 @pytest.mark.parametrize("block", [pytest.param(block, id=block.id) for block in BLOCKS])
 def test_documented_block_runs(block: Block, page_folders):
-    if block.id in SKIPPED:
-        pytest.skip(SKIPPED[block.id])
+    if block.key in SKIPPED:
+        pytest.skip(SKIPPED[block.key])
     script = "set -euo pipefail\n" + PREAMBLE + prepared(block.text) + "\n"
     result = subprocess.run(["bash", "-c", script], cwd=page_folders(block.page), env=block_environment(),
                             capture_output=True, text=True, timeout=600)

@@ -98,7 +98,7 @@ def test_entry_point_observer_answers_dist_and_suppression(shared, toy_package, 
         assert row["device"]["model"] == "toy-first" and row["device"]["mapping"] is None
 
     suppression = tmp_path / "suppression"
-    assert main(["stimuli", "build", "--design", "suppression", "--conditions", "grayscale", "--grid", "human",
+    assert main(["stimuli", "build", "--design", "suppression", "--conditions", "grayscale",
                  "--out", str(suppression), "--workers", "1"]) == 0
     done = cuebench(toy_package, "eval", "--model", "toy-first:v2", "--experiment", str(suppression), "--quiet",
                     "--rule", "16class-burgert")
