@@ -103,7 +103,8 @@ serve_answers() {
     cuebench serve "$@" --port "$port" &
     local pid=$!
     for _ in $(seq 1 120); do
-        if curl -sf "http://127.0.0.1:$port/" > /dev/null; then kill "$pid"; wait "$pid" || true; return 0; fi
+        if python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+                "http://127.0.0.1:$port/" 2> /dev/null; then kill "$pid"; wait "$pid" || true; return 0; fi
         kill -0 "$pid" 2> /dev/null || { wait "$pid"; return 1; }
         sleep 0.5
     done

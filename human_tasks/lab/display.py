@@ -38,7 +38,7 @@ def open_window(fullscreen: bool, screen: int, size: tuple[int, int]):
                          checkTiming=False)
 
 
-def measure_refresh(win, declared_hz: float | None) -> Refresh:
+def measure_refresh(win, declared_hz: float | None, simulated: bool = False) -> Refresh:
     """Measure the refresh rate, settle on the rate to use, and decide on pacing."""
     from psychopy import core
 
@@ -46,7 +46,7 @@ def measure_refresh(win, declared_hz: float | None) -> Refresh:
         _as_float(win.getActualFrameRate(nIdentical=20, nMaxFrames=120, nWarmUpFrames=10, threshold=1,
                                          infoMsg="Measuring the display's refresh rate ..."))
         for _ in range(MEASUREMENTS))
-    hz, source = settle_refresh_rate(measurements, declared_hz)
+    hz, source = settle_refresh_rate(measurements, declared_hz, simulated)
     stamps = []
     for _ in range(FREE_RUN_FLIPS):
         win.flip()

@@ -265,7 +265,7 @@ class _Runner:
         self.refresh_record: dict = {}
         self.win = open_window(options.fullscreen, options.screen, options.window_size)
         try:
-            self.refresh = measure_refresh(self.win, options.refresh_hz)
+            self.refresh = measure_refresh(self.win, options.refresh_hz, options.simulation is not None)
         except CuebenchError:
             self.close()
             raise
