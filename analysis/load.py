@@ -21,7 +21,10 @@ Raw-format mapping (documented in docs/analysis.md):
 - ``condition`` = the data set (the folder's name, e.g. ``cue-conflict``), ``params`` =
   ``{"condition": <raw value>}``, ``level`` = position of the raw value among the data
   set's sorted distinct values; a raw value written by cuebench's own export,
-  ``<condition>:<level>:<k>=<json>,...``, gives back that condition, level and parameters;
+  ``[<trial type>/]<condition>:<level>:<k>=<json>,...``, gives back that condition, level and
+  parameters, and its trial type (``classify`` when none is written); for a trial that is not a
+  classification (an oddity triplet) ``category`` is its correct answer and the class is the
+  image name's category token (dots for spaces);
 - ``na`` answers become an empty response with ``timed_out = 1`` (scored wrong);
   ``rt`` seconds -> ``rt_ms``; ``Session`` is accepted for ``session``.
 """
@@ -240,6 +243,8 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
     raw["condition"] = raw["condition"].astype(str)
     raw_conditions = sorted(raw["condition"].unique(), key=_natural_key)
     decoded = {c: decode_condition(c) for c in raw_conditions}
+    trial_type = raw["condition"].map(lambda c: decoded[c][3] if decoded[c] else "classify")
+    classify = trial_type == "classify"
     answer = raw["object_response"].str.strip()
     no_answer = answer.isin([NO_ANSWER, ""])
     kinds = {subject: observer_kind(subject, subject_rt) for subject, subject_rt in rt.groupby(raw["subj"])}
@@ -251,11 +256,11 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
         "trial_index": trial.astype(int) - 1,
         "trial_id": trial_ids,
         "role": "test",
-        "trial_type": "classify",
+        "trial_type": trial_type,
         "condition": raw["condition"].map(lambda c: decoded[c][0] if decoded[c] else dataset),
         "level": raw["condition"].map(lambda c: decoded[c][1] if decoded[c] else raw_conditions.index(c)),
         "params": raw["condition"].map(lambda c: json.dumps(decoded[c][2] if decoded[c] else {"condition": c})),
-        "category": raw["category"],
+        "category": raw["category"].where(classify, raw["imagename"].map(category_token)),
         "texture_category": raw["imagename"].map(texture_class),
         "source_image": raw["imagename"].map(stimulus_name),
         "imagename": raw["imagename"],
@@ -268,11 +273,22 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
     return conform(out, path)
 
 
-def decode_condition(value: str) -> tuple[str, float | None, dict] | None:
-    """cuebench's own export writes ``<condition>:<level>:<k>=<json>,...`` (``cuebench.export.mvh_condition``)
-    -> (condition, level, params); None for any other raw value (a model-vs-human condition label)."""
+def category_token(imagename: str) -> str:
+    """The class token of cuebench's own export name ``NNNN_<kind>_<condition>_<level>_<class>_<source>.png``
+    (dots stood for spaces)."""
+    tokens = Path(imagename).stem.split("_")
+    return tokens[4].replace(".", " ") if len(tokens) >= 6 else ""
+
+
+def decode_condition(value: str) -> tuple[str, float | None, dict, str] | None:
+    """cuebench's own export writes ``[<trial type>/]<condition>:<level>:<k>=<json>,...``
+    (``cuebench.export.mvh_condition``) -> (condition, level, params, trial type); None for any other
+    raw value (a model-vs-human condition label)."""
     parts = value.split(":", 2)
     if len(parts) != 3 or not parts[0] or (parts[1] and not parts[1].lstrip("-").isdigit()):
+        return None
+    trial_type, _, condition = parts[0].rpartition("/")
+    if not condition:
         return None
     params = {}
     for pair in filter(None, parts[2].split(",")):
@@ -281,7 +297,7 @@ def decode_condition(value: str) -> tuple[str, float | None, dict] | None:
             params[key] = json.loads(text)
         except json.JSONDecodeError:
             return None
-    return parts[0], int(parts[1]) if parts[1] else None, params
+    return condition, int(parts[1]) if parts[1] else None, params, trial_type or "classify"
 
 
 def _natural_key(value: str):

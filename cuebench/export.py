@@ -77,9 +77,10 @@ def _slug(text) -> str:
 
 
 def mvh_condition(row: dict) -> str:
-    """The raw ``condition`` value: ``<condition>:<level>:<k>=<v>,...`` (JSON values), so that every
-    condition keeps its own name, level and parameters in one flat export (``patch_shuffle:4:{"grid": 6}``
-    style, read back by ``analysis.load``); model-vs-human reads it as an opaque condition label."""
+    """The raw ``condition`` value: ``[<trial type>/]<condition>:<level>:<k>=<v>,...`` (JSON values), so
+    that every condition keeps its own name, level and parameters in one flat export
+    (``patch_shuffle:4:grid=6``) and a trial that is not a classification says what it is
+    (``oddity/dist::``), read back by ``analysis.load``; model-vs-human reads it as an opaque condition label."""
     import json
 
     level = "" if row.get("level") is None else int(row["level"])
@@ -87,7 +88,18 @@ def mvh_condition(row: dict) -> str:
     if isinstance(params, str):
         params = json.loads(params) if params else {}
     pairs = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items()))
-    return f"{row.get('condition') or ''}:{level}:{pairs}"
+    trial_type = row.get("trial_type") or "classify"
+    prefix = "" if trial_type == "classify" else f"{trial_type}/"
+    return f"{prefix}{row.get('condition') or ''}:{level}:{pairs}"
+
+
+def mvh_category(row: dict) -> str:
+    """The raw ``category``: what ``object_response`` is scored against. A classification's class; for
+    any other trial type its correct answer (an oddity trial's odd position), the class then stands
+    in the image name."""
+    if (row.get("trial_type") or "classify") == "classify":
+        return row.get("category") or "na"
+    return row.get("correct_answer") or "na"
 
 
 def mvh_imagename(row: dict) -> str:
@@ -124,7 +136,7 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None 
         for row in sorted(items, key=lambda r: r["trial_index"]):
             rt = "NaN" if row.get("rt_ms") is None else f"{row['rt_ms'] / 1000:.4f}"
             lines.append([observer, session, int(row["trial_index"]) + 1, rt, row.get("response") or "na",
-                          row.get("category") or "na", mvh_condition(row), mvh_imagename(row)])
+                          mvh_category(row), mvh_condition(row), mvh_imagename(row)])
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", observer)
         folder = out_dir / ("excluded" if row.get("excluded") else "pilot" if row["observer_kind"] == "pilot" else "")
         path = folder / f"{row['experiment']}_{safe}_session_{session}.csv"

@@ -63,10 +63,12 @@ def test_disrupted_images_that_look_like_noise_are_refused_with_the_numbers(shar
     originals = np.stack([np.asarray(Image.open(release / "original" / n).convert("RGB")) for n in names])
     own = np.stack([np.asarray(Image.open(release / "set1" / n).convert("RGB")) for n in names])
     report = check_disruption(texture_ratios(originals, own), band)  # DiST's own images pass
-    assert set(report) == {"LV_ratio_median", "HFE_ratio_median", "LV_dist_band", "HFE_dist_band"}
+    assert set(report) == {"LV_ratio_median", "HFE_ratio_median", "LV_dist_band", "HFE_dist_band", "passed"}
+    assert report["passed"] is True
     noise = np.random.default_rng(0).integers(0, 256, originals.shape, dtype=np.uint8)
     with pytest.raises(TrainingError, match=r"LV ratio median \d+\.\d+ outside DiST's 5-95 % band"):
         check_disruption(texture_ratios(originals, noise), band)
+    assert check_disruption(texture_ratios(originals, noise), band, refuse=False)["passed"] is False
     flat = np.full_like(originals, 128)
     with pytest.raises(TrainingError, match="HFE ratio median 0.00"):
         check_disruption(texture_ratios(originals, flat), band)
@@ -127,7 +129,9 @@ def test_reduced_study_trains_five_algorithms_and_writes_the_report(tmp_path, sh
     with pytest.warns(UserWarning, match="the network being trained"):
         assert main([*argv, "--no-quality-gate"]) == 0
     disruption = json.loads((out / "cue_study.json").read_text())["disruption"]
-    assert disruption["feature_net"] == "tf_efficientnet_lite0" and disruption["quality"] == {"checked": False}
+    quality = disruption["quality"]
+    assert disruption["feature_net"] == "tf_efficientnet_lite0" and quality["checked"] is False
+    assert quality["passed"] is False and quality["LV_ratio_median"] > quality["LV_dist_band"][1]
     assert (disruption["dist_steps"], disruption["lbfgs_iterations"], disruption["size"]) == (1, 20, 64)
     runs = pd.read_csv(out / "reports" / "cue_runs.csv")
     assert list(runs["algorithm"]) == list(ALGORITHM_ORDER)

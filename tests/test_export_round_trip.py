@@ -1,5 +1,7 @@
 """The model-vs-human export is lossless: analysing cuebench's own export gives the same numbers as
-analysing the experiment, for every design (suppression, cue conflict, cue decomposition)."""
+analysing the experiment, for every design that has responses to export: suppression, cue
+conflict, cue decomposition and DiST oddity triplets (DiagViB studies are training studies whose
+models answer the same suppression-style trials; their tables are checked in test_diagvib_studies)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ DESIGNS = {
     "cue-conflict": [("cue_conflict", None, {}, "texture")],
     "cue-decomposition": [("original", None, {}, None), ("shape_cue", None, {}, None),
                           ("texture_cue", None, {}, None)],
+    "dist": [("dist", None, {}, None)],
 }
+ODDITY_POSITIONS = ("1", "2", "3")
 
 
 def responses(design: str, seed: int = 1) -> list[dict]:
@@ -35,13 +39,17 @@ def responses(design: str, seed: int = 1) -> list[dict]:
             for i in range(8):
                 shape = CLASSES[i % 4]
                 texture_class = CLASSES[(i + 1 + i // 4) % 4] if texture else None
-                answer = str(rng.choice([shape, texture_class or shape, CLASSES[(i + 2) % 4]]))
+                oddity = design == "dist"
+                truth = ODDITY_POSITIONS[i % 3] if oddity else shape
+                answer = str(rng.choice(ODDITY_POSITIONS if oddity else [shape, texture_class or shape,
+                                                                          CLASSES[(i + 2) % 4]]))
                 rows.append({"experiment": f"{design}-study", "observer": observer, "observer_kind": kind,
                              "session": "1", "trial_index": len(rows), "trial_id": f"{shape}{i}--{condition}--{level}",
-                             "role": "test", "trial_type": "classify", "condition": condition, "level": level,
-                             "params": params, "category": shape, "texture_category": texture_class,
-                             "source_image": f"{shape}_{i}", "response": answer, "correct_answer": shape,
-                             "correct": int(answer == shape), "rt_ms": 640.0 if kind == "human" else None})
+                             "role": "test", "trial_type": "oddity" if oddity else "classify",
+                             "condition": condition, "level": level, "params": params,
+                             "category": f"great {shape}" if oddity else shape, "texture_category": texture_class,
+                             "source_image": f"{shape}_{i}", "response": answer, "correct_answer": truth,
+                             "correct": int(answer == truth), "rt_ms": 640.0 if kind == "human" else None})
     return rows
 
 
@@ -53,12 +61,12 @@ def test_reanalysing_the_export_gives_the_same_numbers(design, tmp_path):
         store.write_many(responses(design))
     export_mvh(ExperimentDir(expdir), tmp_path / "mvh")
     options = AnalysisOptions(n_choices=4, n_boot=20)
-    only = {"accuracy", "reliance", "shape-bias", "cue-decomposition", "consistency"}
+    only = {"accuracy", "reliance", "shape-bias", "cue-decomposition", "consistency", "oddity"}
     direct = analyze(load_responses(expdir), options, only=only)
     exported = analyze(load_responses(tmp_path / "mvh"), options, only=only)
     assert direct.sections == exported.sections
     key = ["observer", "condition", "level"]
-    for name in ("accuracy", "relative_accuracy", "shape_bias", "cue_decomposition", "error_consistency"):
+    for name in ("accuracy", "relative_accuracy", "shape_bias", "cue_decomposition", "error_consistency", "oddity"):
         if name not in direct.tables:
             continue
         a, b = direct.tables[name], exported.tables[name]
@@ -66,6 +74,12 @@ def test_reanalysing_the_export_gives_the_same_numbers(design, tmp_path):
         a, b = a.sort_values(cols).reset_index(drop=True), b.sort_values(cols).reset_index(drop=True)
         numbers = [c for c in a.columns if pd.api.types.is_numeric_dtype(a[c])]
         pd.testing.assert_frame_equal(a[cols + numbers], b[cols + numbers], check_dtype=False)
+    if design == "dist":
+        oddity = direct.tables["oddity"].set_index("observer")
+        by_hand = {o: sum(r["correct"] for r in responses(design) if r["observer"] == o) / 8 for o in oddity.index}
+        assert oddity["accuracy"].to_dict() == pytest.approx(by_hand)
+        back = load_responses(tmp_path / "mvh")
+        assert set(back["trial_type"]) == {"oddity"} and set(back["category"]) == {f"great {c}" for c in CLASSES}
     if design == "cue-conflict":
         shape_bias = direct.tables["shape_bias"]["shape_bias"]
         assert shape_bias.between(0.05, 0.95).all()  # the export once lost the texture class: every bias read 1.0

@@ -210,16 +210,18 @@ def dist_reference_band(release: Path, limit: int = 100, size: int = SYNTHESIS_S
     return np.percentile(texture_ratios(originals, versions), [5, 95], axis=0).T
 
 
-def check_disruption(ratios: np.ndarray, band: np.ndarray) -> dict:
+def check_disruption(ratios: np.ndarray, band: np.ndarray, refuse: bool = True) -> dict:
     """The quality gate: the median LV and HFE ratios of the disrupted training set must lie where 90 %
-    of DiST's own images lie; otherwise the 2n task could become "photo vs noise" and is refused."""
+    of DiST's own images lie; otherwise the 2n task could become "photo vs noise" and is refused
+    (``refuse=False`` only records the numbers and whether they ``passed``)."""
     medians = np.median(ratios, axis=0)
     report = {f"{name}_ratio_median": round(float(m), 3) for name, m in zip(("LV", "HFE"), medians)}
     report.update({f"{name}_dist_band": [round(float(lo), 3), round(float(hi), 3)]
                    for name, (lo, hi) in zip(("LV", "HFE"), band)})
     off = [f"{name} ratio median {m:.2f} outside DiST's 5-95 % band {lo:.2f}-{hi:.2f}"
            for name, m, (lo, hi) in zip(("LV", "HFE"), medians, band) if not lo <= m <= hi]
-    if off:
+    report["passed"] = not off
+    if off and refuse:
         raise TrainingError("the disrupted training images do not look like DiST's ("
                             + "; ".join(off) + "): more --synthesis-steps or another --feature-net")
     return report
@@ -282,7 +284,7 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
     """Write the study directory's data and experiments once; return its ``cue_study.json`` content.
 
     The disrupted training images are quality-gated (``check_disruption``) before anything is
-    written; ``quality_gate=False`` keeps them anyway and records that they were not checked."""
+    written; ``quality_gate=False`` keeps them anyway, recording their numbers as unchecked."""
     study = Path(study_dir)
     path = study / CUE_STUDY_FILE
     if path.is_file():
@@ -307,10 +309,9 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
         arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], synthesis_size)
         arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
     disrupted = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device), feature_net)
-    quality = {"checked": quality_gate}
-    if quality_gate:
-        quality.update(check_disruption(texture_ratios(arrays["train_images"], disrupted),
-                                        dist_reference_band(Path(dist), size=synthesis_size)))
+    quality = {"checked": quality_gate, **check_disruption(texture_ratios(arrays["train_images"], disrupted),
+                                                           dist_reference_band(Path(dist), size=synthesis_size),
+                                                           refuse=quality_gate)}
     arrays["disrupted_images"] = resize_all(disrupted, config.input_size)
     for split in splits:
         arrays[f"{split}_images"] = resize_all(arrays[f"{split}_images"], config.input_size)

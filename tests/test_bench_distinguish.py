@@ -1,0 +1,70 @@
+"""benchmarks/bench_distinguish.py, run as the docs write it: from a fresh folder, relative paths."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SCRIPT = REPO / "benchmarks" / "bench_distinguish.py"
+
+
+def image_folder(root, classes: dict[str, list]) -> None:
+    """An ImageFolder whose images are links to the given files."""
+    for name, files in classes.items():
+        (root / name).mkdir(parents=True)
+        for file in files:
+            (root / name / file.name).symlink_to(file)
+
+
+def run(cwd, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_an_image_folder_without_the_imagenette_classes_is_refused_naming_them(tmp_path, photos):
+    from PIL import Image
+
+    files = []
+    for name, pixels in list(photos.items())[:2]:
+        files.append(tmp_path / f"{name}.png")
+        Image.fromarray(pixels).save(files[-1])
+    image_folder(tmp_path / "photos", {"n01440764": files[:1], "church": files[1:2]})  # tench (synset), church
+    done = run(tmp_path, "out", "--imagefolder", "photos", "--dist", "dist", "--cue-conflict", "cc")
+    assert done.returncode == 2, done.stderr
+    message = done.stderr.strip().splitlines()[-1]
+    assert "English springer" in message and "parachute" in message
+    assert "tench" not in message and "church" not in message
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_erm_and_both_distinguish_variants_give_three_accuracies_each(tmp_path, shared):
+    originals = shared / "data" / "dist" / "original"
+    labels = {row["image"]: row["imagenet_index"] for row in csv.DictReader(
+        (shared / "data" / "dist" / "labels.csv").open(encoding="utf-8"))}
+    by_class: dict[str, list] = {}
+    for image, index in labels.items():
+        by_class.setdefault(index, []).append(originals / f"{image}.jpg")
+    two = dict(sorted(by_class.items(), key=lambda kv: -len(kv[1]))[:2])
+    image_folder(tmp_path / "folder", {index: files[:4] for index, files in two.items()})
+    (tmp_path / "shared").symlink_to(shared)
+    done = run(tmp_path, "t3", "--imagefolder", "folder", "--classes", "most-frequent:2", "--dist", "shared/data/dist",
+               "--cue-conflict", "shared/data/geirhos2019/stimuli/cue-conflict", "--runs", "1", "--steps-a", "1",
+               "--steps-c", "2", "--", "--epochs", "1", "--input-size", "32", "--synthesis-size", "64",
+               "--no-quality-gate", "--max-trials", "3", "--cue-per-class", "1", "--batch-size", "8", "--device", "cpu")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "t3" / "table3.csv").open(encoding="utf-8")))
+    assert [r["method"] for r in rows] == ["ERM (baseline)", "DiSTinguish-A", "DiSTinguish-C"]
+    for row in rows:
+        for measure in ("original_accuracy", "shape_bias", "dist_accuracy"):
+            assert 0.0 <= float(row[measure]) <= 1.0, (row, measure)
+    table = (tmp_path / "t3" / "table3.md").read_text()
+    assert "stand-in for SIN-10" in table and "0.902 / 0.544 / 0.549" in table
+    studies = {p.parent.name: p for p in (tmp_path / "t3").glob("*/cue_study.json")}
+    assert set(studies) == {"A", "C"}
+    assert '"dist_steps": 1' in studies["A"].read_text() and '"dist_steps": 2' in studies["C"].read_text()
