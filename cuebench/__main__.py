@@ -1,5 +1,5 @@
 import sys
 
-from cuebench.cli import main
+from cuebench.app.cli import main
 
 sys.exit(main())

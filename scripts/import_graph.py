@@ -15,11 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")
-APP_MODULES = {"cuebench.cli", "cuebench.demo", "cuebench.__main__", "cuebench.api"}
-"""The command (the app layer): the one place allowed to import every package and wire them together."""
-WORKFLOW_MODULES = {"model_eval.feature_nets", "model_eval.training.cue_study"}
-"""Workflows that make stimuli for a model (texture synthesis against a model's features; the
-train-cues study builds its experiments): the only modules that may import ``stimuli`` from above."""
+APP_PACKAGE = "cuebench.app"
+"""The app layer (the command, the Python API, the demo, cross-stage workflows): the one place
+allowed to import every package and wire them together; ``python -m cuebench`` enters it."""
 BEGIN, END = "<!-- import-graph: made by scripts/import_graph.py -->", "<!-- /import-graph -->"
 
 
@@ -53,13 +51,13 @@ def project_modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
+def in_app_layer(module: str) -> bool:
+    return module == APP_PACKAGE or module.startswith(APP_PACKAGE + ".") or module == "cuebench.__main__"
+
+
 def layer_of(module: str) -> str:
-    """The row a module belongs to: the command, a workflow, or its package."""
-    if module in APP_MODULES:
-        return "command (app layer)"
-    if module in WORKFLOW_MODULES:
-        return f"{module.split('.')[0]} workflows"
-    return module.split(".")[0]
+    """The row a module belongs to: the app layer or its package."""
+    return f"app ({APP_PACKAGE})" if in_app_layer(module) else module.split(".")[0]
 
 
 def package_graph() -> dict[str, set[str]]:
@@ -67,9 +65,8 @@ def package_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in project_modules().items():
         layer = layer_of(name)
-        own = name.split(".")[0]
-        targets = {t.split(".")[0] for t in imported_modules(path)}
-        graph.setdefault(layer, set()).update(t for t in targets if t in PACKAGES and t != own)
+        targets = {layer_of(t) for t in imported_modules(path) if t.split(".")[0] in PACKAGES}
+        graph.setdefault(layer, set()).update(t for t in targets if t != layer)
     return graph
 
 

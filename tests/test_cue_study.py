@@ -13,12 +13,12 @@ import pytest
 import torch
 from PIL import Image
 
-from cuebench.cli import main
+from cuebench.app.cli import main
 from model_eval.imagenet16 import IMAGENET16_INDICES
 from model_eval.models import WeightsMismatch, load_model
 from analysis.cue_study import ALGORITHM_ORDER
-from model_eval.training.cue_study import (TrainingError, check_disruption, dist_reference_band, read_photos,
-                                           split_photos, texture_ratios)
+from cuebench.app.train_cues import (TrainingError, check_disruption, dist_reference_band, read_photos, split_photos,
+                                     texture_ratios)
 from model_eval.training.jobs import build_model
 
 

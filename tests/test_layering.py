@@ -15,8 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from import_graph import (APP_MODULES, BEGIN, PACKAGES, WORKFLOW_MODULES, block_in, imported_modules,  # noqa: E402
-                          project_modules, render)
+from import_graph import (BEGIN, PACKAGES, block_in, imported_modules, in_app_layer, project_modules,  # noqa: E402
+                          render)
 
 ALLOWED = {
     "cuebench": set(),
@@ -26,7 +26,8 @@ ALLOWED = {
     "model_eval": {"cuebench"},
     "analysis": {"cuebench"},
 }
-"""Runners read what stimuli wrote through the contract (images, label sets, study directories), never ``stimuli``."""
+"""Runners read what stimuli wrote through the contract (images, label sets, study directories), never ``stimuli``;
+no package imports the app layer (``cuebench.app``), the one place that imports several of them."""
 FORBIDDEN_LIBRARIES = {
     "cuebench": {"torch", "timm", "flask", "psychopy"},
     "analysis": {"torch", "timm", "torchvision"},
@@ -42,12 +43,11 @@ MODULES = project_modules()
 def test_imports_follow_the_data_flow(package):
     wrong = []
     for name, path in sorted(MODULES.items()):
-        if name.split(".")[0] != package or name in APP_MODULES:
+        if name.split(".")[0] != package or in_app_layer(name):
             continue
         for target in sorted(imported_modules(path)):
             top = target.split(".")[0]
-            if top in PACKAGES and top != package and top not in ALLOWED[package] \
-                    and not (name in WORKFLOW_MODULES and top == "stimuli"):
+            if (top in PACKAGES and top != package and top not in ALLOWED[package]) or in_app_layer(target):
                 wrong.append(f"{name} imports {target}")
             if top in FORBIDDEN_LIBRARIES.get(package, ()):
                 wrong.append(f"{name} imports {target}")

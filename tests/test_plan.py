@@ -9,7 +9,7 @@ import numpy as np
 import pingouin
 import pytest
 
-from cuebench.cli import main as cuebench
+from cuebench.app.cli import main as cuebench
 from cuebench.responses import ResponseStore
 
 

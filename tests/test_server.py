@@ -500,7 +500,7 @@ def test_the_web_grid_is_the_lab_grid(env):
 
 def test_lab_and_web_sessions_fill_one_latin_square(env):
     """`cuebench lab run` without --group takes the web's least filled group, and the web counts lab sessions."""
-    from cuebench.cli import least_filled_group
+    from cuebench.app.cli import least_filled_group
     from cuebench.responses import trial_row
     from human_tasks.lab.session import resolve_group
 

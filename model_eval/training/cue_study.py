@@ -1,40 +1,27 @@
-"""A cue-reliance training study: fine-tune an ImageNet model with several algorithms, several
-runs each, and measure every selected checkpoint on the same trials as any other observer.
+"""The training half of a cue-reliance study: fine-tune an ImageNet model with several algorithms,
+several runs each, and measure every selected checkpoint on the same trials as any other observer.
 
-``prepare_study`` writes the study directory once: the source photos (labelled with their
-ImageNet class, ``labels.csv`` columns ``image,imagenet_index`` as in a DiST release) split
-into train / val / test, their structure-disrupted versions for DiSTinguish (made like DiST's
-own by the project's Gram texture synthesis, batched, on the GPU when there is one; 10 steps =
-DiSTinguish-A, Wen et al. 2024, App. A.2; refused when they look like noise rather than DiST's
-images), and two experiment directories: DiST oddity trials of originals
-the models never train on (``dist-import``) and Geirhos et al.'s cue-conflict images
-(``cue-conflict-import``). A job (algorithm x run) fine-tunes from the offline ImageNet
-weights, selects the epoch with the best validation accuracy (BiasBed; a DiSTinguish model
-answers with each class's logit plus its disrupted twin's), saves that
-checkpoint and lets it answer both experiments through ``cuebench eval``'s
-``evaluate_experiment`` (``NAME:checkpoint``), so DiST accuracy and shape bias come from
-the stored responses like any observer's. Jobs run through ``jobs.run_job`` on the
+A study directory is prepared once by the ``train-cues`` workflow of the app layer
+(``cuebench.app.train_cues``: photos, their structure-disrupted versions, two experiments). A job
+(algorithm x run) fine-tunes from the offline ImageNet weights on ``photos.npz``, selects the epoch
+with the best validation accuracy (BiasBed; a DiSTinguish model answers with each class's logit plus
+its disrupted twin's), saves that checkpoint and lets it answer both experiments through
+``cuebench eval``'s ``evaluate_experiment`` (``NAME:checkpoint``), so DiST accuracy and shape bias
+come from the stored responses like any observer's. Jobs run through ``jobs.run_job`` on the
 configured executor, each writing its own result file; a re-run skips finished jobs.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
-import json
-import os
-import random
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from cuebench.expdir import ExperimentDir, atomic_write, canonical_json
+from cuebench.expdir import atomic_write, canonical_json
 from cuebench.studies import CUE_STUDY_FILE
-from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
-
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
 DATA_FILE = "photos.npz"
@@ -85,250 +72,6 @@ class CueJob:
 
     def execute(self, progress: bool = False) -> Path:
         return train_and_evaluate(self, progress)
-
-
-def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
-    """(stem, file, ImageNet index) of a photo folder: ``labels.csv`` (``image,imagenet_index``) beside
-    the images, which lie in the folder itself or in ``original/`` (a DiST release)."""
-    from cuebench.images import IMAGE_SUFFIXES
-
-    root = Path(folder)
-    labels = root / "labels.csv"
-    if not labels.is_file():
-        raise TrainingError(f"{labels} is missing: the photos need a labels.csv with columns image,imagenet_index")
-    images = root / "original" if (root / "original").is_dir() else root
-    files = {f.stem: f for f in images.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES}
-    out = []
-    with labels.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or not {"image", "imagenet_index"} <= set(reader.fieldnames):
-            raise TrainingError(f"{labels}: needs columns image,imagenet_index, has {reader.fieldnames}")
-        for line, row in enumerate(reader, start=2):
-            stem = Path(row["image"]).stem
-            try:
-                index = int(row["imagenet_index"])
-            except ValueError:
-                index = -1
-            if not 0 <= index < 1000:
-                raise TrainingError(f"{labels} line {line}: imagenet_index {row['imagenet_index']!r} is not 0..999")
-            if stem not in files:
-                raise TrainingError(f"{labels} line {line}: no image {stem!r} in {images}")
-            out.append((stem, files[stem], index))
-    if len(out) < 3:
-        raise TrainingError(f"{labels}: at least 3 labelled photos are needed (train, val, test), got {len(out)}")
-    return sorted(out)
-
-
-def split_photos(photos: list, seed: int, val: float = 0.15, test: float = 0.25) -> dict[str, list]:
-    """A seeded train / val / test split of the photos (at least one photo in each)."""
-    order = list(photos)
-    random.Random(seed).shuffle(order)
-    n_test = max(1, round(test * len(order)))
-    n_val = max(1, round(val * len(order)))
-    return {"test": order[:n_test], "val": order[n_test:n_test + n_val], "train": order[n_test + n_val:]}
-
-
-SYNTHESIS_SIZE = 224
-"""Default side at which the disrupted images are synthesised and quality-checked, whatever the
-training size: DiST's own images are 224 x 224, and smaller ones come out as noise (docs/dist.md)."""
-
-ITERATIONS_PER_DIST_STEP = 20
-"""L-BFGS iterations in one DiST texture-synthesis "step". Wen et al. (2024, App. A.2) count steps of
-the Gatys synthesis (100 = DiST, 10 = DiSTinguish-A) at "above 55 s" per 100 steps for one 224 px
-image on a V100: far more than 100 VGG-19 gradient evaluations take, as expected when one step is one
-call of PyTorch's ``LBFGS.step(closure)``, which runs up to ``max_iter`` = 20 iterations. The
-project's synthesis counts single iterations, so one DiST step is 20 of them."""
-
-DIST_NOISE_SCALE = 1.0
-"""DiST starts the synthesis from isotropic unit Gaussian noise in the network's normalised input space."""
-
-
-def load_pixels(files: list[Path], size: int) -> np.ndarray:
-    """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
-    from cuebench.images import decode_image
-    from stimuli.sources import fit_to_stimulus
-
-    return resize_all(np.stack([fit_to_stimulus(decode_image(f)) for f in files]), size)
-
-
-def resize_all(images: np.ndarray, size: int) -> np.ndarray:
-    import cv2
-
-    if images.shape[1:3] == (size, size):
-        return images
-    return np.stack([cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA) for image in images]).astype(np.uint8)
-
-
-def disrupt(images: np.ndarray, seed: int, steps: int, device: str, feature_net: str,
-            batch: int | None = None) -> np.ndarray:
-    """Structure-disrupted versions made like DiST's own: Gram texture synthesis from isotropic noise,
-    ``steps`` DiST steps (``ITERATIONS_PER_DIST_STEP`` L-BFGS iterations each; 10 = DiSTinguish-A,
-    100 = -C) against ``feature_net``'s features."""
-    from tqdm import tqdm
-
-    from stimuli.texture_synthesis import synthesize
-
-    from ..feature_nets import load_feature_net
-
-    net = load_feature_net(feature_net, device)
-    batch = batch or (32 if device.startswith("cuda") else 8)
-    seeds = [seed * 100_003 + i for i in range(len(images))]
-    parts = []
-    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} DiST steps)", unit="batch"):
-        parts.append(synthesize(images[start:start + batch], seeds[start:start + batch], net,
-                                steps=steps * ITERATIONS_PER_DIST_STEP, noise_scale=DIST_NOISE_SCALE).images)
-    return np.concatenate(parts) if parts else images[:0]
-
-
-def texture_ratios(originals: np.ndarray, disrupted: np.ndarray) -> np.ndarray:
-    """(n, 2): each disrupted image's local variance and high-frequency energy over its original's
-    (Burgert et al. 2025, App. A, Eqs. 1 and 3), *uncapped*: the capped metrics read 1 for noise and
-    texture alike, while noise shows as ratios well above DiST's own."""
-    from stimuli.quality import high_frequency_ratio, local_variance, to_gray
-
-    rows = []
-    for original, version in zip(originals, disrupted):
-        gray, gray_hat = to_gray(original), to_gray(version)
-        rows.append((local_variance(gray_hat) / max(local_variance(gray), 1e-12),
-                     high_frequency_ratio(gray_hat) / max(high_frequency_ratio(gray), 1e-12)))
-    return np.asarray(rows, dtype=np.float64).reshape(-1, 2)
-
-
-def dist_reference_band(release: Path, limit: int = 100, size: int = SYNTHESIS_SIZE) -> np.ndarray:
-    """(2, 2): the 5th and 95th percentiles of the LV and HFE ratios of a DiST release's own disrupted
-    images (``set1``, ``set2``) to their originals, over its first ``limit`` originals, at ``size``."""
-    from cuebench.images import decode_image
-
-    names = sorted(f.name for f in (release / "original").iterdir())[:limit] if (release / "original").is_dir() else []
-    pairs = [(release / "original" / n, release / part / n) for n in names for part in ("set1", "set2")
-             if (release / part / n).is_file()]
-    if not pairs:
-        raise TrainingError(f"{release} holds no original/ with set1/ or set2/ versions: nothing to check the "
-                            "disrupted training images against")
-    originals = resize_all(np.stack([decode_image(o) for o, _ in pairs]), size)
-    versions = resize_all(np.stack([decode_image(v) for _, v in pairs]), size)
-    return np.percentile(texture_ratios(originals, versions), [5, 95], axis=0).T
-
-
-def check_disruption(ratios: np.ndarray, band: np.ndarray, refuse: bool = True) -> dict:
-    """The quality gate: the median LV and HFE ratios of the disrupted training set must lie where 90 %
-    of DiST's own images lie; otherwise the 2n task could become "photo vs noise" and is refused
-    (``refuse=False`` only records the numbers and whether they ``passed``)."""
-    medians = np.median(ratios, axis=0)
-    report = {f"{name}_ratio_median": round(float(m), 3) for name, m in zip(("LV", "HFE"), medians)}
-    report.update({f"{name}_dist_band": [round(float(lo), 3), round(float(hi), 3)]
-                   for name, (lo, hi) in zip(("LV", "HFE"), band)})
-    off = [f"{name} ratio median {m:.2f} outside DiST's 5-95 % band {lo:.2f}-{hi:.2f}"
-           for name, m, (lo, hi) in zip(("LV", "HFE"), medians, band) if not lo <= m <= hi]
-    report["passed"] = not off
-    if off and refuse:
-        raise TrainingError("the disrupted training images do not look like DiST's ("
-                            + "; ".join(off) + "): more --synthesis-steps or another --feature-net")
-    return report
-
-
-def _link_tree(pairs: list[tuple[Path, Path]]) -> None:
-    for source, link in pairs:
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if not link.exists():
-            os.symlink(source.resolve(), link)
-
-
-def dist_source(study: Path, release: Path, exclude: set[str], max_trials: int, seed: int) -> Path:
-    """A DiST-release folder (links) holding the release's triplets whose original is not a training photo."""
-    originals = sorted(f for f in (release / "original").iterdir() if f.stem not in exclude) \
-        if (release / "original").is_dir() else []
-    if not originals:
-        raise TrainingError(f"{release}/original holds no image outside the training photos: no DiST test trials")
-    random.Random(seed).shuffle(originals)
-    chosen = sorted(originals[:max_trials])
-    folder = study / "sources" / "dist"
-    _link_tree([(release / part / f.name, folder / part / f.name) for f in chosen for part in ("original", "set1", "set2")])
-    return folder
-
-
-def cue_conflict_source(study: Path, root: Path, per_class: int) -> Path:
-    """A cue-conflict folder (links) with the first ``per_class`` conflicting images of each shape class."""
-    from stimuli.designs.imports import CUE_CONFLICT_NAME
-
-    if not root.is_dir():
-        raise TrainingError(f"cue-conflict folder {root} does not exist")
-    folder = study / "sources" / "cue_conflict"
-    pairs = []
-    for shape in sorted(d for d in root.iterdir() if d.is_dir()):
-        conflict = [f for f in sorted(shape.iterdir()) if (m := CUE_CONFLICT_NAME.match(f.stem))
-                    and m["shape"] != m["texture"]]
-        pairs += [(f, folder / shape.name / f.name) for f in conflict[:per_class]]
-    if not pairs:
-        raise TrainingError(f"{root} holds no cue-conflict images named <shape>N-<texture>M")
-    _link_tree(pairs)
-    return folder
-
-
-def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
-    """``cuebench stimuli build --design <importer>`` into ``study/<name>`` (kept when it exists)."""
-    from stimuli.designs import build_experiment
-    from stimuli.options import BuildOptions
-
-    expdir = ExperimentDir(study / name)
-    if not expdir.experiment_file.is_file():
-        build_experiment(EXPERIMENTS[name], expdir.root, common=BuildOptions(images=str(images), seed=seed, name=name))
-    return expdir.root
-
-
-def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, cue_conflict: str | Path,
-                  config: CueConfig = CueConfig(), synthesis_steps: int = 10, max_photos: int | None = None,
-                  max_trials: int = 100, cue_per_class: int = 10, device: str = "auto",
-                  feature_net: str = DEFAULT_FEATURE_NET, quality_gate: bool = True,
-                  synthesis_size: int = SYNTHESIS_SIZE) -> dict:
-    """Write the study directory's data and experiments once; return its ``cue_study.json`` content.
-
-    The disrupted training images are quality-gated (``check_disruption``) before anything is
-    written; ``quality_gate=False`` keeps them anyway, recording their numbers as unchecked."""
-    study = Path(study_dir)
-    path = study / CUE_STUDY_FILE
-    if path.is_file():
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        if recorded["input_size"] != config.input_size or recorded["seed"] != config.seed:
-            raise TrainingError(f"{path} was prepared with input size {recorded['input_size']} and seed "
-                                f"{recorded['seed']}; use another study directory for other values")
-        return recorded
-    if synthesis_steps < 1 or synthesis_size < 32:
-        raise TrainingError(f"--synthesis-steps must be >= 1 and --synthesis-size >= 32, got {synthesis_steps} "
-                            f"and {synthesis_size}")
-    if feature_net.partition(":")[0] == config.model.partition(":")[0]:
-        warnings.warn(f"the disrupted images are synthesised with the features of {feature_net}, the network "
-                      "being trained: DiSTinguish then learns to tell that network's own texture statistics "
-                      "(DiST uses VGG-19); --feature-net chooses another", stacklevel=2)
-    listed = read_photos(photos)
-    if max_photos:
-        listed = sorted(random.Random(config.seed).sample(listed, min(max_photos, len(listed))))
-    splits = split_photos(listed, config.seed)
-    arrays = {}
-    for split, rows in splits.items():
-        arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], synthesis_size)
-        arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
-    disrupted = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device), feature_net)
-    quality = {"checked": quality_gate, **check_disruption(texture_ratios(arrays["train_images"], disrupted),
-                                                           dist_reference_band(Path(dist), size=synthesis_size),
-                                                           refuse=quality_gate)}
-    arrays["disrupted_images"] = resize_all(disrupted, config.input_size)
-    for split in splits:
-        arrays[f"{split}_images"] = resize_all(arrays[f"{split}_images"], config.input_size)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    atomic_write(study / DATA_FILE, buf.getvalue())
-    seen = {s for split in ("train", "val") for s, _, _ in splits[split]}
-    build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
-    build_experiment(study, "cue_conflict", cue_conflict_source(study, Path(cue_conflict), cue_per_class), config.seed)
-    record = {"photos": str(photos), "dist": str(dist), "cue_conflict": str(cue_conflict),
-              "input_size": config.input_size, "seed": config.seed,
-              "disruption": {"method": "gram", "feature_net": feature_net, "dist_steps": synthesis_steps,
-                             "lbfgs_iterations": synthesis_steps * ITERATIONS_PER_DIST_STEP,
-                             "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
-              "splits": {k: [s for s, _, _ in v] for k, v in splits.items()}}
-    atomic_write(path, json.dumps(record, indent=1).encode("utf-8"))
-    return record
 
 
 def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, config: CueConfig = CueConfig(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from .paths import user_path
+from ..paths import user_path
 
 DEMO_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2")
 
@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 def run_demo(args) -> int:
-    from cuebench.cli import main as cli
+    from .cli import main as cli
 
     out = args.out
     print(f"== 1/4 building the feature-suppression experiment in {out}")

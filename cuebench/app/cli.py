@@ -11,8 +11,8 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .errors import CuebenchError
+from .. import __version__
+from ..errors import CuebenchError
 
 COMMAND_MODULES = (
     "cuebench.contract_cli",
@@ -22,7 +22,8 @@ COMMAND_MODULES = (
     "experiment_server.cli",
     "human_tasks.cli",
     "analysis.cli",
-    "cuebench.demo",
+    "cuebench.app.train_cues",
+    "cuebench.app.demo",
 )
 
 
@@ -33,7 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cuebench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
-                "model_eval.train_cli": {"cue_report_writer": write_cue_report},
                 "human_tasks.cli": {"lab_group_chooser": least_filled_group}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
@@ -43,14 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_cue_report(study_dir):
-    """``cuebench train-cues`` ends with its report: ``model_eval`` trains, ``analysis`` reports,
-    and this is the one place that wires the two."""
-    from analysis.cue_study import write_cue_report as write
-
-    return write(study_dir)
-
-
 def least_filled_group(expdir, database: str | None = None) -> int:
     """``cuebench lab run`` without ``--group`` joins the group the web server would give the
     next arrival (its fill counts, lab sessions included): ``human_tasks`` runs the session,
@@ -58,7 +50,7 @@ def least_filled_group(expdir, database: str | None = None) -> int:
     from experiment_server.assignment import least_filled
     from experiment_server.db import ServerDB
 
-    from .expdir import ExperimentDir
+    from ..expdir import ExperimentDir
 
     folder = ExperimentDir(expdir)
     experiment = folder.load()
@@ -72,7 +64,7 @@ def least_filled_group(expdir, database: str | None = None) -> int:
 def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = None):
     """The feature network texture synthesis optimises against: ``stimuli`` gets it from here,
     the one place that wires a stimulus design to ``model_eval``'s model loading."""
-    from model_eval.feature_nets import load_feature_net as load
+    from .feature_nets import load_feature_net as load
 
     return load(spec, device, layers)
 
@@ -80,7 +72,7 @@ def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = No
 def run_list(args) -> int:
     """``cuebench list [KIND]``: a registry is filled when the module defining it is imported: the packages'
     ``cli`` modules import theirs, or name them in ``PLUGIN_MODULES`` where that would load torch."""
-    from .registry import ALL, UnknownName
+    from ..registry import ALL, UnknownName
 
     for name in COMMAND_MODULES:
         for plugins in getattr(importlib.import_module(name), "PLUGIN_MODULES", ()):

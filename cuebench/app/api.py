@@ -1,7 +1,7 @@
-"""The Python API of the app layer: ``from cuebench.api import build`` wires a stimulus design to the
+"""The Python API of the app layer: ``from cuebench.app.api import build`` wires a stimulus design to the
 model loading that texture synthesis needs, as the command line does.
 
-It lives above every stage, like ``cuebench.cli``; it is not ``cuebench.build`` because the core
+It lives above every stage, like ``cuebench.app.cli``; it is not ``cuebench.build`` because the core
 package (``cuebench/__init__.py``) imports no stage, and ``stimuli`` itself imports the core.
 """
 
@@ -17,6 +17,6 @@ def build(design: str, *, out: str | Path, options: DesignOptions | None = None,
     """Build ``design`` into ``out``: ``options`` is the design's own options model (its defaults when
     left out), ``common`` the options every design takes (``images``, ``labels``, ``seed``, ``on_error``,
     ``practice``, ``timing``, ...; see ``stimuli.options.BuildOptions``). Returns the ``Experiment``."""
-    from model_eval.feature_nets import load_feature_net
+    from .feature_nets import load_feature_net
 
     return build_experiment(design, out, options, BuildOptions.parse(common), feature_net_loader=load_feature_net)

@@ -1,5 +1,6 @@
 """Feature networks for texture synthesis: the weights ``cuebench eval`` would load, wrapped
 as ``stimuli.texture_synthesis.FeatureNet`` (the loader the command hands to the dist design).
+It joins ``model_eval``'s model loading to ``stimuli``'s synthesis, so it lives in the app layer.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from pathlib import Path
 from stimuli.texture_synthesis import (DEFAULT_FEATURE_NET, FEATURE_LAYERS, IMAGENET_MEAN, IMAGENET_STD,
                                        FeatureNet, SynthesisError)
 
-from .models import load_model, resolve_device, sha256_file
-from .observers.torchvision_models import torch_hub_file
-from .torch_compat import import_timm
+from model_eval.models import load_model, resolve_device, sha256_file
+from model_eval.observers.torchvision_models import torch_hub_file
+from model_eval.torch_compat import import_timm
 
 TORCH_HUB_VGG19 = "vgg19-dcbb9e9d.pth"
 """torchvision's VGG-19 ImageNet file, as torch.hub caches it (``~/.cache/torch/hub/checkpoints``)."""
