@@ -149,6 +149,16 @@ def test_list_decision_rules_shows_each_summary(capsys):
     assert "oddity" in out and "DiST" in out and "Burgert" in out and "16class-mean" in out
 
 
+def test_list_observer_adapters_names_timm_and_torchvision_and_an_empty_plugin_list_says_so(capsys):
+    assert main(["list", "observer-adapters"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["timm", "torchvision"]
+    assert "CHECKPOINT" in lines[0] and "torch hub cache" in lines[1]
+    assert main(["list", "observers"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == "no observers registered (a package adds them through the 'cuebench.observers' entry point)"
+
+
 @pytest.fixture
 def torch_home(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))

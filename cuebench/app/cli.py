@@ -86,6 +86,11 @@ def run_list(args) -> int:
         raise UnknownName(f"unknown kind {args.kind!r}; known: {', '.join(sorted(ALL))}"
                           + (f" (did you mean {', '.join(close)}?)" if close else ""))
     registry = ALL[args.kind]
+    if not registry.names():
+        via = f" (a package adds them through the {registry.entry_point_group!r} entry point)" \
+            if registry.entry_point_group else ""
+        print(f"no {args.kind} registered{via}")
+        return 0
     width = max((len(n) for n in registry.names()), default=0)
     for name in registry.names():
         print(f"{name:<{width}}  {registry.summary(name)}")

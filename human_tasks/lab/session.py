@@ -233,6 +233,23 @@ def practice_feedback(trial: Trial, response: str | None) -> str:
     return "Correct" if response == trial.correct else f"Not quite: the answer was \u201c{trial.correct}\u201d"
 
 
+@dataclass(frozen=True)
+class ResponseMode:
+    """How the lab shows and reads one trial type: a row of the runner's dispatch table
+    (``_Runner.modes``), so a new trial type is one more row, not a branch in every phase."""
+
+    keys: Callable[[Trial], tuple[str, ...]]
+    """The keys that answer the trial."""
+    positions: Callable[[Trial], list[float]]
+    """Horizontal centre of each of the trial's images."""
+    draw_response: Callable[[], None]
+    """The response screen."""
+    clicks: bool
+    """Whether a mouse click on the response grid answers."""
+    answer_for_key: Callable[[Trial, str], str | None]
+    """The answer a key press gives (None: not an answer to this trial)."""
+
+
 class _Restart(Exception):
     """Escape was pressed during a trial and the session goes on: show the trial again."""
 
@@ -304,6 +321,13 @@ class _Runner:
                       for c in grid.cells]
         self.log_info(f"refresh {self.hz:.2f} Hz ({self.refresh.source}; measurements {self.refresh.measurements}; "
                       f"free-running flips {self.refresh.free_running_hz:.1f} Hz; pacing {self.refresh.pacing})")
+        self.modes = {
+            "classify": ResponseMode(keys=lambda trial: tuple(self.grid.keys), positions=lambda trial: [0.0],
+                                     draw_response=self._draw_grid, clicks=True, answer_for_key=self._grid_answer),
+            "oddity": ResponseMode(keys=lambda trial: ODDITY_KEYS[:len(trial.stimuli)],
+                                   positions=self._oddity_positions, draw_response=self._draw_oddity_prompt,
+                                   clicks=False, answer_for_key=lambda trial, key: key),
+        }
 
     def _cell_text(self, cell) -> str:
         if self.options.input_mode != "keyboard":
@@ -340,7 +364,7 @@ class _Runner:
 
         trials = [self.experiment.trial(s.trial_id) for s in remaining]
         self._log_rounding(trials)
-        types = {t.trial_type for t in trials}
+        types = {self._mode(t) and t.trial_type for t in trials}  # an unknown trial type stops before the first screen
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
         opening = texts.plain(self.expdir, "instructions") + "\n\n" + self._how_to_answer(types)
@@ -488,7 +512,7 @@ class _Runner:
         from PIL import Image
 
         stims = []
-        for stim_id, stim, x in zip(trial.stimuli, self.images, self._positions(trial)):
+        for stim_id, stim, x in zip(trial.stimuli, self.images, self._mode(trial).positions(trial)):
             record = self.experiment.stimuli[stim_id]
             pixels = decode_image(self.expdir.stimulus_path(record))
             stim.image = Image.fromarray(pixels)
@@ -507,21 +531,31 @@ class _Runner:
         self.win.clearBuffer()  # drawing once uploads the textures now, not on the first timed frame
         return stims
 
-    def _positions(self, trial: Trial) -> list[float]:
-        if trial.trial_type == "oddity":
-            width = self.stimulus_px or self.experiment.stimuli[trial.stimuli[0]].width or 224
-            return oddity_positions(len(trial.stimuli), width)
-        return [0.0]
+    def _mode(self, trial: Trial) -> ResponseMode:
+        try:
+            return self.modes[trial.trial_type]
+        except KeyError:
+            raise LabError(f"trial {trial.trial_id!r} has trial type {trial.trial_type!r}, which the lab runner "
+                           f"cannot show (it shows {', '.join(self.modes)})") from None
+
+    def _oddity_positions(self, trial: Trial) -> list[float]:
+        width = self.stimulus_px or self.experiment.stimuli[trial.stimuli[0]].width or 224
+        return oddity_positions(len(trial.stimuli), width)
+
+    def _grid_answer(self, trial: Trial, key: str) -> str | None:
+        label = self.grid.label_for_key(key)
+        return label if label in trial.choices else None
 
     def _trial(self, trial: Trial) -> _Outcome:
         """Fixation, stimulus, mask (frame-counted, intervals recorded), then the response
         phase; ITI. Escape before an answer pauses, then ``_Restart`` or ``_Quit``."""
         if trial.instruction:
             self._continue_screen(trial.instruction)
+        mode = self._mode(trial)
         stims = self._load(trial)
         frames = phase_frames(trial.timing, self.hz)
         draws = {"fixation": self.fixation.draw, "stimulus": lambda: [s.draw() for s in stims], "mask": self.mask.draw}
-        keys = ODDITY_KEYS[:len(trial.stimuli)] if trial.trial_type == "oddity" else tuple(self.grid.keys)
+        keys = mode.keys(trial)
         from_onset = trial.timing.response_from_onset
         answer: tuple[str, float] | None = None
         onsets: dict[str, float] = {}
@@ -537,7 +571,7 @@ class _Runner:
                     if phase == "stimulus" and from_onset:
                         self.input.start()
                 answer = self._read(trial, keys, from_onset and "stimulus" in onsets, answer)
-        response_draw = self._draw_grid if trial.trial_type == "classify" else self._draw_oddity_prompt
+        response_draw = mode.draw_response
         response_screen = Screen("response", trial, self.grid)
         onsets["response"] = self._frame(response_screen, response_draw)
         self.win.recordFrameIntervals = False
@@ -563,7 +597,8 @@ class _Runner:
 
     def _read(self, trial: Trial, keys: tuple[str, ...], accepting: bool, answer):
         """The first valid answer among this frame's presses; Escape before an answer pauses."""
-        for press in self.input.poll(keys if accepting else (), clicks=accepting and trial.trial_type == "classify"):
+        mode = self._mode(trial)
+        for press in self.input.poll(keys if accepting else (), clicks=accepting and mode.clicks):
             if press.key == "escape":
                 if answer is None:
                     self._pause()
@@ -574,11 +609,8 @@ class _Runner:
             if press.pos is not None:
                 cell = self.grid.cell_at(*press.pos)
                 label = cell.label if cell is not None and cell.label in trial.choices else None
-            elif trial.trial_type == "oddity":
-                label = press.key
             else:
-                label = self.grid.label_for_key(press.key)
-                label = label if label in trial.choices else None
+                label = mode.answer_for_key(trial, press.key)
             if label is not None:
                 answer = (label, press.rt)
         return answer

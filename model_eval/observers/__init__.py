@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 
-from ..models import UnknownArchitecture, available_models, default_weights
+from ..models import UnknownArchitecture, available_models
 from ..torch_compat import import_timm
-from .base import OBSERVERS, Observer, PendingOutputs
+from . import timm_models  # noqa: F401  (registers the timm adapter)
+from .base import ADAPTERS, OBSERVERS, Observer, PendingOutputs
 from .torchvision_models import WEIGHTS_TAG, cached_torchvision_models, torchvision_names
 
-__all__ = ["OBSERVERS", "Observer", "PendingOutputs", "available_observers", "check_spec", "load_observer"]
+__all__ = ["ADAPTERS", "OBSERVERS", "Observer", "PendingOutputs", "available_observers", "check_spec", "load_observer"]
 
 
 def _family(spec: str) -> tuple[str, str, str]:
@@ -55,13 +56,7 @@ def load_observer(spec: str, device: str) -> Observer:
             raise UnknownArchitecture(f"observer {name!r} ({type(observer).__name__}) is not a "
                                       "model_eval.observers.Observer subclass")
         return observer
-    if family == "torchvision":
-        from .torchvision_models import TorchvisionObserver
-
-        return TorchvisionObserver(name, weights or None, device)
-    from .timm_models import TimmObserver
-
-    return TimmObserver(f"{name}:{weights or default_weights(name)}", device)
+    return ADAPTERS[family].from_spec(name, weights, device)
 
 
 def available_observers() -> list[dict]:

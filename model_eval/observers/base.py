@@ -25,6 +25,9 @@ OBSERVERS: Registry[type["Observer"]] = Registry("observers", entry_point_group=
 """Observer classes by name, registered with ``@OBSERVERS.register(NAME)`` or by another
 package's ``cuebench.observers`` entry point; ``--model NAME[:WEIGHTS]`` builds
 ``cls(weights=WEIGHTS or None, device=DEVICE)``."""
+ADAPTERS: Registry[type["Observer"]] = Registry("observer-adapters")
+"""The built-in ways a ``--model NAME[:WEIGHTS]`` spec that names no plug-in becomes an observer
+(timm, torchvision), each an ``Observer`` class with ``from_spec(name, weights, device)``."""
 
 
 class Observer:

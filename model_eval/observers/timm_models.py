@@ -3,12 +3,18 @@ a local checkpoint (``model_eval.models``): today's ``--model NAME[:WEIGHTS]``."
 
 from __future__ import annotations
 
-from ..models import load_model
+from ..models import default_weights, load_model
+from .base import ADAPTERS
 from .module import ModuleObserver
 
 
+@ADAPTERS.register("timm")
 class TimmObserver(ModuleObserver):
-    """A timm model: softmax over its 1000 ImageNet outputs, penultimate features (``pre_logits``)."""
+    """A timm architecture (NAME, NAME:HF-REPO or NAME:PATH/TO/CHECKPOINT.pth): softmax over its outputs, pre-logits features."""
+
+    @classmethod
+    def from_spec(cls, name: str, weights: str, device: str) -> "TimmObserver":
+        return cls(f"{name}:{weights or default_weights(name)}", device)
 
     def __init__(self, spec: str, device: str):
         loaded = load_model(spec, device)

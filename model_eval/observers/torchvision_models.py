@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from ..models import ModelError, WeightsNotFound, load_fitting, read_checkpoint_head, sha256_file
 from ..torch_compat import import_timm
+from .base import ADAPTERS
 from .module import ModuleObserver
 
 WEIGHTS_TAG = "torchvision"
@@ -54,8 +55,13 @@ def weights_filename(name: str) -> str:
     return Path(urlparse(default_weights(name).url).path).name
 
 
+@ADAPTERS.register("torchvision")
 class TorchvisionObserver(ModuleObserver):
-    """A torchvision model: softmax over its 1000 ImageNet outputs, the input of its last linear layer as features."""
+    """A torchvision model (NAME or NAME:torchvision, weights from the torch hub cache, or NAME:PATH): softmax, last-layer input as features."""
+
+    @classmethod
+    def from_spec(cls, name: str, weights: str, device: str) -> "TorchvisionObserver":
+        return cls(name, weights or None, device)
 
     def __init__(self, name: str, weights: str | None, device: str):
         torchvision = import_torchvision()

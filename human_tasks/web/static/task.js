@@ -325,7 +325,37 @@
     gridEl.hidden = false;
   }
 
+  /* How each trial type is shown and answered, one row per type (the lab runner's ResponseMode
+   * table): onStimulus runs at stimulus onset, respond shows the response screen after the mask and
+   * returns the time the response period began. */
+  const TRIAL_TYPES = {
+    classify: {
+      numbered: false,
+      onStimulus: (trial) => state("stimulus", trial.index),
+      respond: (trial, win, t) => {
+        clear();
+        showGrid(trial.grid, win);
+        state("response-grid", trial.index);
+        if (!trial.timing.response_from_onset) win.startClock(t, trial.timing.response_window);
+        return t;
+      },
+    },
+    oddity: {  // keys 1/2/3 answer from stimulus onset
+      numbered: true,
+      onStimulus: (trial, win) => {
+        state("response-keys", trial.index);
+        keyHandler = (e) => { if (trial.choices.includes(e.key)) win.answer(e.key, e.timeStamp); };
+      },
+      respond: (trial, win, t, stimulusOnset) => {
+        drawPrompt("Which image was the odd one out? Press 1, 2 or 3.");
+        return stimulusOnset;
+      },
+    },
+  };
+
   async function runTrial(trial, hz, device) {
+    const mode = TRIAL_TYPES[trial.type];
+    if (!mode) throw new Error(`trial ${trial.index + 1} has trial type "${trial.type}", which this task cannot show`);
     trialEvents = [];
     const log = { measured: {}, frames: {}, phases: [], dropped: 0 };
     const timing = trial.timing;
@@ -341,29 +371,14 @@
     let stimulusOnset = null;
     const onStimulus = (t) => {
       stimulusOnset = t;
-      if (trial.type === "oddity") {
-        state("response-keys", trial.index);
-        keyHandler = (e) => { if (trial.choices.includes(e.key)) win.answer(e.key, e.timeStamp); };
-      } else {
-        state("stimulus", trial.index);
-      }
+      mode.onStimulus(trial, win);
       if (timing.response_from_onset) win.startClock(t, timing.response_window);
     };
     phases.push({ name: "stimulus", frames: msToFrames(timing.stimulus, hz),
-                  draw: () => drawImages(images, trial.type === "oddity"), onOnset: onStimulus });
+                  draw: () => drawImages(images, mode.numbered), onOnset: onStimulus });
     if (trial.mask) phases.push({ name: "mask", frames: msToFrames(timing.mask, hz), draw: () => drawImages([bitmaps.get(trial.mask)], false) });
-    let t = await runPhases(phases, hz, log);
-    // Response screen: for oddity it began at stimulus onset (keys 1/2/3 from onset).
-    let responseOnset = stimulusOnset;
-    if (trial.type === "oddity") {
-      drawPrompt("Which image was the odd one out? Press 1, 2 or 3.");
-    } else {
-      clear();
-      responseOnset = t;
-      showGrid(trial.grid, win);
-      state("response-grid", trial.index);
-      if (!timing.response_from_onset) win.startClock(t, timing.response_window);
-    }
+    const t = await runPhases(phases, hz, log);
+    const responseOnset = mode.respond(trial, win, t, stimulusOnset);
     const answer = await win.promise;
     keyHandler = null;
     gridEl.hidden = true;
