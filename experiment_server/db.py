@@ -12,6 +12,7 @@ refuses a second session even under concurrent requests. Session tokens are stor
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import threading
 import time
@@ -30,6 +31,8 @@ PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
 RATE_EVENTS = "rate_limit_events"
 ADMIN_GENERATION = "admin_generation"
+LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "questionnaire": "TEXT"}
+"""Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
 STATUSES = ("in_progress", *OUTCOMES)
@@ -61,6 +64,10 @@ class Participant:
     pilot: bool
     exclusion: exclusions.Exclusion | None
     """The exclusion in force (``cuebench.exclusions``), None when the person counts."""
+    calibration: dict | None = None
+    """The web task's screen calibration (pixels per mm, viewing distance, stimulus size), once made."""
+    questionnaire: dict | None = None
+    """The answers to the study's questionnaire, once given."""
 
     @property
     def is_prolific(self) -> bool:
@@ -117,9 +124,11 @@ class ServerDB:
                 f"CREATE TABLE IF NOT EXISTS {PARTICIPANTS} (code TEXT PRIMARY KEY, experiment TEXT NOT NULL, "
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
-                "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER)")
-            if "pilot" not in conn.columns(PARTICIPANTS):  # tables made before pilot sessions existed
-                conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN pilot INTEGER")
+                "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
+                "calibration TEXT, questionnaire TEXT)")
+            for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
+                if column not in conn.columns(PARTICIPANTS):
+                    conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
             for columns, unique in ((("token_hash",), True), (("experiment", "prolific_pid"), True),
                                     (("experiment", "entry_code"), True)):
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
@@ -254,6 +263,15 @@ class ServerDB:
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
+    def set_once(self, code: str, column: str, record: dict) -> bool:
+        """Store a participant's calibration or questionnaire answers (JSON) once; False when they
+        were stored already, which keeps what was collected first (a reload does not overwrite it)."""
+        if column not in ("calibration", "questionnaire"):
+            raise ValueError(f"no participant record {column!r}")
+        cursor = self.db.execute(f"UPDATE {PARTICIPANTS} SET {column}=? WHERE code=? AND {column} IS NULL",
+                                 [json.dumps(record, sort_keys=True), code])
+        return cursor.rowcount == 1
+
     def set_excluded(self, code: str, excluded: bool, reason: str, by: str) -> bool:
         """Exclude a participant, or take an exclusion back (``cuebench.exclusions``, the one
         record every export, the analysis and the assignment read); False when there is no
@@ -302,4 +320,6 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion]) -> Partic
         prolific_pid=row["prolific_pid"], study_id=row["study_id"], prolific_session=row["prolific_session"],
         entry_code=row["entry_code"], reserved_until=row["reserved_until"], created_at=row["created_at"],
         finished_at=row["finished_at"], screen_reason=row["screen_reason"], pilot=bool(row.get("pilot")),
-        exclusion=excluded.get(row["code"]))
+        exclusion=excluded.get(row["code"]),
+        calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
+        questionnaire=json.loads(row["questionnaire"]) if row.get("questionnaire") else None)

@@ -13,13 +13,21 @@ from pathlib import Path
 from cuebench.csvsafe import csv_text
 from cuebench.export import EXPORT_FORMATS, ExportError
 from cuebench.expdir import ExperimentDir, atomic_write
+from cuebench.questionnaire import load_questionnaire
 from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" export format)
 
 from .db import Participant, ServerDB
 
 PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "prolific_pid", "study_id", "prolific_session",
                        "entry_code", "started_at", "finished_at", "duration_s", "screen_reason", "excluded",
-                       "exclusion_reason", "excluded_by", "excluded_at")
+                       "exclusion_reason", "excluded_by", "excluded_at", "px_per_mm", "viewing_distance_cm",
+                       "stimulus_css_px", "calibration_method", "calibration_capped")
+CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing_distance_cm",
+                       "stimulus_css_px": "stimulus_css_px", "calibration_method": "method",
+                       "calibration_capped": "capped"}
+"""participants.csv column -> field of the web task's screen calibration."""
+QUESTION_PREFIX = "q_"
+"""A questionnaire answer's column: ``q_<question id>``."""
 PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
 
 
@@ -43,7 +51,9 @@ def participant_record(p: Participant) -> dict:
             "entry_code": p.entry_code, "started_at": iso_time(p.created_at), "finished_at": iso_time(p.finished_at),
             "duration_s": duration_s(p), "screen_reason": p.screen_reason, "excluded": p.excluded,
             "exclusion_reason": exclusion.reason if exclusion else None,
-            "excluded_by": exclusion.by if exclusion else None, "excluded_at": exclusion.at if exclusion else None}
+            "excluded_by": exclusion.by if exclusion else None, "excluded_at": exclusion.at if exclusion else None,
+            **{column: (p.calibration or {}).get(field) for column, field in CALIBRATION_COLUMNS.items()},
+            **{QUESTION_PREFIX + k: v for k, v in (p.questionnaire or {}).items()}}
 
 
 def prolific_action(p: Participant) -> tuple[str, str]:
@@ -79,8 +89,12 @@ def _write_csv(out: Path, columns: tuple[str, ...], records: list[dict]) -> Path
 
 @EXPORT_FORMATS.register("participants")
 def export_participants(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
-    """Web participants: group, status, ISO start/end times, duration, exclusion (who, why, when)."""
-    return _write_csv(Path(out), PARTICIPANT_COLUMNS, [participant_record(p) for p in _participants(expdir, database)])
+    """Web participants: group, status, ISO start/end times, duration, exclusion (who, why, when), screen
+    calibration and questionnaire answers (``q_<id>``)."""
+    questionnaire = load_questionnaire(expdir)
+    questions = tuple(QUESTION_PREFIX + i for i in questionnaire.ids) if questionnaire else ()
+    return _write_csv(Path(out), PARTICIPANT_COLUMNS + questions,
+                      [participant_record(p) for p in _participants(expdir, database)])
 
 
 @EXPORT_FORMATS.register("prolific")

@@ -3,7 +3,8 @@
 Flow: ``/`` (Prolific's ``PROLIFIC_PID``/``STUDY_ID``/``SESSION_ID`` or an entry ``code``)
 shows the consent page and gives the browser a random id in a cookie; ``POST /start``
 assigns a group and redirects to ``/task/<token>``, whose script runs instructions, the
-browser check, practice and the blocks. The token in the task URL is the participant's
+browser check, a screen calibration where the experiment sets the stimulus size in degrees,
+practice, the blocks and the study's questionnaire, if it has one. The token in the task URL is the participant's
 only credential (stored hashed). An entry code is not one: starting again with it resumes
 the session only in the browser that started it (the token is derived from the code *and*
 the browser's id), and the start form's nonce is bound to that browser too, so another
@@ -28,11 +29,12 @@ from PIL import Image
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
+from cuebench.questionnaire import QuestionnaireError
 from cuebench.responses import ResponseConflict, trial_row
 
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
-from .validation import Rejected, allowed_responses, check_trial_post, parse_json_body
+from .validation import Rejected, allowed_responses, check_calibration, check_trial_post, parse_json_body
 
 bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -218,10 +220,51 @@ def plan(token: str):
         "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
         "answered": sorted(answered),
         "texts": study.texts(),
+        "display": study.display and {k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
+        "calibration": participant.calibration,
+        "questionnaire": _open_questionnaire(study, participant),
     }
     if participant.status != "in_progress":
         body["outcome"] = _outcome(study, participant)
     return jsonify(body)
+
+
+def _open_questionnaire(study: Study, participant: Participant) -> list[dict] | None:
+    """The questions still to ask this participant (none once answered, or when the study has none)."""
+    questionnaire = study.questionnaire()
+    if questionnaire is None or participant.questionnaire is not None:
+        return None
+    return [q.model_dump(exclude_none=True) for q in questionnaire.questions]
+
+
+@bp.post("/api/session/<token>/calibration")
+def post_calibration(token: str):
+    """The web task's screen calibration, stored once per participant (a reload keeps the first)."""
+    study = _study()
+    participant = _participant(token)
+    _in_progress(participant)
+    if study.display is None:
+        raise Rejected(409, "this experiment sets no stimulus size in degrees, so there is nothing to calibrate")
+    record = check_calibration(parse_json_body(request.get_data()))
+    stored = study.db.set_once(participant.code, "calibration", record)
+    return jsonify(stored=stored, calibration=study.db.get(participant.code).calibration), 201 if stored else 200
+
+
+@bp.post("/api/session/<token>/questionnaire")
+def post_questionnaire(token: str):
+    """The answers to the study's questionnaire, checked against its declaration, stored once."""
+    study = _study()
+    participant = _participant(token)
+    _in_progress(participant)
+    questionnaire = study.questionnaire()
+    if questionnaire is None:
+        raise Rejected(409, "this study has no questionnaire")
+    try:
+        answers = questionnaire.check_answers(parse_json_body(request.get_data()))
+    except QuestionnaireError as err:
+        raise Rejected(422, str(err)) from None
+    stored = study.db.set_once(participant.code, "questionnaire", answers)
+    return jsonify(stored=stored), 201 if stored else 200
 
 
 @bp.get("/api/session/<token>/mask/<int:index>.png")

@@ -22,6 +22,7 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.storage import is_database_url
+from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire
 from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
@@ -123,6 +124,16 @@ class Study:
         """The study's texts as HTML, read from the folder on each call: an edit shows at the next page load."""
         return {name: render(self.expdir, name) for name in TEXT_NAMES}
 
+    def questionnaire(self) -> Questionnaire | None:
+        """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call."""
+        return load_questionnaire(self.expdir)
+
+    @property
+    def display(self) -> dict | None:
+        """The stimulus size in degrees of visual angle the experiment was built for, if any: the web
+        task then calibrates the screen and draws the images at that size."""
+        return self.experiment.provenance.get("display")
+
     @cached_property
     def grid(self) -> ResponseGrid:
         """The classification response screen, the lab's (``human_tasks.layout``)."""
@@ -162,6 +173,10 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
     experiment = folder.load()
     write_default_texts(folder, experiment)  # a folder built before the texts existed gets them on first serve
+    try:
+        load_questionnaire(folder)
+    except QuestionnaireError as err:
+        raise ServerSetupError(str(err)) from None
     if experiment.assignment is None:
         raise ServerSetupError(f"{folder.experiment_file}: field 'assignment' is missing; the server needs an "
                                "assignment plan to put participants into groups")

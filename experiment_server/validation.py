@@ -171,3 +171,26 @@ def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, paylo
         "device": device,
         "events": events,
     }
+
+
+CALIBRATION_FIELDS = {"px_per_mm": (0.5, 40.0), "viewing_distance_cm": (20.0, 300.0),
+                      "stimulus_css_px": (8.0, 10000.0), "device_pixel_ratio": (0.25, 8.0)}
+"""Bounds of the screen calibration's numbers: CSS pixels per mm (a 96-dpi screen has 3.78; a card
+matched on any real screen lies far inside), eye-to-screen distance, the resulting image size."""
+CALIBRATION_METHODS = ("card+entered-distance",)
+
+
+def check_calibration(payload: Any) -> dict:
+    """The screen calibration as stored: the card's pixels per mm, the viewing distance, the image
+    size they give (``capped`` when the window was too small for it) and the method."""
+    if not isinstance(payload, dict):
+        raise Rejected(400, "the request body must be a JSON object")
+    unknown = sorted(set(payload) - {*CALIBRATION_FIELDS, "method", "capped"})
+    if unknown:
+        raise Rejected(400, f"unknown field {unknown[0]!r}")
+    record = {name: _number(payload, name, *bounds) for name, bounds in CALIBRATION_FIELDS.items()}
+    if payload.get("method") not in CALIBRATION_METHODS:
+        raise Rejected(422, f"field 'method' must be one of {CALIBRATION_METHODS}, got {payload.get('method')!r}")
+    if not isinstance(payload.get("capped"), bool):
+        raise Rejected(400, f"field 'capped' must be true or false, got {payload.get('capped')!r}")
+    return {**record, "method": payload["method"], "capped": payload["capped"]}

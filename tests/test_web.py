@@ -50,13 +50,14 @@ def _state(page) -> tuple[str, int | None]:
     return data[0], int(data[1]) if data[1] else None
 
 
-def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
+def _take_part(page, base: str, outage_s: float = 0.0, screens: dict | None = None, code: str = "webtester1") -> dict:
     """Answer every screen until the completion code appears. The first oddity trial is left
     unanswered (a timeout); trial RELOAD_AFTER_INDEX's POST is cut off by the network, and
     the page is reloaded while that answer waits in the local queue. With ``outage_s`` the
     page is not reloaded: the server is unreachable for that long from trial
-    OUTAGE_AT_INDEX on while the participant goes on answering."""
-    page.goto(f"{base}/?code=webtester1")
+    OUTAGE_AT_INDEX on while the participant goes on answering. ``screens`` maps a page state
+    (calibration, questionnaire) to what the participant does there, given the page."""
+    page.goto(f"{base}/?code={code}")
     page.check("#consent")
     page.click("#start")
     instructed = None
@@ -82,7 +83,9 @@ def _take_part(page, base: str, outage_s: float = 0.0) -> dict:
         if outage_until is not None and outage_until < float("inf"):
             queued = page.evaluate(f"() => Object.keys({QUEUE}).length")
             result["most_queued"] = max(result["most_queued"], queued)
-        if state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
+        if screens and state in screens:
+            screens[state](page)
+        elif state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
             if state == "instruction":
                 instructed = re.search(r"click (\w+)", page.inner_text("#instruction")).group(1)
             page.click("#continue")
@@ -233,3 +236,134 @@ def test_practice_feedback_names_the_right_answer(live_server, browser):
             return
         time.sleep(0.02)
     raise AssertionError(f"no feedback within {SESSION_DEADLINE_S} s (last state {_state(page)})")
+
+
+STIMULUS_DEGREES, SUGGESTED_CM = 5.0, 57.0
+CARD_SLIDER_PX, DISTANCE_CM = 400, 60
+QUESTIONNAIRE = {"questions": [
+    {"id": "age", "kind": "number", "prompt": "Your age in years", "required": True, "min": 18, "max": 99},
+    {"id": "hand", "kind": "choice", "prompt": "Which hand do you write with?", "options": ["left", "right", "both"]},
+    {"id": "effort", "kind": "likert", "prompt": "How hard was it?", "points": 5, "anchors": ["easy", "hard"]},
+    {"id": "comments", "kind": "text", "prompt": "Anything else?"}]}
+
+
+@pytest.fixture()
+def display_server(tmp_path):
+    """The sample experiment built for 5 degrees of visual angle, with a questionnaire, served on loopback."""
+    from waitress.server import create_server
+
+    from cuebench.expdir import ExperimentDir
+
+    experiment = build_sample_experiment(tmp_path)
+    display = {"stimulus_degrees": STIMULUS_DEGREES, "viewing_distance_cm": SUGGESTED_CM, "screen_width_cm": 30.0,
+               "stimulus_width_cm": 4.9763}
+    ExperimentDir(tmp_path).save(experiment.model_copy(update={"provenance": {**experiment.provenance,
+                                                                               "display": display}}))
+    (tmp_path / "texts").mkdir(exist_ok=True)
+    (tmp_path / "texts" / "questionnaire.json").write_text(json.dumps(QUESTIONNAIRE))
+    app = create_app(tmp_path)
+    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.effective_port}", study_of(app), tmp_path
+    server.close()
+    thread.join(timeout=10)
+
+
+DRAWN_WIDTHS = """
+const original = CanvasRenderingContext2D.prototype.drawImage;
+window.drawnWidths = [];
+CanvasRenderingContext2D.prototype.drawImage = function (...args) {
+  if (args.length >= 5) window.drawnWidths.push(args[3] / (window.devicePixelRatio || 1));
+  return original.apply(this, args);
+};
+"""
+"""Every image width the task draws, in CSS pixels, recorded by wrapping the canvas's drawImage."""
+
+
+def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(display_server, browser, tmp_path):
+    """The card is matched at 400 CSS px (85.6 mm) and the distance given as 60 cm: the images must be
+    2 * 600 mm * tan(2.5 deg) * 400/85.6 px wide; the questionnaire's answers end up with the person
+    and in the participants export (CSV-injection safe)."""
+    import csv
+    import math
+
+    from cuebench.export import export
+
+    base, study, expdir = display_server
+    px_per_mm = CARD_SLIDER_PX / 85.6
+    expected_px = 2 * DISTANCE_CM * 10 * math.tan(math.radians(STIMULUS_DEGREES / 2)) * px_per_mm  # 244.9
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.add_init_script(DRAWN_WIDTHS)
+    seen: dict[str, object] = {}
+
+    def calibrate(page):
+        if not page.is_visible("#card"):
+            return
+        page.eval_on_selector("#card-size", f"el => {{ el.value = {CARD_SLIDER_PX}; el.dispatchEvent(new Event('input')); }}")
+        seen["card_css_px"] = page.eval_on_selector("#card", "el => el.getBoundingClientRect().width")
+        page.fill("#distance", str(DISTANCE_CM))
+        page.screenshot(path=str(tmp_path / "calibration.png"))
+        page.click("#continue")
+
+    def answer(page):
+        if not page.is_visible("#questionnaire") or "done" in seen:
+            return
+        page.click("#continue")  # the required age is missing: the page says so and stays
+        seen["missing"] = page.inner_text("#questionnaire-error")
+        page.fill("[name=q-age]", "34")
+        page.check("[name=q-hand][value=left]")
+        page.check("[name=q-effort][value='4']")
+        page.fill("[name=q-comments]", "=HYPERLINK(\"x\")")
+        page.screenshot(path=str(tmp_path / "questionnaire.png"))
+        page.click("#continue")
+        seen["done"] = True
+
+    result = _take_part(page, base, screens={"calibration": calibrate, "questionnaire": answer}, code="calibrated1")
+    page.screenshot(path=str(tmp_path / "completion.png"))
+    assert result["status"] == "finished"
+    assert seen["card_css_px"] == pytest.approx(CARD_SLIDER_PX, abs=0.5)
+    assert seen["missing"] == "Please answer: Your age in years"
+    widths = set(round(w, 3) for w in page.evaluate("window.drawnWidths"))
+    image_widths = {w for w in widths if abs(w - expected_px) <= 1}
+    assert image_widths and widths - image_widths <= {round(float(page.viewport_size["width"]), 3)}, widths
+
+    participant = study.db.participants(study.experiment.name)[0]
+    calibration = participant.calibration
+    assert calibration["px_per_mm"] == pytest.approx(px_per_mm, rel=1e-9)
+    assert calibration["viewing_distance_cm"] == DISTANCE_CM and calibration["capped"] is False
+    assert calibration["stimulus_css_px"] == pytest.approx(expected_px, abs=1e-6)
+    assert participant.questionnaire == {"age": 34, "hand": "left", "effort": 4, "comments": "=HYPERLINK(\"x\")"}
+    rows = study.store.rows("observer=?", [participant.code])
+    assert {round(r["device"]["stimulus_css_px"], 6) for r in rows} == {round(expected_px, 6)}
+    (out,) = export(expdir, "participants", tmp_path / "participants.csv")
+    (record,) = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert float(record["px_per_mm"]) == pytest.approx(px_per_mm) and record["viewing_distance_cm"] == "60.0"
+    assert (record["q_age"], record["q_hand"], record["q_effort"]) == ("34", "left", "4")
+    assert record["q_comments"].startswith("'=")  # a spreadsheet shows it as text, never runs it
+
+
+def test_calibration_and_questionnaire_posts_are_checked(display_server):
+    """Forged or broken posts are refused naming the field or question; a second post keeps the first."""
+    import requests
+
+    base, study, _ = display_server
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="poster1")
+    client = requests.Session()
+    api = f"{base}/api/session/{token}"
+    good = {"px_per_mm": 3.78, "viewing_distance_cm": 57, "stimulus_css_px": 214.5, "device_pixel_ratio": 1,
+            "method": "card+entered-distance", "capped": False}
+    bad = client.post(f"{api}/calibration", json={**good, "px_per_mm": 1000})
+    assert bad.status_code == 422 and "px_per_mm" in bad.json()["error"]
+    assert client.post(f"{api}/calibration", json={**good, "method": "guess"}).status_code == 422
+    assert client.post(f"{api}/calibration", json=good).status_code == 201
+    again = client.post(f"{api}/calibration", json={**good, "px_per_mm": 5.0})
+    assert again.status_code == 200 and again.json()["calibration"]["px_per_mm"] == 3.78
+    for answers, named in (({"age": 30, "shoe": 42}, "'shoe'"), ({"age": "old"}, "'age'"), ({"hand": "left"}, "'age'"),
+                           ({"age": 30, "hand": "up"}, "'hand'"), ({"age": 30, "effort": 6}, "'effort'"),
+                           ({"age": 12}, "'age'")):
+        refused = client.post(f"{api}/questionnaire", json=answers)
+        assert refused.status_code == 422 and named in refused.json()["error"], (answers, refused.json())
+    assert client.post(f"{api}/questionnaire", json={"age": 30}).status_code == 201
+    assert study.db.get(study.db.by_token(token).code).questionnaire == {"age": 30}
+

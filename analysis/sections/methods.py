@@ -64,6 +64,38 @@ def timing_sentence(humans: pd.DataFrame) -> str | None:
     return text + "."
 
 
+def _people(n: int) -> str:
+    return f"{n} {'person' if n == 1 else 'people'}"
+
+
+def display_sentence(humans: pd.DataFrame) -> str | None:
+    """The image size in degrees of visual angle and how it was set, from what each runner recorded
+    in its rows' ``device``: the lab's declared viewing distance and screen width, the web task's
+    per-person calibration (pixels per mm from a card, entered viewing distance)."""
+    devices = pd.DataFrame([_json(v) for v in humans.get("device", [])])
+    if "stimulus_degrees" not in devices or devices["stimulus_degrees"].isna().all():
+        return None
+    sized = devices.dropna(subset=["stimulus_degrees"]).assign(observer=humans["observer"].to_numpy()[
+        devices["stimulus_degrees"].notna().to_numpy()])
+    people = sized.drop_duplicates("observer")
+    parts = []
+    if "screen_width_cm" in people:
+        lab = people.dropna(subset=["screen_width_cm"])
+        if len(lab):
+            parts.append(f"in the lab at {lab['viewing_distance_cm'].median():g} cm from a "
+                         f"{lab['screen_width_cm'].median():g} cm wide screen ({lab['stimulus_px'].median():g} px; "
+                         f"{_people(len(lab))})")
+    if "px_per_mm" in people:
+        web = people.dropna(subset=["px_per_mm"])
+        if len(web):
+            parts.append(f"in the browser after a screen calibration with a credit card (median "
+                         f"{web['px_per_mm'].median():.2f} px/mm, entered viewing distance median "
+                         f"{web['viewing_distance_cm'].median():g} cm, images {web['stimulus_css_px'].median():.0f} CSS px; "
+                         f"{_people(len(web))})")
+    degrees = people["stimulus_degrees"].median()
+    return f"Images were {degrees:g} degrees of visual angle wide, " + " and ".join(parts) + "."
+
+
 def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame) -> str:
     """People analysed, and every observer excluded entirely with the reason."""
     humans = scored.loc[scored["observer_kind"] == "human", "observer"].nunique()
@@ -97,6 +129,7 @@ class Methods(Section):
         humans = scored[scored["observer_kind"] == "human"]
         shown = [SECTIONS[name].title for name in result.sections if name != self.name]
         sentences = [stimuli_sentence(scored), timing_sentence(humans) if len(humans) else None,
+                     display_sentence(humans) if len(humans) else None,
                      participants_sentence(scored, result.tables.get("excluded_observers", pd.DataFrame())),
                      models_sentence(scored),
                      f"Accuracy was scored over {len(scored)} test trials with C = {n_choices} answer choices "

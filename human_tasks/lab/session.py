@@ -311,6 +311,9 @@ class _Runner:
         self.stimulus_px = stimulus_width_px(experiment.provenance.get("display"), int(self.win.size[0]))
         if self.stimulus_px:
             display = experiment.provenance["display"]
+            self.device.update(stimulus_degrees=display["stimulus_degrees"],
+                               viewing_distance_cm=display["viewing_distance_cm"],
+                               screen_width_cm=display["screen_width_cm"], stimulus_px=self.stimulus_px)
             self.log_info(f"stimulus {display['stimulus_degrees']:g} deg at {display['viewing_distance_cm']:g} cm = "
                           f"{display['stimulus_width_cm']:g} cm = {self.stimulus_px} px on a "
                           f"{display['screen_width_cm']:g} cm, {int(self.win.size[0])} px wide screen")

@@ -20,7 +20,9 @@
    * frames; a tenth of the intervals doubling is common there and harmless for timing. */
   const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
                   minWidth: 800, minHeight: 600, timeoutMs: 15000 };
-  const IMAGE_CSS_PX = 224;
+  const IMAGE_CSS_PX = 224; // without a size in degrees: the images' own 224 px, in CSS pixels
+  const CARD_MM = { width: 85.6, height: 53.98 }; // ISO/IEC 7810 ID-1: a credit, bank or ID card
+  const CARD_DEFAULT_CSS_PX = 323; // the card's width at 96 CSS px per inch
   const FEEDBACK_MS = 1000; // practice feedback, as long as the lab runner shows it
   const ODDITY_GAP_CSS_PX = 40;
   const DROPPED_FACTOR = 1.2; // an interval longer than 1.2 refresh periods is a dropped frame
@@ -80,7 +82,7 @@
   function drawImages(bitmaps, numbered) {
     clear();
     const dpr = window.devicePixelRatio || 1;
-    const size = IMAGE_CSS_PX * dpr, gap = ODDITY_GAP_CSS_PX * dpr;
+    const size = imageCssPx * dpr, gap = ODDITY_GAP_CSS_PX * dpr;
     const total = bitmaps.length * size + (bitmaps.length - 1) * gap;
     const x0 = (canvas.width - total) / 2, y0 = (canvas.height - size) / 2;
     bitmaps.forEach((bitmap, i) => {
@@ -128,6 +130,111 @@
 
   /* The researcher's texts (EXPDIR/texts/*.md), rendered by the server with HTML escaped. */
   let texts = {};
+
+  // ---------------------------------------------------------------- screen calibration
+  /* Where the experiment sets the image size in degrees of visual angle, the person matches an
+   * on-screen card to a real one (pixels per mm, as jsPsych's virtual-chinrest does) and gives
+   * the viewing distance; the image is then 2 d tan(deg / 2) wide, capped to fit the window. */
+  let imageCssPx = IMAGE_CSS_PX;
+
+  function stimulusSize(display, pxPerMm, distanceCm, maxImages) {
+    const wanted = 2 * distanceCm * 10 * Math.tan((display.stimulus_degrees * Math.PI) / 360) * pxPerMm;
+    const room = Math.min((window.innerWidth - 80 - (maxImages - 1) * ODDITY_GAP_CSS_PX) / maxImages,
+                          window.innerHeight - 160);
+    return { px: Math.min(wanted, room), capped: wanted > room };
+  }
+
+  async function calibrate(display, maxImages) {
+    state("calibration");
+    screenEl.innerHTML =
+      "<h1>Screen size</h1><p>Hold a credit card (or a bank or ID card of the same size) flat against the " +
+      "screen over the grey card and move the slider until both are exactly as wide.</p>" +
+      `<div id="card" class="card"></div><p><input id="card-size" type="range" min="100" max="900" step="1" ` +
+      `value="${CARD_DEFAULT_CSS_PX}" aria-label="card width"></p>` +
+      `<p><label>Distance from your eyes to the screen: <input id="distance" type="number" min="20" max="300" ` +
+      `step="1" value="${display.viewing_distance_cm}"> cm</label></p>` +
+      `<p>Please sit about ${display.viewing_distance_cm} cm from the screen and stay there during the study.</p>` +
+      '<p class="error" id="calibration-error"></p><p><button id="continue">Continue</button></p>';
+    screenEl.hidden = false;
+    const card = $("card"), slider = $("card-size");
+    const draw = () => {
+      card.style.width = `${slider.value}px`;
+      card.style.height = `${(slider.value * CARD_MM.height) / CARD_MM.width}px`;
+    };
+    slider.addEventListener("input", draw);
+    draw();
+    for (;;) {
+      await new Promise((resolve) => $("continue").addEventListener("click", resolve, { once: true }));
+      const distance = Number($("distance").value);
+      if (Number.isFinite(distance) && distance >= 20 && distance <= 300) {
+        const pxPerMm = Number(slider.value) / CARD_MM.width;
+        const size = stimulusSize(display, pxPerMm, distance, maxImages);
+        screenEl.hidden = true;
+        return { px_per_mm: pxPerMm, viewing_distance_cm: distance, stimulus_css_px: size.px, capped: size.capped,
+                 device_pixel_ratio: window.devicePixelRatio || 1, method: "card+entered-distance" };
+      }
+      $("calibration-error").textContent = "Please enter the distance in centimetres (20 to 300).";
+    }
+  }
+
+  // ---------------------------------------------------------------- questionnaire
+  /* The study's own questions (EXPDIR/texts/questionnaire.json), after the last trial; the server
+   * checks the answers against the same declaration and names any problem, shown here. */
+  function questionHtml(q) {
+    const name = `q-${q.id}`;
+    const prompt = `<p class="question-prompt">${escapeHtml(q.prompt)}${q.required ? " *" : ""}</p>`;
+    const radios = (values, labels) => values.map((v, i) =>
+      `<label class="option"><input type="radio" name="${name}" value="${escapeHtml(String(v))}"> ` +
+      `${escapeHtml(String(labels[i]))}</label>`).join("");
+    let field;
+    if (q.kind === "choice") field = radios(q.options, q.options);
+    else if (q.kind === "likert") {
+      const points = Array.from({ length: q.points }, (_, i) => i + 1);
+      const anchors = q.anchors || ["", ""];
+      field = `<span class="anchor">${escapeHtml(anchors[0])}</span>${radios(points, points)}` +
+              `<span class="anchor">${escapeHtml(anchors[1])}</span>`;
+    } else if (q.kind === "number") {
+      field = `<input type="number" step="any" name="${name}"${q.min != null ? ` min="${q.min}"` : ""}` +
+              `${q.max != null ? ` max="${q.max}"` : ""}>`;
+    } else field = `<textarea name="${name}" rows="3" maxlength="2000"></textarea>`;
+    return `<div class="question" data-id="${q.id}">${prompt}<div class="field">${field}</div></div>`;
+  }
+
+  function questionnaireAnswers(questions) {
+    const answers = {};
+    for (const q of questions) {
+      const name = `q-${q.id}`;
+      if (q.kind === "choice" || q.kind === "likert") {
+        const checked = screenEl.querySelector(`input[name="${name}"]:checked`);
+        if (checked) answers[q.id] = q.kind === "likert" ? Number(checked.value) : checked.value;
+      } else {
+        const value = screenEl.querySelector(`[name="${name}"]`).value.trim();
+        if (value !== "") answers[q.id] = q.kind === "number" ? Number(value) : value;
+      }
+    }
+    return answers;
+  }
+
+  async function askQuestionnaire(questions) {
+    progressEl.textContent = "";
+    state("questionnaire");
+    screenEl.innerHTML = `<h1>A few questions</h1><form id="questionnaire">${questions.map(questionHtml).join("")}` +
+      '</form><p class="error" id="questionnaire-error"></p><p><button id="continue">Submit</button></p>';
+    screenEl.hidden = false;
+    for (;;) {
+      await new Promise((resolve) => $("continue").addEventListener("click", resolve, { once: true }));
+      const answers = questionnaireAnswers(questions);
+      const missing = questions.filter((q) => q.required && !(q.id in answers));
+      if (missing.length) {
+        $("questionnaire-error").textContent = `Please answer: ${missing.map((q) => q.prompt).join("; ")}`;
+        continue;
+      }
+      const result = await withRetry(() => requestJSON(`${C.api}/questionnaire`,
+                                                       { method: "POST", body: JSON.stringify(answers) }));
+      if (result.ok) { screenEl.hidden = true; return; }
+      $("questionnaire-error").textContent = result.body.error || `The answers could not be saved (${result.status}).`;
+    }
+  }
 
   function showOutcome(outcome) {
     progressEl.textContent = "";
@@ -468,7 +575,10 @@
     const done = new Set(plan.answered.concat(Object.keys(queue).map(Number)));
     const found = plan.trials.findIndex((t) => !done.has(t.index));
     const adaptiveLeft = !(await withRetry(() => requestJSON(`${C.api}/adaptive`))).body.done;
-    if (found < 0 && !adaptiveLeft) return finish(); // everything answered before a reload: only the code is missing
+    if (found < 0 && !adaptiveLeft) { // everything answered before a reload: only the questions and the code are missing
+      if (plan.questionnaire) await askQuestionnaire(plan.questionnaire);
+      return finish();
+    }
     const start = found < 0 ? plan.trials.length : found;
     const resumed = done.size > 0;
     await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"
@@ -482,6 +592,18 @@
       return showOutcome(result.body);
     }
     const hz = check.refresh.hz;
+    if (plan.display) {
+      let calibration = plan.calibration;
+      if (!calibration) {
+        calibration = await calibrate(plan.display, Math.max(1, ...plan.trials.map((t) => t.images.length)));
+        const posted = await withRetry(() => requestJSON(`${C.api}/calibration`,
+                                                         { method: "POST", body: JSON.stringify(calibration) }));
+        if (posted.ok) calibration = posted.body.calibration; // a reload keeps the first calibration
+      }
+      imageCssPx = calibration.stimulus_css_px;
+      Object.assign(device, { stimulus_degrees: plan.display.stimulus_degrees, stimulus_css_px: imageCssPx,
+                              px_per_mm: calibration.px_per_mm, viewing_distance_cm: calibration.viewing_distance_cm });
+    }
     await showScreen("<p>The study runs in fullscreen. Click to switch to fullscreen and begin.</p>",
                      "Fullscreen and start", "fullscreen");
     for (let i = start; i < plan.trials.length; i++) {
@@ -499,9 +621,10 @@
       await runTrial(trial, hz, device);
     }
     await runAdaptive(hz, device);
+    if (plan.questionnaire) await askQuestionnaire(plan.questionnaire);
     await finish();
   }
 
-  window.cuebenchTask = { msToFrames, judgeCheck, CHECK };
+  window.cuebenchTask = { msToFrames, judgeCheck, CHECK, stimulusSize, imageSize: () => imageCssPx };
   main();
 })();

@@ -1,0 +1,124 @@
+"""An optional questionnaire the researcher declares for a study (demographics, free text, Likert
+items), shown after the last trial and stored once with the participant.
+
+It lives beside the study's texts, in ``EXPDIR/texts/questionnaire.json``, so editing it needs no
+rebuild and no package change; it is validated when a server or runner starts (a bad file is a
+one-line error naming the file and the question), and every answer posted is checked against it
+(:meth:`Questionnaire.check_answers`) before it is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import CuebenchError
+from .expdir import ExperimentDir
+
+QUESTIONNAIRE_FILE = "questionnaire.json"
+MAX_TEXT_ANSWER = 2000
+"""Characters of one free-text answer."""
+
+
+class QuestionnaireError(CuebenchError, ValueError):
+    """A questionnaire file or a set of answers that does not fit the declaration."""
+
+
+class Question(BaseModel):
+    """One item: ``choice`` (one of ``options``), ``text`` (free text), ``likert`` (1..``points``,
+    ``anchors`` naming the two ends) or ``number`` (between ``min`` and ``max``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$", description="column name in the participants export")
+    kind: Literal["choice", "text", "likert", "number"]
+    prompt: str = Field(min_length=1, max_length=500)
+    required: bool = False
+    options: list[str] | None = Field(None, min_length=2, max_length=20)
+    points: int = Field(7, ge=3, le=11)
+    anchors: tuple[str, str] | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _fits_its_kind(self) -> "Question":
+        if (self.kind == "choice") != (self.options is not None):
+            raise ValueError("'options' is what a choice question offers, and only a choice question has them")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"'min' {self.min} is above 'max' {self.max}")
+        return self
+
+    def check(self, value) -> str | float | int:
+        """The stored form of one answer, or QuestionnaireError naming the question."""
+        where = f"answer to {self.id!r}"
+        if self.kind == "text":
+            if not isinstance(value, str) or len(value) > MAX_TEXT_ANSWER:
+                raise QuestionnaireError(f"{where} must be text of at most {MAX_TEXT_ANSWER} characters")
+            return value
+        if self.kind == "choice":
+            if value not in self.options:
+                raise QuestionnaireError(f"{where} must be one of {self.options}, got {value!r}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise QuestionnaireError(f"{where} must be a number, got {value!r}")
+        if self.kind == "likert":
+            if value not in range(1, self.points + 1):
+                raise QuestionnaireError(f"{where} must be a whole number 1..{self.points}, got {value!r}")
+            return int(value)
+        if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
+            raise QuestionnaireError(f"{where} must lie in [{self.min}, {self.max}], got {value!r}")
+        return value
+
+
+class Questionnaire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    questions: list[Question] = Field(min_length=1, max_length=50)
+
+    @model_validator(mode="after")
+    def _ids_unique(self) -> "Questionnaire":
+        ids = [q.id for q in self.questions]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"question ids must be unique: {', '.join(twice)} appear twice")
+        return self
+
+    @property
+    def ids(self) -> list[str]:
+        return [q.id for q in self.questions]
+
+    def check_answers(self, answers) -> dict:
+        """Answers as stored: every key a declared question, every value of its kind, every required
+        question answered; an unanswered optional question is left out."""
+        if not isinstance(answers, dict):
+            raise QuestionnaireError("the answers must be an object of question id -> answer")
+        unknown = sorted(set(answers) - set(self.ids))
+        if unknown:
+            raise QuestionnaireError(f"no question has the id {unknown[0]!r} (questions: {', '.join(self.ids)})")
+        stored = {}
+        for question in self.questions:
+            value = answers.get(question.id)
+            if value is None or value == "":
+                if question.required:
+                    raise QuestionnaireError(f"question {question.id!r} must be answered")
+                continue
+            stored[question.id] = question.check(value)
+        return stored
+
+
+def load_questionnaire(expdir: ExperimentDir) -> Questionnaire | None:
+    """The study's questionnaire, None when it has none; a malformed file names itself and the problem."""
+    path = expdir.root / "texts" / QUESTIONNAIRE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Questionnaire.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as err:
+        raise QuestionnaireError(f"{path} is not valid JSON: {err}") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise QuestionnaireError(f"{path}: {where}: {first['msg']}") from None
