@@ -62,7 +62,11 @@ class Registry(Generic[T]):
         return add
 
     def add(self, name: str, entry: T, *, replace: bool = False) -> None:
-        if not replace and name in self._entries and self._entries[name] is not entry:
+        """Register ``entry``; a module that registers itself while its own entry point of the same
+        name is loaded (decorator and entry point both) takes that entry point's place."""
+        existing = self._entries.get(name)
+        own_entry_point = isinstance(existing, EntryPoint) and existing.module == getattr(entry, "__module__", None)
+        if not replace and existing is not None and existing is not entry and not own_entry_point:
             raise ValueError(f"{self.kind}: the name {name!r} is registered already")
         self._entries[name] = entry
 

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from cuebench.registry import Registry
 
 
-ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms")
+ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms", entry_point_group="cuebench.algorithms")
 """Training algorithms by name (``cuebench list algorithms``); a new one registers with ``@ALGORITHMS.register``."""
 
 OPTIMIZERS = ("adam", "sgd")

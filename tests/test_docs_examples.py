@@ -1,0 +1,128 @@
+"""Every one-file plug-in example of docs/extending.md, installed as a package beside cuebench (its
+entry points on PYTHONPATH, as pip would install them) and run through the documented commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+PAGE = REPO / "docs" / "extending.md"
+EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```python\n(.*?)```", re.S)
+ENTRY_POINTS = {"design": ("cuebench.designs", "blur-only", "BlurOnly"),
+                "report-section": ("cuebench.report_sections", "not-clear-rate", "NotClearRate"),
+                "algorithm": ("cuebench.algorithms", "label-smoothing", "LabelSmoothing")}
+
+
+def examples() -> dict[str, tuple[str, str]]:
+    return {kind: (filename, code) for kind, filename, code in EXAMPLE.findall(PAGE.read_text(encoding="utf-8"))}
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory):
+    """A package holding the page's example files, installed only by being on PYTHONPATH."""
+    root = tmp_path_factory.mktemp("plugins")
+    dist = root / "cuebench_examples-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cuebench-examples\nVersion: 1.0\n")
+    lines = []
+    for kind, (filename, code) in examples().items():
+        (root / filename).write_text(code)
+        group, name, cls = ENTRY_POINTS[kind]
+        lines.append(f"[{group}]\n{name} = {filename.removesuffix('.py')}:{cls}\n")
+    (dist / "entry_points.txt").write_text("\n".join(lines))
+    return root
+
+
+def run(plugins, cwd, *args: str, code: str | None = None) -> subprocess.CompletedProcess:
+    paths = [str(plugins), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "cuebench", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_every_example_of_the_page_is_run_here():
+    assert set(examples()) == set(ENTRY_POINTS)
+
+
+@pytest.mark.slow
+def test_the_design_example_builds_from_its_entry_point_and_its_section_reports(plugins, tmp_path):
+    listed = run(plugins, tmp_path, "list", "designs")
+    assert re.search(r"^blur-only +Each photo unchanged and under one Gaussian blur\.$", listed.stdout, re.M), listed.stderr
+    refused = run(plugins, tmp_path, "stimuli", "build", "--design", "blur-only", "--sigma-level", "9",
+                  "--images", "default", "--out", "exp/blur")
+    assert refused.returncode == 2 and "sigma" in refused.stderr.replace("-", "_")
+    built = run(plugins, tmp_path, "stimuli", "build", "--design", "blur-only", "--sigma-level", "2",
+                "--images", "default", "--out", "exp/blur")
+    assert built.returncode == 0, built.stderr
+    experiment = json.loads((tmp_path / "exp/blur/experiment.json").read_text())
+    options = experiment["provenance"]["options"]
+    assert options["design"] == "blur-only" and options["sigma_level"] == 2
+    conditions = {(t["condition"], t.get("level")) for t in experiment["trials"] if t["role"] == "test"}
+    assert conditions == {("original", None), ("gaussian_blur", 2)}
+
+    # one person answers "not clear" on the first 3 original and the first gaussian-blur trial:
+    # by hand, rates 3 / n_original and 1 / n_blur
+    answer = """
+import sys
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
+folder = ExperimentDir("exp/blur")
+exp = folder.load()
+seen = {}
+rows = []
+for i, t in enumerate(t for t in exp.trials if t.role == "test"):
+    seen[t.condition] = seen.get(t.condition, 0) + 1
+    limit = 3 if t.condition == "original" else 1
+    rows.append(trial_row(exp, t, observer="p1", observer_kind="human", session="1", trial_index=i,
+                          response="not clear" if seen[t.condition] <= limit else t.correct, rt_ms=700.0))
+with ResponseStore(folder.responses_file) as store:
+    store.write_many(rows)
+print(seen["original"], seen["gaussian_blur"])
+"""
+    counted = run(plugins, tmp_path, code=answer)
+    assert counted.returncode == 0, counted.stderr
+    n_original, n_blur = map(int, counted.stdout.split())
+    analysed = run(plugins, tmp_path, "analyze", "exp/blur", "--metric", "not-clear-rate", "--out", "rate.csv")
+    assert analysed.returncode == 0, analysed.stderr
+    import pandas as pd
+
+    rates = pd.read_csv(tmp_path / "rate.csv").set_index("condition")["rate"]
+    assert rates["original"] == pytest.approx(3 / n_original) and rates["gaussian_blur"] == pytest.approx(1 / n_blur)
+    reported = run(plugins, tmp_path, "report", "exp/blur", "--out", "report")
+    assert reported.returncode == 0, reported.stderr
+    html = next((tmp_path / "report").glob("*.html")).read_text()
+    assert "Not-clear answers" in html and "Share of trials answered" in html
+
+
+@pytest.mark.slow
+def test_the_algorithm_example_trains_with_smoothed_targets(plugins, tmp_path):
+    listed = run(plugins, tmp_path, "list", "algorithms")
+    assert re.search(r"^label-smoothing +ERM whose targets are smoothed", listed.stdout, re.M), listed.stderr
+    # the loss it reports is cross-entropy against (1 - eps) one-hot + eps / K, written out by hand
+    check = """
+import torch
+from model_eval.training.algorithms import ALGORITHMS
+from model_eval.training.jobs import build_model
+torch.manual_seed(0)
+model = build_model("test_resnet", num_classes=4)
+x, y = torch.randn(6, 3, 32, 32), torch.tensor([0, 1, 2, 3, 0, 1])
+model.train()
+with torch.no_grad():
+    log_p = torch.log_softmax(model(x), dim=1)
+target = torch.full((6, 4), 0.1 / 4)
+target[torch.arange(6), y] += 0.9
+by_hand = float(-(target * log_p).sum(dim=1).mean())
+algorithm = ALGORITHMS["label-smoothing"](model, lr=0.0)
+print(by_hand, algorithm.update(x, y))
+"""
+    done = run(plugins, tmp_path, code=check)
+    assert done.returncode == 0, done.stderr
+    by_hand, reported = map(float, done.stdout.split())
+    assert reported == pytest.approx(by_hand, rel=1e-5)
