@@ -279,11 +279,16 @@ def cue_decomposition_plot(cd: pd.DataFrame):
     return fig
 
 
-def cd_plot(result):
+def cd_plot(result, humans: tuple[str, ...] = ()):
+    """The critical-difference diagram in the report's series colours: ``humans`` black, every other
+    method its own palette colour (analysis.figure_style)."""
     from .ranking import cd_diagram
 
+    methods = [str(m) for m in result.average_ranks.index]
+    colours = {m: style["color"] for m, style in series_styles([m for m in methods if m not in humans]).items()} \
+        | {m: HUMAN for m in methods if m in humans}
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * result.n_methods))
-    cd_diagram(result, ax=ax)
+    cd_diagram(result, ax=ax, colours=colours)
     ax.grid(False)
     fig.tight_layout()
     return fig

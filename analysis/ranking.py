@@ -82,18 +82,20 @@ def friedman_nemenyi(scores: pd.DataFrame, higher_is_better: bool = True, alpha:
         n_blocks=m, n_methods=n)
 
 
-def cd_diagram(result: FriedmanResult, ax=None, title: str | None = None):
+def cd_diagram(result: FriedmanResult, ax=None, title: str | None = None, colours: dict[str, str] | None = None):
     """Critical-difference diagram (Demsar 2006, Fig. 1): average ranks on an axis, methods that the
-    Nemenyi test does not separate at ``alpha`` joined by a bar. Returns the matplotlib axes."""
+    Nemenyi test does not separate at ``alpha`` joined by a bar; ``colours`` by method name (the
+    report's series colours). Returns the matplotlib axes."""
     import matplotlib.pyplot as plt
 
     own_figure = ax is None
     if own_figure:
         _, ax = plt.subplots(figsize=(8, 1.2 + 0.3 * result.n_methods))
     sp.critical_difference_diagram(result.average_ranks, result.nemenyi_p, ax=ax, alpha=result.alpha,
-                                   label_props={"fontsize": 10})
-    ax.set_title(title or f"Average rank (1 = best); CD = {result.critical_difference:.2f} at alpha = {result.alpha}, "
-                 f"Friedman/Iman-Davenport p = {result.f_p:.3g}", fontsize=10, pad=24)
+                                   label_props={"fontsize": 10}, color_palette=colours)
+    ax.set_title(title or f"Average rank over {result.n_blocks} blocks (1 = best); CD = "
+                 f"{result.critical_difference:.2f} at alpha = {result.alpha}, Friedman/Iman-Davenport p = "
+                 f"{result.f_p:.3g}", fontsize=10, pad=24)
     if own_figure:
         ax.figure.tight_layout()
     return ax

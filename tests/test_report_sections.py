@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.report import AnalysisOptions, write_report
+from analysis.report import AnalysisOptions, analyze, write_report
 from analysis.sections import SECTIONS, Section, all_metrics, register
 from cuebench.app.cli import main as cuebench
 from cuebench.responses import ResponseStore
@@ -132,3 +132,14 @@ def test_published_shape_biases_match_the_released_geirhos_data(shared):
     assert round(humans.mean(), 3) == GEIRHOS2019_SHAPE_BIAS["Humans (mean of 10)"]
     for name, key in (("alexnet", "AlexNet"), ("googlenet", "GoogLeNet"), ("vgg", "VGG-16")):
         assert round(bias[name], 3) == GEIRHOS2019_SHAPE_BIAS[key]
+
+
+def test_the_released_cue_conflict_data_get_cue_conflict_sections_only(shared):
+    """Geirhos et al.'s raw CSVs name their condition after the folder ("cue-conflict"): the report must
+    still see cue-conflict images (they carry a texture class), not a suppressed condition, so no
+    reliance curves, thresholds or Burgert reference appear."""
+    from analysis.load import load_responses
+
+    analysis = analyze(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict"), AnalysisOptions(n_boot=20),
+                       only={"reliance", "thresholds", "shape-bias"})
+    assert "shape-bias" in analysis.sections and not {"reliance", "thresholds"} & set(analysis.sections)

@@ -48,4 +48,4 @@ class Ranks(Section):
         return None
 
     def figures(self, analysis, reference):
-        return {"cd": plots.cd_plot(analysis.friedman)}
+        return {"cd": plots.cd_plot(analysis.friedman, humans=(HUMANS_MEAN,))}

@@ -10,8 +10,9 @@ NOT_SUPPRESSION = ("original", "attention", "practice")
 
 
 def suppressed_conditions(scored) -> set[str]:
-    """Classification conditions other than the originals (and the cue-decomposition cues)."""
-    classify = scored[scored["trial_type"] == "classify"]
+    """Classification conditions other than the originals, the cue-decomposition cues and cue-conflict
+    images (whatever a data set calls them: they carry a texture class)."""
+    classify = scored[(scored["trial_type"] == "classify") & scored["texture_category"].isna()]
     return set(classify["condition"]) - set(NOT_SUPPRESSION) - set(metrics.CUE_CONDITIONS)
 
 
