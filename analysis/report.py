@@ -27,6 +27,7 @@ from cuebench import __version__
 from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
+from cuebench.paths import recorded_path
 from cuebench.studies import StudyDir
 
 from . import factor_studies, figure_style, sections
@@ -208,7 +209,7 @@ def provenance(sources, compare, reference_name, options: AnalysisOptions) -> di
     def describe(path: Path) -> dict:
         files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file()
                                                      and p.suffix in (".csv", ".parquet", ".sqlite", ".json"))
-        return {"path": str(path), "files": {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+        return {"path": recorded_path(path), "files": {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
     versions = {"cuebench": __version__, "python": platform.python_version()}
     for lib in LIBRARIES:
         versions[lib] = getattr(importlib.import_module(lib), "__version__", None) or metadata.version(lib)
@@ -241,7 +242,8 @@ def render_html(analysis: Analysis, figures: dict[str, bytes], sources, compare,
             shown.append({"name": section.name, "title": section.title, "note": analysis.missing.get(section.name),
                           "html": template.render(**context)})
     return env.get_template("report.html").render(
-        title="cuebench report", sources=[str(s) for s in sources], compare=[str(c) for c in (compare or [])],
+        title="cuebench report", sources=[recorded_path(s) for s in sources],
+        compare=[recorded_path(c) for c in (compare or [])],
         sections=shown, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
         **context)
 

@@ -178,7 +178,8 @@ def test_report_without_humans_draws_the_published_reference(tmp_path):
     out = tmp_path / "out"
     html = write_report([source], out, compare=[other], options=AnalysisOptions(n_boot=50), progress=False)
     assert json.loads((out / "results.json").read_text())["summary"]["observers"] == 3
-    assert json.loads((out / "provenance.json").read_text())["compare"][0]["path"] == str(other)
+    assert json.loads((out / "provenance.json").read_text())["compare"][0]["path"] == "lite2.csv"  # outside the cwd
+    assert str(tmp_path) not in html.read_text()
     text = html.read_text()
     assert text.count("data:image/png;base64,") >= 4
     assert "published human data, Burgert et al. 2025, Table 3" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -68,3 +69,5 @@ def test_erm_and_both_distinguish_variants_give_three_accuracies_each(tmp_path, 
     studies = {p.parent.name: p for p in (tmp_path / "t3").glob("*/cue_study.json")}
     assert set(studies) == {"A", "C"}
     assert '"dist_steps": 1' in studies["A"].read_text() and '"dist_steps": 2' in studies["C"].read_text()
+    record = json.loads(studies["A"].read_text())  # paths as the command ran them, nothing of this machine
+    assert (record["photos"], record["dist"]) == ("t3/photos", "shared/data/dist") and str(tmp_path) not in str(record)

@@ -195,6 +195,9 @@ def test_researcher_journey(tmp_path, browser):
     cuebench(work, "eval", "--experiment", EXPDIR, "--model", "tf_efficientnet_lite0:pypi", "--mapping",
              "mapping.json", "--device", "cpu")
     cuebench(work, "report", EXPDIR)
+    reports = work / EXPDIR / "reports"  # they name the experiment as the command did, nothing of this machine
+    assert json.loads((reports / "provenance.json").read_text())["sources"][0]["path"] == EXPDIR
+    assert str(work) not in (reports / "report.html").read_text()
     for fmt, out in (("csv", "out/responses.csv"), ("parquet", "out/responses.parquet"), ("mvh", "out/mvh"),
                      ("psychopy", "out/psychopy.csv")):
         cuebench(work, "export", EXPDIR, "--format", fmt, "--out", out)

@@ -28,7 +28,7 @@ from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
 
 from ..executors import add_executor_arguments
 from ..expdir import ExperimentDir, atomic_write
-from ..paths import user_path
+from ..paths import recorded_path, user_path
 from ..studies import CUE_STUDY_FILE
 
 
@@ -266,7 +266,8 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
     seen = {s for split in ("train", "val") for s, _, _ in splits[split]}
     build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
     build_experiment(study, "cue_conflict", cue_conflict_source(study, Path(cue_conflict), cue_per_class), config.seed)
-    record = {"photos": str(photos), "dist": str(dist), "cue_conflict": str(cue_conflict),
+    record = {"photos": recorded_path(photos), "dist": recorded_path(dist),
+              "cue_conflict": recorded_path(cue_conflict),
               "input_size": config.input_size, "seed": config.seed,
               "disruption": {"method": "gram", "feature_net": feature_net, "dist_steps": synthesis_steps,
                              "lbfgs_iterations": synthesis_steps * ITERATIONS_PER_DIST_STEP,
