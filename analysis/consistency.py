@@ -75,12 +75,13 @@ def error_consistency(scored: pd.DataFrame, n_boot: int = 1000, seed: int = 0, m
                                        "kappa_ci_low", "kappa_ci_high"])
 
 
-def kappa_matrix(pairs: pd.DataFrame, observers: list[str]) -> pd.DataFrame:
-    """Symmetric observers x observers kappa table (diagonal NaN) from :func:`error_consistency`."""
+def pair_matrix(pairs: pd.DataFrame, observers: list[str], column: str = "kappa") -> pd.DataFrame:
+    """Symmetric observers x observers table of one column of :func:`error_consistency`
+    (``kappa``, ``n_shared``, ...); the diagonal and pairs below ``min_shared`` are NaN."""
     m = pd.DataFrame(np.nan, index=observers, columns=observers)
     for r in pairs.itertuples():
         if r.observer_a in m.index and r.observer_b in m.index:
-            m.loc[r.observer_a, r.observer_b] = m.loc[r.observer_b, r.observer_a] = r.kappa
+            m.loc[r.observer_a, r.observer_b] = m.loc[r.observer_b, r.observer_a] = getattr(r, column)
     return m
 
 

@@ -206,10 +206,14 @@ def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame, published
     return fig
 
 
-def consistency_matrix_plot(matrix: pd.DataFrame, kinds: pd.Series):
-    """Error consistency kappa for every pair of observers as an annotated heat map (humans first)."""
+def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: pd.Series):
+    """Error consistency kappa for every pair of observers as an annotated heat map (humans first).
+    ``shared`` holds how many trials each pair has in common: kappa on a few trials is noise, so
+    the reader sees the count in the title when every pair shares the same trials, else in each cell."""
     order = sorted(matrix.index, key=lambda o: (kinds.get(o) != "human", o))
     m = matrix.loc[order, order]
+    n = shared.loc[order, order]
+    counts = sorted({int(v) for v in n.to_numpy().ravel() if not np.isnan(v)})
     size = max(4.5, 0.45 * len(order) + 2)
     fig, ax = plt.subplots(figsize=(size + 1, size))
     lim = max(0.1, float(np.nanmax(np.abs(m.to_numpy()))) if m.notna().any().any() else 1.0)
@@ -219,15 +223,20 @@ def consistency_matrix_plot(matrix: pd.DataFrame, kinds: pd.Series):
     for label in ax.get_xticklabels() + ax.get_yticklabels():
         if kinds.get(label.get_text()) == "human":
             label.set_color(HUMAN)
-    if len(order) <= 24:
+    annotated = len(order) <= 24
+    if annotated:
         for i in range(len(order)):
             for j in range(len(order)):
                 v = m.iat[i, j]
                 if not np.isnan(v):
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    text = f"{v:.2f}" if len(counts) <= 1 else f"{v:.2f}\nn={int(n.iat[i, j])}"
+                    ax.text(j, i, text, ha="center", va="center", fontsize=7 if len(counts) <= 1 else 6,
                             color="white" if abs(v) > 0.6 * lim else "black")
     fig.colorbar(im, ax=ax, shrink=0.8, label="error consistency kappa")
-    ax.set_title("Error consistency (Cohen's kappa) on shared trials")
+    shared_text = f"{counts[0]} shared trials per pair" if len(counts) == 1 else \
+        f"shared trials ({counts[0]}-{counts[-1]} per pair{', n in each cell' if annotated else ''})" if counts \
+        else "shared trials"
+    ax.set_title(f"Error consistency (Cohen's kappa)\non {shared_text}")
     ax.grid(False)
     ax.spines[:].set_visible(True)
     fig.tight_layout()

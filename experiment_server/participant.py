@@ -34,7 +34,8 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
-from .validation import Rejected, allowed_responses, check_calibration, check_trial_post, parse_json_body
+from .trial_types import allowed_responses, served
+from .validation import Rejected, check_calibration, check_trial_post, parse_json_body
 
 bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -178,7 +179,7 @@ def stimulus(filename: str):
 def grid_places(study: Study, trial) -> list[dict] | None:
     """Where each answer button of a classification trial sits: the cells of the lab's response
     screen (``human_tasks.layout.response_grid``), so both show the same grid in the same order."""
-    if trial.trial_type != "classify":
+    if not served(trial).on_label_grid:
         return None
     allowed = set(allowed_responses(study.experiment, trial))
     return [{"label": c.label, "row": c.row, "col": c.col} for c in study.grid.cells if c.label in allowed]
@@ -199,7 +200,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         "break_before": scheduled.break_before,
         "images": images,
         "mask": url_for("participant.mask", token=token, index=scheduled.index)
-        if trial.trial_type == "classify" and timing.mask else None,
+        if served(trial).masked and timing.mask else None,
         "choices": allowed_responses(experiment, trial),
         "grid": grid_places(study, trial),
         "instruction": trial.instruction,

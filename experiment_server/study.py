@@ -31,6 +31,7 @@ from .assignment import RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
 from .group_commit import GroupCommit
 from .server_secrets import SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
+from .trial_types import UnservedTrialType, served
 
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
@@ -172,6 +173,11 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if not folder.exists():
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
     experiment = folder.load()
+    try:
+        for trial in experiment.trials:
+            served(trial)
+    except UnservedTrialType as err:
+        raise ServerSetupError(f"{folder.experiment_file}: {err}") from None
     write_default_texts(folder, experiment)  # a folder built before the texts existed gets them on first serve
     try:
         load_questionnaire(folder)

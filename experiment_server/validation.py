@@ -19,7 +19,9 @@ from itertools import accumulate
 from typing import Any
 
 from cuebench.errors import CuebenchError
-from cuebench.trials import NOT_CLEAR, Experiment, Trial
+from cuebench.trials import Experiment, Trial
+
+from .trial_types import allowed_responses
 
 PHASES = ("instruction", "fixation", "stimulus", "mask", "response", "iti")
 FIELDS = ("trial_key", "response", "timed_out", "rt_ms", "timing_measured", "frames", "dropped_frames",
@@ -45,14 +47,6 @@ class Rejected(CuebenchError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
-
-
-def allowed_responses(experiment: Experiment, trial: Trial) -> list[str]:
-    """The answers a trial accepts, in display order: the grid order for labels (with
-    "not clear" last when the label set offers it), positions 1..k for oddity."""
-    if trial.trial_type == "oddity":
-        return list(trial.choices)
-    return [label for label in experiment.label_set.displayed() if label in trial.choices or label == NOT_CLEAR]
 
 
 def _refuse_constant(name: str):

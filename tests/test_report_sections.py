@@ -143,3 +143,25 @@ def test_the_released_cue_conflict_data_get_cue_conflict_sections_only(shared):
     analysis = analyze(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict"), AnalysisOptions(n_boot=20),
                        only={"reliance", "thresholds", "shape-bias"})
     assert "shape-bias" in analysis.sections and not {"reliance", "thresholds"} & set(analysis.sections)
+
+
+def _kappa_figure_texts(shared_trials: dict[tuple[str, str], int]):
+    from analysis import consistency, plots
+
+    pairs = pd.DataFrame([{"observer_a": a, "observer_b": b, "kappa": 0.25 * k, "n_shared": n}
+                          for k, ((a, b), n) in enumerate(shared_trials.items())])
+    observers = ["P01", "P02", "lite0"]
+    kinds = pd.Series({"P01": "human", "P02": "human", "lite0": "model"})
+    fig = plots.consistency_matrix_plot(consistency.pair_matrix(pairs, observers, "kappa"),
+                                        consistency.pair_matrix(pairs, observers, "n_shared"), kinds)
+    ax = fig.axes[0]
+    return ax.get_title(), sorted(t.get_text() for t in ax.texts)
+
+
+def test_the_kappa_heat_map_says_how_many_trials_each_kappa_rests_on():
+    title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 9, ("P02", "lite0"): 9})
+    assert title.endswith("on 9 shared trials per pair")
+    assert cells == ["0.00", "0.00", "0.25", "0.25", "0.50", "0.50"]
+    title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 40, ("P02", "lite0"): 31})
+    assert title.endswith("on shared trials (9-40 per pair, n in each cell)")
+    assert cells == ["0.00\nn=9", "0.00\nn=9", "0.25\nn=40", "0.25\nn=40", "0.50\nn=31", "0.50\nn=31"]

@@ -5,25 +5,30 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import re
 import shutil
 import sqlite3
 import zipfile
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+import human_tasks.web
 from cuebench import exclusions
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
-from experiment_server.study import study_of
+from experiment_server import trial_types
+from experiment_server.study import ServerSetupError, study_of
+from experiment_server.trial_types import SERVED_TRIAL_TYPES
 from experiment_server.db import AlreadyParticipated
 from experiment_server.simulate import NONCE
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from cuebench.trials import NOT_CLEAR
+from cuebench.trials import NOT_CLEAR, TRIAL_TYPES
 
 PASSWORD = "correct horse battery"
 PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "feedback", "block", "break_before", "images", "mask",
@@ -170,6 +175,24 @@ def test_oddity_timeout_is_stored_as_timeout(env):
     assert r.status_code == 201
     row = study_of(app).store.rows()[0]
     assert row["timed_out"] == 1 and row["response"] == "" and row["correct"] == 0 and row["rt_ms"] is None
+
+
+def test_every_trial_type_of_the_contract_has_a_row_in_the_server_and_web_tables():
+    """A trial type the contract allows is served by the server and shown by the web task (one
+    table row each; the lab runner's rows are checked by the lab session tests)."""
+    task_js = Path(human_tasks.web.__file__).parent.joinpath("static", "task.js").read_text()
+    table = task_js[task_js.index("const TRIAL_TYPES = {"):]
+    web_rows = set(re.findall(r"^    (\w+): \{", table[:table.index("\n  };")], flags=re.M))
+    assert set(SERVED_TRIAL_TYPES) == set(TRIAL_TYPES) == web_rows
+
+
+def test_an_experiment_with_a_trial_type_the_server_lacks_is_refused_at_start(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(trial_types, "SERVED_TRIAL_TYPES", {"classify": SERVED_TRIAL_TYPES["classify"]})
+    root = tmp_path / "exp"
+    shutil.copytree(template, root)
+    with pytest.raises(ServerSetupError, match=r"experiment\.json: trial .* has trial type 'oddity', which the web "
+                                               r"server cannot serve \(it serves classify\)"):
+        create_app(root)
 
 
 def test_duplicate_post_is_stored_once_and_a_changed_answer_refused(env):

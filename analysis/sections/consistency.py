@@ -39,5 +39,7 @@ class ErrorConsistency(Section):
         if not pairs["kappa"].notna().any():
             return {}
         kinds = analysis.cleaned.scored.drop_duplicates("observer").set_index("observer")["observer_kind"]
-        matrix = consistency.kappa_matrix(pairs, list(kinds.index))
-        return {"consistency": plots.consistency_matrix_plot(matrix, kinds)}
+        observers = list(kinds.index)
+        return {"consistency": plots.consistency_matrix_plot(consistency.pair_matrix(pairs, observers, "kappa"),
+                                                             consistency.pair_matrix(pairs, observers, "n_shared"),
+                                                             kinds)}
