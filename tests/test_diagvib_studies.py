@@ -161,3 +161,23 @@ def test_same_seed_builds_the_same_study(tmp_path):
     assert [t.to_dict() for t in a.trials] == [t.to_dict() for t in b.trials] and a.stimuli == b.stimuli
     entries = [json.loads((tmp_path / name / "study.json").read_text())["entries"] for name in ("a", "b")]
     assert entries[0] == entries[1]
+
+
+def test_a_digit_file_outside_the_working_folder_is_recorded_by_name(tmp_path, monkeypatch):
+    """study.json and experiment.json are shared with the study; the researcher's file system is not."""
+    rng = np.random.default_rng(0)
+    digits = tmp_path / "elsewhere" / "my_mnist.csv"
+    digits.parent.mkdir()
+    labels = np.repeat(np.arange(10), 12)
+    np.savetxt(digits, np.column_stack([labels, rng.integers(0, 256, (len(labels), 784))]), fmt="%d", delimiter=",")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["stimuli", "build", "--design", "diagvib", "--out", "study", "--diagvib-digits", str(digits),
+                 "--sizes", "90,18,60", "--diagvib-human-trials", "4", "--study", "ZSO", "--target", "hue",
+                 "--correlated", "shape"]) == 0
+    study = json.loads((work / "study" / "study.json").read_text())
+    experiment = json.loads((work / "study" / "experiment.json").read_text())
+    assert study["digits"] == "my_mnist.csv"
+    assert experiment["provenance"]["options"]["diagvib_digits"] == "my_mnist.csv"
+    assert str(tmp_path) not in (work / "study" / "study.json").read_text() + (work / "study" / "experiment.json").read_text()

@@ -21,7 +21,7 @@ from cuebench.expdir import atomic_write
 from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
 from ..options import DesignOptions, OptionError
-from . import DESIGNS, Design
+from . import DESIGNS, Design, portable
 from .common import build_provenance
 
 
@@ -112,7 +112,7 @@ def build(request) -> Experiment:
     generators = {split: DiagVibGenerator(space, load_digits(args.diagvib_digits, split), textures)
                   for split in ("train", "test")}
     header = {"format": FACTOR_STUDY_FORMAT, "version": 1, "seed": seed, "sizes": opts["sizes"],
-              "digits": args.diagvib_digits, "factor_space": space.to_dict()}
+              "digits": portable(args.diagvib_digits), "factor_space": space.to_dict()}
     previous = _previous_entries(expdir, header)
     stimuli, trials = {}, []
     human_trials = max(0, args.diagvib_human_trials)
