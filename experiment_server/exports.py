@@ -21,7 +21,7 @@ from .db import Participant, ServerDB
 PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "prolific_pid", "study_id", "prolific_session",
                        "entry_code", "started_at", "finished_at", "duration_s", "screen_reason", "excluded",
                        "exclusion_reason", "excluded_by", "excluded_at", "px_per_mm", "viewing_distance_cm",
-                       "stimulus_css_px", "calibration_method", "calibration_capped")
+                       "stimulus_css_px", "calibration_method", "calibration_capped", "blind_spot_mm")
 CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing_distance_cm",
                        "stimulus_css_px": "stimulus_css_px", "calibration_method": "method",
                        "calibration_capped": "capped"}
@@ -53,6 +53,7 @@ def participant_record(p: Participant) -> dict:
             "exclusion_reason": exclusion.reason if exclusion else None,
             "excluded_by": exclusion.by if exclusion else None, "excluded_at": exclusion.at if exclusion else None,
             **{column: (p.calibration or {}).get(field) for column, field in CALIBRATION_COLUMNS.items()},
+            "blind_spot_mm": ";".join(f"{mm:.2f}" for mm in (p.calibration or {}).get("blind_spot_mm", [])) or None,
             **{QUESTION_PREFIX + k: v for k, v in (p.questionnaire or {}).items()}}
 
 

@@ -35,7 +35,7 @@ from cuebench.responses import ResponseConflict, trial_row
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
 from .trial_types import allowed_responses, served
-from .validation import Rejected, check_calibration, check_trial_post, parse_json_body
+from .validation import BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body
 
 bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -221,7 +221,8 @@ def plan(token: str):
         "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
         "answered": sorted(answered),
         "texts": study.texts(),
-        "display": study.display and {k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
+        "display": study.display and {**{k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
+                                      "blind_spot_degrees": BLIND_SPOT_DEGREES},
         "calibration": participant.calibration,
         "questionnaire": _open_questionnaire(study, participant),
     }

@@ -171,15 +171,27 @@ CALIBRATION_FIELDS = {"px_per_mm": (0.5, 40.0), "viewing_distance_cm": (20.0, 30
                       "stimulus_css_px": (8.0, 10000.0), "device_pixel_ratio": (0.25, 8.0)}
 """Bounds of the screen calibration's numbers: CSS pixels per mm (a 96-dpi screen has 3.78; a card
 matched on any real screen lies far inside), eye-to-screen distance, the resulting image size."""
-CALIBRATION_METHODS = ("card+entered-distance",)
+CALIBRATION_METHODS = ("card+entered-distance", "card+blind-spot")
+BLIND_SPOT_DEGREES = 13.5
+"""How far from fixation the blind spot lies, the angle the virtual chinrest takes (Li, Joo, Yeatman &
+Reinecke 2020, Sci. Rep. 10:904): the web task measures how many mm from the fixation square the
+dot vanishes, and the distance is mm / tan(13.5 deg)."""
+BLIND_SPOT_SWEEPS = (1, 20)
+BLIND_SPOT_MM = (5.0, 1000.0)
+
+
+def blind_spot_distance_cm(sweeps_mm: list[float]) -> float:
+    """Viewing distance from the blind spot: the mean dot-to-square distance over tan(13.5 deg)."""
+    return sum(sweeps_mm) / len(sweeps_mm) / math.tan(math.radians(BLIND_SPOT_DEGREES)) / 10.0
 
 
 def check_calibration(payload: Any) -> dict:
     """The screen calibration as stored: the card's pixels per mm, the viewing distance, the image
-    size they give (``capped`` when the window was too small for it) and the method."""
+    size they give (``capped`` when the window was too small for it) and the method; a distance
+    measured from the blind spot comes with its sweeps and must be the distance they give."""
     if not isinstance(payload, dict):
         raise Rejected(400, "the request body must be a JSON object")
-    unknown = sorted(set(payload) - {*CALIBRATION_FIELDS, "method", "capped"})
+    unknown = sorted(set(payload) - {*CALIBRATION_FIELDS, "method", "capped", "blind_spot_mm"})
     if unknown:
         raise Rejected(400, f"unknown field {unknown[0]!r}")
     record = {name: _number(payload, name, *bounds) for name, bounds in CALIBRATION_FIELDS.items()}
@@ -187,4 +199,20 @@ def check_calibration(payload: Any) -> dict:
         raise Rejected(422, f"field 'method' must be one of {CALIBRATION_METHODS}, got {payload.get('method')!r}")
     if not isinstance(payload.get("capped"), bool):
         raise Rejected(400, f"field 'capped' must be true or false, got {payload.get('capped')!r}")
+    if payload["method"] == "card+blind-spot":
+        record["blind_spot_mm"] = _blind_spot_sweeps(payload.get("blind_spot_mm"), record["viewing_distance_cm"])
+    elif "blind_spot_mm" in payload:
+        raise Rejected(422, "field 'blind_spot_mm' belongs to method 'card+blind-spot' only")
     return {**record, "method": payload["method"], "capped": payload["capped"]}
+
+
+def _blind_spot_sweeps(sweeps: Any, distance_cm: float) -> list[float]:
+    low, high = BLIND_SPOT_SWEEPS
+    if not isinstance(sweeps, list) or not low <= len(sweeps) <= high:
+        raise Rejected(422, f"field 'blind_spot_mm' must be a list of {low} to {high} distances in mm")
+    values = [_number({"blind_spot_mm": v}, "blind_spot_mm", *BLIND_SPOT_MM) for v in sweeps]
+    measured = blind_spot_distance_cm(values)
+    if abs(measured - distance_cm) > 0.05:
+        raise Rejected(422, f"field 'viewing_distance_cm' = {distance_cm} is not the {measured:.2f} cm that "
+                            f"'blind_spot_mm' gives")
+    return values

@@ -39,3 +39,9 @@ def test_display_sentence_reports_the_lab_geometry_and_the_web_calibration():
         "and in the browser after a screen calibration with a credit card (median 3.89 px/mm, entered viewing "
         "distance median 55 cm, images 230 CSS px; 2 people).")
     assert display_sentence(humans.assign(device=[json.dumps({"dpr": 1})] * 5)) is None
+    measured = {**web_b, "distance_method": "blind-spot"}
+    assert "distance median 55 cm, measured from the blind spot for 1 person and entered by 1, images" in \
+        display_sentence(humans.assign(device=[json.dumps(d) for d in (lab, lab, web_a, measured, measured)]))
+    assert "viewing distance measured from the blind spot, median 50 cm, images 210 CSS px; 1 person)" in \
+        display_sentence(humans.assign(device=[json.dumps(d) for d in (lab, lab, measured, measured, measured)],
+                                       observer=["lab1", "lab1", "web2", "web2", "web2"]))

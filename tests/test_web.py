@@ -343,6 +343,73 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     assert record["q_comments"].startswith("'=")  # a spreadsheet shows it as text, never runs it
 
 
+BLIND_SPOT_TARGET_MM = 120.0
+"""Where the simulated person presses: the dot 120 mm from the square, i.e. 120 / tan(13.5 deg) = 500 mm away."""
+
+
+def test_the_blind_spot_measures_the_viewing_distance(display_server, browser, tmp_path):
+    """The person presses the space bar when the dot is 120 mm left of the square, five times: the task
+    must take the distance as mean(mm) / tan(13.5 deg) (Li et al. 2020), draw the images for it and
+    record the sweeps and the method with the calibration, in every trial and in the participants export."""
+    import csv
+    import math
+
+    from cuebench.export import export
+
+    base, study, expdir = display_server
+    px_per_mm = CARD_SLIDER_PX / 85.6
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.add_init_script(DRAWN_WIDTHS)
+    seen: dict[str, object] = {}
+    dot_reached = ("() => { const d = document.getElementById('blind-spot-dot'); "
+                   f"return d && !d.hidden && Number(d.dataset.mm) >= {BLIND_SPOT_TARGET_MM}; }}")
+
+    def calibrate(page):
+        if not page.is_visible("#card"):
+            return
+        if "measured" in seen:
+            seen["shown_cm"] = float(page.input_value("#distance"))
+            page.click("#continue")
+            return
+        page.eval_on_selector("#card-size", f"el => {{ el.value = {CARD_SLIDER_PX}; el.dispatchEvent(new Event('input')); }}")
+        page.click("#measure-distance")
+        page.wait_for_selector("#blind-spot-square")
+        page.keyboard.press("Space")
+        for sweep in range(5):
+            page.wait_for_function(dot_reached, timeout=15000)
+            if sweep == 0:
+                page.screenshot(path=str(tmp_path / "blind-spot.png"))
+            page.keyboard.press("Space")
+        page.wait_for_selector("#card")
+        seen["measured"] = True
+
+    result = _take_part(page, base, screens={"calibration": calibrate, "questionnaire": _answer_age}, code="chinrest1")
+    assert result["status"] == "finished"
+    participant = study.db.participants(study.experiment.name)[0]
+    calibration = participant.calibration
+    sweeps = calibration["blind_spot_mm"]
+    assert calibration["method"] == "card+blind-spot" and len(sweeps) == 5
+    assert all(BLIND_SPOT_TARGET_MM <= mm <= BLIND_SPOT_TARGET_MM + 6 for mm in sweeps), sweeps
+    distance_cm = sum(sweeps) / 5 / math.tan(math.radians(13.5)) / 10  # 50.0 cm at exactly 120 mm
+    assert calibration["viewing_distance_cm"] == pytest.approx(distance_cm, rel=1e-9)
+    assert seen["shown_cm"] == round(distance_cm, 1)
+    expected_px = 2 * distance_cm * 10 * math.tan(math.radians(STIMULUS_DEGREES / 2)) * px_per_mm
+    assert calibration["stimulus_css_px"] == pytest.approx(expected_px, abs=1e-6)
+    assert any(abs(w - expected_px) <= 1 for w in page.evaluate("window.drawnWidths"))
+    rows = study.store.rows("observer=?", [participant.code])
+    assert rows and {r["device"]["distance_method"] for r in rows} == {"blind-spot"}
+    (out,) = export(expdir, "participants", tmp_path / "participants.csv")
+    (record,) = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert record["calibration_method"] == "card+blind-spot"
+    assert record["blind_spot_mm"] == ";".join(f"{mm:.2f}" for mm in sweeps)
+
+
+def _answer_age(page):
+    if page.is_visible("#questionnaire"):
+        page.fill("[name=q-age]", "40")
+        page.click("#continue")
+
+
 def test_calibration_and_questionnaire_posts_are_checked(display_server):
     """Forged or broken posts are refused naming the field or question; a second post keeps the first."""
     import requests
@@ -356,6 +423,13 @@ def test_calibration_and_questionnaire_posts_are_checked(display_server):
     bad = client.post(f"{api}/calibration", json={**good, "px_per_mm": 1000})
     assert bad.status_code == 422 and "px_per_mm" in bad.json()["error"]
     assert client.post(f"{api}/calibration", json={**good, "method": "guess"}).status_code == 422
+    blind_spot = {**good, "method": "card+blind-spot", "viewing_distance_cm": 50.0}
+    for forged, named in (({**blind_spot}, "'blind_spot_mm'"),
+                          ({**blind_spot, "blind_spot_mm": [120.0] * 5, "viewing_distance_cm": 57}, "49.98 cm"),
+                          ({**blind_spot, "blind_spot_mm": [120.0, 3000.0]}, "'blind_spot_mm'"),
+                          ({**good, "blind_spot_mm": [120.0] * 5}, "'card+blind-spot' only")):
+        refused = client.post(f"{api}/calibration", json=forged)
+        assert refused.status_code == 422 and named in refused.json()["error"], (forged, refused.json())
     assert client.post(f"{api}/calibration", json=good).status_code == 201
     again = client.post(f"{api}/calibration", json={**good, "px_per_mm": 5.0})
     assert again.status_code == 200 and again.json()["calibration"]["px_per_mm"] == 3.78

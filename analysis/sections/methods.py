@@ -71,7 +71,8 @@ def _people(n: int) -> str:
 def display_sentence(humans: pd.DataFrame) -> str | None:
     """The image size in degrees of visual angle and how it was set, from what each runner recorded
     in its rows' ``device``: the lab's declared viewing distance and screen width, the web task's
-    per-person calibration (pixels per mm from a card, entered viewing distance)."""
+    per-person calibration (pixels per mm from a card, viewing distance entered or measured from the
+    blind spot)."""
     devices = pd.DataFrame([_json(v) for v in humans.get("device", [])])
     if "stimulus_degrees" not in devices or devices["stimulus_degrees"].isna().all():
         return None
@@ -89,11 +90,22 @@ def display_sentence(humans: pd.DataFrame) -> str | None:
         web = people.dropna(subset=["px_per_mm"])
         if len(web):
             parts.append(f"in the browser after a screen calibration with a credit card (median "
-                         f"{web['px_per_mm'].median():.2f} px/mm, entered viewing distance median "
-                         f"{web['viewing_distance_cm'].median():g} cm, images {web['stimulus_css_px'].median():.0f} CSS px; "
-                         f"{_people(len(web))})")
+                         f"{web['px_per_mm'].median():.2f} px/mm, {_viewing_distance(web)}, images "
+                         f"{web['stimulus_css_px'].median():.0f} CSS px; {_people(len(web))})")
     degrees = people["stimulus_degrees"].median()
     return f"Images were {degrees:g} degrees of visual angle wide, " + " and ".join(parts) + "."
+
+
+def _viewing_distance(web: pd.DataFrame) -> str:
+    """The web viewing distance and how people gave it (rows from before the blind-spot measure: entered)."""
+    median = f"{web['viewing_distance_cm'].median():g} cm"
+    measured = int((web.get("distance_method", pd.Series(index=web.index, dtype=object)) == "blind-spot").sum())
+    if measured == 0:
+        return f"entered viewing distance median {median}"
+    if measured == len(web):
+        return f"viewing distance measured from the blind spot, median {median}"
+    return (f"viewing distance median {median}, measured from the blind spot for {_people(measured)} and entered "
+            f"by {len(web) - measured}")
 
 
 def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame) -> str:

@@ -134,7 +134,8 @@
   // ---------------------------------------------------------------- screen calibration
   /* Where the experiment sets the image size in degrees of visual angle, the person matches an
    * on-screen card to a real one (pixels per mm, as jsPsych's virtual-chinrest does) and gives
-   * the viewing distance; the image is then 2 d tan(deg / 2) wide, capped to fit the window. */
+   * the viewing distance, typed or measured from the blind spot; the image is then 2 d tan(deg / 2)
+   * wide, capped to fit the window. */
   let imageCssPx = IMAGE_CSS_PX;
 
   function stimulusSize(display, pxPerMm, distanceCm, maxImages) {
@@ -144,17 +145,83 @@
     return { px: Math.min(wanted, room), capped: wanted > room };
   }
 
-  async function calibrate(display, maxImages) {
+  /* The virtual chinrest's distance (Li, Joo, Yeatman & Reinecke 2020, Sci. Rep. 10:904): with the
+   * right eye covered and the left on a square, a dot moving left vanishes in the blind spot,
+   * display.blind_spot_degrees from fixation; distance = mean(square-to-dot mm) / tan(that angle).
+   * The mm are those of the dot last drawn when the key went down: what the person saw vanish. */
+  const BLIND_SPOT = { sweeps: 5, maxTries: 10, mmPerSecond: 50, squareCssPx: 30, dotCssPx: 24,
+                       rightMarginCssPx: 60, pauseMs: 600 };
+
+  const blindSpotSquareX = () => window.innerWidth - BLIND_SPOT.rightMarginCssPx - BLIND_SPOT.squareCssPx / 2;
+
+  function blindSpotSweep(pxPerMm, dot) {
+    const squareX = blindSpotSquareX();
+    return new Promise((resolve) => {
+      let mm = 0, start = null, frame;
+      const travel = (now) => {
+        if (start === null) start = now;
+        const next = ((now - start) / 1000) * BLIND_SPOT.mmPerSecond;
+        const x = squareX - next * pxPerMm;
+        if (x < BLIND_SPOT.dotCssPx) { keyHandler = null; dot.hidden = true; resolve(null); return; }
+        mm = next;
+        dot.style.left = `${x - BLIND_SPOT.dotCssPx / 2}px`;
+        dot.dataset.mm = String(mm);
+        dot.hidden = false;
+        frame = requestAnimationFrame(travel);
+      };
+      keyHandler = (e) => {
+        if (e.code !== "Space") return;
+        e.preventDefault();
+        cancelAnimationFrame(frame);
+        keyHandler = null;
+        dot.hidden = true;
+        resolve(mm);
+      };
+      frame = requestAnimationFrame(travel);
+    });
+  }
+
+  async function measureBlindSpot(display, pxPerMm) {
+    state("blind-spot");
+    screenEl.innerHTML =
+      "<h1>Viewing distance</h1><p>Sit as you will sit during the study. Cover your <b>right</b> eye with your " +
+      "right hand and look at the black square with your left eye. Keep looking at the square: a red dot moves " +
+      "away from it to the left. Press the space bar the moment the dot disappears.</p>" +
+      `<p id="blind-spot-count">Dot 1 of ${BLIND_SPOT.sweeps}. Press the space bar to start.</p>` +
+      '<div id="blind-spot-square" class="blind-spot-square"></div><div id="blind-spot-dot" class="blind-spot-dot" hidden></div>';
+    screenEl.hidden = false;
+    const count = $("blind-spot-count"), square = $("blind-spot-square"), dot = $("blind-spot-dot");
+    Object.assign(square.style, { width: `${BLIND_SPOT.squareCssPx}px`, height: `${BLIND_SPOT.squareCssPx}px` });
+    Object.assign(dot.style, { width: `${BLIND_SPOT.dotCssPx}px`, height: `${BLIND_SPOT.dotCssPx}px` });
+    square.style.left = `${blindSpotSquareX() - BLIND_SPOT.squareCssPx / 2}px`;
+    await new Promise((resolve) => {
+      keyHandler = (e) => { if (e.code === "Space") { e.preventDefault(); keyHandler = null; resolve(); } };
+    });
+    const sweeps = [];
+    for (let tries = 0; sweeps.length < BLIND_SPOT.sweeps && tries < BLIND_SPOT.maxTries; tries++) {
+      count.textContent = `Dot ${sweeps.length + 1} of ${BLIND_SPOT.sweeps}: press the space bar when it disappears.`;
+      const mm = await blindSpotSweep(pxPerMm, dot);
+      if (mm !== null) sweeps.push(mm);
+      await sleep(BLIND_SPOT.pauseMs);
+    }
+    screenEl.hidden = true;
+    if (sweeps.length < BLIND_SPOT.sweeps) return null;
+    const mean = sweeps.reduce((a, b) => a + b, 0) / sweeps.length;
+    const distance = mean / Math.tan((display.blind_spot_degrees * Math.PI) / 180) / 10;
+    return distance >= 20 && distance <= 300 ? { sweeps, distance } : null;
+  }
+
+  function calibrationPage(display, cardPx, distance, note) {
     state("calibration");
     screenEl.innerHTML =
       "<h1>Screen size</h1><p>Hold a credit card (or a bank or ID card of the same size) flat against the " +
       "screen over the grey card and move the slider until both are exactly as wide.</p>" +
       `<div id="card" class="card"></div><p><input id="card-size" type="range" min="100" max="900" step="1" ` +
-      `value="${CARD_DEFAULT_CSS_PX}" aria-label="card width"></p>` +
+      `value="${cardPx}" aria-label="card width"></p>` +
       `<p><label>Distance from your eyes to the screen: <input id="distance" type="number" min="20" max="300" ` +
-      `step="1" value="${display.viewing_distance_cm}"> cm</label></p>` +
+      `step="0.1" value="${distance}"> cm</label> <button id="measure-distance" type="button">Measure it</button></p>` +
       `<p>Please sit about ${display.viewing_distance_cm} cm from the screen and stay there during the study.</p>` +
-      '<p class="error" id="calibration-error"></p><p><button id="continue">Continue</button></p>';
+      `<p class="error" id="calibration-error">${escapeHtml(note)}</p><p><button id="continue">Continue</button></p>`;
     screenEl.hidden = false;
     const card = $("card"), slider = $("card-size");
     const draw = () => {
@@ -163,17 +230,37 @@
     };
     slider.addEventListener("input", draw);
     draw();
+    return new Promise((resolve) => {
+      const read = (action) => () => resolve({ action, cardPx: Number(slider.value), typed: $("distance").value });
+      $("continue").addEventListener("click", read("continue"), { once: true });
+      $("measure-distance").addEventListener("click", read("measure"), { once: true });
+    });
+  }
+
+  async function calibrate(display, maxImages) {
+    let cardPx = CARD_DEFAULT_CSS_PX, shown = String(display.viewing_distance_cm), measured = null, note = "";
     for (;;) {
-      await new Promise((resolve) => $("continue").addEventListener("click", resolve, { once: true }));
-      const distance = Number($("distance").value);
+      const page = await calibrationPage(display, cardPx, shown, note);
+      cardPx = page.cardPx;
+      const pxPerMm = cardPx / CARD_MM.width;
+      if (page.action === "measure") {
+        measured = await measureBlindSpot(display, pxPerMm);
+        shown = measured ? measured.distance.toFixed(1) : page.typed;
+        note = measured ? "" : "The distance could not be measured; please try again or type it.";
+        continue;
+      }
+      const fromBlindSpot = measured !== null && page.typed === measured.distance.toFixed(1);
+      const distance = fromBlindSpot ? measured.distance : Number(page.typed);
       if (Number.isFinite(distance) && distance >= 20 && distance <= 300) {
-        const pxPerMm = Number(slider.value) / CARD_MM.width;
         const size = stimulusSize(display, pxPerMm, distance, maxImages);
         screenEl.hidden = true;
         return { px_per_mm: pxPerMm, viewing_distance_cm: distance, stimulus_css_px: size.px, capped: size.capped,
-                 device_pixel_ratio: window.devicePixelRatio || 1, method: "card+entered-distance" };
+                 device_pixel_ratio: window.devicePixelRatio || 1,
+                 ...(fromBlindSpot ? { method: "card+blind-spot", blind_spot_mm: measured.sweeps }
+                   : { method: "card+entered-distance" }) };
       }
-      $("calibration-error").textContent = "Please enter the distance in centimetres (20 to 300).";
+      shown = page.typed;
+      note = "Please enter the distance in centimetres (20 to 300).";
     }
   }
 
@@ -602,7 +689,8 @@
       }
       imageCssPx = calibration.stimulus_css_px;
       Object.assign(device, { stimulus_degrees: plan.display.stimulus_degrees, stimulus_css_px: imageCssPx,
-                              px_per_mm: calibration.px_per_mm, viewing_distance_cm: calibration.viewing_distance_cm });
+                              px_per_mm: calibration.px_per_mm, viewing_distance_cm: calibration.viewing_distance_cm,
+                              distance_method: calibration.method === "card+blind-spot" ? "blind-spot" : "entered" });
     }
     await showScreen("<p>The study runs in fullscreen. Click to switch to fullscreen and begin.</p>",
                      "Fullscreen and start", "fullscreen");
