@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from . import questionnaire
 from .csvsafe import csv_text
 from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
@@ -143,6 +144,24 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None 
         atomic_write(path, csv_text(MVH_COLUMNS, lines).encode("utf-8"))
         written.append(path)
     return written
+
+
+@EXPORT_FORMATS.register("questionnaire")
+def export_questionnaire(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
+    """The questionnaire answers of everyone, lab and web: observer, runner, time, one ``q_<id>``
+    column per question (the declared ones first, then any no longer declared)."""
+    with _store(expdir, database) as store:
+        answered = questionnaire.stored_answers(store.conn, expdir.load().name)
+    declared = questionnaire.load_questionnaire(expdir)
+    ids = list(declared.ids) if declared else []
+    ids += sorted({i for record in answered.values() for i in record["answers"]} - set(ids))
+    columns = ("observer", "runner", "at", *(questionnaire.ANSWER_COLUMN_PREFIX + i for i in ids))
+    rows = ({"observer": observer, "runner": record["runner"], "at": record["at"],
+             **{questionnaire.ANSWER_COLUMN_PREFIX + k: v for k, v in record["answers"].items()}}
+            for observer, record in answered.items())
+    out = Path(out)
+    atomic_write(out, csv_text(columns, rows).encode("utf-8"))
+    return out
 
 
 def export(expdir: str | Path, fmt: str, out: str | Path, database: str | None = None) -> list[Path]:

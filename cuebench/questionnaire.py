@@ -3,8 +3,10 @@ items), shown after the last trial and stored once with the participant.
 
 It lives beside the study's texts, in ``EXPDIR/texts/questionnaire.json``, so editing it needs no
 rebuild and no package change; it is validated when a server or runner starts (a bad file is a
-one-line error naming the file and the question), and every answer posted is checked against it
-(:meth:`Questionnaire.check_answers`) before it is stored.
+one-line error naming the file and the question), and every answer given is checked against it
+(:meth:`Questionnaire.check_answers`) before it is stored. The web task and the lab runner store
+the answers in one table of the experiment's database (:func:`store_answers`), one row per person,
+written once: a reload, a resumed session or a repeated post keeps what was answered first.
 """
 
 from __future__ import annotations
@@ -17,8 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import CuebenchError
 from .expdir import ExperimentDir
+from .storage import Database, utc_now
 
 QUESTIONNAIRE_FILE = "questionnaire.json"
+ANSWERS_TABLE = "questionnaire_answers"
+ANSWER_COLUMN_PREFIX = "q_"
+"""An answer's column in the exports: ``q_<question id>``."""
+RUNNERS = ("web", "lab")
 MAX_TEXT_ANSWER = 2000
 """Characters of one free-text answer."""
 
@@ -122,3 +129,32 @@ def load_questionnaire(expdir: ExperimentDir) -> Questionnaire | None:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise QuestionnaireError(f"{path}: {where}: {first['msg']}") from None
+
+
+def _ensure_answers_table(db: Database) -> None:
+    if db.columns(ANSWERS_TABLE):
+        return
+    with db.write_transaction() as conn:
+        conn.execute(f'CREATE TABLE IF NOT EXISTS "{ANSWERS_TABLE}" (experiment TEXT NOT NULL, observer TEXT NOT NULL, '
+                     f'answers TEXT NOT NULL, runner TEXT NOT NULL, "at" TEXT NOT NULL, PRIMARY KEY (experiment, observer))')
+
+
+def store_answers(db: Database, experiment: str, observer: str, answers: dict, runner: str) -> bool:
+    """Store a person's checked answers once; False when they were stored already (the first stay)."""
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+    _ensure_answers_table(db)
+    cursor = db.execute(f'INSERT INTO "{ANSWERS_TABLE}" (experiment, observer, answers, runner, "at") '
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [experiment, observer, json.dumps(answers, sort_keys=True), runner, utc_now()])
+    return cursor.rowcount == 1
+
+
+def stored_answers(db: Database, experiment: str) -> dict[str, dict]:
+    """Observer -> ``{"answers", "runner", "at"}`` of everyone who answered the questionnaire."""
+    if not db.columns(ANSWERS_TABLE):
+        return {}
+    rows = db.execute(f'SELECT observer, answers, runner, "at" FROM "{ANSWERS_TABLE}" WHERE experiment=? '
+                      'ORDER BY "at", observer', [experiment]).fetchall()
+    return {observer: {"answers": json.loads(answers), "runner": runner, "at": at}
+            for observer, answers, runner, at in rows}

@@ -182,7 +182,8 @@ def _set_excluded(excluded: bool):
 
 EXPORT_FILES = {"responses.csv": ("csv", "text/csv"), "responses.parquet": ("parquet", "application/octet-stream"),
                 "model-vs-human.zip": ("mvh", "application/zip"), "psychopy.csv": ("psychopy", "text/csv"),
-                "participants.csv": ("participants", "text/csv"), "prolific.csv": ("prolific", "text/csv")}
+                "participants.csv": ("participants", "text/csv"), "prolific.csv": ("prolific", "text/csv"),
+                "questionnaire.csv": ("questionnaire", "text/csv")}
 """Download name -> (``cuebench.export.EXPORT_FORMATS`` name, MIME type): the admin page and
 ``cuebench export`` write the same files."""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from cuebench import exclusions
+from cuebench import exclusions, questionnaire
 from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
@@ -31,7 +31,7 @@ PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
 RATE_EVENTS = "rate_limit_events"
 ADMIN_GENERATION = "admin_generation"
-LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "questionnaire": "TEXT"}
+LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT"}
 """Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
@@ -67,7 +67,7 @@ class Participant:
     calibration: dict | None = None
     """The web task's screen calibration (pixels per mm, viewing distance, stimulus size), once made."""
     questionnaire: dict | None = None
-    """The answers to the study's questionnaire, once given."""
+    """The answers to the study's questionnaire, once given (``cuebench.questionnaire``'s table)."""
 
     @property
     def is_prolific(self) -> bool:
@@ -125,7 +125,7 @@ class ServerDB:
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
                 "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
-                "calibration TEXT, questionnaire TEXT)")
+                "calibration TEXT)")
             for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
                 if column not in conn.columns(PARTICIPANTS):
                     conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
@@ -138,6 +138,16 @@ class ServerDB:
                          "address TEXT NOT NULL, at FLOAT NOT NULL)")
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
+        if "questionnaire" in self.db.columns(PARTICIPANTS):
+            self._adopt_questionnaire_column()
+
+    def _adopt_questionnaire_column(self) -> None:
+        """Answers a server stored before they moved to ``cuebench.questionnaire``'s table (shared with
+        the lab runner) sit in a participants column: copied over (the first stored stays), so
+        nothing collected is lost."""
+        for code, experiment, answers in self.db.execute(
+                f"SELECT code, experiment, questionnaire FROM {PARTICIPANTS} WHERE questionnaire IS NOT NULL").fetchall():
+            questionnaire.store_answers(self.db, experiment, code, json.loads(answers), runner="web")
 
     def _refuse_foreign(self, conn: Database) -> None:
         """Refuse a database that already holds another experiment's participants or responses."""
@@ -223,12 +233,17 @@ class ServerDB:
 
     def _one(self, where: str, params: list) -> Participant | None:
         rows = self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE {where}", params)
-        return _participant(rows[0], exclusions.current(self.db, rows[0]["experiment"])) if rows else None
+        if not rows:
+            return None
+        experiment = rows[0]["experiment"]
+        return _participant(rows[0], exclusions.current(self.db, experiment),
+                            questionnaire.stored_answers(self.db, experiment))
 
     def participants(self, experiment: str) -> list[Participant]:
         excluded = exclusions.current(self.db, experiment)
-        return [_participant(r, excluded) for r in self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE experiment=? "
-                                                                 "ORDER BY created_at", [experiment])]
+        answered = questionnaire.stored_answers(self.db, experiment)
+        return [_participant(r, excluded, answered) for r in self.db.dicts(
+            f"SELECT * FROM {PARTICIPANTS} WHERE experiment=? ORDER BY created_at", [experiment])]
 
     @staticmethod
     def _slot_holders(conn: Database, experiment: str) -> list[tuple[int, str, float | None]]:
@@ -263,12 +278,10 @@ class ServerDB:
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
-    def set_once(self, code: str, column: str, record: dict) -> bool:
-        """Store a participant's calibration or questionnaire answers (JSON) once; False when they
-        were stored already, which keeps what was collected first (a reload does not overwrite it)."""
-        if column not in ("calibration", "questionnaire"):
-            raise ValueError(f"no participant record {column!r}")
-        cursor = self.db.execute(f"UPDATE {PARTICIPANTS} SET {column}=? WHERE code=? AND {column} IS NULL",
+    def set_calibration(self, code: str, record: dict) -> bool:
+        """Store a participant's screen calibration (JSON) once; False when it was stored already,
+        which keeps what was collected first (a reload does not overwrite it)."""
+        cursor = self.db.execute(f"UPDATE {PARTICIPANTS} SET calibration=? WHERE code=? AND calibration IS NULL",
                                  [json.dumps(record, sort_keys=True), code])
         return cursor.rowcount == 1
 
@@ -314,7 +327,7 @@ class ServerDB:
             self._local.db = None
 
 
-def _participant(row: dict, excluded: dict[str, exclusions.Exclusion]) -> Participant:
+def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered: dict[str, dict]) -> Participant:
     return Participant(
         code=row["code"], experiment=row["experiment"], group=row["grp"], status=row["status"], session=row["session"],
         prolific_pid=row["prolific_pid"], study_id=row["study_id"], prolific_session=row["prolific_session"],
@@ -322,4 +335,4 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion]) -> Partic
         finished_at=row["finished_at"], screen_reason=row["screen_reason"], pilot=bool(row.get("pilot")),
         exclusion=excluded.get(row["code"]),
         calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
-        questionnaire=json.loads(row["questionnaire"]) if row.get("questionnaire") else None)
+        questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None)

@@ -13,7 +13,7 @@ from pathlib import Path
 from cuebench.csvsafe import csv_text
 from cuebench.export import EXPORT_FORMATS, ExportError
 from cuebench.expdir import ExperimentDir, atomic_write
-from cuebench.questionnaire import load_questionnaire
+from cuebench.questionnaire import ANSWER_COLUMN_PREFIX, load_questionnaire
 from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" export format)
 
 from .db import Participant, ServerDB
@@ -26,8 +26,6 @@ CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing
                        "stimulus_css_px": "stimulus_css_px", "calibration_method": "method",
                        "calibration_capped": "capped"}
 """participants.csv column -> field of the web task's screen calibration."""
-QUESTION_PREFIX = "q_"
-"""A questionnaire answer's column: ``q_<question id>``."""
 PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
 
 
@@ -54,7 +52,7 @@ def participant_record(p: Participant) -> dict:
             "excluded_by": exclusion.by if exclusion else None, "excluded_at": exclusion.at if exclusion else None,
             **{column: (p.calibration or {}).get(field) for column, field in CALIBRATION_COLUMNS.items()},
             "blind_spot_mm": ";".join(f"{mm:.2f}" for mm in (p.calibration or {}).get("blind_spot_mm", [])) or None,
-            **{QUESTION_PREFIX + k: v for k, v in (p.questionnaire or {}).items()}}
+            **{ANSWER_COLUMN_PREFIX + k: v for k, v in (p.questionnaire or {}).items()}}
 
 
 def prolific_action(p: Participant) -> tuple[str, str]:
@@ -93,7 +91,7 @@ def export_participants(expdir: ExperimentDir, out: Path, database: str | None =
     """Web participants: group, status, ISO start/end times, duration, exclusion (who, why, when), screen
     calibration and questionnaire answers (``q_<id>``)."""
     questionnaire = load_questionnaire(expdir)
-    questions = tuple(QUESTION_PREFIX + i for i in questionnaire.ids) if questionnaire else ()
+    questions = tuple(ANSWER_COLUMN_PREFIX + i for i in questionnaire.ids) if questionnaire else ()
     return _write_csv(Path(out), PARTICIPANT_COLUMNS + questions,
                       [participant_record(p) for p in _participants(expdir, database)])
 

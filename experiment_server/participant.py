@@ -29,7 +29,7 @@ from PIL import Image
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
-from cuebench.questionnaire import QuestionnaireError
+from cuebench.questionnaire import QuestionnaireError, store_answers
 from cuebench.responses import ResponseConflict, trial_row
 
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
@@ -248,7 +248,7 @@ def post_calibration(token: str):
     if study.display is None:
         raise Rejected(409, "this experiment sets no stimulus size in degrees, so there is nothing to calibrate")
     record = check_calibration(parse_json_body(request.get_data()))
-    stored = study.db.set_once(participant.code, "calibration", record)
+    stored = study.db.set_calibration(participant.code, record)
     return jsonify(stored=stored, calibration=study.db.get(participant.code).calibration), 201 if stored else 200
 
 
@@ -265,7 +265,7 @@ def post_questionnaire(token: str):
         answers = questionnaire.check_answers(parse_json_body(request.get_data()))
     except QuestionnaireError as err:
         raise Rejected(422, str(err)) from None
-    stored = study.db.set_once(participant.code, "questionnaire", answers)
+    stored = store_answers(study.db.db, study.experiment.name, participant.code, answers, runner="web")
     return jsonify(stored=stored), 201 if stored else 200
 
 

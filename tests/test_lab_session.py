@@ -278,3 +278,62 @@ def test_stimulus_size_in_degrees_sets_the_image_width(tmp_path):
     display = Experiment.load(expdir / "experiment.json").provenance["display"]
     assert display["stimulus_width_cm"] == pytest.approx(3.98097, abs=1e-4)
     assert stimulus_width_px(display, 1024) == 77
+
+
+LAB_QUESTIONNAIRE = {"questions": [
+    {"id": "hand", "kind": "choice", "prompt": "Which hand do you write with?", "options": ["left", "right", "both"],
+     "required": True},
+    {"id": "effort", "kind": "likert", "prompt": "How hard was it?", "points": 5, "anchors": ["easy", "hard"]},
+    {"id": "age", "kind": "number", "prompt": "Your age in years", "required": True, "min": 18, "max": 60},
+    {"id": "comments", "kind": "text", "prompt": "Anything else?"}]}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("display")
+@pytest.mark.parametrize("input_mode", ["mouse", "keyboard"])
+def test_the_lab_asks_the_studys_questionnaire_once_and_stores_it_with_the_person(experiment_dir, input_mode):
+    """The simulated person clicks (or keys) an option of each choice item and types the others into
+    PsychoPy's text box: first an age of 61, which the screen refuses, then 39 (half-way through 18-60),
+    the comment "no comments". The answers land in the table the web task uses, once: the next run does
+    not ask again."""
+    import json
+
+    from cuebench.export import export
+    from cuebench.questionnaire import stored_answers
+    from cuebench.storage import open_database
+
+    (experiment_dir / "texts").mkdir(exist_ok=True)
+    (experiment_dir / "texts" / "questionnaire.json").write_text(json.dumps(LAB_QUESTIONNAIRE))
+    done = run_lab(experiment_dir, "Q01", "--simulate", "--refresh-hz", "60", "--input", input_mode)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "questionnaire: answered" in done.stdout
+    db = open_database(experiment_dir / "responses.sqlite")
+    try:
+        record = stored_answers(db, "labtest")["Q01"]
+    finally:
+        db.close()
+    answers = record["answers"]
+    assert record["runner"] == "lab"
+    assert answers["hand"] in ("left", "right", "both") and answers["effort"] in range(1, 6)
+    assert (answers["age"], answers["comments"]) == (39, "no comments")
+    log = (experiment_dir / "data" / "Q01_labtest_session1.log").read_text()
+    assert "questionnaire: answer to 'age' must lie in [18.0, 60.0], got 61; asked again" in log
+    assert "questionnaire answered: 4 of 4 items" in log
+    again = run_lab_session(LabOptions(expdir=experiment_dir, participant="Q01"), out=lambda line: None)
+    assert again.answered_this_run == 0 and again.questionnaire_answered is True
+    (out,) = export(experiment_dir, "questionnaire", experiment_dir / "questionnaire.csv")
+    table = pd.read_csv(out)
+    assert table[["observer", "runner", "q_hand", "q_age", "q_comments"]].values.tolist() == \
+        [["Q01", "lab", answers["hand"], 39, "no comments"]]
+
+
+@pytest.mark.usefixtures("display")
+def test_a_questionnaire_the_keyboard_cannot_answer_is_refused_before_any_window(experiment_dir):
+    import json
+
+    wide = {"questions": [{"id": "calm", "kind": "likert", "prompt": "How calm are you?", "points": 11}]}
+    (experiment_dir / "texts").mkdir(exist_ok=True)
+    (experiment_dir / "texts" / "questionnaire.json").write_text(json.dumps(wide))
+    with pytest.raises(LabError, match="question 'calm' offers 11 options, more than the keyboard's 9 number keys; "
+                                       "run the session with --input mouse"):
+        run_lab_session(LabOptions(expdir=experiment_dir, participant="Q02", input_mode="keyboard"))

@@ -52,3 +52,34 @@ def test_answers_are_checked_against_the_declaration():
                              ({"age": 30, "effort": 2.5}, "whole number 1..5"), ({"age": 100}, "[18.0, 99.0]")):
         with pytest.raises(QuestionnaireError, match=re.escape(message)):
             q.check_answers(answers)
+
+
+def test_answers_are_stored_once_and_a_server_database_of_the_previous_release_keeps_its_answers(tmp_path):
+    """Answers live in one table for the lab and the web; a database whose server kept them in a
+    participants column (the previous release) has them copied over when a server opens it."""
+    import sqlite3
+
+    from cuebench.questionnaire import store_answers, stored_answers
+    from cuebench.storage import open_database
+    from experiment_server.db import ServerDB
+
+    experiment = build_sample_experiment(tmp_path)
+    db = ServerDB(tmp_path / "responses.sqlite", experiment.name)
+    person, _ = db.start(experiment.name, 2, entry_code="old1")
+    other, _ = db.start(experiment.name, 2, entry_code="old2")
+    db.close()
+    with sqlite3.connect(tmp_path / "responses.sqlite") as conn:  # what the previous release wrote
+        conn.execute("ALTER TABLE participants ADD COLUMN questionnaire TEXT")
+        conn.execute("UPDATE participants SET questionnaire=? WHERE code=?", [json.dumps({"age": 41}), person.code])
+    reopened = ServerDB(tmp_path / "responses.sqlite", experiment.name)
+    assert reopened.get(person.code).questionnaire == {"age": 41} and reopened.get(other.code).questionnaire is None
+    reopened.close()
+    conn = open_database(tmp_path / "responses.sqlite")
+    try:
+        assert store_answers(conn, experiment.name, "L01", {"age": 30}, runner="lab") is True
+        assert store_answers(conn, experiment.name, "L01", {"age": 31}, runner="lab") is False
+        stored = stored_answers(conn, experiment.name)
+    finally:
+        conn.close()
+    assert {o: (r["answers"], r["runner"]) for o, r in stored.items()} == \
+        {person.code: ({"age": 41}, "web"), "L01": ({"age": 30}, "lab")}

@@ -44,6 +44,18 @@ def test_same_rules_on_both_backends(location):
         assert store.rows()[0]["timing_measured"] == {"stimulus": 200.1}
 
 
+def test_questionnaire_answers_are_stored_once_on_both_backends(location):
+    from cuebench.questionnaire import store_answers, stored_answers
+
+    with ResponseStore(location) as store:
+        assert store_answers(store.conn, "e", "p1", {"age": 30, "hand": "left"}, runner="lab")
+        assert not store_answers(store.conn, "e", "p1", {"age": 31}, runner="web")
+        assert store_answers(store.conn, "e", "p2", {"age": 22}, runner="web")
+        stored = stored_answers(store.conn, "e")
+    assert {o: (r["answers"], r["runner"]) for o, r in stored.items()} == \
+        {"p1": ({"age": 30, "hand": "left"}, "lab"), "p2": ({"age": 22}, "web")}
+
+
 def test_writers_at_once_on_a_fresh_database(location):
     barrier = threading.Barrier(6)
     errors = []

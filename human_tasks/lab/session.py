@@ -30,6 +30,7 @@ from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, p
 from cuebench import texts
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
+from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
 from cuebench.responses import ResponseStore, score, trial_row
 from cuebench.trials import Experiment, Trial
 from cuebench.images import decode_image
@@ -38,6 +39,7 @@ from ..layout import ODDITY_KEYS, LayoutError, ResponseGrid, oddity_positions, r
 from ..masks import pink_noise_mask, trial_mask_seed
 from ..psychopy_csv import write_psychopy_csv
 from ..timing import TIMED_PHASES, FrameCount, dropped_frames, phase_frames
+from .questionnaire import LabQuestionnaire, check_answerable
 from .simulate import Screen, Script
 
 INPUT_MODES = ("mouse", "keyboard")
@@ -80,6 +82,8 @@ class SessionSummary:
     quit_early: bool
     csv_path: Path
     refresh: dict = field(default_factory=dict)
+    questionnaire_answered: bool | None = None
+    """Whether the study's questionnaire is answered; None when the study has none."""
 
     @property
     def no_drop_share(self) -> float | None:
@@ -93,10 +97,11 @@ class SessionSummary:
                  else "complete" if self.answered == self.total else "incomplete")
         refresh = (f"; refresh {self.refresh['hz']:.2f} Hz ({self.refresh['source']}, {self.refresh['pacing']} pacing)"
                    if self.refresh else "")
+        questionnaire = [] if self.questionnaire_answered is None else \
+            [f"questionnaire: {'answered' if self.questionnaire_answered else 'not answered yet'}"]
         return [f"participant {self.participant}, session {self.session}, group {self.group}: "
                 f"{self.answered} of {self.total} trials answered ({self.answered_this_run} in this run), {state}",
-                f"frame timing: {drops}{refresh}",
-                f"PsychoPy-style data: {self.csv_path}"]
+                *questionnaire, f"frame timing: {drops}{refresh}", f"PsychoPy-style data: {self.csv_path}"]
 
 
 def default_group(participant: str, n_groups: int) -> int:
@@ -158,12 +163,23 @@ def _check_stimuli(expdir: ExperimentDir, experiment: Experiment, trials: list[T
                 raise LabError(f"stimulus file {path} of trial {trial.trial_id!r} is missing")
 
 
+def _lab_questionnaire(expdir: ExperimentDir, input_mode: str) -> Questionnaire | None:
+    try:
+        questionnaire = load_questionnaire(expdir)
+        if questionnaire is not None:
+            check_answerable(questionnaire, input_mode)
+        return questionnaire
+    except QuestionnaireError as err:
+        raise LabError(str(err)) from None
+
+
 def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     """Run (or resume) one participant's session; returns what was answered."""
     _check_options(options)
     expdir = ExperimentDir(options.expdir)
     experiment = expdir.load()
     texts.write_default_texts(expdir, experiment)  # a folder built before the texts existed gets them here
+    questionnaire = _lab_questionnaire(expdir, options.input_mode)
     session = str(options.session)
     store = ResponseStore(options.database or expdir.responses_file)
     try:
@@ -185,10 +201,11 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
         _check_stimuli(expdir, experiment, [experiment.trial(tid) for b in blocks
                                             for tids in b.trials_by_level.values() for tid in tids])
         quit_early, refresh = False, {}
-        if remaining or blocks:
+        asked = questionnaire is not None and options.participant not in stored_answers(store.conn, experiment.name)
+        if remaining or blocks or asked:
             runner = _Runner(options, expdir, experiment, store, group, grid, log_path, out)
             try:
-                quit_early = runner.run(sequence, remaining, answered, blocks)
+                quit_early = runner.run(sequence, remaining, answered, blocks, questionnaire if asked else None)
             finally:
                 refresh = runner.refresh_record
                 runner.close()
@@ -198,7 +215,9 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
         summary = SessionSummary(
             participant=options.participant, session=session, group=group, total=len(sequence), answered=len(rows),
             answered_this_run=len(rows) - len(answered), no_drop_trials=sum(r["dropped_frames"] == 0 for r in timed),
-            timed_trials=len(timed), quit_early=quit_early, csv_path=csv_path, refresh=refresh)
+            timed_trials=len(timed), quit_early=quit_early, csv_path=csv_path, refresh=refresh,
+            questionnaire_answered=None if questionnaire is None else
+            options.participant in stored_answers(store.conn, experiment.name))
     finally:
         store.close()
     for line in summary.lines():
@@ -349,14 +368,16 @@ class _Runner:
     # --- the session ---------------------------------------------------------------------------
 
     def run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int],
-            blocks: list = ()) -> bool:
-        """Show the remaining trials, then the unfinished adaptive blocks; returns True when the session was
-        quit before the end."""
+            blocks: list = (), questionnaire: Questionnaire | None = None) -> bool:
+        """Show the remaining trials, the unfinished adaptive blocks, then the questionnaire (when it is
+        still unanswered); returns True when the session was quit before the end."""
         try:
             if remaining:
                 self._run(sequence, remaining, answered)
             for block in blocks:
                 self._adaptive(block)
+            if questionnaire is not None:
+                self._questionnaire(questionnaire)
         except _Quit:
             return True
         self._show_for(texts.plain(self.expdir, "completion"), END_SCREEN_S)
@@ -409,6 +430,14 @@ class _Runner:
             self._commit(trial, outcome, restarts, **fields)
             progress.update(1)
         progress.close()
+
+    def _questionnaire(self, questionnaire: Questionnaire) -> None:
+        """The study's questions (``human_tasks.lab.questionnaire``), stored once with the participant."""
+        self._continue_screen("A few questions to finish.")
+        answers = LabQuestionnaire(self.win, self.input, self._frame, self._pause,
+                                   self.logging.exp).ask_all(questionnaire)
+        store_answers(self.store.conn, self.experiment.name, self.options.participant, answers, runner="lab")
+        self.logging.exp(f"questionnaire answered: {len(answers)} of {len(questionnaire.questions)} items")
 
     def _present(self, index: int, trial: Trial) -> tuple["_Outcome", int]:
         """Show a trial until it is answered; an Escape pause shows it again from the start."""

@@ -9,7 +9,9 @@ exactly as they take a real key or click, so the trial code, response timing, Es
 handling and storage are the ones a real participant goes through.
 
 Policy (``Script``): attention and catch trials get their correct (instructed) answer;
-other trials the correct one with probability ``accuracy``, otherwise another choice.
+other trials the correct one with probability ``accuracy``, otherwise another choice;
+questionnaire items a random option or a fixed typed answer (a number with an upper bound is
+first typed one above it, so that a pilot also goes through the refusal and the second try).
 ``pause_after=N`` presses Escape once on the response screen after N answers and goes
 on (N on the pause screen; the interrupted trial is shown again); ``quit_after=N``
 presses Escape after N answers and confirms quitting (Y). Together they pilot the pause,
@@ -19,8 +21,9 @@ quit and resume paths.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from cuebench.questionnaire import Question
 from cuebench.trials import Trial
 
 from ..layout import ResponseGrid
@@ -36,13 +39,16 @@ class Script:
 @dataclass(eq=False)
 class Screen:
     """What is on the display: ``continue`` (instructions, breaks), ``pause``, ``trial``
-    (fixation to mask, ITI) or ``response``; ``onset`` (PsychoPy clock seconds) is set by
-    the runner at the screen's first flip."""
+    (fixation to mask, ITI), ``response`` or ``question`` (one questionnaire item, with the
+    centres of its option boxes as ``targets``; none for a typed answer); ``onset`` (PsychoPy
+    clock seconds) is set by the runner at the screen's first flip."""
 
     kind: str
     trial: Trial | None = None
     grid: ResponseGrid | None = None
     onset: float | None = None
+    question: Question | None = None
+    targets: list[tuple[float, float]] = field(default_factory=list)
 
 
 class SimulatedParticipant:
@@ -54,6 +60,8 @@ class SimulatedParticipant:
         self.script = script
         self.answers = 0
         self.paused = False
+        self.typed: set[str] = set()
+        """Questionnaire items typed into once."""
         self._screen: Screen | None = None
         self._actions: list[tuple[float, callable]] = []
 
@@ -84,6 +92,8 @@ class SimulatedParticipant:
             return self._key("escape", at)
         if screen.kind == "continue":
             return self._click((0.0, 0.0), at) if self.input_mode == "mouse" else self._key("space", at)
+        if screen.kind == "question":
+            return self._answer_question(screen, at)
         trial = screen.trial
         answer = self._choose(trial)
         at = screen.onset + self.rng.uniform(0.3, 0.8)
@@ -93,6 +103,26 @@ class SimulatedParticipant:
             cell = screen.grid.cell(answer)
             actions = self._click((cell.x, cell.y), at) if self.input_mode == "mouse" else self._key(cell.key, at)
         return [(actions[0][0], self._count_answer), *actions]
+
+    def _answer_question(self, screen: Screen, at: float) -> list[tuple[float, callable]]:
+        """A random option, clicked or keyed by its number; a typed number half-way through the allowed
+        range (the one bound given; 30 without any) after a first try above it, typed text for a text
+        item; each typed answer ends with Enter."""
+        if screen.targets:
+            k = self.rng.randrange(len(screen.targets))
+            return self._click(screen.targets[k], at) if self.input_mode == "mouse" else self._key(str(k + 1), at)
+        question = screen.question
+        if question.kind == "number":
+            bounds = [b for b in (question.min, question.max) if b is not None]
+            first_try = question.id not in self.typed
+            text = str(round(question.max) + 1 if first_try and question.max is not None else
+                       round(sum(bounds) / len(bounds)) if bounds else 30)
+        else:
+            text = "no comments"
+        self.typed.add(question.id)
+        handle = self.win.winHandle
+        typing = [(at + 0.05 * k, lambda ch=ch: handle.dispatch_event("on_text", ch)) for k, ch in enumerate(text)]
+        return [*typing, *self._key("return", at + 0.05 * len(text) + 0.2)]
 
     def _count_answer(self) -> None:
         self.answers += 1
