@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -281,11 +282,12 @@ def test_stimulus_size_in_degrees_sets_the_image_width(tmp_path):
 
 
 LAB_QUESTIONNAIRE = {"questions": [
+    {"id": "age", "kind": "number", "prompt": "Your age in years", "required": True, "min": 18, "max": 60},
     {"id": "hand", "kind": "choice", "prompt": "Which hand do you write with?", "options": ["left", "right", "both"],
      "required": True},
     {"id": "effort", "kind": "likert", "prompt": "How hard was it?", "points": 5, "anchors": ["easy", "hard"]},
-    {"id": "age", "kind": "number", "prompt": "Your age in years", "required": True, "min": 18, "max": 60},
     {"id": "comments", "kind": "text", "prompt": "Anything else?"}]}
+"""The typed age comes first: its digits must not answer the choice items after it."""
 
 
 @pytest.mark.slow
@@ -318,6 +320,10 @@ def test_the_lab_asks_the_studys_questionnaire_once_and_stores_it_with_the_perso
     assert (answers["age"], answers["comments"]) == (39, "no comments")
     log = (experiment_dir / "data" / "Q01_labtest_session1.log").read_text()
     assert "questionnaire: answer to 'age' must lie in [18.0, 60.0], got 61; asked again" in log
+    given = "click" if input_mode == "mouse" else "key [1-5]"
+    for item in ("hand", "effort"):  # as the simulated person gave them, not by a digit left from typing the age
+        assert re.search(rf"questionnaire: '{item}' answered .* \({given}\)", log), log[-2000:]
+    assert "questionnaire: 'age' answered 39 (typed)" in log
     assert "questionnaire answered: 4 of 4 items" in log
     again = run_lab_session(LabOptions(expdir=experiment_dir, participant="Q01"), out=lambda line: None)
     assert again.answered_this_run == 0 and again.questionnaire_answered is True

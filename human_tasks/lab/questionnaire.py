@@ -73,66 +73,71 @@ class LabQuestionnaire:
     def _ask(self, question: Question):
         error = ""
         while True:
-            raw = self._typed(question, error) if question.kind in ("number", "text") else \
+            self.input.clear()  # keys typed into an earlier screen stay in PsychoPy's buffer otherwise
+            raw, how = self._typed(question, error) if question.kind in ("number", "text") else \
                 self._chosen(question, error)
             if raw is None:
+                self.log(f"questionnaire: {question.id!r} left empty ({how})")
                 if not question.required:
                     return None
                 error = "Please answer this question."
                 continue
             try:
-                return question.check(raw)
+                value = question.check(raw)
             except QuestionnaireError as err:
                 self.log(f"questionnaire: {err}; asked again")
                 error = _what_fits(question)
+                continue
+            self.log(f"questionnaire: {question.id!r} answered {value!r} ({how})")
+            return value
 
     def _texts(self, question: Question, hint: str, error: str) -> list:
         from psychopy import visual
 
         prompt = visual.TextStim(self.win, text=question.prompt + (" *" if question.required else ""),
-                                 pos=(0, PROMPT_Y), height=28, wrapWidth=1000, color=(1, 1, 1))
+                                 pos=(0, PROMPT_Y), height=28, wrapWidth=1000, color=(1, 1, 1), autoLog=False)
         skip = "" if question.required else "  Press Enter to skip this question."
         return [prompt, visual.TextStim(self.win, text=hint + skip, pos=(0, HINT_Y), height=20, wrapWidth=1000,
-                                        color=(1, 1, 1)),
+                                        color=(1, 1, 1), autoLog=False),
                 visual.TextStim(self.win, text=error, pos=(0, ERROR_Y), height=22, wrapWidth=1000,
-                                color=(1, 0.6, 0.6))]
+                                color=(1, 0.6, 0.6), autoLog=False)]
 
-    def _chosen(self, question: Question, error: str):
-        """The value of the option clicked or keyed; None for Enter (skip)."""
+    def _chosen(self, question: Question, error: str) -> tuple:
+        """The value of the option clicked or keyed (None for Enter: skip) and how it was given."""
         from psychopy import visual
 
         values, positions = option_values(question), option_positions(question)
         width, height = OPTION_SIZE[question.kind]
         boxes = [(visual.Rect(self.win, width=width, height=height, pos=pos, fillColor=(-0.6, -0.6, -0.6),
-                              lineColor=(0.6, 0.6, 0.6)),
+                              lineColor=(0.6, 0.6, 0.6), autoLog=False),
                   visual.TextStim(self.win, text=f"{k + 1}   {value}" if question.kind == "choice" else str(value),
-                                  pos=pos, height=22, color=(1, 1, 1)))
+                                  pos=pos, height=22, color=(1, 1, 1), autoLog=False))
                  for k, (value, pos) in enumerate(zip(values, positions))]
         stims = [s for box in boxes for s in box] + self._texts(
             question, "Click your answer or press its number.", error)
         if question.kind == "likert" and question.anchors:
             (x_first, y), (x_last, _) = positions[0], positions[-1]
-            stims += [visual.TextStim(self.win, text=anchor, pos=(x, y - 50), height=18, color=(1, 1, 1))
+            stims += [visual.TextStim(self.win, text=anchor, pos=(x, y - 50), height=18, color=(1, 1, 1), autoLog=False)
                       for anchor, x in zip(question.anchors, (x_first, x_last))]
         screen = Screen("question", question=question, targets=positions)
         keys = (*NUMBER_KEYS[:len(values)], SUBMIT_KEY)
         while True:
             for press in self._presses(screen, stims, keys, clicks=True):
                 if press.key == SUBMIT_KEY:
-                    return None
+                    return None, "enter"
                 if press.key is not None:
-                    return values[int(press.key) - 1]
+                    return values[int(press.key) - 1], f"key {press.key}"
                 for value, (rect, _) in zip(values, boxes):
                     if rect.contains(press.pos):
-                        return value
+                        return value, "click"
 
-    def _typed(self, question: Question, error: str):
-        """The text typed before Enter (a number parsed as one); None when nothing was typed."""
+    def _typed(self, question: Question, error: str) -> tuple:
+        """The text typed before Enter (a number parsed as one; None when nothing was typed) and how."""
         from psychopy import visual
 
         box = visual.TextBox2(self.win, text="", editable=True, pos=(0, OPTIONS_Y - 60), size=(600, 120),
                               letterHeight=24, color=(1, 1, 1), fillColor=(-0.6, -0.6, -0.6),
-                              borderColor=(0.6, 0.6, 0.6), placeholder="")
+                              borderColor=(0.6, 0.6, 0.6), placeholder="", autoLog=False)
         self.win.currentEditable = box
         stims = [box, *self._texts(question, "Type your answer and press Enter.", error)]
         screen = Screen("question", question=question)
@@ -142,14 +147,12 @@ class LabQuestionnaire:
             text = box.text.strip()
         finally:
             self.win.removeEditable(box)
-        if not text:
-            return None
-        if question.kind == "text":
-            return text
+        if not text or question.kind == "text":
+            return text or None, "typed"
         try:
-            return float(text) if any(c in text for c in ".eE") else int(text)
+            return float(text) if any(c in text for c in ".eE") else int(text), "typed"
         except ValueError:
-            return text  # not a number: ``Question.check`` refuses it and the screen says what fits
+            return text, "typed"  # not a number: ``Question.check`` refuses it and the screen says what fits
 
     def _presses(self, screen: Screen, stims: list, keys: tuple[str, ...], clicks: bool) -> list:
         """One frame of the screen and the presses since the last; Escape opens the pause screen."""

@@ -120,9 +120,15 @@ class SimulatedParticipant:
         else:
             text = "no comments"
         self.typed.add(question.id)
+        typing = [action for k, ch in enumerate(text) for action in self._type(ch, at + 0.1 * k)]
+        return [*typing, *self._key("return", at + 0.1 * len(text) + 0.2)]
+
+    def _type(self, ch: str, at: float) -> list[tuple[float, callable]]:
+        """A character typed as a keyboard sends it: the key's press (which PsychoPy's key buffer
+        keeps), the text event (which goes to the focused text box), the release."""
         handle = self.win.winHandle
-        typing = [(at + 0.05 * k, lambda ch=ch: handle.dispatch_event("on_text", ch)) for k, ch in enumerate(text)]
-        return [*typing, *self._key("return", at + 0.05 * len(text) + 0.2)]
+        press, release = self._key("space" if ch == " " else ch, at)
+        return [press, (at + 0.01, lambda: handle.dispatch_event("on_text", ch)), release]
 
     def _count_answer(self) -> None:
         self.answers += 1
