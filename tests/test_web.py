@@ -404,6 +404,35 @@ def test_the_blind_spot_measures_the_viewing_distance(display_server, browser, t
     assert record["blind_spot_mm"] == ";".join(f"{mm:.2f}" for mm in sweeps)
 
 
+def test_a_card_changed_after_the_blind_spot_measure_asks_for_the_distance_again(display_server, browser):
+    """The sweeps' mm were counted on the card's scale at the time: a card moved afterwards must not
+    be stored with them."""
+    base, _, _ = display_server
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{base}/?code=chinrest2")
+    page.check("#consent")
+    page.click("#start")
+    page.wait_for_selector("#instructions-text")
+    page.click("#continue")
+    page.wait_for_selector("#card", timeout=SESSION_DEADLINE_S * 1000)  # after the browser check
+    page.click("#measure-distance")
+    page.wait_for_selector("#blind-spot-square")
+    page.keyboard.press("Space")
+    dot_out = ("() => { const d = document.getElementById('blind-spot-dot'); "
+               "return d && !d.hidden && Number(d.dataset.mm) >= 60; }")
+    for _ in range(5):
+        page.wait_for_function(dot_out, timeout=15000)
+        page.keyboard.press("Space")
+    page.wait_for_selector("#card")
+    assert 25.0 <= float(page.input_value("#distance")) <= 27.5  # 60-66 mm / tan 13.5 deg
+    page.eval_on_selector("#card-size", "el => { el.value = 380; el.dispatchEvent(new Event('input')); }")
+    page.click("#continue")
+    page.wait_for_function("() => document.getElementById('calibration-error').textContent.length > 0")
+    assert page.inner_text("#calibration-error") == ("The card size changed after the distance was measured; "
+                                                     "please measure it again or type it.")
+    assert page.input_value("#distance") == "" and page.evaluate("document.body.dataset.state") == "calibration"
+
+
 def _answer_age(page):
     if page.is_visible("#questionnaire"):
         page.fill("[name=q-age]", "40")

@@ -245,11 +245,18 @@
       const pxPerMm = cardPx / CARD_MM.width;
       if (page.action === "measure") {
         measured = await measureBlindSpot(display, pxPerMm);
+        if (measured) measured.cardPx = cardPx;
         shown = measured ? measured.distance.toFixed(1) : page.typed;
         note = measured ? "" : "The distance could not be measured; please try again or type it.";
         continue;
       }
       const fromBlindSpot = measured !== null && page.typed === measured.distance.toFixed(1);
+      if (fromBlindSpot && cardPx !== measured.cardPx) { // the dot's mm were counted on the old card size
+        measured = null;
+        shown = "";
+        note = "The card size changed after the distance was measured; please measure it again or type it.";
+        continue;
+      }
       const distance = fromBlindSpot ? measured.distance : Number(page.typed);
       if (Number.isFinite(distance) && distance >= 20 && distance <= 300) {
         const size = stimulusSize(display, pxPerMm, distance, maxImages);
