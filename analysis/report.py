@@ -96,7 +96,8 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     scored = cleaned.scored
     tables: dict[str, pd.DataFrame] = {"exclusions": cleaned.log, "exclusion_summary": cleaned.summary(),
                                        "excluded_observers": cleaned.excluded_observers}
-    result = Analysis(tables=tables, summary={}, notes=[], cleaned=cleaned)
+    result = Analysis(tables=tables, summary={}, notes=sections.broken_notes() if only is None else [],
+                      cleaned=cleaned)
     if scored.empty:
         result.notes.append("no scored test trials are left after exclusions")
         return result

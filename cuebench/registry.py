@@ -49,6 +49,8 @@ class Registry(Generic[T]):
         self.kind = kind
         self.entry_point_group = entry_point_group
         self._entries: dict[str, T] = {}
+        self._broken: dict[str, tuple[str, str]] = {}
+        """name -> (package, cause) of each entry-point plug-in whose import failed."""
         self._entry_points_loaded = entry_point_group is None
         ALL[kind] = self
 
@@ -86,13 +88,17 @@ class Registry(Generic[T]):
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names())}"
             raise UnknownName(f"unknown {self.singular} {name!r}{hint}") from None
         if isinstance(entry, EntryPoint):
-            try:
-                entry = entry.load()
-            except Exception as err:  # noqa: BLE001 - any failure of a third-party plug-in's import
-                raise PluginError(f"the {self.singular} {name!r} of the package "
-                                  f"{entry.dist.name if entry.dist else entry.value} cannot be loaded: "
-                                  f"{type(err).__name__}: {err}") from None
-            self._entries[name] = entry
+            if name not in self._broken:
+                try:
+                    loaded = entry.load()
+                except Exception as err:  # noqa: BLE001 - any failure of a third-party plug-in's import
+                    cause = " ".join(f"{type(err).__name__}: {err}".split())
+                    self._broken[name] = (entry.dist.name if entry.dist else entry.value, cause)
+                else:
+                    self._entries[name] = loaded
+                    return loaded
+            package, cause = self._broken[name]
+            raise PluginError(f"the {self.singular} {name!r} of the package {package} cannot be loaded: {cause}")
         return entry
 
     __getitem__ = get
@@ -113,14 +119,33 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def items(self) -> list[tuple[str, T]]:
+        """Every entry, loaded; a broken plug-in raises ``PluginError`` (see ``working``)."""
         return [(name, self.get(name)) for name in self.names()]
 
+    def working(self) -> list[tuple[str, T]]:
+        """Every entry that loads: what a command line or a listing is built from, so that a broken
+        plug-in leaves them intact and fails only its own lookup (``broken`` says why)."""
+        loaded = []
+        for name in self.names():
+            try:
+                loaded.append((name, self.get(name)))
+            except PluginError:
+                continue
+        return loaded
+
+    def broken(self) -> dict[str, tuple[str, str]]:
+        """name -> (package, one-line cause) of every plug-in that cannot be imported."""
+        self.working()
+        return dict(self._broken)
+
     def summary(self, name: str) -> str:
-        """The first line of the entry's docstring: what ``--help`` and ``cuebench list`` show."""
+        """The first line of the entry's docstring: what ``--help`` and ``cuebench list`` show; a broken
+        plug-in is marked so, with its package and the cause."""
         try:
             doc = inspect.getdoc(self.get(name)) or ""
-        except PluginError as err:
-            return f"(broken: {err})"
+        except PluginError:
+            package, cause = self._broken[name]
+            return f"BROKEN (package {package}): {cause}"
         return doc.strip().splitlines()[0] if doc.strip() else ""
 
     @property

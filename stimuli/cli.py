@@ -79,7 +79,7 @@ def register(sub, *, feature_net_loader) -> None:
     build.add_argument("--design", required=True, metavar="NAME",
                        help="what kind of experiment (`cuebench list designs`)")
     add_common_arguments(build)
-    for _, design_class in load_designs().items():  # every design's options parse; run_build refuses foreign ones
+    for _, design_class in load_designs().working():  # every design's options parse; run_build refuses foreign ones
         taken = {n for n in design_class.Options.model_fields if flag(n) in build._option_string_actions}
         add_option_arguments(build, design_class.Options, skip=taken, hidden=True)
     build.set_defaults(func=partial(run_build, feature_net_loader=feature_net_loader))

@@ -60,3 +60,59 @@ def test_list_command_names_unknown_kind_in_one_line():
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unknown kind 'colours-that-do-not-exist'" in done.stderr
 
+
+
+@pytest.fixture(scope="module")
+def broken_plugins(tmp_path_factory):
+    """A package, installed by being on PYTHONPATH, whose design and report section fail to import:
+    one names a module that is missing, the other raises while it is imported."""
+    root = tmp_path_factory.mktemp("broken")
+    dist = root / "brokenplugins-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplugins\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[cuebench.designs]\nbroken-design = brokenplugins_missing:Design\n"
+                                           "[cuebench.report_sections]\nbroken-section = brokenplugins_section:Section\n")
+    (root / "brokenplugins_section.py").write_text('raise RuntimeError("needs a library that is not installed")\n')
+    return root
+
+
+def cuebench_with(package, cwd, *args: str) -> subprocess.CompletedProcess:
+    paths = [str(package), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    return subprocess.run([sys.executable, "-m", "cuebench", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd)
+
+
+def test_broken_plugins_are_listed_as_broken_and_leave_every_command_line_intact(broken_plugins, tmp_path):
+    designs = cuebench_with(broken_plugins, tmp_path, "list", "designs")
+    assert designs.returncode == 0, designs.stderr
+    assert ("broken-design BROKEN (package brokenplugins): ModuleNotFoundError: No module named "
+            "'brokenplugins_missing'") in [" ".join(line.split()) for line in designs.stdout.splitlines()]
+    assert any(line.startswith("suppression ") for line in designs.stdout.splitlines())
+    sections = cuebench_with(broken_plugins, tmp_path, "list", "report-sections")
+    assert sections.returncode == 0, sections.stderr
+    assert ("broken-section BROKEN (package brokenplugins): RuntimeError: needs a library that is not installed"
+            in [" ".join(line.split()) for line in sections.stdout.splitlines()])
+    for command in (("report", "--help"), ("eval", "--help"), ("analyze", "--help"), ("stimuli", "build", "--help")):
+        done = cuebench_with(broken_plugins, tmp_path, *command)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
+    assert "shape-bias" in cuebench_with(broken_plugins, tmp_path, "analyze", "--help").stdout
+
+
+def test_a_broken_plugin_fails_its_own_lookup_in_one_line_and_only_its_own(broken_plugins, tmp_path):
+    build = cuebench_with(broken_plugins, tmp_path, "stimuli", "build", "--design", "broken-design", "--out", "exp")
+    assert build.returncode == 2 and not (tmp_path / "exp").exists()
+    assert build.stderr == ("cuebench stimuli: error: the design 'broken-design' of the package brokenplugins cannot "
+                            "be loaded: ModuleNotFoundError: No module named 'brokenplugins_missing'\n")
+    from cuebench.responses import ResponseStore
+
+    rows = [{"experiment": "toy", "observer": "p0", "observer_kind": "human", "session": "1", "trial_index": i,
+             "trial_id": f"t{i}", "role": "test", "trial_type": "classify", "condition": "original", "level": None,
+             "params": {}, "category": category, "response": "cat", "correct_answer": category,
+             "correct": int(category == "cat"), "rt_ms": 500.0} for i, category in enumerate(("cat", "dog") * 2)]
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write_many(rows)
+    analyzed = cuebench_with(broken_plugins, tmp_path, "analyze", "r.sqlite")
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert ("note: report section 'broken-section' of the package brokenplugins is left out: it cannot be loaded "
+            "(RuntimeError: needs a library that is not installed)") in analyzed.stdout.splitlines()

@@ -51,8 +51,9 @@ def register(cls: type[Section]) -> type[Section]:
 
 
 def ordered(names=None) -> list[Section]:
-    """Instances of the registered sections (all, or ``names`` and what they depend on), in report order."""
-    wanted = set(SECTIONS.names()) if names is None else set(names)
+    """Instances of the registered sections (all that load, or ``names`` and what they depend on), in report
+    order; a broken plug-in section is left out (``broken_notes`` says so)."""
+    wanted = {name for name, _ in SECTIONS.working()} if names is None else set(names)
     todo = list(wanted)
     while todo:
         for dep in SECTIONS[todo.pop()].depends:
@@ -64,11 +65,18 @@ def ordered(names=None) -> list[Section]:
 
 def metric_table(metric: str) -> tuple[str, str, str]:
     """``cuebench analyze --metric`` name -> (section, table, what it needs)."""
-    for name, cls in SECTIONS.items():
+    for name, cls in SECTIONS.working():
         if metric in cls.metrics:
             return name, cls.metrics[metric], cls.needs
     raise KeyError(metric)
 
 
 def all_metrics() -> list[str]:
-    return sorted(m for _, cls in SECTIONS.items() for m in cls.metrics)
+    """Every ``--metric`` name of the sections that load (a broken plug-in's are missing, not fatal)."""
+    return sorted(m for _, cls in SECTIONS.working() for m in cls.metrics)
+
+
+def broken_notes() -> list[str]:
+    """One line per plug-in section that cannot be imported: the report says it left it out."""
+    return [f"report section {name!r} of the package {package} is left out: it cannot be loaded ({cause})"
+            for name, (package, cause) in SECTIONS.broken().items()]

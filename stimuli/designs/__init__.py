@@ -73,7 +73,7 @@ def split_options(design_name: str, values: dict) -> tuple[DesignOptions, BuildO
     common = {k: v for k, v in values.items() if k not in own}
     foreign = sorted(k for k in common if k not in BuildOptions.model_fields)
     if foreign:
-        owners = [n for n, d in load_designs().items() if foreign[0] in d.Options.model_fields]
+        owners = [n for n, d in load_designs().working() if foreign[0] in d.Options.model_fields]
         raise OptionError(f"{flag(foreign[0])} is an option of {', '.join(owners) or 'no design'}, "
                           f"not of --design {design_name}")
     return model.parse(own), BuildOptions.parse(common)
