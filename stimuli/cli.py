@@ -42,12 +42,12 @@ class DesignHelp(argparse.Action):
         parser.exit()
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every design takes, and where the work runs."""
+def add_common_arguments(parser: argparse.ArgumentParser, skip: set[str] = frozenset()) -> None:
+    """The options every design takes (less ``skip``, those a design declares itself), and where the work runs."""
     from .options import BuildOptions, add_option_arguments
 
     parser.add_argument("--out", required=True, type=Path, help="experiment directory to write")
-    add_option_arguments(parser.add_argument_group("common build options"), BuildOptions)
+    add_option_arguments(parser.add_argument_group("common build options"), BuildOptions, skip=skip)
     parser.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
                         help="source images per shard when an executor makes the EED shape cues")
     add_executor_arguments(parser, "expensive stimuli (EED shape cues of cue-decomposition, cue-conflict-eed)")
@@ -60,8 +60,9 @@ def design_parser(prog: str, name: str) -> argparse.ArgumentParser:
 
     designs = load_designs()
     parser = argparse.ArgumentParser(prog=f"{prog} --design {name}", description=designs.summary(name))
-    add_option_arguments(parser.add_argument_group(f"{name} options"), designs[name].Options)
-    add_common_arguments(parser)
+    own = designs[name].Options
+    add_option_arguments(parser.add_argument_group(f"{name} options"), own)
+    add_common_arguments(parser, skip=set(own.model_fields))
     return parser
 
 

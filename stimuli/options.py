@@ -29,16 +29,18 @@ PARSING = {"int_parsing": "a whole number", "float_parsing": "a number", "bool_p
 
 
 class Options(BaseModel):
-    """Base of every options model: unknown options refused, values immutable, help from ``description``."""
+    """Base of every options model: unknown options refused, values immutable, help from ``description``.
+
+    Every constraint lives in the model (``Field(ge=...)``, validators for refused combinations), so the
+    Python API and the command line refuse the same values, before any work: the first problem is a
+    one-line ``OptionError`` naming the option as it is spelled on the command line (strings from the
+    command line are converted first)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    @classmethod
-    def parse(cls, values: dict[str, Any]) -> "Options":
-        """Validate ``values`` (strings from the command line are converted); the first problem
-        becomes a one-line ``OptionError`` naming the option as it is spelled on the command line."""
+    def __init__(self, **values: Any) -> None:
         try:
-            return cls(**values)
+            super().__init__(**values)
         except ValidationError as err:
             first = err.errors()[0]
             loc = first["loc"]
@@ -168,7 +170,13 @@ def add_option_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGro
             parser.add_argument(flag(name), metavar=name.upper(), **common)
 
 
+BOUND_SIGNS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
 def _help(info) -> str:
+    """The description, then the default and the bounds the model declares (``Field(ge=1)``: ``>= 1``)."""
     default = info.get_default(call_default_factory=True)
-    shown = "" if default in (None, False, []) else f" (default: {default})"
-    return (info.description or "") + shown
+    notes = [] if default in (None, False, []) else [f"default: {default}"]
+    notes += [f"{sign} {getattr(m, key)}" for m in info.metadata for key, sign in BOUND_SIGNS.items()
+              if getattr(m, key, None) is not None]
+    return (info.description or "") + (f" ({'; '.join(notes)})" if notes else "")

@@ -19,6 +19,10 @@ from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
 from stimuli.designs import DESIGNS, load_designs
 from stimuli.designs.corruptions import Corruptions, CorruptionsOptions
+from stimuli.designs.cue_conflict_eed import CueConflictOptions
+from stimuli.designs.cue_decomposition import CueOptions
+from stimuli.designs.diagvib import DiagVibOptions
+from stimuli.designs.dist import DistOptions
 from stimuli.designs.suppression import SuppressionOptions
 from stimuli.options import OptionError
 
@@ -94,6 +98,68 @@ def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, ca
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x.*"))
+
+
+@pytest.mark.parametrize("model, values, message", [
+    (DistOptions, {"variants": 0}, "--variants: must be >= 2, got 0"),
+    (DistOptions, {"variants": 3}, "--variants must be an even number (two versions per oddity trial), got 3"),
+    (DistOptions, {"synthesis_steps": 0}, "--synthesis-steps: must be >= 1, got 0"),
+    (DistOptions, {"synthesis_batch": 0}, "--synthesis-batch: must be >= 1, got 0"),
+    (DistOptions, {"catch_every": -2}, "--catch-every: must be >= 0, got -2"),
+    (DistOptions, {"feature_net": "resnet50"}, "--feature-net 'resnet50' has no default layer set"),
+    (CueOptions, {"eed_steps": 0}, "--eed-steps: must be >= 1, got 0"),
+    (CueOptions, {"eed_batch": 0}, "--eed-batch: must be >= 1, got 0"),
+    (CueOptions, {"voronoi_cells": -1}, "--voronoi-cells: must be >= 1, got -1"),
+    (CueConflictOptions, {"gamma_shape": 0.9, "gamma_texture": 0.9},
+     "blend weights must sum to 1, got --gamma-shape 0.9 + --gamma-texture 0.9"),
+    (CueConflictOptions, {"gamma_shape": 0.7}, "blend weights must sum to 1, got --gamma-shape 0.7 + --gamma-texture 0.5"),
+    (CueConflictOptions, {"conflict_mode": "sum", "gamma_texture": -1}, "--gamma-texture: must be >= 0.0, got -1"),
+    (CueConflictOptions, {"conflict_textures": -1}, "--conflict-textures: must be >= 1, got -1"),
+    (DiagVibOptions, {"study": "XYZ", "target": "hue", "correlated": "shape"}, "--study 'XYZ': unknown study 'XYZ'"),
+    (DiagVibOptions, {"target": "hue"}, "--design diagvib needs --target and --correlated (or --all-pairs)"),
+    (DiagVibOptions, {"target": "colour", "correlated": "hue"}, "--target 'colour' is not a factor"),
+    (DiagVibOptions, {"target": "hue", "correlated": "hue"}, "--target and --correlated must differ (both 'hue')"),
+    (DiagVibOptions, {"all_pairs": True, "sizes": "10,10"}, "--sizes '10,10' needs three positive numbers"),
+    (DiagVibOptions, {"all_pairs": True, "dataset_sample": "one"}, "--dataset-sample 'one' and --sizes"),
+    (DiagVibOptions, {"all_pairs": True, "diagvib_human_splits": "test,dev"},
+     "--diagvib-human-splits: 'dev' is not one of train, val, test"),
+    (DiagVibOptions, {"all_pairs": True, "diagvib_human_trials": -1}, "--diagvib-human-trials: must be >= 0, got -1"),
+])
+def test_the_options_models_refuse_bad_values_and_combinations_naming_the_option(model, values, message):
+    with pytest.raises(OptionError) as refused:
+        model(**values)
+    assert str(refused.value).startswith(message)
+
+
+def test_a_valid_combination_is_kept_as_given():
+    assert CueConflictOptions(conflict_mode="sum", gamma_texture=2).gammas() == (1.0, 2.0)
+    assert CueConflictOptions(gamma_shape=0.25, gamma_texture=0.75).gammas() == (0.25, 0.75)
+    options = DiagVibOptions(study="ZSO,CGO-1", target="hue", correlated="shape", dataset_sample="2,0,2",
+                             sizes="90,18,60", diagvib_human_splits="train, test")
+    assert (options.studies(), options.pairs(), options.samples(), options.split_sizes(), options.human_splits()) == (
+        ["ZSO", "CGO-1"], [("hue", "shape")], [0, 2], {"train": 90, "val": 18, "test": 60}, ["train", "test"])
+    assert len(DiagVibOptions(all_pairs=True).pairs()) == 6 * 5
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--design", "dist", "--variants", "3"], "--variants must be an even number"),
+    (["--design", "dist", "--catch-every", "-2"], "--catch-every: must be >= 0, got '-2'"),
+    (["--design", "cue-decomposition", "--voronoi-cells", "-1"], "--voronoi-cells: must be >= 1, got '-1'"),
+    (["--design", "cue-conflict-eed", "--gamma-shape", ".9", "--gamma-texture", ".9"], "blend weights must sum to 1"),
+    (["--design", "cue-conflict-eed", "--conflict-textures", "-1"], "--conflict-textures: must be >= 1, got '-1'"),
+])
+def test_the_command_line_prints_the_models_refusal_in_one_line(tmp_path, capsys, argv, message):
+    assert build(tmp_path / "x", *argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cuebench stimuli: error: {message}") and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_help_shows_the_bounds_of_an_option(capsys):
+    with pytest.raises(SystemExit):
+        main(["stimuli", "build", "--design", "dist", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 2; >= 2)" in text and "(default: 10; >= 0)" in text
 
 
 def test_help_of_one_design_shows_its_options_only(capsys):

@@ -152,7 +152,7 @@ def test_bad_options_are_named(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "a"), "--gamma-shape", "0.7"]) == 2
     assert "must sum to 1" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "b"), "--eed-steps", "0"]) == 2
-    assert "--eed-steps must be >= 1" in capsys.readouterr().err
+    assert "--eed-steps: must be >= 1" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "c"), "--eed-device", "cuda:7"]) == 2
     assert "eed-device" in capsys.readouterr().err
 

@@ -95,7 +95,7 @@ def test_rerun_reuses_and_regenerates_only_flagged(built, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--variants", "3"], "even number"),
     (["--feature-net", "resnet50"], "no default layer set"),
-    (["--synthesis-steps", "0"], "synthesis-steps must be >= 1"),
+    (["--synthesis-steps", "0"], "--synthesis-steps: must be >= 1"),
     (["--synthesis-device", "tpu"], "--synthesis-device: unknown device 'tpu'"),
 ])
 def test_bad_options_are_named(tmp_path, capsys, extra, message):

@@ -19,4 +19,4 @@ def build(design: str, *, out: str | Path, options: DesignOptions | None = None,
     ``practice``, ``timing``, ...; see ``stimuli.options.BuildOptions``). Returns the ``Experiment``."""
     from .feature_nets import load_feature_net
 
-    return build_experiment(design, out, options, BuildOptions.parse(common), feature_net_loader=load_feature_net)
+    return build_experiment(design, out, options, BuildOptions(**common), feature_net_loader=load_feature_net)

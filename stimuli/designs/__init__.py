@@ -76,7 +76,7 @@ def split_options(design_name: str, values: dict) -> tuple[DesignOptions, BuildO
         owners = [n for n, d in load_designs().working() if foreign[0] in d.Options.model_fields]
         raise OptionError(f"{flag(foreign[0])} is an option of {', '.join(owners) or 'no design'}, "
                           f"not of --design {design_name}")
-    return model.parse(own), BuildOptions.parse(common)
+    return model(**own), BuildOptions(**common)
 
 
 def build_experiment(design_name: str, out: str | Path, options: DesignOptions | None = None,

@@ -22,13 +22,14 @@ from typing import Literal
 
 import numpy as np
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..build import BuildError, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from cuebench.images import decode_image
 
+from ..options import OptionError
 from ..sources import fit_to_stimulus, resolve_images
 from . import DESIGNS, Design
 from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
@@ -43,13 +44,27 @@ class CueConflictOptions(CueOptions):
 
     conflict_mode: Literal["blend", "sum"] = Field("blend", description="blend (weights sum to 1) or sum and clip "
                                                                         "to 0-255")
-    gamma_shape: float | None = Field(None, description="weight gamma_S of the EED shape cue (default 0.5 for blend, "
+    gamma_shape: float | None = Field(None, ge=0, description="weight gamma_S of the EED shape cue (default 0.5 for blend, "
                                                         "1 for sum)")
-    gamma_texture: float | None = Field(None, description="weight gamma_T of the texture cue (default 0.5 for "
+    gamma_texture: float | None = Field(None, ge=0, description="weight gamma_T of the texture cue (default 0.5 for "
                                                           "blend, 1 for sum)")
-    conflict_textures: int = Field(8, description="texture images (of other classes, drawn by seed) paired with "
-                                                  "each shape image; at most the number available (Geirhos et "
-                                                  "al. 2019: 8 per shape image)")
+    conflict_textures: int = Field(8, ge=1, description="texture images (of other classes, drawn by seed) paired "
+                                                        "with each shape image; at most the number available "
+                                                        "(Geirhos et al. 2019: 8 per shape image)")
+
+    @model_validator(mode="after")
+    def _blend_weights_sum_to_one(self) -> "CueConflictOptions":
+        g_s, g_t = self.gammas()
+        if self.conflict_mode == "blend" and abs(g_s + g_t - 1) > 1e-9:
+            raise OptionError(f"blend weights must sum to 1, got --gamma-shape {g_s} + --gamma-texture {g_t}; "
+                              "use --conflict-mode sum for free weights")
+        return self
+
+    def gammas(self) -> tuple[float, float]:
+        """(gamma_S, gamma_T): the weights given, else the mode's defaults."""
+        default_s, default_t = DEFAULT_GAMMAS[self.conflict_mode]
+        return (default_s if self.gamma_shape is None else self.gamma_shape,
+                default_t if self.gamma_texture is None else self.gamma_texture)
 
 
 @DESIGNS.register("cue-conflict-eed")
@@ -66,18 +81,6 @@ class CueConflictEED(Design):
         return shards(request, shard_size)
 
 
-def gammas(args) -> tuple[float, float]:
-    default_s, default_t = DEFAULT_GAMMAS[args.conflict_mode]
-    g_s = default_s if args.gamma_shape is None else args.gamma_shape
-    g_t = default_t if args.gamma_texture is None else args.gamma_texture
-    if g_s < 0 or g_t < 0:
-        raise BuildError(f"--gamma-shape and --gamma-texture must be >= 0, got {g_s} and {g_t}")
-    if args.conflict_mode == "blend" and abs(g_s + g_t - 1) > 1e-9:
-        raise BuildError(f"blend weights must sum to 1, got --gamma-shape {g_s} + --gamma-texture {g_t}; "
-                         "use --conflict-mode sum for free weights")
-    return g_s, g_t
-
-
 def combine(shape: np.ndarray, texture: np.ndarray, gamma_s: float, gamma_t: float) -> np.ndarray:
     """Heinert et al. Sec. IV-b: clip(gamma_S * S + gamma_T * T, 0, 255) as uint8
     (a blend when the weights sum to 1 and both images are on 0-255)."""
@@ -85,9 +88,7 @@ def combine(shape: np.ndarray, texture: np.ndarray, gamma_s: float, gamma_t: flo
     return np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
 
 
-def check_pairing(sources, per_shape: int) -> None:
-    if per_shape < 1:
-        raise BuildError(f"--conflict-textures must be >= 1, got {per_shape}")
+def check_pairing(sources) -> None:
     if len({s.category for s in sources}) < 2:
         raise BuildError("cue-conflict-eed needs images of at least two classes")
 
@@ -96,7 +97,7 @@ def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
     """(shape source, texture source) pairs: each shape image with up to ``per_shape``
     images of other classes, the least used textures first (random among equals), so
     every image serves as a texture about equally often."""
-    check_pairing(sources, per_shape)
+    check_pairing(sources)
     rng = random.Random(seed)
     used = {src.name: 0 for src in sources}
     out = []
@@ -114,10 +115,10 @@ def build(request) -> Experiment:
     args, common, expdir = request.options, request.common, request.expdir
     sources = resolve_images(common.images, common.labels)
     label_set = label_set_for(sources, common.images)
-    g_s, g_t = gammas(args)
+    g_s, g_t = args.gammas()
     t_params = texture_params(args)
     shape_params = {"method": "eed", **eed_params(args)}
-    check_pairing(sources, args.conflict_textures)
+    check_pairing(sources)
     jobs = cue_jobs(sources, args, common.seed, t_params)
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)

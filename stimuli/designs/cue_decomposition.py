@@ -34,17 +34,17 @@ SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in 
 class CueOptions(DesignOptions):
     """The EED shape-cue and texture-cue options, shared by cue-decomposition and cue-conflict-eed."""
 
-    eed_steps: int = Field(CLASSIFICATION_STEPS, description="explicit EED steps (Heinert et al.: 16384 for "
+    eed_steps: int = Field(CLASSIFICATION_STEPS, ge=1, description="explicit EED steps (Heinert et al.: 16384 for "
                                                              "classification, 5792 for segmentation)")
     eed_device: str = Field("cpu", description="torch device for EED: cpu, cuda, cuda:1, ...")
-    eed_batch: int | None = Field(None, description="images diffused together (default: 8 or one per CPU thread; "
+    eed_batch: int | None = Field(None, ge=1, description="images diffused together (default: 8 or one per CPU thread; "
                                                     "on a GPU as many as fit into its free memory)")
     eed_no_limit: bool = Field(False, description="plain WWW stencil without the bound-preserving flux limiter: "
                                                   "values may leave the input range by a few grey levels before "
                                                   "the saved image is clipped")
     texture_cue: Literal[TEXTURE_CUES] = Field("voronoi", description="texture cue (Heinert et al.: voronoi; the "
                                                                       "others are the paper's alternatives)")
-    voronoi_cells: int = Field(VORONOI_CELLS, description="Voronoi sites N")
+    voronoi_cells: int = Field(VORONOI_CELLS, ge=1, description="Voronoi sites N")
 
 
 @DESIGNS.register("cue-decomposition")
@@ -68,14 +68,10 @@ def eed_settings(args):
     return EEDParams(limit=not args.eed_no_limit)
 
 
-def eed_params(args) -> dict:
-    """The EED recipe recorded with each shape cue; checks the EED options before any work."""
+def eed_params(args: CueOptions) -> dict:
+    """The EED recipe recorded with each shape cue; checks before any work that the device exists here."""
     from ..eed import resolve_device
 
-    if args.eed_steps < 1:
-        raise BuildError(f"--eed-steps must be >= 1, got {args.eed_steps}")
-    if args.eed_batch is not None and args.eed_batch < 1:
-        raise BuildError(f"--eed-batch must be >= 1, got {args.eed_batch}")
     resolve_device(args.eed_device)
     return {"steps": args.eed_steps, **eed_settings(args).as_dict()}
 
@@ -84,8 +80,6 @@ def texture_params(args) -> dict:
     from ..texture_cues import PATCH_GRID
 
     if args.texture_cue == "voronoi":
-        if args.voronoi_cells < 1:
-            raise BuildError(f"--voronoi-cells must be >= 1, got {args.voronoi_cells}")
         return {"method": "voronoi", "cells": args.voronoi_cells}
     if args.texture_cue in ("patch", "tex_eed_patch"):
         return {"method": args.texture_cue, "grid": PATCH_GRID}

@@ -20,14 +20,15 @@ from cuebench.design import everyone_plan
 from cuebench.expdir import atomic_write
 from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from ..diagvib import FACTORS
+from ..diagvib_studies import SPLITS, STUDIES, all_pairs
 from ..options import DesignOptions, OptionError
 from . import DESIGNS, Design, portable
 from .common import build_provenance
 
 
-
 class DiagVibOptions(DesignOptions):
-    """Options of the diagvib design."""
+    """Options of the diagvib design; the comma lists are read by the methods below, checked once here."""
 
     study: str = Field("ZSO", description="ZSO, ZGO, CGO-1, CGO-2, CGO-3, CHGO, FGO-5, FGO-10, FGO-20, a comma list, "
                                           "or 'all'")
@@ -41,13 +42,52 @@ class DiagVibOptions(DesignOptions):
                                                          "a CSV, or sklearn-digits")
     diagvib_factors: str | None = Field(None, description="factor-space config (default: the bundled one)")
     diagvib_human_splits: str = Field("test", description="splits to offer as human trials (comma list)")
-    diagvib_human_trials: int = Field(30, description="human trials per split and entry")
+    diagvib_human_trials: int = Field(30, ge=0, description="human trials per split and entry")
 
     @model_validator(mode="after")
-    def _pairs_given_once(self) -> "DiagVibOptions":
+    def _studies_and_pairs_exist(self) -> "DiagVibOptions":
+        unknown = [s for s in self.studies() if s not in STUDIES]
+        if unknown or not self.studies():
+            raise OptionError(f"--study {self.study!r}: unknown study {unknown[0] if unknown else ''!r}; "
+                              f"known: {', '.join(STUDIES)} or 'all'")
         if self.all_pairs and (self.target is not None or self.correlated is not None):
             raise OptionError("--all-pairs builds every (target, correlated) pair; drop --target and --correlated")
+        if not self.all_pairs:
+            if self.target is None or self.correlated is None:
+                raise OptionError("--design diagvib needs --target and --correlated (or --all-pairs)")
+            for name, value in (("--target", self.target), ("--correlated", self.correlated)):
+                if value not in FACTORS:
+                    raise OptionError(f"{name} {value!r} is not a factor; factors: {', '.join(FACTORS)}")
+            if self.target == self.correlated:
+                raise OptionError(f"--target and --correlated must differ (both {self.target!r})")
+        try:
+            samples, sizes = self.samples(), [int(n) for n in self.sizes.split(",")]
+        except ValueError:
+            raise OptionError(f"--dataset-sample {self.dataset_sample!r} and --sizes {self.sizes!r} must be "
+                              "comma-separated whole numbers") from None
+        if len(sizes) != 3 or min(sizes) < 1 or min(samples) < 0:
+            raise OptionError(f"--sizes {self.sizes!r} needs three positive numbers (train,val,test); "
+                              "--dataset-sample needs numbers >= 0")
+        bad = [s for s in self.human_splits() if s not in SPLITS]
+        if bad:
+            raise OptionError(f"--diagvib-human-splits: {bad[0]!r} is not one of {', '.join(SPLITS)}")
         return self
+
+    def studies(self) -> list[str]:
+        return list(STUDIES) if self.study == "all" else [s.strip() for s in self.study.split(",") if s.strip()]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (target, correlated) factor pairs to build."""
+        return all_pairs() if self.all_pairs else [(self.target, self.correlated)]
+
+    def samples(self) -> list[int]:
+        return sorted({int(k) for k in self.dataset_sample.split(",")})
+
+    def split_sizes(self) -> dict[str, int]:
+        return dict(zip(SPLITS, (int(n) for n in self.sizes.split(","))))
+
+    def human_splits(self) -> list[str]:
+        return [s.strip() for s in self.diagvib_human_splits.split(",") if s.strip()]
 
 
 @DESIGNS.register("diagvib")
@@ -60,43 +100,6 @@ class DiagVib(Design):
         return build(request)
 
 
-def _parse_options(args) -> dict:
-    from ..diagvib import FACTORS
-    from ..diagvib_studies import SPLITS, STUDIES, all_pairs
-
-    studies = list(STUDIES) if args.study == "all" else [s.strip() for s in args.study.split(",") if s.strip()]
-    unknown = [s for s in studies if s not in STUDIES]
-    if unknown or not studies:
-        raise BuildError(f"--study {args.study!r}: unknown study {unknown[0] if unknown else ''!r}; "
-                         f"known: {', '.join(STUDIES)} or 'all'")
-    if args.all_pairs:
-        pairs = all_pairs()
-    else:
-        if args.target is None or args.correlated is None:
-            raise BuildError("--design diagvib needs --target and --correlated (or --all-pairs)")
-        for name, value in (("--target", args.target), ("--correlated", args.correlated)):
-            if value not in FACTORS:
-                raise BuildError(f"{name} {value!r} is not a factor; factors: {', '.join(FACTORS)}")
-        if args.target == args.correlated:
-            raise BuildError(f"--target and --correlated must differ (both {args.target!r})")
-        pairs = [(args.target, args.correlated)]
-    try:
-        samples = sorted({int(k) for k in str(args.dataset_sample).split(",")})
-        sizes = [int(n) for n in args.sizes.split(",")]
-    except ValueError:
-        raise BuildError(f"--dataset-sample {args.dataset_sample!r} and --sizes {args.sizes!r} must be "
-                         "comma-separated whole numbers") from None
-    if len(sizes) != 3 or min(sizes) < 1 or min(samples) < 0:
-        raise BuildError(f"--sizes {args.sizes!r} needs three positive numbers (train,val,test); "
-                         "--dataset-sample needs numbers >= 0")
-    human = [s.strip() for s in args.diagvib_human_splits.split(",") if s.strip()]
-    bad = [s for s in human if s not in SPLITS]
-    if bad:
-        raise BuildError(f"--diagvib-human-splits: {bad[0]!r} is not one of {', '.join(SPLITS)}")
-    return {"studies": studies, "pairs": pairs, "samples": samples, "sizes": dict(zip(SPLITS, sizes)),
-            "human_splits": human}
-
-
 def entry_key(entry: dict) -> str:
     return f"{entry['study']}--{entry['target']}--{entry['correlated']}--s{entry['dataset_sample']}"
 
@@ -106,22 +109,21 @@ def build(request) -> Experiment:
     from ..diagvib_studies import build_studies
 
     args, expdir, seed = request.options, request.expdir, request.common.seed
-    opts = _parse_options(args)
     space = load_factor_space(args.diagvib_factors)
     textures = load_textures(space)
     generators = {split: DiagVibGenerator(space, load_digits(args.diagvib_digits, split), textures)
                   for split in ("train", "test")}
-    header = {"format": FACTOR_STUDY_FORMAT, "version": 1, "seed": seed, "sizes": opts["sizes"],
+    header = {"format": FACTOR_STUDY_FORMAT, "version": 1, "seed": seed, "sizes": args.split_sizes(),
               "digits": portable(args.diagvib_digits), "factor_space": space.to_dict()}
     previous = _previous_entries(expdir, header)
     stimuli, trials = {}, []
-    human_trials = max(0, args.diagvib_human_trials)
+    human_trials, human_splits = args.diagvib_human_trials, args.human_splits()
 
     def on_split(entry: dict, split: str, data) -> None:
-        if split in opts["human_splits"]:
+        if split in human_splits:
             _human_trials(expdir, space, entry, split, data, human_trials, seed, stimuli, trials)
 
-    entries = build_studies(expdir.root, opts["studies"], opts["pairs"], opts["samples"], opts["sizes"], seed,
+    entries = build_studies(expdir.root, args.studies(), args.pairs(), args.samples(), args.split_sizes(), seed,
                             generators, on_split if human_trials else None)
     rebuilt = {entry_key(e) for e in entries}
     kept = [e for e in previous if entry_key(e) not in rebuilt]
@@ -169,8 +171,6 @@ def _previous_entries(expdir, header: dict) -> list[dict]:
 
 def _human_trials(expdir, space, entry, split, data, count, seed, stimuli, trials) -> None:
     """The first ``count`` images of a split (splits are shuffled) as classify trials on the target factor."""
-    from ..diagvib import FACTORS
-
     target = entry["target"]
     choices = tuple(entry["selected"][target]) + (NOT_CLEAR,)
     for i in range(min(count, len(data.label))):

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 from tqdm import tqdm
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.csvsafe import csv_text
@@ -31,9 +31,9 @@ from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Timin
 from cuebench.images import decode_image
 
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
-from ..options import DesignOptions
+from ..options import DesignOptions, OptionError
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
-from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, OPTIMIZERS
+from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS
 from . import DESIGNS, Design
 from .common import build_provenance, held_out, slug, study_timing
 from .imports import POSITIONS
@@ -52,20 +52,32 @@ BREAK_EVERY = 100
 class DistOptions(DesignOptions):
     """Options of the dist design."""
 
-    variants: int = Field(2, description="disrupted versions per original (DiST: 2)")
+    variants: int = Field(2, ge=2, description="disrupted versions per original, an even number (two per oddity "
+                                               "trial; DiST: 2)")
     synthesis: Literal[BACKENDS] = Field("gram", description="gram: Gatys et al. 2015 on a CNN's features; ps: "
                                                              "Portilla-Simoncelli, no weights")
     feature_net: str = Field(DEFAULT_FEATURE_NET, description="feature CNN for --synthesis gram, NAME[:WEIGHTS] "
                                                               "(vgg19, tf_efficientnet_lite0/1/2)")
-    synthesis_steps: int | None = Field(None, description=f"optimisation steps (default: {DEFAULT_STEPS} for gram, "
-                                                          f"{PS_STEPS} for ps)")
+    synthesis_steps: int | None = Field(None, ge=1, description=f"optimisation steps (default: {DEFAULT_STEPS} "
+                                                                f"for gram, {PS_STEPS} for ps)")
     synthesis_optimizer: Literal[OPTIMIZERS] = Field("lbfgs", description="gram optimiser")
     synthesis_device: str = Field("auto", description="torch device: cpu, cuda, cuda:1, auto")
-    synthesis_batch: int | None = Field(None, description="images synthesised together (gram default: 8 on a CPU, "
-                                                          "32 on a GPU)")
-    catch_every: int = Field(10, description="one catch trial after every N standard trials (DiST: 10; 0: none)")
+    synthesis_batch: int | None = Field(None, ge=1, description="images synthesised together (gram default: 8 on "
+                                                                "a CPU, 32 on a GPU)")
+    catch_every: int = Field(10, ge=0, description="one catch trial after every N standard trials (DiST: 10; 0: none)")
     regenerate_flagged: bool = Field(False, description="re-synthesise, from a new seed, the versions "
                                                         "synthesis_quality.csv flags")
+
+    @model_validator(mode="after")
+    def _synthesis_recipe_exists(self) -> "DistOptions":
+        if self.variants % 2:
+            raise OptionError(f"--variants must be an even number (two versions per oddity trial), "
+                              f"got {self.variants}")
+        name = self.feature_net.partition(":")[0]
+        if self.synthesis == "gram" and name not in FEATURE_LAYERS:
+            raise OptionError(f"--feature-net {self.feature_net!r} has no default layer set; "
+                              f"choose one of {', '.join(FEATURE_LAYERS)}")
+        return self
 
 
 @DESIGNS.register("dist")
@@ -113,28 +125,16 @@ def resolve_synthesis_device(spec: str) -> str:
     return resolve_device(spec, "--synthesis-device", BuildError)
 
 
-def backend_for(args) -> Backend:
-    """The backend and its recipe, checked before any work."""
-    from ..texture_synthesis import DEFAULT_STEPS, FEATURE_LAYERS, NOISE_SCALE
+def backend_for(args: DistOptions) -> Backend:
+    """The backend and its recipe on the device asked for (the options themselves are checked by ``DistOptions``)."""
+    from ..texture_synthesis import NOISE_SCALE
 
-    if args.variants < 2 or args.variants % 2:
-        raise BuildError(f"--variants must be an even number >= 2 (two versions per oddity trial), "
-                         f"got {args.variants}")
-    if args.synthesis_steps is not None and args.synthesis_steps < 1:
-        raise BuildError(f"--synthesis-steps must be >= 1, got {args.synthesis_steps}")
-    if args.synthesis_batch is not None and args.synthesis_batch < 1:
-        raise BuildError(f"--synthesis-batch must be >= 1, got {args.synthesis_batch}")
-    if args.catch_every is not None and args.catch_every < 0:
-        raise BuildError(f"--catch-every must be >= 0, got {args.catch_every}")
     device = resolve_synthesis_device(args.synthesis_device)
     if args.synthesis == "ps":
-        from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS, settings
+        from ..ps_synthesis import settings
 
         return Backend("ps", {**settings(), "steps": args.synthesis_steps or PS_STEPS}, device)
     name = args.feature_net.partition(":")[0]
-    if name not in FEATURE_LAYERS:
-        raise BuildError(f"--feature-net {args.feature_net!r} has no default layer set; "
-                         f"choose one of {', '.join(FEATURE_LAYERS)}")
     return Backend("gram", {"feature_net": args.feature_net, "layers": list(FEATURE_LAYERS[name]),
                             "layer_weights": "equal", "steps": args.synthesis_steps or DEFAULT_STEPS,
                             "optimizer": args.synthesis_optimizer, "noise_scale": NOISE_SCALE}, device)
