@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cuebench import __version__
+from cuebench.version import __version__
 from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cuebench import __version__
+from cuebench.version import __version__
 from cuebench.csvsafe import frame_csv
 from cuebench.studies import StudyDir
 from cuebench.errors import CuebenchError

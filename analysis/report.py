@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from cuebench import __version__
+from cuebench.version import __version__
 from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write

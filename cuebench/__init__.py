@@ -1,12 +1,29 @@
-"""cuebench's core contract (trials, experiments, responses, experiment directories) and its command.
+"""cuebench: the ``cuebench`` namespace is the public face of the app layer; its submodules are the core.
 
-Every other package (``stimuli``, ``human_tasks``, ``experiment_server``, ``model_eval``,
-``analysis``) depends on the contract modules here; they import no package of the project.
+``cuebench.build(design, images=..., options=...)`` builds an experiment (``cuebench.app.api.build``).
+It is resolved on first use, so ``import cuebench.trials`` (what every stage does) never loads the app
+layer or any stage. The core contract (trials, experiments, responses, experiment directories, ...)
+lives in the submodules; no core or stage module imports this namespace itself, only its submodules
+(``tests/test_layering.py``).
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from .version import __version__
 
-try:
-    __version__ = version("cuebench")
-except PackageNotFoundError:
-    __version__ = "0.0.0+unknown"
+__all__ = ["__version__", "build"]
+
+APP_FUNCTIONS = {"build": "cuebench.app.api"}
+"""Names of the namespace that the app layer provides: name -> the module defining it."""
+
+
+def __getattr__(name: str):
+    if name not in APP_FUNCTIONS:
+        raise AttributeError(f"module 'cuebench' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(APP_FUNCTIONS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *APP_FUNCTIONS})

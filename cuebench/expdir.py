@@ -20,7 +20,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .errors import CuebenchError
 from .paths import user_path
 from .trials import Experiment, Stimulus

@@ -1,4 +1,5 @@
-"""The package import graph, read from the code: every import counts, also those inside functions.
+"""The package import graph, read from the code: every import counts, also those inside functions
+and those made by name (``importlib.import_module("stimuli.cli")``, ``"stimuli.suppression:suppress"``).
 
 ``python scripts/import_graph.py`` prints which package imports which; ``--write FILE`` puts the
 graph between the ``import-graph`` markers of FILE (docs/architecture.md), so the picture in the
@@ -18,6 +19,11 @@ PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_ev
 APP_PACKAGE = "cuebench.app"
 """The app layer (the command, the Python API, the demo, cross-stage workflows): the one place
 allowed to import every package and wire them together; ``python -m cuebench`` enters it."""
+APP_FACE = ("cuebench", "cuebench.__main__")
+"""Modules of the app layer outside ``cuebench/app/``: the ``cuebench`` namespace itself
+(``cuebench/__init__.py``, whose ``cuebench.build`` forwards to the app layer) and ``python -m cuebench``.
+The core lives in ``cuebench``'s submodules, and nothing below the app layer imports the namespace, only
+its submodules (``from cuebench import texts`` imports the submodule ``cuebench.texts``)."""
 BEGIN, END = "<!-- import-graph: made by scripts/import_graph.py -->", "<!-- /import-graph -->"
 
 
@@ -28,13 +34,30 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def is_module(name: str) -> bool:
+    """Whether ``name`` is a module or package of the project (a file or a folder under ROOT)."""
+    where = ROOT.joinpath(*name.split("."))
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+MODULE_BY_NAME = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_][\w.]*)?")
+"""A string that is exactly a dotted module name, or ``module:attribute``: how the command, the registries and
+the parallel builder import modules by name (``importlib.import_module``, task functions)."""
+
+
 def imported_modules(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports, relative imports resolved."""
+    """Absolute names of every module ``path`` imports, relative imports resolved: ``from P import N``
+    imports the submodule ``P.N`` when there is one, else the module ``P`` (whose attribute ``N`` is); a
+    string constant that names a project module (``MODULE_BY_NAME``) is an import by name."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = MODULE_BY_NAME.fullmatch(node.value)
+            if named and named["module"].split(".")[0] in PACKAGES and is_module(named["module"]):
+                found.add(named["module"])
+        elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -42,8 +65,10 @@ def imported_modules(path: Path) -> set[str]:
                 prefix = ".".join(base + ([node.module] if node.module else []))
             else:
                 prefix = node.module
-            found.add(prefix)
-            found.update(f"{prefix}.{alias.name}" for alias in node.names)
+            submodules = {f"{prefix}.{alias.name}" for alias in node.names}
+            found.update(m for m in submodules if is_module(m))
+            if any(not is_module(m) for m in submodules):
+                found.add(prefix)
     return found
 
 
@@ -52,12 +77,12 @@ def project_modules() -> dict[str, Path]:
 
 
 def in_app_layer(module: str) -> bool:
-    return module == APP_PACKAGE or module.startswith(APP_PACKAGE + ".") or module == "cuebench.__main__"
+    return module == APP_PACKAGE or module.startswith(APP_PACKAGE + ".") or module in APP_FACE
 
 
 def layer_of(module: str) -> str:
     """The row a module belongs to: the app layer or its package."""
-    return f"app ({APP_PACKAGE})" if in_app_layer(module) else module.split(".")[0]
+    return f"app ({APP_PACKAGE}, the cuebench namespace)" if in_app_layer(module) else module.split(".")[0]
 
 
 def package_graph() -> dict[str, set[str]]:

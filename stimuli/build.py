@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
-from cuebench import __version__
+from cuebench.version import __version__
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir, canonical_json, provenance_key
 from cuebench.trials import Experiment, Stimulus

@@ -77,6 +77,26 @@ def test_the_python_api_writes_what_the_command_writes(shuffled, tmp_path):
         api_build("corruptions", out=tmp_path / "x", practice=-1)
 
 
+def test_cuebench_build_is_the_call_of_the_issue(shuffled, tmp_path, monkeypatch, photos):
+    """``cuebench.build("suppression", images=..., options=SuppressionOptions(...))`` builds into a folder named
+    after the design; images may be a path."""
+    import cuebench
+
+    monkeypatch.chdir(tmp_path)
+    experiment = cuebench.build("suppression", images="default", options=SuppressionOptions(conditions="channel_shuffle"))
+    assert experiment.name == "suppression"
+    built, command = ExperimentDir(tmp_path / "suppression").load(), ExperimentDir(shuffled).load()
+    assert built.trials == command.trials and built.stimuli == command.stimuli
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    Image.fromarray(photos["chelsea"]).save(tmp_path / "photos" / "cat" / "chelsea.png")
+    one = cuebench.build("suppression", out=tmp_path / "one", images=tmp_path / "photos",
+                         options=SuppressionOptions(conditions="channel_shuffle"))
+    tests = one.trials_with_role("test")
+    assert {t.source_image for t in tests} == {"cat/chelsea"} and len(tests) == 2  # original, channel_shuffle
+    with pytest.raises(OptionError, match="--variants: must be >= 2, got 0"):
+        cuebench.build("dist", images="default", options=DistOptions(variants=0))
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--design", "supression"], "unknown design 'supression'; did you mean suppression?"),
     (["--design", "corruptions", "--grid", "human"], "--grid is an option of suppression, not of --design corruptions"),

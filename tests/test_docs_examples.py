@@ -66,6 +66,12 @@ def test_the_design_example_builds_from_its_entry_point_and_its_section_reports(
     assert options["design"] == "blur-only" and options["sigma_level"] == 2
     conditions = {(t["condition"], t.get("level")) for t in experiment["trials"] if t["role"] == "test"}
     assert conditions == {("original", None), ("gaussian_blur", 2)}
+    from_python = run(plugins, tmp_path, code="import cuebench\nfrom blur_only import BlurOnlyOptions\n"
+                      "cuebench.build('blur-only', out='exp/blur-py', images='default', "
+                      "options=BlurOnlyOptions(sigma_level=2))")
+    assert from_python.returncode == 0, from_python.stderr
+    same = json.loads((tmp_path / "exp/blur-py/experiment.json").read_text())
+    assert (same["trials"], same["stimuli"]) == (experiment["trials"], experiment["stimuli"])
 
     # one person answers "not clear" on the first 3 original and the first gaussian-blur trial:
     # by hand, rates 3 / n_original and 1 / n_blur

@@ -8,6 +8,8 @@ also those inside functions, because a lazy import against the flow is still a d
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,7 +29,8 @@ ALLOWED = {
     "analysis": {"cuebench"},
 }
 """Runners read what stimuli wrote through the contract (images, label sets, study directories), never ``stimuli``;
-no package imports the app layer (``cuebench.app``), the one place that imports several of them."""
+no package imports the app layer (``cuebench.app`` and its face, the ``cuebench`` namespace itself), the one place
+that imports several of them."""
 FORBIDDEN_LIBRARIES = {
     "cuebench": {"torch", "timm", "flask", "psychopy"},
     "analysis": {"torch", "timm", "torchvision"},
@@ -52,6 +55,32 @@ def test_imports_follow_the_data_flow(package):
             if top in FORBIDDEN_LIBRARIES.get(package, ()):
                 wrong.append(f"{name} imports {target}")
     assert not wrong, "imports against the data flow:\n" + "\n".join(wrong)
+
+
+def test_the_cuebench_namespace_is_the_app_layer_s_face_and_its_submodules_are_the_core():
+    assert in_app_layer("cuebench") and not in_app_layer("cuebench.trials")
+    session = imported_modules(ROOT / "human_tasks" / "lab" / "session.py")  # from cuebench import texts
+    assert "cuebench.texts" in session and "cuebench" not in session
+    assert "cuebench.app.api" in imported_modules(ROOT / "cuebench" / "__init__.py")
+
+
+def test_modules_imported_by_name_are_imports():
+    """The command imports each package's cli by name (``importlib.import_module``); designs name their
+    parallel task functions as ``module:function``."""
+    command = imported_modules(ROOT / "cuebench" / "app" / "cli.py")
+    assert {"human_tasks.cli", "analysis.cli", "experiment_server.cli"} <= command
+    assert "stimuli.texture_cues" in imported_modules(ROOT / "stimuli" / "designs" / "cue_decomposition.py")
+
+
+def test_importing_the_core_and_the_stages_never_imports_the_app_layer():
+    code = ("import sys, cuebench, cuebench.trials, cuebench.expdir, cuebench.responses, stimuli.designs, "
+            "analysis.report, model_eval.evaluate, human_tasks.cli\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuebench.app')))\n"
+            "build = cuebench.build\n"
+            "print(build.__module__, 'cuebench.app.api' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.splitlines()
+    assert out == ["[]", "cuebench.app.api True"]
 
 
 def test_stimuli_defines_no_part_of_the_contract():

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from .. import __version__
+from ..version import __version__
 from ..errors import CuebenchError
 
 COMMAND_MODULES = (
@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cuebench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
-                "human_tasks.cli": {"lab_group_chooser": least_filled_group}}
+                "human_tasks.cli": {"lab_group_chooser": least_filled_group},
+                "cuebench.app.demo": {"run_command": main}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")

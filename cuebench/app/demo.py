@@ -11,13 +11,16 @@ can take part yourself.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from ..paths import user_path
 
 DEMO_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2")
 
 
-def register(sub) -> None:
+def register(sub, *, run_command) -> None:
+    """``run_command(argv) -> exit status`` is the ``cuebench`` command itself (handed in by it): the demo is
+    a sequence of its subcommands."""
     demo = sub.add_parser("demo", help="build, evaluate and report the feature-suppression demo, offline",
                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--out", type=user_path, default="demo-output", help="experiment directory to write")
@@ -26,21 +29,20 @@ def register(sub) -> None:
     demo.add_argument("--device", default="auto", help="auto, cpu or cuda")
     demo.add_argument("--serve", action="store_true", help="afterwards serve the experiment on 127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
-    demo.set_defaults(func=run_demo)
+    demo.set_defaults(func=partial(run_demo, run_command=run_command))
 
 
-def run_demo(args) -> int:
-    from .cli import main as cli
-
+def run_demo(args, run_command) -> int:
     out = args.out
     print(f"== 1/4 building the feature-suppression experiment in {out}")
-    code = cli(["stimuli", "build", "--design", "suppression", "--images", "default", "--out", str(out),
-                "--seed", str(args.seed)])
+    code = run_command(["stimuli", "build", "--design", "suppression", "--images", "default", "--out", str(out),
+                        "--seed", str(args.seed)])
     if code:
         return code
 
     print("\n== 2/4 suppression quality (Burgert et al. 2025, Table 2 layout) on the default photos")
-    code = cli(["stimuli", "metrics", "--images", "default", "--out", str(out / "reports" / "quality_metrics.csv")])
+    code = run_command(["stimuli", "metrics", "--images", "default", "--out",
+                        str(out / "reports" / "quality_metrics.csv")])
     if code:
         return code
 
@@ -48,14 +50,14 @@ def run_demo(args) -> int:
     eval_args = ["eval", "--experiment", str(out), "--device", args.device]
     for spec in [m for m in args.models.split(",") if m]:
         eval_args += ["--model", spec]
-    code = cli(eval_args)
+    code = run_command(eval_args)
     if code:
         return code
 
     print("\n== 4/4 report")
-    code = cli(["report", str(out), "--out", str(out / "reports"), "--reference", "burgert2025"])
+    code = run_command(["report", str(out), "--out", str(out / "reports"), "--reference", "burgert2025"])
     if code:
         return code
     if args.serve:
-        return cli(["serve", str(out), "--host", "127.0.0.1", "--port", str(args.port)])
+        return run_command(["serve", str(out), "--host", "127.0.0.1", "--port", str(args.port)])
     return 0

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from cuebench import __version__
+from cuebench.version import __version__
 from cuebench.adaptive import plan_for_grid, stimulus_axis
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME, imagenet_mapping
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed

@@ -192,6 +192,6 @@ def _human_trials(expdir, space, entry, split, data, count, seed, stimuli, trial
 
 
 def _version() -> str:
-    from cuebench import __version__
+    from cuebench.version import __version__
 
     return __version__
