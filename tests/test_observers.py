@@ -160,6 +160,70 @@ def test_list_observer_adapters_names_timm_and_torchvision_and_an_empty_plugin_l
 
 
 @pytest.fixture
+def constant_adapters():
+    """Two adapters registered as a package would: one for its own names, one that claims a timm name first."""
+    from model_eval.observers import ADAPTERS, Observer
+
+    class Constant(Observer):
+        """Every image gets the same probabilities (a toy adapter)."""
+
+        priority = 5
+
+        @classmethod
+        def claims(cls, name, weights):
+            return name.startswith("constant-")
+
+        @classmethod
+        def known_names(cls):
+            return ["constant-cat"]
+
+        @classmethod
+        def from_spec(cls, name, weights, device):
+            observer = cls()
+            observer.observer_id, observer.provenance, observer.device = f"{name}:{weights}", {"model": name}, device
+            return observer
+
+    class Overriding(Constant):
+        """Claims resnet18 before timm does."""
+
+        priority = 20
+
+        @classmethod
+        def claims(cls, name, weights):
+            return name == "resnet18"
+
+    ADAPTERS.add("constant", Constant)
+    ADAPTERS.add("overriding", Overriding)
+    yield Constant, Overriding
+    ADAPTERS._entries.pop("constant")
+    ADAPTERS._entries.pop("overriding")
+
+
+def test_a_registered_adapter_is_asked_in_priority_order(constant_adapters):
+    from model_eval.models import UnknownArchitecture
+    from model_eval.observers import adapters, check_spec, load_observer
+
+    constant, overriding = constant_adapters
+    assert [a.__name__ for a in adapters()] == ["Overriding", "TorchvisionObserver", "Constant", "TimmObserver"]
+    observer = load_observer("constant-cat:v2", "cpu")
+    assert type(observer) is constant and observer.observer_id == "constant-cat:v2"
+    assert type(load_observer("resnet18", "cpu")) is overriding
+    with pytest.raises(UnknownArchitecture, match="unknown model architecture 'constant_cat'; did you mean constant-cat"):
+        check_spec("constant_cat")
+
+
+def test_without_a_claiming_adapter_a_spec_gets_close_names_from_every_adapter():
+    from model_eval.models import UnknownArchitecture
+    from model_eval.observers import check_spec
+
+    with pytest.raises(UnknownArchitecture, match="unknown model architecture 'alexnett'; did you mean alexnet"):
+        check_spec("alexnett")
+    with pytest.raises(UnknownArchitecture, match="'vit_base_patch16_224' is not a torchvision classification model"):
+        check_spec("vit_base_patch16_224:torchvision")
+    check_spec("resnet50")  # both have it: timm's, as before
+
+
+@pytest.fixture
 def torch_home(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     return tmp_path / "torch"

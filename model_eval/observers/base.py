@@ -11,7 +11,7 @@ Brain-Score-like plug-in is one class (see ``docs/models.md``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,10 +24,10 @@ from ..models import ModelError
 OBSERVERS: Registry[type["Observer"]] = Registry("observers", entry_point_group="cuebench.observers")
 """Observer classes by name, registered with ``@OBSERVERS.register(NAME)`` or by another
 package's ``cuebench.observers`` entry point; ``--model NAME[:WEIGHTS]`` builds
-``cls(weights=WEIGHTS or None, device=DEVICE)``."""
+``cls.from_spec(NAME, WEIGHTS, DEVICE)``, by default ``cls(weights=WEIGHTS or None, device=DEVICE)``."""
 ADAPTERS: Registry[type["Observer"]] = Registry("observer-adapters")
-"""The built-in ways a ``--model NAME[:WEIGHTS]`` spec that names no plug-in becomes an observer
-(timm, torchvision), each an ``Observer`` class with ``from_spec(name, weights, device)``."""
+"""The ways a ``--model NAME[:WEIGHTS]`` spec that names no plug-in becomes an observer (torchvision,
+timm, ...): ``Observer`` classes that ``claims`` the specs they make, asked in ``priority`` order."""
 
 
 class Observer:
@@ -47,6 +47,25 @@ class Observer:
     channels_last: bool = False  # the memory format its batches should come in
     classes: tuple[str, ...] | None = None  # what probabilities are over; None: ImageNet-1k's 1000 classes
     decisions: DecisionTable | None = None  # set by evaluation: the rule per trial type and the label mapping
+    priority: ClassVar[int] = 0
+    """An adapter's place when several could make a spec: the highest is asked first."""
+
+    @classmethod
+    def claims(cls, name: str, weights: str) -> bool:
+        """Whether this adapter makes the observer of ``NAME[:WEIGHTS]``; it may also refuse a spec meant for it
+        (raising ``UnknownArchitecture``). A plug-in registered by name needs no claim: its name is one."""
+        return False
+
+    @classmethod
+    def known_names(cls) -> list[str]:
+        """The names this adapter makes, for "did you mean" when no adapter claims a spec."""
+        return []
+
+    @classmethod
+    def from_spec(cls, name: str, weights: str, device: str) -> "Observer":
+        """The observer of ``NAME[:WEIGHTS]`` on ``device``; ``weights`` is "" when the spec names none. The one
+        way every observer is made: a plug-in's default is ``cls(weights=WEIGHTS or None, device=DEVICE)``."""
+        return cls(weights=weights or None, device=device)
 
     def prepare(self, experiment: Experiment) -> None:
         """Called once before the observer sees an experiment's images; e.g. a CLIP-style

@@ -4,6 +4,7 @@ a local checkpoint (``model_eval.models``): today's ``--model NAME[:WEIGHTS]``."
 from __future__ import annotations
 
 from ..models import default_weights, load_model
+from ..torch_compat import import_timm
 from .base import ADAPTERS
 from .module import ModuleObserver
 
@@ -11,6 +12,16 @@ from .module import ModuleObserver
 @ADAPTERS.register("timm")
 class TimmObserver(ModuleObserver):
     """A timm architecture (NAME, NAME:HF-REPO or NAME:PATH/TO/CHECKPOINT.pth): softmax over its outputs, pre-logits features."""
+
+    priority = 0  # today's path: every name timm knows that no other adapter claimed
+
+    @classmethod
+    def claims(cls, name: str, weights: str) -> bool:
+        return import_timm().is_model(name)
+
+    @classmethod
+    def known_names(cls) -> list[str]:
+        return import_timm().list_models()
 
     @classmethod
     def from_spec(cls, name: str, weights: str, device: str) -> "TimmObserver":

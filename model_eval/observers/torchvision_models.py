@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..models import ModelError, WeightsNotFound, load_fitting, read_checkpoint_head, sha256_file
+from ..models import ModelError, UnknownArchitecture, WeightsNotFound, load_fitting, read_checkpoint_head, sha256_file
 from ..torch_compat import import_timm
 from .base import ADAPTERS
 from .module import ModuleObserver
@@ -58,6 +58,20 @@ def weights_filename(name: str) -> str:
 @ADAPTERS.register("torchvision")
 class TorchvisionObserver(ModuleObserver):
     """A torchvision model (NAME or NAME:torchvision, weights from the torch hub cache, or NAME:PATH): softmax, last-layer input as features."""
+
+    priority = 10  # asked before timm, and claims only NAME:torchvision and the names timm lacks
+
+    @classmethod
+    def claims(cls, name: str, weights: str) -> bool:
+        in_torchvision = name in torchvision_names()
+        if weights == WEIGHTS_TAG and not in_torchvision:
+            raise UnknownArchitecture(f"{name!r} is not a torchvision classification model; "
+                                      "see torchvision.models.list_models()")
+        return in_torchvision and (weights == WEIGHTS_TAG or not import_timm().is_model(name))
+
+    @classmethod
+    def known_names(cls) -> list[str]:
+        return torchvision_names()
 
     @classmethod
     def from_spec(cls, name: str, weights: str, device: str) -> "TorchvisionObserver":
