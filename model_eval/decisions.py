@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +42,7 @@ import numpy as np
 from cuebench.errors import CuebenchError
 from cuebench.labels import IMAGENET16_NAME
 from cuebench.registry import Registry
-from cuebench.trials import NOT_CLEAR, LabelSet, Trial
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Trial
 
 from .imagenet16 import IMAGENET16_INDICES
 
@@ -158,6 +158,13 @@ class DecisionRule:
     trial_type: str  # the trials it answers
     needs: str  # the observer output it reads: "probabilities" or "features"
 
+    def prepare(self, observer, experiment: Experiment, mapping_file: str | Path | None = None
+                ) -> LabelMapping | None:
+        """What the rule reads besides the outputs, made once per observer and experiment: the label mapping
+        of ``observer`` (its ``classes`` and ``observer_id``) on the experiment's labels; None when the rule
+        needs none."""
+        return None
+
     def decide(self, trials: list[Trial], outputs: dict[str, np.ndarray], mapping: LabelMapping | None
                ) -> list[Decision]:
         """The answers to ``trials`` from ``outputs`` (stimulus id -> the observer's output for it)."""
@@ -186,6 +193,13 @@ class ClassifyRule(DecisionRule):
 
     trial_type = "classify"
     needs = "probabilities"
+
+    def prepare(self, observer, experiment, mapping_file=None):
+        """An observer over its own named classes maps each label to its output; ImageNet-1k
+        probabilities use the label set's ImageNet index lists (``label_mapping``)."""
+        if observer.classes is not None:
+            return own_classes_mapping(observer.classes, experiment.label_set, observer.observer_id)
+        return label_mapping(experiment.label_set, mapping_file)
 
     def decide(self, trials, outputs, mapping):
         probs = np.stack([outputs[t.stimuli[0]] for t in trials]).astype(np.float64)
@@ -249,6 +263,13 @@ class SixteenClassBurgert(AggregateRule):
 @rule("imagenet-top1")
 class ImagenetTop1(ClassifyRule):
     """The 1000-way argmax; the label whose index list holds it, else the ImageNet class (wrong)."""
+
+    def prepare(self, observer, experiment, mapping_file=None):
+        """Without index lists for the labels, top-1 answers are ImageNet class names."""
+        try:
+            return super().prepare(observer, experiment, mapping_file)
+        except DecisionError:
+            return None
 
     def decide_rows(self, probs, choices, mapping):
         candidates = [[c for c in trial_choices if c != NOT_CLEAR] for trial_choices in choices]
@@ -349,6 +370,21 @@ class DecisionTable:
 
     def rule_for(self, trial: Trial) -> DecisionRule:
         return self.rules[trial.trial_type]
+
+    def prepared(self, observer, experiment: Experiment, mapping_file: str | Path | None = None) -> "DecisionTable":
+        """This table ready for ``observer`` on ``experiment``: the label mapping that the rules of the
+        experiment's trial types read (``DecisionRule.prepare``; none when no rule needs one)."""
+        kinds = {t.trial_type for t in experiment.trials}
+        mappings = [rule.prepare(observer, experiment, mapping_file) for kind, rule in self.rules.items()
+                    if kind in kinds]
+        return replace(self, mapping=next((m for m in mappings if m is not None), None))
+
+    def asked_instead_of(self, stored_rule: str) -> str | None:
+        """The rule this table asks for the trial type that ``stored_rule`` answers (None: ``stored_rule`` is
+        not a registered rule)."""
+        if stored_rule not in DECISION_RULES:
+            return None
+        return self.rules[DECISION_RULES[stored_rule].trial_type].name
 
     def needs(self, trials) -> frozenset[str]:
         """The observer outputs these trials' rules read."""

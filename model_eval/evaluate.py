@@ -25,7 +25,7 @@ import json
 import os
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from cuebench.trials import Experiment, Trial
 
 from .adaptive import adaptive_conditions, run_adaptive_blocks
 from .allocator import keep_freed_memory
-from .decisions import DECISION_RULES, DecisionError, DecisionTable, LabelMapping, label_mapping, own_classes_mapping
+from .decisions import DecisionTable, LabelMapping
 from .models import ModelError, resolve_device
 from .observers import Observer, PendingOutputs, check_spec, load_observer
 from .preprocess import DEFAULT_POLICY, DevicePreprocess, PreprocessError, check_policy
@@ -106,7 +106,7 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
             start = time.perf_counter()
             observer = load_observer(spec, device)
             observer.prepare(experiment)
-            observer.decisions = _decisions_for(observer, experiment, table, mapping_file)
+            observer.decisions = table.prepared(observer, experiment, mapping_file)
             seconds_loading = time.perf_counter() - start
             runs.append(_run_model(expdir, experiment, store, observer, batch_size, policy, progress, workers))
             runs[-1].seconds_loading = seconds_loading
@@ -115,22 +115,6 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
                                                          answer)
             del observer
         return summarise(experiment, store, [r.observer for r in runs], runs)
-
-
-def _decisions_for(observer: Observer, experiment: Experiment, table: DecisionTable,
-                   mapping_file) -> DecisionTable:
-    """``table`` with the label mapping this observer's probabilities need (none without classification trials)."""
-    if not any(t.trial_type == "classify" for t in experiment.trials):
-        return table
-    if observer.classes is not None:
-        return replace(table, mapping=own_classes_mapping(observer.classes, experiment.label_set,
-                                                          observer.observer_id))
-    try:
-        return replace(table, mapping=label_mapping(experiment.label_set, mapping_file))
-    except DecisionError:
-        if table.rules["classify"].name == "imagenet-top1":
-            return table  # top-1 answers are then ImageNet class names
-        raise
 
 
 def _check_one_size(experiment: Experiment) -> None:
@@ -267,20 +251,19 @@ def _check_same_settings(store: ResponseStore, experiment: str, observer: str, d
     """Resuming with another rule or policy would mix two kinds of answers under one observer."""
     stored = {(r["decision_rule"], (r["device"] or {}).get("policy"))
               for r in store.rows("experiment = ? AND observer = ? AND observer_kind = 'model'", [experiment, observer])}
-    for stored_rule, stored_policy in sorted(stored, key=lambda s: (_asked(decisions, s[0]) == s[0], str(s))):
-        now = _asked(decisions, stored_rule)
+    for stored_rule, stored_policy in sorted(stored, key=lambda s: (decisions.asked_instead_of(s[0]) == s[0],
+                                                                    str(s))):
+        now = decisions.asked_instead_of(stored_rule)
+        if now is None:
+            raise ModelError(f"{observer} has already answered trials of {experiment} with rule {stored_rule}, which "
+                             "is not a registered decision rule here; stored answers are never overwritten, so use a "
+                             "copy of the experiment")
         if now != stored_rule or stored_policy != policy:
             raise ModelError(
                 f"{observer} has already answered trials of {experiment} with rule {stored_rule} and policy "
                 f"{stored_policy}; stored answers are never overwritten, so evaluate with --rule {stored_rule} "
                 f"--policy {stored_policy} to finish them, or use a copy of the experiment for rule {now} / "
                 f"policy {policy}")
-
-
-def _asked(decisions: DecisionTable, stored_rule: str) -> str:
-    """The rule asked for now for the trial type that ``stored_rule`` answered (classification if unknown)."""
-    kind = DECISION_RULES[stored_rule].trial_type if stored_rule in DECISION_RULES else "classify"
-    return decisions.rules[kind].name
 
 
 def _answers(experiment: Experiment, observer: Observer, device_info: str, ready: list[tuple[int, Trial]],

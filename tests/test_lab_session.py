@@ -253,6 +253,46 @@ def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment
     assert "(6 in this run)" in resumed.stdout
 
 
+def test_the_lab_has_one_row_per_trial_type_of_the_contract():
+    from cuebench.trials import TRIAL_TYPES
+    from human_tasks.lab.session import RESPONSE_MODES
+
+    assert set(RESPONSE_MODES) == set(TRIAL_TYPES)
+
+
+def relabel(expdir: Path, keep) -> None:
+    """The experiment with nine more labels (17: more than the 16 keyed places) and only the trials ``keep`` takes."""
+    folder = ExperimentDir(expdir)
+    old = folder.load()
+    trials = [t for t in old.trials if keep(t)]
+    labels = old.label_set.labels + tuple(f"thing{k}" for k in range(9))
+    folder.save(Experiment(name=old.name, design=old.design, label_set=LabelSet("many", labels), stimuli=old.stimuli,
+                           trials=trials, schedule=Schedule(break_every=4), assignment=latin_square_plan(trials)))
+
+
+def test_keyboard_input_is_refused_before_any_window_when_classification_labels_lack_keys(experiment_dir):
+    relabel(experiment_dir, keep=lambda t: True)
+    from human_tasks.layout import LayoutError
+
+    with pytest.raises(LayoutError, match="label set 'many' has more labels than the 16 keyed places; use --input mouse"):
+        run_lab_session(LabOptions(expdir=experiment_dir, participant="K02", input_mode="keyboard"))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("display")
+def test_oddity_trials_are_answered_by_keyboard_whatever_the_label_count(experiment_dir):
+    """Only trial types answered with one key per label need every label keyed (their row of the table says so)."""
+    relabel(experiment_dir, keep=lambda t: t.trial_type == "oddity")
+    done = run_lab(experiment_dir, "K03", "--simulate", "--refresh-hz", "60", "--input", "keyboard")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with ResponseStore(experiment_dir / "responses.sqlite") as store:
+        rows = store.rows("observer=?", ["K03"])
+    sequence = participant_sequence(ExperimentDir(experiment_dir).load(), rows[0]["group"], "K03", "1")
+    assert sorted(r["trial_id"] for r in rows) == sorted(s.trial_id for s in sequence)
+    assert {r["trial_type"] for r in rows} == {"oddity"}
+    assert all(r["response"] in ("1", "2", "3") and r["device"]["input"] == "keyboard" for r in rows)
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("display")
 def test_unmeasurable_refresh_rate_is_refused_without_refresh_hz(experiment_dir):

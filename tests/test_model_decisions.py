@@ -148,3 +148,45 @@ def test_bad_mapping_files_name_the_problem(tmp_path, content, message):
 def test_choice_without_indices_is_an_error():
     with pytest.raises(DecisionError, match="'rocket'"):
         decide_classify(probs_with(i404=0.5), ("airplane", "rocket"), MVH, "16class-mean")
+
+
+def _experiment(label_set: LabelSet, *trial_types: str):
+    from cuebench.design import everyone_plan
+    from cuebench.trials import Experiment, Stimulus, Trial
+
+    stimuli = {f"s{k}": Stimulus(id=f"s{k}", path=f"stimuli/s{k}.png") for k in range(3)}
+    labels = tuple(label for label in label_set.labels if label != NOT_CLEAR)
+    trials = [Trial("c", "classify", "test", ("s0",), labels, labels[0]) if kind == "classify" else
+              Trial("o", "oddity", "test", ("s0", "s1", "s2"), ("1", "2", "3"), "1") for kind in trial_types]
+    return Experiment(name="toy", design="test", label_set=label_set, stimuli=stimuli, trials=trials,
+                      assignment=everyone_plan(trials))
+
+
+class _Observer:
+    def __init__(self, classes=None):
+        self.classes, self.observer_id = classes, "toy:1"
+
+
+def test_each_rule_prepares_the_label_mapping_it_reads():
+    """The mapping comes from the rules of the experiment's trial types: model-vs-human's lists, the observer's own
+    classes, none for top-1 without index lists, none for oddity trials."""
+    from model_eval.decisions import DecisionTable
+
+    sixteen = _experiment(LabelSet(IMAGENET16_NAME, IMAGENET16), "classify", "oddity")
+    table = DecisionTable.choose(None, {"classify", "oddity"})
+    assert table.prepared(_Observer(), sixteen).mapping.indices["cat"] == [281, 282, 283, 284, 285, 286]
+    own = table.prepared(_Observer(classes=tuple(sorted(IMAGENET16, reverse=True))), sixteen).mapping
+    assert own.source == "observer:toy:1" and own.indices["truck"] == [0] and own.indices["airplane"] == [15]
+    custom = _experiment(LabelSet("custom", ("lizard", "bulbul")), "classify")
+    with pytest.raises(DecisionError, match="--mapping"):
+        table.prepared(_Observer(), custom)
+    assert DecisionTable.choose("imagenet-top1", {"classify"}).prepared(_Observer(), custom).mapping is None
+    assert table.prepared(_Observer(), _experiment(LabelSet("custom", ("lizard", "bulbul")), "oddity")).mapping is None
+
+
+def test_a_stored_rule_is_compared_with_the_rule_asked_for_its_own_trial_type():
+    from model_eval.decisions import DecisionTable
+
+    table = DecisionTable.choose("16class-burgert", {"classify", "oddity"})
+    assert [table.asked_instead_of(r) for r in ("16class-mean", "oddity", "a-rule-removed-since")] == [
+        "16class-burgert", "oddity", None]

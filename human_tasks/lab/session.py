@@ -192,7 +192,8 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
         remaining = [s for s in sequence if s.index not in answered]
         trials = [experiment.trial(s.trial_id) for s in remaining]
         grid = response_grid(experiment.label_set)
-        if options.input_mode == "keyboard" and not grid.has_all_keys and any(t.trial_type == "classify" for t in trials):
+        modes = [response_mode(t) for t in trials]  # an unknown trial type stops before the window opens
+        if options.input_mode == "keyboard" and not grid.has_all_keys and any(m.key_per_label for m in modes):
             raise LayoutError(f"label set {experiment.label_set.name!r} has more labels than the 16 keyed places; "
                               "use --input mouse")
         _check_stimuli(expdir, experiment, trials)
@@ -254,19 +255,39 @@ def practice_feedback(trial: Trial, response: str | None) -> str:
 
 @dataclass(frozen=True)
 class ResponseMode:
-    """How the lab shows and reads one trial type: a row of the runner's dispatch table
-    (``_Runner.modes``), so a new trial type is one more row, not a branch in every phase."""
+    """How the lab explains, shows and reads one trial type: a row of the dispatch table ``RESPONSE_MODES``,
+    so a new trial type is one more row, not a branch in every phase. The callables that need the window
+    take the running ``_Runner`` first."""
 
-    keys: Callable[[Trial], tuple[str, ...]]
+    keys: Callable[["_Runner", Trial], tuple[str, ...]]
     """The keys that answer the trial."""
-    positions: Callable[[Trial], list[float]]
+    positions: Callable[["_Runner", Trial], list[float]]
     """Horizontal centre of each of the trial's images."""
-    draw_response: Callable[[], None]
+    draw_response: Callable[["_Runner"], None]
     """The response screen."""
     clicks: bool
     """Whether a mouse click on the response grid answers."""
-    answer_for_key: Callable[[Trial, str], str | None]
+    answer_for_key: Callable[["_Runner", Trial, str], str | None]
     """The answer a key press gives (None: not an answer to this trial)."""
+    answer_input: Callable[["_Runner", Trial, str], tuple[str, tuple[float, float] | None]]
+    """The key, and the place to click (None where clicks do not answer), that give an answer: what a
+    simulated participant presses."""
+    key_per_label: bool
+    """Whether the keyboard answers with one key per label (then every label needs a keyed place)."""
+    how_to_answer: Callable[[str], str]
+    """The lab's words on how to answer with an input mode (``mouse``/``keyboard``), after the study's
+    instructions; "" where the response screen says it."""
+    instructions: Callable[[str], str]
+    """The paragraph that explains the trial type with an input mode."""
+
+
+def response_mode(trial: Trial) -> ResponseMode:
+    """The row of ``RESPONSE_MODES`` for the trial's type; a type the lab cannot show is named."""
+    try:
+        return RESPONSE_MODES[trial.trial_type]
+    except KeyError:
+        raise LabError(f"trial {trial.trial_id!r} has trial type {trial.trial_type!r}, which the lab runner "
+                       f"cannot show (it shows {', '.join(RESPONSE_MODES)})") from None
 
 
 class _Restart(Exception):
@@ -343,13 +364,6 @@ class _Runner:
                       for c in grid.cells]
         self.log_info(f"refresh {self.hz:.2f} Hz ({self.refresh.source}; measurements {self.refresh.measurements}; "
                       f"free-running flips {self.refresh.free_running_hz:.1f} Hz; pacing {self.refresh.pacing})")
-        self.modes = {
-            "classify": ResponseMode(keys=lambda trial: tuple(self.grid.keys), positions=lambda trial: [0.0],
-                                     draw_response=self._draw_grid, clicks=True, answer_for_key=self._grid_answer),
-            "oddity": ResponseMode(keys=lambda trial: ODDITY_KEYS[:len(trial.stimuli)],
-                                   positions=self._oddity_positions, draw_response=self._draw_oddity_prompt,
-                                   clicks=False, answer_for_key=lambda trial, key: key),
-        }
 
     def _cell_text(self, cell) -> str:
         if self.options.input_mode != "keyboard":
@@ -388,7 +402,7 @@ class _Runner:
 
         trials = [self.experiment.trial(s.trial_id) for s in remaining]
         self._log_rounding(trials)
-        types = {self._mode(t) and t.trial_type for t in trials}  # an unknown trial type stops before the first screen
+        types = {t.trial_type for t in trials}
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
         opening = texts.plain(self.expdir, "instructions") + "\n\n" + self._how_to_answer(types)
@@ -452,19 +466,11 @@ class _Runner:
 
     def _how_to_answer(self, types: set[str]) -> str:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
-        how = "Click the label of your answer" if self.options.input_mode == "mouse" else \
-            "Press the key shown next to the label of your answer"
-        return (f"{how}. " if "classify" in types else "") + "Press Escape to pause."
+        return "".join(mode.how_to_answer(self.options.input_mode) for kind, mode in RESPONSE_MODES.items()
+                       if kind in types) + "Press Escape to pause."
 
     def _instructions(self, types: set[str]) -> str:
-        parts = []
-        if "classify" in types:
-            how = ("click the label" if self.options.input_mode == "mouse" else "press the key shown next to the label")
-            parts.append("You will see a cross, then a brief image, then a noise pattern. Then choose what the image "
-                         f"showed: {how}. If you could not tell, choose \"not clear\".")
-        if "oddity" in types:
-            parts.append("You will see three images side by side. Two show the same thing; press 1, 2 or 3 for the "
-                         "one that is different (left, middle, right). Answer quickly.")
+        parts = [mode.instructions(self.options.input_mode) for kind, mode in RESPONSE_MODES.items() if kind in types]
         parts.append("Some trials tell you what to answer; please follow them. Press Escape to pause.")
         return "\n\n".join(parts)
 
@@ -544,7 +550,7 @@ class _Runner:
         from PIL import Image
 
         stims = []
-        for stim_id, stim, x in zip(trial.stimuli, self.images, self._mode(trial).positions(trial)):
+        for stim_id, stim, x in zip(trial.stimuli, self.images, response_mode(trial).positions(self, trial)):
             record = self.experiment.stimuli[stim_id]
             pixels = decode_image(self.expdir.stimulus_path(record))
             stim.image = Image.fromarray(pixels)
@@ -563,13 +569,6 @@ class _Runner:
         self.win.clearBuffer()  # drawing once uploads the textures now, not on the first timed frame
         return stims
 
-    def _mode(self, trial: Trial) -> ResponseMode:
-        try:
-            return self.modes[trial.trial_type]
-        except KeyError:
-            raise LabError(f"trial {trial.trial_id!r} has trial type {trial.trial_type!r}, which the lab runner "
-                           f"cannot show (it shows {', '.join(self.modes)})") from None
-
     def _oddity_positions(self, trial: Trial) -> list[float]:
         width = self.stimulus_px or self.experiment.stimuli[trial.stimuli[0]].width or 224
         return oddity_positions(len(trial.stimuli), width)
@@ -583,11 +582,11 @@ class _Runner:
         phase; ITI. Escape before an answer pauses, then ``_Restart`` or ``_Quit``."""
         if trial.instruction:
             self._continue_screen(trial.instruction)
-        mode = self._mode(trial)
+        mode = response_mode(trial)
         stims = self._load(trial)
         frames = phase_frames(trial.timing, self.hz)
         draws = {"fixation": self.fixation.draw, "stimulus": lambda: [s.draw() for s in stims], "mask": self.mask.draw}
-        keys = mode.keys(trial)
+        keys = mode.keys(self, trial)
         from_onset = trial.timing.response_from_onset
         answer: tuple[str, float] | None = None
         onsets: dict[str, float] = {}
@@ -603,8 +602,10 @@ class _Runner:
                     if phase == "stimulus" and from_onset:
                         self.input.start()
                 answer = self._read(trial, keys, from_onset and "stimulus" in onsets, answer)
-        response_draw = mode.draw_response
-        response_screen = Screen("response", trial, self.grid)
+        def response_draw() -> None:
+            mode.draw_response(self)
+
+        response_screen = Screen("response", trial, answer_input=lambda answer: mode.answer_input(self, trial, answer))
         onsets["response"] = self._frame(response_screen, response_draw)
         self.win.recordFrameIntervals = False
         intervals = self.win.frameIntervals[first_interval:]
@@ -629,7 +630,7 @@ class _Runner:
 
     def _read(self, trial: Trial, keys: tuple[str, ...], accepting: bool, answer):
         """The first valid answer among this frame's presses; Escape before an answer pauses."""
-        mode = self._mode(trial)
+        mode = response_mode(trial)
         for press in self.input.poll(keys if accepting else (), clicks=accepting and mode.clicks):
             if press.key == "escape":
                 if answer is None:
@@ -642,7 +643,7 @@ class _Runner:
                 cell = self.grid.cell_at(*press.pos)
                 label = cell.label if cell is not None and cell.label in trial.choices else None
             else:
-                label = mode.answer_for_key(trial, press.key)
+                label = mode.answer_for_key(self, trial, press.key)
             if label is not None:
                 answer = (label, press.rt)
         return answer
@@ -659,3 +660,33 @@ class _Runner:
         screen = Screen("trial")
         for _ in range(count.frames):
             self._frame(screen, lambda: None)
+
+
+def _classify_instructions(input_mode: str) -> str:
+    how = "click the label" if input_mode == "mouse" else "press the key shown next to the label"
+    return ("You will see a cross, then a brief image, then a noise pattern. Then choose what the image showed: "
+            f"{how}. If you could not tell, choose \"not clear\".")
+
+
+def _grid_input(runner: _Runner, trial: Trial, answer: str) -> tuple[str, tuple[float, float]]:
+    cell = runner.grid.cell(answer)
+    return cell.key, (cell.x, cell.y)
+
+
+RESPONSE_MODES: dict[str, ResponseMode] = {
+    "classify": ResponseMode(
+        keys=lambda runner, trial: tuple(runner.grid.keys), positions=lambda runner, trial: [0.0],
+        draw_response=_Runner._draw_grid, clicks=True, answer_for_key=_Runner._grid_answer, answer_input=_grid_input,
+        key_per_label=True,
+        how_to_answer=lambda input_mode: ("Click the label of your answer. " if input_mode == "mouse" else
+                                          "Press the key shown next to the label of your answer. "),
+        instructions=_classify_instructions),
+    "oddity": ResponseMode(
+        keys=lambda runner, trial: ODDITY_KEYS[:len(trial.stimuli)], positions=_Runner._oddity_positions,
+        draw_response=_Runner._draw_oddity_prompt, clicks=False, answer_for_key=lambda runner, trial, key: key,
+        answer_input=lambda runner, trial, answer: (answer, None), key_per_label=False,
+        how_to_answer=lambda input_mode: "",
+        instructions=lambda input_mode: "You will see three images side by side. Two show the same thing; press 1, "
+                                        "2 or 3 for the one that is different (left, middle, right). Answer quickly."),
+}
+"""The lab's dispatch table: how it explains, shows and reads each trial type."""

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from cuebench.questionnaire import Question
 from cuebench.trials import Trial
-
-from ..layout import ResponseGrid
 
 
 @dataclass(frozen=True)
@@ -41,11 +40,13 @@ class Screen:
     """What is on the display: ``continue`` (instructions, breaks), ``pause``, ``trial``
     (fixation to mask, ITI), ``response`` or ``question`` (one questionnaire item, with the
     centres of its option boxes as ``targets``; none for a typed answer); ``onset`` (PsychoPy
-    clock seconds) is set by the runner at the screen's first flip."""
+    clock seconds) is set by the runner at the screen's first flip. A response screen says, through
+    ``answer_input`` (the runner's row for the trial type), which key and which place to click give an
+    answer, so the simulator knows no trial type."""
 
     kind: str
     trial: Trial | None = None
-    grid: ResponseGrid | None = None
+    answer_input: Callable[[str], tuple[str, tuple[float, float] | None]] | None = None
     onset: float | None = None
     question: Question | None = None
     targets: list[tuple[float, float]] = field(default_factory=list)
@@ -97,11 +98,8 @@ class SimulatedParticipant:
         trial = screen.trial
         answer = self._choose(trial)
         at = screen.onset + self.rng.uniform(0.3, 0.8)
-        if trial.trial_type == "oddity":
-            actions = self._key(answer, at)
-        else:
-            cell = screen.grid.cell(answer)
-            actions = self._click((cell.x, cell.y), at) if self.input_mode == "mouse" else self._key(cell.key, at)
+        key, place = screen.answer_input(answer)
+        actions = self._click(place, at) if self.input_mode == "mouse" and place is not None else self._key(key, at)
         return [(actions[0][0], self._count_answer), *actions]
 
     def _answer_question(self, screen: Screen, at: float) -> list[tuple[float, callable]]:
