@@ -28,7 +28,7 @@ from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 from cuebench.paths import recorded_path
-from cuebench.studies import StudyDir
+from cuebench.studies import CueStudy, FactorStudy, StudyDir
 
 from . import factor_studies, figure_style, sections
 from . import reference as published
@@ -132,10 +132,10 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, Path)) else sources)]
     if not sources:
         raise ReportError("no source given")
-    study_kind = StudyDir(sources[0]).kind if len(sources) == 1 else None
-    if study_kind == "factor":
+    study = StudyDir(sources[0]).study() if len(sources) == 1 else None  # read through its schema
+    if isinstance(study, FactorStudy):
         return Path(factor_studies.write_study_report(sources[0], Path(out_dir or sources[0] / "reports")))
-    if study_kind == "cue":
+    if isinstance(study, CueStudy):
         from .cue_study import write_cue_report
 
         return Path(write_cue_report(sources[0], out_dir))

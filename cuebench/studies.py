@@ -3,9 +3,9 @@
 Two kinds besides experiment directories: a DiagViB-6 **factor study** (``study.json``:
 the generated splits of every study x factor pair x dataset sample, written by the
 ``diagvib`` design, read by training and the report) and a **cue study** (``cue_study.json``:
-the photos' splits and the experiments a ``train-cues`` run evaluates). ``StudyDir`` says which
-kind a folder is from its file, validates it against the schema below (errors name the file
-and field) and gives the split files, never one outside the folder.
+the photos' splits and the experiments a ``train-cues`` run evaluates). ``StudyDir`` writes a study
+file only from its schema object (``save``) and reads it only through the schema (``load``,
+``study``: errors name the file and field), and gives the split files, never one outside the folder.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .errors import CuebenchError, SchemaError
+from .expdir import atomic_write
 from .trials import Model
 
 FACTOR_STUDY_FILE = "study.json"
@@ -68,22 +69,51 @@ class FactorStudy(Model):
     provenance: dict = Field(default_factory=dict)
 
 
+class CueDisruption(Model):
+    """How a cue study's structure-disrupted training images were made (Gram synthesis as DiST's own) and
+    how their quality check went."""
+
+    method: Literal["gram"]
+    feature_net: str
+    dist_steps: int = Field(ge=1)
+    """Synthesis steps as DiST counts them."""
+    lbfgs_iterations: int = Field(ge=1)
+    noise_scale: float = Field(gt=0)
+    size: int = Field(gt=0)
+    """Side in pixels the images were synthesised at."""
+    quality: dict
+    """``checked`` (whether the gate refused bad images) and the LV/HFE numbers against DiST's."""
+
+
 class CueStudy(Model):
-    """``cue_study.json`` of a cue-training study: where its data came from and how the photos were split."""
+    """``cue_study.json`` of a cue-training study: where its data came from, how the photos were split and how
+    the disrupted images were made."""
 
     photos: str
     dist: str
     cue_conflict: str
     input_size: int = Field(gt=0)
     seed: int
-    synthesis_steps: int = Field(ge=0)
+    synthesis_steps: int | None = Field(None, ge=0)
+    """What studies prepared before ``disruption`` was recorded kept instead: the synthesis steps."""
+    disruption: CueDisruption | None = None
     splits: dict[str, list[str]]
+
+    @model_validator(mode="after")
+    def _says_how_images_were_disrupted(self) -> "CueStudy":
+        if self.disruption is None and self.synthesis_steps is None:
+            raise SchemaError("disruption", "is missing")
+        if self.disruption is not None and self.synthesis_steps is not None:
+            raise SchemaError("synthesis_steps", "is given beside disruption; only studies prepared before the "
+                                                 "disruption was recorded have it")
+        return self
 
 
 STUDY_FILES: dict[StudyKind, tuple[str, type[Model]]] = {
     "factor": (FACTOR_STUDY_FILE, FactorStudy),
     "cue": (CUE_STUDY_FILE, CueStudy),
 }
+"""Each kind of study: its file and its schema."""
 
 
 class StudyDir:
@@ -94,11 +124,33 @@ class StudyDir:
 
     @property
     def kind(self) -> StudyKind | None:
-        """``factor`` or ``cue`` by the study file the folder holds; None for any other folder."""
-        return next((kind for kind, (name, _) in STUDY_FILES.items() if (self.root / name).is_file()), None)
+        """``factor`` or ``cue`` by the study file the folder holds; None for any other folder. A folder holding
+        both is refused: its kind would be a guess."""
+        kinds = [kind for kind, (name, _) in STUDY_FILES.items() if (self.root / name).is_file()]
+        if len(kinds) > 1:
+            raise StudyError(f"{self.root} holds both {' and '.join(STUDY_FILES[k][0] for k in kinds)}; a study "
+                             "directory is one kind of study")
+        return kinds[0] if kinds else None
+
+    def study(self) -> FactorStudy | CueStudy | None:
+        """The folder's study, read through its schema (errors name the file and field); None when it holds none."""
+        kind = self.kind
+        return self.load(kind) if kind else None
 
     def file(self, kind: StudyKind) -> Path:
         return self.root / STUDY_FILES[kind][0]
+
+    def save(self, study: FactorStudy | CueStudy) -> Path:
+        """Write ``study`` (a schema object, so validated when made) as its kind's file, atomically; a field left
+        unset is left out, so a re-saved older study keeps its own fields."""
+        kind = next(k for k, (_, schema) in STUDY_FILES.items() if isinstance(study, schema))
+        other = [name for k, (name, _) in STUDY_FILES.items() if k != kind and (self.root / name).is_file()]
+        if other:
+            raise StudyError(f"{self.root} holds {other[0]} already; a study directory is one kind of study")
+        path = self.file(kind)
+        atomic_write(path, (json.dumps(study.model_dump(mode="json", exclude_unset=True), indent=1) + "\n")
+                     .encode("utf-8"))
+        return path
 
     def load(self, kind: StudyKind):
         """The study file, validated; a missing, unreadable or malformed one raises naming the file."""

@@ -58,3 +58,67 @@ def test_split_files_stay_inside_and_round_trip(tmp_path):
     (tmp_path / "data" / "link.npz").symlink_to(tmp_path.parent / "elsewhere.npz")
     with pytest.raises(StudyError, match="outside the study directory"):
         StudyDir(tmp_path).split_file("data/link.npz")
+
+
+CUE_STUDY = {"photos": "photos", "dist": "dist", "cue_conflict": "cc", "input_size": 64, "seed": 0,
+             "disruption": {"method": "gram", "feature_net": "vgg19", "dist_steps": 10, "lbfgs_iterations": 200,
+                            "noise_scale": 1.0, "size": 224, "quality": {"checked": True}},
+             "splits": {"train": ["a"], "val": ["b"]}}
+
+
+def test_cue_studies_of_both_formats_read_and_a_study_is_written_from_its_schema(tmp_path):
+    """Studies prepared before the disruption was recorded kept synthesis_steps instead; both read, a file with
+    neither or both is refused naming file and field, and a saved study holds exactly its given fields."""
+    from cuebench.studies import CueStudy
+
+    folder = StudyDir(tmp_path / "new")
+    written = folder.save(CueStudy(**CUE_STUDY))
+    assert json.loads(written.read_text()) == CUE_STUDY
+    assert folder.study().disruption.dist_steps == 10 and folder.study().synthesis_steps is None
+    old = {k: v for k, v in CUE_STUDY.items() if k != "disruption"} | {"synthesis_steps": 10}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "cue_study.json").write_text(json.dumps(old))
+    assert StudyDir(tmp_path / "old").study().synthesis_steps == 10
+    for name, data, problem in (("neither", {k: v for k, v in old.items() if k != "synthesis_steps"},
+                                 "'disruption': is missing"),
+                                ("both", {**CUE_STUDY, "synthesis_steps": 10}, "'synthesis_steps': is given beside")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cue_study.json").write_text(json.dumps(data))
+        with pytest.raises(SchemaError, match=rf"{name}/cue_study.json: field {problem}"):
+            StudyDir(tmp_path / name).study()
+    with pytest.raises(SchemaError, match="field 'input_size': must be > 0"):
+        CueStudy(**{**CUE_STUDY, "input_size": 0})
+
+
+def test_a_folder_is_one_kind_of_study(tmp_path):
+    from cuebench.studies import CueStudy
+
+    write_study(tmp_path)
+    with pytest.raises(StudyError, match="holds study.json already; a study directory is one kind of study"):
+        StudyDir(tmp_path).save(CueStudy(**CUE_STUDY))
+    (tmp_path / "cue_study.json").write_text(json.dumps(CUE_STUDY))
+    with pytest.raises(StudyError, match="holds both study.json and cue_study.json"):
+        StudyDir(tmp_path).study()
+
+
+def test_the_report_and_the_training_plan_read_a_study_through_its_schema(tmp_path):
+    import subprocess
+    import sys
+
+    from model_eval.training.cue_study import CueConfig, plan_cue_jobs
+    from model_eval.training.jobs import TrainingError
+
+    write_study(tmp_path / "factor", {**ENTRY, "dataset_sample": -1})
+    done = subprocess.run([sys.executable, "-m", "cuebench", "report", str(tmp_path / "factor")], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "factor/study.json: field 'entries[0].dataset_sample': must be >= 0" in done.stderr
+    cue = tmp_path / "cue"
+    cue.mkdir()
+    (cue / "cue_study.json").write_text(json.dumps({**CUE_STUDY, "splits": {"train": "a"}}))
+    with pytest.raises(SchemaError, match=r"cue_study.json: field 'splits.train': expected a list"):
+        plan_cue_jobs(cue, ["erm"], 1)
+    (cue / "cue_study.json").write_text(json.dumps(CUE_STUDY))
+    with pytest.raises(TrainingError, match="the study's images are 64 px, the training asks for --input-size 224"):
+        plan_cue_jobs(cue, ["erm"], 1, CueConfig(input_size=224))
+    assert len(plan_cue_jobs(cue, ["erm"], 2, CueConfig(input_size=64))) == 2

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import random
 import warnings
@@ -29,7 +28,7 @@ from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
 from ..executors import add_executor_arguments
 from ..expdir import ExperimentDir, atomic_write
 from ..paths import recorded_path, user_path
-from ..studies import CUE_STUDY_FILE
+from ..studies import CueStudy, StudyDir
 
 
 def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
@@ -225,18 +224,18 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
                   config: CueConfig = CueConfig(), synthesis_steps: int = 10, max_photos: int | None = None,
                   max_trials: int = 100, cue_per_class: int = 10, device: str = "auto",
                   feature_net: str = DEFAULT_FEATURE_NET, quality_gate: bool = True,
-                  synthesis_size: int = SYNTHESIS_SIZE) -> dict:
-    """Write the study directory's data and experiments once; return its ``cue_study.json`` content.
+                  synthesis_size: int = SYNTHESIS_SIZE) -> CueStudy:
+    """Write the study directory's data and experiments once; return its ``cue_study.json`` (``CueStudy``).
 
     The disrupted training images are quality-gated (``check_disruption``) before anything is
     written; ``quality_gate=False`` keeps them anyway, recording their numbers as unchecked."""
     study = Path(study_dir)
-    path = study / CUE_STUDY_FILE
-    if path.is_file():
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        if recorded["input_size"] != config.input_size or recorded["seed"] != config.seed:
-            raise TrainingError(f"{path} was prepared with input size {recorded['input_size']} and seed "
-                                f"{recorded['seed']}; use another study directory for other values")
+    folder = StudyDir(study)
+    if folder.kind == "cue":
+        recorded = folder.load("cue")
+        if recorded.input_size != config.input_size or recorded.seed != config.seed:
+            raise TrainingError(f"{folder.file('cue')} was prepared with input size {recorded.input_size} and seed "
+                                f"{recorded.seed}; use another study directory for other values")
         return recorded
     if synthesis_steps < 1 or synthesis_size < 32:
         raise TrainingError(f"--synthesis-steps must be >= 1 and --synthesis-size >= 32, got {synthesis_steps} "
@@ -266,14 +265,13 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
     seen = {s for split in ("train", "val") for s, _, _ in splits[split]}
     build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
     build_experiment(study, "cue_conflict", cue_conflict_source(study, Path(cue_conflict), cue_per_class), config.seed)
-    record = {"photos": recorded_path(photos), "dist": recorded_path(dist),
-              "cue_conflict": recorded_path(cue_conflict),
-              "input_size": config.input_size, "seed": config.seed,
-              "disruption": {"method": "gram", "feature_net": feature_net, "dist_steps": synthesis_steps,
-                             "lbfgs_iterations": synthesis_steps * ITERATIONS_PER_DIST_STEP,
-                             "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
-              "splits": {k: [s for s, _, _ in v] for k, v in splits.items()}}
-    atomic_write(path, json.dumps(record, indent=1).encode("utf-8"))
+    record = CueStudy(photos=recorded_path(photos), dist=recorded_path(dist), cue_conflict=recorded_path(cue_conflict),
+                      input_size=config.input_size, seed=config.seed,
+                      disruption={"method": "gram", "feature_net": feature_net, "dist_steps": synthesis_steps,
+                                  "lbfgs_iterations": synthesis_steps * ITERATIONS_PER_DIST_STEP,
+                                  "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
+                      splits={k: [s for s, _, _ in v] for k, v in splits.items()})
+    folder.save(record)
     return record
 
 

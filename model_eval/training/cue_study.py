@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.expdir import atomic_write, canonical_json
-from cuebench.studies import CUE_STUDY_FILE
+from cuebench.studies import StudyDir
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
 DATA_FILE = "photos.npz"
@@ -82,8 +82,13 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
         ALGORITHMS.get(name)  # an unknown name fails here, in one line with "did you mean"
     if runs < 1 or config.epochs < 1 or config.batch_size < 1:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
-    if not (Path(study_dir) / CUE_STUDY_FILE).is_file():
-        raise TrainingError(f"{Path(study_dir) / CUE_STUDY_FILE} is missing: prepare the study first")
+    folder = StudyDir(study_dir)
+    if folder.kind != "cue":
+        raise TrainingError(f"{folder.file('cue')} is missing: prepare the study first")
+    study = folder.load("cue")  # read through its schema: a malformed file names the file and the field
+    if study.input_size != config.input_size:
+        raise TrainingError(f"{folder.file('cue')}: the study's images are {study.input_size} px, the training "
+                            f"asks for --input-size {config.input_size}")
     return [CueJob(str(study_dir), a, r, config, runtime) for a in algorithms for r in range(runs)]
 
 

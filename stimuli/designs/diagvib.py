@@ -17,8 +17,7 @@ from pydantic import Field, model_validator
 
 from ..build import BuildError
 from cuebench.design import everyone_plan
-from cuebench.expdir import atomic_write
-from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT
+from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT, FactorStudy, StudyDir
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
 from ..diagvib import FACTORS
 from ..diagvib_studies import SPLITS, STUDIES, all_pairs
@@ -136,11 +135,11 @@ def build(request) -> Experiment:
                 stimuli.update({sid: old.stimuli[sid] for sid in t.stimuli})
     all_entries = kept + entries
     provenance = build_provenance(request)
-    atomic_write(expdir.root / FACTOR_STUDY_FILE, (json.dumps({
-        **header, "studies": sorted({e["study"] for e in all_entries}),
-        "pairs": sorted({(e["target"], e["correlated"]) for e in all_entries}),
-        "dataset_samples": sorted({e["dataset_sample"] for e in all_entries}),
-        "entries": sorted(all_entries, key=entry_key), "provenance": provenance}, indent=1) + "\n").encode("utf-8"))
+    StudyDir(expdir.root).save(FactorStudy(
+        **header, studies=sorted({e["study"] for e in all_entries}),
+        pairs=sorted({(e["target"], e["correlated"]) for e in all_entries}),
+        dataset_samples=sorted({e["dataset_sample"] for e in all_entries}),
+        entries=sorted(all_entries, key=entry_key), provenance=provenance))
     if not trials:
         raise BuildError("no human trials were made; use --diagvib-human-trials >= 1 (the experiment needs trials)")
     targets = []
@@ -155,18 +154,17 @@ def build(request) -> Experiment:
 
 
 def _previous_entries(expdir, header: dict) -> list[dict]:
-    """Entries of an earlier build of this folder; refuse to mix builds with other settings."""
-    path = expdir.root / FACTOR_STUDY_FILE
-    if not path.is_file():
+    """Entries of an earlier build of this folder, read through the study schema; refuse to mix builds with
+    other settings."""
+    folder = StudyDir(expdir.root)
+    if folder.kind != "factor":
         return []
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise BuildError(f"{path} is not valid JSON ({err}); build into a new folder") from None
-    differs = [k for k in header if old.get(k) != json.loads(json.dumps(header[k]))]
+    old = folder.load("factor").to_dict()
+    differs = [k for k in header if old[k] != json.loads(json.dumps(header[k]))]
     if differs:
-        raise BuildError(f"{path} was built with a different {differs[0]!r}; build into a new folder")
-    return list(old.get("entries", []))
+        raise BuildError(f"{folder.file('factor')} was built with a different {differs[0]!r}; build into a new "
+                         "folder")
+    return old["entries"]
 
 
 def _human_trials(expdir, space, entry, split, data, count, seed, stimuli, trials) -> None:
