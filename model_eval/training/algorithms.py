@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cuebench.errors import CuebenchError, describe
-from cuebench.registry import Registry
+from cuebench.registry import PluginError, Registry
 
 
 ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms", entry_point_group="cuebench.algorithms")
@@ -528,13 +528,22 @@ def distinguish_labels(labels: torch.Tensor, disrupted: torch.Tensor, n_classes:
 
 
 def options_of(algorithm: type[Algorithm], values: dict[str, Any]) -> AlgorithmOptions:
-    """``values`` validated by ``algorithm``'s options model."""
-    return algorithm.Options.parse(values, registered_name(algorithm))
+    """``values`` validated by ``algorithm``'s options model (its registered name looked up only for an error)."""
+    try:
+        return algorithm.Options(**values)
+    except ValidationError:
+        return algorithm.Options.parse(values, registered_name(algorithm))
 
 
 def registered_name(algorithm: type[Algorithm]) -> str:
     """The name ``algorithm`` is registered under (its class name when it is not registered)."""
-    return next((name for name in ALGORITHMS.names() if ALGORITHMS[name] is algorithm), algorithm.__name__)
+    for name in ALGORITHMS.names():
+        try:
+            if ALGORITHMS[name] is algorithm:
+                return name
+        except PluginError:  # another package's broken plug-in is not this algorithm
+            continue
+    return algorithm.__name__
 
 
 def parse_algorithm_options(pairs: list[str] | tuple[str, ...], algorithms: list[str]) -> dict[str, AlgorithmOptions]:
