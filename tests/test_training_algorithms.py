@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -132,11 +134,57 @@ def test_infodrop_drops_more_in_the_flat_half_of_a_hand_built_image():
 def test_infodrop_test_time_protocols(protocol, drops_at_test):
     infodrop = InfoDrop(build_model("test_resnet"), seed=0, test_protocol=protocol)
     x, y = toy_batch()
+    infodrop.start_epoch(1, 6)
     infodrop.update(x, y)
     infodrop.predict(x)
     assert infodrop.dropped == 1 + drops_at_test
-    with pytest.raises(ValueError, match="shi, biasbed"):
+    with pytest.raises(ValueError, match="test_protocol: must be one of 'shi' or 'biasbed', got 'both'"):
         InfoDrop(build_model("test_resnet"), test_protocol="both")
+
+
+def test_infodrop_shi_fine_tunes_without_infodrop_at_the_end_and_selects_only_there():
+    """Shi et al.'s code: 100 epochs with InfoDrop, then 20 without (20/120 = 1/6 of the run)."""
+    shi = InfoDrop(build_model("test_resnet"), seed=0)
+    # by hand: 12 epochs x 1/6 = 2 plain epochs (11, 12); 6 x 1/6 = 1 (6); 3 x 1/6 = 0.5 -> at least one; 1: none
+    assert [shi.finetune_epochs(e) for e in (12, 6, 3, 1)] == [2, 1, 1, 0]
+    assert [e for e in range(1, 13) if shi.selectable(e, 12)] == [11, 12]
+    x, y = toy_batch()
+    for epoch in range(1, 13):
+        shi.start_epoch(epoch, 12)
+        if epoch in (1, 10, 11, 12):
+            shi.update(x, y)
+    assert shi.dropped == 2  # epochs 1 and 10 drop; 11 and 12 train the plain network
+    biasbed = InfoDrop(build_model("test_resnet"), seed=0, test_protocol="biasbed")
+    assert biasbed.finetune_epochs(12) == 0 and all(biasbed.selectable(e, 12) for e in range(1, 13))
+    none = InfoDrop(build_model("test_resnet"), seed=0, finetune_fraction=0.0)
+    assert none.finetune_epochs(12) == 0
+
+
+def test_each_algorithm_has_typed_options_with_the_papers_defaults():
+    from model_eval.training.algorithms import AlgorithmError, parse_algorithm_options
+
+    names = ["erm", "padain", "sagnet", "infodrop", "distinguish"]
+    options = parse_algorithm_options([], names)
+    assert options["padain"].p == 0.01  # Nuriel et al. 2021
+    assert (options["sagnet"].w_adv, options["sagnet"].clip_adv, options["sagnet"].split_reduction) == (0.1, 0.1, 8)
+    info = options["infodrop"]  # BiasBed's InfoDrop settings
+    assert (info.drop_rate, info.temperature, info.radius, info.band_width, info.samples) == (1.5, 0.03, 3, 1.0, 9)
+    assert options["erm"].model_dump() == {} == options["distinguish"].model_dump()
+    chosen = parse_algorithm_options(["padain.p=0.25", "w_adv=0.5", "clip_adv=none", "test_protocol=biasbed"], names)
+    assert chosen["padain"].p == 0.25 and chosen["sagnet"].w_adv == 0.5 and chosen["sagnet"].clip_adv is None
+    assert chosen["padain"].changed() == {"p": 0.25} and options["padain"].changed() == {}
+    sagnet = SagNet(build_model("test_resnet"), seed=0, **chosen["sagnet"].model_dump())
+    assert (sagnet.w_adv, sagnet.clip_adv) == (0.5, None)
+    for pairs, message in ((["padain.p=1.5"], "padain option p: must be <= 1.0"),
+                           (["p=x"], "padain option p: expected a number"),
+                           (["padain.q=1"], "q: is not an option of padain (its options: p)"),
+                           (["erm.p=1"], "erm option p: is not an option of erm"),
+                           (["mixstyle.p=1"], "'mixstyle' is not among the algorithms trained here"),
+                           (["p"], "must be NAME.KEY=VALUE")):
+        with pytest.raises(AlgorithmError, match=re.escape(message)):
+            parse_algorithm_options(pairs, names)
+    with pytest.raises(AlgorithmError, match=re.escape("padain option p: must be <= 1.0")):
+        ALGORITHMS["padain"](build_model("test_resnet"), p=2.0)
 
 
 def test_distinguish_labels_are_2n_way_with_disrupted_images_on_the_upper_n():

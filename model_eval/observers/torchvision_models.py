@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..models import ModelError, UnknownArchitecture, WeightsNotFound, load_fitting, read_checkpoint_head, sha256_file
+from ..models import ModelError, UnknownArchitecture, WeightsNotFound, load_checkpoint_into, sha256_file
 from ..torch_compat import import_timm
 from .base import ADAPTERS
 from .module import ModuleObserver
@@ -89,21 +89,17 @@ class TorchvisionObserver(ModuleObserver):
                     f"torchvision.models.get_model('{name}', weights='DEFAULT')\"`, or give a local file as "
                     f"{name}:PATH/TO/CHECKPOINT.pth")
             model = torchvision.models.get_model(name, weights=entry)  # reads the cached file, as model-vs-human does
-            source, tag = f"torch-hub:{path.name} (sha256 {sha256_file(path)})", WEIGHTS_TAG
+            source, tag, head = f"torch-hub:{path.name} (sha256 {sha256_file(path)})", WEIGHTS_TAG, None
         else:
-            path = Path(weights).expanduser()
-            state, _ = read_checkpoint_head(path)
             model = torchvision.models.get_model(name, weights=None)
-            load_fitting(model, state, path, name)
-            digest = sha256_file(path)
-            source, tag = f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}"
+            source, tag, head = load_checkpoint_into(model, Path(weights).expanduser(), name)
         transform = entry.transforms()
         crop, resize = transform.crop_size[0], transform.resize_size[0]
         data_config = {"input_size": (3, crop, crop), "mean": tuple(transform.mean), "std": tuple(transform.std),
                        "interpolation": transform.interpolation.value, "crop_pct": crop / resize,
                        "crop_mode": "center"}
-        super().__init__(model, f"{name}:{tag}", {"model": f"torchvision/{name}", "weights": source}, data_config,
-                         device)
+        super().__init__(model, f"{name}:{tag}", {"model": f"torchvision/{name}", "weights": source,
+                                                  **({"head": head} if head else {})}, data_config, device)
         self.head = _feature_layer(self.model, name)
         self.head.register_forward_hook(self._keep_head_input)
         self._head_input = None

@@ -1,7 +1,10 @@
 """Training algorithms behind one small interface: ``update(x, y) -> loss`` and ``predict(x)``.
 
 A new method subclasses ``Algorithm`` and registers in ``ALGORITHMS`` (``cuebench list
-algorithms``); the job runner, logging and model selection stay the same. Here: ERM, pAdaIN,
+algorithms``); the job runner, logging and model selection stay the same. Its settings are a
+typed ``Options`` model (pydantic: default from the paper, bounds, help), validated when the
+algorithm is built, set from the command line with ``--algorithm-option NAME.KEY=VALUE``
+(``parse_algorithm_options``) and recorded with every result row. Here: ERM, pAdaIN,
 SagNet, InfoDrop (BiasBed, Kalischek et al. 2023, with BiasBed's algorithm settings) and
 DiSTinguish (Wen et al. 2024). BiasBed's Stylized ERM, Debiased and DeepAugment train on
 images made by pretrained image-to-image networks (AdaIN style transfer, a CAE or EDSR); none
@@ -13,12 +16,16 @@ from __future__ import annotations
 
 import copy
 import random
+import typing
+from typing import Any, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import nn
 from torch.nn import functional as F
 
-from cuebench.registry import Registry
+from cuebench.errors import CuebenchError, describe
+from cuebench.registry import PluginError, Registry
 
 
 ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms", entry_point_group="cuebench.algorithms")
@@ -27,9 +34,48 @@ ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms", entry_point_gro
 OPTIMIZERS = ("adam", "sgd")
 
 
+PARSED = {"int_parsing": "a whole number", "float_parsing": "a number", "bool_parsing": "true or false"}
+"""What a command-line string failed to be, in words."""
+
+
+class AlgorithmError(CuebenchError, ValueError):
+    """An algorithm option has a bad value or does not exist."""
+
+
+class AlgorithmOptions(BaseModel):
+    """Base of every algorithm's options: unknown names refused, values immutable, help from ``description``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def parse(cls, values: dict[str, Any], algorithm: str) -> "AlgorithmOptions":
+        """Validate ``values`` (command-line strings are converted); the first problem is one line
+        naming the algorithm and the option."""
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            path, problem = describe(first)
+            if first["type"] == "extra_forbidden":
+                known = ", ".join(cls.model_fields) or "none"
+                problem = f"is not an option of {algorithm} (its options: {known})"
+            elif first["type"].endswith("_parsing"):
+                problem = f"expected {PARSED.get(first['type'], 'another value')}, got {first['input']!r}"
+            raise AlgorithmError(f"{algorithm} option {path}: {problem}") from None
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from their defaults (what names a job: a new option with a default
+        leaves the names of earlier jobs as they were)."""
+        default = type(self)()
+        return {k: v for k, v in self.model_dump(mode="json").items() if getattr(default, k) != getattr(self, k)}
+
+
 @ALGORITHMS.register("erm")
 class Algorithm:
     """Empirical risk minimisation (ERM): one cross-entropy step per batch."""
+
+    Options: type[AlgorithmOptions] = AlgorithmOptions
+    """The algorithm's settings; a subclass with settings declares its own ``Options`` model."""
 
     @staticmethod
     def output_classes(n_classes: int) -> int:
@@ -43,8 +89,7 @@ class Algorithm:
 
     def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.0, seed: int = 0, amp: bool = False,
                  optimizer: str = "adam", **options):
-        if options:
-            raise ValueError(f"algorithm {type(self).__name__} takes no options {sorted(options)}")
+        self.options = options_of(type(self), options)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
         self.model = model
@@ -52,6 +97,14 @@ class Algorithm:
         self.optimizer = self.make_optimizer(model.parameters())
         self.rng = random.Random(seed)
         self.amp = amp
+
+    def start_epoch(self, epoch: int, epochs: int) -> None:
+        """Called before epoch ``epoch`` (1-based) of ``epochs``: for algorithms whose training has stages."""
+
+    def selectable(self, epoch: int, epochs: int) -> bool:
+        """Whether model selection may pick ``epoch`` (all epochs, unless the method's protocol
+        evaluates only after a final stage)."""
+        return True
 
     def make_optimizer(self, params) -> torch.optim.Optimizer:
         """Adam, or SGD with momentum 0.9 (SagNet's and BiasBed's SGD settings), at this run's lr and decay."""
@@ -106,11 +159,12 @@ class PAdaIN(Algorithm):
     With probability ``p`` per step (0.01 there), one randomly chosen layer swaps channel statistics
     between the batch's samples."""
 
-    def __init__(self, model: nn.Module, p: float = 0.01, **kwargs):
+    class Options(AlgorithmOptions):
+        p: float = Field(0.01, ge=0.0, le=1.0, description="probability of a swap per step (Nuriel et al. 2021: 0.01)")
+
+    def __init__(self, model: nn.Module, **kwargs):
         super().__init__(model, **kwargs)
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"pAdaIN probability p must be in [0, 1], got {p}")
-        self.p = p
+        self.p = self.options.p
         self.layers = candidate_layers(model)
         self._active: nn.Module | None = None
         self._perm: torch.Tensor | None = None
@@ -191,11 +245,18 @@ class SagNet(Algorithm):
     are there; with Adam, which rescales every gradient, they only set the adversarial direction.
     Randomisation acts only in ``update``; ``predict`` is the plain model."""
 
-    def __init__(self, model: nn.Module, w_adv: float = 0.1, clip_adv: float | None = 0.1, split_reduction: int = 8,
-                 **kwargs):
+    class Options(AlgorithmOptions):
+        w_adv: float = Field(0.1, ge=0.0, description="weight of the adversarial loss (BiasBed, Nam et al.: 0.1)")
+        clip_adv: float | None = Field(0.1, gt=0.0, description="L2 norm the adversarial gradient is clipped to "
+                                                              "(0.1; none: no clipping)")
+        split_reduction: int = Field(8, ge=2, description="stride of the feature stage after which the network is "
+                                                         "split into encoder and branches (8: ResNet's layer2, "
+                                                         "BiasBed's style_stage 3)")
+
+    def __init__(self, model: nn.Module, **kwargs):
         super().__init__(model, **kwargs)
-        self.w_adv, self.clip_adv = w_adv, clip_adv
-        self.split = stage_module(model, split_reduction)
+        self.w_adv, self.clip_adv = self.options.w_adv, self.options.clip_adv
+        self.split = stage_module(model, self.options.split_reduction)
         self.style_net = copy.deepcopy(model)
         self.style_optimizer = self.make_optimizer(self.style_net.parameters())
         self.adv_params = [p for m in encoder_modules(model, self.split)
@@ -332,27 +393,57 @@ class InfoDrop(Algorithm):
     al.'s ResNet do; on other timm families the first stage at the same stride (``stride4_stage``).
     The distances are taken over the stem convolution's window and min-pooled onto the stride-4 grid.
 
-    At test time (``test_protocol``): ``"shi"`` (default) answers with the plain network, as Shi et
-    al. evaluate after fine-tuning without InfoDrop -- and as every saved checkpoint answers through
-    ``cuebench eval``; ``"biasbed"`` keeps dropping in ``predict``, as BiasBed's module does in every
-    forward pass (predictions are then random draws)."""
+    Protocol (``test_protocol``), after one named reference each:
 
-    PROTOCOLS = ("shi", "biasbed")
+    - ``"shi"`` (default): Shi et al.'s recipe (their domain-generalisation code: train with
+      InfoDrop, then turn it off and fine-tune; 100 + 20 epochs there). The last
+      ``finetune_fraction`` of a run's epochs (1/6 = 20 of 120, at least one epoch in runs of two or
+      more) train the plain network, model selection picks among those epochs only, and ``predict``
+      and every saved checkpoint are the plain network.
+    - ``"biasbed"``: BiasBed's InfoDrop module, which drops in every forward pass, training and
+      evaluation alike, with no fine-tuning stage (predictions are then random draws; a checkpoint
+      answering through ``cuebench eval`` is the plain network all the same)."""
 
-    def __init__(self, model: nn.Module, drop_rate: float = 1.5, temperature: float = 0.03, radius: int = 3,
-                 band_width: float = 1.0, samples: int = 9, test_protocol: str = "shi", **kwargs):
+    class Options(AlgorithmOptions):
+        drop_rate: float = Field(1.5, gt=0.0, description="positions dropped per channel, as a multiple of H x W "
+                                                           "(BiasBed: 1.5)")
+        temperature: float = Field(0.03, gt=0.0, description="T of p ~ similarity^(1/T) (BiasBed: 0.03)")
+        radius: int = Field(3, ge=1, description="largest offset of the neighbouring patches compared (BiasBed: 3)")
+        band_width: float = Field(1.0, gt=0.0, description="kernel bandwidth h of the patch similarity (BiasBed: 1)")
+        samples: int = Field(9, ge=1, description="random neighbouring offsets per position (BiasBed: 9)")
+        test_protocol: Literal["shi", "biasbed"] = Field(
+            "shi", description="shi: train with InfoDrop, then fine-tune and test the plain network; biasbed: "
+                               "InfoDrop in every forward pass, test time included")
+        finetune_fraction: float = Field(1 / 6, ge=0.0, lt=1.0, description="shi: share of the run's epochs, at "
+                                                                             "its end, fine-tuned without InfoDrop "
+                                                                             "(Shi et al.: 20 of 120)")
+
+    def __init__(self, model: nn.Module, **kwargs):
         super().__init__(model, **kwargs)
-        if test_protocol not in self.PROTOCOLS:
-            raise ValueError(f"InfoDrop test_protocol must be one of {', '.join(self.PROTOCOLS)}, got {test_protocol!r}")
+        o = self.options
         self.drop_rate, self.temperature, self.radius, self.band_width, self.samples = (
-            drop_rate, temperature, radius, band_width, samples)
-        self.test_protocol = test_protocol
+            o.drop_rate, o.temperature, o.radius, o.band_width, o.samples)
+        self.test_protocol = o.test_protocol
         self.kernel = next(m for m in model.modules() if isinstance(m, nn.Conv2d)).kernel_size[0]
         self.stage = stride4_stage(model)
         self.generator = torch.Generator().manual_seed(seed_of(self.rng))
         self._input: torch.Tensor | None = None
+        self.finetuning = False
         self.dropped = 0
         model.get_submodule(self.stage).register_forward_hook(self._hook)
+
+    def finetune_epochs(self, epochs: int) -> int:
+        """How many of a run's last epochs fine-tune without InfoDrop ("shi"; none under "biasbed")."""
+        if self.test_protocol != "shi" or epochs < 2 or self.options.finetune_fraction == 0:
+            return 0
+        return min(epochs - 1, max(1, round(epochs * self.options.finetune_fraction)))
+
+    def start_epoch(self, epoch: int, epochs: int) -> None:
+        self.finetuning = epoch > epochs - self.finetune_epochs(epochs)
+
+    def selectable(self, epoch: int, epochs: int) -> bool:
+        finetune = self.finetune_epochs(epochs)
+        return finetune == 0 or epoch > epochs - finetune
 
     def _hook(self, module, inputs, output):
         if self._input is None:
@@ -363,7 +454,7 @@ class InfoDrop(Algorithm):
         return info_dropout(output, log_p.to(output.device), self.drop_rate, self.generator)
 
     def update(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        self._input = x
+        self._input = None if self.finetuning else x
         try:
             return super().update(x, y)
         finally:
@@ -434,3 +525,76 @@ def distinguish_labels(labels: torch.Tensor, disrupted: torch.Tensor, n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}")
     return labels + n_classes * disrupted.to(labels.dtype)
 
+
+
+def options_of(algorithm: type[Algorithm], values: dict[str, Any]) -> AlgorithmOptions:
+    """``values`` validated by ``algorithm``'s options model (its registered name looked up only for an error)."""
+    try:
+        return algorithm.Options(**values)
+    except ValidationError:
+        return algorithm.Options.parse(values, registered_name(algorithm))
+
+
+def registered_name(algorithm: type[Algorithm]) -> str:
+    """The name ``algorithm`` is registered under (its class name when it is not registered)."""
+    for name in ALGORITHMS.names():
+        try:
+            if ALGORITHMS[name] is algorithm:
+                return name
+        except PluginError:  # another package's broken plug-in is not this algorithm
+            continue
+    return algorithm.__name__
+
+
+def parse_algorithm_options(pairs: list[str] | tuple[str, ...], algorithms: list[str]) -> dict[str, AlgorithmOptions]:
+    """Each algorithm's validated options from ``--algorithm-option`` pairs: ``NAME.KEY=VALUE``, or
+    ``KEY=VALUE`` when exactly one of ``algorithms`` has the option ``KEY``; ``none`` is None."""
+    given: dict[str, dict[str, str | None]] = {name: {} for name in algorithms}
+    for pair in pairs:
+        target, sep, value = pair.partition("=")
+        if not sep or not target.strip():
+            raise AlgorithmError(f"--algorithm-option {pair!r} must be NAME.KEY=VALUE (or KEY=VALUE)")
+        name, dot, key = target.strip().rpartition(".")
+        if dot and name not in given:
+            raise AlgorithmError(f"--algorithm-option {pair!r}: {name!r} is not among the algorithms trained here "
+                                 f"({', '.join(algorithms)})")
+        if not dot:
+            owners = [n for n in algorithms if key in ALGORITHMS[n].Options.model_fields]
+            if len(owners) != 1:
+                why = (f"{', '.join(owners)} all have it; write NAME.{key}" if owners else
+                       f"no algorithm trained here has it ({options_summary(algorithms)})")
+                raise AlgorithmError(f"--algorithm-option {pair!r}: {why}")
+            name = owners[0]
+        value = value.strip()
+        given[name][key] = None if value.lower() == "none" else value
+    return {name: ALGORITHMS[name].Options.parse(values, name) for name, values in given.items()}
+
+
+def options_summary(algorithms: list[str] | None = None) -> str:
+    """``name: key=default, ...`` per algorithm with options, on one line (for error messages)."""
+    parts = []
+    for name in algorithms or ALGORITHMS.names():
+        fields = ALGORITHMS[name].Options.model_fields
+        if fields:
+            parts.append(f"{name}: " + ", ".join(f"{k}={_shown(f.default)}" for k, f in fields.items()))
+    return "; ".join(parts) or "none has options"
+
+
+def options_help(algorithms: list[str] | None = None) -> str:
+    """Every option of ``algorithms`` with its default, bounds and description (``--algorithm-option help``)."""
+    lines = []
+    for name in algorithms or ALGORITHMS.names():
+        fields = ALGORITHMS[name].Options.model_fields
+        lines.append(f"{name}:" + ("" if fields else " no options"))
+        for key, info in fields.items():
+            bounds = [f"{sign} {getattr(m, attr)}" for m in info.metadata for attr, sign in
+                      (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if getattr(m, attr, None) is not None]
+            kind = info.annotation
+            choices = f" one of {', '.join(map(str, typing.get_args(kind)))};" if typing.get_origin(kind) is Literal else ""
+            lines.append(f"  {name}.{key}={_shown(info.default)}  ({', '.join(bounds) + ';' if bounds else ''}{choices}"
+                         f" {info.description})".replace("( ", "(").replace(";)", ")"))
+    return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else "none" if value is None else str(value)

@@ -3,35 +3,50 @@ several runs each, and measure every selected checkpoint on the same trials as a
 
 A study directory is prepared once by the ``train-cues`` workflow of the app layer
 (``cuebench.app.train_cues``: photos, their structure-disrupted versions, two experiments). A job
-(algorithm x run) fine-tunes from the offline ImageNet weights on ``photos.npz``, selects the epoch
-with the best validation accuracy (BiasBed; a DiSTinguish model answers with each class's logit plus
-its disrupted twin's), saves that checkpoint and lets it answer both experiments through
-``cuebench eval``'s ``evaluate_experiment`` (``NAME:checkpoint``), so DiST accuracy and shape bias
-come from the stored responses like any observer's. Jobs run through ``jobs.run_job`` on the
-configured executor, each writing its own result file; a re-run skips finished jobs.
+(algorithm x run) fine-tunes from the offline ImageNet weights on ``photos.npz`` with a head over
+the n classes of the training photos (2n for DiSTinguish: each class and its disrupted twin), as
+Wen et al. (2024, App. A.2) train "simple 10-class supervised learning"; it selects the epoch with
+the best n-way validation accuracy (BiasBed; a DiSTinguish model answers with each class's logit
+plus its disrupted twin's), saves that checkpoint with the ImageNet index of each class and lets
+it answer both experiments through ``cuebench eval``'s ``evaluate_experiment``
+(``NAME:checkpoint``), so DiST accuracy and shape bias come from the stored responses like any
+observer's. Loaded that way, the n answers sit at their ImageNet indices and the other classes
+are never answered; cue-conflict trials are decided over the 16-class categories the n classes
+fall into (``subset_mapping``). Jobs run through ``jobs.run_job`` on the configured executor,
+each writing its own result file; a re-run skips finished jobs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cuebench.expdir import atomic_write, canonical_json
 from cuebench.studies import StudyDir
+
+from ..imagenet16 import IMAGENET16_INDICES
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
+
+if TYPE_CHECKING:
+    from .algorithms import AlgorithmOptions
 
 DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "cue_training.csv"
+MAPPING_FILE = "cue_conflict_mapping.json"
+"""Label -> ImageNet indices with which the study's checkpoints answer the cue-conflict trials (``subset_mapping``)."""
 EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
-           "observer", "checkpoint", "job_id")
-"""One row per job, epoch and split (val, test: top-1 ImageNet accuracy on held-out original
-photos); ``selected`` marks the best-validation epoch, whose checkpoint answered the trials as ``observer``."""
+           "observer", "checkpoint", "job_id", "algorithm_options")
+"""One row per job, epoch and split (val, test: top-1 accuracy over the study's n classes on held-out
+original photos); ``selected`` marks the best-validation epoch, whose checkpoint answered the trials as
+``observer``; ``algorithm_options`` the algorithm's options, defaults included, as JSON."""
 
 
 @dataclass(frozen=True)
@@ -57,10 +72,16 @@ class CueJob:
     run: int = 0
     config: CueConfig = CueConfig()
     runtime: Runtime = Runtime()
+    options: tuple[tuple[str, Any], ...] = ()
+    """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
 
     @property
     def job_id(self) -> str:
-        return f"cues--{self.config.model}--{self.algorithm}--r{self.run}--{self.config.key()}"
+        key = self.config.key()
+        if self.options:
+            key = hashlib.sha256(canonical_json({**asdict(self.config), "options": dict(self.options)}).encode()
+                                 ).hexdigest()[:8]
+        return f"cues--{self.config.model}--{self.algorithm}--r{self.run}--{key}"
 
     @property
     def result_path(self) -> Path:
@@ -75,7 +96,8 @@ class CueJob:
 
 
 def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, config: CueConfig = CueConfig(),
-                  runtime: Runtime = Runtime()) -> list[CueJob]:
+                  runtime: Runtime = Runtime(), options: dict[str, "AlgorithmOptions"] | None = None) -> list[CueJob]:
+    """Every (algorithm x run) job; ``options``: validated options per algorithm (defaults for the others)."""
     from .algorithms import ALGORITHMS
 
     for name in algorithms:
@@ -86,28 +108,58 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
     if folder.kind != "cue":
         raise TrainingError(f"{folder.file('cue')} is missing: prepare the study first")
     study = folder.load("cue")  # read through its schema: a malformed file names the file and the field
+    if study.classes is None:
+        raise TrainingError(f"{folder.file('cue')} was prepared for a 1000-way head by an earlier version; its jobs "
+                            "trained another model than the n-class one trained now: use a new study directory")
     if study.input_size != config.input_size:
         raise TrainingError(f"{folder.file('cue')}: the study's images are {study.input_size} px, the training "
                             f"asks for --input-size {config.input_size}")
-    return [CueJob(str(study_dir), a, r, config, runtime) for a in algorithms for r in range(runs)]
+    changed = {name: tuple(sorted(o.changed().items())) for name, o in (options or {}).items()}
+    return [CueJob(str(study_dir), a, r, config, runtime, changed.get(a, ())) for a in algorithms for r in range(runs)]
 
 
-def expand_head(model, width: int) -> None:
-    """A ``width``-way head whose first rows are the pretrained classifier's (DiSTinguish's upper
-    n rows, the disrupted classes, start from timm's default initialisation)."""
+def subset_head(model, classes: np.ndarray, width: int) -> None:
+    """A ``width``-way head (n = len(classes), or 2n for DiSTinguish) in place of the 1000-way one:
+    row k starts as the pretrained row of ImageNet class ``classes[k]`` (the fine-tuned model begins
+    with what it knew of the class); DiSTinguish's rows n..2n-1, the disrupted twins, start from
+    timm's default initialisation."""
     import torch
 
     old = model.get_classifier()
+    index = torch.as_tensor(np.asarray(classes, dtype=np.int64), device=old.weight.device)
     model.reset_classifier(width)
     new = model.get_classifier()
     with torch.no_grad():
-        new.weight[:old.out_features] = old.weight
-        new.bias[:old.out_features] = old.bias
+        new.weight[:len(index)] = old.weight[index]
+        new.bias[:len(index)] = old.bias[index]
+
+
+def subset_mapping(classes) -> tuple[dict[str, list[int]], list[str]]:
+    """(label -> ImageNet indices, covered labels) with which a model over ``classes`` (ImageNet
+    indices) answers 16-class trials: a category with trained classes among model-vs-human's index
+    lists (Geirhos et al. 2019) scores with those classes only, as the 16class rules average or sum
+    over a category's indices; a category without any keeps its list, whose classes the model never
+    answers, so it scores 0 and is never chosen. Averaging over the full lists instead would divide
+    each category's evidence by how many ImageNet classes it has (dog: 109, truck: 8)."""
+    trained = {int(c) for c in classes}
+    mapping, covered = {}, []
+    for label, indices in IMAGENET16_INDICES.items():
+        own = [i for i in indices if i in trained]
+        mapping[label] = own or list(indices)
+        if own:
+            covered.append(label)
+    return mapping, covered
+
+
+def head_labels(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """ImageNet indices -> positions in ``classes`` (-1 for a class the head does not have)."""
+    position = {int(c): k for k, c in enumerate(classes)}
+    return np.array([position.get(int(label), -1) for label in labels], dtype=np.int64)
 
 
 def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
-    """Fine-tune, select the best-validation epoch, save its checkpoint, let it answer the study's
-    experiments, and write the job's rows."""
+    """Fine-tune an n-way (DiSTinguish: 2n-way) head and the network, select the best-validation epoch,
+    save its checkpoint, let it answer the study's experiments, and write the job's rows."""
     if job.result_path.is_file():
         return job.result_path
     import torch
@@ -122,55 +174,67 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
     device = resolve_device(job.runtime.device)
     cfg, study = job.config, Path(job.study_dir)
     data = np.load(study / DATA_FILE)
+    classes = data["classes"]
+    n = len(classes)
     torch.manual_seed(job.seed)
     loaded = load_model(cfg.model, device)
     model = loaded.model
     mean = torch.tensor(loaded.data_config["mean"], device=device).view(1, 3, 1, 1)
     std = torch.tensor(loaded.data_config["std"], device=device).view(1, 3, 1, 1)
-    n = model.num_classes
     algorithm_class = ALGORITHMS[job.algorithm]
-    x_train, y_train = torch.from_numpy(data["train_images"]), torch.from_numpy(data["train_labels"])
-    if algorithm_class.output_classes(n) != n:
-        expand_head(model, algorithm_class.output_classes(n))
+    width = algorithm_class.output_classes(n)
+    subset_head(model, classes, width)
+    x_train = torch.from_numpy(data["train_images"])
+    y_train = torch.from_numpy(head_labels(data["train_labels"], classes))
+    if width != n:
         disrupted = torch.from_numpy(data["disrupted_images"])
         mask = torch.cat([torch.zeros(len(x_train), dtype=torch.bool), torch.ones(len(disrupted), dtype=torch.bool)])
         y_train = distinguish_labels(torch.cat([y_train, y_train]), mask, n)
         x_train = torch.cat([x_train, disrupted])
     model.to(device)
-    algorithm = algorithm_class(model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed, amp=job.runtime.amp)
+    algorithm = algorithm_class(model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed, amp=job.runtime.amp,
+                                **dict(job.options))
+    options = algorithm.options.model_dump(mode="json")
 
     def normalise(batch):
         return (batch.to(device).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
 
     @torch.no_grad()
     def accuracy(split: str) -> float:
+        """Top-1 over the n classes (a photo of a class the head lacks counts as wrong)."""
         model.eval()
-        images, labels = torch.from_numpy(data[f"{split}_images"]), torch.from_numpy(data[f"{split}_labels"])
+        images = torch.from_numpy(data[f"{split}_images"])
+        labels = torch.from_numpy(head_labels(data[f"{split}_labels"], classes))
         pred = torch.cat([algorithm_class.answer_logits(model(normalise(b)), n).argmax(1).cpu()
                           for b in images.split(job.runtime.eval_batch_size)])
         return float((pred == labels).float().mean())
 
     shuffle = torch.Generator().manual_seed(job.seed)
-    rows, best, best_state = [], -1.0, None
+    rows, best, best_state, best_epoch = [], -1.0, None, None
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
+        algorithm.start_epoch(epoch, cfg.epochs)
         losses = [algorithm.update(normalise(x_train[b]), y_train[b].to(device))
                   for b in torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)]
         scores = {split: accuracy(split) for split in ("val", "test")}
-        if scores["val"] > best:
-            best, best_state = scores["val"], {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-            best_epoch = epoch
+        if algorithm.selectable(epoch, cfg.epochs) and scores["val"] > best:
+            best, best_epoch = scores["val"], epoch
+            best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         for split, value in scores.items():
             rows.append({"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "epoch": epoch, "split": split,
                          "accuracy": value, "n_images": len(data[f"{split}_labels"]),
-                         "train_loss": float(np.mean(losses)), "job_id": job.job_id})
+                         "train_loss": float(np.mean(losses)), "job_id": job.job_id,
+                         "algorithm_options": json.dumps(options, sort_keys=True)})
     checkpoint = study / CHECKPOINTS_DIR / f"{job.job_id}.pth"
     buf = io.BytesIO()
-    twin_head = {"original_classes": n} if algorithm_class.output_classes(n) != n else {}
-    torch.save({"state_dict": best_state, **twin_head}, buf)
+    twin_head = {"original_classes": n} if width != n else {}
+    torch.save({"state_dict": best_state, "imagenet_indices": [int(c) for c in classes], **twin_head,
+                "algorithm": job.algorithm, "algorithm_options": options, "epoch": best_epoch}, buf)
     atomic_write(checkpoint, buf.getvalue())
     observer = None
     for name in EXPERIMENTS:
-        summary = evaluate_experiment(study / name, [f"{cfg.model}:{checkpoint}"], device=device, progress=False)
+        mapping = study / MAPPING_FILE if name == "cue_conflict" else None
+        summary = evaluate_experiment(study / name, [f"{cfg.model}:{checkpoint}"], device=device, progress=False,
+                                      mapping_file=mapping)
         observer = summary.runs[0].observer
     for row in rows:
         row.update(selected=row["epoch"] == best_epoch, observer=observer,

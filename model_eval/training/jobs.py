@@ -17,6 +17,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,14 +26,18 @@ from cuebench.studies import StudyDir, load_split
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write, canonical_json
 
+if TYPE_CHECKING:
+    from .algorithms import AlgorithmOptions
+
 TABLE_FILE = "training.csv"
 RUNS_DIR = "training/runs"
 COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
            "seed", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss",
-           "train_images_per_s", "job_id")
+           "train_images_per_s", "job_id", "algorithm_options")
 """The training table: one row per job, epoch and evaluated split. ``accuracy`` is the mean
 per-class accuracy (Eulig et al. 2021, Sec. 3.4); ``per_class_accuracy`` a JSON list in
-the order of the entry's selected target classes."""
+the order of the entry's selected target classes; ``algorithm_options`` the algorithm's
+options, defaults included, as JSON."""
 
 
 class TrainingError(CuebenchError):
@@ -50,14 +55,29 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     input_size: int = 128
-    padain_p: float = 0.01
     seed: int = 0
+    options: tuple[tuple[str, Any], ...] = ()
+    """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
 
     def key(self) -> str:
-        return hashlib.sha256(canonical_json(asdict(self)).encode()).hexdigest()[:8]
+        """Hash of what names the job: the fields, with the changed options. pAdaIN's p keeps the
+        name and place it had as the field ``padain_p`` (so job names of earlier runs still match)."""
+        identity = {k: v for k, v in asdict(self).items() if k != "options"}
+        options = dict(self.options)
+        identity["padain_p"] = options.pop("p", 0.01) if self.algorithm == "padain" else 0.01
+        if options:
+            identity["options"] = options
+        return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:8]
 
     def algorithm_options(self) -> dict:
-        return {"p": self.padain_p} if self.algorithm == "padain" else {}
+        """The algorithm's options as its constructor takes them (the changed ones)."""
+        return dict(self.options)
+
+    @classmethod
+    def with_options(cls, options: "AlgorithmOptions | None" = None, **fields) -> "TrainConfig":
+        """A configuration whose ``options`` are the changed ones of a validated options model."""
+        changed = options.changed() if options is not None else {}
+        return cls(**fields, options=tuple(sorted(changed.items())))
 
 
 @dataclass(frozen=True)
@@ -101,13 +121,7 @@ class TrainJob:
 def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Runtime = Runtime(),
               studies: list[str] | None = None) -> list[TrainJob]:
     """Every (entry x run) job of a study directory, optionally limited to some studies."""
-    from .algorithms import ALGORITHMS
-
-    algorithm = ALGORITHMS[config.algorithm]
-    if algorithm.output_classes(3) != 3:
-        raise TrainingError(f"algorithm {config.algorithm!r} trains on images with a second label set (DiSTinguish: "
-                            "structure-disrupted twins of every class), which a DiagViB-6 study does not have; "
-                            "use 'cuebench train-cues' for it")
+    check_factor_algorithm(config.algorithm)
     if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
     study_dir = StudyDir(study_dir)
@@ -124,6 +138,16 @@ def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Ru
     return [TrainJob(str(study_dir.root), e.study, e.target, e.correlated, e.dataset_sample, e.shortcut_class,
                      dict(e.files), run, config, runtime)
             for e in entries for run in range(runs)]
+
+
+def check_factor_algorithm(name: str) -> None:
+    """Refuse an algorithm that needs more than a DiagViB-6 study has (plan and run alike)."""
+    from .algorithms import ALGORITHMS
+
+    if ALGORITHMS[name].output_classes(3) != 3:
+        raise TrainingError(f"algorithm {name!r} trains on images with a second label set (DiSTinguish: "
+                            "structure-disrupted twins of every class), which a DiagViB-6 study does not have; "
+                            "use 'cuebench train-cues' for it")
 
 
 def resolve_device(name: str) -> str:
@@ -188,6 +212,7 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
         return job.execute(progress)
     if job.result_path.is_file():
         return job.result_path
+    check_factor_algorithm(job.config.algorithm)
     import torch
     from tqdm import tqdm
 
@@ -203,10 +228,12 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
     model = build_model(cfg.model).to(device)
     algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
                                           amp=job.runtime.amp, **cfg.algorithm_options())
+    options = json.dumps(algorithm.options.model_dump(mode="json"), sort_keys=True)
     shuffle = torch.Generator().manual_seed(job.seed)
     x_train, y_train = data["train"]
     rows = []
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
+        algorithm.start_epoch(epoch, cfg.epochs)
         order = torch.randperm(len(y_train), generator=shuffle)
         losses, start = [], time.perf_counter()
         for batch in order.split(cfg.batch_size):
@@ -223,7 +250,8 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
                          "model": cfg.model, "algorithm": cfg.algorithm, "run": job.run, "seed": job.seed,
                          "epoch": epoch, "split": split, "accuracy": mean_class_accuracy(per_class),
                          "per_class_accuracy": json.dumps(per_class), "n_images": len(y),
-                         "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "job_id": job.job_id})
+                         "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "job_id": job.job_id,
+                         "algorithm_options": options})
     write_rows(job.result_path, rows)
     return job.result_path
 
