@@ -63,7 +63,8 @@ def test_split_files_stay_inside_and_round_trip(tmp_path):
 CUE_STUDY = {"photos": "photos", "dist": "dist", "cue_conflict": "cc", "input_size": 64, "seed": 0,
              "disruption": {"method": "gram", "feature_net": "vgg19", "dist_steps": 10, "lbfgs_iterations": 200,
                             "noise_scale": 1.0, "size": 224, "quality": {"checked": True}},
-             "splits": {"train": ["a"], "val": ["b"]}}
+             "splits": {"train": ["a"], "val": ["b"]}, "classes": [82, 907],
+             "cue_conflict_categories": ["bird", "bottle"], "cue_conflict_images": 4}
 
 
 def test_cue_studies_of_both_formats_read_and_a_study_is_written_from_its_schema(tmp_path):
