@@ -234,12 +234,16 @@ def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> Ps
     (:func:`fixed_level_rows`)."""
     from tqdm import tqdm
 
-    scored = fixed_level_rows(scored)
-    axes = condition_axes(scored)
+    fixed = fixed_level_rows(scored)
+    axes = condition_axes(fixed)
+    if not axes and condition_axes(scored):
+        raise PsychometricError("psychometric fits need suppression trials at fixed levels; these responses have "
+                                "graded levels only in adaptive (QUEST+) blocks, whose thresholds are the "
+                                "quest-thresholds table")
     check_fittable(axes)
     axes = {condition: axis for condition, axis in axes.items() if len(axis[1]) > 1}
     guess = 1.0 / n_choices
-    cells = scored.assign(level=scored["level"].astype("Float64"))
+    cells = fixed.assign(level=fixed["level"].astype("Float64"))
     groups = [(obs, kind, "individual", rows) for (obs, kind), rows in cells.groupby(["observer", "observer_kind"])]
     humans = cells[cells["observer_kind"] == "human"]
     if humans["observer"].nunique() > 1:

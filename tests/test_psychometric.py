@@ -313,6 +313,8 @@ def test_answers_of_an_adaptive_block_stay_out_of_the_fixed_level_fit():
     for name, value in expected.items():
         assert row[name] == value or (pd.isna(row[name]) and pd.isna(value)), name
     assert (fits.points["n"] == 20).all() and (fits.points["k"].to_numpy() == k).all()  # 40 answers at grids 12-14 else
+    with pytest.raises(PsychometricError, match="graded levels only in adaptive .*quest-thresholds"):
+        psychometric_fits(pd.DataFrame(originals + adaptive), n_choices=C)
 
 
 def test_one_level_only_is_an_error_naming_the_condition():
