@@ -11,16 +11,24 @@ falling from 1 − λ to the floor γ; for n-AFC the floor is chance, γ = 1/C. 
 *ceiling* and its λ is the floor, not this model. So the fit runs psignifit's *rising* logistic
 on u = −x, whose γ and λ are the floor and the lapse above (1 − F(x; m) = F(−x; −m) for the
 symmetric logistic). The lapse prior is flat on [0, 1 − γ) (models often stay far below 100 %
-on the originals). Pooled human data are overdispersed (people differ), so their fit includes
-psignifit's beta-binomial η (Schütt et al. 2016, Sec. 2.2); one observer's answers are binomial,
-η = 0.
+on the originals) and zero outside it, so psignifit's MAP search stays inside the model too.
+Pooled human data are overdispersed (people differ), so their fit includes psignifit's
+beta-binomial η (Schütt et al. 2016, Sec. 2.2); one observer's answers are binomial, η = 0.
 
 Accuracy may level off above chance (a cue the suppression leaves intact). A second fit frees
-the floor γ ∈ [1/C, 1); where its 95 % credible interval excludes chance, that model is the one
-reported (``model`` = ``free floor``, its ``floor`` with interval), else the chance-floor one.
+the floor γ ∈ [1/C, 1) (for pooled data with its own η: an η borrowed from the chance-floor fit
+would carry that fit's misfit as overdispersion and widen the floor's interval until it takes in
+chance); where the free floor's 95 % interval excludes chance, that model is the one reported
+(``model`` = ``free floor``, its ``floor`` with interval), else the chance-floor one (``floor`` = 1/C,
+its interval [1/C, the free floor's upper end]: how far above chance the data let the floor be).
 
 Reported per fit as the posterior median with the central 95 % credible interval of 4000
-posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit):
+posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit).
+The lapse and the free floor are bounded below (λ ≥ 0, γ ≥ 1/C) and psignifit's posterior lives
+on a grid whose first point is that bound: where at least 2.5 % of the draws lie on the bound (an
+observer at 100 % on the easy levels, a floor at chance) the posterior piles up there, and the
+interval is the one-sided [bound, 95th percentile] (a central interval would never contain the
+bound, and a truth on it would always be missed).
 
 - ``threshold_halfway``: the level where accuracy has fallen half-way from the observer's
   accuracy on the original images A_o to chance, ψ(x) = γ₀ + (A_o − γ₀)/2 with γ₀ = 1/C, i.e.
@@ -28,6 +36,9 @@ posterior draws (a median always lies inside its interval; the drawn curve is ps
   Sec. 5). A_o is drawn from its Beta(k+1, n−k+1) posterior so its uncertainty enters the
   interval; without original trials the fitted ceiling 1 − λ stands in. Empty, with a note,
   where the fitted floor lies at or above that level ("does not fall half-way to chance");
+- ``threshold_midpoint``: the sigmoid's own threshold m, half-way between the ceiling 1 − λ and
+  the floor γ (psignifit's threshold); with the floor at chance it is what QUEST+ estimates
+  (``quest_threshold``, :mod:`cuebench.adaptive`);
 - ``threshold_75``: the level where accuracy falls to 75 % correct, only where the fitted curve
   is at or above 75 % at the easiest measured level and falls below it (else empty, with a note:
   no 75 % point extrapolated for an observer that never reached 75 % in the data);
@@ -35,7 +46,12 @@ posterior draws (a median always lies inside its interval; the drawn curve is ps
 - ``deviance`` (binomial deviance of the best fit against the saturated model, Wichmann & Hill
   2001, Perception & Psychophysics 63, Sec. 2) and ``deviance_p``, its posterior-predictive p:
   the share of datasets simulated from posterior draws whose deviance is at least the observed
-  one (Gelman, Meng & Stern 1996); a small p says the model does not describe the data.
+  one (Gelman, Meng & Stern 1996); a small p says the model does not describe the data, and the
+  note says so.
+
+Trials of adaptive (QUEST+) blocks are not fitted here: their levels follow the observer's answers,
+so they are no sample of a fixed grid (:func:`fixed_level_rows`); their posteriors are
+:func:`quest_estimates`.
 
 A fit that the data cannot support says why in ``note`` instead of giving numbers: fewer
 than :data:`MIN_LEVELS` levels, or flat data (no decreasing trend in accuracy over the
@@ -45,14 +61,14 @@ levels, Cochran-Armitage test).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 from scipy.special import expit, logit, xlogy
 
-from cuebench.adaptive import Estimate, stimulus_axis
+from cuebench.adaptive import SESSION_PREFIX, Estimate, stimulus_axis
 from cuebench.errors import CuebenchError
 
 from .load import params_of
@@ -70,12 +86,18 @@ ASYMPTOTE_MARGIN = 1e-3
 CHANCE_FLOOR, FREE_FLOOR = "floor at chance", "free floor"
 POOLED_HUMANS = "humans (pooled)"
 NOT_GRADED = ("original", "attention", "practice")
-TABLE_COLUMNS = ["observer", "observer_kind", "fit", "condition", "axis", "levels", "trials", "guess_rate",
-                 "reference_accuracy", "reference", "model", "floor", "floor_ci_low", "floor_ci_high",
-                 "threshold_halfway", "threshold_halfway_ci_low", "threshold_halfway_ci_high",
-                 "threshold_75", "threshold_75_ci_low", "threshold_75_ci_high", "slope", "slope_ci_low",
-                 "slope_ci_high", "lapse", "lapse_ci_low", "lapse_ci_high", "deviance", "deviance_p", "trend_p",
-                 "note"]
+ESTIMATES = ("threshold_halfway", "threshold_midpoint", "threshold_75", "lapse", "floor", "slope")
+"""Columns reported as posterior median with ``_ci_low`` and ``_ci_high``."""
+TABLE_COLUMNS = ["observer", "observer_kind", "fit", "condition", "axis", "model",
+                 *(f"{name}{part}" for name in ESTIMATES for part in ("", "_ci_low", "_ci_high")),
+                 "reference_accuracy", "reference", "guess_rate", "levels", "trials", "deviance", "deviance_p",
+                 "trend_p", "note"]
+PREDICTIVE_ALPHA = 0.05
+"""A posterior-predictive p below this says, in the note, that the curve does not describe the data."""
+POOLED_FREE_FLOOR_GRID = {"eta": 10, "gamma": 20, "lambda": 20, "threshold": 30, "width": 30}
+POOLED_FREE_FLOOR_COARSE_GRID = {"eta": 8, "gamma": 8, "lambda": 8, "threshold": 20, "width": 20}
+"""psignifit's grid (and its first, bound-finding grid) for the five-parameter posterior of a pooled free-floor
+fit: its defaults (20 x 20 x 20 x 40 x 40) take ~30 s a fit, these ~4 s with the same intervals to the grid step."""
 QUEST_COLUMNS = ["observer", "observer_kind", "condition", "quest_threshold", "ci_low", "ci_high", "trials"]
 
 
@@ -208,14 +230,20 @@ def check_fittable(axes: dict[str, tuple[str, dict[int, float]]]) -> None:
 def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> PsychometricFits:
     """Fits of every observer (and the pooled humans) on every condition of ``scored`` with more than one
     level (the scored test trials of :func:`analysis.exclusions.apply_exclusions`); conditions with a single
-    setting (channel shuffle, cue images) are no grid and get no row."""
+    setting (channel shuffle, cue images) are no grid and get no row. Answers of adaptive blocks are left out
+    (:func:`fixed_level_rows`)."""
     from tqdm import tqdm
 
-    axes = condition_axes(scored)
+    fixed = fixed_level_rows(scored)
+    axes = condition_axes(fixed)
+    if not axes and condition_axes(scored):
+        raise PsychometricError("psychometric fits need suppression trials at fixed levels; these responses have "
+                                "graded levels only in adaptive (QUEST+) blocks, whose thresholds are the "
+                                "quest-thresholds table")
     check_fittable(axes)
     axes = {condition: axis for condition, axis in axes.items() if len(axis[1]) > 1}
     guess = 1.0 / n_choices
-    cells = scored.assign(level=scored["level"].astype("Float64"))
+    cells = fixed.assign(level=fixed["level"].astype("Float64"))
     groups = [(obs, kind, "individual", rows) for (obs, kind), rows in cells.groupby(["observer", "observer_kind"])]
     humans = cells[cells["observer_kind"] == "human"]
     if humans["observer"].nunique() > 1:
@@ -246,6 +274,25 @@ def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> Ps
     return PsychometricFits(table, curve_table, pd.DataFrame(points))
 
 
+def has_posterior(column: pd.Series) -> pd.Series:
+    """Rows whose ``adaptive`` column holds a QUEST+ posterior (a dict, or its JSON text; missing values of any
+    dtype count as none)."""
+    return column.map(lambda v: isinstance(v, dict) or (isinstance(v, str) and bool(v))).astype(bool)
+
+
+def fixed_level_rows(responses: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the fixed sequence: without those of adaptive blocks, which every runner stores in session
+    ``adaptive-<condition>`` (:func:`cuebench.adaptive.session_name`) with QUEST+'s posterior in ``adaptive``.
+    Their levels follow the answers (QUEST+ shows most trials near the threshold), so in a fixed-level fit they
+    would weight the levels by the observer's own performance."""
+    adaptive = pd.Series(False, index=responses.index)
+    if "session" in responses:
+        adaptive |= responses["session"].astype("string").str.startswith(SESSION_PREFIX).fillna(False).astype(bool)
+    if "adaptive" in responses:
+        adaptive |= has_posterior(responses["adaptive"])
+    return responses[~adaptive]
+
+
 def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:
     """Each observer's QUEST+ posterior at the end of each adaptive block (:data:`QUEST_COLUMNS`): the ``adaptive``
     column of the block's last answer, read by :meth:`cuebench.adaptive.Estimate.from_dict` (so rows stored with
@@ -253,7 +300,7 @@ def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:
     different point from the fits' ``threshold_halfway``."""
     if "adaptive" not in responses:
         return pd.DataFrame(columns=QUEST_COLUMNS)
-    answered = responses[responses["adaptive"].map(lambda v: isinstance(v, dict) or (isinstance(v, str) and v != ""))]
+    answered = responses[has_posterior(responses["adaptive"])]
     rows = []
     for (observer, kind, condition), block in answered.groupby(["observer", "observer_kind", "condition"]):
         last = block.sort_values("trial_index")["adaptive"].iloc[-1]
@@ -284,24 +331,25 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     if trend_p >= TREND_ALPHA:
         row["note"] = f"not fitted: flat data, accuracy does not fall with the level (trend p = {trend_p:.2g})"
         return row, None
-    result, row["model"] = chosen_model(x, k, n, guess, overdispersed)
     rng = np.random.default_rng(seed)
-    best = model_parameters(result.parameter_estimate)
-    draws = model_parameters(result.posterior_samples(POSTERIOR_DRAWS, random_state=rng))
+    fit = chosen_model(x, k, n, guess, overdispersed, rng)
+    row["model"], best, draws = fit.model, fit.best, fit.draws
     if reference is not None:
         a_draws = rng.beta(reference[0] + 1, reference[1] - reference[0] + 1, POSTERIOR_DRAWS)
     else:
         a_draws = 1 - draws["lapse"]
         row["reference_accuracy"] = float(np.median(a_draws))
     notes = []
-    for name in ("lapse", "floor"):
-        row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = _summary(draws[name])
+    row["lapse"], row["lapse_ci_low"], row["lapse_ci_high"] = fit.lapse
+    row["floor"], row["floor_ci_low"], row["floor_ci_high"] = fit.floor
+    row["threshold_midpoint"], row["threshold_midpoint_ci_low"], row["threshold_midpoint_ci_high"] = \
+        summary(draws["location"])
     halfway = level_at(guess + (a_draws - guess) / 2, draws)
-    point, low, high = _summary(halfway)
+    point, low, high = summary(halfway)
     if np.isfinite(point):
         row["threshold_halfway"], row["threshold_halfway_ci_low"], row["threshold_halfway_ci_high"] = point, low, high
         slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
-        row["slope"], row["slope_ci_low"], row["slope_ci_high"] = _summary(slopes[np.isfinite(slopes)])
+        row["slope"], row["slope_ci_low"], row["slope_ci_high"] = summary(slopes[np.isfinite(slopes)])
         if not x.min() <= point <= x.max():
             notes.append("threshold outside the measured grid (extrapolated)")
     elif point > 0:
@@ -309,7 +357,7 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     else:
         notes.append("below half-way to chance at every level (threshold below the grid)")
     easiest = float(np.median(psi(x.min(), draws)))
-    point, low, high = _summary(level_at(np.full(POSTERIOR_DRAWS, 0.75), draws))
+    point, low, high = summary(level_at(np.full(POSTERIOR_DRAWS, 0.75), draws))
     if easiest < 0.75:
         notes.append(f"never reaches 75 % correct on the measured grid (fitted {easiest:.3g} at {x.min():g}, "
                      f"ceiling {1 - row['lapse']:.3g})")
@@ -323,36 +371,66 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
         notes.insert(0, f"accuracy levels off above chance (floor {row['floor']:.3g}, free-floor model)")
     row["deviance"] = float(deviance(k, n, psi(x, best)))
     row["deviance_p"] = predictive_p(x, k, n, draws, rng)
+    if row["deviance_p"] < PREDICTIVE_ALPHA:
+        notes.append(f"the fitted curve does not describe the data (posterior-predictive p = {row['deviance_p']:.2g})")
     row["note"] = "; ".join(notes)
     grid = np.linspace(x.min(), x.max(), CURVE_POINTS)
     return row, (grid, np.asarray(psi(grid, best), dtype=float))
 
 
-def chosen_model(x, k, n, guess: float, overdispersed: bool):
-    """The chance-floor fit, or the free-floor fit where its floor's credible interval excludes chance; with the
-    name of the one chosen. The free-floor fit of pooled data keeps η at the chance-floor fit's estimate (a
-    five-parameter posterior grid takes ~50x longer)."""
-    chance = _psignifit(x, k, n, guess, free_floor=False, eta=None if overdispersed else 0.0)
-    free = _psignifit(x, k, n, guess, free_floor=True, eta=float(chance.parameter_estimate["eta"]))
-    if free.confidence_intervals["gamma"][f"{CREDIBLE:g}"][0] > guess + 1e-9:
-        return free, FREE_FLOOR
-    return chance, CHANCE_FLOOR
+@dataclass
+class Fit:
+    """One psignifit fit in this module's parameters: its name (:data:`CHANCE_FLOOR`, :data:`FREE_FLOOR`), the MAP
+    parameters, :data:`POSTERIOR_DRAWS` posterior draws, and the summaries (median, low, high) of lapse and floor."""
+
+    model: str
+    best: dict
+    draws: dict
+    lapse: tuple[float, float, float]
+    floor: tuple[float, float, float]
+
+
+def chosen_model(x, k, n, guess: float, overdispersed: bool, rng) -> Fit:
+    """The chance-floor fit, or the free-floor fit where its floor's credible interval (:func:`summary`, one-sided
+    at chance where the posterior piles up there) excludes chance. Pooled data get η fitted in both. The floor's
+    interval is the free fit's either way: for the chance-floor fit [chance, its upper end], how far above chance
+    the data let the floor be (an interval of width 0 would claim the floor is known to be chance)."""
+    eta = None if overdispersed else 0.0
+    chance = _fit(CHANCE_FLOOR, x, k, n, guess, eta, rng)
+    free = _fit(FREE_FLOOR, x, k, n, guess, eta, rng)
+    if free.floor[1] > guess + 1e-9:
+        return free
+    return replace(chance, floor=(guess, guess, free.floor[2]))
+
+
+def _fit(model: str, x, k, n, guess: float, eta: float | None, rng) -> Fit:
+    result = _psignifit(x, k, n, guess, free_floor=model == FREE_FLOOR, eta=eta)
+    draws = model_parameters(result.posterior_samples(POSTERIOR_DRAWS, random_state=rng))
+    return Fit(model, model_parameters(result.parameter_estimate), draws, lapse=summary(draws["lapse"], bound=0.0),
+               floor=summary(draws["floor"], bound=guess))
 
 
 def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None):
     """psignifit's rising logistic on u = −x; flat priors on the lapse in [0, 1 − γ) and on a free floor in
-    [1/C, 1); η fitted (None) or fixed."""
+    [1/C, 1), zero outside; η fitted (None) or fixed."""
     import psignifit
 
     bounds = {"lambda": (0.0, 1 - guess - ASYMPTOTE_MARGIN)}
-    priors = {"lambda": np.ones_like}
     kind = {"experiment_type": "nAFC", "experiment_choices": round(1 / guess)}
     if free_floor:
-        bounds["gamma"], priors["gamma"] = (guess, 1 - ASYMPTOTE_MARGIN), np.ones_like
+        bounds["gamma"] = (guess, 1 - ASYMPTOTE_MARGIN)
         kind = {"experiment_type": "yes/no"}
+        if eta is None:
+            kind |= {"grid_steps": POOLED_FREE_FLOOR_GRID, "steps_moving_bounds": POOLED_FREE_FLOOR_COARSE_GRID}
+    priors = {name: _flat(*bound) for name, bound in bounds.items()}
     return psignifit.psignifit(np.column_stack([-x, k, n]), sigmoid=rising_logistic(), bounds=bounds, priors=priors,
                                fixed_parameters=None if eta is None else {"eta": eta}, width_alpha=WIDTH_ALPHA,
                                debug=True, verbose=False, **kind)
+
+
+def _flat(low: float, high: float):
+    """A flat prior density on [low, high], zero outside."""
+    return lambda values: ((np.asarray(values) >= low) & (np.asarray(values) <= high)).astype(float)
 
 
 def model_parameters(fitted: dict) -> dict:
@@ -362,8 +440,14 @@ def model_parameters(fitted: dict) -> dict:
             "eta": np.asarray(fitted["eta"], float)}
 
 
-def _summary(samples) -> tuple[float, float, float]:
-    """Posterior median and central credible interval of draws; ±inf stands for draws that never reach (−) or
-    never fall to (+) a target, so a median at ±inf says most draws do not."""
-    tail = (1 - CREDIBLE) / 2 * 100
-    return tuple(map(float, np.percentile(samples, [50, tail, 100 - tail], method="inverted_cdf")))
+def summary(samples, bound: float | None = None) -> tuple[float, float, float]:
+    """Posterior median and 95 % credible interval of draws: central, or for a parameter bounded below at ``bound``
+    whose posterior piles up there (at least (1 − CREDIBLE)/2 of the draws on the bound, module docstring) the
+    one-sided [bound, CREDIBLE quantile]. ±inf stands for draws that never reach (−) or never fall to (+) a
+    target, so a median at ±inf says most draws do not."""
+    samples = np.asarray(samples, dtype=float)
+    tail = (1 - CREDIBLE) / 2
+    if bound is not None and np.mean(samples <= bound + 1e-12) >= tail:
+        median, high = np.percentile(samples, [50, CREDIBLE * 100], method="inverted_cdf")
+        return float(median), float(bound), float(high)
+    return tuple(map(float, np.percentile(samples, [50, tail * 100, 100 - tail * 100], method="inverted_cdf")))

@@ -9,9 +9,10 @@ parameters. The web task, the PsychoPy runner and model evaluation all drive the
 The psychometric function falls with the suppression value x like the one the analysis fits
 (``analysis.psychometric``, a logistic there): ψ(x) = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), guess
 rate γ = 1/C, lapse λ, on the same stimulus axis (:func:`stimulus_axis`). Its threshold t, the
-``quest_threshold``, is where accuracy is half-way between chance and 1 − λ; the analysis's
-``threshold_halfway`` is half-way between chance and the accuracy on the original images, the
-same point only when that accuracy is 1 − λ. The lapse grid reaches up to 1 − γ, so an observer
+``quest_threshold``, is where accuracy is half-way between chance and 1 − λ: the analysis's
+``threshold_midpoint`` of a chance-floor fit. The analysis's ``threshold_halfway`` is half-way
+between chance and the accuracy on the original images, the same point only when that accuracy
+is 1 − λ. An adaptive block's answers are never part of the analysis's fixed-level fits. The lapse grid reaches up to 1 − γ, so an observer
 far below 100 % on easy images (a model at 55 %) is inside the parameter space. QUEST+ (the
 ``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
 strength −x and its mean parameter is −t.

@@ -4,15 +4,16 @@ over seeds, an independent maximum-likelihood fit with scipy, the hand-computed 
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import optimize
+from scipy import optimize, stats
 
 from analysis.psychometric import CHANCE_FLOOR, FREE_FLOOR, POOLED_HUMANS, PsychometricError, chosen_model, \
-    cochran_armitage, fit_curve, logistic_scale, model_parameters, psychometric_fits
+    cochran_armitage, fit_curve, logistic_scale, psychometric_fits
 from cuebench.adaptive import stimulus_axis
 
 GRIDS = np.arange(2, 17, dtype=float)  # patch-shuffle grid sizes g = 2..16, levels 0..14
@@ -51,63 +52,126 @@ def test_stimulus_axis_uses_the_growing_parameter_else_the_level():
     assert stimulus_axis(joint) == ("level", {0: 0.0, 1: 1.0})
 
 
-# (alternatives C, lapse λ, trials per level): chance floors, lapses 0.05-0.5, 2-16 alternatives, few and many trials
-SCENARIOS = [(2, 0.05, 40), (4, 0.2, 12), (8, 0.1, 20), (16, 0.5, 30), (16, 0.3, 8), (8, 0.4, 60)]
+# (alternatives C, floor γ (None: chance), lapse λ, trials per level, accuracy on the originals (None: the ceiling
+# 1 − λ)): chance floors and floors above it, lapses 0-0.5, 2-16 alternatives, 8-60 trials per level, and observers
+# whose original-image accuracy differs from their ceiling (a model better or worse on photos than on the easiest
+# level), so the half-way point is not the logistic's location
+SCENARIOS = [(2, None, 0.05, 40, None), (4, None, 0.2, 12, None), (8, None, 0.1, 20, 0.97), (16, None, 0.5, 30, None),
+             (16, None, 0.3, 8, 0.6), (8, None, 0.4, 60, 0.55), (16, None, 0.0, 20, None), (2, None, 0.0, 60, 0.9),
+             (16, 0.35, 0.05, 30, None), (16, 0.4, 0.0, 40, 0.98), (4, 0.45, 0.1, 40, None), (8, 0.3, 0.2, 20, 0.75)]
+COVERED = ("threshold", "slope", "lapse", "floor")
 
 
-def covered(seed: int, scenario) -> dict[str, bool]:
-    """Whether the true half-way threshold, lapse and slope lie in the fit's 95 % intervals for one simulated observer
-    whose originals are answered at its ceiling 1 − λ (so the half-way point is the logistic's location)."""
-    choices, lapse, n = scenario
+@functools.lru_cache(maxsize=None)
+def covered(seed: int) -> dict:
+    """One simulated observer of scenario ``seed % len(SCENARIOS)``: whether the true half-way threshold, slope, lapse
+    and floor lie inside the fit's 95 % intervals, and whether each truth lies on its bound (λ = 0, floor at chance).
+    Truth comes from the generator above (hand-inverted logistic), never from the fitting code."""
+    choices, floor, lapse, n, original = SCENARIOS[seed % len(SCENARIOS)]
     rng = np.random.default_rng(seed)
     location, scale, chance = rng.uniform(6, 11), rng.uniform(0.8, 2.0), 1 / choices
-    k, trials = simulate(rng, n, location, scale, chance, lapse)
-    originals = float(rng.binomial(200, 1 - lapse))
-    row, _ = fit_curve(GRIDS, k, trials, chance, reference=(originals, 200.0), seed=seed)
-    true_slope = -(1 - chance - lapse) / (4 * scale)  # dψ/dx at the location: F' = 1/(4s)
-    return {"threshold": row["threshold_halfway_ci_low"] <= location <= row["threshold_halfway_ci_high"],
-            "lapse": row["lapse_ci_low"] <= lapse <= row["lapse_ci_high"],
-            "slope": row["slope_ci_low"] <= true_slope <= row["slope_ci_high"]}
+    floor = chance if floor is None else floor
+    original = 1 - lapse if original is None else original
+    k, trials = simulate(rng, n, location, scale, floor, lapse)
+    row, _ = fit_curve(GRIDS, k, trials, chance, reference=(float(rng.binomial(200, original)), 200.0), seed=seed)
+    true_halfway = halfway(location, scale, floor, lapse, chance, original)
+    rising = 1 / (1 + np.exp(-(true_halfway - location) / scale))
+    true_slope = -(1 - floor - lapse) * rising * (1 - rising) / scale  # dψ/dx = −(1 − γ − λ) F(1 − F)/s
+    inside = {name: row.get(f"{column}_ci_low", np.nan) <= truth <= row.get(f"{column}_ci_high", np.nan)
+              for name, column, truth in
+              (("threshold", "threshold_halfway", true_halfway), ("slope", "slope", true_slope),
+               ("lapse", "lapse", lapse), ("floor", "floor", floor))}
+    return {**inside, "lapse_on_bound": lapse == 0, "floor_on_bound": floor == chance}
 
 
-def coverage(seeds) -> dict[str, float]:
-    hits = [covered(seed, SCENARIOS[seed % len(SCENARIOS)]) for seed in seeds]
-    return {name: float(np.mean([h[name] for h in hits])) for name in hits[0]}
+def binomial_band(observers: int, alpha: float) -> tuple[int, int]:
+    """[low, high]: the hits of a 95 % interval over ``observers`` independent observers fall below ``low`` with
+    probability < ``alpha``/2 and above ``high`` with probability ≤ ``alpha``/2 (Binomial(observers, 0.95))."""
+    hits = stats.binom(observers, 0.95)
+    return int(hits.ppf(alpha / 2)), int(hits.isf(alpha / 2))
+
+
+def check_coverage(seeds, alpha: float) -> dict[str, float]:
+    """Coverage of each quantity over the observers whose truth lies inside its range, tested against the binomial
+    band; truths on a bound (λ = 0, floor at chance: the one-sided interval contains them unless a wrong model or a
+    central interval is reported) only against the band's lower end. Returns the rates (for the message)."""
+    hits = [covered(seed) for seed in seeds]
+    rates = {}
+    for name in COVERED:
+        for on_bound in (False, True):
+            group = [h[name] for h in hits if h.get(f"{name}_on_bound", False) == on_bound]
+            if not group:
+                continue
+            low, high = binomial_band(len(group), alpha)
+            label = f"{name} (on its bound)" if on_bound else name
+            rates[label] = f"{sum(group)}/{len(group)}"
+            assert sum(group) >= low, (label, rates, (low, high))
+            assert on_bound or sum(group) <= high, (label, rates, (low, high))
+    return rates
 
 
 @pytest.mark.slow
-def test_intervals_cover_the_true_threshold_lapse_and_slope_at_about_the_nominal_rate():
-    # 24 observers, four per scenario: a 95 % interval misses at most three with probability 0.97
-    rates = coverage(range(24))
-    assert min(rates.values()) >= 21 / 24, rates
+def test_intervals_cover_the_truth_at_the_nominal_rate_quick():
+    """24 observers, two per scenario, against the binomial band at α = 0.005 per group (threshold and slope: at
+    least 19 of 24): fits whose intervals cover 95 % fail with probability ≤ 0.5 % per group, ≤ 3 % over the six
+    groups (threshold, slope, lapse and floor inside their range, lapse and floor on their bound). 24 draws are too
+    few for an upper end (all 24 covered has probability 0.29)."""
+    check_coverage(range(24), alpha=0.005)
 
 
-def independent_ml_fit(x, k, n, chance):
-    """Maximum-likelihood fit of the documented model with scipy (location, log scale, lapse), floor at chance."""
+@pytest.mark.slow
+def test_intervals_cover_the_truth_at_the_nominal_rate_over_120_observers():
+    """120 observers, ten per scenario, against the two-sided binomial band at α = 0.005 per group: threshold and
+    slope hits in [106, 119] of 120, lapse (λ > 0) at least 79 of 90, floor above chance at least 33 of 40; truths on
+    their bound at least 24 of 30 (λ = 0) and 70 of 80 (floor at chance). Fits whose intervals cover 95 % fail with
+    probability ≤ 0.5 % per group, ≤ 3 % over the six; intervals too wide to ever miss fail the threshold and slope
+    bands as surely as too narrow ones fail all."""
+    check_coverage(range(120), alpha=0.005)
+
+
+def independent_ml_fit(x, k, n, chance, free_floor: bool = False):
+    """Maximum-likelihood fit of the documented model with scipy: (location, scale, lapse, floor), the floor at chance
+    or free in [chance, 1)."""
     def negative_log_likelihood(theta):
-        p = np.clip(accuracy(x, theta[0], np.exp(theta[1]), chance, theta[2]), 1e-12, 1 - 1e-12)
+        floor = theta[3] if free_floor else chance
+        p = np.clip(accuracy(x, theta[0], np.exp(theta[1]), floor, theta[2]), 1e-12, 1 - 1e-12)
         return -(k * np.log(p) + (n - k) * np.log(1 - p)).sum()
 
-    best = optimize.minimize(negative_log_likelihood, [9.0, 0.0, 0.1], method="L-BFGS-B",
-                             bounds=[(0, 20), (-3, 3), (0, 1 - chance - 1e-3)])
-    return best.x[0], np.exp(best.x[1]), best.x[2]
+    best = optimize.minimize(negative_log_likelihood, [9.0, 0.0, 0.1, chance + 0.1], method="L-BFGS-B",
+                             bounds=[(0, 20), (-3, 3), (0, 1 - chance - 1e-3), (chance, 1 - 1e-3)])
+    return best.x[0], np.exp(best.x[1]), best.x[2], best.x[3] if free_floor else chance
 
 
-@pytest.mark.parametrize("choices,lapse", [(16, 0.4), (2, 0.1)])
-def test_psignifit_agrees_with_an_independent_maximum_likelihood_fit(choices, lapse):
+@pytest.mark.parametrize("choices,floor,lapse", [(16, None, 0.4), (2, None, 0.1), (16, 0.4, 0.05), (4, 0.5, 0.0)])
+def test_psignifit_agrees_with_an_independent_maximum_likelihood_fit(choices, floor, lapse):
     rng = np.random.default_rng(7)
-    k, n = simulate(rng, 200, location=8.0, scale=1.5, floor=1 / choices, lapse=lapse)
-    location, scale, ml_lapse = independent_ml_fit(GRIDS, k, n, 1 / choices)
-    result, model = chosen_model(GRIDS, k, n, 1 / choices, overdispersed=False)
-    best = model_parameters(result.parameter_estimate)  # psignifit's point estimate (MAP, flat priors inside range)
-    assert model == CHANCE_FLOOR and best["floor"] == pytest.approx(1 / choices)
+    chance = 1 / choices
+    k, n = simulate(rng, 200, location=8.0, scale=1.5, floor=floor or chance, lapse=lapse)
+    location, scale, ml_lapse, ml_floor = independent_ml_fit(GRIDS, k, n, chance, free_floor=floor is not None)
+    fit = chosen_model(GRIDS, k, n, chance, overdispersed=False, rng=np.random.default_rng(0))
+    best = fit.best  # psignifit's point estimate (MAP, flat priors inside the range)
+    assert fit.model == (CHANCE_FLOOR if floor is None else FREE_FLOOR)
     assert best["location"] == pytest.approx(location, abs=0.05) and best["lapse"] == pytest.approx(ml_lapse, abs=0.01)
-    assert logistic_scale(best["width"]) == pytest.approx(scale, rel=0.03)
-    row, _ = fit_curve(GRIDS, k, n, 1 / choices)  # no originals: the half-way point is the location
-    assert row["threshold_halfway_ci_low"] <= location <= row["threshold_halfway_ci_high"]
-    assert row["lapse_ci_low"] <= ml_lapse <= row["lapse_ci_high"]
-    assert row["slope_ci_low"] <= -(1 - 1 / choices - ml_lapse) / (4 * scale) <= row["slope_ci_high"]
-    assert abs(ml_lapse - lapse) < 0.03 and abs(location - 8.0) < 0.3
+    assert best["floor"] == pytest.approx(ml_floor, abs=0.01) and logistic_scale(best["width"]) == pytest.approx(
+        scale, rel=0.03)
+    assert abs(ml_lapse - lapse) < 0.03 and abs(location - 8.0) < 0.5 and abs(ml_floor - (floor or chance)) < 0.03
+    if floor is None:  # without originals the half-way point is the location, and the slope there (1 − γ − λ)/(4s)
+        row, _ = fit_curve(GRIDS, k, n, chance)
+        assert row["threshold_halfway_ci_low"] <= location <= row["threshold_halfway_ci_high"]
+        assert row["lapse_ci_low"] <= ml_lapse <= row["lapse_ci_high"]
+        assert row["slope_ci_low"] <= -(1 - chance - ml_lapse) / (4 * scale) <= row["slope_ci_high"]
+
+
+def test_a_lapse_on_its_bound_gets_a_one_sided_interval_that_contains_it():
+    # 100 % on the originals and at the easy levels: the lapse posterior piles up at 0, where a central interval
+    # would start above 0 and never contain the truth
+    rng = np.random.default_rng(12)
+    k, n = simulate(rng, 60, location=10.0, scale=1.2, floor=1 / 16, lapse=0.0)
+    row, _ = fit_curve(GRIDS, k, n, 1 / 16, reference=(200.0, 200.0))
+    assert row["lapse_ci_low"] == 0.0 and 0 <= row["lapse"] < row["lapse_ci_high"] < 0.03
+    assert row["model"] == CHANCE_FLOOR and row["floor"] == row["floor_ci_low"] == pytest.approx(1 / 16)
+    assert 1 / 16 < row["floor_ci_high"] < 0.15  # how far above chance the data let the floor be
+    assert np.isfinite(row["threshold_75"])
 
 
 def test_a_lapse_of_0_4_is_reported_as_the_lapse_and_no_75_percent_point():
@@ -139,6 +203,20 @@ def test_accuracy_levelling_off_above_chance_gets_a_free_floor():
     assert row["model"] == FREE_FLOOR and row["floor_ci_low"] <= 0.45 <= row["floor_ci_high"]
     assert row["threshold_halfway_ci_low"] <= expected <= row["threshold_halfway_ci_high"]
     assert "levels off above chance" in row["note"]
+
+
+@pytest.mark.slow
+def test_pooled_free_floor_fit_finds_no_overdispersion_in_identical_people():
+    # six identical people (120 answers per level pooled) whose accuracy levels off at 0.4: the data are binomial
+    # (true η = 0); the chance-floor fit blames its misfit on overdispersion, the free-floor fit must not inherit it
+    rng = np.random.default_rng(0)
+    k, n = simulate(rng, 120, location=7.0, scale=1.2, floor=0.4, lapse=0.05)
+    pooled = chosen_model(GRIDS, k, n, 1 / 16, overdispersed=True, rng=np.random.default_rng(0))
+    binomial = chosen_model(GRIDS, k, n, 1 / 16, overdispersed=False, rng=np.random.default_rng(0))
+    assert pooled.model == binomial.model == FREE_FLOOR
+    eta = pooled.draws["eta"]  # 95 % of the posterior from 0 (≥ 2.5 % of the draws on it), not the chance fit's ~0.2
+    assert np.percentile(eta, 2.5) == 0 and np.median(eta) < 0.12
+    assert pooled.floor[1] <= 0.4 <= pooled.floor[2] and binomial.floor[1] <= 0.4 <= binomial.floor[2]
 
 
 def test_a_floor_above_the_halfway_level_gives_no_threshold_but_says_so():
@@ -213,6 +291,32 @@ def test_every_observer_and_the_pooled_humans_get_a_row():
     assert len(fits.points[(fits.points["observer"] == "m1") & (fits.points["condition"] == "patch_shuffle")]) == 15
 
 
+def test_answers_of_an_adaptive_block_stay_out_of_the_fixed_level_fit():
+    # one model: the fixed grid (20 answers per level) plus a QUEST+ block on the same condition that kept showing
+    # grids 12-14 and was answered correctly there; the fixed-level fit must be the fit of the fixed counts alone
+    rng = np.random.default_rng(8)
+    k, n = simulate(rng, 20, location=8.0, scale=1.5, floor=1 / C, lapse=0.05)
+    who = {"observer": "m1", "observer_kind": "model", "condition": "patch_shuffle"}
+    fixed = [{**who, "session": "1", "level": level, "params": json.dumps({"grid": int(grid)}),
+              "correct": int(i < correct), "adaptive": None}
+             for level, (grid, correct) in enumerate(zip(GRIDS, k)) for i in range(20)]
+    originals = [{**who, "condition": "original", "session": "1", "level": None, "params": "{}",
+                  "correct": int(i < 95), "adaptive": None} for i in range(100)]
+    adaptive = [{**who, "session": "adaptive-patch_shuffle", "level": level, "params": json.dumps({"grid": level + 2}),
+                 "correct": 1, "adaptive": json.dumps({"quest_threshold": 13.0, "ci_low": 11.0, "ci_high": 15.0,
+                                                       "trials": i + 1})}
+                for i, level in enumerate([10, 11, 12] * 20)]
+    table = pd.DataFrame(fixed + originals + adaptive).assign(level=lambda d: d["level"].astype("Int64"))
+    fits = psychometric_fits(table, n_choices=C)
+    expected, _ = fit_curve(GRIDS, k, n, 1 / C, reference=(95.0, 100.0))
+    row = fits.table.set_index("condition").loc["patch_shuffle"]
+    for name, value in expected.items():
+        assert row[name] == value or (pd.isna(row[name]) and pd.isna(value)), name
+    assert (fits.points["n"] == 20).all() and (fits.points["k"].to_numpy() == k).all()  # 40 answers at grids 12-14 else
+    with pytest.raises(PsychometricError, match="graded levels only in adaptive .*quest-thresholds"):
+        psychometric_fits(pd.DataFrame(originals + adaptive), n_choices=C)
+
+
 def test_one_level_only_is_an_error_naming_the_condition():
     df = _responses(np.random.default_rng(0))
     single = df[df["condition"].isin(["channel_shuffle", "original"])]
@@ -259,6 +363,114 @@ def test_analyze_thresholds_cli_recovers_the_pooled_observer_and_writes_the_repo
                         progress=False).read_text()
     assert 'id="thresholds"' in html and "fitted psychometric functions" in html
     assert (tmp_path / "report" / "tables" / "thresholds.csv").is_file()
+
+
+# Pooled observers: people who differ (location, slope, lapse and floor vary around the condition's values) answer
+# three conditions, at chance, levelling off at 0.4 and at 0.6 (above half-way to chance: no half-way threshold), and
+# two models: one at 100 % on the originals (λ = 0) and one that never reaches 75 % (λ = 0.45).
+PEOPLE, PER_LEVEL, PER_ORIGINALS = 6, 16, 60
+CONDITIONS = {"patch_shuffle": ("grid", 8.0, None), "texture_blur": ("sigma", 7.0, 0.4),
+              "colour_drop": ("strength", 7.0, 0.6)}
+MODELS = {"model-perfect": (6.0, 1.0, 0.0), "model-weak": (9.0, 1.5, 0.45)}  # location, scale, lapse; floor at chance
+
+
+def _observers(rng) -> dict:
+    """Each observer's true parameters per condition (people varying around the condition's values) and its accuracy on
+    the originals (its ceiling 1 − λ)."""
+    truth = {}
+    for person in range(PEOPLE):
+        lapse = float(rng.uniform(0.0, 0.1))
+        truth[(f"P{person:02d}", "human")] = {
+            condition: {"location": location + rng.normal(0, 0.7), "scale": 1.2 * np.exp(rng.normal(0, 0.15)),
+                        "floor": 1 / C if floor is None else floor + rng.normal(0, 0.03), "lapse": lapse}
+            for condition, (_, location, floor) in CONDITIONS.items()}
+    for name, (location, scale, lapse) in MODELS.items():
+        truth[(name, "model")] = {condition: {"location": location, "scale": scale, "floor": 1 / C, "lapse": lapse}
+                                  for condition in CONDITIONS}
+    return truth
+
+
+def _write_csv(path, truth: dict, rng) -> None:
+    """The answers in the minimal response CSV of docs/adaptive.md: one row per trial."""
+    import csv
+
+    with open(path, "w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["observer", "observer_kind", "trial_id", "condition", "level", "params", "response", "correct"])
+        for (observer, kind), conditions in truth.items():
+            for condition, true in conditions.items():
+                parameter = CONDITIONS[condition][0]
+                for level, value in enumerate(GRIDS):
+                    for repeat, hit in enumerate(rng.random(PER_LEVEL) < accuracy(value, **true)):
+                        out.writerow([observer, kind, f"{condition}-{level}-{repeat}", condition, level,
+                                      json.dumps({parameter: int(value)}), "cat" if hit else "dog", int(hit)])
+            ceiling = 1 - next(iter(conditions.values()))["lapse"]
+            for repeat, hit in enumerate(rng.random(PER_ORIGINALS) < ceiling):
+                out.writerow([observer, kind, f"original-{repeat}", "original", "", "", "cat" if hit else "dog",
+                              int(hit)])
+
+
+def _true_halfway(curves, originals: float) -> float:
+    """Where the mean of the observers' true curves falls half-way from their mean original accuracy to chance
+    (numerically, brentq), or NaN where it never does: a pooled fit estimates the curve of the people pooled."""
+    target = 1 / C + (originals - 1 / C) / 2
+    def mean_curve(x):
+        return np.mean([accuracy(x, **true) for true in curves]) - target
+    return optimize.brentq(mean_curve, -20, 60) if mean_curve(60) < 0 else np.nan
+
+
+@pytest.mark.slow
+def test_analyze_thresholds_on_a_response_csv_recovers_people_pooled_and_models(tmp_path):
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(25)
+    truth = _observers(rng)
+    _write_csv(tmp_path / "answers.csv", truth, rng)
+    done = subprocess.run([sys.executable, "-m", "cuebench", "analyze", str(tmp_path / "answers.csv"), "--metric",
+                           "thresholds", "--n-choices", str(C), "--out", str(tmp_path / "thresholds.csv")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "thresholds.csv").set_index(["observer", "condition"])
+    people = [key for key in truth if key[1] == "human"]
+    hits, errors = [], []
+    for condition, (_, _, floor) in CONDITIONS.items():
+        for (observer, _), conditions in truth.items():
+            true = conditions[condition]
+            expected = _true_halfway([true], 1 - true["lapse"])
+            row = table.loc[(observer, condition)]
+            if np.isnan(expected):  # the floor lies above half-way to chance: no threshold, or one that may be +inf
+                said_so = "does not fall half-way to chance" in str(row["note"]) and np.isnan(row["threshold_halfway"])
+                hits.append(said_so or row["threshold_halfway_ci_high"] == np.inf)
+            else:
+                hits.append(row["threshold_halfway_ci_low"] <= expected <= row["threshold_halfway_ci_high"])
+                errors.append(abs(row["threshold_halfway"] - expected))
+            hits += [row["lapse_ci_low"] <= true["lapse"] <= row["lapse_ci_high"],
+                     row["floor_ci_low"] <= true["floor"] <= row["floor_ci_high"]]
+        curves = [truth[key][condition] for key in people]
+        pooled = table.loc[(POOLED_HUMANS, condition)]
+        mean_lapse, mean_floor = np.mean([c["lapse"] for c in curves]), np.mean([c["floor"] for c in curves])
+        expected = _true_halfway(curves, 1 - mean_lapse)
+        assert pooled["model"] == (CHANCE_FLOOR if floor is None else FREE_FLOOR), pooled["note"]
+        for name, truth_of_pool in (("floor", mean_floor), ("lapse", mean_lapse)):
+            assert pooled[f"{name}_ci_low"] <= truth_of_pool <= pooled[f"{name}_ci_high"], (condition, name)
+            assert abs(pooled[name] - truth_of_pool) < 0.05, (condition, name)
+        if np.isnan(expected):
+            assert np.isnan(pooled["threshold_halfway"]) and "does not fall half-way to chance" in str(pooled["note"])
+        else:
+            assert pooled["threshold_halfway_ci_low"] <= expected <= pooled["threshold_halfway_ci_high"]
+            assert abs(pooled["threshold_halfway"] - expected) < 0.5
+    # 95 % intervals of threshold, lapse and floor over the individual rows (8 observers x 3 conditions): hits at least
+    # the binomial band's lower end at α = 0.01; half-way thresholds within 1 grid unit in the median
+    assert sum(hits) >= binomial_band(len(hits), 0.01)[0], (sum(hits), len(hits))
+    assert np.median(errors) < 1.0, errors
+    perfect, weak = table.loc[("model-perfect", "patch_shuffle")], table.loc[("model-weak", "patch_shuffle")]
+    assert perfect["lapse_ci_low"] == 0 and perfect["lapse_ci_high"] < 0.15 and np.isfinite(perfect["threshold_75"])
+    assert weak["lapse_ci_low"] <= 0.45 <= weak["lapse_ci_high"] and np.isnan(weak["threshold_75"])
+    assert "never reaches 75 % correct" in weak["note"]
+    for (observer, _), conditions in truth.items():  # no 75 % point for an observer that never reaches 75 %
+        for condition, true in conditions.items():
+            assert accuracy(GRIDS[0], **true) >= 0.75 or np.isnan(table.loc[(observer, condition), "threshold_75"])
 
 
 def test_analyze_thresholds_on_one_level_names_the_condition(tmp_path, capsys):

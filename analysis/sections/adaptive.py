@@ -10,17 +10,12 @@ from cuebench.adaptive import stimulus_axis
 
 from .. import plots
 from ..load import params_of
-from ..psychometric import quest_estimates
+from ..psychometric import has_posterior, quest_estimates
 from .base import Section, register
 
 Z95 = stats.norm.ppf(0.975)
 COLUMNS = ["observer", "observer_kind", "condition", "axis", "fit", "quest_threshold", "ci_low", "ci_high", "trials",
            "accuracy"]
-
-
-def has_posterior(column: pd.Series) -> pd.Series:
-    """Rows whose ``adaptive`` column holds a posterior (missing values of any dtype count as none)."""
-    return column.map(lambda v: isinstance(v, dict) or (isinstance(v, str) and bool(v))).astype(bool)
 
 
 def final_posteriors(scored: pd.DataFrame) -> pd.DataFrame:
