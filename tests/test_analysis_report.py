@@ -209,7 +209,8 @@ def test_report_and_analyze_from_the_geirhos_folder_alone(shared, tmp_path, caps
 def test_report_dispatches_a_factor_study_folder(tmp_path, capsys):
     (tmp_path / "study.json").write_text("{}")
     assert cuebench(["report", str(tmp_path)]) == 2
-    assert "training.csv" in capsys.readouterr().err  # the factor-study report answered, not the response loader
+    error = capsys.readouterr().err  # the factor-study schema answered, not the response loader
+    assert "study.json: field 'format': is missing" in error and "experiment.json" not in error
 
 
 def test_analyze_prints_the_main_tables_and_refuses_out_without_a_metric(experiment, tmp_path, capsys):
