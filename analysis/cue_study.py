@@ -197,8 +197,8 @@ contains 0 does not show that two algorithms are equal, only that these runs can
 <h2>Rank tests per measure</h2>
 {% for note in rank_notes %}<p class="note">{{ note }}</p>{% endfor %}
 {% for measure, friedman in friedman.items() %}<h3>{{ measures[measure] }}</h3>
-<p>Friedman chi2 = {{ '%.3f' % friedman.chi2 }} (p = {{ '%.3g' % friedman.chi2_p }}), Iman-Davenport
-F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ '%.3f' % friedman.iman_davenport_f }} (p = {{ '%.3g' % friedman.f_p }}),
+<p>Friedman chi2 = {{ '%.3f' % friedman.chi2 }} (p = {{ '%.3g' % friedman.chi2_p }}), {% if friedman.note %}{{ friedman.note }},{% else %}Iman-Davenport
+F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ '%.3f' % friedman.iman_davenport_f }} (p = {{ '%.3g' % friedman.f_p }}),{% endif %}
 Nemenyi CD = {{ '%.2f' % friedman.critical_difference }} at alpha = {{ friedman.alpha }}, {{ friedman.blocks }} runs
 as blocks.</p>
 <img src="{{ images['cd_' + measure] }}" alt="critical-difference diagram, {{ measures[measure] }}">

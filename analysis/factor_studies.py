@@ -270,7 +270,7 @@ standard errors are over dataset samples; chance is 1/3.</p>
 {% if friedman %}<h2>Methods compared (Friedman / Iman-Davenport, Nemenyi)</h2>
 <p>Blocks: (study, factor) FAAvg values; {{ friedman.blocks }} blocks, {{ friedman.methods }} methods.
 Friedman &chi;&sup2; = {{ "%.3f"|format(friedman.chi2) }} (p = {{ "%.3g"|format(friedman.chi2_p) }}),
-Iman-Davenport F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ "%.3f"|format(friedman.iman_davenport_f) }} (p = {{ "%.3g"|format(friedman.f_p) }}),
+{% if friedman.note %}{{ friedman.note }},{% else %}Iman-Davenport F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ "%.3f"|format(friedman.iman_davenport_f) }} (p = {{ "%.3g"|format(friedman.f_p) }}),{% endif %}
 critical difference {{ "%.3f"|format(friedman.critical_difference) }} at &alpha; = {{ friedman.alpha }}.</p>
 <img src="{{ images.cd }}" alt="critical difference diagram">{{ tables.ranks|safe }}<h3>Nemenyi p-values</h3>{{ tables.nemenyi|safe }}{% endif %}
 <h2 class="oracle">Oracle (best test epoch) — optimistic, for reference only</h2>
