@@ -211,8 +211,8 @@ def _kappa_figure_texts(shared_trials: dict[tuple[str, str], int]):
 
 def test_the_kappa_heat_map_says_how_many_trials_each_kappa_rests_on():
     title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 9, ("P02", "lite0"): 9})
-    assert title.endswith("on 9 shared trials per pair")
+    assert title.endswith("on 9 shared trials per pair; people in bold, models in italics")
     assert cells == ["0.00", "0.00", "0.25", "0.25", "0.50", "0.50"]
     title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 40, ("P02", "lite0"): 31})
-    assert title.endswith("on shared trials (9-40 per pair, n in each cell)")
+    assert title.endswith("on shared trials (9-40 per pair, n in each cell); people in bold, models in italics")
     assert cells == ["0.00\nn=9", "0.00\nn=9", "0.25\nn=40", "0.25\nn=40", "0.50\nn=31", "0.50\nn=31"]

@@ -57,7 +57,7 @@ class Reliance(Section):
         levels = levels.drop_duplicates(["condition", "level"])[["condition", "level", "params"]]
         burgert = reference == "burgert2025" and published.burgert2025_applies(suppressed_conditions(scored))
         ref = published.burgert2025_humans() if burgert else None
-        rel = t["relative_accuracy"][~t["relative_accuracy"]["condition"].isin(list(metrics.CUE_CONDITIONS))]
+        rel = t["relative_accuracy"][t["relative_accuracy"]["condition"].isin(suppressed_conditions(scored))]
         out = {"reliance": plots.reliance_profiles(rel, t["group_relative_accuracy"], levels, ref),
                "reliance_chance": plots.reliance_profiles(rel, t["group_chance_corrected"], levels, None,
                                                           value="chance_corrected")}

@@ -57,7 +57,7 @@ class Thresholds(Section):
 
     def figures(self, analysis, reference):
         t = analysis.tables
-        if not len(t["psychometric_curves"]):
+        if not len(t["psychometric_points"]):
             return {}
         burgert = reference == "burgert2025" and published.burgert2025_applies(
             suppressed_conditions(analysis.cleaned.scored))
