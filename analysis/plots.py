@@ -345,12 +345,14 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
                            & (curves["fit"] == fit)]
             fitted = len(curve) > 0
             hollow = hollow or not fitted
+            line = "-" if kind == "human" else "--"
             ax.plot(own["x"], own["accuracy"], ls="none", marker=style["marker"], ms=style["ms"],
-                    color=style["color"], mfc=style["color"] if fitted else "white", alpha=style["alpha"],
-                    label=label if not fitted else "_points")
+                    color=style["color"], mfc=style["color"] if fitted else "white", alpha=style["alpha"])
             if fitted:
                 ax.plot(curve["x"], curve["accuracy"], color=style["color"], lw=style["lw"], alpha=style["alpha"],
-                        marker=style["marker"], ms=style["ms"], markevery=[], label=label)
+                        ls=line)
+            ax.plot([], [], color=style["color"], marker=style["marker"], mfc=style["color"], ls=line,
+                    lw=style["lw"], label=label)  # the legend shows the series as fitted, in any panel
             row = fits.loc[(observer, fit)] if (observer, fit) in fits.index else None
             if row is not None and (kind == "model" or fit == "pooled") and _brackets(row):
                 level = row["guess_rate"] + (row["reference_accuracy"] - row["guess_rate"]) / 2
@@ -408,9 +410,11 @@ def threshold_comparison(thresholds: pd.DataFrame):
              + (["single participants"] if (fitted["fit"] == "individual").any()
                 and (fitted["observer_kind"] == "human").any() else []) + observers)
     styles = series_styles(observers)
-    fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions) + 1.5, 0.45 * len(order) + 1.6),
+    cols = min(3, len(conditions))
+    rows_of_panels = int(np.ceil(len(conditions) / cols))
+    fig, axes = plt.subplots(rows_of_panels, cols, figsize=(4.4 * cols + 1.5, (0.45 * len(order) + 1.4) * rows_of_panels),
                              squeeze=False, sharey=True)
-    for ax, condition in zip(axes[0], conditions):
+    for ax, condition in zip(axes.flat, conditions):
         rows = fitted[fitted["condition"] == condition]
         for row in rows.itertuples():
             single = row.observer_kind == "human" and row.fit == "individual"
@@ -427,8 +431,12 @@ def threshold_comparison(thresholds: pd.DataFrame):
                 ax.axvspan(row.threshold_halfway_ci_low, row.threshold_halfway_ci_high, color=HUMAN, alpha=0.12, lw=0)
         ax.set_title(condition.replace("_", " "))
         ax.set_xlabel(f"half-way threshold, {UNITS.get(rows['axis'].iloc[0], rows['axis'].iloc[0])}")
+    for ax in axes.flat[len(conditions):]:
+        ax.set_visible(False)
     axes[0, 0].set_yticks(range(len(order)), order)
     axes[0, 0].invert_yaxis()
+    for ax in axes[1:, 0]:
+        ax.tick_params(labelleft=True)
     fig.tight_layout()
     return fig
 
@@ -464,8 +472,13 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
                 style["mfc"] = "white"
             bars = ax.errorbar(r.value, rows.index(f"{r.observer} · {r.definition}"),
                                xerr=[[max(r.value - r.low, 0)], [max(r.high - r.value, 0)]], capsize=3,
-                               ms=8 if r.fit == "pooled" else 6, label="humans" if human else r.observer, **style)
+                               ms=8 if r.fit == "pooled" else 6, **style)
             bars[-1][0].set_linestyle("-" if human else "--")
+        shown = table[table["condition"] == condition].drop_duplicates("observer")
+        for r in shown.itertuples():  # one legend entry per series, filled, with its whisker style
+            human = r.observer_kind == "human"
+            ax.plot([], [], ls="-" if human else "--", label="humans" if human else r.observer,
+                    **marker_only(style_of(r.observer, r.observer_kind, styles)))
         axis = adaptive.loc[adaptive["condition"] == condition, "axis"].iloc[0]
         ax.set_title(condition.replace("_", " "))
         ax.set_xlabel(f"threshold, {UNITS.get(axis, axis)}")

@@ -160,6 +160,8 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
     listed, logged = analysis.tables["excluded_observers"], logged_exclusions(sources, database)
     analysis.tables["excluded_observers"] = pd.concat([listed, logged[~logged["observer"].isin(listed["observer"])]],
                                                       ignore_index=True)
+    if "methods" in analysis.sections and "methods" not in analysis.missing:  # now with who was logged out
+        sections.SECTIONS["methods"]().compute(analysis, analysis.cleaned.scored, options, analysis.summary["n_choices"])
     out = Path(out_dir) if out_dir else default_out_dir(sources[0])
     out.mkdir(parents=True, exist_ok=True)
     figures = {stem: figure_style.save(fig, out / "figures" / stem)
