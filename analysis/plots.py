@@ -279,7 +279,7 @@ def cue_decomposition_plot(cd: pd.DataFrame):
                 **marker_only(style_of(row.observer, row.observer_kind, styles)))
     ax.axvline(0.5, color="#999999", ls=":", lw=1)
     ax.set_xlabel("cue-decomposition shape bias S_cd (0: texture, 1: shape)")
-    ax.set_ylabel("cue-decomposition robustness R_cd (fraction of Q_O)")
+    ax.set_ylabel("cue-decomposition robustness R_cd = (Q_S + Q_T) / 2 Q_O")
     fig.tight_layout()
     legend_outside(fig, ax)
     return fig
