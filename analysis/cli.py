@@ -79,14 +79,19 @@ def _register_plan(sub) -> None:
         "plan", help="participants needed to detect a human-model difference, simulated from a pilot",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="From the pilot's per-person differences to a model, simulate how many people the paired "
-                    "t-test needs to detect --effect (a difference in accuracy, e.g. 0.1) at --power; the "
-                    "assumptions and pingouin's analytic power are printed beside the answer.")
+                    "t-test needs to detect --effect (a difference in accuracy, e.g. 0.1) at --power, drawing "
+                    "people from the pilot (--method resample) or from a normal model (--method normal); the "
+                    "assumptions, the normal model's n and pingouin's analytic n are printed beside the answer.")
     plan.add_argument("source", type=user_path, help="pilot experiment directory or response file")
     plan.add_argument("--effect", type=float, required=True, help="human - model accuracy difference to detect")
     plan.add_argument("--power", type=float, default=0.8)
     plan.add_argument("--alpha", type=float, default=0.05)
     plan.add_argument("--model", default=None, help="model observer to compare with (default: the first)")
     plan.add_argument("--simulations", type=int, default=4000, help="simulated studies per sample size")
+    plan.add_argument("--method", choices=("resample", "normal"), default="resample",
+                      help="resample: draw people from the pilot's per-person differences (shifted to --effect); "
+                           "normal: normal differences with the pilot's sd (pingouin's model; printed as the "
+                           "cross-check either way)")
     _analysis_options(plan)
     plan.set_defaults(func=run_plan)
 
@@ -96,7 +101,8 @@ def run_plan(args) -> int:
     from .report import analyze, load_for_report
 
     scored = analyze(load_for_report([args.source]), options_from(args), only={"accuracy"}).cleaned.scored
-    result = plan(scored, args.effect, args.power, args.alpha, args.model, sims=args.simulations, seed=args.seed)
+    result = plan(scored, args.effect, args.power, args.alpha, args.model, sims=args.simulations, seed=args.seed,
+                  method=args.method)
     print("\n".join(result.lines()))
     return 0
 

@@ -101,8 +101,13 @@ def _agreement(x: np.ndarray, y: np.ndarray, measure: str) -> float:
 
 
 def spearman_brown(r: float, factor: float = 2.0) -> float:
-    """Spearman-Brown prophecy: reliability of a test ``factor`` times as long, factor·r / (1 + (factor-1)·r)."""
-    return factor * r / (1 + (factor - 1) * r)
+    """Spearman-Brown prophecy: reliability of a test ``factor`` times as long, factor·r / (1 + (factor-1)·r)
+    (Brown 1910; Spearman 1910). Undefined (NaN) where 1 + (factor-1)·r <= 0: two halves of a pilot that
+    disagree perfectly (r = -1) have no reliability to step up."""
+    denominator = 1 + (factor - 1) * r
+    if not (np.isfinite(r) and denominator > 0):
+        return np.nan
+    return float(factor * r / denominator)
 
 
 def noise_ceiling(matrix: pd.DataFrame, measure: str = "accuracy", n_splits: int = 100, seed: int = 0) -> dict:

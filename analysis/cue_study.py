@@ -39,6 +39,8 @@ from cuebench.expdir import atomic_write
 TABLE_FILE = "cue_training.csv"
 MEASURES = {"dist_accuracy": "DiST oddity accuracy", "shape_bias": "cue-conflict shape bias",
             "original_accuracy": "original-photo accuracy (top-1)"}
+MEASURE_UNITS = {"dist_accuracy": "fraction of triplets right", "shape_bias": "shape / (shape + texture) decisions",
+                 "original_accuracy": "fraction correct"}
 ALGORITHM_ORDER = ("erm", "padain", "distinguish", "sagnet", "infodrop")
 BASELINE = "erm"
 MIN_BLOCKS = 5
@@ -156,24 +158,34 @@ def rank_tests(per_run: pd.DataFrame, alpha: float = 0.05) -> tuple[dict, list[s
 
 
 def measures_figure(per_run: pd.DataFrame):
-    """One panel per measure: each run's value and the algorithm's mean with +-1 SD."""
+    """One panel per measure: each run's value (hollow) and the algorithm's mean with +-1 SD (filled), each
+    algorithm its own colour and marker (analysis.figure_style), legend outside."""
     import matplotlib.pyplot as plt
 
+    from .figure_style import legend_outside, series_styles
+
     algorithms = list(dict.fromkeys(per_run["algorithm"]))
+    styles = series_styles(algorithms)
     fig, axes = plt.subplots(1, len(MEASURES), figsize=(4.2 * len(MEASURES), 3.6))
     for ax, (measure, label) in zip(axes, MEASURES.items()):
         for i, algorithm in enumerate(algorithms):
+            style = styles[str(algorithm)]
             values = per_run.loc[per_run["algorithm"] == algorithm, measure].dropna().to_numpy()
-            ax.scatter(np.full(len(values), i) + np.linspace(-0.12, 0.12, len(values)), values, s=14, alpha=0.6)
+            ax.plot(np.full(len(values), i) + np.linspace(-0.12, 0.12, len(values)), values, ls="none", ms=5,
+                    marker=style["marker"], color=style["color"], mfc="white", alpha=0.8)
             if len(values):
-                ax.errorbar(i, values.mean(), yerr=values.std(ddof=1) if len(values) > 1 else 0, fmt="o",
-                            color="black", capsize=4)
+                ax.errorbar(i, values.mean(), yerr=values.std(ddof=1) if len(values) > 1 else 0, ls="none", ms=8,
+                            marker=style["marker"], color=style["color"], mfc=style["color"], capsize=4,
+                            label=str(algorithm))
         if measure == "dist_accuracy":
-            ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1)
+            ax.axhline(1 / 3, color="grey", linestyle=":", linewidth=1, label="chance (1/3)")
         ax.set_xticks(range(len(algorithms)), algorithms, rotation=30)
+        ax.set_xlabel("training algorithm")
+        ax.set_ylabel(MEASURE_UNITS[measure])
         ax.set_title(label, fontsize=10)
-        ax.grid(alpha=0.25)
+    fig.suptitle("hollow: each run; filled: mean ± 1 SD over runs", fontsize=9)
     fig.tight_layout()
+    legend_outside(fig, axes)
     return fig
 
 
@@ -197,8 +209,8 @@ contains 0 does not show that two algorithms are equal, only that these runs can
 <h2>Rank tests per measure</h2>
 {% for note in rank_notes %}<p class="note">{{ note }}</p>{% endfor %}
 {% for measure, friedman in friedman.items() %}<h3>{{ measures[measure] }}</h3>
-<p>Friedman chi2 = {{ '%.3f' % friedman.chi2 }} (p = {{ '%.3g' % friedman.chi2_p }}), Iman-Davenport
-F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ '%.3f' % friedman.iman_davenport_f }} (p = {{ '%.3g' % friedman.f_p }}),
+<p>Friedman chi2 = {{ '%.3f' % friedman.chi2 }} (p = {{ '%.3g' % friedman.chi2_p }}), {% if friedman.note %}{{ friedman.note }},{% else %}Iman-Davenport
+F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ '%.3f' % friedman.iman_davenport_f }} (p = {{ '%.3g' % friedman.f_p }}),{% endif %}
 Nemenyi CD = {{ '%.2f' % friedman.critical_difference }} at alpha = {{ friedman.alpha }}, {{ friedman.blocks }} runs
 as blocks.</p>
 <img src="{{ images['cd_' + measure] }}" alt="critical-difference diagram, {{ measures[measure] }}">
@@ -215,7 +227,8 @@ def write_cue_report(study_dir: str | Path, out_dir: str | Path | None = None) -
     matplotlib.use("Agg")
     from jinja2 import Environment, select_autoescape
 
-    from .plots import cd_plot, to_png
+    from .figure_style import save
+    from .plots import cd_plot
     from .tables import html_table
 
     study = Path(study_dir)
@@ -223,12 +236,12 @@ def write_cue_report(study_dir: str | Path, out_dir: str | Path | None = None) -
     per_run = run_measures(study)
     summary = algorithm_summary(per_run)
     tables = {"runs": per_run, "summary": summary, "effects": measure_effects(per_run)}
-    images = {"measures": to_png(measures_figure(per_run))}
+    images = {"measures": save(measures_figure(per_run), out / "figures" / "measures")}
     results, rank_notes = rank_tests(per_run)
     friedman = {}
     for measure, result in results.items():
         friedman[measure] = result.summary()
-        images[f"cd_{measure}"] = to_png(cd_plot(result))
+        images[f"cd_{measure}"] = save(cd_plot(result), out / "figures" / f"cd_{measure}")
         tables[f"ranks_{measure}"] = result.table()
         tables[f"nemenyi_{measure}"] = result.nemenyi_p.reset_index().rename(columns={"index": "method"})
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -185,6 +186,11 @@ def rank_methods(aggregates: pd.DataFrame, metric: str = "FAAvg", alpha: float =
     return friedman_nemenyi(scores.dropna(), higher_is_better=True, alpha=alpha)
 
 
+def _file_stem(label: str) -> str:
+    """A method label as part of a figure's file name."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", label).strip("_")
+
+
 def _studies_present(values) -> list[str]:
     present = set(values)
     return [s for s in STUDY_ORDER if s in present]
@@ -222,29 +228,38 @@ def matrix_figure(p: pd.DataFrame, model: str, algorithm: str):
 
 
 def aggregate_figure(aggregates: pd.DataFrame):
-    """Eulig et al. (2021), Fig. 4b layout: FAAvg (solid) and FAMin (dashed) per study, one panel per factor."""
+    """Eulig et al. (2021), Fig. 4b layout: FAAvg (solid, filled) and FAMin (dashed, hollow) per study, one
+    panel per factor, each method its own colour and marker (analysis.figure_style), legend outside."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    from .plots import model_colours
+    from .figure_style import legend_outside, series_styles
 
     studies = _studies_present(aggregates["study"])
     data = aggregates.assign(method=[method_label(m, a) for m, a in zip(aggregates["model"], aggregates["algorithm"])])
-    colours = model_colours(data["method"].unique())
+    styles = series_styles(data["method"].unique())
     targets = [f for f in FACTORS if f in set(data["target"])]
-    fig, axes = plt.subplots(1, len(targets), figsize=(2.6 * len(targets) + 1, 3.0), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(targets), figsize=(2.6 * len(targets) + 1, 3.2), squeeze=False, sharey=True)
     x = np.arange(len(studies))
     for ax, target in zip(axes[0], targets):
         for method, group in data[data["target"] == target].groupby("method"):
-            g = group.set_index("study").reindex(studies)
-            ax.errorbar(x, g["FAAvg"], yerr=g["FAAvg_se"], color=colours[method], marker="o", ms=3, label=method)
-            ax.plot(x, g["FAMin"], color=colours[method], ls="--", marker="v", ms=3)
+            style, g = styles[str(method)], group.set_index("study").reindex(studies)
+            ax.errorbar(x, g["FAAvg"], yerr=g["FAAvg_se"], color=style["color"], marker=style["marker"], ms=4,
+                        mfc=style["color"], ls="-", capsize=2, label=str(method))
+            ax.plot(x, g["FAMin"], color=style["color"], marker=style["marker"], ms=4, mfc="white", ls="--")
         ax.axhline(CHANCE, color="grey", ls=":", lw=1)
         ax.set_xticks(x, studies, rotation=90, fontsize=8)
         ax.set_ylim(0, 1.02)
         ax.set_title(target)
-    axes[0][0].set_ylabel("FAAvg (—), FAMin (--)")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+        ax.set_xlabel("study")
+    axes[0][0].set_ylabel("mean per-class test accuracy")
+    keys = [Line2D([], [], color="#444444", ls="-", label="FAAvg (solid, ± s.e. over samples)"),
+            Line2D([], [], color="#444444", ls="--", label="FAMin (dashed, hollow)"),
+            Line2D([], [], color="grey", ls=":", label="chance (1/3)")]
+    for key in keys:
+        axes[0][-1].add_line(key)
     fig.tight_layout()
+    legend_outside(fig, axes)
     return fig
 
 
@@ -270,7 +285,7 @@ standard errors are over dataset samples; chance is 1/3.</p>
 {% if friedman %}<h2>Methods compared (Friedman / Iman-Davenport, Nemenyi)</h2>
 <p>Blocks: (study, factor) FAAvg values; {{ friedman.blocks }} blocks, {{ friedman.methods }} methods.
 Friedman &chi;&sup2; = {{ "%.3f"|format(friedman.chi2) }} (p = {{ "%.3g"|format(friedman.chi2_p) }}),
-Iman-Davenport F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ "%.3f"|format(friedman.iman_davenport_f) }} (p = {{ "%.3g"|format(friedman.f_p) }}),
+{% if friedman.note %}{{ friedman.note }},{% else %}Iman-Davenport F({{ friedman.df1 }}, {{ friedman.df2 }}) = {{ "%.3f"|format(friedman.iman_davenport_f) }} (p = {{ "%.3g"|format(friedman.f_p) }}),{% endif %}
 critical difference {{ "%.3f"|format(friedman.critical_difference) }} at &alpha; = {{ friedman.alpha }}.</p>
 <img src="{{ images.cd }}" alt="critical difference diagram">{{ tables.ranks|safe }}<h3>Nemenyi p-values</h3>{{ tables.nemenyi|safe }}{% endif %}
 <h2 class="oracle">Oracle (best test epoch) — optimistic, for reference only</h2>
@@ -291,7 +306,8 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
     matplotlib.use("Agg")
     from jinja2 import Environment, select_autoescape
 
-    from .plots import cd_plot, to_png
+    from .figure_style import save
+    from .plots import cd_plot
     from .ranking import RankTestError
     from .tables import html_table
 
@@ -304,10 +320,12 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
     agg = factor_aggregates(selected)
     oracle = factor_aggregates(select_epochs(table, "oracle"))
     notes, tables, images = [], {}, {}
-    images["aggregates"] = to_png(aggregate_figure(agg))
+    figures = out / "figures"
+    images["aggregates"] = save(aggregate_figure(agg), figures / "aggregates")
     matrices = []
     for (model, algorithm), _ in p.groupby(["model", "algorithm"]):
-        matrices.append((method_label(model, algorithm), to_png(matrix_figure(p, model, algorithm))))
+        label = method_label(model, algorithm)
+        matrices.append((label, save(matrix_figure(p, model, algorithm), figures / f"p_matrix_{_file_stem(label)}")))
     tables["aggregates"], tables["p"], tables["oracle"] = agg, p, oracle
     try:
         tables["chgo"] = chgo_improvement(selected)
@@ -317,7 +335,7 @@ def write_study_report(study_dir: str | Path, out_dir: str | Path | None = None,
     try:
         result = rank_methods(agg)
         friedman = result.summary()
-        images["cd"] = to_png(cd_plot(result))
+        images["cd"] = save(cd_plot(result), figures / "cd")
         tables["ranks"] = result.table()
         tables["nemenyi"] = result.nemenyi_p.reset_index().rename(columns={"index": "method"})
     except RankTestError as err:

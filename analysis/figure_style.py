@@ -1,10 +1,15 @@
 """One look for every figure of the reports: palette, markers, legend placement and file formats.
 
-Series colours are the Okabe & Ito (2008) colour-blind-safe palette; every series in a figure
-also gets its own marker, so two series never share both, and humans keep a filled black
-diamond with a solid line while models take hollow-able coloured markers with dashed lines,
-which keeps the two kinds apart in greyscale print. A published reference is grey with a star.
-Each figure is written as PNG (inlined in the HTML), SVG and PDF (for a journal).
+Series colours come from Paul Tol's colour-blind-safe qualitative schemes (Tol 2021, "Colour Schemes",
+SRON/EPS/TN/09-002, https://personal.sron.nl/~pault/): all of *bright* but its grey, then from *muted*,
+*vibrant* and *light* each colour at least 10 CIEDE2000 units from every colour taken before it and from
+black (humans), the reference grey and white (the page): :data:`SERIES_COLOURS`, 13 colours, the most any
+figure of the project needs (Burgert et al.'s Table 3: 12 models beside the humans). Every series also gets
+its own marker (:data:`SERIES_MARKERS`, 13 shapes, none a diamond or a star), so up to 13 series in a figure
+repeat neither colour nor marker; from the 14th on, colours and markers come round again, hollow.
+Humans keep a filled black diamond on a solid line, models a coloured marker on a dashed line, which keeps
+the two kinds apart in greyscale print. A published reference is grey with a star. Each figure is written
+as PNG (inlined in the HTML), SVG and PDF (for a journal).
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")
-"""Okabe & Ito (2008), "Color Universal Design", without black (kept for humans) at the end."""
-MODEL_COLOURS = OKABE_ITO[:7]
-MODEL_MARKERS = ("o", "s", "^", "v", "P", "X", "<", ">", "p", "h", "*", "8", "d", "H")
+SERIES_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377",  # Tol bright
+                  "#332288", "#44AA99", "#999933",  # Tol muted: indigo, teal, olive
+                  "#EE7733", "#CC3311",  # Tol vibrant: orange, red
+                  "#77AADD", "#FFAABB")  # Tol light: light blue, pink
+"""Model series colours, in the order series get them (module docstring: how they were chosen)."""
+SERIES_MARKERS = ("o", "s", "^", "v", "<", ">", "P", "X", "p", "h", "8", "1", "2")
+"""One shape per series; the humans' diamond and the reference's star are not among them."""
+MAX_DISTINCT_SERIES = min(len(SERIES_COLOURS), len(SERIES_MARKERS))
 HUMAN = "#000000"
 HUMAN_MARKER = "D"
 REFERENCE = "#7f7f7f"
@@ -36,12 +45,25 @@ plt.rcParams.update(RC)
 
 
 def series_styles(names) -> dict[str, dict]:
-    """Colour, marker and line style per model series, in name order: colours cycle through the 7
-    palette colours and markers through 14 shapes, so (colour, marker) pairs never repeat within
-    98 series, and no two series share a marker up to 14."""
-    return {name: {"color": MODEL_COLOURS[i % len(MODEL_COLOURS)], "marker": MODEL_MARKERS[i % len(MODEL_MARKERS)],
-                   "ls": "--", "mfc": "white" if (i // len(MODEL_COLOURS)) % 2 else MODEL_COLOURS[i % len(MODEL_COLOURS)]}
-            for i, name in enumerate(sorted(map(str, names)))}
+    """Colour, marker and line style per model series, in name order: up to :data:`MAX_DISTINCT_SERIES`
+    series each have a colour and a marker of their own (filled); beyond that the colours and markers
+    come round again, hollow, so (colour, marker, fill) still never repeats up to twice as many."""
+    styles = {}
+    for i, name in enumerate(sorted(map(str, names))):
+        colour, marker = SERIES_COLOURS[i % len(SERIES_COLOURS)], SERIES_MARKERS[i % len(SERIES_MARKERS)]
+        hollow = (i // MAX_DISTINCT_SERIES) % 2 == 1
+        styles[name] = {"color": colour, "marker": marker, "ls": "--", "mfc": "white" if hollow else colour}
+    return styles
+
+
+def style_of(observer: str, kind: str, styles: dict) -> dict:
+    """The style of one observer: :func:`human_style` for a person, else its entry of ``styles``."""
+    return human_style() if kind == "human" else styles[str(observer)]
+
+
+def marker_only(style: dict) -> dict:
+    """A series style for points without a connecting line."""
+    return {k: v for k, v in style.items() if k != "ls"}
 
 
 def human_style(**extra) -> dict:

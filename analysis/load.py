@@ -20,11 +20,13 @@ Raw-format mapping (documented in docs/analysis.md):
   (``bicycle``), set only when the name has a ``-`` (cue-conflict images);
 - ``condition`` = the data set (the folder's name, e.g. ``cue-conflict``), ``params`` =
   ``{"condition": <raw value>}``, ``level`` = position of the raw value among the data
-  set's sorted distinct values; a raw value written by cuebench's own export,
-  ``[<trial type>/]<condition>:<level>:<k>=<json>,...``, gives back that condition, level and
-  parameters, and its trial type (``classify`` when none is written); for a trial that is not a
-  classification (an oddity triplet) ``category`` is its correct answer and the class is the
-  image name's category token (dots for spaces);
+  set's sorted distinct values, ``role`` = ``test``;
+- a file written by cuebench's own export (``cuebench.export``) reads back exactly: its raw
+  ``condition``, ``[<role>@][<trial type>/]<condition>:<level>:<k>=<json>,...``, gives the role,
+  trial type, condition, level and parameters (:func:`decode_condition`); its image name
+  ``NNNN_<kind>_<condition>_<level>_<class>_<trial id>_<stimulus>.png`` the observer kind, class,
+  trial id, source image and texture class (:func:`own_name`, every token percent-decoded), and
+  ``category`` is the answer scored against (``na``: none);
 - ``na`` answers become an empty response with ``timed_out = 1`` (scored wrong);
   ``rt`` seconds -> ``rt_ms``; ``Session`` is accepted for ``session``.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -243,61 +246,94 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
     raw["condition"] = raw["condition"].astype(str)
     raw_conditions = sorted(raw["condition"].unique(), key=_natural_key)
     decoded = {c: decode_condition(c) for c in raw_conditions}
-    trial_type = raw["condition"].map(lambda c: decoded[c][3] if decoded[c] else "classify")
-    classify = trial_type == "classify"
+    own = pd.Series([decoded[c] is not None and own_name(n) is not None
+                     for c, n in zip(raw["condition"], raw["imagename"])], index=raw.index)
+    named = raw["imagename"].map(lambda n: own_name(n) or {})
+
+    def field(key: str, otherwise: pd.Series) -> pd.Series:
+        """A field of cuebench's own image names where the row has one, else the raw mapping's value."""
+        return named.map(lambda d: d.get(key)).where(own, otherwise)
+
     answer = raw["object_response"].str.strip()
     no_answer = answer.isin([NO_ANSWER, ""])
+    scored_against = raw["category"].where(~(own & (raw["category"] == NO_ANSWER)), None)
     kinds = {subject: observer_kind(subject, subject_rt) for subject, subject_rt in rt.groupby(raw["subj"])}
     out = pd.DataFrame({
-        "experiment": experiment,
+        "experiment": unquote(experiment) if own.all() else experiment,
         "observer": raw["subj"],
-        "observer_kind": raw["subj"].map(kinds),
+        "observer_kind": field("observer_kind", raw["subj"].map(kinds)),
         "session": raw["session"],
         "trial_index": trial.astype(int) - 1,
-        "trial_id": trial_ids,
-        "role": "test",
-        "trial_type": trial_type,
+        "trial_id": field("trial_id", trial_ids),
+        "role": raw["condition"].map(lambda c: decoded[c][4] if decoded[c] else "test"),
+        "trial_type": raw["condition"].map(lambda c: decoded[c][3] if decoded[c] else "classify"),
         "condition": raw["condition"].map(lambda c: decoded[c][0] if decoded[c] else dataset),
         "level": raw["condition"].map(lambda c: decoded[c][1] if decoded[c] else raw_conditions.index(c)),
         "params": raw["condition"].map(lambda c: json.dumps(decoded[c][2] if decoded[c] else {"condition": c})),
-        "category": raw["category"].where(classify, raw["imagename"].map(category_token)),
-        "texture_category": raw["imagename"].map(texture_class),
-        "source_image": raw["imagename"].map(stimulus_name),
+        "category": field("category", raw["category"]),
+        "texture_category": field("texture_category", raw["imagename"].map(texture_class)),
+        "source_image": field("source_image", raw["imagename"].map(stimulus_name)),
         "imagename": raw["imagename"],
         "response": answer.where(~no_answer, ""),
-        "correct_answer": raw["category"],
-        "correct": (answer == raw["category"]).astype(int),
+        "correct_answer": scored_against,
+        "correct": (answer == raw["category"]).astype("Int64").where(scored_against.notna(), pd.NA),
         "rt_ms": rt * 1000.0,
         "timed_out": no_answer.astype(int),
     })
     return conform(out, path)
 
 
-def category_token(imagename: str) -> str:
-    """The class token of cuebench's own export name ``NNNN_<kind>_<condition>_<level>_<class>_<source>.png``
-    (dots stood for spaces)."""
-    tokens = Path(imagename).stem.split("_")
-    return tokens[4].replace(".", " ") if len(tokens) >= 6 else ""
+OWN_NAME_TOKENS = ("number", "observer_kind", "condition", "level", "category", "trial_id", "stimulus")
+"""The tokens of an image name written by ``cuebench export --format mvh`` (``cuebench.export.mvh_imagename``)."""
 
 
-def decode_condition(value: str) -> tuple[str, float | None, dict, str] | None:
-    """cuebench's own export writes ``[<trial type>/]<condition>:<level>:<k>=<json>,...``
-    (``cuebench.export.mvh_condition``) -> (condition, level, params, trial type); None for any other
-    raw value (a model-vs-human condition label)."""
+def own_name(imagename: str) -> dict | None:
+    """The fields of a name written by cuebench's own export, every token percent-decoded: observer kind,
+    class, trial id, source image and texture class (after the stimulus token's only literal ``-``);
+    None for any other name (Geirhos et al.'s, model-vs-human's)."""
+    tokens = Path(str(imagename)).stem.split("_")
+    if len(tokens) != len(OWN_NAME_TOKENS) or not tokens[0].isdigit() or not tokens[5]:
+        return None
+    fields = dict(zip(OWN_NAME_TOKENS, tokens))
+    shape, dash, texture = fields["stimulus"].partition("-")
+    return {"observer_kind": unquote(fields["observer_kind"]), "category": unquote(fields["category"]) or None,
+            "trial_id": unquote(fields["trial_id"]), "source_image": unquote(shape) or None,
+            "texture_category": unquote(texture) if dash else None}
+
+
+def decode_condition(value: str) -> tuple[str, int | None, dict, str, str] | None:
+    """cuebench's own export writes ``[<role>@][<trial type>/]<condition>:<level>:<k>=<json>,...``
+    (``cuebench.export.mvh_condition``, names and keys percent-encoded) -> (condition, level, params,
+    trial type, role); None for any other raw value (a model-vs-human condition label)."""
     parts = value.split(":", 2)
     if len(parts) != 3 or not parts[0] or (parts[1] and not parts[1].lstrip("-").isdigit()):
         return None
-    trial_type, _, condition = parts[0].rpartition("/")
-    if not condition:
+    role, _, head = parts[0].rpartition("@")
+    trial_type, _, condition = head.rpartition("/")
+    params = decode_params(parts[2])
+    if not condition or params is None:
         return None
-    params = {}
-    for pair in filter(None, parts[2].split(",")):
-        key, _, text = pair.partition("=")
+    return (unquote(condition), int(parts[1]) if parts[1] else None, params, unquote(trial_type) or "classify",
+            unquote(role) or "test")
+
+
+def decode_params(text: str) -> dict | None:
+    """``k=<json>,k2=<json>`` -> dict, each value read as one JSON value (so a value may hold commas);
+    None when the text is not of that form."""
+    decoder, params, at = json.JSONDecoder(), {}, 0
+    while at < len(text):
+        key, eq, _ = text[at:].partition("=")
+        if not eq or not key:
+            return None
         try:
-            params[key] = json.loads(text)
+            value, end = decoder.raw_decode(text, at + len(key) + 1)
         except json.JSONDecodeError:
             return None
-    return condition, int(parts[1]) if parts[1] else None, params, trial_type or "classify"
+        params[unquote(key)] = value
+        if end < len(text) and text[end] != ",":
+            return None
+        at = end + 1
+    return params
 
 
 def _natural_key(value: str):

@@ -112,60 +112,88 @@ def group_accuracy(per_observer: pd.DataFrame, value: str = "accuracy", seed: in
     return out
 
 
+NO_BASELINE = "baseline accuracy 0: no relative or chance-corrected accuracy"
+AT_CHANCE = "baseline accuracy at or below chance 1/C: no chance-corrected value (its sign would flip)"
+
+
 def relative_accuracy(acc: pd.DataFrame, n_choices: int, baseline: str = BASELINE) -> pd.DataFrame:
     """Relative accuracy A_sup / A_orig and chance-corrected (A_sup - 1/C) / (A_orig - 1/C)
     (Burgert et al. 2025, Sec. 5.1 and Sec. 5.2 "rescaling"), per observer, condition and level.
 
     ``acc`` is the output of :func:`accuracy`; the baseline is the observer's accuracy on
-    ``baseline`` trials. Observers without baseline trials get no rows."""
+    ``baseline`` trials. Observers without baseline trials get no rows. A ratio is defined only
+    where its denominator is positive: with A_orig = 0 the relative accuracy, with A_orig <= 1/C the
+    chance-corrected one is empty, and ``note`` says why (:data:`NO_BASELINE`, :data:`AT_CHANCE`)."""
     if n_choices < 2:
         raise MetricError(f"relative accuracy needs at least 2 answer choices, got {n_choices}")
     totals = acc[acc["condition"] == baseline].groupby("observer")[["k", "n"]].sum()
     base = (totals["k"] / totals["n"]).rename("baseline_accuracy")
     out = acc[acc["condition"] != baseline].merge(base, left_on="observer", right_index=True)
     chance = 1 / n_choices
+    above_zero, above_chance = out["baseline_accuracy"] > 0, out["baseline_accuracy"] > chance
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["relative_accuracy"] = out["accuracy"] / out["baseline_accuracy"]
-        out["chance_corrected"] = (out["accuracy"] - chance) / (out["baseline_accuracy"] - chance)
+        out["relative_accuracy"] = (out["accuracy"] / out["baseline_accuracy"]).where(above_zero)
+        out["chance_corrected"] = ((out["accuracy"] - chance) / (out["baseline_accuracy"] - chance)).where(above_chance)
+    out["note"] = np.where(~above_zero, NO_BASELINE, np.where(~above_chance, AT_CHANCE, ""))
     return out[["observer", "observer_kind", "condition", "level", "n", "accuracy", "baseline_accuracy",
-                "relative_accuracy", "chance_corrected"]].reset_index(drop=True)
+                "relative_accuracy", "chance_corrected", "note"]].reset_index(drop=True)
+
+
+def ratio_interval(numerator, denominator, z: float = Z95) -> pd.DataFrame:
+    """A proportion of counts with its Wilson 95 % interval (:func:`wilson_ci`): ``k / n`` with ``k =
+    numerator``, ``n = denominator``; empty (NaN) where n = 0."""
+    k, n = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low, high = wilson_ci(k, n, z)
+        value = np.where(n > 0, k / n, np.nan)
+    return pd.DataFrame({"value": value, "ci_low": np.where(n > 0, low, np.nan),
+                         "ci_high": np.where(n > 0, high, np.nan)})
 
 
 def shape_bias(scored: pd.DataFrame, by_category: bool = False) -> pd.DataFrame:
     """Shape bias = shape decisions / (shape + texture decisions) (Geirhos et al. 2019, Sec. 3),
-    over cue-conflict trials whose shape class (``category``) and texture class differ.
+    over cue-conflict trials whose shape class (``category``) and texture class differ, with the
+    Wilson 95 % interval of that proportion of decisions (:func:`ratio_interval`).
 
-    Columns ``observer, [category,] shape_bias, n_shape, n_texture``; answers that are
-    neither class count for neither."""
+    Columns ``observer, [category,] shape_bias, ci_low, ci_high, n_shape, n_texture``; answers that are
+    neither class count for neither; no shape or texture decision at all leaves the bias empty."""
     conflict = scored[scored["texture_category"].notna() & (scored["texture_category"] != scored["category"])]
     conflict = conflict.assign(shape=(conflict["response"] == conflict["category"]).astype(int),
                                texture=(conflict["response"] == conflict["texture_category"]).astype(int))
     keys = ["observer", "observer_kind"] + (["category"] if by_category else [])
     out = conflict.groupby(keys, as_index=False).agg(n_shape=("shape", "sum"), n_texture=("texture", "sum"))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["shape_bias"] = out["n_shape"] / (out["n_shape"] + out["n_texture"])
-    return out[keys + ["shape_bias", "n_shape", "n_texture"]]
+    bias = ratio_interval(out["n_shape"], out["n_shape"] + out["n_texture"])
+    out["shape_bias"], out["ci_low"], out["ci_high"] = bias["value"], bias["ci_low"], bias["ci_high"]
+    return out[keys + ["shape_bias", "ci_low", "ci_high", "n_shape", "n_texture"]]
 
 
 def cue_decomposition(scored: pd.DataFrame, model_set: list[str] | None = None) -> pd.DataFrame:
     """Cue-decomposition shape bias S_cd and robustness R_cd (Heinert et al., eqs. 3-5).
 
     Q_O, Q_S, Q_T are accuracies on ``original``, ``shape_cue`` (EED) and ``texture_cue``
-    (Voronoi) trials; s and t are the means of Q_S and Q_T over ``model_set`` (default:
-    every model observer); S_cd = (Q_S/s) / (Q_S/s + Q_T/t); R_cd = (Q_S + Q_T) / (2 Q_O).
-    Humans get S_cd on the same model-set scale."""
+    (Voronoi) trials, each with its Wilson 95 % interval over the observer's trials (``Q_S_low``,
+    ``Q_S_high``, ..., and the counts ``n_O``, ``n_S``, ``n_T``); s and t are the means of Q_S and Q_T
+    over ``model_set`` (default: every model observer); S_cd = (Q_S/s) / (Q_S/s + Q_T/t);
+    R_cd = (Q_S + Q_T) / (2 Q_O). Humans get S_cd on the same model-set scale."""
     cue = scored[scored["condition"].isin(CUE_CONDITIONS)]
-    q = cue.pivot_table(index=["observer", "observer_kind"], columns="condition", values="correct", aggfunc="mean")
-    q = q.rename(columns=CUE_CONDITIONS).rename_axis(columns=None).reset_index()
-    missing = [c for c in CUE_CONDITIONS.values() if c not in q.columns]
+    counts = cue.groupby(["observer", "observer_kind", "condition"])["correct"].agg(["sum", "size"]).unstack("condition")
+    present = set(cue["condition"])
+    missing = [c for c in CUE_CONDITIONS if c not in present]
     if missing:
-        raise MetricError(f"cue decomposition needs trials of conditions {list(CUE_CONDITIONS)}; none for "
-                          f"{[k for k, v in CUE_CONDITIONS.items() if v in missing]}")
-    return cue_decomposition_scores(q, model_set)
+        raise MetricError(f"cue decomposition needs trials of conditions {list(CUE_CONDITIONS)}; none for {missing}")
+    q = pd.DataFrame(index=counts.index)
+    for condition, name in CUE_CONDITIONS.items():
+        k, n = counts[("sum", condition)].fillna(0), counts[("size", condition)].fillna(0)
+        interval = ratio_interval(k, n)
+        q[name], q[f"{name}_low"], q[f"{name}_high"] = (interval[c].to_numpy() for c in ("value", "ci_low", "ci_high"))
+        q[f"n_{name[-1]}"] = n.astype(int).to_numpy()
+    return cue_decomposition_scores(q.reset_index(), model_set)
 
 
 def cue_decomposition_scores(q: pd.DataFrame, model_set: list[str] | None = None) -> pd.DataFrame:
-    """S_cd and R_cd from a table with columns ``observer, Q_O, Q_S, Q_T`` (Heinert et al., eqs. 3-5)."""
+    """S_cd and R_cd from a table with columns ``observer, Q_O, Q_S, Q_T`` (Heinert et al., eqs. 3-5).
+    Each ratio is defined only where its denominators are positive: S_cd needs s, t > 0 and Q_S + Q_T > 0,
+    R_cd needs Q_O > 0; otherwise it is empty and ``note`` says why."""
     if model_set is None:
         members = q[q.get("observer_kind", pd.Series("model", index=q.index)) == "model"]
     else:
@@ -178,8 +206,20 @@ def cue_decomposition_scores(q: pd.DataFrame, model_set: list[str] | None = None
     s, t = members["Q_S"].mean(), members["Q_T"].mean()
     out = q.copy()
     out["s"], out["t"] = s, t
-    out["S_cd"] = (out["Q_S"] / s) / (out["Q_S"] / s + out["Q_T"] / t)
-    out["R_cd"] = (out["Q_S"] + out["Q_T"]) / (2 * out["Q_O"])
+    scale_ok = s > 0 and t > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shape, texture = (out["Q_S"] / s, out["Q_T"] / t) if scale_ok else (np.nan, np.nan)
+        out["S_cd"] = (shape / (shape + texture)).where((out["Q_S"] + out["Q_T"]) > 0) if scale_ok else np.nan
+        out["R_cd"] = ((out["Q_S"] + out["Q_T"]) / (2 * out["Q_O"])).where(out["Q_O"] > 0)
+    notes = []
+    for row in out.itertuples():
+        why = [] if scale_ok else [f"the model set's mean Q_S or Q_T is 0 (s = {s:.3g}, t = {t:.3g}): no S_cd"]
+        if scale_ok and not (row.Q_S + row.Q_T) > 0:
+            why.append("Q_S = Q_T = 0: no S_cd")
+        if not row.Q_O > 0:
+            why.append("Q_O = 0: no R_cd")
+        notes.append("; ".join(why))
+    out["note"] = notes
     return out
 
 

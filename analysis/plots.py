@@ -7,8 +7,6 @@ unit (:func:`parameter_axis`), never a level index.
 
 from __future__ import annotations
 
-import io
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -16,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .figure_style import HUMAN, REFERENCE, REFERENCE_MARKER, human_style, legend_outside, series_styles  # noqa: E402
+from .figure_style import (HUMAN, REFERENCE, REFERENCE_MARKER, human_style, legend_outside, marker_only,  # noqa: E402
+                           series_styles, style_of)
 from .load import params_of  # noqa: E402
 from .metrics import wilson_ci  # noqa: E402
 
@@ -29,17 +28,6 @@ UNITS = {"grid": "grid cells per side", "sigma": "σ (px)", "d": "d (px)", "sigm
 
 def axis_label(keys) -> str:
     return " / ".join(UNITS.get(k, k) for k in keys)
-
-
-def model_colours(models) -> dict:
-    return {m: style["color"] for m, style in series_styles(models).items()}
-
-
-def to_png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def reference_level(levels: pd.DataFrame, condition: str, params: dict):
@@ -221,8 +209,12 @@ def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: p
     ax.set_xticks(range(len(order)), order, rotation=60, ha="right")
     ax.set_yticks(range(len(order)), order)
     for label in ax.get_xticklabels() + ax.get_yticklabels():
-        if kinds.get(label.get_text()) == "human":
-            label.set_color(HUMAN)
+        label.set_fontweight("bold" if kinds.get(label.get_text()) == "human" else "normal")
+        label.set_fontstyle("normal" if kinds.get(label.get_text()) == "human" else "italic")
+    n_humans = sum(kinds.get(o) == "human" for o in order)
+    if 0 < n_humans < len(order):  # a frame between the people and the models
+        for edge in (ax.axhline, ax.axvline):
+            edge(n_humans - 0.5, color=HUMAN, lw=1.6)
     annotated = len(order) <= 24
     if annotated:
         for i in range(len(order)):
@@ -236,7 +228,8 @@ def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: p
     shared_text = f"{counts[0]} shared trials per pair" if len(counts) == 1 else \
         f"shared trials ({counts[0]}-{counts[-1]} per pair{', n in each cell' if annotated else ''})" if counts \
         else "shared trials"
-    ax.set_title(f"Error consistency (Cohen's kappa)\non {shared_text}")
+    ax.set_title(f"Error consistency (Cohen's kappa)\non {shared_text}"
+                 + ("; people in bold, models in italics" if 0 < n_humans < len(order) else ""))
     ax.grid(False)
     ax.spines[:].set_visible(True)
     fig.tight_layout()
@@ -244,29 +237,30 @@ def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: p
 
 
 def oddity_plot(oddity: pd.DataFrame):
-    """Oddity accuracy per observer with Wilson CIs and the 1/3 chance line; catch trials as hollow markers."""
-    observers = sorted(oddity["observer"].unique(), key=lambda o: (oddity.loc[oddity["observer"] == o,
-                                                                                "observer_kind"].iloc[0] != "human", o))
+    """Oddity accuracy per observer with Wilson CIs and the 1/3 chance line: humans black diamonds, each model
+    its own colour and marker (analysis.figure_style); test trials filled, catch trials hollow and to the right."""
+    kinds = oddity.drop_duplicates("observer").set_index("observer")["observer_kind"]
+    observers = sorted(kinds.index, key=lambda o: (kinds[o] != "human", o))
+    styles = series_styles([o for o in observers if kinds[o] != "human"])
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(observers) + 2), 3.6))
-    for role, style in (("test", dict(marker="o", fillstyle="full")), ("catch", dict(marker="s", fillstyle="none"))):
-        sub = oddity[oddity["role"] == role].groupby("observer").agg(
-            k=("k", "sum"), n=("n", "sum"), kind=("observer_kind", "first"))
-        if sub.empty:
-            continue
-        acc = sub["k"] / sub["n"]
-        lo, hi = wilson_ci(sub["k"], sub["n"])
-        x = [observers.index(o) + (0.15 if role == "catch" else 0) for o in sub.index]
-        colour = [HUMAN if k == "human" else series_styles(["model"])["model"]["color"] for k in sub["kind"]]
-        ax.errorbar(x, acc, yerr=[np.clip(acc - lo, 0, None), np.clip(hi - acc, 0, None)], ls="none", ecolor="#777777",
-                    capsize=3)
-        for xi, yi, c in zip(x, acc, colour):
-            ax.plot(xi, yi, color=c, ms=7, ls="none", **style)
-        ax.plot([], [], color="#333333", ls="none", label=f"{role} trials", **style)
+    for role, shift in (("test", 0.0), ("catch", 0.18)):
+        sub = oddity[oddity["role"] == role].groupby("observer").agg(k=("k", "sum"), n=("n", "sum"))
+        for observer, row in sub.iterrows():
+            acc = row["k"] / row["n"]
+            lo, hi = wilson_ci(row["k"], row["n"])
+            style = marker_only(style_of(observer, kinds[observer], styles))
+            if role == "catch":
+                style["mfc"] = "white"
+            label = ("humans" if kinds[observer] == "human" else observer) if role == "test" else "_catch"
+            ax.errorbar(observers.index(observer) + shift, acc, yerr=[[max(acc - lo, 0)], [max(hi - acc, 0)]],
+                        ecolor="#777777", capsize=3, ms=7, ls="none", label=label, **style)
     ax.axhline(1 / 3, color="#999999", ls="--", lw=1, label="chance (1/3)")
     ax.set_xticks(range(len(observers)), observers, rotation=45, ha="right")
+    ax.set_xlim(-0.6, len(observers) - 0.4)
     ax.set_ylim(0, 1.02)
-    ax.set_ylabel("oddity accuracy")
-    ax.set_xlabel("observer (black: humans, colour: models)")
+    ax.set_ylabel("oddity accuracy (fraction of triplets)")
+    ax.set_xlabel("observer")
+    ax.set_title("filled: test trials; hollow, to the right: catch trials", fontsize=9)
     fig.tight_layout()
     legend_outside(fig, ax)
     return fig
@@ -276,13 +270,16 @@ def cue_decomposition_plot(cd: pd.DataFrame):
     """S_cd against R_cd per observer (Heinert et al., Tab. I quantities): 0.5 separates shape from texture bias."""
     fig, ax = plt.subplots(figsize=(5.5, 4))
     styles = series_styles(cd.loc[cd["observer_kind"] == "model", "observer"])
+    first_human = True
     for row in cd.itertuples():
-        style = human_style() if row.observer_kind == "human" else styles[row.observer]
-        ax.plot(row.S_cd, row.R_cd, ls="none", ms=7, label=row.observer,
-                **{k: v for k, v in style.items() if k != "ls"})
+        human = row.observer_kind == "human"
+        label = ("humans" if first_human else "_human") if human else row.observer
+        first_human = first_human and not human
+        ax.plot(row.S_cd, row.R_cd, ls="none", ms=7, label=label,
+                **marker_only(style_of(row.observer, row.observer_kind, styles)))
     ax.axvline(0.5, color="#999999", ls=":", lw=1)
-    ax.set_xlabel("cue-decomposition shape bias S_cd")
-    ax.set_ylabel("cue-decomposition robustness R_cd")
+    ax.set_xlabel("cue-decomposition shape bias S_cd (0: texture, 1: shape)")
+    ax.set_ylabel("cue-decomposition robustness R_cd = (Q_S + Q_T) / 2 Q_O")
     fig.tight_layout()
     legend_outside(fig, ax)
     return fig
@@ -304,57 +301,79 @@ def cd_plot(result, humans: tuple[str, ...] = ()):
 
 
 def _fit_style(observer: str, kind: str, fit: str, styles: dict) -> dict:
-    """Pooled humans bold black diamonds, single people thin translucent black, each model its own
+    """Pooled humans bold black diamonds, single people thin translucent black diamonds, each model its own
     colour and marker (analysis.figure_style)."""
     if fit == "pooled":
-        return {"color": HUMAN, "lw": 2.4, "alpha": 1.0, "marker": "D", "label": observer}
+        return {"color": HUMAN, "lw": 2.4, "alpha": 1.0, "marker": "D", "ms": 5}
     if kind == "human":
-        return {"color": HUMAN, "lw": 0.9, "alpha": 0.35, "marker": ".", "label": "single participants"}
-    return {"color": styles[observer]["color"], "lw": 1.6, "alpha": 1.0, "marker": styles[observer]["marker"],
-            "label": observer}
+        return {"color": HUMAN, "lw": 0.9, "alpha": 0.45, "marker": "D", "ms": 3}
+    return {"color": styles[observer]["color"], "lw": 1.6, "alpha": 1.0, "marker": styles[observer]["marker"], "ms": 5}
+
+
+def _fit_label(observer: str, kind: str, fit: str, pooled: bool) -> str:
+    """One legend entry for the people (on the pooled fit when there is one), one per model."""
+    if kind != "human":
+        return observer
+    if pooled:
+        return "humans: pooled (bold), each person (thin)" if fit == "pooled" else "_person"
+    return "humans"
 
 
 def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame,
                         reference: pd.DataFrame | None = None):
-    """Fitted psychometric functions (psignifit) over the observed accuracies, one panel per condition with
-    humans and models on the same axes; each threshold as a vertical tick at its accuracy with its 95 %
-    credible interval as a horizontal bar; the dotted line is chance. ``reference`` (published relative
-    accuracies with the originals' accuracy, :func:`analysis.reference.burgert2025_humans`) adds grey stars
-    at relative accuracy x original accuracy where its parameters sit on the panel's axis."""
-    conditions = sorted(curves["condition"].unique())
+    """Observed accuracies of every observer with their fitted psychometric functions (psignifit), one panel per
+    condition with humans and models on the same axes. Every observer's points are drawn: filled where a curve
+    was fitted, hollow where not (flat data, too few levels: the fits table's ``note`` says why). Each threshold
+    is a vertical tick at its accuracy with its 95 % credible interval as a horizontal bar; the dotted line is
+    chance. ``reference`` (published relative accuracies with the originals' accuracy,
+    :func:`analysis.reference.burgert2025_humans`) adds grey stars at relative accuracy x original accuracy
+    where its parameters sit on the panel's axis."""
+    conditions = sorted(points["condition"].unique())
     cols = min(3, len(conditions))
     rows = int(np.ceil(len(conditions) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows + 0.9), squeeze=False)
-    styles = series_styles(thresholds.loc[thresholds["observer_kind"] == "model", "observer"].unique())
+    styles = series_styles(points.loc[points["observer_kind"] == "model", "observer"].unique())
     for ax, condition in zip(axes.flat, conditions):
-        fitted = thresholds[(thresholds["condition"] == condition) & thresholds["threshold_halfway"].notna()]
-        for row in fitted.sort_values("fit", ascending=False).itertuples():
-            style = _fit_style(row.observer, row.observer_kind, row.fit, styles)
-            own = (points["observer"] == row.observer) & (points["condition"] == condition)
-            curve = curves[(curves["observer"] == row.observer) & (curves["condition"] == condition)]
-            ax.plot(points.loc[own, "x"], points.loc[own, "accuracy"], ls="none", marker=style["marker"], ms=4,
-                    color=style["color"], alpha=style["alpha"])
-            ax.plot(curve["x"], curve["accuracy"], color=style["color"], lw=style["lw"], alpha=style["alpha"],
-                    label=style["label"])
-            if (row.observer_kind == "model" or row.fit == "pooled") and _brackets(row):
-                level = row.guess_rate + (row.reference_accuracy - row.guess_rate) / 2
-                ax.errorbar([row.threshold_halfway], [level],
-                            xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
-                                  [row.threshold_halfway_ci_high - row.threshold_halfway]],
+        here = points[points["condition"] == condition]
+        pooled = (here["fit"] == "pooled").any()
+        fits = thresholds[thresholds["condition"] == condition].set_index(["observer", "fit"])
+        hollow = False
+        for (observer, kind, fit), own in here.groupby(["observer", "observer_kind", "fit"], sort=False):
+            style = _fit_style(observer, kind, fit, styles)
+            label = _fit_label(observer, kind, fit, pooled)
+            curve = curves[(curves["observer"] == observer) & (curves["condition"] == condition)
+                           & (curves["fit"] == fit)]
+            fitted = len(curve) > 0
+            hollow = hollow or not fitted
+            line = "-" if kind == "human" else "--"
+            ax.plot(own["x"], own["accuracy"], ls="none", marker=style["marker"], ms=style["ms"],
+                    color=style["color"], mfc=style["color"] if fitted else "white", alpha=style["alpha"])
+            if fitted:
+                ax.plot(curve["x"], curve["accuracy"], color=style["color"], lw=style["lw"], alpha=style["alpha"],
+                        ls=line)
+            ax.plot([], [], color=style["color"], marker=style["marker"], mfc=style["color"], ls=line,
+                    lw=style["lw"], label=label)  # the legend shows the series as fitted, in any panel
+            row = fits.loc[(observer, fit)] if (observer, fit) in fits.index else None
+            if row is not None and (kind == "model" or fit == "pooled") and _brackets(row):
+                level = row["guess_rate"] + (row["reference_accuracy"] - row["guess_rate"]) / 2
+                ax.errorbar([row["threshold_halfway"]], [level],
+                            xerr=[[row["threshold_halfway"] - row["threshold_halfway_ci_low"]],
+                                  [row["threshold_halfway_ci_high"] - row["threshold_halfway"]]],
                             color=style["color"], marker="|", ms=14, mew=2, capsize=3, lw=1.2)
-        axis = curves.loc[curves["condition"] == condition, "axis"].iloc[0]
+        axis = here["axis"].iloc[0]
         if reference is not None:
             _draw_published_accuracy(ax, reference, condition, axis)
-        ax.axhline(fitted["guess_rate"].iloc[0] if len(fitted) else 0, color="#999999", ls=":", lw=1)
-        x = points.loc[points["condition"] == condition, "x"]
-        ax.set_xlim(x.min() - 0.05 * (x.max() - x.min()), x.max() + 0.05 * (x.max() - x.min()))
+        ax.axhline(fits["guess_rate"].iloc[0] if len(fits) else 0, color="#999999", ls=":", lw=1)
+        x = here["x"]
+        pad = 0.05 * (x.max() - x.min()) or 0.5
+        ax.set_xlim(x.min() - pad, x.max() + pad)
         ax.set_ylim(0, 1.02)
-        ax.set_title(condition.replace("_", " "))
+        ax.set_title(condition.replace("_", " ") + ("  (hollow: not fitted)" if hollow else ""))
         ax.set_xlabel(UNITS.get(axis, axis))
     for ax in axes.flat[len(conditions):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
-        ax.set_ylabel("accuracy")
+        ax.set_ylabel("accuracy (fraction correct)")
     fig.tight_layout()
     legend_outside(fig, axes)
     return fig
@@ -362,7 +381,8 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
 
 def _brackets(row) -> bool:
     """A threshold whose credible interval is defined and contains it (else no error bar is drawn)."""
-    values = [row.threshold_halfway_ci_low, row.threshold_halfway, row.threshold_halfway_ci_high]
+    get = row.get if isinstance(row, pd.Series) else lambda name: getattr(row, name)
+    values = [get("threshold_halfway_ci_low"), get("threshold_halfway"), get("threshold_halfway_ci_high")]
     return all(np.isfinite(v) for v in values) and values[0] <= values[1] <= values[2]
 
 
@@ -390,9 +410,11 @@ def threshold_comparison(thresholds: pd.DataFrame):
              + (["single participants"] if (fitted["fit"] == "individual").any()
                 and (fitted["observer_kind"] == "human").any() else []) + observers)
     styles = series_styles(observers)
-    fig, axes = plt.subplots(1, len(conditions), figsize=(4.2 * len(conditions) + 1.5, 0.45 * len(order) + 1.6),
+    cols = min(3, len(conditions))
+    rows_of_panels = int(np.ceil(len(conditions) / cols))
+    fig, axes = plt.subplots(rows_of_panels, cols, figsize=(4.4 * cols + 1.5, (0.45 * len(order) + 1.4) * rows_of_panels),
                              squeeze=False, sharey=True)
-    for ax, condition in zip(axes[0], conditions):
+    for ax, condition in zip(axes.flat, conditions):
         rows = fitted[fitted["condition"] == condition]
         for row in rows.itertuples():
             single = row.observer_kind == "human" and row.fit == "individual"
@@ -409,46 +431,61 @@ def threshold_comparison(thresholds: pd.DataFrame):
                 ax.axvspan(row.threshold_halfway_ci_low, row.threshold_halfway_ci_high, color=HUMAN, alpha=0.12, lw=0)
         ax.set_title(condition.replace("_", " "))
         ax.set_xlabel(f"half-way threshold, {UNITS.get(rows['axis'].iloc[0], rows['axis'].iloc[0])}")
+    for ax in axes.flat[len(conditions):]:
+        ax.set_visible(False)
     axes[0, 0].set_yticks(range(len(order)), order)
     axes[0, 0].invert_yaxis()
+    for ax in axes[1:, 0]:
+        ax.tick_params(labelleft=True)
     fig.tight_layout()
     return fig
 
 
 def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = None):
-    """QUEST+ posterior thresholds with 95 % credible intervals (hollow squares; pooled: filled), one panel per
-    adaptive condition, beside the psychometric-fit thresholds of the fixed-level trials on the same stimulus
-    axis (circles). The two are different definitions: QUEST+'s t is the midpoint of its own model
-    ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's the half-way point to chance from the originals."""
+    """QUEST+ posterior thresholds with 95 % credible intervals, one panel per adaptive condition, beside the
+    psychometric-fit thresholds of the fixed-level trials on the same stimulus axis, one row per observer and
+    estimate. Humans are black diamonds on solid whiskers, each model its own colour and marker on dashed
+    whiskers (analysis.figure_style); QUEST+ estimates are hollow, fits filled. The two are different
+    definitions: QUEST+'s t is the midpoint of its own model ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's
+    the half-way point to chance from the originals."""
     conditions = sorted(adaptive["condition"].unique())
     fits = fixed[fixed["condition"].isin(conditions)] if fixed is not None and len(fixed) else None
     fits = fits[np.array([_brackets(r) for r in fits.itertuples()], dtype=bool)] if fits is not None else None
-    observers = list(dict.fromkeys(list(adaptive.sort_values(["fit", "observer"])["observer"])
-                                   + ([] if fits is None else list(fits["observer"]))))
-    fig, axes = plt.subplots(1, len(conditions), figsize=(4.6 * len(conditions) + 1, 0.42 * len(observers) + 1.8),
+    estimates = [adaptive.assign(definition="QUEST+", value=adaptive["quest_threshold"], low=adaptive["ci_low"],
+                                 high=adaptive["ci_high"])]
+    if fits is not None and len(fits):
+        estimates.append(fits.assign(definition="half-way fit", value=fits["threshold_halfway"],
+                                     low=fits["threshold_halfway_ci_low"], high=fits["threshold_halfway_ci_high"]))
+    table = pd.concat(estimates, ignore_index=True)
+    table = table[np.isfinite(table["value"].astype(float))]
+    rows = list(dict.fromkeys(f"{r.observer} · {r.definition}" for r in
+                              table.sort_values(["observer_kind", "fit", "observer", "definition"],
+                                                ascending=[True, False, True, False]).itertuples()))
+    styles = series_styles(table.loc[table["observer_kind"] == "model", "observer"].unique())
+    fig, axes = plt.subplots(1, len(conditions), figsize=(4.8 * len(conditions) + 1.5, 0.36 * len(rows) + 2.0),
                              squeeze=False, sharey=True)
     for ax, condition in zip(axes[0], conditions):
-        for row in adaptive[adaptive["condition"] == condition].itertuples():
-            if not np.isfinite(row.quest_threshold):
-                continue
-            colour = HUMAN if row.observer_kind == "human" else series_styles(["model"])["model"]["color"]
-            ax.errorbar(row.quest_threshold, observers.index(row.observer) - 0.12,
-                        xerr=[[max(row.quest_threshold - row.ci_low, 0)], [max(row.ci_high - row.quest_threshold, 0)]],
-                        fmt="s", mfc=colour if row.fit == "pooled" else "white", color=colour, capsize=3,
-                        label="QUEST+ posterior threshold (adaptive block)")
-        if fits is not None:
-            for row in fits[fits["condition"] == condition].itertuples():
-                colour = HUMAN if row.observer_kind == "human" else series_styles(["model"])["model"]["color"]
-                ax.errorbar(row.threshold_halfway, observers.index(row.observer) + 0.12,
-                            xerr=[[row.threshold_halfway - row.threshold_halfway_ci_low],
-                                  [row.threshold_halfway_ci_high - row.threshold_halfway]],
-                            fmt="o", color=colour, capsize=3,
-                            label="psychometric fit of fixed levels, half-way threshold (different definition)")
+        for r in table[table["condition"] == condition].itertuples():
+            human = r.observer_kind == "human"
+            style = marker_only(style_of(r.observer, r.observer_kind, styles))
+            if r.definition == "QUEST+":
+                style["mfc"] = "white"
+            bars = ax.errorbar(r.value, rows.index(f"{r.observer} · {r.definition}"),
+                               xerr=[[max(r.value - r.low, 0)], [max(r.high - r.value, 0)]], capsize=3,
+                               ms=8 if r.fit == "pooled" else 6, **style)
+            bars[-1][0].set_linestyle("-" if human else "--")
+        shown = table[table["condition"] == condition].drop_duplicates("observer")
+        for r in shown.itertuples():  # one legend entry per series, filled, with its whisker style
+            human = r.observer_kind == "human"
+            ax.plot([], [], ls="-" if human else "--", label="humans" if human else r.observer,
+                    **marker_only(style_of(r.observer, r.observer_kind, styles)))
         axis = adaptive.loc[adaptive["condition"] == condition, "axis"].iloc[0]
         ax.set_title(condition.replace("_", " "))
-        ax.set_xlabel(f"threshold (QUEST+ or half-way), {UNITS.get(axis, axis)}")
-    axes[0, 0].set_yticks(range(len(observers)), observers)
+        ax.set_xlabel(f"threshold, {UNITS.get(axis, axis)}")
+    axes[0, 0].set_yticks(range(len(rows)), rows)
     axes[0, 0].invert_yaxis()
+    fig.suptitle("hollow: QUEST+ posterior threshold (adaptive block); filled: half-way threshold of the "
+                 "fixed-level fit (a different definition)", fontsize=9)
     fig.tight_layout()
     legend_outside(fig, axes)
     return fig

@@ -62,6 +62,12 @@ def burgert2025_table3() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def burgert2025_applies(conditions) -> bool:
+    """Whether Table 3 speaks about an experiment with these conditions: it measured patch shuffle, the
+    bilateral filter and grayscale, so a report of other suppressions (corruptions, blur) leaves it out."""
+    return bool({condition for condition, _ in BURGERT2025_FEATURES.values()} & set(conditions))
+
+
 def burgert2025_humans() -> pd.DataFrame:
     """The human row of Table 3 only: what the report draws as the published human reference."""
     table = burgert2025_table3()

@@ -35,6 +35,7 @@ from . import reference as published
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
 from .load import load_responses, logged_exclusions
 from .ranking import FriedmanResult
+from .sections.reliance import suppressed_conditions
 from .tables import html_table
 
 LIBRARIES = ("numpy", "pandas", "scipy", "pingouin", "scikit_posthocs", "matplotlib", "jinja2", "psignifit")
@@ -89,7 +90,9 @@ def category_count(df: pd.DataFrame) -> int:
 def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: bool = False,
             only: set[str] | None = None) -> Analysis:
     """Every section that applies to the responses (see :mod:`analysis.sections`), as named tables.
-    ``only`` limits the work to some sections (plus what they depend on). A section the data do not
+    ``only`` limits the work to some sections (plus what they depend on). Which sections apply is
+    decided by the design's test trials as collected, before exclusions: a section whose answers were
+    all excluded (timeouts, attention checks) stays, with a note saying so. A section the data do not
     support leaves a one-line note in ``notes`` (and in ``missing`` under its name) instead of numbers."""
     options = options or AnalysisOptions()
     cleaned = apply_exclusions(df, options.exclusions)
@@ -98,20 +101,29 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
                                        "excluded_observers": cleaned.excluded_observers}
     result = Analysis(tables=tables, summary={}, notes=sections.broken_notes() if only is None else [],
                       cleaned=cleaned)
+    n_choices = options.n_choices or category_count(scored if len(scored) else df)
+    result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
+                           "excluded_rows": int(len(cleaned.log)), "n_choices": n_choices})
     if scored.empty:
         result.notes.append("no scored test trials are left after exclusions")
-        return result
-    n_choices = options.n_choices or category_count(scored)
-    wanted = [s for s in sections.ordered(only) if s.applies(scored)]
+    designed = df[df["role"] == "test"]
+    wanted = [s for s in sections.ordered(only) if s.applies(designed)]
     for section in tqdm(wanted, desc="analysis", disable=not progress, unit="section"):
-        missing = section.compute(result, scored, options, n_choices)
+        if scored.empty or not section.applies(scored):
+            missing = f"no answers to these trials are left after exclusions ({excluded_because(cleaned.log)})"
+        else:
+            missing = section.compute(result, scored, options, n_choices)
         result.sections.append(section.name)
         if missing:
             result.missing[section.name] = missing
             result.notes.append(missing)
-    result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
-                           "excluded_rows": int(len(cleaned.log)), "n_choices": n_choices})
     return result
+
+
+def excluded_because(log: pd.DataFrame) -> str:
+    """The test-trial exclusions by reason, most frequent first: ``12 timeout (no answer), 4 pilot session``."""
+    counts = log.loc[log["role"] == "test", "reason"].value_counts()
+    return ", ".join(f"{n} {reason}" for reason, n in counts.items()) or "none excluded; no answers collected"
 
 
 def load_for_report(sources, compare=None, database: str | None = None) -> pd.DataFrame:
@@ -149,6 +161,8 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
     listed, logged = analysis.tables["excluded_observers"], logged_exclusions(sources, database)
     analysis.tables["excluded_observers"] = pd.concat([listed, logged[~logged["observer"].isin(listed["observer"])]],
                                                       ignore_index=True)
+    if "methods" in analysis.sections and "methods" not in analysis.missing:  # now with who was logged out
+        sections.SECTIONS["methods"]().compute(analysis, analysis.cleaned.scored, options, analysis.summary["n_choices"])
     out = Path(out_dir) if out_dir else default_out_dir(sources[0])
     out.mkdir(parents=True, exist_ok=True)
     figures = {stem: figure_style.save(fig, out / "figures" / stem)
@@ -228,7 +242,8 @@ def render_html(analysis: Analysis, figures: dict[str, bytes], sources, compare,
     env = Environment(loader=PackageLoader("analysis", "templates"), autoescape=select_autoescape(["html"]))
     images = {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in figures.items()}
     tables = {name: html_table(t, p_values=name == "nemenyi_p") for name, t in analysis.tables.items() if len(t)}
-    burgert = reference_name == "burgert2025" and "reliance" in analysis.sections
+    burgert = (reference_name == "burgert2025" and "reliance" in analysis.sections
+               and published.burgert2025_applies(suppressed_conditions(analysis.cleaned.scored)))
     geirhos = reference_name is not None and "shape-bias" in analysis.sections
     context = {"images": images, "tables": tables, "summary": analysis.summary,
                "reference_table": html_table(reference_wide()) if burgert else None,

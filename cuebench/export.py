@@ -22,6 +22,7 @@ from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
 from .registry import Registry
 from .responses import COLUMNS, ResponseStore
+from .trials import ROLES
 
 MVH_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
 
@@ -71,59 +72,91 @@ def export_parquet(expdir: ExperimentDir, out: str | Path, database: str | None 
     return out
 
 
-def _slug(text) -> str:
-    """A name token: no ``_`` (model-vs-human splits names on it) and no ``-`` (it marks a cue-conflict
-    texture class), so nothing but the texture class can be parsed from where it stands."""
-    return re.sub(r"[\s_/-]+", ".", str(text))
+NAME_TOKEN_KEEPS = re.compile(r"[^A-Za-z0-9 ]")
+"""What an image-name token keeps as it is: letters, digits and spaces. Everything else (``_``, which
+model-vs-human splits names on; ``-``, which marks a cue-conflict texture; ``.``, where it cuts the
+extension; ``%``) is percent-encoded, so every token reads back exactly (``urllib.parse.unquote``)."""
+CONDITION_RESERVED = re.compile(r"[%:/@,=]")
+"""The characters that structure the raw ``condition`` value, percent-encoded inside a name or key."""
+
+
+def _percent(match: re.Match) -> str:
+    return "".join(f"%{byte:02X}" for byte in match.group().encode("utf-8"))
+
+
+def name_token(text) -> str:
+    """One ``_``-separated token of an exported image name, reversible (:data:`NAME_TOKEN_KEEPS`);
+    an absent value is the empty token."""
+    return "" if text is None else NAME_TOKEN_KEEPS.sub(_percent, str(text))
+
+
+def condition_token(text) -> str:
+    """A condition name or parameter key inside the raw ``condition`` value, reversible."""
+    return CONDITION_RESERVED.sub(_percent, str(text))
 
 
 def mvh_condition(row: dict) -> str:
-    """The raw ``condition`` value: ``[<trial type>/]<condition>:<level>:<k>=<v>,...`` (JSON values), so
+    """The raw ``condition`` value: ``[<role>@][<trial type>/]<condition>:<level>:<k>=<json>,...``, so
     that every condition keeps its own name, level and parameters in one flat export
-    (``patch_shuffle:4:grid=6``) and a trial that is not a classification says what it is
-    (``oddity/dist::``), read back by ``analysis.load``; model-vs-human reads it as an opaque condition label."""
+    (``patch_shuffle:4:grid=6``), a trial that is not a classification says what it is
+    (``oddity/dist::``) and a trial that is not a test trial says its role (``catch@oddity/catch::``),
+    read back by ``analysis.load``. Names and keys are percent-encoded where they hold one of
+    ``%:/@,=`` (:func:`condition_token`); values are JSON. Model-vs-human reads the value as an opaque
+    condition label, so catch, practice and attention trials are conditions of their own there."""
     import json
 
     level = "" if row.get("level") is None else int(row["level"])
     params = row.get("params") or {}
     if isinstance(params, str):
         params = json.loads(params) if params else {}
-    pairs = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items()))
+    pairs = ",".join(f"{condition_token(k)}={json.dumps(v)}" for k, v in sorted(params.items()))
     trial_type = row.get("trial_type") or "classify"
-    prefix = "" if trial_type == "classify" else f"{trial_type}/"
-    return f"{prefix}{row.get('condition') or ''}:{level}:{pairs}"
+    role = row.get("role") or "test"
+    prefix = ("" if role == "test" else f"{condition_token(role)}@") + \
+             ("" if trial_type == "classify" else f"{condition_token(trial_type)}/")
+    return f"{prefix}{condition_token(row.get('condition') or '')}:{level}:{pairs}"
 
 
 def mvh_category(row: dict) -> str:
-    """The raw ``category``: what ``object_response`` is scored against. A classification's class; for
-    any other trial type its correct answer (an oddity trial's odd position), the class then stands
-    in the image name."""
-    if (row.get("trial_type") or "classify") == "classify":
-        return row.get("category") or "na"
-    return row.get("correct_answer") or "na"
+    """The raw ``category``: what ``object_response`` is scored against, as model-vs-human scores it: the
+    trial's correct answer (a classification's class, an oddity trial's odd position, the label an
+    attention check asks for; a classification's class where a row does not say); ``na`` when the trial
+    has none. The class itself stands in the image name."""
+    if row.get("correct_answer"):
+        return row["correct_answer"]
+    classify = (row.get("trial_type") or "classify") == "classify"
+    return (row.get("category") if classify else None) or "na"
 
 
 def mvh_imagename(row: dict) -> str:
-    """``NNNN_<kind>_<condition>_<level>_<category>_<source>.png`` as model-vs-human names images; a
-    cue-conflict image ends in ``<shape source>-<texture class>`` (Geirhos et al.'s ``airplane1-bicycle2``),
-    so the texture class is the last ``-`` token, and no other name contains a ``-``."""
-    level = "" if row.get("level") is None else row["level"]
-    prefix = [f"{int(row['trial_index']) + 1:04d}", row["observer_kind"], row.get("condition") or "", level,
-              row.get("category") or "na"]
-    source = _slug(row.get("source_image") or row["trial_id"])
+    """``NNNN_<kind>_<condition>_<level>_<class>_<trial id>_<stimulus>.png``, each token reversible
+    (:func:`name_token`), as model-vs-human names images (trial number first, the stimulus last). The
+    stimulus is the source image; a cue-conflict stimulus is ``<shape source>-<texture class>``
+    (Geirhos et al.'s ``airplane1-bicycle2``), so model-vs-human's parser (the last ``-`` token of the
+    last ``_`` token, up to its first ``.``, digits removed) finds the texture class of every class
+    spelled in letters and spaces. The trial id makes every name unique within an experiment: two
+    cue-conflict trials of one shape photo with two texture photos of one class differ in it (their
+    texture images are in ``condition``'s parameters)."""
+    level = "" if row.get("level") is None else int(row["level"])
+    stimulus = name_token(row.get("source_image") or row["trial_id"])
     texture = row.get("texture_category")
     if texture:
-        source = f"{source}-{_slug(texture)}"
-    return "_".join(_slug(p) for p in prefix) + f"_{source}.png"
+        stimulus = f"{stimulus}-{name_token(texture)}"
+    tokens = [f"{int(row['trial_index']) + 1:04d}", row["observer_kind"], row.get("condition"), level,
+              row.get("category"), row["trial_id"]]
+    return "_".join(name_token(t) for t in tokens) + f"_{stimulus}.png"
 
 
 @EXPORT_FORMATS.register("mvh")
 def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None = None,
-               roles: tuple[str, ...] = ("test",)) -> list[Path]:
-    """Model-vs-human raw CSVs, one per observer and session (OUT is a folder).
+               roles: tuple[str, ...] = ROLES) -> list[Path]:
+    """Model-vs-human raw CSVs, one per observer and session (OUT is a folder), every role's trials
+    (the role in ``condition``, :func:`mvh_condition`).
 
     The raw format has no exclusion column, and model-vs-human reads every CSV of a folder:
-    excluded observers' files go to ``excluded/`` and pilots' to ``pilot/`` beneath it."""
+    excluded observers' files go to ``excluded/`` and pilots' to ``pilot/`` beneath it. A trial left
+    out by a trial-level rule of the analysis (left the page, dropped frames) has no column to say so
+    here; a timeout is ``na``, as model-vs-human writes it."""
     rows = [r for r in response_rows(expdir, database) if r["role"] in roles]
     if not rows:
         raise ExportError(f"{expdir.root} has no responses to {', '.join(roles)} trials")
@@ -140,7 +173,7 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None 
                           mvh_category(row), mvh_condition(row), mvh_imagename(row)])
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", observer)
         folder = out_dir / ("excluded" if row.get("excluded") else "pilot" if row["observer_kind"] == "pilot" else "")
-        path = folder / f"{row['experiment']}_{safe}_session_{session}.csv"
+        path = folder / f"{name_token(row['experiment'])}_{safe}_session_{session}.csv"
         atomic_write(path, csv_text(MVH_COLUMNS, lines).encode("utf-8"))
         written.append(path)
     return written

@@ -284,3 +284,69 @@ def test_multinomial_bootstrap_matches_resampling_trials():
     idx = rng.integers(0, 100, size=(4000, 100))
     slow = kappa_from_correct(a[idx], b[idx])[2]
     assert np.percentile(fast, [2.5, 50, 97.5]) == pytest.approx(np.percentile(slow, [2.5, 50, 97.5]), abs=0.03)
+
+
+def test_relative_accuracy_is_empty_with_a_note_where_its_denominator_is_not_positive():
+    # A: originals 0/4, suppressed 1/4 -> A_sup / 0 and (0.25 - 0.5) / (0 - 0.5) have no meaning;
+    # B: originals 2/4 = chance 1/2 (C = 2), suppressed 1/4 -> relative 0.25 / 0.5 = 0.5, chance-corrected empty;
+    # C: originals 3/4, suppressed 1/4 -> relative 1/3, chance-corrected (0.25 - 0.5) / (0.75 - 0.5) = -1
+    df = table(rows("A", "human", "original", None, [0, 0, 0, 0]), rows("A", "human", "blur", 1, [1, 0, 0, 0]),
+               rows("B", "human", "original", None, [1, 1, 0, 0]), rows("B", "human", "blur", 1, [1, 0, 0, 0]),
+               rows("C", "human", "original", None, [1, 1, 1, 0]), rows("C", "human", "blur", 1, [1, 0, 0, 0]))
+    rel = metrics.relative_accuracy(metrics.accuracy(df), n_choices=2).set_index("observer")
+    assert np.isnan(rel.loc["A", "relative_accuracy"]) and np.isnan(rel.loc["A", "chance_corrected"])
+    assert rel.loc["A", "note"] == metrics.NO_BASELINE
+    assert rel.loc["B", "relative_accuracy"] == pytest.approx(0.5) and np.isnan(rel.loc["B", "chance_corrected"])
+    assert rel.loc["B", "note"] == metrics.AT_CHANCE
+    assert (rel.loc["C", "relative_accuracy"], rel.loc["C", "chance_corrected"]) == (pytest.approx(1 / 3),
+                                                                                     pytest.approx(-1.0))
+    assert rel.loc["C", "note"] == ""
+    assert np.isfinite(rel[["relative_accuracy", "chance_corrected"]].fillna(0).to_numpy()).all()
+
+
+def test_shape_bias_and_cue_accuracies_carry_wilson_intervals_of_their_counts():
+    # 3 shape and 1 texture decision (one answer naming neither is not counted): p = 3/4, n = 4, z = 1.95996:
+    # centre (0.75 + 0.48018) / 1.96036 = 0.62753, half 1.95996 * sqrt(0.046875 + 0.060023) / 1.96036 = 0.32689
+    # -> [0.3006, 0.9544]
+    base = {"observer": "h", "observer_kind": "human", "role": "test", "condition": "cue-conflict", "level": 0,
+            "category": "cat", "texture_category": "dog"}
+    answers = ["cat", "cat", "cat", "dog", "boat"]
+    df = pd.DataFrame([base | {"trial_id": f"t{i}", "response": a, "correct": int(a == "cat")}
+                       for i, a in enumerate(answers)])
+    sb = metrics.shape_bias(df).iloc[0]
+    assert (sb["shape_bias"], sb["ci_low"], sb["ci_high"]) == (0.75, pytest.approx(0.3006, abs=1e-4),
+                                                               pytest.approx(0.9544, abs=1e-4))
+    # Q_S = 2/4: Wilson [0.15, 0.85] (symmetric about 1/2); Q_O = 4/4: [0.5101, 1]; Q_T = 0/3: [0, 0.5615]
+    cues = table(rows("m", "model", "original", None, [1, 1, 1, 1]), rows("m", "model", "shape_cue", None, [1, 0, 1, 0]),
+                 rows("m", "model", "texture_cue", None, [0, 0, 0]))
+    q = metrics.cue_decomposition(cues).iloc[0]
+    assert (q["Q_S_low"], q["Q_S_high"]) == (pytest.approx(0.15, abs=1e-4), pytest.approx(0.85, abs=1e-4))
+    assert (q["Q_O_low"], q["Q_O_high"]) == (pytest.approx(0.5101, abs=1e-4), pytest.approx(1.0))
+    assert (q["Q_T_low"], q["Q_T_high"]) == (pytest.approx(0.0, abs=1e-12), pytest.approx(0.5615, abs=1e-4))
+    assert (q["n_O"], q["n_S"], q["n_T"]) == (4, 4, 3)
+    # the model set's mean Q_T is 0: S_cd has no scale t, so it is empty with a note; R_cd = (0.5 + 0) / 2
+    assert np.isnan(q["S_cd"]) and "no S_cd" in q["note"] and q["R_cd"] == pytest.approx(0.25)
+
+
+def test_ceiling_ratios_and_spearman_brown_never_divide_by_zero():
+    from analysis.consistency import ceiling_note, ratio_to_ceiling
+
+    # the report once crashed on agree / upper with upper = 0 (ZeroDivisionError)
+    assert np.isnan(ratio_to_ceiling(0.3, 0.0)) and np.isnan(ratio_to_ceiling(0.3, -0.2))
+    assert ratio_to_ceiling(0.3, 0.6) == pytest.approx(0.5)
+    assert "no ratio" in ceiling_note({"observers": 3, "lower": -0.5, "upper": 0.0})
+    # Spearman-Brown 2r / (1 + r) is undefined at r = -1 (two halves that disagree perfectly)
+    assert np.isnan(spearman_brown(-1.0)) and spearman_brown(-0.5) == pytest.approx(-2.0)
+    # two people who disagree on every item: the halves correlate r = -1, the stepped-up value is empty
+    opposite = pd.DataFrame({"X": [1, 0, 1, 0], "Y": [0, 1, 0, 1]}, dtype=float)
+    c = noise_ceiling(opposite, "accuracy", n_splits=4)
+    assert c["split_half"] == pytest.approx(-1.0) and np.isnan(c["split_half_sb"])
+
+
+def test_iman_davenport_f_is_empty_when_every_block_ranks_alike():
+    # A > B > C in all 3 blocks: R = 1, 2, 3; chi2 = 12*3/(3*4) * (1 + 4 + 9 - 3*16/4) = 6 = m(n-1), so
+    # F = (m-1) chi2 / (m(n-1) - chi2) divides by zero; the Friedman p is chi2(2).sf(6) = exp(-3) = 0.049787
+    scores = pd.DataFrame({"A": [0.9, 0.8, 0.7], "B": [0.6, 0.5, 0.4], "C": [0.3, 0.2, 0.1]}, index=["b1", "b2", "b3"])
+    r = friedman_nemenyi(scores)
+    assert r.chi2 == pytest.approx(6.0) and r.chi2_p == pytest.approx(0.049787, abs=1e-6)
+    assert np.isnan(r.f) and np.isnan(r.f_p) and "every block ranks the methods alike" in r.note

@@ -50,12 +50,13 @@ def suppression_responses(path, humans: int = 6, models=("lite0", "lite1", "lite
         if kind == "human":
             failed = observer == "p-bad"
             rows.append(_row(observer, kind, index, "attention-1", "attention", None, {}, "cat",
-                             "dog" if failed else "car", int(not failed), role="attention"))
+                             "dog" if failed else "car", int(not failed), role="attention", correct_answer="car"))
             index += 1
         for t in range(12):
             right = rng.random() < (0.85 if kind == "human" else 0.6)
             rows.append(_row(observer, kind, index, f"odd{t}", "dist", None, {}, None, "2" if right else "1",
-                             int(right), trial_type="oddity", role="catch" if t % 4 == 3 else "test"))
+                             int(right), trial_type="oddity", role="catch" if t % 4 == 3 else "test",
+                             correct_answer="2"))
             index += 1
     with ResponseStore(path) as store:
         store.write_many(rows)
@@ -65,7 +66,7 @@ def _row(observer, kind, index, trial_id, condition, level, params, category, an
     return {"experiment": "suppression-test", "observer": observer, "observer_kind": kind, "session": "1",
             "trial_index": index, "trial_id": trial_id, "role": "test", "trial_type": "classify",
             "condition": condition, "level": level, "params": params, "category": category, "response": answer,
-            "correct": correct, "rt_ms": None if kind == "model" else 650.0} | extra
+            "correct_answer": category, "correct": correct, "rt_ms": None if kind == "model" else 650.0} | extra
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_model_vs_human_export_round_trip_keeps_the_pairing(experiment, tmp_path
     scored_direct = apply_exclusions(load_responses(experiment)).scored
     scored_raw = apply_exclusions(load_responses(tmp_path / "mvh")).scored
     direct = error_consistency(scored_direct[scored_direct["trial_type"] == "classify"], n_boot=10)
-    via_raw = error_consistency(scored_raw[scored_raw["category"] != "na"], n_boot=10)  # oddity rows have no class
+    via_raw = error_consistency(scored_raw[scored_raw["trial_type"] == "classify"], n_boot=10)
     key = ["observer_a", "observer_b"]
     merged = direct.merge(via_raw, on=key, suffixes=("", "_raw"))
     assert len(merged) == len(direct) > 0

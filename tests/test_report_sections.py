@@ -69,7 +69,7 @@ def test_a_section_from_one_class_appears_in_report_and_cli(toy_section, tmp_pat
 
 
 def test_sections_follow_the_design(tmp_path):
-    suppression = _rows([("original", None, {}), ("blur", 0, {"sigma": 1.0}), ("blur", 1, {"sigma": 2.0})])
+    suppression = _rows([("original", None, {}), ("patch_shuffle", 0, {"grid": 3}), ("patch_shuffle", 1, {"grid": 6})])
     conflict = _rows([("cue-conflict", None, {})], texture=True)
     for name, rows in (("suppression", suppression), ("conflict", conflict)):
         with ResponseStore(tmp_path / f"{name}.sqlite") as store:
@@ -90,6 +90,57 @@ def test_sections_follow_the_design(tmp_path):
     for stem in ("reliance", "shape_bias"):
         folder = tmp_path / ("suppression" if stem == "reliance" else "conflict") / "figures"
         assert {p.suffix for p in folder.glob(f"{stem}.*")} == {".png", ".svg", ".pdf"}
+
+
+def _report(tmp_path, name, rows) -> tuple[dict, str]:
+    with ResponseStore(tmp_path / f"{name}.sqlite") as store:
+        store.write_many(rows)
+    html = write_report([tmp_path / f"{name}.sqlite"], tmp_path / name, options=AnalysisOptions(n_boot=20),
+                        progress=False).read_text()
+    return json.loads((tmp_path / name / "results.json").read_text()), html
+
+
+def _oddity_rows(observers=("p0", "p1", "m0")):
+    rows = []
+    for observer in observers:
+        for i in range(6):
+            role = "catch" if i == 5 else "test"
+            answer = str(1 + (i + len(observer)) % 3)
+            rows.append({"experiment": "dist", "observer": observer, "observer_kind": "model" if observer == "m0"
+                         else "human", "session": "1", "trial_index": i, "trial_id": f"dist--{i}", "role": role,
+                         "trial_type": "oddity", "condition": "dist" if role == "test" else "catch", "level": None,
+                         "params": {}, "category": "lizard", "response": answer, "correct_answer": "2",
+                         "correct": int(answer == "2"), "rt_ms": 700.0})
+    return rows
+
+
+def test_a_dist_report_has_oddity_and_nothing_of_classification_designs(tmp_path):
+    results, html = _report(tmp_path, "dist", _oddity_rows())
+    assert "oddity" in results["sections"]
+    assert not {"reliance", "thresholds", "shape-bias", "cue-decomposition", "adaptive"} & set(results["sections"])
+    assert "Burgert" not in html and "Geirhos et al. 2019, cue" not in html
+    catch = [r for r in results["tables"]["oddity"] if r["role"] == "catch"]
+    assert {r["observer"] for r in catch} == {"p0", "p1", "m0"}  # catch trials reported apart
+
+
+def test_a_cue_decomposition_report_has_s_cd_and_no_reliance(tmp_path):
+    rows = _rows([("original", None, {}), ("shape_cue", None, {}), ("texture_cue", None, {})])
+    rows += _rows([("original", None, {}), ("shape_cue", None, {}), ("texture_cue", None, {})],
+                  observers=("m0", "m1"), kind="model")
+    results, html = _report(tmp_path, "cues", rows)
+    assert "cue-decomposition" in results["sections"]
+    assert not {"reliance", "thresholds", "shape-bias", "oddity"} & set(results["sections"])
+    assert "Burgert" not in html and {"Q_S_low", "Q_S_high", "S_cd"} <= set(results["tables"]["cue_decomposition"][0])
+
+
+def test_a_corruptions_report_has_reliance_without_burgerts_table(tmp_path):
+    """Corruptions are graded suppressions, but not the transforms Burgert et al. measured."""
+    grid = [("original", None, {}), ("contrast", 0, {"contrast": 1.0}), ("contrast", 1, {"contrast": 0.3}),
+            ("contrast", 2, {"contrast": 0.1}), ("high_pass", 0, {"sigma": "inf"}), ("high_pass", 1, {"sigma": 3.0})]
+    results, html = _report(tmp_path, "corruptions", _rows(grid))
+    assert {"reliance", "thresholds"} <= set(results["sections"])
+    assert not {"shape-bias", "cue-decomposition", "oddity"} & set(results["sections"])
+    assert "Table 3" not in html and not (tmp_path / "corruptions" / "figures" / "reference.png").exists()
 
 
 def test_adaptive_blocks_report_each_posterior_and_the_pooled_threshold(tmp_path):
@@ -160,8 +211,8 @@ def _kappa_figure_texts(shared_trials: dict[tuple[str, str], int]):
 
 def test_the_kappa_heat_map_says_how_many_trials_each_kappa_rests_on():
     title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 9, ("P02", "lite0"): 9})
-    assert title.endswith("on 9 shared trials per pair")
+    assert title.endswith("on 9 shared trials per pair; people in bold, models in italics")
     assert cells == ["0.00", "0.00", "0.25", "0.25", "0.50", "0.50"]
     title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 40, ("P02", "lite0"): 31})
-    assert title.endswith("on shared trials (9-40 per pair, n in each cell)")
+    assert title.endswith("on shared trials (9-40 per pair, n in each cell); people in bold, models in italics")
     assert cells == ["0.00\nn=9", "0.00\nn=9", "0.25\nn=40", "0.25\nn=40", "0.50\nn=31", "0.50\nn=31"]

@@ -404,7 +404,8 @@ def test_admin_progress_exclusion_and_exports(env):
     assert len(psychopy) == n_trials
     archive = zipfile.ZipFile(io.BytesIO(admin.get("/admin/export/model-vs-human.zip").data))
     mvh_rows = [line for name in archive.namelist() for line in archive.read(name).decode().splitlines()[1:]]
-    assert len(mvh_rows) == sum(r["role"] == "test" for r in common)
+    assert len(mvh_rows) == len(common)  # every role; a trial that is not a test trial says its role
+    assert sum(",practice@" in line for line in mvh_rows) == sum(r["role"] == "practice" for r in common)
     people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
     assert {(p["code"], p["status"], p["exclusion_reason"]) for p in people if p["excluded"] == "1"} == \
         {(code, "finished", "saw the stimuli before")}

@@ -8,7 +8,8 @@ import pandas as pd
 
 from ..load import params_of
 from ..metrics import MIN_T_OBSERVERS
-from .base import SECTIONS, Section, register
+from ..psychometric import TREND_ALPHA
+from .base import Section, register
 
 PHASES = ("fixation", "stimulus", "mask")
 
@@ -109,13 +110,27 @@ def _viewing_distance(web: pd.DataFrame) -> str:
 
 
 def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame) -> str:
-    """People analysed, and every observer excluded entirely with the reason."""
+    """People analysed, and every observer excluded entirely with the reason (those screened out before their
+    first trial too, once ``analysis.report.write_report`` has merged the exclusion log in)."""
     humans = scored.loc[scored["observer_kind"] == "human", "observer"].nunique()
-    text = f"{humans} participant(s) were analysed"
+    text = f"{humans} {'participant was' if humans == 1 else 'participants were'} analysed"
     if len(excluded):
         reasons = excluded.groupby("reason")["observer"].count()
         text += "; excluded entirely: " + "; ".join(f"{n} for {reason}" for reason, n in reasons.items())
     return text + "."
+
+
+def trial_exclusions_sentence(log: pd.DataFrame, excluded: pd.DataFrame) -> str | None:
+    """Test trials left out of the observers who stay in the analysis (timeouts, left the page, dropped
+    frames, ...), counted per reason, most frequent first; None when there are none."""
+    if log.empty:
+        return None
+    trials = log[(log["role"] == "test") & ~log["observer"].isin(set(excluded.get("observer", [])))]
+    if trials.empty:
+        return None
+    counts = sorted(trials["reason"].value_counts().items(), key=lambda item: (-item[1], item[0]))
+    return (f"Of the analysed observers' test trials, {len(trials)} {'was' if len(trials) == 1 else 'were'} "
+            f"excluded: " + ", ".join(f"{n} {reason}" for reason, n in counts) + ".")
 
 
 def models_sentence(scored: pd.DataFrame) -> str | None:
@@ -125,6 +140,62 @@ def models_sentence(scored: pd.DataFrame) -> str | None:
     rules = models.groupby("observer")["decision_rule"].first().fillna("not recorded")
     listed = ", ".join(f"{m} (decision rule {r})" for m, r in rules.items())
     return f"{len(rules)} model(s) answered the same trials: {listed}."
+
+
+def scoring_sentence(scored: pd.DataFrame, n_choices: int) -> str:
+    return (f"Accuracy was scored over {len(scored)} test trials with C = {n_choices} answer choices (chance 1/C); "
+            f"proportions carry Wilson 95 % intervals.")
+
+
+def statistics_sentence(result, options) -> str | None:
+    """What the analysis actually ran, each with the numbers it ran on: psychometric fits and their trend
+    gate, QUEST+ pooling, t-intervals, bootstrap intervals, noise ceilings, paired t-tests, rank tests."""
+    t, parts = result.tables, []
+    fits = t.get("thresholds")
+    if fits is not None and len(fits):
+        gated = int(fits["note"].fillna("").str.startswith("not fitted: flat data").sum())
+        parts.append(f"psychometric functions fitted with psignifit (Schütt et al. 2016) to {len(fits)} observer x "
+                     f"condition series{' (people also pooled)' if (fits['fit'] == 'pooled').any() else ''}, each "
+                     f"only after a Cochran-Armitage trend test found accuracy falling with the level at p < "
+                     f"{TREND_ALPHA:g} ({gated} left unfitted as flat)")
+    adaptive = t.get("adaptive_thresholds")
+    if adaptive is not None and len(adaptive):
+        blocks = int((adaptive["fit"] == "individual").sum())
+        pooled = adaptive.loc[adaptive["fit"] == "pooled", "observer_kind"].tolist()
+        parts.append(f"QUEST+ posterior thresholds (Watson 2017) of {blocks} adaptive block(s)"
+                     + (f", pooled over the {' and '.join(k + 's' for k in pooled)} by inverse-variance weighting"
+                        if pooled else ""))
+    groups = [g for g in (t.get("group_accuracy"), t.get("group_relative_accuracy")) if g is not None and len(g)]
+    if any(g["t_ci_low"].notna().any() for g in groups):
+        parts.append(f"t-intervals across observers (from {MIN_T_OBSERVERS} observers of a kind on)")
+    booted = ["means over observers"] if any(g["boot_ci_low"].notna().any() for g in groups) else []
+    if "error_consistency" in t and t["error_consistency"]["kappa_ci_low"].notna().any():
+        booted.append("error consistency over trials")
+    if booted:
+        parts.append(f"percentile bootstrap intervals ({options.n_boot} resamples) of {' and of '.join(booted)}")
+    if "noise_ceilings" in t:
+        parts.append("leave-one-out and split-half noise ceilings (Nili et al. 2014)")
+    tests = t.get("ttests")
+    if tests is not None and "p" in tests and tests["p"].notna().any():
+        parts.append(f"{int(tests['p'].notna().sum())} paired two-sided t-tests of people against each model per "
+                     f"condition and level (pingouin; {options.correction} correction at alpha {options.alpha:g})")
+    if result.friedman is not None:
+        parts.append(f"a Friedman test with the Iman-Davenport correction and Nemenyi post-hoc comparisons "
+                     f"(Demšar 2006) of {result.friedman.n_methods} methods over {result.friedman.n_blocks} blocks")
+    if not parts:
+        return None
+    return "Statistics: " + "; ".join(parts) + "."
+
+
+def paragraph(result, scored: pd.DataFrame, options, n_choices: int) -> str:
+    """The methods paragraph from the analysis as it stands (tables, exclusions, what ran)."""
+    humans = scored[scored["observer_kind"] == "human"]
+    excluded = result.tables.get("excluded_observers", pd.DataFrame(columns=["observer", "reason"]))
+    sentences = [stimuli_sentence(scored), timing_sentence(humans) if len(humans) else None,
+                 display_sentence(humans) if len(humans) else None, participants_sentence(scored, excluded),
+                 trial_exclusions_sentence(result.tables.get("exclusions", pd.DataFrame()), excluded),
+                 models_sentence(scored), scoring_sentence(scored, n_choices), statistics_sentence(result, options)]
+    return " ".join(s for s in sentences if s)
 
 
 @register
@@ -138,18 +209,7 @@ class Methods(Section):
     needs = "scored trials"
 
     def compute(self, result, scored, options, n_choices):
-        humans = scored[scored["observer_kind"] == "human"]
-        shown = [SECTIONS[name].title for name in result.sections if name != self.name]
-        sentences = [stimuli_sentence(scored), timing_sentence(humans) if len(humans) else None,
-                     display_sentence(humans) if len(humans) else None,
-                     participants_sentence(scored, result.tables.get("excluded_observers", pd.DataFrame())),
-                     models_sentence(scored),
-                     f"Accuracy was scored over {len(scored)} test trials with C = {n_choices} answer choices "
-                     f"(chance 1/C); the analysis reports {', '.join(shown).lower() or 'accuracy'} "
-                     f"(cuebench; intervals are Wilson or bootstrap intervals clipped to their scale, "
-                     f"t-intervals from {MIN_T_OBSERVERS} observers on, {options.n_boot} bootstrap resamples, "
-                     f"{options.correction} correction over the human-model t-tests at alpha {options.alpha})."]
-        paragraph = " ".join(s for s in sentences if s)
-        result.tables["methods"] = pd.DataFrame({"paragraph": [paragraph]})
-        result.summary["methods"] = paragraph
+        text = paragraph(result, scored, options, n_choices)
+        result.tables["methods"] = pd.DataFrame({"paragraph": [text]})
+        result.summary["methods"] = text
         return None

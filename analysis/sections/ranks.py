@@ -45,7 +45,7 @@ class Ranks(Section):
         result.tables["friedman_ranks"] = fr.table()
         result.tables["nemenyi_p"] = fr.nemenyi_p.reset_index(names="method")
         result.summary["friedman"] = fr.summary()
-        return None
+        return fr.note or None
 
     def figures(self, analysis, reference):
         return {"cd": plots.cd_plot(analysis.friedman, humans=(HUMANS_MEAN,))}

@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from .. import plots, psychometric
 from .. import reference as published
 from .base import Section, register
 from .reliance import suppressed_conditions
+
+
+def open_bounds_as_notes(table: pd.DataFrame) -> pd.DataFrame:
+    """The fits with every infinite interval bound empty and said in the row's ``note``: the posterior marks
+    draws that never reach a target as -inf and draws that never fall to it as +inf
+    (:func:`analysis.psychometric.level_at`); a report prints numbers, not infinities."""
+    table = table.copy()
+    numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
+    for index, row in table.iterrows():
+        said = []
+        for column in numeric:
+            value = row[column]
+            if pd.notna(value) and np.isinf(value):
+                side = "below" if value < 0 else "above"
+                said.append(f"{column} open {side} (posterior draws that never "
+                            f"{'reach' if value < 0 else 'fall to'} the target)")
+                table.at[index, column] = np.nan
+        if said:
+            table.at[index, "note"] = "; ".join(filter(None, [row.get("note") or "", *said]))
+    return table
 
 
 @register
@@ -27,16 +50,18 @@ class Thresholds(Section):
             fits = psychometric.psychometric_fits(classify, n_choices, seed=options.seed)
         except psychometric.PsychometricError as err:
             return str(err)
-        result.tables["thresholds"] = fits.table
+        result.tables["thresholds"] = open_bounds_as_notes(fits.table)
         result.tables["psychometric_curves"] = fits.curves
         result.tables["psychometric_points"] = fits.points
         return None
 
     def figures(self, analysis, reference):
         t = analysis.tables
-        if not len(t["psychometric_curves"]):
+        if not len(t["psychometric_points"]):
             return {}
-        ref = published.burgert2025_humans() if reference == "burgert2025" else None
+        burgert = reference == "burgert2025" and published.burgert2025_applies(
+            suppressed_conditions(analysis.cleaned.scored))
+        ref = published.burgert2025_humans() if burgert else None
         out = {"psychometric": plots.psychometric_curves(t["psychometric_points"], t["psychometric_curves"],
                                                          t["thresholds"], ref)}
         comparison = plots.threshold_comparison(t["thresholds"])
