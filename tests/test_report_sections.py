@@ -216,3 +216,29 @@ def test_the_kappa_heat_map_says_how_many_trials_each_kappa_rests_on():
     title, cells = _kappa_figure_texts({("P01", "P02"): 9, ("P01", "lite0"): 40, ("P02", "lite0"): 31})
     assert title.endswith("on shared trials (9-40 per pair, n in each cell); people in bold, models in italics")
     assert cells == ["0.00\nn=9", "0.00\nn=9", "0.25\nn=40", "0.25\nn=40", "0.50\nn=31", "0.50\nn=31"]
+
+
+def test_relative_accuracy_leaves_out_the_trials_of_an_adaptive_block(tmp_path):
+    """One person, fixed levels: originals 4/4, blur level 1 2/4 -> relative accuracy 0.5 by hand. A QUEST+ block
+    on blur adds 4 right answers at level 1 (session adaptive-blur); counted, they would give 6/8 -> 0.75."""
+    fixed = [("original", None, {}), ("blur", 1, {"sigma": 1})]
+    rows = []
+    for condition, level, params in fixed:
+        for image, category in enumerate(("cat", "dog", "cat", "dog")):
+            answer = category if condition == "original" or image < 2 else ("dog" if category == "cat" else "cat")
+            rows.append({"experiment": "toy", "observer": "p0", "observer_kind": "human", "session": "1",
+                         "trial_index": len(rows), "trial_id": f"{image}-{condition}", "role": "test",
+                         "trial_type": "classify", "condition": condition, "level": level, "params": params,
+                         "category": category, "response": answer, "correct_answer": category,
+                         "correct": int(answer == category), "texture_category": None, "rt_ms": 500.0})
+    for i in range(4):
+        rows.append({**rows[-1], "session": "adaptive-blur", "trial_index": i, "trial_id": f"q{i}-blur",
+                     "response": "cat", "category": "cat", "correct_answer": "cat", "correct": 1,
+                     "adaptive": {"quest_threshold": 1.5, "ci_low": 1.0, "ci_high": 2.0, "trials": i + 1}})
+    from analysis.load import load_responses
+
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write_many(rows)
+    result = analyze(load_responses([tmp_path / "r.sqlite"]), AnalysisOptions(n_boot=20), only={"reliance"})
+    rel = result.tables["relative_accuracy"].set_index("condition")
+    assert rel.loc["blur", "relative_accuracy"] == pytest.approx(0.5)
