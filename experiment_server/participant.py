@@ -32,6 +32,7 @@ from cuebench.images import strip_metadata
 from cuebench.questionnaire import QuestionnaireError, store_answers
 from cuebench.responses import ResponseConflict, trial_row
 
+from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
 from .trial_types import allowed_responses, served
@@ -41,7 +42,8 @@ bp = Blueprint("participant", __name__)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code", "pilot")
 PILOT_VALUES = ("1", "true", "yes")
-"""``?pilot=1`` on the entry link: a pilot session, stored as ``observer_kind = "pilot"``."""
+"""``?pilot=1`` on the entry link, or an entry code made by ``cuebench serve codes --pilot``: a
+pilot session, stored as ``observer_kind = "pilot"``."""
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
 BROWSER_COOKIE = "cuebench_browser"
@@ -96,7 +98,7 @@ def entry():
                                              consent=_study().texts()["consent"],
                                              nonce=_study().start_nonce(browser)))
     response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
-                        samesite="Lax", secure=current_app.config["SESSION_COOKIE_SECURE"])
+                        samesite="Lax", secure=secure_cookie())
     return response
 
 
@@ -142,7 +144,8 @@ def start():
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
                                   entry_code=values["code"], token=_start_token(study, values, browser),
-                                  pilot=(values["pilot"] or "").lower() in PILOT_VALUES)
+                                  pilot=(values["pilot"] or "").lower() in PILOT_VALUES
+                                  or study.db.is_pilot_code(study.experiment.name, values["code"]))
     except AlreadyParticipated as err:
         if values["PROLIFIC_PID"] is None and values["code"]:
             return render_template(
