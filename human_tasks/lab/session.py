@@ -332,7 +332,7 @@ class _Runner:
             "frame_pacing": self.refresh.pacing, "simulated": options.simulation is not None,
         }
         self.text = visual.TextStim(self.win, text="", height=26, wrapWidth=1000, color=(1, 1, 1))
-        self.oddity_prompt = visual.TextStim(self.win, text="Which image is the odd one out? Press 1, 2 or 3.",
+        self.oddity_prompt = visual.TextStim(self.win, text="Which image is different from the other two? Press 1, 2 or 3.",
                                              height=26, wrapWidth=1000, color=(1, 1, 1))
         self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
         self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
@@ -472,8 +472,9 @@ class _Runner:
             parts.append("You will see a cross, then a brief image, then a noise pattern. Then choose what the image "
                          f"showed: {how}. If you could not tell, choose \"not clear\".")
         if "oddity" in types:
-            parts.append("You will see three images side by side. Two show the same thing; press 1, 2 or 3 for the "
-                         "one that is different (left, middle, right). Answer quickly.")
+            parts.append("You will see three images side by side. Two of them are alike and one is different from "
+                         "the other two; press 1, 2 or 3 for the one that is different (left, middle, right). "
+                         "Answer quickly.")
         parts.append("Some trials tell you what to answer; please follow them. Press Escape to pause.")
         return "\n\n".join(parts)
 

@@ -574,7 +574,7 @@
         keyHandler = (e) => { if (trial.choices.includes(e.key)) win.answer(e.key, e.timeStamp); };
       },
       respond: (trial, win, t, stimulusOnset) => {
-        drawPrompt("Which image was the odd one out? Press 1, 2 or 3.");
+        drawPrompt("Which image is different from the other two? Press 1, 2 or 3.");
         return stimulusOnset;
       },
     },
