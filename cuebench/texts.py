@@ -5,8 +5,9 @@ board reviews, and the researcher edits, exactly what participants read, with no
 the installed package. The build writes defaults that describe *this* experiment (its task,
 practice and its feedback, breaks, the image and answer times, "not clear", the trial count and
 an estimated duration from its timing); an existing file is never overwritten, and a rebuild
-whose defaults changed says which kept files may now be stale. The web task and the lab runner render the files with HTML escaped:
-Markdown formatting only, no script a copied folder could smuggle in.
+whose defaults changed says which kept files may now be stale. The web task and the lab runner
+render the files with HTML escaped: Markdown formatting only, no script a copied folder could
+smuggle in.
 """
 
 from __future__ import annotations

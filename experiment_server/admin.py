@@ -3,8 +3,9 @@
 Closed (503) until ``cuebench serve admin-password EXPDIR`` stores a password hash (in the
 secrets file); there is no default password. Login state lives in Flask's signed session
 cookie (HttpOnly, SameSite=Strict, Secure except over plain HTTP to loopback, see
-``cookie_policy``) with the admin generation of the database at login: logging out or changing the password bumps it, which ends every admin
-session, in every process, including cookies copied before. Every POST carries a
+``cookie_policy``) with the admin generation of the database at login: logging out or
+changing the password bumps it, which ends every admin session, in every process,
+including cookies copied before. Every POST carries a
 per-session CSRF token. Failed logins are counted per client address in the same
 transaction that records them, so concurrent guesses cannot overrun the limit. Exports
 are the ``cuebench.export.EXPORT_FORMATS`` entries, the same files as ``cuebench export``.

@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cuebench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
-                "human_tasks.cli": {"lab_group_chooser": least_filled_group, "lab_session_recorder": record_lab_session}}
+                "human_tasks.cli": {"lab_group_chooser": least_filled_group,
+                                    "lab_session_recorder": record_lab_session}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")

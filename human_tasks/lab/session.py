@@ -332,7 +332,8 @@ class _Runner:
             "frame_pacing": self.refresh.pacing, "simulated": options.simulation is not None,
         }
         self.text = visual.TextStim(self.win, text="", height=26, wrapWidth=1000, color=(1, 1, 1))
-        self.oddity_prompt = visual.TextStim(self.win, text="Which image is different from the other two? Press 1, 2 or 3.",
+        self.oddity_prompt = visual.TextStim(self.win,
+                                             text="Which image is different from the other two? Press 1, 2 or 3.",
                                              height=26, wrapWidth=1000, color=(1, 1, 1))
         self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
         self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
