@@ -5,6 +5,7 @@ Each block runs with ``bash -euo pipefail`` in one working folder per page (a pa
 uses what an earlier one built), with the repository's ``cuebench`` first on PATH and ``../shared``
 reachable as the docs write it. Long runs get small sizes through the one ``SMALL_SIZES`` table;
 blocks that cannot run here are listed in ``SKIPPED`` (by page and first command) with the reason.
+Pages run side by side (``CUEBENCH_DOCS_WORKERS``, default 2), each page's blocks in order.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,8 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SUBSET_PER_CLASS = 2  # cue-conflict images per shape class in the small copy of the published set
 DIST_SUBSET = 6  # DiST photos (and triplets per set) in the small copy of the DiST release
 PHOTO_CLASSES = 4  # class sub-folders (one photo each) of the runner's photos/ folder
+DOCS_WORKERS = int(os.environ.get("CUEBENCH_DOCS_WORKERS", "2"))  # pages run side by side
+BLOCK_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -253,13 +257,43 @@ def block_environment() -> dict[str, str]:
     return env
 
 
+def run_block(block: Block, work: Path) -> subprocess.CompletedProcess:
+    script = "set -euo pipefail\n" + PREAMBLE + prepared(block.text) + "\n"
+    return subprocess.run(["bash", "-c", script], cwd=work, env=block_environment(), capture_output=True, text=True,
+                          timeout=BLOCK_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def block_runs(request, page_folders):
+    """The selected blocks that are not skipped, started at once: pages side by side on
+    DOCS_WORKERS threads (each page's blocks in order, in its own folder), the longest pages
+    first, so the runner takes about as long as its longest page instead of the sum of all."""
+    selected = [item.callspec.params["block"] for item in request.session.items
+                if item.originalname == "test_documented_block_runs"]
+    pages: dict[Path, list[Block]] = {}
+    for block in selected:
+        if block.key not in SKIPPED:
+            pages.setdefault(block.page, []).append(block)
+    runs: dict[str, Future] = {block.id: Future() for blocks in pages.values() for block in blocks}
+
+    def run_page(blocks: list[Block]) -> None:
+        for block in blocks:
+            try:
+                runs[block.id].set_result(run_block(block, page_folders(block.page)))
+            except Exception as err:  # a timeout: this block fails, the page's next blocks still run
+                runs[block.id].set_exception(err)
+
+    with ThreadPoolExecutor(DOCS_WORKERS) as pool:
+        for blocks in sorted(pages.values(), key=lambda blocks: -sum(len(b.text) for b in blocks)):
+            pool.submit(run_page, blocks)
+        yield runs
+
+
 @pytest.mark.parametrize("block", [pytest.param(block, id=block.id) for block in BLOCKS])
-def test_documented_block_runs(block: Block, page_folders):
+def test_documented_block_runs(block: Block, block_runs):
     if block.key in SKIPPED:
         pytest.skip(SKIPPED[block.key])
-    script = "set -euo pipefail\n" + PREAMBLE + prepared(block.text) + "\n"
-    result = subprocess.run(["bash", "-c", script], cwd=page_folders(block.page), env=block_environment(),
-                            capture_output=True, text=True, timeout=600)
+    result = block_runs[block.id].result()
     if result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         pytest.fail(f"{block.id} exited with {result.returncode}\n--- as run here:\n{prepared(block.text)}\n"
