@@ -19,8 +19,9 @@ def register(sub) -> None:
     export.add_argument("--format", default="csv",
                         help="csv/parquet: the common schema; mvh: model-vs-human raw CSVs, one per observer "
                              "and session (--out is then a folder); psychopy: PsychoPy-style CSV; participants: "
-                             "statuses, times and exclusions; prolific: approve/reject list "
-                             "(all: `cuebench list export-formats`); every format marks the exclusions in force")
+                             "statuses, times and exclusions; prolific: approve/reject list (pilots left out); "
+                             "questionnaire: the answers (all: `cuebench list export-formats`); every format marks "
+                             "the exclusions in force and tells pilots apart (observer_kind)")
     export.add_argument("--out", type=user_path, required=True)
     export.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB holding the responses (default: the folder's responses.sqlite)")

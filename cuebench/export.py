@@ -2,9 +2,10 @@
 
 Every format is an entry of ``EXPORT_FORMATS`` (``cuebench list export-formats``): the
 packages above the core add theirs (the PsychoPy-style CSV in ``human_tasks``, the
-participant and Prolific lists in ``experiment_server``). Every format reads the rows
-through ``ResponseStore``, so the exclusions in force (``cuebench.exclusions``) are marked
-in each of them.
+participant and Prolific lists in ``experiment_server``). Every format marks the exclusions
+in force (``cuebench.exclusions``, read through ``ResponseStore`` or from the log itself) and
+tells pilots apart (``observer_kind``; model-vs-human: a ``pilot/`` folder; the Prolific list
+leaves them out, as Prolific pays no pilot).
 
 The model-vs-human raw format (Geirhos et al.; one file per observer and session,
 ``subj,session,trial,rt,object_response,category,condition,imagename``, rt in seconds,
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import questionnaire
+from . import exclusions, questionnaire
 from .csvsafe import csv_text
 from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
@@ -181,15 +182,23 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None 
 
 @EXPORT_FORMATS.register("questionnaire")
 def export_questionnaire(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
-    """The questionnaire answers of everyone, lab and web: observer, runner, time, one ``q_<id>``
+    """The questionnaire answers of everyone, lab and web: observer, ``observer_kind`` (from their
+    responses; empty when they have none), the exclusion in force, runner, time, one ``q_<id>``
     column per question (the declared ones first, then any no longer declared)."""
+    experiment = expdir.load().name
     with _store(expdir, database) as store:
-        answered = questionnaire.stored_answers(store.conn, expdir.load().name)
+        answered = questionnaire.stored_answers(store.conn, experiment)
+        kinds = dict(store.conn.execute("SELECT DISTINCT observer, observer_kind FROM responses WHERE experiment=?",
+                                        [experiment]).fetchall())
+        excluded = exclusions.current(store.conn, experiment)
     declared = questionnaire.load_questionnaire(expdir)
     ids = list(declared.ids) if declared else []
     ids += sorted({i for record in answered.values() for i in record["answers"]} - set(ids))
-    columns = ("observer", "runner", "at", *(questionnaire.ANSWER_COLUMN_PREFIX + i for i in ids))
-    rows = ({"observer": observer, "runner": record["runner"], "at": record["at"],
+    columns = ("observer", "observer_kind", "excluded", "exclusion_reason", "runner", "at",
+               *(questionnaire.ANSWER_COLUMN_PREFIX + i for i in ids))
+    rows = ({"observer": observer, "observer_kind": kinds.get(observer), "excluded": int(observer in excluded),
+             "exclusion_reason": excluded[observer].label if observer in excluded else None,
+             "runner": record["runner"], "at": record["at"],
              **{questionnaire.ANSWER_COLUMN_PREFIX + k: v for k, v in record["answers"].items()}}
             for observer, record in answered.items())
     out = Path(out)

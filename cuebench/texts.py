@@ -3,19 +3,24 @@
 They live in ``EXPDIR/texts/NAME.md`` (DESIGN.md, "Experiment directory"), so an ethics
 board reviews, and the researcher edits, exactly what participants read, with no change to
 the installed package. The build writes defaults that describe *this* experiment (its task,
-practice, breaks, trial count and an estimated duration from its timing); an existing file
-is never overwritten. The web task and the lab runner render the files with HTML escaped:
-Markdown formatting only, no script a copied folder could smuggle in.
+practice and its feedback, breaks, the image and answer times, "not clear", the trial count and
+an estimated duration from its timing); an existing file is never overwritten, and a rebuild
+whose defaults changed says which kept files may now be stale. The web task and the lab runner
+render the files with HTML escaped: Markdown formatting only, no script a copied folder could
+smuggle in.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from collections import Counter
 from pathlib import Path
 
 from .design import participant_sequence
 from .expdir import ExperimentDir, atomic_write
-from .trials import Experiment
+from .trials import Experiment, Timing
 
 TEXTS_DIR = "texts"
 NAMES = ("consent", "instructions", "debrief", "completion")
@@ -24,6 +29,9 @@ RESPONSE_ALLOWANCE_MS = 1500
 SETUP_MINUTES = 3
 """Reading the instructions, the browser check and going fullscreen."""
 BREAK_MINUTES = 0.5
+DEFAULTS_RECORD = ".defaults.json"
+"""``texts/.defaults.json``: name -> SHA-256 of the default last written or checked, so a rebuild
+whose defaults differ can say so (``stale_defaults``) without ever overwriting a kept file."""
 
 
 def text_path(expdir: ExperimentDir, name: str) -> Path:
@@ -38,44 +46,82 @@ def trial_ms(timing) -> int:
     return (timing.fixation or 0) + (max(shown, answer) if timing.response_from_onset else shown + answer) + timing.iti
 
 
+def seconds(ms: int) -> str:
+    """A duration as a participant reads it: ``0.2 seconds``, ``1 second``, ``2.5 seconds``."""
+    value = f"{ms / 1000:g}"
+    return f"{value} second{'' if value == '1' else 's'}"
+
+
+def _typical(timings: list) -> Timing | None:
+    """The timing most of a kind's test trials have (the texts describe the usual trial)."""
+    return Counter(timings).most_common(1)[0][0] if timings else None
+
+
 def study_facts(experiment: Experiment) -> dict:
-    """What the default texts say about this experiment: task, practice, breaks, trials, minutes."""
+    """What the default texts say about this experiment: task and its timing per trial type,
+    practice (with feedback), breaks, attention checks, "not clear", trials, minutes."""
     if experiment.assignment is None:  # no groups: every participant sees every trial
         trials, breaks = list(experiment.trials), 0
     else:
         sequence = participant_sequence(experiment, 0, "texts")
         trials = [experiment.trial(s.trial_id) for s in sequence]
         breaks = sum(s.break_before for s in sequence)
-    kinds = {t.trial_type for t in trials if t.role == "test"}
+    tests = [t for t in trials if t.role == "test"] or trials
     total_ms = sum(trial_ms(t.timing) for t in trials)
-    return {"oddity": "oddity" in kinds, "classify": "classify" in kinds or not kinds,
-            "practice": any(t.role == "practice" for t in trials), "breaks": breaks,
+    return {"classify": _typical([t.timing for t in tests if t.trial_type == "classify"]),
+            "oddity": _typical([t.timing for t in tests if t.trial_type == "oddity"]),
+            "not_clear": experiment.label_set.not_clear,
+            "practice": sum(t.role == "practice" for t in trials), "breaks": breaks,
             "attention": any(t.role == "attention" for t in trials), "trials": len(trials),
             "minutes": math.ceil(total_ms / 60000 + SETUP_MINUTES + breaks * BREAK_MINUTES)}
 
 
+def _answer_time(timing: Timing, shown: str) -> str:
+    """The sentence on how long there is to answer."""
+    if timing.response_window is None:
+        return "There is no time limit for the answer."
+    since = f"from the moment {shown}" if timing.response_from_onset else "once the answer screen appears"
+    return f"You have {seconds(timing.response_window)} to answer, counted {since}; later answers do not count."
+
+
+def task_sentences(facts: dict) -> list[str]:
+    """What a participant does in one trial, per trial type, each sentence following from its timing."""
+    out = []
+    classify, oddity = facts["classify"], facts["oddity"]
+    if classify is not None:
+        masked = " and is then covered by noise" if classify.mask else ""
+        unsure = "guess if you are unsure" + ("; choose \"not clear\" only if you saw nothing"
+                                              if facts["not_clear"] else "")
+        out.append(f"a photograph appears for {seconds(classify.stimulus)}{masked}; then you click the label of "
+                   f"what it showed ({unsure}). {_answer_time(classify, 'the photograph appears')}")
+    if oddity is not None:
+        out.append(f"three images appear side by side for {seconds(oddity.stimulus)}: two of them are alike and one "
+                   "is different from the other two. Press **1**, **2** or **3** (left, middle, right) for the one "
+                   f"that is different. {_answer_time(oddity, 'the images appear')}")
+    if not out:
+        out.append("an image appears; then you give your answer")
+    if len(out) == 2:
+        return [f"In some trials, {out[0]}", f"In other trials, {out[1]}"]
+    return [out[0][0].upper() + out[0][1:]]
+
+
 def default_texts(experiment: Experiment) -> dict[str, str]:
-    """Per-design default Markdown for each of :data:`NAMES`."""
+    """Per-design default Markdown for each of :data:`NAMES`, every sentence from :func:`study_facts`."""
     f = study_facts(experiment)
-    task = []
-    if f["classify"]:
-        task.append("a photograph flashes briefly and is covered by noise; then you click the label of what it "
-                    "showed (guess if unsure; choose \"not clear\" only if you saw nothing)")
-    if f["oddity"]:
-        task.append("three images appear side by side, two share their layout and one does not; press **1**, "
-                    "**2** or **3** for the odd one")
-    what = f"In some trials, {task[0]}. In other trials, {task[1]}" if len(task) == 2 else \
-        task[0][0].upper() + task[0][1:]
+    what = " ".join(sentence if sentence.endswith(".") else sentence + "." for sentence in task_sentences(f))
     counted = " (practice included)" if f["practice"] else ""
     structure = [f"There are **{f['trials']} trials**{counted} and the study takes about **{f['minutes']} "
                  "minutes**."]
-    structure.append("A few practice trials come first." if f["practice"] else "There is no practice part.")
+    structure.append((f"The first {f['practice']} trials are practice." if f["practice"] > 1 else
+                      "The first trial is practice.") if f["practice"] else "There is no practice part.")
     structure.append(f"You can rest during {f['breaks']} short break{'s' if f['breaks'] != 1 else ''}."
                      if f["breaks"] else "There are no breaks; the study is short.")
     if f["attention"]:
         structure.append("Some trials tell you which answer to give: please follow them.")
+    feedback = ("The practice trials tell you whether your answer was right; the other trials give no feedback."
+                if f["practice"] else "There is no feedback.")
     return {
-        "consent": f"# Welcome\n\nIn this study you look at images on the screen. {what}. "
+        "consent": f"# Welcome\n\nIn this study you look at images on the screen. {what} "
                    f"It takes about {f['minutes']} minutes and needs a computer with a keyboard, a mouse and a "
                    "browser that can go fullscreen.\n\n## Consent\n\n"
                    "- Taking part is voluntary; you can stop at any time by closing the window.\n"
@@ -85,8 +131,8 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
                    "- The data are used for research on visual perception and may be published without anything "
                    "that identifies you.\n",
         "instructions": f"# Instructions\n\nEach trial starts with a small cross in the middle of the screen: look "
-                        f"at it. {what}.\n\n" + " ".join(structure) + "\n\nAnswer as quickly and accurately as "
-                        "you can. There is no feedback.\n",
+                        f"at it. {what}\n\n" + " ".join(structure) + "\n\nAnswer as quickly and accurately as "
+                        f"you can. {feedback}\n",
         "debrief": "# About this study\n\nThe images were changed so that some visual cues (shape, texture, "
                    "colour or global structure) were removed or put in conflict. Comparing your answers with "
                    "those of computer vision models shows which cues people and models rely on.\n",
@@ -94,8 +140,30 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
     }
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _record_path(expdir: ExperimentDir) -> Path:
+    return expdir.root / TEXTS_DIR / DEFAULTS_RECORD
+
+
+def _read_record(expdir: ExperimentDir) -> dict[str, str]:
+    try:
+        record = json.loads(_record_path(expdir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _write_record(expdir: ExperimentDir, record: dict[str, str]) -> None:
+    atomic_write(_record_path(expdir), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+
+
 def write_default_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | None = None) -> list[Path]:
-    """Write each missing text file from the defaults; returns the files written (existing ones are kept)."""
+    """Write each missing text file from the defaults; returns the files written (existing ones are
+    kept). The hash of each default written is recorded (:data:`DEFAULTS_RECORD`) for
+    :func:`stale_defaults`."""
     expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
     missing = [name for name in NAMES if not text_path(expdir, name).exists()]
     if not missing:
@@ -103,7 +171,35 @@ def write_default_texts(expdir: str | Path | ExperimentDir, experiment: Experime
     defaults = default_texts(experiment or expdir.load())
     for name in missing:
         atomic_write(text_path(expdir, name), defaults[name].encode("utf-8"))
+    _write_record(expdir, {**_read_record(expdir), **{name: _digest(defaults[name]) for name in missing}})
     return [text_path(expdir, name) for name in missing]
+
+
+def stale_defaults(expdir: str | Path | ExperimentDir, experiment: Experiment) -> dict[str, bool]:
+    """Kept text files whose default has changed since the last build (a rebuild changed the trial
+    count, the timing or the task): name -> whether the researcher edited the file. The record then
+    holds the new defaults, so each change is reported once, by the build that made it."""
+    expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
+    record = _read_record(expdir)
+    defaults = {name: _digest(text) for name, text in default_texts(experiment).items()}
+    stale = {}
+    for name, recorded in record.items():
+        path = text_path(expdir, name)
+        if name in defaults and recorded != defaults[name] and path.exists():
+            stale[name] = _digest(path.read_text(encoding="utf-8")) != recorded
+    if stale:
+        _write_record(expdir, {**record, **{name: defaults[name] for name in stale}})
+    return stale
+
+
+def stale_warning(expdir: ExperimentDir, stale: dict[str, bool]) -> str:
+    """One line telling the researcher which kept texts no longer describe the study, and what to do."""
+    unedited = [f"{n}.md" for n, edited in stale.items() if not edited]
+    edited = [f"{n}.md" for n, was in stale.items() if was]
+    todo = ([f"delete {', '.join(unedited)} (unedited defaults) and build again to get new ones"] if unedited else []) \
+        + ([f"check the numbers in your edited {', '.join(edited)}"] if edited else [])
+    return (f"note: {expdir.root.name}/{TEXTS_DIR}/ keeps texts written for an earlier build, and this build's "
+            f"trial count, timing or task differ: {'; '.join(todo)}")
 
 
 def render(expdir: ExperimentDir, name: str) -> str:

@@ -2,9 +2,10 @@
 
 Closed (503) until ``cuebench serve admin-password EXPDIR`` stores a password hash (in the
 secrets file); there is no default password. Login state lives in Flask's signed session
-cookie (HttpOnly, SameSite=Strict, Secure by default) with the admin generation of the
-database at login: logging out or changing the password bumps it, which ends every admin
-session, in every process, including cookies copied before. Every POST carries a
+cookie (HttpOnly, SameSite=Strict, Secure except over plain HTTP to loopback, see
+``cookie_policy``) with the admin generation of the database at login: logging out or
+changing the password bumps it, which ends every admin session, in every process,
+including cookies copied before. Every POST carries a
 per-session CSRF token. Failed logins are counted per client address in the same
 transaction that records them, so concurrent guesses cannot overrun the limit. Exports
 are the ``cuebench.export.EXPORT_FORMATS`` entries, the same files as ``cuebench export``.
@@ -146,7 +147,8 @@ def dashboard():
     study = _study()
     people = study.db.participants(study.experiment.name)
     answered = dict(study.store.conn.execute(
-        f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind='human' GROUP BY observer",
+        f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind IN ('human', 'pilot') "
+        "GROUP BY observer",
         [study.experiment.name]).fetchall())
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
                            records={p.code: participant_record(p) for p in people},

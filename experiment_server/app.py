@@ -28,6 +28,7 @@ from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
 from .assignment import RESERVATION_SECONDS
+from .cookie_policy import INSECURE_COOKIES, secure_cookie
 from .participant import START_LIMIT
 from .study import ServerSetupError, open_study, study_of
 from .validation import Rejected
@@ -49,14 +50,18 @@ class _RotatingKeySessions(SecureCookieSessionInterface):
                                       signer_kwargs={"key_derivation": self.key_derivation,
                                                      "digest_method": self.digest_method})
 
+    def get_cookie_secure(self, app: Flask) -> bool:
+        """``Secure`` by the request it answers (``cookie_policy``), not once per app."""
+        return secure_cookie()
+
 
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
-               reservation_seconds: float = RESERVATION_SECONDS, secure_cookies: bool = True,
+               reservation_seconds: float = RESERVATION_SECONDS, insecure_cookies: bool = False,
                database: str | None = None, secrets_path: str | Path | None = None, trusted_proxies: int = 0,
                start_limit: int = START_LIMIT) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
-    tests can let reservations lapse without waiting; ``secure_cookies=False`` only for
-    plain-HTTP lab networks (browsers drop Secure cookies there except on localhost);
+    tests can let reservations lapse without waiting; cookies are ``Secure`` by
+    ``cookie_policy``'s rule, never with ``insecure_cookies`` (a plain-HTTP lab network);
     ``database``: a ``postgresql://`` URL instead of the folder's responses.sqlite;
     ``secrets_path``: the secrets file (``server_secrets``); ``trusted_proxies``: how many
     reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
@@ -68,7 +73,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     if trusted_proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted_proxies, x_proto=trusted_proxies)
     app.config.update(
-        SESSION_COOKIE_SECURE=secure_cookies,
+        **{INSECURE_COOKIES: insecure_cookies},
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Strict",
         PERMANENT_SESSION_LIFETIME=timedelta(hours=8),
@@ -131,7 +136,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
-          threads: int = 8, secure_cookies: bool = True, workers: int = 1, database: str | None = None,
+          threads: int = 8, insecure_cookies: bool = False, workers: int = 1, database: str | None = None,
           secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
     ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
@@ -159,7 +164,7 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     def make_app() -> Flask:
-        return create_app(expdir, secure_cookies=secure_cookies, database=database, secrets_path=secrets_path,
+        return create_app(expdir, insecure_cookies=insecure_cookies, database=database, secrets_path=secrets_path,
                           trusted_proxies=trusted_proxies, start_limit=start_limit)
 
     if workers > 1:

@@ -24,6 +24,8 @@ CODE_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 CODE_GROUPS = 4
 CODE_GROUP_LENGTH = 4
 """16 characters of 31: 79 bits, beyond guessing even at the start rate limit."""
+PILOT_CODE_PREFIX = "pilot-"
+"""What a test-mode code starts with, so that nobody hands one to a real participant by mistake."""
 
 
 def register(subparsers) -> None:
@@ -33,7 +35,8 @@ def register(subparsers) -> None:
                     "Set the admin password (stored hashed; the admin area is closed until set): "
                     "`cuebench serve admin-password EXPDIR`. End every login (new cookie key): "
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
-                    "`cuebench serve codes EXPDIR -n 50`.",
+                    "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
+                    "Options may stand before or after EXPDIR.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("target", nargs="+", metavar="EXPDIR",
                         help=f"experiment directory, or one of {', '.join(ACTIONS)} and the directory")
@@ -54,14 +57,38 @@ def register(subparsers) -> None:
     parser.add_argument("--start-limit", type=int, default=START_LIMIT, metavar="N",
                         help="session starts per client address per 10 minutes")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
+    parser.add_argument("--pilot", action="store_true",
+                        help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
+                             "'pilot': never counted as a person, holds no group slot)")
     parser.add_argument("--insecure-cookies", action="store_true",
-                        help="allow the admin login over plain HTTP on a lab network (not for the internet)")
+                        help="cookies without the Secure mark, so the admin login and the start form work over plain "
+                             "HTTP on a lab network (never on the internet); plain http:// to loopback "
+                             "(127.0.0.1, localhost) needs no flag, and HTTPS always marks them")
     for outcome in OUTCOMES:
         parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
                             help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused")
     parser.add_argument("--password-stdin", action="store_true",
                         help="admin-password: read the password from standard input instead of prompting")
     parser.set_defaults(func=run)
+    _options_between_positionals(parser)
+
+
+def _options_between_positionals(parser: argparse.ArgumentParser) -> None:
+    """Let options stand anywhere among the action and EXPDIR: ``serve admin-password
+    --password-stdin EXPDIR`` as well as ``serve admin-password EXPDIR --password-stdin``.
+    argparse fills a positional from one run of words, so the words after an option are left
+    over; here they join ``target`` (unknown options stay left over, and argparse refuses them)."""
+    parse_known = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        namespace, extras = parse_known(args, namespace)
+        words = [a for a in extras if not a.startswith("-")]
+        if words and getattr(namespace, "target", None) is not None and len(words) == len(extras):
+            namespace.target = [*namespace.target, *words]
+            return namespace, []
+        return namespace, extras
+
+    parser.parse_known_args = parse_known_args
 
 
 def run(args) -> int:
@@ -72,7 +99,7 @@ def run(args) -> int:
             return set_password(user_path(args.target[1]), args.password_stdin, args.database, args.secrets)
         if args.target[0] == ROTATE_SECRET:
             return rotate_secret(user_path(args.target[1]), args.database, args.secrets)
-        return print_codes(user_path(args.target[1]), args.n)
+        return print_codes(user_path(args.target[1]), args.n, args.pilot, args.database)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
     expdir = user_path(args.target[0])
@@ -86,7 +113,7 @@ def run(args) -> int:
         study.secrets.update({f"code_{outcome}": code for outcome, code in codes.items() if code})
         study.close()
     serve(expdir, host=args.host, port=args.port, threads=args.threads,
-          secure_cookies=not args.insecure_cookies, workers=args.workers, database=args.database,
+          insecure_cookies=args.insecure_cookies, workers=args.workers, database=args.database,
           secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit)
     return 0
 
@@ -112,16 +139,29 @@ def entry_codes(n: int) -> list[str]:
     return sorted(codes)
 
 
-def print_codes(expdir: Path, n: int) -> int:
+def print_codes(expdir: Path, n: int, pilot: bool = False, database: str | None = None) -> int:
     """Print entry codes to hand out (one a line); the server accepts any code, so these are
-    what makes a code hard to guess."""
+    what makes a code hard to guess. Pilot codes (``pilot-`` and a code) are stored in the
+    experiment's database, where the server recognises them."""
     from cuebench.expdir import ExperimentDir
+
+    from .db import ServerDB
 
     if n < 1:
         raise CuebenchError(f"-n must be at least 1, got {n}")
-    if not ExperimentDir(expdir).exists():
-        raise CuebenchError(f"{ExperimentDir(expdir).experiment_file}: no experiment.json; build an experiment first")
-    print("\n".join(entry_codes(n)))
+    folder = ExperimentDir(expdir)
+    if not folder.exists():
+        raise CuebenchError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
+    codes = entry_codes(n)
+    if pilot:
+        codes = [f"{PILOT_CODE_PREFIX}{code}" for code in codes]
+        experiment = folder.load().name
+        db = ServerDB(database or folder.responses_file, experiment)
+        try:
+            db.add_pilot_codes(experiment, codes)
+        finally:
+            db.close()
+    print("\n".join(codes))
     return 0
 
 

@@ -30,12 +30,17 @@ from .assignment import FILLING_STATUSES, RESERVATION_SECONDS, group_fill, least
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
 RATE_EVENTS = "rate_limit_events"
+PILOT_CODES = "pilot_codes"
 ADMIN_GENERATION = "admin_generation"
-LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT"}
+LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT"}
 """Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
 STATUSES = ("in_progress", *OUTCOMES)
+
+
+LAB = "lab"
+"""The ``runner`` of a session ``cuebench lab run`` registered (a web session's is ``web``, or empty in old tables)."""
 
 
 class ForeignDatabase(CuebenchError):
@@ -44,6 +49,10 @@ class ForeignDatabase(CuebenchError):
 
 class AlreadyParticipated(CuebenchError):
     """This Prolific ID or entry code has already started a session of this experiment."""
+
+
+class CodeTaken(CuebenchError):
+    """A lab participant code that a web participant of the experiment already has."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,8 @@ class Participant:
     """The web task's screen calibration (pixels per mm, viewing distance, stimulus size), once made."""
     questionnaire: dict | None = None
     """The answers to the study's questionnaire, once given (``cuebench.questionnaire``'s table)."""
+    runner: str = "web"
+    """``web`` (started through the server) or ``lab`` (``cuebench lab run``, registered by ``record_lab_session``)."""
 
     @property
     def is_prolific(self) -> bool:
@@ -125,7 +136,7 @@ class ServerDB:
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
                 "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
-                "calibration TEXT)")
+                "calibration TEXT, runner TEXT)")
             for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
                 if column not in conn.columns(PARTICIPANTS):
                     conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
@@ -136,6 +147,8 @@ class ServerDB:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {RATE_EVENTS} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
                          "address TEXT NOT NULL, at FLOAT NOT NULL)")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {PILOT_CODES} (experiment TEXT NOT NULL, code TEXT NOT NULL, "
+                         "created_at FLOAT NOT NULL, PRIMARY KEY (experiment, code))")
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
         if "questionnaire" in self.db.columns(PARTICIPANTS):
@@ -213,8 +226,8 @@ class ServerDB:
                 group = least_filled(group_fill(n_groups, self._slot_holders(conn, experiment), now))
                 conn.execute(
                     f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
-                    "study_id, prolific_session, entry_code, reserved_until, created_at, pilot) "
-                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?)",
+                    "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner) "
+                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web')",
                     [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
                      now + self.reservation_seconds, now, int(pilot)])
         except self.db.integrity_errors:
@@ -224,6 +237,28 @@ class ServerDB:
             who = f"Prolific ID {prolific_pid!r}" if prolific_pid else f"entry code {entry_code!r}"
             raise AlreadyParticipated(f"{who} has already taken part in experiment {experiment!r}") from None
         return self.get(code), token
+
+    def record_lab_session(self, experiment: str, code: str, session: str, group: int, pilot: bool,
+                           finished: bool) -> Participant:
+        """Register a lab session as a participant (once; a resumed session keeps its row), so the
+        admin page lists it, can exclude it, and the participants export has it; ``finished``
+        when its last trial is stored. A lab session holds its group's slot from its start
+        (``_slot_holders``): the person is in the room."""
+        now = self.clock()
+        with self.db.write_transaction() as conn:
+            row = conn.execute(f"SELECT runner FROM {PARTICIPANTS} WHERE code=?", [code]).fetchone()
+            if row is not None and row[0] != LAB:
+                raise CodeTaken(f"participant code {code!r} belongs to a web participant of this database; "
+                                "give the lab participant another code")
+            if row is None:
+                conn.execute(
+                    f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, created_at, "
+                    "pilot, runner) VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?)",
+                    [code, experiment, hash_token(secrets.token_urlsafe(24)), group, session, now, int(pilot), LAB])
+            if finished:
+                conn.execute(f"UPDATE {PARTICIPANTS} SET status='finished', finished_at=? "
+                             "WHERE code=? AND status='in_progress'", [now, code])
+        return self.get(code)
 
     def get(self, code: str) -> Participant | None:
         return self._one("code=?", [code])
@@ -248,11 +283,13 @@ class ServerDB:
     @staticmethod
     def _slot_holders(conn: Database, experiment: str) -> list[tuple[int, str, float | None]]:
         """``(group, status, reserved_until)`` of those who may hold a group slot, neither pilots
-        nor currently excluded: the web's participants, and the lab's sessions (people in the
-        response table the server never started, each holding its group's slot for good)."""
+        nor currently excluded: the web's participants, and the lab's sessions (registered ones,
+        and people in the response table of lab runs from before registration), each lab
+        session holding its group's slot for good."""
         excluded = exclusions.current(conn, experiment)
-        rows = conn.execute(f"SELECT code, grp, status, reserved_until FROM {PARTICIPANTS} "
-                            "WHERE experiment=? AND COALESCE(pilot, 0)=0", [experiment]).fetchall()
+        rows = conn.execute(f"SELECT code, grp, CASE WHEN runner='{LAB}' THEN '{FILLING_STATUSES[0]}' ELSE status END, "
+                            f"reserved_until FROM {PARTICIPANTS} WHERE experiment=? AND COALESCE(pilot, 0)=0",
+                            [experiment]).fetchall()
         lab = conn.execute(
             f'SELECT DISTINCT observer, "group" FROM "{RESPONSES}" WHERE experiment=? AND observer_kind=\'human\' '
             f'AND "group" IS NOT NULL AND observer NOT IN (SELECT code FROM {PARTICIPANTS} WHERE experiment=?)',
@@ -295,6 +332,18 @@ class ServerDB:
         exclusions.record(self.db, participant.experiment, code, excluded, reason, by)
         return True
 
+    # test-mode entry codes --------------------------------------------------------------
+    def add_pilot_codes(self, experiment: str, codes: list[str]) -> None:
+        """Remember entry codes that start pilot sessions (``cuebench serve codes --pilot``)."""
+        now = self.clock()
+        with self.db.write_transaction() as conn:
+            conn.executemany(f"INSERT INTO {PILOT_CODES}(experiment, code, created_at) VALUES (?, ?, ?) "
+                             "ON CONFLICT DO NOTHING", [(experiment, code, now) for code in codes])
+
+    def is_pilot_code(self, experiment: str, code: str | None) -> bool:
+        return code is not None and self.db.execute(
+            f"SELECT 1 FROM {PILOT_CODES} WHERE experiment=? AND code=?", [experiment, code]).fetchone() is not None
+
     # rate limits ----------------------------------------------------------------------
     def take_slot(self, kind: str, address: str, limit: int, window_s: float) -> str | None:
         """Count and record one request of ``kind`` from ``address`` in one transaction: the id
@@ -335,4 +384,5 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered:
         finished_at=row["finished_at"], screen_reason=row["screen_reason"], pilot=bool(row.get("pilot")),
         exclusion=excluded.get(row["code"]),
         calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
-        questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None)
+        questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None,
+        runner=row.get("runner") or "web")

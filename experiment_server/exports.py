@@ -18,9 +18,9 @@ from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" ex
 
 from .db import Participant, ServerDB
 
-PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "prolific_pid", "study_id", "prolific_session",
-                       "entry_code", "started_at", "finished_at", "duration_s", "screen_reason", "excluded",
-                       "exclusion_reason", "excluded_by", "excluded_at", "px_per_mm", "viewing_distance_cm",
+PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "runner", "prolific_pid", "study_id",
+                       "prolific_session", "entry_code", "started_at", "finished_at", "duration_s", "screen_reason",
+                       "excluded", "exclusion_reason", "excluded_by", "excluded_at", "px_per_mm", "viewing_distance_cm",
                        "stimulus_css_px", "calibration_method", "calibration_capped", "blind_spot_mm")
 CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing_distance_cm",
                        "stimulus_css_px": "stimulus_css_px", "calibration_method": "method",
@@ -44,7 +44,7 @@ def duration_s(participant: Participant) -> float | None:
 def participant_record(p: Participant) -> dict:
     """One participants.csv row: what the admin page shows, to join with responses on ``observer`` = ``code``."""
     exclusion = p.exclusion
-    return {"code": p.code, "group": p.group, "status": p.status, "observer_kind": p.observer_kind,
+    return {"code": p.code, "group": p.group, "status": p.status, "observer_kind": p.observer_kind, "runner": p.runner,
             "prolific_pid": p.prolific_pid, "study_id": p.study_id, "prolific_session": p.prolific_session,
             "entry_code": p.entry_code, "started_at": iso_time(p.created_at), "finished_at": iso_time(p.finished_at),
             "duration_s": duration_s(p), "screen_reason": p.screen_reason, "excluded": p.excluded,
@@ -88,8 +88,8 @@ def _write_csv(out: Path, columns: tuple[str, ...], records: list[dict]) -> Path
 
 @EXPORT_FORMATS.register("participants")
 def export_participants(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
-    """Web participants: group, status, ISO start/end times, duration, exclusion (who, why, when), screen
-    calibration and questionnaire answers (``q_<id>``)."""
+    """Participants, web and lab (``runner``): group, status, ISO start/end times, duration, exclusion
+    (who, why, when), screen calibration and questionnaire answers (``q_<id>``)."""
     questionnaire = load_questionnaire(expdir)
     questions = tuple(ANSWER_COLUMN_PREFIX + i for i in questionnaire.ids) if questionnaire else ()
     return _write_csv(Path(out), PARTICIPANT_COLUMNS + questions,

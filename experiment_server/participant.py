@@ -18,6 +18,7 @@ posted on its own and checked before it is stored.
 from __future__ import annotations
 
 import io
+import logging
 import mimetypes
 import re
 import secrets
@@ -32,16 +33,19 @@ from cuebench.images import strip_metadata
 from cuebench.questionnaire import QuestionnaireError, store_answers
 from cuebench.responses import ResponseConflict, trial_row
 
+from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
 from .trial_types import allowed_responses, served
 from .validation import BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body
 
 bp = Blueprint("participant", __name__)
+log = logging.getLogger("cuebench.serve")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code", "pilot")
 PILOT_VALUES = ("1", "true", "yes")
-"""``?pilot=1`` on the entry link: a pilot session, stored as ``observer_kind = "pilot"``."""
+"""``?pilot=1`` on the entry link, or an entry code made by ``cuebench serve codes --pilot``: a
+pilot session, stored as ``observer_kind = "pilot"``."""
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
 BROWSER_COOKIE = "cuebench_browser"
@@ -96,7 +100,7 @@ def entry():
                                              consent=_study().texts()["consent"],
                                              nonce=_study().start_nonce(browser)))
     response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
-                        samesite="Lax", secure=current_app.config["SESSION_COOKIE_SECURE"])
+                        samesite="Lax", secure=secure_cookie())
     return response
 
 
@@ -142,7 +146,8 @@ def start():
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
                                   entry_code=values["code"], token=_start_token(study, values, browser),
-                                  pilot=(values["pilot"] or "").lower() in PILOT_VALUES)
+                                  pilot=(values["pilot"] or "").lower() in PILOT_VALUES
+                                  or study.db.is_pilot_code(study.experiment.name, values["code"]))
     except AlreadyParticipated as err:
         if values["PROLIFIC_PID"] is None and values["code"]:
             return render_template(
@@ -164,16 +169,45 @@ def task(token: str):
 @bp.get("/stimuli/<path:filename>")
 def stimulus(filename: str):
     """A stimulus file with its metadata stripped (folders built before provenance left the PNGs
-    still carry it), never a file a symlink leads to outside the experiment."""
+    still carry it), never a file a symlink leads to outside the experiment. A stimulus of the
+    experiment that cannot be read (deleted after the server started) is logged once per file."""
+    study = _study()
     try:
-        path = _study().expdir.stimulus_file(filename)
+        path = study.expdir.stimulus_file(filename)
         data = strip_metadata(path.read_bytes())
-    except (OutsideExperimentError, OSError):
+    except (OutsideExperimentError, OSError) as err:
+        if filename in study.stimulus_names and study.first_report(filename):
+            log.error("stimulus %s cannot be served (%s): answered 404; participants who need it cannot go on",
+                      f"stimuli/{filename}", type(err).__name__)
         abort(404)
     response = send_file(io.BytesIO(data), mimetype=mimetypes.guess_type(path.name)[0] or "application/octet-stream",
                          max_age=7 * 24 * 3600)
     response.headers["Cache-Control"] = "public, max-age=604800, immutable"
     return response
+
+
+@bp.post("/api/session/<token>/image-failed")
+def image_failed(token: str):
+    """The web task gave up loading an image (``task.js``'s bounded retries) and told the participant:
+    logged once per image, with what the server knows of it."""
+    study = _study()
+    participant = _participant(token)
+    payload = parse_json_body(request.get_data())
+    url = payload.get("url") if isinstance(payload, dict) else None
+    if not isinstance(url, str) or not url:
+        raise Rejected(400, "field 'url' (the image that could not be loaded) is missing")
+    status = payload.get("status")
+    name = url.split("/stimuli/", 1)[1] if "/stimuli/" in url else None
+    known = name in study.stimulus_names
+    logged = study.first_report(f"browser:{name if known else 'mask'}")
+    if logged:
+        present = known and study.expdir.stimulus_file(name).is_file()
+        what = f"stimuli/{name}" if known else "a trial's noise mask"
+        log.error("participant %s could not load %s (last HTTP status %s); the file %s", participant.code, what,
+                  status if isinstance(status, int) else "none: network error",
+                  "is present (a network problem on their side?)" if present else "is missing" if known
+                  else "is made per request")
+    return jsonify(logged=logged), 202
 
 
 def grid_places(study: Study, trial) -> list[dict] | None:

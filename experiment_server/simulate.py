@@ -27,7 +27,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 BACKOFF_FIRST_S = 0.5
-INSTRUCTED = re.compile(r"click (\w+)")
+INSTRUCTED = re.compile(r"click [\"\u201c]?([^\"\u201d.]+)")
+"""The answer an attention trial asks for: ``click dog.`` or ``click \u201ccoffee mug\u201d.``"""
 NONCE = re.compile(r'name="start_nonce" value="([^"]+)"')
 
 

@@ -19,7 +19,7 @@ from flask import Flask
 
 from cuebench.design import ScheduledTrial, participant_sequence
 from cuebench.errors import CuebenchError
-from cuebench.expdir import ExperimentDir
+from cuebench.expdir import ExperimentDir, OutsideExperimentError
 from cuebench.responses import ResponseStore
 from cuebench.storage import is_database_url
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire
@@ -63,6 +63,8 @@ class Study:
         for outcome in OUTCOMES:
             self.completion_code(outcome)
         self._local = threading.local()
+        self._reported_stimuli: set[str] = set()
+        self._report_lock = threading.Lock()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
 
@@ -136,6 +138,11 @@ class Study:
         return self.experiment.provenance.get("display")
 
     @cached_property
+    def stimulus_names(self) -> frozenset[str]:
+        """The file names under ``stimuli/`` of the experiment's stimuli (what ``/stimuli/<name>`` serves)."""
+        return frozenset(s.path.split("/", 1)[1] for s in self.experiment.stimuli.values())
+
+    @cached_property
     def grid(self) -> ResponseGrid:
         """The classification response screen, the lab's (``human_tasks.layout``)."""
         return response_grid(self.experiment.label_set)
@@ -158,6 +165,14 @@ class Study:
             self._local.store.close()
             self._local.store = None
 
+    def first_report(self, stimulus: str) -> bool:
+        """True the first time (in this process) a stimulus is reported unservable: it is logged once,
+        not once per participant and retry."""
+        with self._report_lock:
+            first = stimulus not in self._reported_stimuli
+            self._reported_stimuli.add(stimulus)
+            return first
+
     def missing_indices(self, participant: Participant) -> list[int]:
         answered = self.store.answered_indices(self.experiment.name, participant.code, participant.session)
         return [s.index for s in self.sequence(participant) if s.index not in answered]
@@ -178,6 +193,7 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
             served(trial)
     except UnservedTrialType as err:
         raise ServerSetupError(f"{folder.experiment_file}: {err}") from None
+    check_stimulus_files(folder, experiment)
     write_default_texts(folder, experiment)  # a folder built before the texts existed gets them on first serve
     try:
         load_questionnaire(folder)
@@ -192,6 +208,23 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
                   reservation_seconds=reservation_seconds)
     secrets_file = ServerSecrets(secrets_path or default_secrets_path(folder.root))
     return Study(folder, experiment, db, secrets_file, database)
+
+
+def check_stimulus_files(folder: ExperimentDir, experiment: Experiment) -> None:
+    """Refuse to serve when a stimulus experiment.json names is not a file inside the folder:
+    a participant would wait on an image that never comes."""
+    missing = []
+    for stimulus in experiment.stimuli.values():
+        try:
+            present = folder.stimulus_path(stimulus).is_file()
+        except OutsideExperimentError:
+            present = False
+        if not present:
+            missing.append(stimulus.path)
+    if missing:
+        raise ServerSetupError(f"{folder.root}: {len(missing)} of the {len(experiment.stimuli)} stimulus files "
+                               f"experiment.json names are missing or outside the folder, first "
+                               f"{', '.join(sorted(missing)[:3])}; copy the whole experiment folder or build it again")
 
 
 def study_of(app: Flask) -> Study:

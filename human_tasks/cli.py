@@ -8,9 +8,11 @@ from functools import partial
 from cuebench.paths import user_path
 
 
-def register(subparsers, *, lab_group_chooser=None) -> None:
+def register(subparsers, *, lab_group_chooser=None, lab_session_recorder=None) -> None:
     """``lab_group_chooser(expdir, database)`` (the web server's least-filled group, handed in by the
-    command; this package may not import the server) places a new lab session without ``--group``."""
+    command; this package may not import the server) places a new lab session without ``--group``;
+    ``lab_session_recorder(expdir, database, participant, session, group, pilot, finished)``
+    registers it among the server's participants."""
     lab = subparsers.add_parser("lab", help="run experiments with participants in the lab (PsychoPy)",
                                 description="Lab sessions with PsychoPy: frame-counted, committed trial by trial.")
     lab_sub = lab.add_subparsers(dest="lab_command", metavar="LAB_COMMAND", required=True)
@@ -26,7 +28,8 @@ def register(subparsers, *, lab_group_chooser=None) -> None:
     run.add_argument("--participant", required=True, help="participant code (letters, digits, _ . -)")
     run.add_argument("--session", default="1", help="session label (default: 1)")
     run.add_argument("--group", type=int, default=None,
-                     help="assignment group (default: the stored one when resuming, else a hash of the participant)")
+                     help="assignment group (default: the stored one when resuming, else the least filled group "
+                          "by the web server's counts, lab sessions included)")
     run.add_argument("--fullscreen", action="store_true", help="full-screen window (use this for real sessions)")
     run.add_argument("--screen", type=int, default=0, metavar="K", help="display number (default: 0)")
     run.add_argument("--input", choices=("mouse", "keyboard"), default="mouse", dest="input_mode",
@@ -39,10 +42,10 @@ def register(subparsers, *, lab_group_chooser=None) -> None:
                      help="postgresql://USER@HOST/DB to store the answers in (default: EXPDIR/responses.sqlite)")
     run.add_argument("--simulate", action="store_true",
                      help="a scripted participant answers through the same input events (piloting, tests)")
-    run.set_defaults(func=partial(_run, lab_group_chooser=lab_group_chooser))
+    run.set_defaults(func=partial(_run, lab_group_chooser=lab_group_chooser, lab_session_recorder=lab_session_recorder))
 
 
-def _run(args, lab_group_chooser=None) -> int:
+def _run(args, lab_group_chooser=None, lab_session_recorder=None) -> int:
     from .lab.session import LabOptions, run_lab_session
     from .lab.simulate import Script
 
@@ -51,6 +54,9 @@ def _run(args, lab_group_chooser=None) -> int:
         fullscreen=args.fullscreen, screen=args.screen, input_mode=args.input_mode, refresh_hz=args.refresh_hz,
         simulation=Script() if args.simulate else None, window_size=tuple(args.window_size),
         database=args.database,
-        choose_group=None if lab_group_chooser is None else (lambda: lab_group_chooser(args.expdir, args.database))))
+        choose_group=None if lab_group_chooser is None else (lambda: lab_group_chooser(args.expdir, args.database)),
+        record_session=None if lab_session_recorder is None else (
+            lambda group, finished: lab_session_recorder(args.expdir, args.database, args.participant,
+                                                         str(args.session), group, args.simulate, finished))))
     return 0 if summary.answered == summary.total or summary.quit_early else 1
 

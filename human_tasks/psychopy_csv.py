@@ -34,7 +34,7 @@ COLUMNS = (
     *(f"{phase}.duration_ms" for phase in TIMED_PHASES),
     *(f"{phase}.frames" for phase in TIMED_PHASES),
     "dropped_frames", "excluded", "exclusion_reason",
-    "participant", "session", "group", "date", "expName", "psychopyVersion", "frameRate",
+    "participant", "observer_kind", "session", "group", "date", "expName", "psychopyVersion", "frameRate",
 )
 
 
@@ -85,6 +85,7 @@ def psychopy_rows(rows: Iterable[dict]) -> list[dict]:
             "excluded": _blank(r.get("excluded")),
             "exclusion_reason": _blank(r.get("exclusion_reason")),
             "participant": r["observer"],
+            "observer_kind": r["observer_kind"],
             "session": r["session"],
             "group": _blank(r.get("group")),
             "date": psychopy_date(session_start.get((r["experiment"], r["observer"], str(r["session"])))),
@@ -105,5 +106,6 @@ def write_psychopy_csv(rows: Iterable[dict], path: str | Path) -> Path:
 
 @EXPORT_FORMATS.register("psychopy")
 def export_psychopy(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
-    """PsychoPy-style CSV of the people's answers (Builder's column names), exclusions marked."""
-    return write_psychopy_csv([r for r in response_rows(expdir, database) if r["observer_kind"] == "human"], out)
+    """PsychoPy-style CSV of the people's answers (Builder's column names): pilots too, told apart by
+    ``observer_kind``, and the exclusions in force marked; models' answers are not a PsychoPy file."""
+    return write_psychopy_csv([r for r in response_rows(expdir, database) if r["observer_kind"] != "model"], out)

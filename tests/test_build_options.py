@@ -273,7 +273,8 @@ def test_skip_works_with_several_workers_and_lists_bombs_and_broken_files(folder
     (folder / "flower" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
     argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale"]
     assert build(tmp_path / "fail", *argv, "--workers", "2") == 2
-    assert "bomb.png" in capsys.readouterr().err or "broken.png" in capsys.readouterr().err
+    refused = capsys.readouterr().err  # whichever bad file a worker reaches first stops the build
+    assert "bomb.png" in refused or "broken.png" in refused
     assert build(tmp_path / "skip", *argv, "--workers", "2", "--on-error", "skip") == 0
     tail = capsys.readouterr().out.split("skipped 2 source image(s) (--on-error skip):")[1]
     assert "bomb.png" in tail and "decompression bomb" in tail and "broken.png" in tail
@@ -300,3 +301,18 @@ def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_
     after = files(out)
     assert all(after[name] == data for name, data in before.items() if name != "experiment.json")
     assert len(ExperimentDir(out).load().trials_with_role("test")) == 3 * 7
+
+
+def test_a_rebuild_keeps_the_texts_and_says_in_one_line_which_no_longer_match(folder, tmp_path, capsys):
+    out = tmp_path / "exp"
+    argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale", "--workers", "1"]
+    assert build(out, *argv) == 0
+    before = {p.name: p.read_text() for p in (out / "texts").glob("*.md")}
+    assert "There is no time limit for the answer." in before["instructions.md"]
+    capsys.readouterr()
+    assert build(out, *argv, "--timing", "response=3000") == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "earlier build" in line]
+    assert len(notes) == 1 and "delete consent.md, instructions.md (unedited defaults)" in notes[0], notes
+    assert {p.name: p.read_text() for p in (out / "texts").glob("*.md")} == before  # kept, never overwritten
+    assert build(out, *argv, "--timing", "response=3000") == 0
+    assert "earlier build" not in capsys.readouterr().err  # said once, by the build that changed the numbers

@@ -5,15 +5,18 @@ Each block runs with ``bash -euo pipefail`` in one working folder per page (a pa
 uses what an earlier one built), with the repository's ``cuebench`` first on PATH and ``../shared``
 reachable as the docs write it. Long runs get small sizes through the one ``SMALL_SIZES`` table;
 blocks that cannot run here are listed in ``SKIPPED`` (by page and first command) with the reason.
+Pages run side by side (``CUEBENCH_DOCS_WORKERS``, default 2), each page's blocks in order.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,9 @@ pytestmark = pytest.mark.slow
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SUBSET_PER_CLASS = 2  # cue-conflict images per shape class in the small copy of the published set
 DIST_SUBSET = 6  # DiST photos (and triplets per set) in the small copy of the DiST release
+PHOTO_CLASSES = 4  # class sub-folders (one photo each) of the runner's photos/ folder
+DOCS_WORKERS = int(os.environ.get("CUEBENCH_DOCS_WORKERS", "2"))  # pages run side by side
+BLOCK_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ SMALL_SIZES = [
     (r"\.\./shared/data/dist\b", "../subset/dist",
      "the DiST release -> 6 photos and their triplets, same layout (made by the fixture)"),
     (r"(?m)^cuebench serve admin-password (\S+)", r"echo docs-password | cuebench serve admin-password --password-stdin \1",
-     "nobody types the password twice here: it comes on stdin"),
+     "nobody types the password twice here: it comes on stdin (the option before EXPDIR, as people type it)"),
     (r"(?m)^cuebench serve (?!admin-password|codes|rotate-secret)(.*?)(?:[ \t]*#.*)?$", r"serve_answers \1",
      "serve never exits: it runs in the background until its consent page answers, then stops"),
     (r"(?m)^(?:xvfb-run -a )?cuebench lab run (.*?)(?: --fullscreen| --screen \d+)*(?: --simulate)?(?:[ \t]*#.*)?$",
@@ -117,7 +123,6 @@ CLUSTER = "needs a Ray cluster or Slurm (--executor ray/submitit, placeholder HE
 BENCHMARK = "a benchmark (minutes; speed is measured in benchmarks/, not in the suite)"
 TRAIN_CUES = "train-cues fine-tunes every algorithm on ImageNet weights: minutes on 2 CPU cores, over this runner's budget"
 DEMO = "needs demo-output from `cuebench demo` (scripts/demo.sh): three models on 520 images, over budget"
-UNVERIFIED = "not yet run to completion on a 2-core machine within the runner's budget; remove to enable"
 SKIPPED = {
     ("docs/web.md", '.venv/bin/python -c "'): "reads from the server of the page's first block, running on port 8080",
     ('README.md', 'bash scripts/demo.sh'): "scripts/demo.sh installs the package into .venv first (pip); the suite runs the installed one",
@@ -125,6 +130,9 @@ SKIPPED = {
     ('docs/cue_decomposition.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --out exp/cd --eed-device cuda'): GPU,
     ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eed.py            # CPU, 224x224, ratio + agreement after 512 steps'): f"{BENCHMARK}; its last line needs a GPU",
     ('docs/diagvib.md', 'cuebench train studies/full --device cuda --amp --executor submitit \\'): CLUSTER,
+    ('docs/dist.md', 'cuebench stimuli build --design dist --images default --out exp/dist-ps --synthesis ps'):
+        "Portilla-Simoncelli synthesis of the 16 versions ran over 8 minutes on 2 CPU cores here even with "
+        "--synthesis-steps 2; tests/test_synthesis.py runs the backend on small images",
     ('docs/dist.md', 'cuebench stimuli build --design dist --images photos/ --out exp/dist-gpu \\'): f"{GPU}; VGG-19 weights are not in this machine's torch hub cache",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-device cuda --out exp/cue-dec'): GPU,
     ('docs/scale.md', 'ray start --head --num-gpus 4'): CLUSTER,
@@ -143,6 +151,7 @@ SKIPPED = {
     ('docs/training.md', 'cuebench eval --experiment exp/suppression --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth \\'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE --cue-conflict CUE_CONFLICT \\'): "a synopsis of --algorithm-option with placeholders (PHOTOS, DIST_RELEASE, CUE_CONFLICT)",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist ../shared/data/dist \\'): TRAIN_CUES,
+    ('README.md', 'cuebench train-cues exp/cues --photos ../shared/data/dist --dist ../shared/data/dist \\'): TRAIN_CUES,
     ('docs/training.md', 'nice cuebench train-cues studies/cues --photos ../shared/data/dist --dist ../shared/data/dist \\'): TRAIN_CUES,
     ('docs/training.md', 'python benchmarks/bench_distinguish.py runs/table3 --imagefolder imagenette2/train --dist DIST_RELEASE \\'):
         f"{GPU}; Imagenette and the DiST release are placeholders",
@@ -150,17 +159,9 @@ SKIPPED = {
         "the reduced Table 3 run takes 15 minutes or more on 2 shared CPU cores; tests/test_bench_distinguish.py runs the same script at toy size",
     ('docs/web.md', 'cuebench serve codes study/ -n 50 > codes.txt          # entry codes to hand out'): "placeholder study/ and a secrets file under /etc",
     ('docs/web.md', 'cuebench serve admin-password study/                 # once'): "placeholder study/ (the page's own experiment is web-sample)",
-    ('README.md', 'cuebench stimuli build --design suppression --images default --out exp/suppression'): TRAIN_CUES,
     ('docs/adaptive.md', 'cuebench analyze demo-output --metric thresholds --out thresholds.csv'): DEMO,
     ('docs/analysis.md', 'cuebench analyze ../shared/data/geirhos2019/raw-data/cue-conflict --metric shape-bias'): f"{DEMO}; other-model-responses.csv is the reader's own file",
     ('docs/analysis.md', 'cuebench plan demo-output --effect 0.1 --power 0.8'): DEMO,
-    ('docs/dist.md', 'cuebench stimuli build --design dist --images default --out exp/dist'): UNVERIFIED,
-    ('docs/models.md', 'cuebench eval models'): UNVERIFIED,
-    ('docs/models.md', 'cuebench stimuli build --design cue-conflict-import --images ../shared/data/geirhos2019/stimuli/cue-conflict --out runs/cc'): UNVERIFIED,
-    ('docs/web.md', '.venv/bin/python -c "from stimuli.web_sample import build_sample_experiment; build_sample_experiment(\'web-sample\')"'): "fails here: `cuebench serve web-sample --port 8080 --port N` (the background serve) "
-                      "reports 'unrecognized arguments: web-sample'",
-    ('docs/web.md', 'cuebench stimuli build --design suppression --images photos --grid human --out exp/pilot'): "photos/ stands for the reader's folder with one sub-folder per class",
-    ('docs/web.md', 'cuebench export exp/pilot --format participants --out participants.csv'): "exports exp/pilot's participants, who take part through the browser",
     ('docs/web.md', 'createuser study && createdb --owner study cue_study'): "needs a PostgreSQL server at the placeholder db.example.org",
     ('docs/web.md', '.venv/bin/python -m pytest tests/test_server.py tests/test_server_config.py tests/test_server_launch.py \\'): "runs six test files of this suite and two load benchmarks",
     ('docs/web.md', '.venv/bin/python benchmarks/bench_server_load.py --participants 50 200 [--workers 4] [--database URL]'): f"{BENCHMARK} (a synopsis with [optional] arguments)",
@@ -202,11 +203,19 @@ def docs_root(tmp_path_factory, shared) -> Path:
         for image in sorted(folder.glob("*.png"))[:SUBSET_PER_CLASS]:
             shutil.copy(image, copy / image.name)
     make_dist_subset(shared / "data" / "dist", root / "subset" / "dist")
-    photos = root / "photos"
-    photos.mkdir()
-    for image in sorted((shared / "data" / "dist" / "original").iterdir())[:4]:
-        shutil.copy(image, photos / image.name)
+    make_photo_folder(shared / "data" / "dist", root / "photos")
     return root
+
+
+def make_photo_folder(release: Path, photos: Path) -> None:
+    """A researcher's photos as the docs mean them: one sub-folder per class, named by the class (the
+    first PHOTO_CLASSES originals of the DiST release in folders named by their ImageNet class), so
+    builds match the folder names to ImageNet classes as they would for a reader's own folder."""
+    names = {row["image"]: row["imagenet_name"] for row in csv.DictReader(open(release / "labels.csv"))}
+    for image in sorted((release / "original").iterdir())[:PHOTO_CLASSES]:
+        folder = photos / names[image.stem]
+        folder.mkdir(parents=True)
+        shutil.copy(image, folder / image.name)
 
 
 def make_dist_subset(release: Path, subset: Path) -> None:
@@ -249,13 +258,43 @@ def block_environment() -> dict[str, str]:
     return env
 
 
+def run_block(block: Block, work: Path) -> subprocess.CompletedProcess:
+    script = "set -euo pipefail\n" + PREAMBLE + prepared(block.text) + "\n"
+    return subprocess.run(["bash", "-c", script], cwd=work, env=block_environment(), capture_output=True, text=True,
+                          timeout=BLOCK_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def block_runs(request, page_folders):
+    """The selected blocks that are not skipped, started at once: pages side by side on
+    DOCS_WORKERS threads (each page's blocks in order, in its own folder), the longest pages
+    first, so the runner takes about as long as its longest page instead of the sum of all."""
+    selected = [item.callspec.params["block"] for item in request.session.items
+                if item.originalname == "test_documented_block_runs"]
+    pages: dict[Path, list[Block]] = {}
+    for block in selected:
+        if block.key not in SKIPPED:
+            pages.setdefault(block.page, []).append(block)
+    runs: dict[str, Future] = {block.id: Future() for blocks in pages.values() for block in blocks}
+
+    def run_page(blocks: list[Block]) -> None:
+        for block in blocks:
+            try:
+                runs[block.id].set_result(run_block(block, page_folders(block.page)))
+            except Exception as err:  # a timeout: this block fails, the page's next blocks still run
+                runs[block.id].set_exception(err)
+
+    with ThreadPoolExecutor(DOCS_WORKERS) as pool:
+        for blocks in sorted(pages.values(), key=lambda blocks: -sum(len(b.text) for b in blocks)):
+            pool.submit(run_page, blocks)
+        yield runs
+
+
 @pytest.mark.parametrize("block", [pytest.param(block, id=block.id) for block in BLOCKS])
-def test_documented_block_runs(block: Block, page_folders):
+def test_documented_block_runs(block: Block, block_runs):
     if block.key in SKIPPED:
         pytest.skip(SKIPPED[block.key])
-    script = "set -euo pipefail\n" + PREAMBLE + prepared(block.text) + "\n"
-    result = subprocess.run(["bash", "-c", script], cwd=page_folders(block.page), env=block_environment(),
-                            capture_output=True, text=True, timeout=600)
+    result = block_runs[block.id].result()
     if result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         pytest.fail(f"{block.id} exited with {result.returncode}\n--- as run here:\n{prepared(block.text)}\n"

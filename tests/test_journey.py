@@ -1,10 +1,13 @@
 """A researcher's whole pilot, as the README tells it: every step a `cuebench` subprocess run
 from a fresh working folder with relative paths, participants in a real chromium, loopback only.
 
-photos/<class>/ -> build -> edit the consent text -> serve -> two people take part (one
-reloads mid-block) and one is screened out -> the admin excludes one, takes it back,
-excludes again -> a model answers -> report, analyze and every export: the excluded person
-is absent from every human statistic and marked in every export.
+photos/<class>/ (folder names matched to ImageNet classes at build time) -> build with a size in
+degrees -> edit the consent text, add a questionnaire -> serve -> two Prolific participants (one
+reloads mid-block) and one screened out -> the admin excludes one, takes it back (the person
+counts again), excludes again -> a model answers without --mapping -> report, analyze and every
+export: the excluded person is absent from every human statistic and marked in every export.
+A DiST oddity study is taken the same way. Screenshots of what participants see go to
+``$CUEBENCH_SCREENSHOTS/<study>/`` when that is set (else the test's temporary folder).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -26,18 +30,25 @@ from PIL import Image
 
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
-from stimuli.sources import DEFAULT_LABEL_INDICES, default_images
+from stimuli.sources import default_images
 
 pytestmark = pytest.mark.slow
 
-CLASSES = ("camera", "cat", "coffee", "rocket")
+CLASS_FOLDERS = {"camera": "camera", "cat": "cat", "coffee": "coffee mug", "rocket": "missile"}
+"""Default photo category -> the folder a researcher names it by (an ImageNet class name the build matches)."""
 EXPDIR = "exp/pilot"
 PASSWORD = "a long pilot password"
 CONSENT_ADDITION = "Ethics approval E-42 of the university board."
-SESSION_DEADLINE_S = 120
+QUESTIONNAIRE = {"questions": [
+    {"id": "age", "kind": "number", "prompt": "Your age in years", "required": True, "min": 18, "max": 99},
+    {"id": "comments", "kind": "text", "prompt": "Anything else?"}]}
+DISPLAY = ("--stimulus-degrees", "6", "--viewing-distance", "57", "--screen-width", "53")
+CARD_SLIDER_PX, DISTANCE_CM = 400, 60
+SESSION_DEADLINE_S = 150
 RELOAD_AT_INDEX = 2
-STATISTICS_EXEMPT = {"exclusions.csv", "excluded_observers.csv", "exclusion_summary.csv"}
+STATISTICS_EXEMPT = {"exclusions", "excluded_observers", "exclusion_summary"}
 """Report tables that list who was left out (the only places the excluded person may appear)."""
+DIST_PHOTOS = 4
 
 
 def cuebench(cwd: Path, *args: str, stdin: str | None = None) -> str:
@@ -66,162 +77,260 @@ def wait_until_up(base: str, server: subprocess.Popen) -> None:
     raise AssertionError(f"the server at {base} did not answer within 60 s")
 
 
+class Served:
+    """``cuebench serve EXPDIR`` from the study's folder, as the README runs it."""
+
+    def __init__(self, work: Path, expdir: str):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen([sys.executable, "-m", "cuebench", "serve", expdir, "--port", str(self.port)],
+                                        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def __enter__(self) -> "Served":
+        wait_until_up(self.base, self.process)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def screenshot_folder(tmp_path: Path, study: str) -> Path:
+    """``$CUEBENCH_SCREENSHOTS/<study>`` (kept for a person to look at), else the test's temporary folder."""
+    root = Path(os.environ["CUEBENCH_SCREENSHOTS"]) if os.environ.get("CUEBENCH_SCREENSHOTS") else tmp_path / "shots"
+    folder = root / study
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def state(page) -> tuple[str, int | None]:
     data = page.evaluate("() => [document.body?.dataset.state || '', document.body?.dataset.trialIndex || '']")
     return data[0], int(data[1]) if data[1] else None
 
 
+def shoot(page, shots: Path | None, name: str, full_page: bool = False) -> None:
+    if shots and not (shots / name).exists():
+        page.screenshot(path=str(shots / name), full_page=full_page)
+
+
+def calibrate(page, shots: Path | None) -> None:
+    """The card matched at CARD_SLIDER_PX CSS px, the viewing distance typed."""
+    page.eval_on_selector("#card-size", f"el => {{ el.value = {CARD_SLIDER_PX}; el.dispatchEvent(new Event('input')); }}")
+    page.fill("#distance", str(DISTANCE_CM))
+    shoot(page, shots, "3-calibration.png")
+    page.click("#continue")
+
+
+def answer_questionnaire(page, shots: Path | None) -> None:
+    page.fill("[name=q-age]", "34")
+    page.fill("[name=q-comments]", "the images were small")
+    shoot(page, shots, "6-questionnaire.png", full_page=True)
+    page.click("#continue")
+
+
 def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at: int | None = None) -> dict:
-    """Consent, instructions, every trial (the attention trial as instructed) until the code shows.
-    Returns the progress texts seen per trial index and the stimulus URLs the browser loaded."""
+    """Consent, instructions, calibration, every trial (the attention trial as instructed, oddity
+    trials with key 1), the questionnaire, until the code shows. Returns the progress texts seen per
+    trial index, the stimulus URLs the browser loaded and what the pages said."""
     loaded: dict[str, int] = {}
     page.on("response", lambda r: loaded.__setitem__(r.url, r.status) if "/stimuli/" in r.url else None)
-    page.goto(f"{base}/?code={entry}")
-    if shots:
-        page.screenshot(path=str(shots / "1-consent.png"), full_page=True)
+    page.goto(f"{base}/?{entry}")
+    shoot(page, shots, "1-consent.png", full_page=True)
     consent = page.inner_text("#consent-text")
     page.check("#consent")
     page.click("#start")
     progress: dict[int, str] = {}
-    instructed, answered, reloaded = None, set(), False
+    instructed, answered, reloaded, instructions = None, set(), False, None
     deadline = time.monotonic() + SESSION_DEADLINE_S
     while time.monotonic() < deadline:
         now, index = state(page)
         if now in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
-            if now == "instructions" and shots and not (shots / "2-instructions.png").exists():
-                page.screenshot(path=str(shots / "2-instructions.png"))
+            if now == "instructions" and instructions is None:
+                instructions = page.inner_text("#screen")
+                shoot(page, shots, "2-instructions.png", full_page=True)
             if now == "instruction":
-                instructed = re.search(r"click \u201c(\w+)\u201d", page.inner_text("#instruction")).group(1)
+                instructed = re.search("click \u201c([^\u201d]+)\u201d", page.inner_text("#instruction")).group(1)
             page.click("#continue")
+        elif now == "calibration" and page.is_visible("#card"):
+            calibrate(page, shots)
+        elif now == "questionnaire" and page.is_visible("#questionnaire"):
+            answer_questionnaire(page, shots)
+        elif now == "stimulus":
+            shoot(page, shots, "4-trial-image.png")
         elif now == "response-grid" and index not in answered:
             progress[index] = page.inner_text("#progress")
-            if shots and not (shots / "3-trial-with-progress.png").exists():
-                page.screenshot(path=str(shots / "3-trial-with-progress.png"))
+            shoot(page, shots, "5-trial-answer-with-progress.png")
             page.click(f"#grid button[data-label='{instructed or 'cat'}']")
             instructed = None
             answered.add(index)
         elif now == "response-keys" and index not in answered:
             progress[index] = page.inner_text("#progress")
-            if shots and not (shots / "3-trial-with-progress.png").exists():
-                page.screenshot(path=str(shots / "3-trial-with-progress.png"))
+            shoot(page, shots, "4-trial-images-with-progress.png")  # the triplet shows from this state on
             page.keyboard.press("1")
             answered.add(index)
         elif now == "iti" and index == reload_at and not reloaded:
             page.reload()
             reloaded = True
         elif now == "done":
-            if shots:
-                page.screenshot(path=str(shots / "4-completion.png"), full_page=True)
+            shoot(page, shots, "7-completion.png", full_page=True)
             return {"progress": progress, "loaded": loaded, "consent": consent, "reloaded": reloaded,
-                    "status": page.get_attribute("#code", "data-status"), "page": page.inner_text("#screen")}
+                    "instructions": instructions, "status": page.get_attribute("#code", "data-status"),
+                    "page": page.inner_text("#screen")}
         time.sleep(0.02)
     raise AssertionError(f"{entry}: the session did not finish within {SESSION_DEADLINE_S} s (last state {state(page)})")
 
 
-def admin_action(page, base: str, entry: str, button: str, reason: str) -> None:
-    row = page.locator("#participants tr", has_text=entry)
+def prolific(pid: str) -> str:
+    return f"PROLIFIC_PID={pid}&STUDY_ID=pilotstudy&SESSION_ID=s-{pid[:6]}"
+
+
+def admin_action(page, base: str, code: str, button: str, reason: str) -> None:
+    row = page.locator(f"#participants tr[data-code='{code}']")
     row.locator("input[name=reason]").fill(reason)
     row.locator("button", has_text=button).click()
     page.wait_for_url(f"{base}/admin/")
 
 
 def make_photo_folder(root: Path) -> None:
-    """One sub-folder per class, as a researcher's own photos arrive."""
+    """One sub-folder per class, named as a researcher would name the class."""
     for image in default_images():
-        if image.category in CLASSES:
-            folder = root / image.category
+        if image.category in CLASS_FOLDERS:
+            folder = root / CLASS_FOLDERS[image.category]
             folder.mkdir(parents=True, exist_ok=True)
             Image.fromarray(image.read()).save(folder / f"{image.name}.png")
+
+
+def read_csv(path: Path) -> list[dict]:
+    return list(csv.DictReader(path.open(encoding="utf-8")))
+
+
+def people_of(work: Path) -> dict[str, dict]:
+    cuebench(work, "export", EXPDIR, "--format", "participants", "--out", "out/people.csv")
+    return {r["entry_code"] or r["prolific_pid"]: r for r in read_csv(work / "out/people.csv")}
 
 
 def test_researcher_journey(tmp_path, browser):
     work = tmp_path / "study"
     make_photo_folder(work / "photos")
-    (work / "mapping.json").write_text(json.dumps({c: DEFAULT_LABEL_INDICES[c] for c in CLASSES}))
-    shots = tmp_path / "screenshots"
-    shots.mkdir()
+    shots = screenshot_folder(tmp_path, "suppression")
 
     cuebench(work, "stimuli", "build", "--design", "suppression", "--images", "photos", "--out", EXPDIR,
-             "--grid", "human", "--workers", "1")
+             "--grid", "human", "--workers", "1", *DISPLAY)
     consent_file = work / EXPDIR / "texts" / "consent.md"
     consent_file.write_text(consent_file.read_text() + f"\n{CONSENT_ADDITION}\n")
-    cuebench(work, "serve", "admin-password", EXPDIR, "--password-stdin", stdin=PASSWORD + "\n")
+    (work / EXPDIR / "texts" / "questionnaire.json").write_text(json.dumps(QUESTIONNAIRE))
+    cuebench(work, "serve", "admin-password", "--password-stdin", EXPDIR, stdin=PASSWORD + "\n")
+    alice_pid, bob_pid = "a" * 24, "b" * 24
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "cuebench", "serve", EXPDIR, "--port", str(port)], cwd=work,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_up(base, server)
-        alice = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), base, "alice", shots)
-        bob = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), base, "bob",
+    with Served(work, EXPDIR) as served:
+        base = served.base
+        alice = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), base, prolific(alice_pid), shots)
+        bob = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), base, prolific(bob_pid),
                         reload_at=RELOAD_AT_INDEX)
-        carol = take_part(browser.new_page(viewport={"width": 640, "height": 480}), base, "carol")
+        carol = take_part(browser.new_page(viewport={"width": 640, "height": 480}), base, "code=carol")
+        people = people_of(work)
+        excluded = people[alice_pid]["code"]
 
         admin = browser.new_page(viewport={"width": 1400, "height": 900})
         admin.goto(f"{base}/admin/login")
         admin.fill("input[name=password]", PASSWORD)
         admin.click("button[type=submit]")
         admin.wait_for_url(f"{base}/admin/")
-        admin_action(admin, base, "alice", "Exclude", "said she had seen the photos before")
-        admin_action(admin, base, "alice", "Un-exclude", "wrong person")
-        admin_action(admin, base, "alice", "Exclude", "said she had seen the photos before")
-        admin.screenshot(path=str(shots / "5-admin.png"), full_page=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        admin_action(admin, base, excluded, "Exclude", "said she had seen the photos before")
+        assert people_of(work)[alice_pid]["excluded"] == "1"
+        admin_action(admin, base, excluded, "Un-exclude", "wrong person")
+        # taken back: she counts again, in the exports and in the analysis
+        assert (people_of(work)[alice_pid]["excluded"], people_of(work)[alice_pid]["exclusion_reason"]) == ("0", "")
+        assert excluded in cuebench(work, "analyze", EXPDIR, "--metric", "observers")
+        assert "yes:" not in admin.inner_text(f"#participants tr[data-code='{excluded}'] td.excluded")
+        admin_action(admin, base, excluded, "Exclude", "said she had seen the photos before")
+        admin.screenshot(path=str(shots / "8-admin.png"), full_page=True)
 
-    # the participants' side: the researcher's consent text, every image served, progress shown
+    # the participants' side: the researcher's texts, every image served, progress shown
     experiment = ExperimentDir(work / EXPDIR).load()
     assert CONSENT_ADDITION in alice["consent"]
     assert alice["status"] == bob["status"] == "finished" and carol["status"] == "screened_out"
     assert bob["reloaded"] and "Thank you!" in alice["page"]
-    people = {r["entry_code"]: r for r in csv.DictReader(open(
-        Path(cuebench(work, "export", EXPDIR, "--format", "participants", "--out", "out/people.csv")
-             .split("wrote ", 1)[1].strip())))}
-    for who, seen in (("alice", alice), ("bob", bob)):
+    assert "covered by noise" in alice["instructions"] and "There is no feedback." in alice["instructions"]
+    people = people_of(work)
+    for who, seen in ((alice_pid, alice), (bob_pid, bob)):
         sequence = participant_sequence(experiment, int(people[who]["group"]), people[who]["code"])
         stimuli = {experiment.stimuli[s].path.rsplit("/", 1)[1] for t in sequence
                    for s in experiment.trial(t.trial_id).stimuli}
         assert {url.rsplit("/", 1)[1] for url, status in seen["loaded"].items() if status in (200, 304)} >= stimuli
-        if who == "alice":
+        assert people[who]["viewing_distance_cm"] == f"{DISTANCE_CM:.1f}" and people[who]["q_age"] == "34"
+        if who == alice_pid:
             assert seen["progress"] == {t.index: f"trial {k} of {len(sequence)}" for k, t in enumerate(sequence, 1)}
     assert (people["carol"]["status"], people["carol"]["excluded_by"]) == ("screened_out", "browser check")
 
     # the exclusion: stored once, with its history, and read by every export
-    excluded = people["alice"]["code"]
-    assert (people["alice"]["excluded"], people["alice"]["excluded_by"]) == ("1", "admin")
-    assert people["bob"]["excluded"] == "0" and float(people["bob"]["duration_s"]) > 0
-    cuebench(work, "eval", "--experiment", EXPDIR, "--model", "tf_efficientnet_lite0:pypi", "--mapping",
-             "mapping.json", "--device", "cpu")
+    reason = "admin: said she had seen the photos before"
+    assert (people[alice_pid]["excluded"], people[alice_pid]["excluded_by"]) == ("1", "admin")
+    assert people[bob_pid]["excluded"] == "0" and float(people[bob_pid]["duration_s"]) > 0
+    assert [label for label, _ in experiment.label_set.imagenet_indices.items()] and \
+        set(experiment.label_set.imagenet_indices) == set(CLASS_FOLDERS.values())
+    cuebench(work, "eval", "--experiment", EXPDIR, "--model", "tf_efficientnet_lite0:pypi", "--device", "cpu")
     cuebench(work, "report", EXPDIR)
     reports = work / EXPDIR / "reports"  # they name the experiment as the command did, nothing of this machine
     assert json.loads((reports / "provenance.json").read_text())["sources"][0]["path"] == EXPDIR
     assert str(work) not in (reports / "report.html").read_text()
     for fmt, out in (("csv", "out/responses.csv"), ("parquet", "out/responses.parquet"), ("mvh", "out/mvh"),
-                     ("psychopy", "out/psychopy.csv")):
+                     ("psychopy", "out/psychopy.csv"), ("prolific", "out/prolific.csv"),
+                     ("questionnaire", "out/questionnaire.csv")):
         cuebench(work, "export", EXPDIR, "--format", fmt, "--out", out)
-    reason = "admin: said she had seen the photos before"
     common = pd.read_csv(work / "out/responses.csv", dtype=str)
     parquet = pd.read_parquet(work / "out/responses.parquet")
     for table in (common, parquet):
         mine = table[table["observer"] == excluded]
         assert len(mine) and set(mine["excluded"].astype(int)) == {1} and set(mine["exclusion_reason"]) == {reason}
-        assert set(table.loc[table["observer"] == people["bob"]["code"], "excluded"].astype(int)) == {0}
+        assert set(table.loc[table["observer"] == people[bob_pid]["code"], "excluded"].astype(int)) == {0}
     psychopy = pd.read_csv(work / "out/psychopy.csv", dtype=str)
     assert set(psychopy.loc[psychopy["participant"] == excluded, "exclusion_reason"]) == {reason}
     mvh = {p.relative_to(work / "out/mvh").parts[0] for p in (work / "out/mvh").rglob(f"*{excluded}*.csv")}
     assert mvh == {"excluded"}
+    assert {r["participant_id"]: (r["action"], r["reason"]) for r in read_csv(work / "out/prolific.csv")} == {
+        alice_pid: ("review", reason), bob_pid: ("approve", "finished")}
+    answers = {r["observer"]: r for r in read_csv(work / "out/questionnaire.csv")}
+    assert (answers[excluded]["excluded"], answers[excluded]["exclusion_reason"], answers[excluded]["q_age"]) == \
+        ("1", reason, "34")
+    assert answers[people[bob_pid]["code"]]["excluded"] == "0"
 
-    # ... and by every human statistic: the report's tables and `cuebench analyze`
-    tables = work / EXPDIR / "reports" / "tables"
+    # ... and by every human statistic: the report's tables, results.json and `cuebench analyze`
+    tables = reports / "tables"
     for table in sorted(tables.glob("*.csv")):
-        if table.name not in STATISTICS_EXEMPT:
+        if table.stem not in STATISTICS_EXEMPT:
             assert excluded not in table.read_text(), f"{table.name} counts the excluded participant"
+    results = json.loads((reports / "results.json").read_text())
+    counted = {name: table for name, table in results["tables"].items() if name not in STATISTICS_EXEMPT}
+    assert counted and excluded not in json.dumps(counted) and excluded not in json.dumps(results["summary"])
+    assert excluded in json.dumps(results["tables"]["excluded_observers"])
     listed = pd.read_csv(tables / "excluded_observers.csv", dtype=str)
     assert dict(zip(listed["observer"], listed["reason"])) == {
         excluded: f"excluded: {reason}", people["carol"]["code"]: "excluded: browser check: screen too small (640x480)"}
     observers = cuebench(work, "analyze", EXPDIR, "--metric", "observers")
-    assert excluded not in observers and people["bob"]["code"] in observers and "tf_efficientnet_lite0" in observers
-    html = (work / EXPDIR / "reports" / "report.html").read_text()
+    assert excluded not in observers and people[bob_pid]["code"] in observers and "tf_efficientnet_lite0" in observers
+    html = (reports / "report.html").read_text()
     assert "Excluded observers: who and why" in html and reason in html
+
+
+def test_a_dist_oddity_study_as_a_participant_takes_it(tmp_path, browser, shared):
+    """The published DiST triplets (Wen et al. 2024), built with a size in degrees and taken in chromium:
+    the instructions ask for the image that is different, trials answer with keys 1-3."""
+    work = tmp_path / "study"
+    release = shared / "data" / "dist"
+    subset = work / "dist"
+    keep = sorted(p.name for p in (release / "original").iterdir())[:DIST_PHOTOS]
+    for folder in (p for p in release.iterdir() if p.is_dir()):
+        (subset / folder.name).mkdir(parents=True)
+        for name in keep:
+            shutil.copy(folder / name, subset / folder.name / name)
+    header, *rows = (release / "labels.csv").read_text().splitlines()
+    (subset / "labels.csv").write_text("\n".join([header, *(r for r in rows if f"{r.split(',')[0]}.jpg" in keep)]))
+    shots = screenshot_folder(tmp_path, "dist")
+    cuebench(work, "stimuli", "build", "--design", "dist-import", "--images", "dist", "--out", "exp/dist", *DISPLAY)
+    with Served(work, "exp/dist") as served:
+        seen = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "code=dist1", shots)
+    assert seen["status"] == "finished" and seen["progress"]
+    assert "different from the other two" in seen["instructions"] and "noise" not in seen["instructions"]
+    assert all(re.fullmatch(r"trial \d+ of \d+", text) for text in seen["progress"].values())

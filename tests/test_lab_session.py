@@ -28,6 +28,7 @@ from cuebench.design import latin_square_plan, participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial
+from experiment_server.db import ServerDB
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)
@@ -203,6 +204,9 @@ def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_
     assert f"practice feedback for trial 0: {expected}" in log
     again = run_lab_session(LabOptions(expdir=experiment_dir, participant="P01"), out=lambda line: None)
     assert (again.answered, again.answered_this_run) == (len(rows), 0)  # complete: nothing shown again
+    registered = ServerDB(experiment_dir / "responses.sqlite", "labtest").get("P01")  # the server's participant
+    assert (registered.runner, registered.status, registered.observer_kind, registered.group) == \
+        ("lab", "finished", "pilot", rows[0]["group"])
 
 
 @pytest.mark.slow

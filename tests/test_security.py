@@ -475,6 +475,37 @@ def test_an_untrusted_client_cannot_choose_its_address(tmp_path):
     assert statuses == [303, 303, 429]
 
 
+def _secure_marks(app: Flask, base_url: str, headers: dict | None = None) -> dict[str, bool]:
+    """The ``Secure`` mark of each cookie the consent page and an admin login set, asked through ``base_url``."""
+    client = app.test_client()
+    page = client.get("/", base_url=base_url, headers=headers).headers.getlist("Set-Cookie")
+    login_page = client.get("/admin/login", base_url=base_url, headers=headers)
+    login = client.post("/admin/login", base_url=base_url, headers=headers, data={
+        "password": PASSWORD, "csrf_token": CSRF.search(login_page.get_data(as_text=True)).group(1)})
+    assert login.status_code == 302, login.get_data(as_text=True)[:300]
+    cookies = page + login.headers.getlist("Set-Cookie")
+    return {c.split("=", 1)[0]: "; secure" in c.lower() for c in cookies}
+
+
+def test_cookies_are_secure_unless_plain_http_to_loopback(tmp_path):
+    """Python's cookie jars (``requests``) never send a Secure cookie over plain HTTP, so a script on
+    the researcher's own machine needs plain cookies there; everywhere else they stay Secure."""
+    build_sample_experiment(tmp_path / "exp")
+    set_admin_password(open_study(tmp_path / "exp"), PASSWORD)
+    plain = create_app(tmp_path / "exp")
+    for loopback in ("http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080", "http://study.localhost"):
+        assert _secure_marks(plain, loopback) == {"cuebench_browser": False, "session": False}, loopback
+    for secure in ("https://127.0.0.1:8080", "https://study.example.org", "http://study.example.org",
+                   "http://192.0.2.10:8080", "http://127.0.0.1.example.org"):
+        assert _secure_marks(plain, secure) == {"cuebench_browser": True, "session": True}, secure
+    forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "198.51.100.1"}
+    assert _secure_marks(plain, "http://127.0.0.1", forwarded) == {"cuebench_browser": False, "session": False}
+    proxied = create_app(tmp_path / "exp", trusted_proxies=1)
+    assert _secure_marks(proxied, "http://127.0.0.1", forwarded) == {"cuebench_browser": True, "session": True}
+    lab_lan = create_app(tmp_path / "exp", insecure_cookies=True)
+    assert _secure_marks(lab_lan, "http://192.0.2.10:8080") == {"cuebench_browser": False, "session": False}
+
+
 def test_a_failure_is_one_log_line_without_the_token(tmp_path, monkeypatch, caplog):
     build_sample_experiment(tmp_path / "exp")
     app = create_app(tmp_path / "exp")

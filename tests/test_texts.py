@@ -8,7 +8,8 @@ import pytest
 
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
-from cuebench.texts import default_texts, render, study_facts, text_path, write_default_texts
+from cuebench.texts import (default_texts, render, stale_defaults, stale_warning, study_facts, text_path,
+                            write_default_texts)
 from stimuli.web_sample import build_sample_experiment
 
 
@@ -16,6 +17,13 @@ from stimuli.web_sample import build_sample_experiment
 def sample(tmp_path_factory):
     root = tmp_path_factory.mktemp("texts") / "exp"
     return root, build_sample_experiment(root)
+
+
+def only(experiment, keep, **timing):
+    """The experiment with the trials ``keep`` selects, ``timing`` changed on each, no groups, no breaks."""
+    trials = [t.model_copy(update={"timing": t.timing.model_copy(update=timing)}) for t in experiment.trials if keep(t)]
+    return experiment.model_copy(update={"trials": trials, "assignment": None,
+                                         "schedule": experiment.schedule.model_copy(update={"break_every": None})})
 
 
 def test_defaults_describe_this_experiment(sample):
@@ -28,21 +36,57 @@ def test_defaults_describe_this_experiment(sample):
     facts = study_facts(experiment)
     assert facts["trials"] == len(sequence) and facts["breaks"] == breaks > 0
     assert facts["minutes"] == math.ceil(ms / 60000 + 3 + 0.5 * breaks)
-    assert facts["practice"] and facts["oddity"] and facts["classify"] and facts["attention"]
+    assert facts["practice"] == 1 and facts["oddity"] and facts["classify"] and facts["attention"]
     instructions = default_texts(experiment)["instructions"]
     assert f"**{len(sequence)} trials** (practice included)" in instructions
-    assert "practice trials come first" in instructions and ". In other trials, three images" in instructions
-    assert "press **1**, **2** or **3**" in instructions and "click the label" in instructions
+    assert "The first trial is practice." in instructions
+    assert "a photograph appears for 0.2 seconds and is then covered by noise" in instructions
+    assert "There is no time limit for the answer." in instructions  # the sample's classification trials
+    assert ". In other trials, three images appear side by side for 0.8 seconds" in instructions
+    assert "You have 2 seconds to answer, counted from the moment the images appear" in instructions
+    assert "press **1**, **2** or **3**" in instructions.lower() and "click the label" in instructions
+    assert "The practice trials tell you whether your answer was right; the other trials give no feedback." \
+        in instructions and "There is no feedback" not in instructions
 
 
-def test_a_classification_study_without_practice_or_breaks_says_so(sample):
+def test_a_classification_study_without_practice_mask_or_breaks_says_so(sample):
     _, experiment = sample
-    tests_only = experiment.model_copy(update={
-        "trials": [t for t in experiment.trials if t.trial_type == "classify" and t.role == "test"],
-        "schedule": experiment.schedule.model_copy(update={"break_every": None}), "assignment": None})
+    tests_only = only(experiment, lambda t: t.trial_type == "classify" and t.role == "test", mask=None,
+                      response_window=3000)
     text = default_texts(tests_only)["instructions"]
-    assert "There is no practice part." in text and "There are no breaks" in text
-    assert "odd one" not in text and f"**{len(tests_only.trials)} trials**" in text
+    assert "There is no practice part." in text and "There are no breaks" in text and "There is no feedback." in text
+    assert "noise" not in text and "A photograph appears for 0.2 seconds; then you click the label" in text
+    assert "You have 3 seconds to answer, counted once the answer screen appears" in text
+    assert "different" not in text and f"**{len(tests_only.trials)} trials**" in text
+    hidden = tests_only.model_copy(update={"label_set": tests_only.label_set.model_copy(update={"not_clear": False})})
+    assert "not clear" in text and "not clear" not in default_texts(hidden)["instructions"]
+
+
+def test_a_dist_study_asks_for_the_image_that_differs(sample):
+    """Wen et al. 2024, A.4: "Find the image that is different from the other two", keys 1-3, the
+    triplet 800 ms and 2 s from its onset to answer; which image is the original is never said (the
+    catch trials are there so that people look for the different one, not for the original)."""
+    _, experiment = sample
+    text = default_texts(only(experiment, lambda t: t.trial_type == "oddity"))["instructions"]
+    assert "Three images appear side by side for 0.8 seconds: two of them are alike and one is different from the " \
+           "other two. Press **1**, **2** or **3** (left, middle, right) for the one that is different." in text
+    assert "You have 2 seconds to answer, counted from the moment the images appear" in text
+    assert not any(word in text for word in ("noise", "label", "layout", "original", "photograph"))
+
+
+def test_a_rebuild_that_changes_the_numbers_says_which_kept_texts_are_stale(sample, tmp_path):
+    root, experiment = sample
+    folder = ExperimentDir(tmp_path / "exp")
+    write_default_texts(folder, experiment)
+    assert stale_defaults(folder, experiment) == {}
+    fewer = only(experiment, lambda t: t.role == "test", response_window=3000)
+    text_path(folder, "consent").write_text(text_path(folder, "consent").read_text() + "\nEthics approval E-42.\n")
+    kept = {name: text_path(folder, name).read_text() for name in ("consent", "instructions")}
+    assert stale_defaults(folder, fewer) == {"consent": True, "instructions": False}
+    assert {name: text_path(folder, name).read_text() for name in kept} == kept  # nothing overwritten
+    assert stale_defaults(folder, fewer) == {}  # told once, by the build that changed them
+    line = stale_warning(folder, {"consent": True, "instructions": False})
+    assert "\n" not in line and "delete instructions.md" in line and "check the numbers in your edited consent.md" in line
 
 
 def test_edited_texts_are_kept_and_rendered_with_html_escaped(sample):

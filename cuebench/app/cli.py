@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "experiment_server.cli",
     "human_tasks.cli",
     "analysis.cli",
+    "cuebench.app.exclude",
     "cuebench.app.train_cues",
     "cuebench.app.demo",
 )
@@ -34,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cuebench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
-                "human_tasks.cli": {"lab_group_chooser": least_filled_group},
+                "human_tasks.cli": {"lab_group_chooser": least_filled_group,
+                                    "lab_session_recorder": record_lab_session},
                 "cuebench.app.demo": {"run_command": main}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
@@ -58,6 +60,23 @@ def least_filled_group(expdir, database: str | None = None) -> int:
     db = ServerDB(database or folder.responses_file, experiment.name)
     try:
         return least_filled(db.fill(experiment.name, len(experiment.assignment.groups)))
+    finally:
+        db.close()
+
+
+def record_lab_session(expdir, database: str | None, participant: str, session: str, group: int, pilot: bool,
+                       finished: bool) -> None:
+    """``cuebench lab run`` registers its session among the web server's participants (admin page,
+    exclusions, participants export), wired here like ``least_filled_group``."""
+    from experiment_server.db import ServerDB
+
+    from ..expdir import ExperimentDir
+
+    folder = ExperimentDir(expdir)
+    name = folder.load().name
+    db = ServerDB(database or folder.responses_file, name)
+    try:
+        db.record_lab_session(name, participant, session, group, pilot, finished)
     finally:
         db.close()
 

@@ -13,7 +13,9 @@ participant and session (a resumed run keeps its group); otherwise the least fil
 by the web server's fill counts (``LabOptions.choose_group``, which ``cuebench lab run``
 wires to the server's assignment, so lab and web sessions fill one Latin square);
 without it ``default_group(participant, n_groups)``, a hash of the participant id. The
-group is stored in every row.
+group is stored in every row, and ``LabOptions.record_session`` registers the session as
+one of the server's participants (listed on the admin page, excludable there and with
+``cuebench exclude``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ class LabOptions:
     window_size: tuple[int, int] = (1280, 800)
     database: str | None = None  # a postgresql:// URL instead of the experiment's responses.sqlite
     choose_group: Callable[[], int] | None = None  # a new session's group; None: default_group
+    record_session: Callable[[int, bool], None] | None = None
+    """Called with (group, finished) when the session starts and when it ends: ``cuebench lab run``
+    registers the session among the server's participants (admin page, exclusions, fill counts)."""
 
 
 @dataclass
@@ -188,6 +193,8 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
         group = resolve_group(experiment, options.participant, stored_rows, options.group, options.choose_group)
         sequence = participant_sequence(experiment, group, options.participant, session)
         check_resumable(sequence, stored_rows)
+        if options.record_session is not None:
+            options.record_session(group, False)
         answered = store.answered_indices(experiment.name, options.participant, session)
         remaining = [s for s in sequence if s.index not in answered]
         trials = [experiment.trial(s.trial_id) for s in remaining]
@@ -221,6 +228,8 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
             options.participant in stored_answers(store.conn, experiment.name))
     finally:
         store.close()
+    if options.record_session is not None and summary.answered == summary.total:
+        options.record_session(group, True)
     for line in summary.lines():
         out(line)
     return summary
@@ -344,7 +353,8 @@ class _Runner:
             "frame_pacing": self.refresh.pacing, "simulated": options.simulation is not None,
         }
         self.text = visual.TextStim(self.win, text="", height=26, wrapWidth=1000, color=(1, 1, 1))
-        self.oddity_prompt = visual.TextStim(self.win, text="Which image is the odd one out? Press 1, 2 or 3.",
+        self.oddity_prompt = visual.TextStim(self.win,
+                                             text="Which image is different from the other two? Press 1, 2 or 3.",
                                              height=26, wrapWidth=1000, color=(1, 1, 1))
         self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
         self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
@@ -686,7 +696,8 @@ RESPONSE_MODES: dict[str, ResponseMode] = {
         draw_response=_Runner._draw_oddity_prompt, clicks=False, answer_for_key=lambda runner, trial, key: key,
         answer_input=lambda runner, trial, answer: (answer, None), key_per_label=False,
         how_to_answer=lambda input_mode: "",
-        instructions=lambda input_mode: "You will see three images side by side. Two show the same thing; press 1, "
-                                        "2 or 3 for the one that is different (left, middle, right). Answer quickly."),
+        instructions=lambda input_mode: "You will see three images side by side. Two of them are alike and one is "
+                                        "different from the other two; press 1, 2 or 3 for the one that is different "
+                                        "(left, middle, right). Answer quickly."),
 }
 """The lab's dispatch table: how it explains, shows and reads each trial type."""

@@ -29,6 +29,7 @@
   const QUEUE_KEY = "cuebench-queue:" + C.token;
   const BACKOFF_MS = { first: 500, max: 30000 };
   const REQUEST_TIMEOUT_MS = 15000; // a request unanswered this long counts as a network error and is retried
+  const IMAGE_ATTEMPTS = 5; // an image still failing after 5 tries (about 8 s of back-off) stops the session
 
   /* ms -> frames: nearest whole frame (half rounds up), at least 1 frame for a non-zero phase. */
   function msToFrames(ms, hz) {
@@ -429,18 +430,38 @@
 
   // ---------------------------------------------------------------- images
   const bitmaps = new Map();
+  class ImageFailed extends Error {
+    constructor(url, status) { super(`image ${url} could not be loaded`); this.url = url; this.status = status; }
+  }
+  /* An image as a bitmap. A 4xx other than 429 is final (the file is not there); a network error,
+   * a 5xx or an undecodable body is tried IMAGE_ATTEMPTS times with back-off, then given up. */
   async function decode(url) {
-    for (let wait = BACKOFF_MS.first; ; wait = Math.min(wait * 2, BACKOFF_MS.max)) {
+    let status = null;
+    for (let attempt = 1, wait = BACKOFF_MS.first; ; attempt++, wait = Math.min(wait * 2, BACKOFF_MS.max)) {
       try {
-        const img = new Image();
-        img.src = url;
-        await img.decode();
-        return await createImageBitmap(img);
-      } catch (err) {
-        statusEl.textContent = "loading images, retrying…";
-        await sleep(wait);
-      }
+        const response = await fetch(url, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+        status = response.status;
+        if (response.ok) return await createImageBitmap(await response.blob());
+      } catch (err) { /* network error or undecodable image: try again */ }
+      const final = status !== null && status >= 400 && status < 500 && status !== 429;
+      if (final || attempt >= IMAGE_ATTEMPTS) throw new ImageFailed(url, status);
+      statusEl.textContent = "loading images, retrying…";
+      await sleep(wait);
     }
+  }
+  /* An image that cannot be loaded ends the session here: the server is told (once, without
+   * retrying: it may be what fails) and the participant reads what happened and what to do. */
+  async function stopForImage(failure) {
+    statusEl.textContent = "";
+    await requestJSON(`${C.api}/image-failed`, { method: "POST",
+                                                body: JSON.stringify({ url: failure.url, status: failure.status }) })
+      .catch(() => {});
+    await showScreen("<h1>An image could not be loaded</h1><p>The study cannot go on without it. Your answers so " +
+                     "far are kept. Please reload this page in a few minutes; if this message comes back, contact " +
+                     "the researchers (the server has been told which image failed).</p>", "Reload the page",
+                     "image-failed");
+    window.location.reload();
+    return new Promise(() => {}); // nothing runs on while the page reloads
   }
   /* Every image of a block is decoded before the block starts, so no trial waits on the network. */
   async function preloadBlock(trials) {
@@ -449,10 +470,15 @@
     trials.forEach((t) => { t.images.forEach((u) => urls.add(u)); if (t.mask) urls.add(t.mask); });
     for (const [url, bitmap] of bitmaps) if (!urls.has(url)) { bitmap.close(); bitmaps.delete(url); }
     let done = 0;
-    await Promise.all([...urls].filter((u) => !bitmaps.has(u)).map(async (u) => {
-      bitmaps.set(u, await decode(u));
-      statusEl.textContent = `loading ${++done}/${urls.size}`;
-    }));
+    try {
+      await Promise.all([...urls].filter((u) => !bitmaps.has(u)).map(async (u) => {
+        bitmaps.set(u, await decode(u));
+        statusEl.textContent = `loading ${++done}/${urls.size}`;
+      }));
+    } catch (err) {
+      if (err instanceof ImageFailed) return stopForImage(err);
+      throw err;
+    }
     statusEl.textContent = "";
   }
 
@@ -548,7 +574,7 @@
         keyHandler = (e) => { if (trial.choices.includes(e.key)) win.answer(e.key, e.timeStamp); };
       },
       respond: (trial, win, t, stimulusOnset) => {
-        drawPrompt("Which image was the odd one out? Press 1, 2 or 3.");
+        drawPrompt("Which image is different from the other two? Press 1, 2 or 3.");
         return stimulusOnset;
       },
     },
