@@ -6,6 +6,8 @@ their per-trial correctness; nothing else about the answers is used.
 
 from __future__ import annotations
 
+import warnings
+
 from itertools import combinations
 
 import numpy as np
@@ -140,12 +142,19 @@ def noise_ceiling(matrix: pd.DataFrame, measure: str = "accuracy", n_splits: int
         for _ in range(n_splits):
             perm = rng.permutation(n_obs)
             first, second = perm[: n_obs // 2], perm[n_obs // 2:]
-            halves.append(_agreement(np.nanmean(values[:, first], axis=1), np.nanmean(values[:, second], axis=1),
-                                     measure))
+            halves.append(_agreement(_item_means(values[:, first]), _item_means(values[:, second]), measure))
     split = _mean_of_finite(halves)
     return out | {"lower": _mean_of_finite(lower), "upper": _mean_of_finite(upper),
                   "lower_sd": float(np.nanstd(lower, ddof=1)) if np.isfinite(lower).sum() >= 2 else np.nan,
                   "split_half": split, "split_half_sb": spearman_brown(split)}
+
+
+def _item_means(values: np.ndarray) -> np.ndarray:
+    """Each item's mean over the observers who answered it; NaN (not a warning) for an item none of them did, as
+    in a half of a small pilot whose people saw different trials."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+        return np.nanmean(values, axis=1)
 
 
 def _mean_of_finite(values) -> float:
