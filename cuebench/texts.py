@@ -105,6 +105,53 @@ def task_sentences(facts: dict) -> list[str]:
     return [out[0][0].upper() + out[0][1:]]
 
 
+SUPPRESSED = {
+    "grayscale": "colour was taken away", "channel_shuffle": "the colours were swapped",
+    "bilateral": "fine texture was smoothed away", "gaussian_blur": "the image was blurred",
+    "box_blur": "the image was blurred", "median_blur": "fine texture was smoothed away",
+    "nonlocal_means": "fine texture was smoothed away",
+    "patch_shuffle": "the image was cut into tiles that were shuffled, which breaks up the object's shape",
+    "patch_rotation": "the image was cut into tiles that were turned, which breaks up the object's shape",
+    "grid_overlay": "a grid of lines was drawn over the image",
+}
+"""Suppression conditions as the debrief names them: what each took away (Burgert et al. 2025)."""
+
+ODDITY_DEBRIEF = ("In the trials with three images, two were versions of the same photograph that kept its "
+                  "textures and colours but scrambled how its parts are arranged; the odd one out was the "
+                  "photograph itself. Finding it needs the global structure of the image.")
+"""DiST (Wen et al. 2024): what the oddity trials tested, said only after the last trial."""
+
+DESIGN_DEBRIEFS = {
+    "cue-conflict-import": "Most images combined the shape of one object with the texture of another (for example "
+                           "the outline of a cat filled with elephant skin). Which of the two you named tells "
+                           "whether you went by shape or by texture.",
+    "cue-conflict-eed": "Most images combined the outline of one object with the surface texture of another. "
+                        "Which of the two you named tells whether you went by shape or by texture.",
+    "cue-decomposition": "Some images kept only an object's outlines and others only its surface texture, so each "
+                         "answer tells which of the two was enough to recognise it.",
+    "dist": ODDITY_DEBRIEF,
+    "dist-import": ODDITY_DEBRIEF,
+    "corruptions": "The photographs were degraded, by noise, blur or other distortions of increasing strength, "
+                   "to measure how well recognition holds up as they get stronger.",
+    "diagvib": "The images varied in shape, texture, colour, brightness, position and size, to find out which of "
+               "these you use to tell them apart.",
+}
+"""What each design changed, in words a participant follows (the papers in DESIGN.md)."""
+
+
+def debrief_sentence(experiment: Experiment) -> str:
+    """What this study's images had changed: the design's own sentence, or, for feature suppression and
+    mixed studies, one clause per suppression condition its test trials use and the oddity sentence."""
+    if experiment.design in DESIGN_DEBRIEFS:
+        return DESIGN_DEBRIEFS[experiment.design]
+    tests = [t for t in experiment.trials if t.role == "test"]
+    changes = list(dict.fromkeys(SUPPRESSED[t.condition] for t in tests if t.condition in SUPPRESSED))
+    parts = [f"Some photographs were shown unchanged; in others {'; in others '.join(changes)}."] if changes else []
+    if any(t.trial_type == "oddity" for t in tests):
+        parts.append(ODDITY_DEBRIEF)
+    return " ".join(parts) or "Some of the images were changed so that part of their visual information was taken away."
+
+
 def default_texts(experiment: Experiment) -> dict[str, str]:
     """Per-design default Markdown for each of :data:`NAMES`, every sentence from :func:`study_facts`."""
     f = study_facts(experiment)
@@ -133,9 +180,8 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
         "instructions": f"# Instructions\n\nEach trial starts with a small cross in the middle of the screen: look "
                         f"at it. {what}\n\n" + " ".join(structure) + "\n\nAnswer as quickly and accurately as "
                         f"you can. {feedback}\n",
-        "debrief": "# About this study\n\nThe images were changed so that some visual cues (shape, texture, "
-                   "colour or global structure) were removed or put in conflict. Comparing your answers with "
-                   "those of computer vision models shows which cues people and models rely on.\n",
+        "debrief": f"# About this study\n\n{debrief_sentence(experiment)} Comparing your answers with those of "
+                   "computer vision models shows which visual information people and models rely on.\n",
         "completion": "# Thank you!\n\nYou have completed the study.\n",
     }
 

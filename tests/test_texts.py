@@ -10,6 +10,7 @@ from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.texts import (default_texts, render, stale_defaults, stale_warning, study_facts, text_path,
                             write_default_texts)
+from stimuli.designs import load_designs
 from stimuli.web_sample import build_sample_experiment
 
 
@@ -72,6 +73,22 @@ def test_a_dist_study_asks_for_the_image_that_differs(sample):
            "other two. Press **1**, **2** or **3** (left, middle, right) for the one that is different." in text
     assert "You have 2 seconds to answer, counted from the moment the images appear" in text
     assert not any(word in text for word in ("noise", "label", "layout", "original", "photograph"))
+
+
+def test_the_debrief_says_what_this_design_changed(sample):
+    """The debrief is read after the last trial, so it may say what the instructions must not: which
+    cue each design took away or put in conflict."""
+    _, experiment = sample
+    as_design = {name: experiment.model_copy(update={"design": name}) for name in load_designs().names()}
+    texts = {name: default_texts(e)["debrief"] for name, e in as_design.items()}
+    assert "global structure" in texts["dist"] and "shape of one object with the texture of another" in \
+        texts["cue-conflict-import"] and "noise, blur" in texts["corruptions"]
+    assert len(set(texts.values())) >= 6, "designs that change different cues share a debrief"
+    suppression = only(experiment, lambda t: t.trial_type == "classify" and t.role == "test")
+    trials = [t.model_copy(update={"condition": c}) for t, c in zip(suppression.trials, ["grayscale", "patch_shuffle"])]
+    text = default_texts(suppression.model_copy(update={"design": "suppression", "trials": trials}))["debrief"]
+    assert "Some photographs were shown unchanged; in others colour was taken away; in others the image was cut " \
+           "into tiles that were shuffled" in text
 
 
 def test_a_rebuild_that_changes_the_numbers_says_which_kept_texts_are_stale(sample, tmp_path):
