@@ -78,7 +78,8 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
     """Split responses into scored test trials, catch trials and a log of what was excluded and why."""
     options = options or ExclusionOptions()
     df = df.copy()
-    pilots = df["observer_kind"] == "pilot"
+    kinds = df["observer_kind"].copy()  # the log names a pilot a pilot even when it is counted
+    pilots = kinds == "pilot"
     if options.include_pilots:
         df.loc[pilots, "observer_kind"] = "human"
     reasons = pd.Series(pd.NA, index=df.index, dtype="string")
@@ -114,7 +115,8 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
     scored = df[keep & (df["role"] == "test")].copy()
     scored["correct"] = scored["correct"].astype(int)
     catch = df[keep & (df["role"] == "catch")].copy()
-    log = df.loc[~keep, LOG_COLUMNS[:-1]].assign(reason=reasons[~keep]).reset_index(drop=True)
+    log = (df.loc[~keep, LOG_COLUMNS[:-1]].assign(observer_kind=kinds[~keep], reason=reasons[~keep])
+           .reset_index(drop=True))
     everything = df.groupby("observer")["trial_id"].size()
     left = scored.groupby("observer")["trial_id"].size().reindex(everything.index, fill_value=0)
     gone = left[left == 0].index

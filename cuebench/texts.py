@@ -52,7 +52,7 @@ def seconds(ms: int) -> str:
     return f"{value} second{'' if value == '1' else 's'}"
 
 
-def _typical(timings: list) -> Timing | None:
+def typical_timing(timings: list) -> Timing | None:
     """The timing most of a kind's test trials have (the texts describe the usual trial)."""
     return Counter(timings).most_common(1)[0][0] if timings else None
 
@@ -68,8 +68,8 @@ def study_facts(experiment: Experiment) -> dict:
         breaks = sum(s.break_before for s in sequence)
     tests = [t for t in trials if t.role == "test"] or trials
     total_ms = sum(trial_ms(t.timing) for t in trials)
-    return {"classify": _typical([t.timing for t in tests if t.trial_type == "classify"]),
-            "oddity": _typical([t.timing for t in tests if t.trial_type == "oddity"]),
+    return {"classify": typical_timing([t.timing for t in tests if t.trial_type == "classify"]),
+            "oddity": typical_timing([t.timing for t in tests if t.trial_type == "oddity"]),
             "not_clear": experiment.label_set.not_clear,
             "practice": sum(t.role == "practice" for t in trials), "breaks": breaks,
             "attention": any(t.role == "attention" for t in trials), "trials": len(trials),

@@ -176,3 +176,8 @@ def test_logged_exclusions_and_pilots_leave_the_human_statistics(tmp_path):
     assert list(humans["accuracy"]) == [0.75]
     with_pilots = apply_exclusions(load_responses(path), ExclusionOptions(include_pilots=True)).scored
     assert set(with_pilots["observer"]) == {"h1", "sim"} and set(with_pilots["observer_kind"]) == {"human"}
+    with ResponseStore(path) as store:
+        exclusions.record(store.conn, "exp", "sim", True, "pressed keys at random", "admin")
+    counted = apply_exclusions(load_responses(path), ExclusionOptions(include_pilots=True))
+    assert set(counted.scored["observer"]) == {"h1"}
+    assert set(counted.log.loc[counted.log["observer"] == "sim", "observer_kind"]) == {"pilot"}

@@ -286,8 +286,6 @@ class ResponseMode:
     how_to_answer: Callable[[str], str]
     """The lab's words on how to answer with an input mode (``mouse``/``keyboard``), after the study's
     instructions; "" where the response screen says it."""
-    instructions: Callable[[str], str]
-    """The paragraph that explains the trial type with an input mode."""
 
 
 def response_mode(trial: Trial) -> ResponseMode:
@@ -442,8 +440,12 @@ class _Runner:
         each answer stored in the block's session with the posterior estimate after it."""
         from tqdm import tqdm
 
-        self._continue_screen("The next part adapts to your answers: the images get easier or harder.\n\n"
-                              + self._instructions({"classify"}))
+        trials = [self.experiment.trial(t) for ids in block.trials_by_level.values() for t in ids]
+        facts = {"classify": texts.typical_timing([t.timing for t in trials]), "oddity": None,
+                 "not_clear": self.experiment.label_set.not_clear}
+        self._continue_screen("The next part adapts to your answers: the images get easier or harder. "
+                              + " ".join(texts.task_sentences(facts)) + "\n\n"
+                              + self._how_to_answer({"classify"}))
         progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.options.participant} "
                         f"{block.session}", unit="trial", file=sys.stderr)
         while not block.finished:
@@ -478,11 +480,6 @@ class _Runner:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
         return "".join(mode.how_to_answer(self.options.input_mode) for kind, mode in RESPONSE_MODES.items()
                        if kind in types) + "Press Escape to pause."
-
-    def _instructions(self, types: set[str]) -> str:
-        parts = [mode.instructions(self.options.input_mode) for kind, mode in RESPONSE_MODES.items() if kind in types]
-        parts.append("Some trials tell you what to answer; please follow them. Press Escape to pause.")
-        return "\n\n".join(parts)
 
     def _log_rounding(self, trials: list[Trial]) -> None:
         for timing in dict.fromkeys(t.timing for t in trials):
@@ -672,12 +669,6 @@ class _Runner:
             self._frame(screen, lambda: None)
 
 
-def _classify_instructions(input_mode: str) -> str:
-    how = "click the label" if input_mode == "mouse" else "press the key shown next to the label"
-    return ("You will see a cross, then a brief image, then a noise pattern. Then choose what the image showed: "
-            f"{how}. If you could not tell, choose \"not clear\".")
-
-
 def _grid_input(runner: _Runner, trial: Trial, answer: str) -> tuple[str, tuple[float, float]]:
     cell = runner.grid.cell(answer)
     return cell.key, (cell.x, cell.y)
@@ -689,15 +680,11 @@ RESPONSE_MODES: dict[str, ResponseMode] = {
         draw_response=_Runner._draw_grid, clicks=True, answer_for_key=_Runner._grid_answer, answer_input=_grid_input,
         key_per_label=True,
         how_to_answer=lambda input_mode: ("Click the label of your answer. " if input_mode == "mouse" else
-                                          "Press the key shown next to the label of your answer. "),
-        instructions=_classify_instructions),
+                                          "Press the key shown next to the label of your answer. ")),
     "oddity": ResponseMode(
         keys=lambda runner, trial: ODDITY_KEYS[:len(trial.stimuli)], positions=_Runner._oddity_positions,
         draw_response=_Runner._draw_oddity_prompt, clicks=False, answer_for_key=lambda runner, trial, key: key,
         answer_input=lambda runner, trial, answer: (answer, None), key_per_label=False,
-        how_to_answer=lambda input_mode: "",
-        instructions=lambda input_mode: "You will see three images side by side. Two of them are alike and one is "
-                                        "different from the other two; press 1, 2 or 3 for the one that is different "
-                                        "(left, middle, right). Answer quickly."),
+        how_to_answer=lambda input_mode: ""),
 }
 """The lab's dispatch table: how it explains, shows and reads each trial type."""
