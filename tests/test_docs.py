@@ -84,7 +84,6 @@ SMALL_SIZES = [
     (r"--epochs \d+", "--epochs 1", "one epoch shows the command works"),
     (r"(cuebench train(?:-cues)? \S+)(?![^\n]*--epochs)", r"\1 --epochs 1", "the default epochs take minutes on a CPU"),
     (r"--model resnet18", "--model test_resnet --input-size 64", "timm's tiny test_resnet trains in seconds"),
-    (r"--max-photos \d+", "--max-photos 8", "8 photos per training set keep fine-tuning to seconds"),
     (r"--sizes [\d,]+", "--sizes 60,15,30", "DiagViB splits of a few dozen images build in seconds"),
     (r"(--design diagvib )(?![^\n]*--sizes)", r"\1--sizes 60,15,30 ",
      "DiagViB's default splits (thousands of images per study) take minutes"),
