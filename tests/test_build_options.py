@@ -296,10 +296,13 @@ def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_
     assert len(list((staged / "stimuli").glob("*.png"))) > len(list((out / "stimuli").glob("*.png")))
     capsys.readouterr()
     assert build(out, *argv, "--conditions", "grayscale,channel_shuffle", "--on-error", "skip") == 0
-    assert "stimuli: 3 made, 18 already there, 1 source images skipped" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "stimuli: 3 made, 18 already there, 1 source images skipped" in printed.out
+    assert "delete debrief.md (unedited defaults)" in printed.err  # the debrief names the new condition
     assert not staged.exists()
     after = files(out)
-    assert all(after[name] == data for name, data in before.items() if name != "experiment.json")
+    rewritten = {"experiment.json", "texts/.defaults.json"}  # the record of defaults now holds this build's
+    assert [name for name, data in before.items() if name not in rewritten and after[name] != data] == []
     assert len(ExperimentDir(out).load().trials_with_role("test")) == 3 * 7
 
 
