@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from plugin_and_data_helpers import dist_subset
 
 pytestmark = pytest.mark.slow
 
@@ -200,7 +201,7 @@ def docs_root(tmp_path_factory, shared) -> Path:
         copy.mkdir(parents=True)
         for image in sorted(folder.glob("*.png"))[:SUBSET_PER_CLASS]:
             shutil.copy(image, copy / image.name)
-    make_dist_subset(shared / "data" / "dist", root / "subset" / "dist")
+    dist_subset(shared / "data" / "dist", root / "subset" / "dist", DIST_SUBSET)
     make_photo_folder(shared / "data" / "dist", root / "photos")
     return root
 
@@ -214,19 +215,6 @@ def make_photo_folder(release: Path, photos: Path) -> None:
         folder = photos / names[image.stem]
         folder.mkdir(parents=True)
         shutil.copy(image, folder / image.name)
-
-
-def make_dist_subset(release: Path, subset: Path) -> None:
-    """The first DIST_SUBSET photos of the DiST release: every folder (original, set1, set2) and
-    labels.csv cut to the same photos, so the importer reads the release's own layout."""
-    keep = sorted(path.name for path in (release / "original").iterdir())[:DIST_SUBSET]
-    for folder in sorted(path for path in release.iterdir() if path.is_dir()):
-        (subset / folder.name).mkdir(parents=True)
-        for name in keep:
-            shutil.copy(folder / name, subset / folder.name / name)
-    stems = {Path(name).stem for name in keep}
-    header, *rows = (release / "labels.csv").read_text().splitlines()
-    (subset / "labels.csv").write_text("\n".join([header, *(row for row in rows if row.split(",")[0] in stems)]) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO
+from plugin_and_data_helpers import plugin_package
 
 PAGE = REPO / "docs" / "extending.md"
 EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```python\n(.*?)```", re.S)
@@ -27,17 +28,12 @@ def examples() -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory):
     """A package holding the page's example files, installed only by being on PYTHONPATH."""
-    root = tmp_path_factory.mktemp("plugins")
-    dist = root / "cuebench_examples-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cuebench-examples\nVersion: 1.0\n")
-    lines = []
+    entry_points, modules = {}, {}
     for kind, (filename, code) in examples().items():
-        (root / filename).write_text(code)
         group, name, cls = ENTRY_POINTS[kind]
-        lines.append(f"[{group}]\n{name} = {filename.removesuffix('.py')}:{cls}\n")
-    (dist / "entry_points.txt").write_text("\n".join(lines))
-    return root
+        entry_points.setdefault(group, {})[name] = f"{filename.removesuffix('.py')}:{cls}"
+        modules[filename] = code
+    return plugin_package(tmp_path_factory.mktemp("plugins"), "cuebench-examples", entry_points, modules)
 
 
 def run(plugins, cwd, *args: str, code: str | None = None) -> subprocess.CompletedProcess:

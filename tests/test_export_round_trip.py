@@ -26,6 +26,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.export import export_mvh
 from cuebench.responses import ResponseStore, trial_row
 from stimuli.designs import load_designs
+from plugin_and_data_helpers import dist_subset
 
 CLASSES = {"tabby cat": ("chelsea", "coffee", "rocket"), "T-rex_2.0": ("motorcycle", "astronaut", "camera")}
 GEIRHOS_CLASSES = ("airplane", "bear", "bicycle")
@@ -88,13 +89,7 @@ def images_for(design: str, photos_by_class: Path, tmp: Path) -> list[str]:
             for f in sorted((source / cls).glob("*.png"))[:4]:
                 shutil.copy(f, subset / cls / f.name)
     else:
-        source = shared / "data/dist"
-        names = sorted(p.name for p in (source / "original").glob("*.jpg"))[:DIST_TRIPLETS]
-        for folder in ("original", "set1", "set2"):
-            (subset / folder).mkdir(parents=True)
-            for name in names:
-                shutil.copy(source / folder / name, subset / folder / name)
-        shutil.copy(source / "labels.csv", subset / "labels.csv")
+        dist_subset(shared / "data/dist", subset, DIST_TRIPLETS)
     return ["--images", str(subset)]
 
 

@@ -15,6 +15,7 @@ from cuebench.contract_cli import SCHEMAS, json_schema, schema_text
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment
 from stimuli.web_sample import build_sample_experiment
+from plugin_and_data_helpers import dist_subset
 
 DOCS_SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DESIGN_BUILDS = [
@@ -86,15 +87,11 @@ def test_web_sample_experiment_json_is_valid(sample):
 
 @pytest.mark.shared
 def test_imported_experiments_are_valid(shared, tmp_path):
-    cue_conflict, dist = tmp_path / "cue-conflict" / "airplane", tmp_path / "dist"
+    cue_conflict = tmp_path / "cue-conflict" / "airplane"
     cue_conflict.mkdir(parents=True)
     for f in sorted((shared / "data/geirhos2019/stimuli/cue-conflict/airplane").glob("*.png"))[:3]:
         shutil.copy(f, cue_conflict / f.name)
-    names = sorted(p.name for p in (shared / "data/dist/original").glob("*.jpg"))[:2]
-    for folder in ("original", "set1", "set2"):
-        (dist / folder).mkdir(parents=True)
-        for name in names:
-            shutil.copy(shared / "data/dist" / folder / name, dist / folder / name)
+    dist = dist_subset(shared / "data/dist", tmp_path / "dist", 2)
     assert_valid_experiment(build(tmp_path / "out", "cue-conflict-import", "--images", str(cue_conflict.parent)))
     assert_valid_experiment(build(tmp_path / "out", "dist-import", "--images", str(dist)))
 

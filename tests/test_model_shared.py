@@ -11,6 +11,7 @@ from cuebench.app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16
 from cuebench.responses import ResponseStore
+from plugin_and_data_helpers import dist_subset
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]
 
@@ -49,13 +50,7 @@ def test_cue_conflict_subset_every_trial_answered_and_exported(shared, tmp_path)
 
 
 def test_dist_subset_every_triplet_answered_by_oddity(shared, tmp_path):
-    source = shared / "data/dist"
-    subset = tmp_path / "dist"
-    names = sorted(p.name for p in (source / "original").glob("*.jpg"))[:DIST_TRIPLETS]
-    for folder in ("original", "set1", "set2"):
-        (subset / folder).mkdir(parents=True)
-        for name in names:
-            shutil.copy(source / folder / name, subset / folder / name)
+    subset = dist_subset(shared / "data/dist", tmp_path / "dist", DIST_TRIPLETS)
     out = tmp_path / "dist-exp"
     assert main(["stimuli", "build", "--design", "dist-import", "--images", str(subset), "--out", str(out),
                  "--workers", "1"]) == 0

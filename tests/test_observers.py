@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from cuebench.app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.trials import NOT_CLEAR
+from plugin_and_data_helpers import dist_subset, plugin_package
 
 DIST_TRIPLETS = 4
 
@@ -34,13 +34,9 @@ def observer_example() -> str:
 @pytest.fixture(scope="module")
 def toy_package(tmp_path_factory):
     """A package installed only by being on PYTHONPATH: its dist-info names the entry point."""
-    root = tmp_path_factory.mktemp("toy")
-    dist = root / "toyobserver-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toyobserver\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[cuebench.observers]\ntoy-first = toy_observer:FirstLabel\n")
-    (root / "toy_observer.py").write_text(observer_example())
-    return root
+    return plugin_package(tmp_path_factory.mktemp("toy"), "toyobserver",
+                          {"cuebench.observers": {"toy-first": "toy_observer:FirstLabel"}},
+                          {"toy_observer.py": observer_example()})
 
 
 def cuebench(package, *args: str) -> subprocess.CompletedProcess:
@@ -74,12 +70,7 @@ def test_entry_point_observer_answers_dist_and_suppression(shared, toy_package, 
     assert listed.returncode == 0
     assert "toy-first" in listed.stdout and "Always the label that sorts first" in listed.stdout
 
-    source = tmp_path / "dist"
-    names = sorted(p.name for p in (shared / "data/dist/original").glob("*.jpg"))[:DIST_TRIPLETS]
-    for folder in ("original", "set1", "set2"):
-        (source / folder).mkdir(parents=True)
-        for name in names:
-            shutil.copy(shared / "data/dist" / folder / name, source / folder / name)
+    source = dist_subset(shared / "data/dist", tmp_path / "dist", DIST_TRIPLETS)
     dist = tmp_path / "dist-exp"
     assert main(["stimuli", "build", "--design", "dist-import", "--images", str(source), "--out", str(dist),
                  "--workers", "1"]) == 0

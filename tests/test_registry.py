@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from cuebench.registry import ALL, Registry, UnknownName
+from plugin_and_data_helpers import plugin_package
 
 
 def test_decorator_registers_and_lookup_suggests_close_names():
@@ -31,12 +32,9 @@ def test_decorator_registers_and_lookup_suggests_close_names():
 
 
 def test_entry_point_plugins_are_found(tmp_path):
-    dist = tmp_path / "toyplugin-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplugin\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[cuebench.test-shapes]\nstar = toyplugin_mod:Star\n"
-                                           "broken = toyplugin_missing:Thing\n")
-    (tmp_path / "toyplugin_mod.py").write_text('class Star:\n    """Five points."""\n')
+    plugin_package(tmp_path, "toyplugin",
+                   {"cuebench.test-shapes": {"star": "toyplugin_mod:Star", "broken": "toyplugin_missing:Thing"}},
+                   {"toyplugin_mod.py": 'class Star:\n    """Five points."""\n'})
     code = textwrap.dedent("""
         from cuebench.registry import Registry
         shapes = Registry("test-shapes", entry_point_group="cuebench.test-shapes")
@@ -66,14 +64,10 @@ def test_list_command_names_unknown_kind_in_one_line():
 def broken_plugins(tmp_path_factory):
     """A package, installed by being on PYTHONPATH, whose design and report section fail to import:
     one names a module that is missing, the other raises while it is imported."""
-    root = tmp_path_factory.mktemp("broken")
-    dist = root / "brokenplugins-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplugins\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[cuebench.designs]\nbroken-design = brokenplugins_missing:Design\n"
-                                           "[cuebench.report_sections]\nbroken-section = brokenplugins_section:Section\n")
-    (root / "brokenplugins_section.py").write_text('raise RuntimeError("needs a library that is not installed")\n')
-    return root
+    return plugin_package(tmp_path_factory.mktemp("broken"), "brokenplugins",
+                          {"cuebench.designs": {"broken-design": "brokenplugins_missing:Design"},
+                           "cuebench.report_sections": {"broken-section": "brokenplugins_section:Section"}},
+                          {"brokenplugins_section.py": 'raise RuntimeError("needs a library that is not installed")\n'})
 
 
 def cuebench_with(package, cwd, *args: str) -> subprocess.CompletedProcess:
