@@ -37,7 +37,8 @@ from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant
 from .trial_types import allowed_responses, served
-from .validation import BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body
+from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
+                         required_text)
 
 bp = Blueprint("participant", __name__)
 log = logging.getLogger("cuebench.serve")
@@ -193,9 +194,7 @@ def image_failed(token: str):
     study = _study()
     participant = _participant(token)
     payload = parse_json_body(request.get_data())
-    url = payload.get("url") if isinstance(payload, dict) else None
-    if not isinstance(url, str) or not url:
-        raise Rejected(400, "field 'url' (the image that could not be loaded) is missing")
+    url = required_text(payload, "url", "the image that could not be loaded")
     status = payload.get("status")
     name = url.split("/stimuli/", 1)[1] if "/stimuli/" in url else None
     known = name in study.stimulus_names
@@ -356,9 +355,7 @@ def screen_out(token: str):
     study = _study()
     participant = _participant(token)
     payload = parse_json_body(request.get_data())
-    reason = payload.get("reason") if isinstance(payload, dict) else None
-    if not isinstance(reason, str) or not reason:
-        raise Rejected(400, "field 'reason' (why the browser check failed) is missing")
+    reason = required_text(payload, "reason", "why the browser check failed")
     if participant.status == "in_progress":
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
         study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")

@@ -53,6 +53,15 @@ def _refuse_constant(name: str):
     raise Rejected(400, f"the request body holds {name}, which is not a JSON number")
 
 
+def required_text(payload: Any, field: str, meaning: str) -> str:
+    """The non-empty string ``payload[field]`` of a JSON object body; 400 naming the field and what it
+    should hold otherwise."""
+    value = payload.get(field) if isinstance(payload, dict) else None
+    if not isinstance(value, str) or not value:
+        raise Rejected(400, f"field {field!r} ({meaning}) is missing")
+    return value
+
+
 def parse_json_body(data: bytes) -> Any:
     """The decoded request body; 400 for anything but UTF-8 JSON of finite numbers nested at
     most ``MAX_JSON_DEPTH`` deep (Python's parser accepts NaN and Infinity, and nesting

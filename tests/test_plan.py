@@ -17,17 +17,17 @@ from cuebench.responses import ResponseStore
 def pilot_rows(people: int = 4, trials: int = 40, seed: int = 0) -> list[dict]:
     """People of different skill and one model on the same 40 trials, answers drawn at random (seeded)."""
     rng = np.random.default_rng(seed)
-    rows = []
     observers = [(f"p{i}", "human", 0.55 + 0.1 * i) for i in range(people)] + [("model-a", "model", 0.6)]
-    for observer, kind, p in observers:
-        for t in range(trials):
-            right = bool(rng.random() < p)
-            rows.append({"experiment": "pilot", "observer": observer, "observer_kind": kind, "session": "1",
-                         "trial_index": t, "trial_id": f"img{t}", "role": "test", "trial_type": "classify",
-                         "condition": "original", "level": None, "params": {}, "category": "cat",
-                         "response": "cat" if right else "dog", "correct_answer": "cat", "correct": int(right),
-                         "rt_ms": 500.0 if kind == "human" else None})
-    return rows
+    return [answer(observer, kind, t, bool(rng.random() < p)) for observer, kind, p in observers for t in range(trials)]
+
+
+def answer(observer: str, kind: str, t: int, right: bool) -> dict:
+    """One stored answer to trial ``img{t}`` (a cat), right or wrong."""
+    return {"experiment": "pilot", "observer": observer, "observer_kind": kind, "session": "1",
+            "trial_index": t, "trial_id": f"img{t}", "role": "test", "trial_type": "classify",
+            "condition": "original", "level": None, "params": {}, "category": "cat",
+            "response": "cat" if right else "dog", "correct_answer": "cat", "correct": int(right),
+            "rt_ms": 500.0 if kind == "human" else None}
 
 
 @pytest.mark.slow
@@ -84,16 +84,8 @@ def exact_resampled_power(values, n: int, alpha: float = 0.05) -> float:
 def exact_pilot_rows() -> list[dict]:
     """Five people and a model on the same 20 trials: the model right on 10, the people on 7, 9, 10, 12 and 14,
     so the per-person differences are -0.15, -0.05, 0, +0.10, +0.20 (mean +0.02)."""
-    rows = []
-    for observer, kind, right in [(f"p{i}", "human", k) for i, k in enumerate((7, 9, 10, 12, 14))] + [("m", "model", 10)]:
-        for t in range(20):
-            ok = t < right
-            rows.append({"experiment": "pilot", "observer": observer, "observer_kind": kind, "session": "1",
-                         "trial_index": t, "trial_id": f"img{t}", "role": "test", "trial_type": "classify",
-                         "condition": "original", "level": None, "params": {}, "category": "cat",
-                         "response": "cat" if ok else "dog", "correct_answer": "cat", "correct": int(ok),
-                         "rt_ms": 500.0 if kind == "human" else None})
-    return rows
+    observers = [(f"p{i}", "human", k) for i, k in enumerate((7, 9, 10, 12, 14))] + [("m", "model", 10)]
+    return [answer(observer, kind, t, t < right) for observer, kind, right in observers for t in range(20)]
 
 
 @pytest.mark.slow
