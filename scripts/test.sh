@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh --with-test-tools
 export MPLBACKEND=Agg
 .venv/bin/python -c "import ray; print(f'cuebench tests: Ray {ray.__version__}')"
-exec xvfb-run -a -s "-screen 0 1280x1024x24" .venv/bin/python -m pytest "$@"
+exec xvfb-run -a -s "-screen 0 1280x1024x24" .venv/bin/python -m pytest --durations=25 "$@"
