@@ -56,7 +56,7 @@ def main() -> None:
 
     import torch
 
-    from cuebench.app.feature_nets import load_feature_net
+    from cuebench_app.feature_nets import load_feature_net
     from stimuli.texture_synthesis import synthesize
 
     images = photos(args.images, args.size)

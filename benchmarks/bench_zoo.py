@@ -31,7 +31,7 @@ LITE = ["tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2
 
 def cue_conflict_experiment(expdir: Path, source: Path, limit: int | None) -> None:
     """Import the cue-conflict images (the first ``limit / 16`` of each class) as an experiment."""
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
 
     if limit is not None:
         subset = expdir.parent / "cue-conflict"

@@ -1,6 +1,6 @@
-"""cuebench: the ``cuebench`` namespace is the public face of the app layer; its submodules are the core.
+"""cuebench: the core contract every stage reads (trials, experiments, responses, storage, ...).
 
-``cuebench.build(design, images=..., options=...)`` builds an experiment (``cuebench.app.api.build``).
+``cuebench.build(design, images=..., options=...)`` builds an experiment (``cuebench_app.api.build``).
 It is resolved on first use, so ``import cuebench.trials`` (what every stage does) never loads the app
 layer or any stage. The core contract (trials, experiments, responses, experiment directories, ...)
 lives in the submodules; no core or stage module imports this namespace itself, only its submodules
@@ -11,7 +11,7 @@ from .version import __version__
 
 __all__ = ["__version__", "build"]
 
-APP_FUNCTIONS = {"build": "cuebench.app.api"}
+APP_FUNCTIONS = {"build": "cuebench_app.api"}
 """Names of the namespace that the app layer provides: name -> the module defining it."""
 
 

@@ -1,5 +1,5 @@
 import sys
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 
 sys.exit(main())

@@ -15,15 +15,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")
-APP_PACKAGE = "cuebench.app"
-"""The app layer (the command, the Python API, the demo, cross-stage workflows): the one place
-allowed to import every package and wire them together; ``python -m cuebench`` enters it."""
-APP_FACE = ("cuebench", "cuebench.__main__")
-"""Modules of the app layer outside ``cuebench/app/``: the ``cuebench`` namespace itself
-(``cuebench/__init__.py``, whose ``cuebench.build`` forwards to the app layer) and ``python -m cuebench``.
-The core lives in ``cuebench``'s submodules, and nothing below the app layer imports the namespace, only
-its submodules (``from cuebench import texts`` imports the submodule ``cuebench.texts``)."""
+PACKAGES = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis", "cuebench_app")
+"""The core contract (``cuebench``), the stages along the data flow, and the app layer on top (``cuebench_app``:
+the command, the Python API, the demo, cross-stage workflows), the one package allowed to import every other."""
+APP_PACKAGE = "cuebench_app"
+ENTRANCES = {"cuebench": {"cuebench_app.api"}, "cuebench.__main__": {"cuebench_app.cli"}}
+"""The two documented ways in from the core's name, each a forward by name: ``cuebench.build`` (resolved from
+``cuebench_app.api`` on first use, so importing the core loads no stage) and ``python -m cuebench``."""
 BEGIN, END = "<!-- import-graph: made by scripts/import_graph.py -->", "<!-- /import-graph -->"
 
 
@@ -76,13 +74,14 @@ def project_modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
-def in_app_layer(module: str) -> bool:
-    return module == APP_PACKAGE or module.startswith(APP_PACKAGE + ".") or module in APP_FACE
-
-
 def layer_of(module: str) -> str:
-    """The row a module belongs to: the app layer or its package."""
-    return f"app ({APP_PACKAGE}, the cuebench namespace)" if in_app_layer(module) else module.split(".")[0]
+    """The row a module belongs to: its top-level package."""
+    return module.split(".")[0]
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """What a module imports, less its documented entrance into the app layer (``ENTRANCES``)."""
+    return imported_modules(path) - ENTRANCES.get(name, set())
 
 
 def package_graph() -> dict[str, set[str]]:
@@ -90,7 +89,7 @@ def package_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in project_modules().items():
         layer = layer_of(name)
-        targets = {layer_of(t) for t in imported_modules(path) if t.split(".")[0] in PACKAGES}
+        targets = {layer_of(t) for t in imports_of(name, path) if t.split(".")[0] in PACKAGES}
         graph.setdefault(layer, set()).update(t for t in targets if t != layer)
     return graph
 

@@ -10,7 +10,7 @@ synthesising them one at a time, and the result depends only on the image and it
 
 torch is imported inside functions only, so ``stimuli`` stays importable without it. The
 feature network is handed in (a ``FeatureNet`` around any torch module): loading weights
-is ``model_eval``'s job, and the app layer (``cuebench.app.feature_nets.load_feature_net``)
+is ``model_eval``'s job, and the app layer (``cuebench_app.feature_nets.load_feature_net``)
 wires the two together, so ``stimuli`` never imports an observer package.
 """
 

@@ -69,7 +69,7 @@ def killed_shard(folder: Path) -> Shard:
 
 
 def ray_scenario(out: Path, address: str) -> None:
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
 
     option = ["--executor", "ray", "--executor-option", f"address={address}"]
     results = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cuebench.adaptive import plan_for_grid, session_name
-from cuebench.app.cli import main as cuebench
+from cuebench_app.cli import main as cuebench
 from cuebench.design import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore

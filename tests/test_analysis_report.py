@@ -12,7 +12,7 @@ import pytest
 from analysis import plots
 from analysis.cli import SHAPE_BIAS_COLUMNS
 from analysis.report import AnalysisOptions, analyze, write_report
-from cuebench.app.cli import main as cuebench
+from cuebench_app.cli import main as cuebench
 from cuebench.responses import ResponseStore
 from cuebench.trials import NOT_CLEAR
 

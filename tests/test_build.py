@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.images import decode_image

@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 from pydantic import Field
 
-from cuebench.app.api import build as api_build
-from cuebench.app.cli import main
+from cuebench_app.api import build as api_build
+from cuebench_app.cli import main
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
 from stimuli.designs import DESIGNS, load_designs

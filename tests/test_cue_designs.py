@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from stimuli.designs.cue_conflict_eed import combine
 from cuebench.expdir import ExperimentDir
 from cuebench.images import decode_image

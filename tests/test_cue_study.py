@@ -21,11 +21,11 @@ import torch
 from PIL import Image
 
 from conftest import REPO
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from model_eval.imagenet16 import IMAGENET16_INDICES
 from model_eval.models import WeightsMismatch, load_model
 from analysis.cue_study import ALGORITHM_ORDER
-from cuebench.app.train_cues import (TrainingError, check_disruption, choose_feature_net, dist_reference_band,
+from cuebench_app.train_cues import (TrainingError, check_disruption, choose_feature_net, dist_reference_band,
                                      read_photos, split_photos, texture_ratios)
 from model_eval.training.algorithms import ALGORITHMS
 from model_eval.training.cue_study import head_labels, subset_head, subset_mapping

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from stimuli.diagvib import FACTORS, load_factor_space
 from cuebench.studies import load_split
 from stimuli.diagvib_studies import (STUDIES, allocate, all_pairs, cooccurrence, derive_seed,

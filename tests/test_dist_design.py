@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.trials import ODDITY_TIMING
 

@@ -22,7 +22,7 @@ import pytest
 from conftest import unavailable
 from executor_scenarios import BUILD, EVAL, STUDY, TRAIN, fail, flaky, logged_shard
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.executors import (ExecutorError, ExecutorSpec, Shard, ShardsFailed, parse_executor, ray_auth_environment,
                                 run_shards)
 from cuebench.responses import ResponseStore

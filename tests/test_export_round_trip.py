@@ -21,7 +21,7 @@ import pytest
 
 from analysis.load import load_responses
 from analysis.report import AnalysisOptions, analyze
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.export import export_mvh
 from cuebench.responses import ResponseStore, trial_row

@@ -37,7 +37,7 @@ MACHINE = {"normalised": "the versions of Python, numpy, Pillow and OpenCV of th
 def built_experiment_json(design: str, root: Path) -> str:
     """``cuebench stimuli build`` of ``design`` on two bundled photos in ``root``, as the golden file holds it."""
     import stimuli.build
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
     from stimuli.sources import default_images, fit_to_stimulus
 
     bundled = {image.name: image for image in default_images()}

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 
@@ -57,7 +57,7 @@ def test_dist_decisions_on_cuda_agree_with_cpu(shared, tmp_path):
 
 
 def test_gram_synthesis_on_cuda_matches_cpu(photos):
-    from cuebench.app.feature_nets import load_feature_net
+    from cuebench_app.feature_nets import load_feature_net
     from stimuli.texture_synthesis import synthesize
 
     originals = np.stack([photos["chelsea"], photos["coffee"]])

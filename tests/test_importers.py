@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16
 from cuebench.responses import ResponseStore, trial_row

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.contract_cli import SCHEMAS, json_schema, schema_text
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment

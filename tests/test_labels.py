@@ -11,7 +11,7 @@ import json
 import pytest
 from PIL import Image
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import imagenet_mapping, matching_classes
 from cuebench.responses import ResponseStore

@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from import_graph import (BEGIN, PACKAGES, block_in, imported_modules, in_app_layer, project_modules,  # noqa: E402
-                          render)
+from import_graph import (BEGIN, ENTRANCES, PACKAGES, block_in, imported_modules, imports_of,  # noqa: E402
+                          project_modules, render)
 
 ALLOWED = {
     "cuebench": set(),
@@ -27,10 +27,11 @@ ALLOWED = {
     "experiment_server": {"cuebench", "human_tasks"},
     "model_eval": {"cuebench"},
     "analysis": {"cuebench"},
+    "cuebench_app": {"cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis"},
 }
 """Runners read what stimuli wrote through the contract (images, label sets, study directories), never ``stimuli``;
-no package imports the app layer (``cuebench.app`` and its face, the ``cuebench`` namespace itself), the one place
-that imports several of them."""
+no package imports the app layer (``cuebench_app``), the one place that imports several of them. The core's two
+documented entrances into it (``cuebench.build``, ``python -m cuebench``) are forwards by name (``ENTRANCES``)."""
 FORBIDDEN_LIBRARIES = {
     "cuebench": {"torch", "timm", "flask", "psychopy"},
     "analysis": {"torch", "timm", "torchvision"},
@@ -46,28 +47,31 @@ MODULES = project_modules()
 def test_imports_follow_the_data_flow(package):
     wrong = []
     for name, path in sorted(MODULES.items()):
-        if name.split(".")[0] != package or in_app_layer(name):
+        if name.split(".")[0] != package:
             continue
-        for target in sorted(imported_modules(path)):
+        for target in sorted(imports_of(name, path)):
             top = target.split(".")[0]
-            if (top in PACKAGES and top != package and top not in ALLOWED[package]) or in_app_layer(target):
+            if top in PACKAGES and top != package and top not in ALLOWED[package]:
                 wrong.append(f"{name} imports {target}")
             if top in FORBIDDEN_LIBRARIES.get(package, ()):
                 wrong.append(f"{name} imports {target}")
     assert not wrong, "imports against the data flow:\n" + "\n".join(wrong)
 
 
-def test_the_cuebench_namespace_is_the_app_layer_s_face_and_its_submodules_are_the_core():
-    assert in_app_layer("cuebench") and not in_app_layer("cuebench.trials")
+def test_the_core_enters_the_app_layer_only_through_its_two_documented_forwards():
+    """``cuebench.build`` and ``python -m cuebench`` forward by name to the app layer on top; no other core
+    module names it, and what the entrances name exists."""
+    into_app = {name: {t for t in imported_modules(path) if t.split(".")[0] == "cuebench_app"}
+                for name, path in MODULES.items() if name.split(".")[0] != "cuebench_app"}
+    assert {name: found for name, found in into_app.items() if found} == ENTRANCES
     session = imported_modules(ROOT / "human_tasks" / "lab" / "session.py")  # from cuebench import texts
     assert "cuebench.texts" in session and "cuebench" not in session
-    assert "cuebench.app.api" in imported_modules(ROOT / "cuebench" / "__init__.py")
 
 
 def test_modules_imported_by_name_are_imports():
     """The command imports each package's cli by name (``importlib.import_module``); designs name their
     parallel task functions as ``module:function``."""
-    command = imported_modules(ROOT / "cuebench" / "app" / "cli.py")
+    command = imported_modules(ROOT / "cuebench_app" / "cli.py")
     assert {"human_tasks.cli", "analysis.cli", "experiment_server.cli"} <= command
     assert "stimuli.texture_cues" in imported_modules(ROOT / "stimuli" / "designs" / "cue_decomposition.py")
 
@@ -75,12 +79,12 @@ def test_modules_imported_by_name_are_imports():
 def test_importing_the_core_and_the_stages_never_imports_the_app_layer():
     code = ("import sys, cuebench, cuebench.trials, cuebench.expdir, cuebench.responses, stimuli.designs, "
             "analysis.report, model_eval.evaluate, human_tasks.cli\n"
-            "print(sorted(m for m in sys.modules if m.startswith('cuebench.app')))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuebench_app')))\n"
             "build = cuebench.build\n"
-            "print(build.__module__, 'cuebench.app.api' in sys.modules)")
+            "print(build.__module__, 'cuebench_app.api' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.splitlines()
-    assert out == ["[]", "cuebench.app.api True"]
+    assert out == ["[]", "cuebench_app.api True"]
 
 
 def test_stimuli_defines_no_part_of_the_contract():

@@ -125,7 +125,7 @@ def test_people_screened_out_before_their_first_trial_are_in_the_participants_se
     out): the report's paragraph counts them, written after the log is merged in."""
     from analysis.report import AnalysisOptions, write_report
     from cuebench import exclusions
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore, trial_row
 

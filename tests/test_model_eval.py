@@ -258,7 +258,7 @@ def test_out_of_memory_names_a_batch_size_to_try(expdir, monkeypatch):
 
 
 def test_models_file_errors_name_the_file(expdir, tmp_path, capsys):
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
 
     missing = tmp_path / "missing.txt"
     assert main(["eval", "--models", str(missing), "--experiment", str(expdir.root)]) == 2

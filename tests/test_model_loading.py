@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from model_eval import models
 from model_eval.decisions import LabelMapping, decide_classify
 from model_eval.imagenet16 import IMAGENET16_INDICES

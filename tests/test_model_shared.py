@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16
 from cuebench.responses import ResponseStore

@@ -10,7 +10,7 @@ import numpy as np
 import pingouin
 import pytest
 
-from cuebench.app.cli import main as cuebench
+from cuebench_app.cli import main as cuebench
 from cuebench.responses import ResponseStore
 
 

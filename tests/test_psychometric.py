@@ -343,7 +343,7 @@ def _store(path, df: pd.DataFrame) -> None:
 @pytest.mark.slow
 def test_analyze_thresholds_cli_recovers_the_pooled_observer_and_writes_the_report(tmp_path, capsys):
     from analysis.report import AnalysisOptions, write_report
-    from cuebench.app.cli import main as cuebench
+    from cuebench_app.cli import main as cuebench
 
     df = _responses(np.random.default_rng(5))
     _store(tmp_path / "responses.sqlite", df[df["condition"].isin(["patch_shuffle", "original"])])
@@ -474,7 +474,7 @@ def test_analyze_thresholds_on_a_response_csv_recovers_people_pooled_and_models(
 
 
 def test_analyze_thresholds_on_one_level_names_the_condition(tmp_path, capsys):
-    from cuebench.app.cli import main as cuebench
+    from cuebench_app.cli import main as cuebench
 
     df = _responses(np.random.default_rng(0))
     _store(tmp_path / "responses.sqlite", df[df["condition"].isin(["channel_shuffle", "original"])])
@@ -483,7 +483,7 @@ def test_analyze_thresholds_on_one_level_names_the_condition(tmp_path, capsys):
 
 
 def test_analyze_quest_thresholds_reads_each_blocks_last_estimate_old_and_new_keys(tmp_path, capsys):
-    from cuebench.app.cli import main as cuebench
+    from cuebench_app.cli import main as cuebench
     from cuebench.responses import ResponseStore
 
     def answer(observer, index, estimate):

@@ -13,7 +13,7 @@ import pytest
 
 from analysis.report import AnalysisOptions, analyze, write_report
 from analysis.sections import SECTIONS, Section, all_metrics, register
-from cuebench.app.cli import main as cuebench
+from cuebench_app.cli import main as cuebench
 from cuebench.responses import ResponseStore
 
 

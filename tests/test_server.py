@@ -525,7 +525,7 @@ def test_the_web_grid_is_the_lab_grid(env):
 
 def test_lab_and_web_sessions_fill_one_latin_square(env):
     """`cuebench lab run` without --group takes the web's least filled group, and the web counts lab sessions."""
-    from cuebench.app.cli import least_filled_group
+    from cuebench_app.cli import least_filled_group
     from cuebench.responses import trial_row
     from human_tasks.lab.session import resolve_group
 
@@ -548,7 +548,7 @@ def test_lab_and_web_sessions_fill_one_latin_square(env):
 def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     """`cuebench lab run` registers its session (``record_lab_session``): the admin page lists it as a
     lab session, the Exclude button and `cuebench exclude` work on it, and it fills its group from its start."""
-    from cuebench.app.cli import main, record_lab_session
+    from cuebench_app.cli import main, record_lab_session
     from experiment_server.db import CodeTaken
     from experiment_server.exports import participant_record
 

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.simulate import free_port
 from experiment_server.study import open_study

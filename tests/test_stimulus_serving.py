@@ -19,7 +19,7 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from cuebench.expdir import ExperimentDir
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from experiment_server.app import create_app
 from experiment_server.simulate import NONCE
 from experiment_server.study import ServerSetupError

@@ -189,7 +189,7 @@ def test_analysis_reads_the_same_table_from_postgresql(tmp_path, postgres_url):
 
 def test_lab_report_and_eval_take_the_database_option(tmp_path, capsys):
     """``--database`` reaches the store: an unreachable server is a clear error before anything runs."""
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
 
     expdir = tmp_path / "exp"
     build_sample_experiment(expdir)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stimuli.quality import local_variance, quality_metrics, to_gray
-from cuebench.app.feature_nets import load_feature_net
+from cuebench_app.feature_nets import load_feature_net
 from stimuli.texture_synthesis import SynthesisError, gram_loss, gram_matrices, synthesize
 
 

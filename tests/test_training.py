@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cuebench.app.cli import main
+from cuebench_app.cli import main
 from model_eval import train_cli
 from model_eval.training.algorithms import ALGORITHMS, PAdaIN, candidate_layers, permute_adain
 from cuebench.executors import ExecutorError

@@ -2,7 +2,7 @@
 several runs each, and measure every selected checkpoint on the same trials as any other observer.
 
 A study directory is prepared once by the ``train-cues`` workflow of the app layer
-(``cuebench.app.train_cues``: photos, their structure-disrupted versions, two experiments). A job
+(``cuebench_app.train_cues``: photos, their structure-disrupted versions, two experiments). A job
 (algorithm x run) fine-tunes from the offline ImageNet weights on ``photos.npz`` with a head over
 the n classes of the training photos (2n for DiSTinguish: each class and its disrupted twin), as
 Wen et al. (2024, App. A.2) train "simple 10-class supervised learning"; it selects the epoch with

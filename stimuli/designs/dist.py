@@ -105,7 +105,7 @@ class Backend:
 
     def runner(self, load_feature_net):
         """``run(images, seeds) -> SynthesisResult``; loads the feature net once through the
-        loader the command handed in (``cuebench.app.feature_nets.load_feature_net``)."""
+        loader the command handed in (``cuebench_app.feature_nets.load_feature_net``)."""
         from ..texture_synthesis import synthesize
 
         if self.name == "ps":

@@ -14,8 +14,8 @@ from __future__ import annotations
 import difflib
 import getpass
 
-from ..errors import CuebenchError
-from ..paths import user_path
+from cuebench.errors import CuebenchError
+from cuebench.paths import user_path
 
 
 def register(sub) -> None:
@@ -51,9 +51,9 @@ def known_observers(store, experiment: str, database) -> set[str]:
 
 
 def run(args) -> int:
-    from ..expdir import ExperimentDir
-    from ..exclusions import current, history, record
-    from ..responses import ResponseStore
+    from cuebench.expdir import ExperimentDir
+    from cuebench.exclusions import current, history, record
+    from cuebench.responses import ResponseStore
 
     folder = ExperimentDir(args.expdir)
     experiment = folder.load().name

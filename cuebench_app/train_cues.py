@@ -27,10 +27,10 @@ import numpy as np
 from model_eval.training.cue_study import DATA_FILE, EXPERIMENTS, MAPPING_FILE, CueConfig, subset_mapping
 from model_eval.training.jobs import TrainingError, resolve_device
 
-from ..executors import add_executor_arguments
-from ..expdir import ExperimentDir, atomic_write
-from ..paths import recorded_path, user_path
-from ..studies import CueStudy, StudyDir
+from cuebench.executors import add_executor_arguments
+from cuebench.expdir import ExperimentDir, atomic_write
+from cuebench.paths import recorded_path, user_path
+from cuebench.studies import CueStudy, StudyDir
 
 
 def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
@@ -447,7 +447,7 @@ def run_train_cues(args) -> int:
     from model_eval.training.executors import pending, run_jobs
     from model_eval.training.jobs import Runtime
 
-    from ..executors import parse_executor
+    from cuebench.executors import parse_executor
 
     config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        input_size=args.input_size, seed=args.seed)

@@ -1,7 +1,7 @@
 """The Python API of the app layer, offered as ``cuebench.build``: a stimulus design wired to the model
 loading that texture synthesis needs, as the command line does.
 
-It lives above every stage, like ``cuebench.app.cli``; the ``cuebench`` namespace forwards to it on
+It lives above every stage, like ``cuebench_app.cli``; the ``cuebench`` namespace forwards to it on
 first use (``cuebench/__init__.py``), so importing the core never imports a stage.
 """
 

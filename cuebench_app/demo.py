@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from ..paths import user_path
+from cuebench.paths import user_path
 
 DEMO_MODELS = ("tf_efficientnet_lite0", "tf_efficientnet_lite1", "tf_efficientnet_lite2")
 

@@ -11,8 +11,8 @@ import argparse
 import importlib
 import sys
 
-from ..version import __version__
-from ..errors import CuebenchError
+from cuebench.version import __version__
+from cuebench.errors import CuebenchError
 
 COMMAND_MODULES = (
     "cuebench.contract_cli",
@@ -22,9 +22,9 @@ COMMAND_MODULES = (
     "experiment_server.cli",
     "human_tasks.cli",
     "analysis.cli",
-    "cuebench.app.exclude",
-    "cuebench.app.train_cues",
-    "cuebench.app.demo",
+    "cuebench_app.exclude",
+    "cuebench_app.train_cues",
+    "cuebench_app.demo",
 )
 
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
                 "human_tasks.cli": {"lab_group_chooser": least_filled_group,
                                     "lab_session_recorder": record_lab_session},
-                "cuebench.app.demo": {"run_command": main}}
+                "cuebench_app.demo": {"run_command": main}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
@@ -53,7 +53,7 @@ def least_filled_group(expdir, database: str | None = None) -> int:
     from experiment_server.assignment import least_filled
     from experiment_server.db import ServerDB
 
-    from ..expdir import ExperimentDir
+    from cuebench.expdir import ExperimentDir
 
     folder = ExperimentDir(expdir)
     experiment = folder.load()
@@ -70,7 +70,7 @@ def record_lab_session(expdir, database: str | None, participant: str, session: 
     exclusions, participants export), wired here like ``least_filled_group``."""
     from experiment_server.db import ServerDB
 
-    from ..expdir import ExperimentDir
+    from cuebench.expdir import ExperimentDir
 
     folder = ExperimentDir(expdir)
     name = folder.load().name
@@ -92,7 +92,7 @@ def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = No
 def run_list(args) -> int:
     """``cuebench list [KIND]``: a registry is filled when the module defining it is imported: the packages'
     ``cli`` modules import theirs, or name them in ``PLUGIN_MODULES`` where that would load torch."""
-    from ..registry import ALL, UnknownName
+    from cuebench.registry import ALL, UnknownName
 
     for name in COMMAND_MODULES:
         for plugins in getattr(importlib.import_module(name), "PLUGIN_MODULES", ()):
