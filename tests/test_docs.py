@@ -32,7 +32,7 @@ SUBSET_PER_CLASS = 2  # cue-conflict images per shape class in the small copy of
 DIST_SUBSET = 6  # DiST photos (and triplets per set) in the small copy of the DiST release
 PHOTO_CLASSES = 4  # class sub-folders (one photo each) of the runner's photos/ folder
 DOCS_WORKERS = int(os.environ.get("CUEBENCH_DOCS_WORKERS", "2"))  # pages run side by side
-BLOCK_TIMEOUT_S = 600
+BLOCK_TIMEOUT_S = 900  # per block: room for a loaded machine; long pages are split into steps
 
 
 @dataclass(frozen=True)
