@@ -174,6 +174,11 @@ def test_a_model_that_knows_only_how_hard_each_level_is_gets_no_share_of_the_cei
     assert np.mean(item_ratio) > 0.6
 
 
+@pytest.mark.validates(
+    "people, pairs and trials a noise ceiling rests on",
+    definition="observers: members sharing >= 1 trial with another; pairs: pairs sharing trials; items: trials "
+               "answered by >= 2 members", source="Nili et al. 2014 (the ceiling needs repeated measurements)",
+    reference="hand-built Latin square of 4 people where one pair shares trials", tolerance="exact")
 def test_noise_ceiling_counts_only_the_people_who_share_trials():
     # a Latin square of 4 people: p1 and p2 saw the same 4 trials, p3 and p4 trials nobody else saw
     m = pd.DataFrame({"p1": [1, 0, 1, 0] + [np.nan] * 8, "p2": [1, 0, 0, 1] + [np.nan] * 8,
@@ -238,6 +243,12 @@ def test_adaptive_trials_stay_out_of_every_fixed_level_statistic(tmp_path):
                                              for p in ("p1", "p2")})
 
 
+@pytest.mark.validates(
+    "Friedman rank-test scores per block",
+    definition="one accuracy per method and condition x level block (people: the mean of their accuracies)",
+    source="Kalischek et al. 2023 (BiasBed), hypothesis-testing background: c_ij the averaged score of method i on "
+           "data set j, ranked within each data set",
+    reference="hand computation of the block accuracies", tolerance="exact")
 def test_rank_test_blocks_are_condition_and_level_and_results_json_says_how_each_statistic_ran(tmp_path):
     from analysis.sections.ranks import friedman_scores
 
@@ -257,3 +268,17 @@ def test_rank_test_blocks_are_condition_and_level_and_results_json_says_how_each
     assert summary["consistency"]["method"]["cells"] == 3 and summary["consistency"]["method"]["pairs"] == 3
     assert summary["ceilings"]["method"]["observers_sharing_items"] == 2
     assert summary["ranks"]["method"]["block_unit"] == "condition x level" and summary["ranks"]["method"]["blocks"] == 3
+
+
+def test_the_kappa_heat_map_marks_an_undefined_pair_instead_of_colouring_it():
+    from analysis import plots
+
+    pairs = pd.DataFrame({"observer_a": ["P01", "P01", "P02"], "observer_b": ["P02", "lite0", "lite0"],
+                          "kappa": [0.3, np.nan, np.nan], "n_shared": [9, 9, 9]})
+    observers = ["P01", "P02", "lite0"]
+    kinds = pd.Series({"P01": "human", "P02": "human", "lite0": "model"})
+    fig = plots.consistency_matrix_plot(pair_matrix(pairs, observers, "kappa"),
+                                        pair_matrix(pairs, observers, "n_shared"), kinds)
+    texts = sorted(t.get_text() for t in fig.axes[0].texts)
+    assert texts == ["0.30", "0.30", "undef.", "undef.", "undef.", "undef."]
+    assert "within each condition x level" in fig.axes[0].get_title()
