@@ -326,7 +326,8 @@ def agreement_with_group(profile: pd.Series, matrix: pd.DataFrame, measure: str 
     return _agreement(aligned, group_mean, measure, cell_codes(matrix, cells))
 
 
-def ceilings_and_models(scored: pd.DataFrame, n_splits: int = SPLIT_HALVES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def ceilings_and_models(scored: pd.DataFrame, n_splits: int = SPLIT_HALVES,
+                        seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Noise ceilings of the humans and of the models (for accuracy and kappa), within condition x level, and each
     model's agreement with the human mean profile relative to the human ceiling (agreement / lower bound,
     / upper bound)."""

@@ -1,4 +1,4 @@
-"""Item-wise noise ceilings of humans and models within condition x level, and each model's agreement with the humans."""
+"""Item-wise noise ceilings of humans and models within condition x level, and each model's agreement with them."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class NoiseCeilings(Section):
             result.summary["ceilings"] = {"method": {
                 "ceiling_unit": "condition x level", "average": "unweighted mean over the cells where the "
                 "agreement is defined", "bounds": "leave one participant out (lower: mean of the others; "
-                "upper: mean of all)", "split_half": f"{consistency.SPLIT_HALVES} random halves, stepped up with Spearman-Brown",
+                "upper: mean of all)",
+                "split_half": f"{consistency.SPLIT_HALVES} random halves, stepped up with Spearman-Brown",
                 "measures": ["accuracy: Pearson r of item-wise correctness", "kappa: error consistency with the "
                              "group's majority correctness"],
                 "cells": int(human["cells"]), "observers_sharing_items": int(human["observers"]),

@@ -39,7 +39,8 @@ class ErrorConsistency(Section):
                                         "resamples",
                        "human_human_interval": "leave-one-observer-out jackknife t-interval (pairs share observers)",
                        "pooled_kappa": "kappa_pooled column only, over all conditions and levels"},
-            "human_human_kappa": {k: None if pd.isna(v) else v for k, v in reference.items()} if reference["pairs"] else None}
+            "human_human_kappa": ({k: None if pd.isna(v) else v for k, v in reference.items()} if reference["pairs"]
+                                  else None)}
         if len(pairs) and pairs["kappa"].isna().all():
             return ("error consistency undefined for every pair: kappa needs observers who are neither always right "
                     "nor always wrong within a condition x level")
