@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from cuebench import exclusions
+from cuebench.adaptive import SESSION_PREFIX
 from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, RESPONSES_FILE
 from cuebench.responses import COLUMNS, ResponseStore
@@ -356,3 +357,29 @@ def params_of(value) -> dict:
     else:
         return {}
     return {PARAM_ALIASES.get(str(k).lower(), str(k).lower()): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def has_posterior(column: pd.Series) -> pd.Series:
+    """Rows whose ``adaptive`` column holds a QUEST+ posterior (a dict, or its JSON text; missing values of any
+    dtype count as none)."""
+    return column.map(lambda v: isinstance(v, dict) or (isinstance(v, str) and bool(v))).astype(bool)
+
+
+def adaptive_rows(responses: pd.DataFrame) -> pd.Series:
+    """True for the answers of adaptive (QUEST+) blocks: every runner stores them in session
+    ``adaptive-<condition>`` (:func:`cuebench.adaptive.session_name`) with QUEST+'s posterior in ``adaptive``."""
+    adaptive = pd.Series(False, index=responses.index)
+    if "session" in responses:
+        adaptive |= responses["session"].astype("string").str.startswith(SESSION_PREFIX).fillna(False).astype(bool)
+    if "adaptive" in responses:
+        adaptive |= has_posterior(responses["adaptive"])
+    return adaptive
+
+
+def fixed_level_rows(responses: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the fixed sequence, without those of adaptive blocks (:func:`adaptive_rows`): the one rule
+    every fixed-level statistic follows (accuracy tables, t-tests, error consistency, noise ceilings, rank
+    tests, psychometric fits, the sample-size plan). QUEST+ chooses an adaptive trial's level from the
+    observer's previous answers and shows most trials near the threshold, so those answers are no sample of
+    a level: counted, they would weight each level by the observer's own performance."""
+    return responses[~adaptive_rows(responses)]

@@ -28,6 +28,8 @@ from scipy import stats
 
 from cuebench.errors import CuebenchError
 
+from .load import fixed_level_rows
+
 METHODS = ("resample", "normal")
 FEW_PILOT_PEOPLE = 10
 """Below this many pilot people the resampled differences are too few distinct values to trust alone."""
@@ -76,7 +78,9 @@ class Plan:
 
 
 def person_differences(scored: pd.DataFrame, model: str | None = None) -> tuple[pd.Series, str]:
-    """Each person's accuracy minus the model's accuracy on the same trials (the pairing of the t-test)."""
+    """Each person's accuracy minus the model's accuracy on the same trials (the pairing of the t-test), over the
+    fixed sequence only (:func:`analysis.load.fixed_level_rows`: the levels of adaptive blocks follow the answers)."""
+    scored = fixed_level_rows(scored)
     models = sorted(scored.loc[scored["observer_kind"] == "model", "observer"].unique())
     if not models:
         raise PlanError("a plan needs a model's responses in the pilot (cuebench eval); none found")

@@ -195,9 +195,11 @@ def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame, published
 
 
 def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: pd.Series):
-    """Error consistency kappa for every pair of observers as an annotated heat map (humans first).
+    """Error consistency kappa for every pair of observers as an annotated heat map (humans first); kappa is
+    computed within each condition x level and averaged over them (:mod:`analysis.consistency`).
     ``shared`` holds how many trials each pair has in common: kappa on a few trials is noise, so
-    the reader sees the count in the title when every pair shares the same trials, else in each cell."""
+    the reader sees the count in the title when every pair shares the same trials, else in each cell.
+    A pair that shares trials but has no kappa (an observer without errors) reads "undefined", not a colour."""
     order = sorted(matrix.index, key=lambda o: (kinds.get(o) != "human", o))
     m = matrix.loc[order, order]
     n = shared.loc[order, order]
@@ -219,16 +221,18 @@ def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: p
     if annotated:
         for i in range(len(order)):
             for j in range(len(order)):
-                v = m.iat[i, j]
-                if not np.isnan(v):
-                    text = f"{v:.2f}" if len(counts) <= 1 else f"{v:.2f}\nn={int(n.iat[i, j])}"
-                    ax.text(j, i, text, ha="center", va="center", fontsize=7 if len(counts) <= 1 else 6,
-                            color="white" if abs(v) > 0.6 * lim else "black")
+                v, k = m.iat[i, j], n.iat[i, j]
+                if np.isnan(v) and (i == j or np.isnan(k)):
+                    continue
+                text = f"{v:.2f}" if not np.isnan(v) else "undef."
+                text = text if len(counts) <= 1 else f"{text}\nn={int(k)}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7 if len(counts) <= 1 else 6,
+                        color="grey" if np.isnan(v) else "white" if abs(v) > 0.6 * lim else "black")
     fig.colorbar(im, ax=ax, shrink=0.8, label="error consistency kappa")
     shared_text = f"{counts[0]} shared trials per pair" if len(counts) == 1 else \
         f"shared trials ({counts[0]}-{counts[-1]} per pair{', n in each cell' if annotated else ''})" if counts \
         else "shared trials"
-    ax.set_title(f"Error consistency (Cohen's kappa)\non {shared_text}"
+    ax.set_title(f"Error consistency (Cohen's kappa within each condition x level, mean over them)\non {shared_text}"
                  + ("; people in bold, models in italics" if 0 < n_humans < len(order) else ""))
     ax.grid(False)
     ax.spines[:].set_visible(True)

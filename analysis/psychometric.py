@@ -68,10 +68,10 @@ import pandas as pd
 from scipy import stats
 from scipy.special import expit, logit, xlogy
 
-from cuebench.adaptive import SESSION_PREFIX, Estimate, stimulus_axis
+from cuebench.adaptive import Estimate, stimulus_axis
 from cuebench.errors import CuebenchError
 
-from .load import params_of
+from .load import fixed_level_rows, has_posterior, params_of
 
 MIN_LEVELS = 3
 TREND_ALPHA = 0.05
@@ -272,25 +272,6 @@ def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> Ps
     curve_table = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
         columns=["observer", "observer_kind", "fit", "condition", "axis", "x", "accuracy"])
     return PsychometricFits(table, curve_table, pd.DataFrame(points))
-
-
-def has_posterior(column: pd.Series) -> pd.Series:
-    """Rows whose ``adaptive`` column holds a QUEST+ posterior (a dict, or its JSON text; missing values of any
-    dtype count as none)."""
-    return column.map(lambda v: isinstance(v, dict) or (isinstance(v, str) and bool(v))).astype(bool)
-
-
-def fixed_level_rows(responses: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the fixed sequence: without those of adaptive blocks, which every runner stores in session
-    ``adaptive-<condition>`` (:func:`cuebench.adaptive.session_name`) with QUEST+'s posterior in ``adaptive``.
-    Their levels follow the answers (QUEST+ shows most trials near the threshold), so in a fixed-level fit they
-    would weight the levels by the observer's own performance."""
-    adaptive = pd.Series(False, index=responses.index)
-    if "session" in responses:
-        adaptive |= responses["session"].astype("string").str.startswith(SESSION_PREFIX).fillna(False).astype(bool)
-    if "adaptive" in responses:
-        adaptive |= has_posterior(responses["adaptive"])
-    return responses[~adaptive]
 
 
 def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:

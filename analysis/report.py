@@ -33,7 +33,7 @@ from cuebench.studies import CueStudy, FactorStudy, StudyDir
 from . import factor_studies, figure_style, sections
 from . import reference as published
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
-from .load import load_responses, logged_exclusions
+from .load import fixed_level_rows, load_responses, logged_exclusions
 from .ranking import FriedmanResult
 from .sections.reliance import suppressed_conditions
 from .tables import html_table
@@ -101,18 +101,24 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
                                        "excluded_observers": cleaned.excluded_observers}
     result = Analysis(tables=tables, summary={}, notes=sections.broken_notes() if only is None else [],
                       cleaned=cleaned)
+    fixed = fixed_level_rows(scored)
     n_choices = options.n_choices or category_count(scored if len(scored) else df)
     result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
-                           "excluded_rows": int(len(cleaned.log)), "n_choices": n_choices})
+                           "adaptive_trials": int(len(scored) - len(fixed)), "excluded_rows": int(len(cleaned.log)),
+                           "n_choices": n_choices})
     if scored.empty:
         result.notes.append("no scored test trials are left after exclusions")
     designed = df[df["role"] == "test"]
     wanted = [s for s in sections.ordered(only) if s.applies(designed)]
     for section in tqdm(wanted, desc="analysis", disable=not progress, unit="section"):
+        rows = scored if section.adaptive_blocks else fixed
         if scored.empty or not section.applies(scored):
             missing = f"no answers to these trials are left after exclusions ({excluded_because(cleaned.log)})"
+        elif rows.empty or not section.applies(rows):
+            missing = ("every answer to these trials is in an adaptive (QUEST+) block, whose levels follow the "
+                       "answers: no fixed-level statistic")
         else:
-            missing = section.compute(result, scored, options, n_choices)
+            missing = section.compute(result, rows, options, n_choices)
         result.sections.append(section.name)
         if missing:
             result.missing[section.name] = missing

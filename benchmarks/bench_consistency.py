@@ -1,5 +1,7 @@
 """Error-consistency bootstrap: multinomial outcome counts (analysis.consistency.bootstrap_kappa) against
-resampling trial indices (the textbook bootstrap), same pairs, same number of resamples, same run.
+resampling trial indices (the textbook bootstrap), same pairs, same number of resamples, same run. The report
+draws these resamples once per pair and condition x level cell (analysis.consistency.pair_kappas); the
+published cue-conflict data are one cell, so a pair's trials here are that cell's.
 
 Uses the published cue-conflict responses (13 observers, 78 pairs, about 1,270 shared trials each)
 when ../shared is there, else random observers of the same size. Prints seconds per pair of both,

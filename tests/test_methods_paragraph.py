@@ -93,7 +93,7 @@ def test_the_whole_paragraph_of_a_small_study_by_hand(tmp_path):
     the model and the pooled people (4); the model's 2/4, 2/4, 2/4 over sigma 1, 2, 4 has no trend (Cochran-
     Armitage T = sum x (k - n p) = 0), p1's 4, 2, 0 of 4 and p2's 4, 1, 0 of 4, 3, 3 fall (z = -2.78, -2.53).
     t-tests: the human-minus-model item differences vary in each of original and blur 1, 2, 4 (4 tests); rank
-    blocks: 4 cells x 2 classes = 8, methods: the model and the people's mean."""
+    blocks: the 4 condition x level cells, methods: the model and the people's mean."""
     from analysis.report import AnalysisOptions, write_report
     from cuebench.responses import ResponseStore
 
@@ -117,7 +117,7 @@ def test_the_whole_paragraph_of_a_small_study_by_hand(tmp_path):
         "observers and of error consistency over trials; leave-one-out and split-half noise ceilings (Nili et al. "
         "2014); 4 paired two-sided t-tests of people against each model per condition and level (pingouin; holm "
         "correction at alpha 0.05); a Friedman test with the Iman-Davenport correction and Nemenyi post-hoc "
-        "comparisons (Demšar 2006) of 2 methods over 8 blocks.")
+        "comparisons (Demšar 2006) of 2 methods over 4 blocks.")
 
 
 def test_people_screened_out_before_their_first_trial_are_in_the_participants_sentence(tmp_path):

@@ -62,6 +62,7 @@ class Adaptive(Section):
     order = 25
     metrics = {"quest-thresholds": "adaptive_thresholds"}
     needs = "answers of adaptive (QUEST+) blocks"
+    adaptive_blocks = True
 
     def applies(self, scored):
         return "adaptive" in scored and bool(has_posterior(scored["adaptive"]).any())

@@ -23,6 +23,10 @@ class Section:
     """What the section needs, in words, for "metric X needs ..." errors."""
     depends: ClassVar[tuple[str, ...]] = ()
     """Sections whose tables this one reads (computed first)."""
+    adaptive_blocks: ClassVar[bool] = False
+    """Whether ``compute`` reads the answers of adaptive (QUEST+) blocks. Every other section gets the rows of the
+    fixed sequence only (:func:`analysis.load.fixed_level_rows`): a level chosen from the answers is no level of
+    a fixed-level statistic."""
     template: ClassVar[str | None] = None
     """Jinja fragment of the section's body; None: ``templates/sections/<name>.html``. It sees
     ``tables`` (HTML), ``images`` (PNG data URLs) and ``summary``."""

@@ -1,37 +1,51 @@
-"""Error consistency between every pair of observers (Geirhos et al. 2020)."""
+"""Error consistency between every pair of observers (Geirhos et al. 2020), per condition x level."""
 
 from __future__ import annotations
 
-from .. import consistency, metrics, plots
+import pandas as pd
+
+from .. import consistency, plots
 from .base import Section, register
 
 
 @register
 class ErrorConsistency(Section):
-    """Cohen's kappa of trial-by-trial correctness for every pair of observers."""
+    """Cohen's kappa of trial-by-trial correctness for every pair of observers, within each condition x level and
+    averaged over those cells; the human-human mean as the reference."""
 
     name = "consistency"
     title = "Error consistency"
     order = 60
-    metrics = {"error-consistency": "error_consistency"}
+    metrics = {"error-consistency": "error_consistency", "error-consistency-cells": "error_consistency_cells"}
     needs = "two observers"
 
     def compute(self, result, scored, options, n_choices):
         observers = scored["observer"].nunique()
         if observers < 2:
             return f"error consistency needs >= 2 observers; {observers} so far"
-        pairs = consistency.error_consistency(scored, n_boot=options.n_boot, seed=options.seed)
+        cells = consistency.cell_kappas(scored)
+        pairs = consistency.pair_kappas(cells, n_boot=options.n_boot, seed=options.seed)
         result.tables["error_consistency"] = pairs
-        humans = pairs.loc[pairs["pair"] == "human-human", "kappa"].dropna()
-        if len(humans):
-            mean, lo, hi = metrics.t_ci(humans)
-            if len(humans) < metrics.MIN_T_OBSERVERS:
-                lo = hi = None
-            result.summary["human_human_kappa"] = {"mean": mean, "t_ci_low": lo, "t_ci_high": hi,
-                                                   "pairs": int(len(humans))}
-        if pairs["kappa"].isna().all():
+        result.tables["error_consistency_cells"] = cells
+        humans = pairs[pairs["pair"] == "human-human"]
+        people = sorted(set(humans["observer_a"]) | set(humans["observer_b"]))
+        reference = consistency.mean_over_pairs(consistency.pair_matrix(humans, people, "kappa"))
+        result.summary["consistency"] = {
+            "method": {"kappa_unit": "condition x level", "kappa_average": "unweighted mean over the cells where "
+                       "kappa is defined (as model-vs-human over conditions)",
+                       "cells": int(cells[["condition", "level"]].drop_duplicates().shape[0]),
+                       "pairs": int(len(pairs)), "pairs_undefined": int(pairs["kappa"].isna().sum()),
+                       "pair_interval": f"percentile bootstrap over trials within each cell, {options.n_boot} "
+                                        "resamples",
+                       "human_human_interval": "leave-one-observer-out jackknife t-interval (pairs share observers)",
+                       "pooled_kappa": "kappa_pooled column only, over all conditions and levels"},
+            "human_human_kappa": ({k: None if pd.isna(v) else v for k, v in reference.items()} if reference["pairs"]
+                                  else None)}
+        if len(pairs) and pairs["kappa"].isna().all():
             return ("error consistency undefined for every pair: kappa needs observers who are neither always right "
-                    "nor always wrong")
+                    "nor always wrong within a condition x level")
+        if not len(pairs):
+            return "error consistency needs >= 2 observers who answered the same trials; none share any"
         return None
 
     def figures(self, analysis, reference):

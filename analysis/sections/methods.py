@@ -207,6 +207,7 @@ class Methods(Section):
     order = 1000
     metrics = {"methods": "methods"}
     needs = "scored trials"
+    adaptive_blocks = True
 
     def compute(self, result, scored, options, n_choices):
         text = paragraph(result, scored, options, n_choices)

@@ -9,26 +9,33 @@ from ..ranking import RankTestError, friedman_nemenyi
 from .base import Section, register
 
 HUMANS_MEAN = "humans (mean)"
+BLOCK = ["condition", "level"]
+"""The blocks of the rank test: one accuracy per condition x level and method, as BiasBed ranks methods on data
+sets. A finer block (condition x level x category) holds a trial or two per method, whose 0/1 "accuracies" tie
+in most blocks and rank noise."""
 
 
-def friedman_scores(scored: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy per block (condition x level x category) and method (each model, the humans' mean;
-    individual humans when there are no models); blocks or methods with gaps are dropped."""
-    cells = scored.assign(level=scored["level"].fillna(-1).astype(int), category=scored["category"].fillna("-"))
-    per = cells.groupby(["condition", "level", "category", "observer", "observer_kind"], as_index=False)["correct"].mean()
+def friedman_scores(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Accuracy per block (:data:`BLOCK`) and method (each model, the humans' mean; individual humans when there
+    are no models), and the number of trials behind each score; blocks or methods with gaps are dropped."""
+    cells = scored.assign(level=scored["level"].astype("Float64").fillna(-1).astype(int))
+    per = cells.groupby([*BLOCK, "observer", "observer_kind"], as_index=False)["correct"].agg(["mean", "size"])
     if (per["observer_kind"] == "model").any():
-        humans = per[per["observer_kind"] == "human"].groupby(["condition", "level", "category"], as_index=False)[
-            "correct"].mean().assign(observer=HUMANS_MEAN)
+        humans = per[per["observer_kind"] == "human"].groupby(BLOCK, as_index=False).agg(
+            mean=("mean", "mean"), size=("size", "sum")).assign(observer=HUMANS_MEAN)
         per = pd.concat([per[per["observer_kind"] == "model"], humans], ignore_index=True)
-    table = per.pivot_table(index=["condition", "level", "category"], columns="observer", values="correct")
+    table = per.pivot_table(index=BLOCK, columns="observer", values="mean")
     table = table.loc[:, table.notna().mean() >= 0.5].dropna()
-    table.index = [" / ".join(map(str, ix)) for ix in table.index]
-    return table
+    trials = per.pivot_table(index=BLOCK, columns="observer", values="size").reindex(index=table.index,
+                                                                                    columns=table.columns)
+    names = [" / ".join(map(str, ix)) for ix in table.index]
+    table.index = trials.index = names
+    return table, trials
 
 
 @register
 class Ranks(Section):
-    """Friedman test, Iman-Davenport F and Nemenyi post-hoc over condition x level x category blocks."""
+    """Friedman test, Iman-Davenport F and Nemenyi post-hoc over condition x level blocks."""
 
     name = "ranks"
     title = "Rank tests"
@@ -37,14 +44,20 @@ class Ranks(Section):
     needs = "two methods and two blocks"
 
     def compute(self, result, scored, options, n_choices):
+        scores, trials = friedman_scores(scored)
         try:
-            fr = friedman_nemenyi(friedman_scores(scored), higher_is_better=True, alpha=options.alpha)
+            fr = friedman_nemenyi(scores, higher_is_better=True, alpha=options.alpha)
         except RankTestError as err:
             return f"rank tests skipped: {err}"
         result.friedman = fr
         result.tables["friedman_ranks"] = fr.table()
         result.tables["nemenyi_p"] = fr.nemenyi_p.reset_index(names="method")
+        result.tables["friedman_scores"] = scores.reset_index(names="block")
         result.summary["friedman"] = fr.summary()
+        result.summary["ranks"] = {"method": {
+            "block_unit": "condition x level", "score": "accuracy of each method in each block (people: the mean "
+            "of their accuracies)", "blocks": fr.n_blocks, "methods": fr.n_methods,
+            "fewest_trials_per_score": int(trials.min().min()), "alpha": options.alpha}}
         return fr.note or None
 
     def figures(self, analysis, reference):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .. import metrics, plots
 from .. import reference as published
-from ..psychometric import fixed_level_rows
 from .base import Section, register
 
 NOT_SUPPRESSION = ("original", "attention", "practice")
@@ -42,8 +41,7 @@ class Reliance(Section):
         return bool(suppressed_conditions(scored)) and scored["level"].notna().any()
 
     def compute(self, result, scored, options, n_choices):
-        fixed = fixed_level_rows(scored)  # a QUEST+ block's levels follow the answers: not a level's accuracy
-        classify = metrics.accuracy(fixed[fixed["trial_type"] == "classify"])
+        classify = metrics.accuracy(scored[scored["trial_type"] == "classify"])
         if "original" not in set(classify["condition"]):
             return "relative accuracy needs 'original' trials as the baseline; none in these responses"
         rel = metrics.relative_accuracy(classify, n_choices)

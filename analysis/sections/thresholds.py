@@ -40,6 +40,7 @@ class Thresholds(Section):
     order = 20
     metrics = {"thresholds": "thresholds"}
     needs = "suppression trials on an ordered grid of levels"
+    adaptive_blocks = True
 
     def applies(self, scored):
         return bool(suppressed_conditions(scored)) and scored["level"].notna().any()
