@@ -151,3 +151,19 @@ class Registry(Generic[T]):
     @property
     def singular(self) -> str:
         return self.kind[:-1] if self.kind.endswith("s") else self.kind
+
+
+REGISTRIES_GROUP = "cuebench.registries"
+"""The entry point group naming each registry (``designs = "stimuli.designs:DESIGNS"``): what exists is read from
+the installed packages' metadata, never from a list of modules to import."""
+
+
+def registries() -> dict[str, "Registry"]:
+    """Every registry by kind: loading a ``cuebench.registries`` entry point imports the module defining it."""
+    for point in entry_points(group=REGISTRIES_GROUP):
+        if point.name not in ALL:
+            try:
+                point.load()
+            except Exception as err:  # noqa: BLE001 - a broken package's registry is left out, named
+                raise PluginError(f"the registry {point.name!r} ({point.value}) cannot be loaded: {err}") from err
+    return dict(ALL)

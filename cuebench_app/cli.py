@@ -90,13 +90,11 @@ def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = No
 
 
 def run_list(args) -> int:
-    """``cuebench list [KIND]``: a registry is filled when the module defining it is imported: the packages'
-    ``cli`` modules import theirs, or name them in ``PLUGIN_MODULES`` where that would load torch."""
-    from cuebench.registry import ALL, UnknownName
+    """``cuebench list [KIND]``: every registry the installed packages name (``cuebench.registries`` entry
+    point), and the plug-ins of one."""
+    from cuebench.registry import UnknownName, registries
 
-    for name in COMMAND_MODULES:
-        for plugins in getattr(importlib.import_module(name), "PLUGIN_MODULES", ()):
-            importlib.import_module(plugins)
+    ALL = registries()
     if not args.kind:
         for kind in sorted(ALL):
             print(f"{kind} ({len(ALL[kind])})")

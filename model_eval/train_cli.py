@@ -7,9 +7,6 @@ import argparse
 from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
-PLUGIN_MODULES = ("model_eval.training.algorithms",)
-"""Where this command's registries are filled; ``cuebench list`` imports them (torch stays lazy here)."""
-
 
 def register(sub) -> None:
     train = sub.add_parser(

@@ -10,9 +10,6 @@ from cuebench.executors import add_executor_arguments, parse_executor, run_shard
 
 from .shards import DEFAULT_SHARD_SIZE
 
-PLUGIN_MODULES = ("stimuli.designs", "stimuli.suppression", "stimuli.corruptions")
-"""Where this command's registries are filled; ``cuebench list`` imports them."""
-
 
 BUILD_DESCRIPTION = ("Build an experiment: content-addressed PNG stimuli with provenance and every trial, "
                      "deterministic by seed. Re-running into the same folder skips stimuli that exist; a failed or "
@@ -28,10 +25,10 @@ class DesignHelp(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .designs import load_designs
+        from .designs import DESIGNS
 
         name = getattr(namespace, "design", None)
-        designs = load_designs()
+        designs = DESIGNS
         if name in designs:
             design_parser(parser.prog, name).print_help()
         else:
@@ -55,10 +52,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, skip: set[str] = froze
 
 def design_parser(prog: str, name: str) -> argparse.ArgumentParser:
     """The command line of one design, for its ``--help``: its own options, then the common ones."""
-    from .designs import load_designs
+    from .designs import DESIGNS
     from .options import add_option_arguments
 
-    designs = load_designs()
+    designs = DESIGNS
     parser = argparse.ArgumentParser(prog=f"{prog} --design {name}", description=designs.summary(name))
     own = designs[name].Options
     add_option_arguments(parser.add_argument_group(f"{name} options"), own)
@@ -68,7 +65,7 @@ def design_parser(prog: str, name: str) -> argparse.ArgumentParser:
 
 def register(sub, *, feature_net_loader) -> None:
     """``feature_net_loader`` (``model_eval``'s, handed in by the command) loads texture synthesis' CNN."""
-    from .designs import load_designs
+    from .designs import DESIGNS
     from .options import add_option_arguments, flag
 
     stim = sub.add_parser("stimuli", help="build experiments and measure suppression quality")
@@ -80,7 +77,7 @@ def register(sub, *, feature_net_loader) -> None:
     build.add_argument("--design", required=True, metavar="NAME",
                        help="what kind of experiment (`cuebench list designs`)")
     add_common_arguments(build)
-    for _, design_class in load_designs().working():  # every design's options parse; run_build refuses foreign ones
+    for _, design_class in DESIGNS.working():  # every design's options parse; run_build refuses foreign ones
         taken = {n for n in design_class.Options.model_fields if flag(n) in build._option_string_actions}
         add_option_arguments(build, design_class.Options, skip=taken, hidden=True)
     build.set_defaults(func=partial(run_build, feature_net_loader=feature_net_loader))

@@ -17,7 +17,7 @@ from cuebench_app.api import build as api_build
 from cuebench_app.cli import main
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
-from stimuli.designs import DESIGNS, load_designs
+from stimuli.designs import DESIGNS
 from stimuli.designs.corruptions import Corruptions, CorruptionsOptions
 from stimuli.designs.cue_conflict_eed import CueConflictOptions
 from stimuli.designs.cue_decomposition import CueOptions
@@ -57,7 +57,7 @@ def test_an_option_added_to_one_design_leaves_another_designs_experiment_json_un
 
         Options = WiderOptions
 
-    load_designs()
+
     try:
         DESIGNS.add("corruptions", Wider, replace=True)
         assert build(tmp_path / "exp", *SHUFFLE) == 0

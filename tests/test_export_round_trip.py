@@ -25,7 +25,7 @@ from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.export import export_mvh
 from cuebench.responses import ResponseStore, trial_row
-from stimuli.designs import load_designs
+from stimuli.designs import DESIGNS
 from plugin_and_data_helpers import dist_subset
 
 CLASSES = {"tabby cat": ("chelsea", "coffee", "rocket"), "T-rex_2.0": ("motorcycle", "astronaut", "camera")}
@@ -55,7 +55,7 @@ and the methods paragraph (timing and devices have no raw column)."""
 
 
 def test_every_registered_design_is_covered():
-    assert set(BUILDS) == set(load_designs().names())
+    assert set(BUILDS) == set(DESIGNS.names())
 
 
 @pytest.fixture(scope="module")

@@ -110,3 +110,66 @@ def test_a_broken_plugin_fails_its_own_lookup_in_one_line_and_only_its_own(broke
     assert analyzed.returncode == 0, analyzed.stderr
     assert ("note: report section 'broken-section' of the package brokenplugins is left out: it cannot be loaded "
             "(RuntimeError: needs a library that is not installed)") in analyzed.stdout.splitlines()
+
+
+def test_every_in_tree_plugin_is_an_entry_point_and_every_entry_point_is_in_tree():
+    """In-tree plug-ins register as third-party ones do: importing every module of the project registers
+    nothing that pyproject.toml's entry points do not already name (and the entry points name no plug-in
+    that is gone), so no module list or side-effect import decides what exists."""
+    code = textwrap.dedent("""
+        import importlib, json, pkgutil
+        from importlib.metadata import entry_points
+        from cuebench.registry import ALL, registries
+
+        def declared(registry):
+            return {p.name: p.value for p in entry_points(group=registry.entry_point_group)} \\
+                if registry.entry_point_group else {}
+
+        before = {kind: sorted(declared(r)) for kind, r in registries().items()}
+        for package in ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis"):
+            module = importlib.import_module(package)
+            for info in pkgutil.walk_packages(module.__path__, package + "."):
+                if not info.name.endswith("__main__"):
+                    importlib.import_module(info.name)
+        registered = {}
+        for kind, registry in ALL.items():
+            names = {name for name, entry in registry._entries.items()
+                     if getattr(entry, "__module__", "").split(".")[0] in
+                     ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")}
+            registered[kind] = sorted(names)
+        print(json.dumps({"declared": before, "registered": registered,
+                          "groups": {k: r.entry_point_group for k, r in ALL.items()}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    found = json.loads(done.stdout.splitlines()[-1])
+    # registries whose plug-ins live in other modules than the registry itself need an entry point group
+    for kind, names in found["registered"].items():
+        if found["groups"][kind] is None:
+            continue
+        assert names == found["declared"][kind], (
+            f"{kind}: registered by import {sorted(set(names) - set(found['declared'][kind]))}, "
+            f"declared but not registered {sorted(set(found['declared'][kind]) - set(names))}: "
+            "list every in-tree plug-in under pyproject.toml's entry points")
+    assert {"designs", "report-sections", "export-formats", "observer-adapters", "algorithms"} <= set(found["declared"])
+
+
+def test_export_formats_of_every_package_work_from_plain_python(tmp_path):
+    """``cuebench.export.export(..., 'psychopy')`` in a fresh interpreter: the format defined in ``human_tasks``
+    is found by its entry point, without importing any command-line module first."""
+    from cuebench.responses import ResponseStore, trial_row
+    from stimuli.web_sample import build_sample_experiment
+
+    experiment = build_sample_experiment(tmp_path / "exp")
+    ResponseStore(tmp_path / "exp" / "responses.sqlite").write_many([
+        trial_row(experiment, experiment.trials[0], observer="P01", session=1, trial_index=0, observer_kind="human",
+                  response=experiment.trials[0].correct, rt_ms=640.0, timed_out=0)])
+    code = ("import sys; from cuebench.export import export\n"
+            "for fmt in ('psychopy', 'participants', 'csv'):\n"
+            "    print(fmt, [p.name for p in export(sys.argv[1], fmt, sys.argv[2] + '/' + fmt)])")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "exp"), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line.split()[0] for line in done.stdout.splitlines()] == ["psychopy", "participants", "csv"]

@@ -10,7 +10,7 @@ from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.texts import (default_texts, render, stale_defaults, stale_warning, study_facts, text_path,
                             write_default_texts)
-from stimuli.designs import load_designs
+from stimuli.designs import DESIGNS
 from stimuli.web_sample import build_sample_experiment
 
 
@@ -79,7 +79,7 @@ def test_the_debrief_says_what_this_design_changed(sample):
     """The debrief is read after the last trial, so it may say what the instructions must not: which
     cue each design took away or put in conflict."""
     _, experiment = sample
-    as_design = {name: experiment.model_copy(update={"design": name}) for name in load_designs().names()}
+    as_design = {name: experiment.model_copy(update={"design": name}) for name in DESIGNS.names()}
     texts = {name: default_texts(e)["debrief"] for name, e in as_design.items()}
     assert "global structure" in texts["dist"] and "shape of one object with the texture of another" in \
         texts["cue-conflict-import"] and "noise, blur" in texts["corruptions"]

@@ -5,14 +5,12 @@ cue-conflict images for the shape bias, oddity triplets for DiST), *computes* it
 the analysis (or states in one line what is missing, e.g. "noise ceiling needs >= 2 people per
 trial; 1 so far"), draws its *figures*, and renders its template fragment (``template``, else
 ``templates/sections/<name>.html``). The report shows only the sections that apply, in
-``order``; ``cuebench analyze --metric`` offers every section's ``metrics``. Third-party
-sections register through the ``cuebench.report_sections`` entry point.
+``order``; ``cuebench analyze --metric`` offers every section's ``metrics``. Every section, built-in or
+third-party, comes by the ``cuebench.report_sections`` entry point (pyproject.toml).
 """
 
 from __future__ import annotations
 
-from . import (accuracy, adaptive, ceilings, consistency, cue_decomposition, methods, observers, oddity,  # noqa: F401
-               ranks, reliance, shape_bias, thresholds, ttests)
 from .base import SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, register
 
 __all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "register"]

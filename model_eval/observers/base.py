@@ -25,7 +25,7 @@ OBSERVERS: Registry[type["Observer"]] = Registry("observers", entry_point_group=
 """Observer classes by name, registered with ``@OBSERVERS.register(NAME)`` or by another
 package's ``cuebench.observers`` entry point; ``--model NAME[:WEIGHTS]`` builds
 ``cls.from_spec(NAME, WEIGHTS, DEVICE)``, by default ``cls(weights=WEIGHTS or None, device=DEVICE)``."""
-ADAPTERS: Registry[type["Observer"]] = Registry("observer-adapters")
+ADAPTERS: Registry[type["Observer"]] = Registry("observer-adapters", entry_point_group="cuebench.observer_adapters")
 """The ways a ``--model NAME[:WEIGHTS]`` spec that names no plug-in becomes an observer (torchvision,
 timm, ...): ``Observer`` classes that ``claims`` the specs they make, asked in ``priority`` order."""
 

@@ -10,7 +10,6 @@ import heavy libraries (torch) only inside ``build``.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Callable, ClassVar
@@ -22,8 +21,8 @@ from ..options import BuildOptions, DesignOptions
 
 DESIGNS: Registry = Registry("designs", entry_point_group="cuebench.designs")
 
-MODULES = ("suppression", "imports", "cue_decomposition", "cue_conflict_eed", "corruptions", "dist", "diagvib")
-"""The modules whose designs register themselves on import (third-party designs come by entry point)."""
+"""Every design, built-in or third-party, comes by the ``cuebench.designs`` entry point (pyproject.toml) and is
+imported when it is first asked for."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +50,10 @@ class Design:
         raise NotImplementedError
 
 
-def load_designs() -> Registry:
-    """The registry, with every built-in design module imported (each registers its designs)."""
-    for module in MODULES:
-        importlib.import_module(f"{__name__}.{module}")
-    return DESIGNS
-
 
 def design(name: str) -> Design:
     """The design registered as ``name``; an unknown name is a one-line error with "did you mean"."""
-    return load_designs()[name]()
+    return DESIGNS[name]()
 
 
 def split_options(design_name: str, values: dict) -> tuple[DesignOptions, BuildOptions]:
@@ -73,7 +66,7 @@ def split_options(design_name: str, values: dict) -> tuple[DesignOptions, BuildO
     common = {k: v for k, v in values.items() if k not in own}
     foreign = sorted(k for k in common if k not in BuildOptions.model_fields)
     if foreign:
-        owners = [n for n, d in load_designs().working() if foreign[0] in d.Options.model_fields]
+        owners = [n for n, d in DESIGNS.working() if foreign[0] in d.Options.model_fields]
         raise OptionError(f"{flag(foreign[0])} is an option of {', '.join(owners) or 'no design'}, "
                           f"not of --design {design_name}")
     return model(**own), BuildOptions(**common)
@@ -118,7 +111,7 @@ def refuse_study_options(design_name: str, chosen: Design, common: BuildOptions)
     given = [k for k in STUDY_OPTIONS if k in common.model_fields_set and getattr(common, k) not in (None, 0)]
     refused = [k for k in given if k not in chosen.study_options]
     if refused:
-        honour = [n for n, d in load_designs().items() if refused[0] in d.study_options]
+        honour = [n for n, d in DESIGNS.items() if refused[0] in d.study_options]
         raise OptionError(f"{flag(refused[0])} is not available for --design {design_name}"
                           + (f"; designs that take it: {', '.join(honour)}" if honour else ""))
 
