@@ -193,6 +193,7 @@ def image_failed(token: str):
     logged once per image, with what the server knows of it."""
     study = _study()
     participant = _participant(token)
+    _in_progress(participant)
     payload = parse_json_body(request.get_data())
     url = required_text(payload, "url", "the image that could not be loaded")
     status = payload.get("status")
@@ -351,12 +352,13 @@ def post_trial(token: str, index: int):
 
 @bp.post("/api/session/<token>/screen")
 def screen_out(token: str):
-    """The browser check failed: end the session with the screened-out code and free the group slot."""
+    """The browser check failed: end the session with the screened-out code and free the group slot.
+    Sent again (a reply lost on the way), it answers the same outcome without reading the body."""
     study = _study()
     participant = _participant(token)
-    payload = parse_json_body(request.get_data())
-    reason = required_text(payload, "reason", "why the browser check failed")
-    if participant.status == "in_progress":
+    if participant.status != "screened_out":
+        _in_progress(participant)
+        reason = required_text(parse_json_body(request.get_data()), "reason", "why the browser check failed")
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
         study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")
     return jsonify(_outcome(study, participant))
