@@ -13,6 +13,7 @@ import errno
 import logging
 import socket
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -38,7 +39,41 @@ MAX_REQUEST_BYTES = 256 * 1024
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
                            "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 """Only the server's own files: a participant's text that slipped into a page cannot run as script."""
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_FORWARDED_PROTO")
+"""What a reverse proxy adds to a request (WSGI names)."""
 log = logging.getLogger("cuebench.serve")
+
+
+def waitress_proxy_settings(trusted_proxies: int) -> dict:
+    """waitress's proxy handling from ``--trusted-proxies``. waitress removes forwarding headers
+    before the app sees them unless it trusts the peer, so without these settings every client
+    behind a proxy had the proxy's address. Trusted: the peer's headers give the client's
+    address and scheme, counting ``trusted_proxies`` hops from the right (the app's
+    ``ProxyFix`` then finds the same address in what waitress keeps). Untrusted: the headers
+    are passed on, so that the app can warn about them (``_warn_untrusted_forwarding``); it
+    never reads them."""
+    if not trusted_proxies:
+        return {"clear_untrusted_proxy_headers": False}
+    return {"trusted_proxy": "*", "trusted_proxy_count": trusted_proxies,
+            "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-proto"}}
+
+
+def _warn_untrusted_forwarding(app: Callable) -> Callable:
+    """WSGI middleware: log once (per process) when a request comes with forwarding headers that
+    the server is not told to trust: a reverse proxy in front without ``--trusted-proxies``, so
+    the start and login limits count every participant behind it as one address."""
+    warned = threading.Event()
+
+    def middleware(environ, start_response):
+        if not warned.is_set() and any(header in environ for header in FORWARDING_HEADERS):
+            warned.set()
+            log.warning("requests arrive with forwarding headers (X-Forwarded-For) from %s, which this server does "
+                        "not trust: every client behind that proxy shares its address for the start and login "
+                        "limits. Behind a reverse proxy, start the server with --trusted-proxies N (the number of "
+                        "proxies in front that set X-Forwarded-For).", environ.get("REMOTE_ADDR", "an unknown peer"))
+        return app(environ, start_response)
+
+    return middleware
 
 
 class _RotatingKeySessions(SecureCookieSessionInterface):
@@ -72,6 +107,8 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     app.session_interface = _RotatingKeySessions()
     if trusted_proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted_proxies, x_proto=trusted_proxies)
+    else:
+        app.wsgi_app = _warn_untrusted_forwarding(app.wsgi_app)
     app.config.update(
         **{INSECURE_COOKIES: insecure_cookies},
         SESSION_COOKIE_HTTPONLY=True,
@@ -175,4 +212,5 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     from waitress import serve as waitress_serve
 
     waitress_serve(make_app(), host=host, port=port, threads=threads, ident="cuebench",
-                   connection_limit=max(100, 25 * threads), max_request_body_size=MAX_REQUEST_BYTES)
+                   connection_limit=max(100, 25 * threads), max_request_body_size=MAX_REQUEST_BYTES,
+                   **waitress_proxy_settings(trusted_proxies))

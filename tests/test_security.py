@@ -1,10 +1,11 @@
-"""One test per attack class against a real ``cuebench serve --workers 4`` on loopback, on SQLite
-and on a real PostgreSQL server: what a participant, another web site or a copy of the data
-could do to a study, and that the server refuses it.
+"""One test per attack class against a real ``cuebench serve`` on loopback, both the default
+server (waitress, one process) and ``--workers 2`` (gunicorn), each on SQLite and on a real
+PostgreSQL server: what a participant, another web site or a copy of the data could do to a
+study, and that the server refuses it.
 
-One server per backend for the whole module (``served``); it trusts one reverse proxy, so
-each test's client sends its own ``X-Forwarded-For`` address and the per-address limits of
-one test do not touch another's. The in-process cases (``create_app``) cover what needs an
+One server per server kind and backend for the whole module (``served``); it trusts one
+reverse proxy, so each test's client sends its own ``X-Forwarded-For`` address, as a proxy
+would, and the per-address limits of one test do not touch another's. The in-process cases (``create_app``) cover what needs an
 injected setting: a header from an untrusted client, a database from before the secrets file.
 """
 
@@ -32,7 +33,7 @@ from cuebench.csvsafe import csv_text, frame_csv, safe_cell
 from cuebench.responses import KEY, ResponseStore, trial_row
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
-from experiment_server.app import create_app
+from experiment_server.app import MAX_REQUEST_BYTES, create_app
 from experiment_server.db import SETTINGS
 from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
@@ -116,18 +117,23 @@ def fresh_postgres_database(server) -> str:
     return server.url.replace("/postgres?", f"/{name}?")
 
 
-@pytest.fixture(scope="module", params=[pytest.param("sqlite", marks=pytest.mark.slow),
-                                        pytest.param("postgresql", marks=pytest.mark.slow)])
+SERVERS = {"waitress": 1, "workers2": 2}
+"""The server kinds under test and their ``--workers``: waitress in one process, gunicorn with two."""
+
+
+@pytest.fixture(scope="module", params=[pytest.param((kind, backend), id=f"{kind}-{backend}", marks=pytest.mark.slow)
+                                        for backend in ("sqlite", "postgresql") for kind in SERVERS])
 def served(request, tmp_path_factory):
-    """``cuebench serve --workers 4 --trusted-proxies 1`` on the sample experiment, with an admin password."""
-    root = tmp_path_factory.mktemp(f"security-{request.param}")
+    """``cuebench serve --trusted-proxies 1`` (waitress, or ``--workers 2``) on the sample experiment,
+    with an admin password."""
+    kind, backend = request.param
+    root = tmp_path_factory.mktemp(f"security-{kind}-{backend}")
     expdir = root / "exp"
     build_sample_experiment(expdir)
-    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) \
-        if request.param == "postgresql" else None
+    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
     set_admin_password(open_study(expdir, database=database), PASSWORD)
     log_file = root / "server.log"
-    server = ServerProcess(expdir, free_port(), workers=4, log_file=log_file, start_limit=START_LIMIT,
+    server = ServerProcess(expdir, free_port(), workers=SERVERS[kind], log_file=log_file, start_limit=START_LIMIT,
                            extra_args=("--trusted-proxies", "1", *(("--database", database) if database else ())))
     server.start()
     yield Served(expdir, server, database, log_file)
@@ -239,6 +245,35 @@ def test_a_row_the_database_refuses_fails_only_its_own_request(served):
     assert isinstance(outcomes.pop(people[2].code), Exception)
     assert all(o.stored for o in outcomes.values())
     assert {k[1] for k in rows_of(served)} >= set(outcomes)
+
+
+def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
+    """A body of one quote and escaped quotes up to the size limit made the old depth check
+    quadratic (256 KiB: about 18 minutes, the server frozen for everyone): it is now refused
+    like any bad body, while a participant's answer sent at the same time is stored. Every
+    request has the client's timeout, so a hang fails the test."""
+    _, token, _ = started(served, code="crafter")
+    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
+    honest, honest_token, plan = started(served, code="bystander")
+    trial = plan["trials"][0]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        attacks = [pool.submit(served.browser().post_json, f"/api/session/{token}/{route}", crafted)
+                   for route in ("trial/0", "image-failed", "screen")]
+        answer = pool.submit(honest.post_json, f"/api/session/{honest_token}/trial/{trial['index']}",
+                             trial_answer(trial))
+        assert [a.result() for a in attacks] == [400, 400, 400] and answer.result() == 201
+
+
+def test_an_ended_session_takes_no_more_reports(served):
+    """/image-failed and /screen answer a token whose session has ended without reading its body:
+    409, or the outcome again for a repeated screen-out (its reply may have been lost)."""
+    browser, token, _ = started(served, code="ended")
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small"}) == 200
+    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
+    assert browser.post_json(f"/api/session/{token}/image-failed", crafted) == 409
+    assert browser.post_json(f"/api/session/{token}/image-failed", {"url": "/stimuli/x.png"}) == 409
+    status, _, body = browser.request("POST", f"/api/session/{token}/screen", crafted, "application/json")
+    assert status == 200 and json.loads(body)["status"] == "screened_out"
 
 
 # credentials ------------------------------------------------------------------------------
@@ -446,9 +481,14 @@ def test_an_oversized_body_is_refused_before_it_is_sent(served):
 
 
 def test_starts_are_rate_limited_per_address(served):
+    """Per client address behind the trusted proxy, under both servers: the address the proxy
+    saw counts, whatever a client writes to the left of it in X-Forwarded-For."""
     flood = served.browser()
-    statuses = [flood.start()[0] for _ in range(START_LIMIT + 3)]
-    assert statuses == [303] * START_LIMIT + [429] * 3
+    statuses = [flood.start()[0] for _ in range(START_LIMIT)]
+    spoofing = [flood.request("GET", "/", headers={"X-Forwarded-For": f"198.51.100.{k}, {flood.address}"})[0]
+                for k in range(2)]
+    statuses += [flood.start()[0] for _ in range(3)]
+    assert statuses == [303] * START_LIMIT + [429] * 3 and spoofing == [200, 200]
     assert served.browser().start()[0] == 303  # another address is not affected
 
 
@@ -462,6 +502,29 @@ def test_login_guessing_is_counted_atomically_and_locks_out_no_one_else(served):
     assert sorted(statuses) == [401] * 5 + [429] * 25
     assert guesser.login() == 429
     assert served.browser().login() == 302
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_proxy_the_server_does_not_trust_is_ignored_and_named_in_the_log(kind, tmp_path):
+    """Without --trusted-proxies, X-Forwarded-For changes no client's address (every start counts
+    against the connection's), and the log says once per process that requests come through a
+    proxy the server does not trust."""
+    build_sample_experiment(tmp_path / "exp")
+    log_file = tmp_path / "server.log"
+    server = ServerProcess(tmp_path / "exp", free_port(), workers=SERVERS[kind], threads=2, log_file=log_file,
+                           start_limit=2)
+    server.start()
+    try:
+        statuses = []
+        for k in range(3):
+            browser = Browser(server.port, f"198.51.100.{k}")
+            statuses.append(browser.start()[0])
+        warnings = log_file.read_text().count("which this server does not trust")
+    finally:
+        server.stop()
+    assert statuses == [303, 303, 429]
+    assert 1 <= warnings <= SERVERS[kind]
 
 
 def test_an_untrusted_client_cannot_choose_its_address(tmp_path):
