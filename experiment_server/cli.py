@@ -33,7 +33,7 @@ def register(subparsers) -> None:
         "serve", help="run the online experiment (waitress) or set its admin password",
         description="Serve an experiment directory to participants: `cuebench serve EXPDIR`. "
                     "Set the admin password (stored hashed; the admin area is closed until set): "
-                    "`cuebench serve admin-password EXPDIR`. End every login (new cookie key): "
+                    "`cuebench serve admin-password EXPDIR`. New keys (ends every login and open page): "
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
                     "Options may stand before or after EXPDIR.",
@@ -119,14 +119,13 @@ def run(args) -> int:
 
 
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:
-    """A new cookie-signing key: every admin login and start-form cookie ends, in running servers too."""
-    from .server_secrets import new_key
+    """New keys (``study.Study.renew_keys``), taken by running servers at once."""
     from .study import open_study
 
     study = open_study(expdir, database=database, secrets_path=secrets_path)
-    study.secrets.set("secret_key", new_key())
-    study.db.bump_admin_generation()
-    print(f"new cookie key in {study.secrets.path}: every admin session has ended; participants go on")
+    study.renew_keys()
+    print(f"new keys in {study.secrets.path}: every admin session has ended, and open study pages stop working; "
+          "participants go on by opening their study link again (their answers are kept)")
     return 0
 
 

@@ -35,7 +35,7 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
-from .db import AlreadyParticipated, Participant
+from .db import AlreadyParticipated, Participant, prolific_identity
 from .trial_types import allowed_responses, served
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
@@ -77,7 +77,8 @@ def _entry_values(source) -> dict[str, str | None]:
 def _participant(token: str) -> Participant:
     participant = _study().db.by_token(token)
     if participant is None:
-        raise Rejected(403, "unknown session token; use the link you were given")
+        raise Rejected(403, "unknown session token; open the study link you were given again (what you "
+                            "answered is kept)")
     return participant
 
 
@@ -105,17 +106,18 @@ def entry():
     return response
 
 
-def _start_token(study: Study, values: dict[str, str | None], browser: str) -> str:
-    """The session token a start request stands for, so that repeating it (a double click, a
-    retry after a reply lost to a crash, the link opened again) lands in the same session
-    instead of "already taken part": derived from the Prolific ID with Prolific's per-attempt
-    SESSION_ID (a second factor only the participant's link carries), else from the entry
-    code together with this browser's id, else from the form's one-time nonce."""
+def _start_identity(values: dict[str, str | None], browser: str) -> str:
+    """What a start request stands for, so that repeating it (a double click, a retry after a
+    reply lost to a crash, the link opened again) lands in the same session instead of
+    "already taken part": the Prolific ID with Prolific's per-attempt SESSION_ID (a second
+    factor only the participant's link carries), else the entry code together with this
+    browser's id, else the form's one-time nonce. The session token is derived from it with
+    the server's key; the session is found again by it (``db.ServerDB.start``)."""
     if values["PROLIFIC_PID"] and values["SESSION_ID"]:
-        return study.start_token(f"prolific:{values['PROLIFIC_PID']}:{values['SESSION_ID']}")
+        return prolific_identity(values["PROLIFIC_PID"], values["SESSION_ID"])
     if values["PROLIFIC_PID"] is None and values["code"]:
-        return study.start_token(f"code:{values['code']}:browser:{browser}")
-    return study.start_token(f"nonce:{request.form[START_NONCE]}")
+        return f"code:{values['code']}:browser:{browser}"
+    return f"nonce:{request.form[START_NONCE]}"
 
 
 def _refuse_foreign_start(study: Study) -> str:
@@ -143,10 +145,11 @@ def start():
                                consent=study.texts()["consent"],
                                nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400
+    identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"], token=_start_token(study, values, browser),
+                                  entry_code=values["code"], identity=identity, token=study.start_token(identity),
                                   pilot=(values["pilot"] or "").lower() in PILOT_VALUES
                                   or study.db.is_pilot_code(study.experiment.name, values["code"]))
     except AlreadyParticipated as err:
@@ -176,7 +179,7 @@ def stimulus(filename: str):
     try:
         path = study.expdir.stimulus_file(filename)
         data = strip_metadata(path.read_bytes())
-    except (OutsideExperimentError, OSError) as err:
+    except (OutsideExperimentError, OSError, ValueError) as err:  # ValueError: a NUL in the name
         if filename in study.stimulus_names and study.first_report(filename):
             log.error("stimulus %s cannot be served (%s): answered 404; participants who need it cannot go on",
                       f"stimuli/{filename}", type(err).__name__)

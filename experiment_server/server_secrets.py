@@ -10,8 +10,10 @@ one is paid without taking part) therefore live in a JSON file created with mode
   folder holds none of them);
 - every server process and host of one study reads the same file (copy it to each host of
   a PostgreSQL study);
-- a folder from before this file had them in its database table ``server_settings``: they
-  are moved out on the first start and deleted from the database.
+- a folder from before this file had them in its database table ``server_settings``: the
+  password hash and the completion codes are moved out on the first start, the old key is
+  replaced by new keys (any copy of the folder from before holds it), and the database
+  forgets them all.
 
 Writes replace the file atomically (a temporary 0600 file, then rename) under a lock file,
 so the CLI and a running server may both write; readers reload it when it changes.
@@ -31,11 +33,11 @@ from cuebench.errors import CuebenchError
 
 ENV_VAR = "CUEBENCH_SECRETS"
 SUFFIX = ".secrets.json"
-SECRET_KEYS = ("secret_key", "derive_key", "admin_password", "code_finished", "code_screened_out",
-               "code_failed_attention")
-"""What the file holds: the cookie-signing key (rotated by ``cuebench serve rotate-secret``),
-the key of trial keys and start tokens (kept, so sessions in progress go on), the admin
-password hash and the completion codes."""
+KEYS = ("secret_key", "derive_key")
+"""The keys: the cookie-signing key and the key of start tokens, start-form nonces and trial
+keys. ``cuebench serve rotate-secret`` replaces both (``study.Study.renew_keys``)."""
+SECRET_KEYS = (*KEYS, "admin_password", "code_finished", "code_screened_out", "code_failed_attention")
+"""What the file holds: the keys, the admin password hash and the completion codes."""
 
 
 class SecretsError(CuebenchError):

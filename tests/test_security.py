@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import hmac
 import http.client
 import io
 import json
@@ -28,13 +30,15 @@ from urllib.parse import urlencode
 import pytest
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
+from werkzeug.security import generate_password_hash
 
-from cuebench.csvsafe import csv_text, frame_csv, safe_cell
+from cuebench.csvsafe import FORMULA_STARTS, csv_text, frame_csv, safe_cell
 from cuebench.responses import KEY, ResponseStore, trial_row
+from cuebench.storage import open_database
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
 from experiment_server.app import MAX_REQUEST_BYTES, create_app
-from experiment_server.db import SETTINGS
+from experiment_server.db import OUTCOMES, SETTINGS
 from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.server_secrets import SECRET_KEYS
@@ -361,19 +365,104 @@ def test_secrets_stay_out_of_the_data(served):
     assert not [p for p in served.expdir.rglob("*") if p.is_file() and stored["secret_key"].encode() in p.read_bytes()]
 
 
-def test_secrets_in_an_old_database_move_out_on_first_start(tmp_path):
-    expdir = tmp_path / "exp"
+OLD_KEY = "0f" * 32
+"""The cookie and derivation key of a folder served by the version before the secrets file."""
+
+
+def old_token(identity: str) -> str:
+    """A session token as that version derived it: from the one key, which every copy of the folder held."""
+    return hmac.new(OLD_KEY.encode(), b"start:" + identity.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def previous_version_folder(root, database: str | None) -> dict:
+    """A study as the version before the secrets file left it (``experiment_server/db.py`` of that
+    version): its server tables, the secrets in ``server_settings``, and two sessions in progress,
+    a Prolific one and an entry-code one, whose tokens that key derived."""
+    expdir = root / "exp"
     build_sample_experiment(expdir)
-    open_study(expdir).close()
-    with sqlite3.connect(expdir / "responses.sqlite") as conn:
-        conn.executemany(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?)",
-                         [("secret_key", "old-key-0123456789"), ("code_finished", "CPAID123")])
-    (tmp_path / "exp.secrets.json").unlink()
-    study = study_of(create_app(expdir))
-    assert study.completion_code("finished") == "CPAID123" and study.cookie_key == "old-key-0123456789"
-    assert study.derive_key == b"old-key-0123456789"  # trial keys of sessions in progress stay the same
-    raw = b"".join(f.read_bytes() for f in expdir.glob("responses.sqlite*"))
-    assert b"old-key-0123456789" not in raw and b"CPAID123" not in raw
+    name = json.loads((expdir / "experiment.json").read_text())["name"]
+    sessions = {"P0PROLIFIC01": ("5f1a2b3c4d5e6f7a8b9c0d1e", "prolific:5f1a2b3c4d5e6f7a8b9c0d1e:61a2b3c4d5e6f7a8b9c0d1e2"),
+                "P0ENTRYCODE1": (None, "code:old-code")}
+    db = open_database(database or expdir / "responses.sqlite")
+    with db.write_transaction() as conn:
+        conn.execute("CREATE TABLE participants (code TEXT PRIMARY KEY, experiment TEXT NOT NULL, token_hash TEXT "
+                     "NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, prolific_pid TEXT, "
+                     "study_id TEXT, prolific_session TEXT, entry_code TEXT, reserved_until FLOAT, created_at FLOAT "
+                     "NOT NULL, finished_at FLOAT, screen_reason TEXT, excluded INTEGER, exclusion_reason TEXT)")
+        for columns in (("token_hash",), ("experiment", "prolific_pid"), ("experiment", "entry_code")):
+            conn.execute(f"CREATE UNIQUE INDEX idx_participants_{'_'.join(columns)} ON participants "
+                         f"({', '.join(columns)})")
+        conn.execute("CREATE TABLE server_settings (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("CREATE TABLE admin_login_failures (address TEXT NOT NULL, at FLOAT NOT NULL)")
+        conn.executemany("INSERT INTO server_settings(key, value) VALUES (?, ?)", [
+            ("experiment", name), ("secret_key", OLD_KEY), ("admin_password", generate_password_hash(PASSWORD)),
+            ("code_finished", "CPAID123"), ("code_screened_out", "CSCREEN1"), ("code_failed_attention", "CFAIL123")])
+        for group, (code, (pid, identity)) in enumerate(sessions.items()):
+            conn.execute("INSERT INTO participants(code, experiment, token_hash, grp, status, session, prolific_pid, "
+                         "study_id, prolific_session, entry_code, reserved_until, created_at) "
+                         "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?)",
+                         [code, name, hashlib.sha256(old_token(identity).encode()).hexdigest(), group, pid,
+                          "study1" if pid else None, identity.rsplit(":", 1)[1] if pid else None,
+                          None if pid else "old-code", 4e9, 1.7e9])
+    db.close()
+    return {"expdir": expdir, "database": database, "sessions": sessions}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,backend", [(kind, backend) for backend in ("sqlite", "postgresql") for kind in SERVERS])
+def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, tmp_path, request):
+    """The first serve of a folder from before the secrets file: a copy of that folder (which
+    holds the old key) forges no admin cookie and computes no session token; the password and
+    the completion codes move to the secrets file; the sessions in progress go on through the
+    resume map, the Prolific one from its link and the entry-code one from the first browser
+    that opens its link; ``rotate-secret`` then renews both keys, with the same effect."""
+    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
+    old = previous_version_folder(tmp_path, database)
+    server = ServerProcess(old["expdir"], free_port(), workers=SERVERS[kind], threads=2, log_file=tmp_path / "log",
+                           extra_args=("--database", database) if database else ())
+    server.start()
+    try:
+        forger = Flask("forger")
+        forger.secret_key = OLD_KEY
+        admin = Browser(server.port, "203.0.113.1")
+        admin.cookies["session"] = SecureCookieSessionInterface().get_signing_serializer(forger).dumps(
+            {"admin_generation": 0})
+        for path in ("/admin/", "/admin/export/participants.csv"):
+            status, headers, _ = admin.request("GET", path)
+            assert status == 302 and "/admin/login" in headers["Location"], path
+        (prolific, (pid, identity)), (entry, (_, code_identity)) = old["sessions"].items()
+        for stale in (old_token(identity), old_token(code_identity)):
+            assert admin.request("GET", f"/api/session/{stale}")[0] == 403
+        link = {"PROLIFIC_PID": pid, "STUDY_ID": "study1", "SESSION_ID": identity.rsplit(":", 1)[1]}
+        tokens = []
+        for _ in range(2):
+            status, token = Browser(server.port, "203.0.113.2").start(**link)
+            assert status == 303 and token != old_token(identity)
+            plan = json.loads(admin.request("GET", f"/api/session/{token}")[2])
+            assert plan["participant"] == prolific and plan["status"] == "in_progress"
+            tokens.append(token)
+            args = _serve_args("rotate-secret", old["expdir"], database=database)
+            assert args.func(args) == 0
+        assert admin.request("GET", f"/api/session/{tokens[0]}")[0] == 403
+        first = Browser(server.port, "203.0.113.3")
+        status, token = first.start(code="old-code")
+        assert status == 303 and json.loads(first.request("GET", f"/api/session/{token}")[2])["participant"] == entry
+        assert first.start(code="old-code") == (303, token)
+        assert Browser(server.port, "203.0.113.4").start(code="old-code")[0] == 409
+        assert admin.login() == 302 and admin.request("GET", "/admin/")[0] == 200
+    finally:
+        server.stop()
+    study = open_study(old["expdir"], database=database)
+    stored = json.loads(study.secrets.path.read_text())
+    assert {stored[f"code_{o}"] for o in OUTCOMES} == {"CPAID123", "CSCREEN1", "CFAIL123"}
+    assert OLD_KEY not in stored.values() and stored["secret_key"] != stored["derive_key"]
+    assert study.db.take_settings(SECRET_KEYS) == {}
+
+
+def _serve_args(*words, database: str | None = None):
+    parser = argparse.ArgumentParser()
+    server_cli.register(parser.add_subparsers())
+    return parser.parse_args(["serve", *map(str, words), *(("--database", database) if database else ())])
 
 
 # injection --------------------------------------------------------------------------------
@@ -407,27 +496,32 @@ def test_stored_xss_does_not_run_in_the_admin_page(served, browser):
 
 
 def test_csv_exports_neutralise_formulas(served):
-    _, token, _ = started(served, code="-2-3")
+    """Read as a spreadsheet with ``,`` as its list separator would, and with ``;`` (where
+    ``x;=HYPERLINK(...)`` was two cells, the second a formula), no cell starts a formula."""
     hyperlink = '=HYPERLINK("http://evil.example","click")'
-    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": hyperlink}) == 200
+    for code, reason in (("-2-3", hyperlink), ("semicolon", "x;" + hyperlink)):
+        _, token, _ = started(served, code=code)
+        assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
     admin = served.browser()
     assert admin.login() == 302
     _, _, body = admin.request("GET", "/admin/export/participants.csv")
     rows = list(csv.DictReader(io.StringIO(body.decode())))
-    mine = [r for r in rows if r["entry_code"] == "'-2-3"]
-    assert len(mine) == 1 and mine[0]["screen_reason"] == "'" + hyperlink
-    dangerous = [cell for r in rows for cell in r.values() if cell and safe_cell(cell) != cell]
-    assert dangerous == []
+    mine = {r["entry_code"]: r["screen_reason"] for r in rows if r["entry_code"] in ("'-2-3", "semicolon")}
+    assert mine == {"'-2-3": "'" + hyperlink, "semicolon": "x;'" + hyperlink}
+    for separator in ",;":
+        cells = [cell for row in csv.reader(io.StringIO(body.decode()), delimiter=separator) for cell in row]
+        assert [cell for cell in cells if cell.startswith(FORMULA_STARTS) and safe_cell(cell) != cell] == []
 
 
 def test_formula_cells_get_a_quote_and_numbers_stay():
     """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not."""
     import pandas as pd
 
-    cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5]
+    cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5,
+             "x;=HYPERLINK(1)", "1;-2;+3", "a;b;", ";@x"]
     assert csv_text(["v"], [[c] for c in cells]) == "v\n" + "".join(
         f"{line}\n" for line in ["'=1+2", "'+SUM(A1)", "'-2-3", "'@cmd", "'\tx", "'\rx", "-1.5", "+3", "1e-3",
-                                  "cat", "a=b", '""', '""', "-4", "2.5"])
+                                  "cat", "a=b", '""', '""', "-4", "2.5", "x;'=HYPERLINK(1)", "1;-2;+3", "a;b;", ";'@x"])
     frame = pd.DataFrame({"reason": ["=HYPERLINK(1)", "ok"], "rt": [-1.5, 2.0]})
     assert frame_csv(frame).decode() == "reason,rt\n'=HYPERLINK(1),-1.5\nok,2.0\n"
 
@@ -437,7 +531,8 @@ def test_formula_cells_get_a_quote_and_numbers_stay():
 def test_path_traversal_is_refused(served):
     browser = served.browser()
     for path in ("/stimuli/../experiment.json", "/stimuli/%2e%2e/experiment.json", "/stimuli/..%2fexperiment.json",
-                 "/stimuli/%2e%2e%2f%2e%2e%2fexp.secrets.json", "/static/../../experiment_server/app.py"):
+                 "/stimuli/%2e%2e%2f%2e%2e%2fexp.secrets.json", "/static/../../experiment_server/app.py",
+                 "/stimuli/x%00.png"):
         status, _, body = browser.request("GET", path)
         assert status in (400, 404) and b"secret_key" not in body and b"assignment" not in body, path
 
