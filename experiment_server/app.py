@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import sqlite3
 import sys
 import threading
 import time
@@ -25,6 +26,12 @@ from itsdangerous import URLSafeTimedSerializer
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+try:
+    import psycopg
+except ImportError:  # PostgreSQL support is an extra
+    psycopg = None
+
+from cuebench.storage import StorageError
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
@@ -39,6 +46,10 @@ MAX_REQUEST_BYTES = 256 * 1024
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
                            "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 """Only the server's own files: a participant's text that slipped into a page cannot run as script."""
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (StorageError, sqlite3.OperationalError, *(
+    (psycopg.OperationalError,) if psycopg else ()))
+"""Errors of a database out of reach (cannot be opened, connection cut, locked beyond the busy timeout)."""
+RETRY_AFTER_S = 2
 FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_FORWARDED_PROTO")
 """What a reverse proxy adds to a request (WSGI names)."""
 log = logging.getLogger("cuebench.serve")
@@ -137,15 +148,20 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
 
     @app.errorhandler(Exception)
     def failed(err: Exception):
-        """One log line per failure, naming the route but not the URL (it holds the participant's token)."""
+        """One log line per failure, naming the route but not the URL (it holds the participant's token).
+        The database out of reach is a 503 with ``Retry-After``: the web task retries, and the
+        server opens new connections when the database is back."""
         if isinstance(err, HTTPException):
             return err
         where = request.url_rule.rule if request.url_rule else "(no route)"
         log.error("%s %s failed: %s: %s", request.method, where, type(err).__name__, str(err).splitlines()[0]
                   if str(err) else "")
+        unavailable = isinstance(err, DATABASE_UNAVAILABLE)
+        status, retry = (503, {"Retry-After": str(RETRY_AFTER_S)}) if unavailable else (500, {})
         if request.path.startswith("/api/"):
-            return jsonify(error="the server failed; try again"), 500
-        return render_template("message.html", title="Server error", message="The server failed; try again."), 500
+            return jsonify(error="the server failed; try again"), status, retry
+        return render_template("message.html", title="Server error", message="The server failed; try again."), \
+            status, retry
 
     @app.after_request
     def headers(response):
