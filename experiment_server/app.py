@@ -43,6 +43,15 @@ from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024
 """The largest request body; the WSGI servers refuse a longer one before reading it (``serve``)."""
+IDLE_TIMEOUT_S = 30
+"""How long a connection that sends nothing stays open: longer than a trial, so a participant keeps
+one connection from answer to answer, short enough that idle or half-open connections a client
+leaves behind are closed (waitress's default is 120 s, gunicorn's 2 s)."""
+CONNECTION_LIMIT = 1000
+"""Open connections per server process at most; over it waitress stops accepting, so it must lie
+far beyond a study's participants (one keep-alive connection each) and the idle connections one
+client can hold open for ``IDLE_TIMEOUT_S``. The reverse proxy in front (docs/web.md) bounds what
+one address may hold."""
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
                            "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 """Only the server's own files: a participant's text that slipped into a page cannot run as script."""
@@ -223,10 +232,27 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     if workers > 1:
         from .workers import run_gunicorn
 
+        allow_open_files(CONNECTION_LIMIT + 100)
         run_gunicorn(make_app, host, port, workers, threads)
         return
     from waitress import serve as waitress_serve
 
+    allow_open_files(CONNECTION_LIMIT + 100)
+    # poll, not select: select cannot watch a socket numbered beyond 1023
     waitress_serve(make_app(), host=host, port=port, threads=threads, ident="cuebench",
-                   connection_limit=max(100, 25 * threads), max_request_body_size=MAX_REQUEST_BYTES,
+                   connection_limit=CONNECTION_LIMIT, channel_timeout=IDLE_TIMEOUT_S, cleanup_interval=5,
+                   asyncore_use_poll=True, max_request_body_size=MAX_REQUEST_BYTES,
                    **waitress_proxy_settings(trusted_proxies))
+
+
+def allow_open_files(needed: int) -> None:
+    """Raise this process's limit of open files (a connection is one) towards ``needed``, as far as
+    the hard limit allows: Linux's usual soft limit, 1024, is below ``CONNECTION_LIMIT``."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(needed, hard),
+                                                    hard))

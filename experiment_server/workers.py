@@ -15,14 +15,11 @@ from typing import Callable
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
+from .app import CONNECTION_LIMIT, IDLE_TIMEOUT_S
+
 REQUEST_TIMEOUT_S = 60
 """A worker silent for this long is restarted by the gunicorn master."""
 
-KEEPALIVE_S = 30
-"""How long an idle participant connection stays open. gunicorn's default (2 s) is shorter
-than a trial (response plus inter-trial interval), so every answer would open a new
-connection and a client that sends on one the server has just closed sees a network
-error; waitress, the one-process server, keeps idle connections for 120 s."""
 
 
 class _CuebenchGunicorn(BaseApplication):
@@ -47,7 +44,8 @@ def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: i
         "worker_class": "gthread",
         "threads": threads,
         "timeout": REQUEST_TIMEOUT_S,
-        "keepalive": KEEPALIVE_S,
+        "keepalive": IDLE_TIMEOUT_S,  # gunicorn's default, 2 s, is shorter than a trial
+        "worker_connections": CONNECTION_LIMIT,
         "preload_app": False,
         "proc_name": "cuebench-serve",
         "loglevel": "warning",
