@@ -418,6 +418,8 @@ def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, 
     that opens its link; ``rotate-secret`` then renews both keys, with the same effect."""
     database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
     old = previous_version_folder(tmp_path, database)
+    if database is None:
+        (old["expdir"] / "responses.sqlite").chmod(0o644)  # as that version left it
     server = ServerProcess(old["expdir"], free_port(), workers=SERVERS[kind], threads=2, log_file=tmp_path / "log",
                            extra_args=("--database", database) if database else ())
     server.start()
@@ -457,6 +459,20 @@ def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, 
     assert {stored[f"code_{o}"] for o in OUTCOMES} == {"CPAID123", "CSCREEN1", "CFAIL123"}
     assert OLD_KEY not in stored.values() and stored["secret_key"] != stored["derive_key"]
     assert study.db.take_settings(SECRET_KEYS) == {}
+    if database is None:
+        assert stat.S_IMODE((old["expdir"] / "responses.sqlite").stat().st_mode) == 0o600
+
+
+def test_a_secrets_file_others_can_read_is_made_owner_only(tmp_path, caplog):
+    build_sample_experiment(tmp_path / "exp")
+    open_study(tmp_path / "exp").close()
+    path = tmp_path / "exp.secrets.json"
+    path.chmod(0o644)
+    with caplog.at_level("WARNING"):
+        open_study(tmp_path / "exp").close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [r.getMessage() for r in caplog.records if "readable by others" in r.getMessage()]
+    assert not list(tmp_path.glob(".exp.secrets.json.*.tmp"))
 
 
 def _serve_args(*words, database: str | None = None):
