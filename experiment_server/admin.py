@@ -153,7 +153,8 @@ def dashboard():
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
                            records={p.code: participant_record(p) for p in people},
                            answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},
-                           statuses=STATUSES, exports=EXPORT_FILES)
+                           statuses=STATUSES, exports=EXPORT_FILES, free_disk_mb=study.free_disk_mb(),
+                           min_free_disk_mb=current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
 
 
 @bp.post("/exclude")

@@ -37,7 +37,7 @@ from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 from . import adaptive, admin, participant
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
-from .participant import START_LIMIT
+from .participant import MIN_FREE_DISK_MB, START_LIMIT
 from .study import ServerSetupError, open_study, study_of
 from .validation import Rejected
 
@@ -113,7 +113,7 @@ class _RotatingKeySessions(SecureCookieSessionInterface):
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
                reservation_seconds: float = RESERVATION_SECONDS, insecure_cookies: bool = False,
                database: str | None = None, secrets_path: str | Path | None = None, trusted_proxies: int = 0,
-               start_limit: int = START_LIMIT) -> Flask:
+               start_limit: int = START_LIMIT, min_free_disk_mb: int = MIN_FREE_DISK_MB) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; cookies are ``Secure`` by
     ``cookie_policy``'s rule, never with ``insecure_cookies`` (a plain-HTTP lab network);
@@ -121,7 +121,8 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     ``secrets_path``: the secrets file (``server_secrets``); ``trusted_proxies``: how many
     reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
     client's; a forwarded header is then ignored, since anyone can send one);
-    ``start_limit``: session starts per client address per 10 minutes."""
+    ``start_limit``: session starts per client address per 10 minutes; ``min_free_disk_mb``: new
+    sessions are refused while the database's disk has less free (``Study.low_on_disk``)."""
     study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
@@ -138,6 +139,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     )
     app.extensions["cuebench"] = study
     app.config["CUEBENCH_START_LIMIT"] = start_limit
+    app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
     app.register_blueprint(participant.bp)
     app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
@@ -199,7 +201,8 @@ def check_port_free(host: str, port: int) -> None:
 
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
           threads: int = 8, insecure_cookies: bool = False, workers: int = 1, database: str | None = None,
-          secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT) -> None:
+          secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT,
+          min_free_disk_mb: int = MIN_FREE_DISK_MB) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
     ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
     if workers < 1:
@@ -227,7 +230,7 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
 
     def make_app() -> Flask:
         return create_app(expdir, insecure_cookies=insecure_cookies, database=database, secrets_path=secrets_path,
-                          trusted_proxies=trusted_proxies, start_limit=start_limit)
+                          trusted_proxies=trusted_proxies, start_limit=start_limit, min_free_disk_mb=min_free_disk_mb)
 
     if workers > 1:
         from .workers import run_gunicorn

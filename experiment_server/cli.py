@@ -13,7 +13,7 @@ from cuebench.paths import user_path
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
-from .participant import START_LIMIT
+from .participant import MIN_FREE_DISK_MB, START_LIMIT
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -56,6 +56,8 @@ def register(subparsers) -> None:
                              "limits is then taken from it (0: the header is ignored)")
     parser.add_argument("--start-limit", type=int, default=START_LIMIT, metavar="N",
                         help="session starts per client address per 10 minutes")
+    parser.add_argument("--min-free-disk", type=int, default=MIN_FREE_DISK_MB, metavar="MB",
+                        help="refuse new participants while the disk of responses.sqlite has less free space")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
     parser.add_argument("--pilot", action="store_true",
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
@@ -114,7 +116,8 @@ def run(args) -> int:
         study.close()
     serve(expdir, host=args.host, port=args.port, threads=args.threads,
           insecure_cookies=args.insecure_cookies, workers=args.workers, database=args.database,
-          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit)
+          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit,
+          min_free_disk_mb=args.min_free_disk)
     return 0
 
 

@@ -56,6 +56,9 @@ START_LIMIT = 60
 """Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
 a script filling the admin page with anonymous sessions does not)."""
 START_WINDOW_S = 600
+MIN_FREE_DISK_MB = 1024
+"""New sessions are refused while the disk of responses.sqlite has less free space than this (MB),
+so that the sessions running can still store every answer (``--min-free-disk``)."""
 
 
 def _study() -> Study:
@@ -130,9 +133,21 @@ def _refuse_foreign_start(study: Study) -> str:
     return browser
 
 
+def _refuse_when_disk_low(study: Study) -> None:
+    """503 for a new session while the database's disk is nearly full (logged once per process; the
+    admin page says so too), before the answers of those already taking part cannot be stored."""
+    free_mb = study.free_disk_mb()
+    if free_mb is not None and free_mb < current_app.config["CUEBENCH_MIN_FREE_DISK_MB"]:
+        if study.first_report("low disk"):
+            log.error("only %d MB free on the disk of %s: new participants are refused until there is %d MB",
+                      free_mb, study.expdir.responses_file, current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
+        raise Rejected(503, "The study cannot take new participants at the moment. Please try again later.")
+
+
 @bp.post("/start")
 def start():
     study = _study()
+    _refuse_when_disk_low(study)
     if study.db.take_slot("start", request.remote_addr or "", current_app.config["CUEBENCH_START_LIMIT"],
                           START_WINDOW_S) is None:
         return render_template("message.html", title="Too many starts",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import shutil
 import threading
 import time
 from functools import cached_property, lru_cache
@@ -187,6 +188,12 @@ class Study:
             first = stimulus not in self._reported_stimuli
             self._reported_stimuli.add(stimulus)
             return first
+
+    def free_disk_mb(self) -> int | None:
+        """Free space (MB) on the disk of responses.sqlite; None on PostgreSQL (its server's disk)."""
+        if self.database is not None:
+            return None
+        return shutil.disk_usage(self.expdir.responses_file.parent).free // 2**20
 
     def missing_indices(self, participant: Participant) -> list[int]:
         answered = self.store.answered_indices(self.experiment.name, participant.code, participant.session)

@@ -37,6 +37,9 @@ MAX_JSON_DEPTH = 8
 """Nesting of a request body at most (the trial post needs 3: body, device or event, value)."""
 MAX_FIELD_CHARS = 8192
 """Characters of one free-form JSON field (``device``, one event) as stored, at most."""
+MAX_TRIAL_EXTRA_CHARS = 32 * 1024
+"""Characters of ``device`` and ``events`` of one trial together, as stored, at most: a real trial
+has a few hundred; with the trial count this bounds what one session adds to the database."""
 _NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
 _STEP = bytes.maketrans(b'[{]}"', bytes([1, 1, 255, 255, 0]))
 """A bracket as a step of the nesting depth, +1 or -1 (255 as a signed byte); a quote as none."""
@@ -117,10 +120,12 @@ def _count(payload: dict, name: str) -> int:
     return value
 
 
-def _bounded_json(name: str, value: Any) -> None:
-    """A free-form JSON field fits the column: its encoding at most ``MAX_FIELD_CHARS`` long."""
-    if len(json.dumps(value)) > MAX_FIELD_CHARS:
+def _bounded_json(name: str, value: Any) -> int:
+    """A free-form JSON field fits the column: its encoding at most ``MAX_FIELD_CHARS`` long; its length."""
+    length = len(json.dumps(value))
+    if length > MAX_FIELD_CHARS:
         raise Rejected(422, f"field {name!r} is longer than {MAX_FIELD_CHARS} characters as JSON")
+    return length
 
 
 def _phase_map(payload: dict, name: str, kind: type) -> dict:
@@ -172,12 +177,13 @@ def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, paylo
     events = payload.get("events", [])
     if not isinstance(events, list) or len(events) > MAX_EVENTS or not all(isinstance(e, dict) for e in events):
         raise Rejected(422, f"field 'events' must be a list of at most {MAX_EVENTS} objects")
-    for k, event in enumerate(events):
-        _bounded_json(f"events[{k}]", event)
     device = payload.get("device", {})
     if not isinstance(device, dict):
         raise Rejected(400, "field 'device' must be an object")
-    _bounded_json("device", device)
+    extra = _bounded_json("device", device) + sum(_bounded_json(f"events[{k}]", e) for k, e in enumerate(events))
+    if extra > MAX_TRIAL_EXTRA_CHARS:
+        raise Rejected(422, f"fields 'device' and 'events' together are longer than {MAX_TRIAL_EXTRA_CHARS} "
+                            "characters as JSON")
     dropped = _count(payload, "dropped_frames")
     return {
         "response": response or None,

@@ -160,6 +160,7 @@ def rows_of(served: Served) -> list[tuple]:
 # participants' writes ---------------------------------------------------------------------
 
 POISON = [
+    ("device and events beyond a trial's share", {"device": {"ua": "x" * 8000}, "events": [{"e": "x" * 8000}] * 4}),
     ("dropped_frames beyond 64 bits", {"dropped_frames": 9223372036854775808}),
     ("dropped_frames beyond PostgreSQL INTEGER", {"dropped_frames": 2**31}),
     ("frames beyond the column", {"frames": {"stimulus": 2**40}}),
@@ -171,6 +172,8 @@ RAW_POISON = [
     ("NaN in device", '"device": {"screen": NaN}'),
     ("Infinity in device", '"device": {"screen": Infinity}'),
     ("-Infinity as RT", '"rt_ms": -Infinity'),
+    ("1e999 in device", '"device": {"screen": 1e999}'),
+    ("1e999 as RT", '"rt_ms": 1e999'),
 ]
 
 
@@ -613,6 +616,34 @@ def test_login_guessing_is_counted_atomically_and_locks_out_no_one_else(served):
     assert sorted(statuses) == [401] * 5 + [429] * 25
     assert guesser.login() == 429
     assert served.browser().login() == 302
+
+
+@pytest.mark.slow
+def test_new_participants_are_refused_before_the_disk_fills(tmp_path):
+    """With less free disk than ``--min-free-disk`` (here: more than any disk has), a start is refused
+    (503, a page that says to come back later), the log says why once, and so does the admin page;
+    sessions already running go on storing their answers."""
+    build_sample_experiment(tmp_path / "exp")
+    study = open_study(tmp_path / "exp")
+    set_admin_password(study, PASSWORD)
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="running")
+    log_file = tmp_path / "server.log"
+    server = ServerProcess(tmp_path / "exp", free_port(), threads=2, log_file=log_file,
+                           extra_args=("--min-free-disk", str(2**40)))
+    server.start()
+    try:
+        refused = [Browser(server.port, "203.0.113.9").start()[0] for _ in range(2)]
+        admin = Browser(server.port, "203.0.113.10")
+        assert admin.login() == 302
+        page = admin.request("GET", "/admin/")[2].decode()
+        browser = Browser(server.port, "203.0.113.11")
+        plan = json.loads(browser.request("GET", f"/api/session/{token}")[2])["trials"][0]
+        stored = browser.post_json(f"/api/session/{token}/trial/0", trial_answer(plan))
+    finally:
+        server.stop()
+    assert refused == [503, 503] and stored == 201
+    assert 'id="disk"' in page and "new participants are refused" in page
+    assert log_file.read_text().count("new participants are refused") == 1
 
 
 @pytest.mark.slow
