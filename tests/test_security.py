@@ -24,6 +24,7 @@ import socket
 import sqlite3
 import stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
@@ -36,8 +37,8 @@ from cuebench.csvsafe import FORMULA_STARTS, csv_text, frame_csv, safe_cell
 from cuebench.responses import KEY, ResponseStore, trial_row
 from cuebench.storage import open_database
 from experiment_server import cli as server_cli
-from experiment_server.admin import set_admin_password
-from experiment_server.app import MAX_REQUEST_BYTES, create_app
+from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
+from experiment_server.app import MAX_REQUEST_BYTES, _RotatingKeySessions, create_app
 from experiment_server.db import OUTCOMES, SETTINGS
 from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
@@ -350,6 +351,22 @@ def test_admin_sessions_end_on_logout_password_change_and_rotation(served):
                               *(("--database", served.database) if served.database else ())])
     assert args.func(args) == 0
     assert admin.request("GET", "/admin/")[0] == 302
+
+
+def test_an_admin_login_ends_after_its_lifetime_however_active(tmp_path):
+    """The cookie's expiry is renewed on every request; the login time it carries is not."""
+    build_sample_experiment(tmp_path / "exp")
+    set_admin_password(open_study(tmp_path / "exp"), PASSWORD)
+    app = create_app(tmp_path / "exp")
+    study = study_of(app)
+    signer = _RotatingKeySessions().get_signing_serializer(app)
+    statuses = []
+    for age_s in (60, ADMIN_SESSION_S + 60):
+        client = app.test_client()
+        client.set_cookie("session", signer.dumps({"admin_generation": study.db.admin_generation(),
+                                                   "login_at": time.time() - age_s}))
+        statuses.append(client.get("/admin/").status_code)
+    assert statuses == [200, 302]
 
 
 def test_secrets_stay_out_of_the_data(served):
