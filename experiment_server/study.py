@@ -159,6 +159,13 @@ class Study:
         return frozenset(s.path.split("/", 1)[1] for s in self.experiment.stimuli.values())
 
     @cached_property
+    def shown_together(self) -> frozenset[str]:
+        """The file names of stimuli that a trial shows beside others (an oddity triplet): served so
+        that their sizes cannot tell them apart (``participant._uniform_png``)."""
+        return frozenset(self.experiment.stimuli[s].path.split("/", 1)[1]
+                         for t in self.experiment.trials if len(t.stimuli) > 1 for s in t.stimuli)
+
+    @cached_property
     def grid(self) -> ResponseGrid:
         """The classification response screen, the lab's (``human_tasks.layout``)."""
         return response_grid(self.experiment.label_set)

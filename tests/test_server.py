@@ -581,3 +581,34 @@ def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     assert study.db.get("LAB01").exclusion is None and study.db.fill(experiment.name, study.n_groups)[1] == 1
     assert main(["exclude", str(root), "SIM01", "--reason", "test run"]) == 0
     assert study.db.get("SIM01").exclusion.by.startswith("cli (")
+
+
+@pytest.mark.slow
+def test_the_bytes_of_an_oddity_trial_do_not_tell_the_odd_one(shared, tmp_path):
+    """DiST's original photo compresses differently from its two texture syntheses, so the file
+    whose size is furthest from the other two was the odd one in most triplets. Served, the three
+    images of a trial have the same size, and that guess is right no more often than chance."""
+    from plugin_and_data_helpers import dist_subset
+
+    from cuebench.app.cli import main as cuebench
+
+    release = dist_subset(shared / "data" / "dist", tmp_path / "dist", 30)
+    assert cuebench(["stimuli", "build", "--design", "dist-import", "--images", str(release),
+                     "--out", str(tmp_path / "exp")]) == 0
+    app = create_app(tmp_path / "exp")
+    client, experiment = app.test_client(), study_of(app).experiment
+    stored_right = served_right = 0
+    for trial in experiment.trials:
+        paths = [experiment.stimuli[s].path for s in trial.stimuli]
+        stored = [(tmp_path / "exp" / p).stat().st_size for p in paths]
+        served = [len(client.get("/stimuli/" + p.split("/", 1)[1]).data) for p in paths]
+        assert len(set(served)) == 1, trial.trial_id
+        stored_right += furthest(stored) == int(trial.correct) - 1
+        served_right += furthest(served) == int(trial.correct) - 1
+    assert stored_right / len(experiment.trials) > 0.5  # the leak the test would see
+    assert served_right / len(experiment.trials) <= 0.40
+
+
+def furthest(sizes: list[int]) -> int:
+    """The position whose size is furthest from the other two (the first on a tie)."""
+    return max(range(3), key=lambda k: (sum(abs(sizes[k] - s) for s in sizes), -k))
