@@ -15,8 +15,6 @@ from typing import Callable
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from .app import CONNECTION_LIMIT, IDLE_TIMEOUT_S
-
 REQUEST_TIMEOUT_S = 60
 """A worker silent for this long is restarted by the gunicorn master."""
 
@@ -36,16 +34,19 @@ class _CuebenchGunicorn(BaseApplication):
         return self.make_app()
 
 
-def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: int, threads: int) -> None:
-    """Run ``workers`` processes of ``threads`` threads each, every one calling ``make_app`` after the fork (blocking)."""
+def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: int, threads: int, idle_timeout_s: int,
+                 connection_limit: int) -> None:
+    """Run ``workers`` processes of ``threads`` threads each, every one calling ``make_app`` after the fork
+    (blocking); a connection silent for ``idle_timeout_s`` is closed, and each process holds at most
+    ``connection_limit`` (``app.IDLE_TIMEOUT_S``, ``app.CONNECTION_LIMIT``)."""
     _CuebenchGunicorn(make_app, {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,
         "worker_class": "gthread",
         "threads": threads,
         "timeout": REQUEST_TIMEOUT_S,
-        "keepalive": IDLE_TIMEOUT_S,  # gunicorn's default, 2 s, is shorter than a trial
-        "worker_connections": CONNECTION_LIMIT,
+        "keepalive": idle_timeout_s,  # gunicorn's default, 2 s, is shorter than a trial
+        "worker_connections": connection_limit,
         "preload_app": False,
         "proc_name": "cuebench-serve",
         "loglevel": "warning",
