@@ -38,7 +38,8 @@ SETTINGS = "server_settings"
 RATE_EVENTS = "rate_limit_events"
 PILOT_CODES = "pilot_codes"
 ADMIN_GENERATION = "admin_generation"
-LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "resume_hash": "TEXT"}
+LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "resume_hash": "TEXT",
+                 "review_reason": "TEXT"}
 """Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
@@ -85,6 +86,8 @@ class Participant:
     """The answers to the study's questionnaire, once given (``cuebench.questionnaire``'s table)."""
     runner: str = "web"
     """``web`` (started through the server) or ``lab`` (``cuebench lab run``, registered by ``record_lab_session``)."""
+    review_reason: str | None = None
+    """Why a finished session needs a look before it is approved (``plausibility``), if it does."""
 
     @property
     def is_prolific(self) -> bool:
@@ -148,7 +151,7 @@ class ServerDB:
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
                 "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
-                "calibration TEXT, runner TEXT, resume_hash TEXT)")
+                "calibration TEXT, runner TEXT, resume_hash TEXT, review_reason TEXT)")
             for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
                 if column not in conn.columns(PARTICIPANTS):
                     conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
@@ -363,6 +366,10 @@ class ServerDB:
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
+    def set_review(self, code: str, reason: str) -> None:
+        """Mark a finished session for review (``plausibility``): the Prolific export says "review"."""
+        self.db.execute(f"UPDATE {PARTICIPANTS} SET review_reason=? WHERE code=?", [reason, code])
+
     def set_calibration(self, code: str, record: dict) -> bool:
         """Store a participant's screen calibration (JSON) once; False when it was stored already,
         which keeps what was collected first (a reload does not overwrite it)."""
@@ -433,4 +440,4 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered:
         exclusion=excluded.get(row["code"]),
         calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
         questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None,
-        runner=row.get("runner") or "web")
+        runner=row.get("runner") or "web", review_reason=row.get("review_reason"))

@@ -37,6 +37,7 @@ from cuebench.responses import ResponseConflict, trial_row
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant, prolific_identity
+from .plausibility import review_reason
 from .trial_types import allowed_responses, served
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
@@ -401,6 +402,15 @@ def screen_out(token: str):
     return jsonify(_outcome(study, participant))
 
 
+def _review_if_implausible(study: Study, participant: Participant) -> None:
+    rows = study.store.rows("experiment=? AND observer=? AND session=?",
+                            [study.experiment.name, participant.code, participant.session])
+    reason = review_reason(study.experiment, rows, participant.finished_at - participant.created_at)
+    if reason:
+        log.warning("participant %s: %s", participant.code, reason)
+        study.db.set_review(participant.code, reason)
+
+
 @bp.post("/api/session/<token>/complete")
 def complete(token: str):
     """Hand out the completion code, only once every trial of the sequence is stored."""
@@ -417,4 +427,6 @@ def complete(token: str):
         if failed:
             study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
                                   "attention check")
+        else:
+            _review_if_implausible(study, participant)
     return jsonify(_outcome(study, participant))

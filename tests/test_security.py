@@ -272,6 +272,24 @@ def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
         assert [a.result() for a in attacks] == [400, 400, 400] and answer.result() == 201
 
 
+def test_a_scripted_session_is_marked_for_review(served):
+    """Every answer posted at once, with believable RTs: the completion code as for anyone, but the
+    admin page and the Prolific list say "review" with the reason, not "approve"."""
+    pid = "5f" + "%022x" % int(served.server.port)
+    scripted, token, plan = started(served, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="scripted")
+    for trial in plan["trials"]:
+        assert scripted.post_json(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial)) == 201
+    status, _, outcome = scripted.request("POST", f"/api/session/{token}/complete", b"", "application/json")
+    assert status == 200 and json.loads(outcome)["status"] == "finished"
+    admin = served.browser()
+    assert admin.login() == 302
+    page = admin.request("GET", "/admin/")[2].decode()
+    rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
+    assert "review: finished in" in page
+    assert [(r["action"], "less than its" in r["reason"]) for r in rows if r["participant_id"] == pid] == [
+        ("review", True)]
+
+
 def test_an_ended_session_takes_no_more_reports(served):
     """/image-failed and /screen answer a token whose session has ended without reading its body:
     409, or the outcome again for a repeated screen-out (its reply may have been lost)."""

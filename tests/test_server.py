@@ -496,10 +496,11 @@ def test_a_screen_out_is_a_logged_exclusion(env):
 def test_prolific_list(env, tmp_path):
     from cuebench.export import export
 
-    app, client, _ = env
+    app, client, clock = env
     study = study_of(app)
     done = start(client, PROLIFIC_PID="aaaaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID="1")
     finish_all(app, client, done)
+    clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
     client.post(f"/api/session/{gone}/screen", json={"reason": "no fullscreen"})
