@@ -447,7 +447,7 @@ def previous_version_folder(root, database: str | None) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,backend", [(kind, backend) for backend in ("sqlite", "postgresql") for kind in SERVERS])
+@pytest.mark.parametrize("kind,backend", [("waitress", "sqlite"), ("workers2", "postgresql")])
 def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, tmp_path, request):
     """The first serve of a folder from before the secrets file: a copy of that folder (which
     holds the old key) forges no admin cookie and computes no session token; the password and
