@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -68,7 +69,8 @@ def register(subparsers) -> None:
                              "(127.0.0.1, localhost) needs no flag, and HTTPS always marks them")
     for outcome in OUTCOMES:
         parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
-                            help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused")
+                            help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused; "
+                                 f"better given as ${code_variable(outcome)}, which `ps` does not show")
     parser.add_argument("--password-stdin", action="store_true",
                         help="admin-password: read the password from standard input instead of prompting")
     parser.set_defaults(func=run)
@@ -108,7 +110,7 @@ def run(args) -> int:
     from .app import check_port_free, serve
     from .study import open_study
 
-    codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
+    codes = completion_codes(args)
     if any(codes.values()):
         check_port_free(args.host, args.port)
         study = open_study(expdir, database=args.database, secrets_path=args.secrets)
@@ -119,6 +121,16 @@ def run(args) -> int:
           secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit,
           min_free_disk_mb=args.min_free_disk)
     return 0
+
+
+def code_variable(outcome: str) -> str:
+    return f"CUEBENCH_CODE_{outcome.upper()}"
+
+
+def completion_codes(args) -> dict[str, str | None]:
+    """The completion codes given: ``--code-*``, else the environment (a command line is visible to
+    every user of the machine in ``ps``; the environment is not)."""
+    return {o: getattr(args, f"code_{o}") or os.environ.get(code_variable(o)) or None for o in OUTCOMES}
 
 
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:

@@ -387,6 +387,16 @@ def test_an_admin_login_ends_after_its_lifetime_however_active(tmp_path):
     assert statuses == [200, 302]
 
 
+def test_completion_codes_can_come_from_the_environment(monkeypatch):
+    """Out of ``ps``: the environment gives the codes the command line does not."""
+    monkeypatch.setenv("CUEBENCH_CODE_FINISHED", "CENV1234")
+    monkeypatch.delenv("CUEBENCH_CODE_SCREENED_OUT", raising=False)
+    monkeypatch.delenv("CUEBENCH_CODE_FAILED_ATTENTION", raising=False)
+    args = _serve_args("study", "--code-screened-out", "CARG5678")
+    assert server_cli.completion_codes(args) == {"finished": "CENV1234", "screened_out": "CARG5678",
+                                                 "failed_attention": None}
+
+
 def test_secrets_stay_out_of_the_data(served):
     study = served.study()
     path = study.secrets.path
