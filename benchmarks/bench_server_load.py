@@ -18,6 +18,13 @@ compare the server's POST latency and throughput with those direct writes.
 ``--database postgresql://USER@HOST/DB`` runs against PostgreSQL instead of the folder's
 SQLite file: each run creates a scratch database on that server (and drops it after).
 
+Then two attacks on a fresh server of the same kind: a crafted 256 KiB body (a quote and
+escaped quotes, which made the old JSON depth check quadratic) posted repeatedly while 20
+participants take part (its answer time, and their trial POSTs' p99 meanwhile); and slow
+connections (idle, or sending half a request's head, then nothing) opened in growing numbers,
+after each step timing a new participant's consent page: how many the server survives with
+the page still answered within 2 s (``--slow-steps``).
+
     .venv/bin/python benchmarks/bench_server_load.py --participants 50 200
     .venv/bin/python benchmarks/bench_server_load.py --participants 50 200 --database postgresql://me@/postgres?host=/tmp
 """
@@ -25,6 +32,8 @@ SQLite file: each run creates a scratch database on that server (and drops it af
 from __future__ import annotations
 
 import argparse
+import http.client
+import socket
 import statistics
 import sys
 import tempfile
@@ -38,6 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from cuebench.responses import ResponseStore
 from stimuli.web_sample import build_sample_experiment
+from experiment_server.app import MAX_REQUEST_BYTES
 from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
 
 
@@ -94,6 +104,84 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: tuple[
                 n for s, n in log.statuses.items() if s == "network error" or s >= 500)}
 
 
+CRAFTED_BODY = b'"' + b'\\"' * (MAX_REQUEST_BYTES // 2 - 1)
+CONSENT_WITHIN_S = 2.0
+
+
+def crafted_body_under_load(port: int, n_participants: int = 20, n_crafted: int = 10) -> dict:
+    """The crafted body posted ``n_crafted`` times, one after another, to a session of its own while
+    ``n_participants`` take part: the slowest answer to it, and the participants' trial POST p99."""
+    log = ClientLog()
+    with ThreadPoolExecutor(max_workers=n_participants) as pool:
+        runs = [pool.submit(SimulatedParticipant(port, {"code": f"crowd{n}"}, log, timeout_s=60, deadline_s=600,
+                                                 trial_interval_s=(0.2, 0.6)).run) for n in range(n_participants)]
+        token = SimulatedParticipant(port, {"code": "crafter"}, ClientLog()).start()
+        crafted_ms, statuses = [], set()
+        for _ in range(n_crafted):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            t0 = time.perf_counter()
+            conn.request("POST", f"/api/session/{token}/trial/0", CRAFTED_BODY, {"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            reply.read()
+            crafted_ms.append((time.perf_counter() - t0) * 1000)
+            statuses.add(reply.status)
+            conn.close()
+        for run in runs:
+            run.result()
+    return {"crafted_max_ms": max(crafted_ms), "crafted_statuses": sorted(statuses),
+            "others_p99_ms": percentile(log.latencies_ms, 99)}
+
+
+def consent_answered(port: int, within_s: float) -> bool:
+    """Whether a new participant's consent page (a fresh connection) comes within ``within_s``."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=within_s)
+        conn.request("GET", "/?code=newcomer")
+        ok = conn.getresponse().status == 200
+        conn.close()
+        return ok
+    except OSError:
+        return False
+
+
+SLOW_CLIENTS = {"idle": b"", "half a request head": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "}
+"""What each slow connection sends before it falls silent."""
+
+
+def slow_connections_survived(port: int, steps: list[int], first_bytes: bytes) -> int:
+    """Open connections that send ``first_bytes`` and then nothing, up to each of ``steps`` in turn;
+    the largest count at which a new participant still got the consent page in time."""
+    held: list[socket.socket] = []
+    survived = 0
+    try:
+        for target in steps:
+            while len(held) < target:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                sock.sendall(first_bytes)
+                held.append(sock)
+            time.sleep(1.0)  # the server accepts them
+            if not consent_answered(port, CONSENT_WITHIN_S):
+                break
+            survived = target
+    finally:
+        for sock in held:
+            sock.close()
+    return survived
+
+
+def run_attacks(workers: int, threads: int, server_url: str | None, slow_steps: list[int]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database:
+        build_sample_experiment(tmp)
+        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads,
+                               extra_args=("--database", database) if database else ())
+        server.start()
+        try:
+            return {**crafted_body_under_load(server.port), "slow_survived": {
+                kind: slow_connections_survived(server.port, slow_steps, sent) for kind, sent in SLOW_CLIENTS.items()}}
+        finally:
+            server.stop()
+
+
 def direct_writes(source_store: ResponseStore, location: str | Path) -> list[float]:
     """Baseline: the same rows written straight into a fresh ResponseStore; ms per write."""
     rows = source_store.rows()
@@ -115,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trial-interval-ms", type=float, nargs="+", default=[1000.0, 3000.0], metavar="MS",
                         help="pause between a participant's trials, uniform in LOW HIGH (a person's trial takes "
                              "1-3 s); one value: all in step; 0 = back to back")
+    parser.add_argument("--slow-steps", type=int, nargs="+", default=[100, 200, 400, 800, 1600], metavar="N",
+                        help="slow connections held open at each step of the connection attack")
     parser.add_argument("--database", metavar="URL",
                         help="a PostgreSQL server to run against (a scratch database is made per run); default SQLite")
     args = parser.parse_args(argv)
@@ -134,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['later_p99_ms']:>9.1f} {r['direct_p50_ms']:>10.2f} {r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
               f"{r['posts_per_s']:>8.1f} {r['direct_per_s']:>8.1f} {r['errors']:>7}", flush=True)
     print("count check (acknowledged == stored, no 5xx or network errors):", "OK" if ok else "FAILED")
+    attacks = run_attacks(args.workers, args.threads, args.database, args.slow_steps)
+    print(f"crafted 256 KiB body: answered {attacks['crafted_statuses']} in at most {attacks['crafted_max_ms']:.1f} ms; "
+          f"20 participants meanwhile: trial POST p99 {attacks['others_p99_ms']:.1f} ms")
+    for kind, survived in attacks["slow_survived"].items():
+        print(f"slow connections ({kind}) survived with a new participant's consent page within "
+              f"{CONSENT_WITHIN_S:g} s: {survived} (steps {' '.join(map(str, args.slow_steps))})")
     return 0 if ok else 1
 
 

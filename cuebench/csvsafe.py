@@ -7,6 +7,12 @@ formula (``=HYPERLINK(...)``, ``=cmd|...``): OWASP's "CSV injection". Following 
 rule, such a cell gets a leading single quote, which spreadsheets show as text. Numbers
 are not touched, neither as numbers nor as text (``-1.5`` stays a number), so the
 analysis reads the columns it always did.
+
+The files are comma-separated, but a spreadsheet set to a locale whose list separator is
+``;`` (German, French, ...) splits each line at ``;`` instead, and ``x;=HYPERLINK(...)``,
+one text cell for the CSV writer, becomes two cells there, the second a formula. So the
+rule applies to every ``;``-separated part of a cell; a ``,`` needs nothing, since the
+writer quotes a cell holding one and both kinds of spreadsheet honour the quotes.
 """
 
 from __future__ import annotations
@@ -26,10 +32,14 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _safe_part(text: str) -> str:
+    return "'" + text if text.startswith(FORMULA_STARTS) and not _is_number(text) else text
+
+
 def safe_cell(value: Any) -> Any:
-    """``value`` with a leading ``'`` when a spreadsheet would take it for a formula."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _is_number(value):
-        return "'" + value
+    """``value`` with a ``'`` before each ``;``-separated part a spreadsheet would take for a formula."""
+    if isinstance(value, str):
+        return ";".join(_safe_part(part) for part in value.split(";"))
     return value
 
 

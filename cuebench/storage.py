@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -166,13 +167,14 @@ def connect(path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> sqlite3.Con
     """An autocommit SQLite connection (transactions are explicit) in WAL mode with full sync.
 
     A new file is created readable by its owner only (0600; SQLite gives its journal files
-    the same mode): it holds participants' answers."""
+    the same mode), and an older one is made so: it holds participants' answers."""
     path = Path(path)
     try:
         if not path.exists() and path.parent.is_dir():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError as err:
         raise StorageError(f"{path}: cannot create the database ({err.strerror})") from None
+    _owner_only(path)
     try:
         conn = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -181,6 +183,19 @@ def connect(path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> sqlite3.Con
     except sqlite3.Error as err:
         raise StorageError(f"{path}: cannot open the database ({err})") from None
     return conn
+
+
+def _owner_only(path: Path) -> None:
+    """A database made before files were created 0600, and its journal files, readable by their owner
+    only from now on (where the owner runs this; someone else's file is left as it is)."""
+    if os.name != "posix":
+        return
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if stat.S_IMODE(file.stat().st_mode) & 0o077:
+                os.chmod(file, 0o600)
+        except OSError:
+            continue
 
 
 def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:

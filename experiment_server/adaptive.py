@@ -83,5 +83,5 @@ def post_trial(token: str, number: int, index: int):
         result = study.store.write(row)
     except ResponseConflict as err:
         raise Rejected(409, str(err)) from None
-    study.db.renew(participant.code)
+    study.db.renew([participant.code])
     return jsonify(index=index, stored=result.stored, finished=block.finished), 201

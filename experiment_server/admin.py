@@ -17,6 +17,7 @@ import hmac
 import io
 import secrets
 import tempfile
+import time
 import zipfile
 from collections import Counter
 from functools import wraps
@@ -37,6 +38,10 @@ from .validation import Rejected
 bp = Blueprint("admin", __name__)
 PASSWORD_KEY = "admin_password"
 MIN_PASSWORD_LENGTH = 10
+ADMIN_SESSION_S = 8 * 3600
+"""An admin login lasts this long from the login, however active (the cookie's own expiry is renewed
+on every request)."""
+LOGIN_AT = "login_at"
 MAX_FAILED_LOGINS = 5
 FAILED_LOGIN_WINDOW_S = 15 * 60
 
@@ -84,7 +89,8 @@ def guard():
 def login_required(view):
     @wraps(view)
     def wrapped(*args, **kwargs):
-        if session.get(ADMIN_GENERATION) != _study().db.admin_generation():
+        if session.get(ADMIN_GENERATION) != _study().db.admin_generation() or \
+                not time.time() - session.get(LOGIN_AT, 0) < ADMIN_SESSION_S:
             return redirect(url_for("admin.login", next=request.path))
         return view(*args, **kwargs)
 
@@ -113,6 +119,7 @@ def login():
             session.clear()
             session.permanent = True
             session[ADMIN_GENERATION] = study.db.admin_generation()
+            session[LOGIN_AT] = time.time()
             return redirect(target)
         error = "Wrong password."
     return render_template("admin_login.html", error=error), 401 if error else 200
@@ -153,7 +160,8 @@ def dashboard():
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
                            records={p.code: participant_record(p) for p in people},
                            answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},
-                           statuses=STATUSES, exports=EXPORT_FILES)
+                           statuses=STATUSES, exports=EXPORT_FILES, free_disk_mb=study.free_disk_mb(),
+                           min_free_disk_mb=current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
 
 
 @bp.post("/exclude")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import sqlite3
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -24,21 +26,74 @@ from itsdangerous import URLSafeTimedSerializer
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+try:
+    import psycopg
+except ImportError:  # PostgreSQL support is an extra
+    psycopg = None
+
+from cuebench.storage import StorageError
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
-from .participant import START_LIMIT
+from .participant import MIN_FREE_DISK_MB, START_LIMIT
 from .study import ServerSetupError, open_study, study_of
 from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024
 """The largest request body; the WSGI servers refuse a longer one before reading it (``serve``)."""
+IDLE_TIMEOUT_S = 30
+"""How long a connection that sends nothing stays open: longer than a trial, so a participant keeps
+one connection from answer to answer, short enough that idle or half-open connections a client
+leaves behind are closed (waitress's default is 120 s, gunicorn's 2 s)."""
+CONNECTION_LIMIT = 1000
+"""Open connections per server process at most; over it waitress stops accepting, so it must lie
+far beyond a study's participants (one keep-alive connection each) and the idle connections one
+client can hold open for ``IDLE_TIMEOUT_S``. The reverse proxy in front (docs/web.md) bounds what
+one address may hold."""
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
                            "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 """Only the server's own files: a participant's text that slipped into a page cannot run as script."""
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (StorageError, sqlite3.OperationalError, *(
+    (psycopg.OperationalError,) if psycopg else ()))
+"""Errors of a database out of reach (cannot be opened, connection cut, locked beyond the busy timeout)."""
+RETRY_AFTER_S = 2
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_FORWARDED_PROTO")
+"""What a reverse proxy adds to a request (WSGI names)."""
 log = logging.getLogger("cuebench.serve")
+
+
+def waitress_proxy_settings(trusted_proxies: int) -> dict:
+    """waitress's proxy handling from ``--trusted-proxies``. waitress removes forwarding headers
+    before the app sees them unless it trusts the peer, so without these settings every client
+    behind a proxy had the proxy's address. Trusted: the peer's headers give the client's
+    address and scheme, counting ``trusted_proxies`` hops from the right (the app's
+    ``ProxyFix`` then finds the same address in what waitress keeps). Untrusted: the headers
+    are passed on, so that the app can warn about them (``_warn_untrusted_forwarding``); it
+    never reads them."""
+    if not trusted_proxies:
+        return {"clear_untrusted_proxy_headers": False}
+    return {"trusted_proxy": "*", "trusted_proxy_count": trusted_proxies,
+            "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-proto"}}
+
+
+def _warn_untrusted_forwarding(app: Callable) -> Callable:
+    """WSGI middleware: log once (per process) when a request comes with forwarding headers that
+    the server is not told to trust: a reverse proxy in front without ``--trusted-proxies``, so
+    the start and login limits count every participant behind it as one address."""
+    warned = threading.Event()
+
+    def middleware(environ, start_response):
+        if not warned.is_set() and any(header in environ for header in FORWARDING_HEADERS):
+            warned.set()
+            log.warning("requests arrive with forwarding headers (X-Forwarded-For) from %s, which this server does "
+                        "not trust: every client behind that proxy shares its address for the start and login "
+                        "limits. Behind a reverse proxy, start the server with --trusted-proxies N (the number of "
+                        "proxies in front that set X-Forwarded-For).", environ.get("REMOTE_ADDR", "an unknown peer"))
+        return app(environ, start_response)
+
+    return middleware
 
 
 class _RotatingKeySessions(SecureCookieSessionInterface):
@@ -58,7 +113,7 @@ class _RotatingKeySessions(SecureCookieSessionInterface):
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
                reservation_seconds: float = RESERVATION_SECONDS, insecure_cookies: bool = False,
                database: str | None = None, secrets_path: str | Path | None = None, trusted_proxies: int = 0,
-               start_limit: int = START_LIMIT) -> Flask:
+               start_limit: int = START_LIMIT, min_free_disk_mb: int = MIN_FREE_DISK_MB) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; cookies are ``Secure`` by
     ``cookie_policy``'s rule, never with ``insecure_cookies`` (a plain-HTTP lab network);
@@ -66,12 +121,15 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     ``secrets_path``: the secrets file (``server_secrets``); ``trusted_proxies``: how many
     reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
     client's; a forwarded header is then ignored, since anyone can send one);
-    ``start_limit``: session starts per client address per 10 minutes."""
+    ``start_limit``: session starts per client address per 10 minutes; ``min_free_disk_mb``: new
+    sessions are refused while the database's disk has less free (``Study.low_on_disk``)."""
     study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
     if trusted_proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted_proxies, x_proto=trusted_proxies)
+    else:
+        app.wsgi_app = _warn_untrusted_forwarding(app.wsgi_app)
     app.config.update(
         **{INSECURE_COOKIES: insecure_cookies},
         SESSION_COOKIE_HTTPONLY=True,
@@ -81,6 +139,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     )
     app.extensions["cuebench"] = study
     app.config["CUEBENCH_START_LIMIT"] = start_limit
+    app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
     app.register_blueprint(participant.bp)
     app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
@@ -100,15 +159,20 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
 
     @app.errorhandler(Exception)
     def failed(err: Exception):
-        """One log line per failure, naming the route but not the URL (it holds the participant's token)."""
+        """One log line per failure, naming the route but not the URL (it holds the participant's token).
+        The database out of reach is a 503 with ``Retry-After``: the web task retries, and the
+        server opens new connections when the database is back."""
         if isinstance(err, HTTPException):
             return err
         where = request.url_rule.rule if request.url_rule else "(no route)"
         log.error("%s %s failed: %s: %s", request.method, where, type(err).__name__, str(err).splitlines()[0]
                   if str(err) else "")
+        unavailable = isinstance(err, DATABASE_UNAVAILABLE)
+        status, retry = (503, {"Retry-After": str(RETRY_AFTER_S)}) if unavailable else (500, {})
         if request.path.startswith("/api/"):
-            return jsonify(error="the server failed; try again"), 500
-        return render_template("message.html", title="Server error", message="The server failed; try again."), 500
+            return jsonify(error="the server failed; try again"), status, retry
+        return render_template("message.html", title="Server error", message="The server failed; try again."), \
+            status, retry
 
     @app.after_request
     def headers(response):
@@ -137,7 +201,8 @@ def check_port_free(host: str, port: int) -> None:
 
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
           threads: int = 8, insecure_cookies: bool = False, workers: int = 1, database: str | None = None,
-          secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT) -> None:
+          secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT,
+          min_free_disk_mb: int = MIN_FREE_DISK_MB) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
     ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
     if workers < 1:
@@ -165,14 +230,32 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
 
     def make_app() -> Flask:
         return create_app(expdir, insecure_cookies=insecure_cookies, database=database, secrets_path=secrets_path,
-                          trusted_proxies=trusted_proxies, start_limit=start_limit)
+                          trusted_proxies=trusted_proxies, start_limit=start_limit, min_free_disk_mb=min_free_disk_mb)
 
     if workers > 1:
         from .workers import run_gunicorn
 
-        run_gunicorn(make_app, host, port, workers, threads)
+        allow_open_files(CONNECTION_LIMIT + 100)
+        run_gunicorn(make_app, host, port, workers, threads, IDLE_TIMEOUT_S, CONNECTION_LIMIT)
         return
     from waitress import serve as waitress_serve
 
+    allow_open_files(CONNECTION_LIMIT + 100)
+    # poll, not select: select cannot watch a socket numbered beyond 1023
     waitress_serve(make_app(), host=host, port=port, threads=threads, ident="cuebench",
-                   connection_limit=max(100, 25 * threads), max_request_body_size=MAX_REQUEST_BYTES)
+                   connection_limit=CONNECTION_LIMIT, channel_timeout=IDLE_TIMEOUT_S, cleanup_interval=5,
+                   asyncore_use_poll=True, max_request_body_size=MAX_REQUEST_BYTES,
+                   **waitress_proxy_settings(trusted_proxies))
+
+
+def allow_open_files(needed: int) -> None:
+    """Raise this process's limit of open files (a connection is one) towards ``needed``, as far as
+    the hard limit allows: Linux's usual soft limit, 1024, is below ``CONNECTION_LIMIT``."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(needed, hard),
+                                                    hard))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from cuebench.paths import user_path
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
-from .participant import START_LIMIT
+from .participant import MIN_FREE_DISK_MB, START_LIMIT
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
         "serve", help="run the online experiment (waitress) or set its admin password",
         description="Serve an experiment directory to participants: `cuebench serve EXPDIR`. "
                     "Set the admin password (stored hashed; the admin area is closed until set): "
-                    "`cuebench serve admin-password EXPDIR`. End every login (new cookie key): "
+                    "`cuebench serve admin-password EXPDIR`. New keys (ends every login and open page): "
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
                     "Options may stand before or after EXPDIR.",
@@ -56,6 +57,8 @@ def register(subparsers) -> None:
                              "limits is then taken from it (0: the header is ignored)")
     parser.add_argument("--start-limit", type=int, default=START_LIMIT, metavar="N",
                         help="session starts per client address per 10 minutes")
+    parser.add_argument("--min-free-disk", type=int, default=MIN_FREE_DISK_MB, metavar="MB",
+                        help="refuse new participants while the disk of responses.sqlite has less free space")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
     parser.add_argument("--pilot", action="store_true",
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
@@ -66,7 +69,8 @@ def register(subparsers) -> None:
                              "(127.0.0.1, localhost) needs no flag, and HTTPS always marks them")
     for outcome in OUTCOMES:
         parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
-                            help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused")
+                            help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused; "
+                                 f"better given as ${code_variable(outcome)}, which `ps` does not show")
     parser.add_argument("--password-stdin", action="store_true",
                         help="admin-password: read the password from standard input instead of prompting")
     parser.set_defaults(func=run)
@@ -106,7 +110,7 @@ def run(args) -> int:
     from .app import check_port_free, serve
     from .study import open_study
 
-    codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
+    codes = completion_codes(args)
     if any(codes.values()):
         check_port_free(args.host, args.port)
         study = open_study(expdir, database=args.database, secrets_path=args.secrets)
@@ -114,19 +118,29 @@ def run(args) -> int:
         study.close()
     serve(expdir, host=args.host, port=args.port, threads=args.threads,
           insecure_cookies=args.insecure_cookies, workers=args.workers, database=args.database,
-          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit)
+          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit,
+          min_free_disk_mb=args.min_free_disk)
     return 0
 
 
+def code_variable(outcome: str) -> str:
+    return f"CUEBENCH_CODE_{outcome.upper()}"
+
+
+def completion_codes(args) -> dict[str, str | None]:
+    """The completion codes given: ``--code-*``, else the environment (a command line is visible to
+    every user of the machine in ``ps``; the environment is not)."""
+    return {o: getattr(args, f"code_{o}") or os.environ.get(code_variable(o)) or None for o in OUTCOMES}
+
+
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:
-    """A new cookie-signing key: every admin login and start-form cookie ends, in running servers too."""
-    from .server_secrets import new_key
+    """New keys (``study.Study.renew_keys``), taken by running servers at once."""
     from .study import open_study
 
     study = open_study(expdir, database=database, secrets_path=secrets_path)
-    study.secrets.set("secret_key", new_key())
-    study.db.bump_admin_generation()
-    print(f"new cookie key in {study.secrets.path}: every admin session has ended; participants go on")
+    study.renew_keys()
+    print(f"new keys in {study.secrets.path}: every admin session has ended, and open study pages stop working; "
+          "participants go on by opening their study link again (their answers are kept)")
     return 0
 
 

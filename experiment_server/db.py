@@ -7,6 +7,12 @@ that rate limits count. Secrets are not here (``server_secrets``). Same database
 responses.sqlite or PostgreSQL, ``cuebench.storage``), separate tables, same durability.
 One participation per Prolific ID (and per entry code) is a UNIQUE index, so the database
 refuses a second session even under concurrent requests. Session tokens are stored only as SHA-256 hashes.
+
+A session is resumed through a server-side map, not through its token: ``resume_hash`` is
+the SHA-256 of what the start request carried (Prolific ID and SESSION_ID, entry code and
+browser id, or the form's nonce), so opening the link again finds the session even after
+``retire_tokens`` (new keys: the old tokens may have been computed by whoever had the old
+ones) and hands out a new token.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ SETTINGS = "server_settings"
 RATE_EVENTS = "rate_limit_events"
 PILOT_CODES = "pilot_codes"
 ADMIN_GENERATION = "admin_generation"
-LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT"}
+LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "resume_hash": "TEXT",
+                 "review_reason": "TEXT"}
 """Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
@@ -79,6 +86,8 @@ class Participant:
     """The answers to the study's questionnaire, once given (``cuebench.questionnaire``'s table)."""
     runner: str = "web"
     """``web`` (started through the server) or ``lab`` (``cuebench lab run``, registered by ``record_lab_session``)."""
+    review_reason: str | None = None
+    """Why a finished session needs a look before it is approved (``plausibility``), if it does."""
 
     @property
     def is_prolific(self) -> bool:
@@ -100,6 +109,12 @@ class Participant:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def prolific_identity(prolific_pid: str, prolific_session: str) -> str:
+    """What identifies a Prolific session's start request: the Prolific ID with Prolific's
+    per-attempt SESSION_ID, which only the participant's link carries."""
+    return f"prolific:{prolific_pid}:{prolific_session}"
 
 
 class ServerDB:
@@ -136,12 +151,12 @@ class ServerDB:
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
                 "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
-                "calibration TEXT, runner TEXT)")
+                "calibration TEXT, runner TEXT, resume_hash TEXT, review_reason TEXT)")
             for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
                 if column not in conn.columns(PARTICIPANTS):
                     conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
             for columns, unique in ((("token_hash",), True), (("experiment", "prolific_pid"), True),
-                                    (("experiment", "entry_code"), True)):
+                                    (("experiment", "entry_code"), True), (("experiment", "resume_hash"), True)):
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
                              f"idx_{PARTICIPANTS}_{'_'.join(columns)} ON {PARTICIPANTS} ({', '.join(columns)})")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
@@ -151,8 +166,18 @@ class ServerDB:
                          "created_at FLOAT NOT NULL, PRIMARY KEY (experiment, code))")
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
+            self._map_prolific_sessions(conn)
         if "questionnaire" in self.db.columns(PARTICIPANTS):
             self._adopt_questionnaire_column()
+
+    @staticmethod
+    def _map_prolific_sessions(conn: Database) -> None:
+        """Prolific sessions started before the resume map existed enter it from their stored
+        Prolific ID and SESSION_ID (entry-code sessions cannot: their browser id was never stored)."""
+        rows = conn.execute(f"SELECT code, prolific_pid, prolific_session FROM {PARTICIPANTS} WHERE resume_hash IS "
+                            "NULL AND prolific_pid IS NOT NULL AND prolific_session IS NOT NULL").fetchall()
+        conn.executemany(f"UPDATE {PARTICIPANTS} SET resume_hash=? WHERE code=?",
+                         [(hash_token(prolific_identity(pid, session)), code) for code, pid, session in rows])
 
     def _adopt_questionnaire_column(self) -> None:
         """Answers a server stored before they moved to ``cuebench.questionnaire``'s table (shared with
@@ -210,15 +235,19 @@ class ServerDB:
 
     # participants ---------------------------------------------------------------------
     def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
-              prolific_session: str | None = None, entry_code: str | None = None,
+              prolific_session: str | None = None, entry_code: str | None = None, identity: str | None = None,
               token: str | None = None, pilot: bool = False) -> tuple[Participant, str]:
         """Create a participant in the least filled group with a live reservation; returns it and its secret token.
 
-        ``token`` (derived from the start form's one-time nonce) makes a repeated start
-        request (a double click, a retry after a lost reply) return the participant it created
-        instead of refusing the person as "already taken part". Excluded people and pilots
-        hold no slot, so their group is refilled by the next real participant."""
+        ``identity`` is what the start request carried (``participant._start_identity``) and
+        ``token`` the one derived from it: a repeated start request (a double click, a retry
+        after a lost reply, the link opened again) returns the participant it created instead
+        of refusing the person as "already taken part", with that token, or through the resume
+        map (``resume_hash``) with a new one when the keys changed since. An entry-code session
+        from before the map is taken over by the first browser that opens its link (as then).
+        Excluded people and pilots hold no slot, so their group is refilled by the next real participant."""
         token = token or secrets.token_urlsafe(24)
+        resume = hash_token(identity) if identity else None
         code = "P" + secrets.token_hex(6).upper()
         now = self.clock()
         try:
@@ -226,17 +255,39 @@ class ServerDB:
                 group = least_filled(group_fill(n_groups, self._slot_holders(conn, experiment), now))
                 conn.execute(
                     f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
-                    "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner) "
-                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web')",
+                    "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner, resume_hash) "
+                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web', ?)",
                     [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
-                     now + self.reservation_seconds, now, int(pilot)])
+                     now + self.reservation_seconds, now, int(pilot), resume])
         except self.db.integrity_errors:
-            again = self.by_token(token)
+            again = self.by_token(token) or (resume and self._resume(experiment, resume, entry_code, token))
             if again is not None and again.experiment == experiment:
                 return again, token
             who = f"Prolific ID {prolific_pid!r}" if prolific_pid else f"entry code {entry_code!r}"
             raise AlreadyParticipated(f"{who} has already taken part in experiment {experiment!r}") from None
         return self.get(code), token
+
+    def _resume(self, experiment: str, resume: str, entry_code: str | None, token: str) -> Participant | None:
+        """The session this start request's identity started (or the entry-code session from before
+        the resume map that it takes over), now reached by ``token``; None when there is none."""
+        with self.db.write_transaction() as conn:
+            cursor = conn.execute(f"UPDATE {PARTICIPANTS} SET token_hash=? WHERE experiment=? AND resume_hash=?",
+                                  [hash_token(token), experiment, resume])
+            if cursor.rowcount == 0 and entry_code is not None:
+                cursor = conn.execute(f"UPDATE {PARTICIPANTS} SET token_hash=?, resume_hash=? WHERE experiment=? AND "
+                                      "entry_code=? AND resume_hash IS NULL AND COALESCE(runner, 'web')='web'",
+                                      [hash_token(token), resume, experiment, entry_code])
+        return self.by_token(token) if cursor.rowcount else None
+
+    def retire_tokens(self) -> int:
+        """Give every session a new random token that nobody knows (when the keys change: the
+        old tokens may have been computed from the old ones); participants go on by opening
+        their link again (``start`` finds them through the resume map). How many were retired."""
+        with self.db.write_transaction() as conn:
+            codes = [code for (code,) in conn.execute(f"SELECT code FROM {PARTICIPANTS}").fetchall()]
+            conn.executemany(f"UPDATE {PARTICIPANTS} SET token_hash=? WHERE code=?",
+                             [(hash_token(secrets.token_urlsafe(24)), code) for code in codes])
+        return len(codes)
 
     def record_lab_session(self, experiment: str, code: str, session: str, group: int, pilot: bool,
                            finished: bool) -> Participant:
@@ -315,6 +366,10 @@ class ServerDB:
             "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
         return self.get(code)
 
+    def set_review(self, code: str, reason: str) -> None:
+        """Mark a finished session for review (``plausibility``): the Prolific export says "review"."""
+        self.db.execute(f"UPDATE {PARTICIPANTS} SET review_reason=? WHERE code=?", [reason, code])
+
     def set_calibration(self, code: str, record: dict) -> bool:
         """Store a participant's screen calibration (JSON) once; False when it was stored already,
         which keeps what was collected first (a reload does not overwrite it)."""
@@ -385,4 +440,4 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered:
         exclusion=excluded.get(row["code"]),
         calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
         questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None,
-        runner=row.get("runner") or "web")
+        runner=row.get("runner") or "web", review_reason=row.get("review_reason"))

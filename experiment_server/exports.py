@@ -58,13 +58,16 @@ def participant_record(p: Participant) -> dict:
 def prolific_action(p: Participant) -> tuple[str, str]:
     """What to do with a Prolific submission, and why: approve who finished and counts; reject
     only a failed attention check (Prolific's own rule); ask the screened out to return the
-    study; leave admin exclusions for a person to review; wait for running sessions."""
+    study; leave admin exclusions, and sessions finished faster than their trials can be shown
+    (``plausibility``), for a person to review; wait for running sessions."""
     if p.status == "in_progress":
         return "wait", "session still running"
     if p.status == "failed_attention":
         return "reject", p.exclusion.label if p.exclusion else "failed the attention check"
     if p.status == "screened_out":
         return "return", f"screened out: {p.screen_reason or 'browser check'}"
+    if p.review_reason:
+        return "review", p.review_reason
     if p.exclusion is not None:
         return "review", p.exclusion.label
     return "approve", "finished"

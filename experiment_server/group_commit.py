@@ -17,7 +17,7 @@ import threading
 from typing import Callable
 
 from cuebench.responses import ResponseConflict, ResponseStore, WriteResult, normalise
-from cuebench.storage import Database
+from cuebench.storage import Database, StorageError
 
 MAX_BATCH = 512
 """Answers per transaction at most; keeps one commit short when a burst queues thousands."""
@@ -65,8 +65,8 @@ class GroupCommit:
         if not batch:
             return
         outcomes = self._write(batch)
-        if len(batch) > 1 and any(isinstance(o, BaseException) and not isinstance(o, ResponseConflict)
-                                  for o in outcomes):
+        if len(batch) > 1 and any(isinstance(o, BaseException) and not isinstance(o, (ResponseConflict, StorageError))
+                                  for o in outcomes):  # a database that cannot be opened fails them all alike
             outcomes = [self._write([pending])[0] for pending in batch]
         for pending, outcome in zip(batch, outcomes):
             pending.outcome = outcome
@@ -75,10 +75,11 @@ class GroupCommit:
     def _write(self, batch: list[_Pending]) -> list[WriteResult | BaseException]:
         """One transaction for the batch; when it fails (rolled back), every answer in it gets
         that error, and ``_commit_queued`` retries them one by one, so a row the database
-        refuses fails only its own request."""
-        if not self.store.database.usable:
-            self.store = self.open_store()
+        refuses fails only its own request. A store that cannot be opened again (the database is
+        down) is such a failure too: every waiting request gets the error, none waits for good."""
         try:
+            if not self.store.database.usable:
+                self.store = self.open_store()
             return self.store.write_each(
                 [p.row for p in batch],
                 also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn))

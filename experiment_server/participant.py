@@ -22,6 +22,7 @@ import logging
 import mimetypes
 import re
 import secrets
+from functools import lru_cache
 
 from flask import (Blueprint, abort, current_app, jsonify, make_response, redirect, render_template, request,
                    send_file, url_for)
@@ -35,7 +36,8 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
-from .db import AlreadyParticipated, Participant
+from .db import AlreadyParticipated, Participant, prolific_identity
+from .plausibility import review_reason
 from .trial_types import allowed_responses, served
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
@@ -56,6 +58,9 @@ START_LIMIT = 60
 """Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
 a script filling the admin page with anonymous sessions does not)."""
 START_WINDOW_S = 600
+MIN_FREE_DISK_MB = 1024
+"""New sessions are refused while the disk of responses.sqlite has less free space than this (MB),
+so that the sessions running can still store every answer (``--min-free-disk``)."""
 
 
 def _study() -> Study:
@@ -77,7 +82,8 @@ def _entry_values(source) -> dict[str, str | None]:
 def _participant(token: str) -> Participant:
     participant = _study().db.by_token(token)
     if participant is None:
-        raise Rejected(403, "unknown session token; use the link you were given")
+        raise Rejected(403, "unknown session token; open the study link you were given again (what you "
+                            "answered is kept)")
     return participant
 
 
@@ -105,17 +111,18 @@ def entry():
     return response
 
 
-def _start_token(study: Study, values: dict[str, str | None], browser: str) -> str:
-    """The session token a start request stands for, so that repeating it (a double click, a
-    retry after a reply lost to a crash, the link opened again) lands in the same session
-    instead of "already taken part": derived from the Prolific ID with Prolific's per-attempt
-    SESSION_ID (a second factor only the participant's link carries), else from the entry
-    code together with this browser's id, else from the form's one-time nonce."""
+def _start_identity(values: dict[str, str | None], browser: str) -> str:
+    """What a start request stands for, so that repeating it (a double click, a retry after a
+    reply lost to a crash, the link opened again) lands in the same session instead of
+    "already taken part": the Prolific ID with Prolific's per-attempt SESSION_ID (a second
+    factor only the participant's link carries), else the entry code together with this
+    browser's id, else the form's one-time nonce. The session token is derived from it with
+    the server's key; the session is found again by it (``db.ServerDB.start``)."""
     if values["PROLIFIC_PID"] and values["SESSION_ID"]:
-        return study.start_token(f"prolific:{values['PROLIFIC_PID']}:{values['SESSION_ID']}")
+        return prolific_identity(values["PROLIFIC_PID"], values["SESSION_ID"])
     if values["PROLIFIC_PID"] is None and values["code"]:
-        return study.start_token(f"code:{values['code']}:browser:{browser}")
-    return study.start_token(f"nonce:{request.form[START_NONCE]}")
+        return f"code:{values['code']}:browser:{browser}"
+    return f"nonce:{request.form[START_NONCE]}"
 
 
 def _refuse_foreign_start(study: Study) -> str:
@@ -128,9 +135,21 @@ def _refuse_foreign_start(study: Study) -> str:
     return browser
 
 
+def _refuse_when_disk_low(study: Study) -> None:
+    """503 for a new session while the database's disk is nearly full (logged once per process; the
+    admin page says so too), before the answers of those already taking part cannot be stored."""
+    free_mb = study.free_disk_mb()
+    if free_mb is not None and free_mb < current_app.config["CUEBENCH_MIN_FREE_DISK_MB"]:
+        if study.first_report("low disk"):
+            log.error("only %d MB free on the disk of %s: new participants are refused until there is %d MB",
+                      free_mb, study.expdir.responses_file, current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
+        raise Rejected(503, "The study cannot take new participants at the moment. Please try again later.")
+
+
 @bp.post("/start")
 def start():
     study = _study()
+    _refuse_when_disk_low(study)
     if study.db.take_slot("start", request.remote_addr or "", current_app.config["CUEBENCH_START_LIMIT"],
                           START_WINDOW_S) is None:
         return render_template("message.html", title="Too many starts",
@@ -143,10 +162,11 @@ def start():
                                consent=study.texts()["consent"],
                                nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400
+    identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                                  entry_code=values["code"], token=_start_token(study, values, browser),
+                                  entry_code=values["code"], identity=identity, token=study.start_token(identity),
                                   pilot=(values["pilot"] or "").lower() in PILOT_VALUES
                                   or study.db.is_pilot_code(study.experiment.name, values["code"]))
     except AlreadyParticipated as err:
@@ -176,7 +196,9 @@ def stimulus(filename: str):
     try:
         path = study.expdir.stimulus_file(filename)
         data = strip_metadata(path.read_bytes())
-    except (OutsideExperimentError, OSError) as err:
+        if filename in study.shown_together:
+            data, path = _uniform_png(data), path.with_suffix(".png")
+    except (OutsideExperimentError, OSError, ValueError) as err:  # ValueError: a NUL in the name
         if filename in study.stimulus_names and study.first_report(filename):
             log.error("stimulus %s cannot be served (%s): answered 404; participants who need it cannot go on",
                       f"stimuli/{filename}", type(err).__name__)
@@ -187,12 +209,24 @@ def stimulus(filename: str):
     return response
 
 
+@lru_cache(maxsize=256)
+def _uniform_png(data: bytes) -> bytes:
+    """An image as uncompressed RGB PNG, whose size depends on its dimensions only. The images of
+    one trial differ in how well they compress (an original photo against texture syntheses of
+    it), so their file sizes told the odd one out in 72 % of DiST's triplets; the same bytes per
+    pixel tell nothing. Made once per process for the images asked for most."""
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(data)).convert("RGB").save(buf, format="PNG", compress_level=0)
+    return buf.getvalue()
+
+
 @bp.post("/api/session/<token>/image-failed")
 def image_failed(token: str):
     """The web task gave up loading an image (``task.js``'s bounded retries) and told the participant:
     logged once per image, with what the server knows of it."""
     study = _study()
     participant = _participant(token)
+    _in_progress(participant)
     payload = parse_json_body(request.get_data())
     url = required_text(payload, "url", "the image that could not be loaded")
     status = payload.get("status")
@@ -313,10 +347,15 @@ def mask_png(study: Study, trial):
     """The PNG response of a trial's mask (the fixed sequence's and the adaptive blocks' trials alike)."""
     stim = study.experiment.stimuli[trial.stimuli[0]]
     seed = trial_mask_seed(trial.mask_seed, study.experiment.name, trial.trial_id)
+    return send_file(io.BytesIO(_mask_bytes(stim.width or 224, seed)), mimetype="image/png")
+
+
+@lru_cache(maxsize=1024)
+def _mask_bytes(size: int, seed: int) -> bytes:
+    """A mask's PNG, made once per process: about 35 ms of CPU each, asked for by every participant."""
     buf = io.BytesIO()
-    Image.fromarray(pink_noise_mask(stim.width or 224, seed)).save(buf, format="PNG")
-    buf.seek(0)
-    return send_file(buf, mimetype="image/png")
+    Image.fromarray(pink_noise_mask(size, seed)).save(buf, format="PNG")
+    return buf.getvalue()
 
 
 def _scheduled_trial(study: Study, participant: Participant, index: int):
@@ -351,15 +390,25 @@ def post_trial(token: str, index: int):
 
 @bp.post("/api/session/<token>/screen")
 def screen_out(token: str):
-    """The browser check failed: end the session with the screened-out code and free the group slot."""
+    """The browser check failed: end the session with the screened-out code and free the group slot.
+    Sent again (a reply lost on the way), it answers the same outcome without reading the body."""
     study = _study()
     participant = _participant(token)
-    payload = parse_json_body(request.get_data())
-    reason = required_text(payload, "reason", "why the browser check failed")
-    if participant.status == "in_progress":
+    if participant.status != "screened_out":
+        _in_progress(participant)
+        reason = required_text(parse_json_body(request.get_data()), "reason", "why the browser check failed")
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
         study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")
     return jsonify(_outcome(study, participant))
+
+
+def _review_if_implausible(study: Study, participant: Participant) -> None:
+    rows = study.store.rows("experiment=? AND observer=? AND session=?",
+                            [study.experiment.name, participant.code, participant.session])
+    reason = review_reason(study.experiment, rows, participant.finished_at - participant.created_at)
+    if reason:
+        log.warning("participant %s: %s", participant.code, reason)
+        study.db.set_review(participant.code, reason)
 
 
 @bp.post("/api/session/<token>/complete")
@@ -378,4 +427,6 @@ def complete(token: str):
         if failed:
             study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
                                   "attention check")
+        else:
+            _review_if_implausible(study, participant)
     return jsonify(_outcome(study, participant))

@@ -10,18 +10,23 @@ one is paid without taking part) therefore live in a JSON file created with mode
   folder holds none of them);
 - every server process and host of one study reads the same file (copy it to each host of
   a PostgreSQL study);
-- a folder from before this file had them in its database table ``server_settings``: they
-  are moved out on the first start and deleted from the database.
+- a folder from before this file had them in its database table ``server_settings``: the
+  password hash and the completion codes are moved out on the first start, the old key is
+  replaced by new keys (any copy of the folder from before holds it), and the database
+  forgets them all.
 
-Writes replace the file atomically (a temporary 0600 file, then rename) under a lock file,
+A file others may read is made 0600 with a warning. Writes replace the file atomically (a
+new temporary 0600 file, then rename, the folder synced) under a lock file,
 so the CLI and a running server may both write; readers reload it when it changes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
+import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,13 +34,14 @@ from typing import Callable, Iterator
 
 from cuebench.errors import CuebenchError
 
+log = logging.getLogger("cuebench.serve")
 ENV_VAR = "CUEBENCH_SECRETS"
 SUFFIX = ".secrets.json"
-SECRET_KEYS = ("secret_key", "derive_key", "admin_password", "code_finished", "code_screened_out",
-               "code_failed_attention")
-"""What the file holds: the cookie-signing key (rotated by ``cuebench serve rotate-secret``),
-the key of trial keys and start tokens (kept, so sessions in progress go on), the admin
-password hash and the completion codes."""
+KEYS = ("secret_key", "derive_key")
+"""The keys: the cookie-signing key and the key of start tokens, start-form nonces and trial
+keys. ``cuebench serve rotate-secret`` replaces both (``study.Study.renew_keys``)."""
+SECRET_KEYS = (*KEYS, "admin_password", "code_finished", "code_screened_out", "code_failed_attention")
+"""What the file holds: the keys, the admin password hash and the completion codes."""
 
 
 class SecretsError(CuebenchError):
@@ -105,6 +111,7 @@ class ServerSecrets:
         return stat.st_mtime_ns, stat.st_ino
 
     def _read(self) -> dict[str, str]:
+        self._owner_only()
         try:
             values = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -115,16 +122,31 @@ class ServerSecrets:
             raise SecretsError(f"{self.path}: expected a JSON object of the server's secrets")
         return values
 
-    def _write(self, values: dict[str, str]) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+    def _owner_only(self) -> None:
+        """A secrets file others may read (copied without ``-p``, made by hand) is made 0600, with a warning."""
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            mode = stat.S_IMODE(self.path.stat().st_mode)
+        except FileNotFoundError:
+            return
+        if os.name == "posix" and mode & 0o077:
+            log.warning("%s was readable by others (mode %o): made 0600; if others could log in here, renew the "
+                        "keys (cuebench serve rotate-secret) and the admin password", self.path, mode)
+            os.chmod(self.path, 0o600)
+
+    def _write(self, values: dict[str, str]) -> None:
+        """A new 0600 file of a name nobody can have prepared (``O_EXCL``, no symlink followed),
+        renamed over the old one, the rename made durable by syncing the folder."""
+        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(values, fh, indent=1, sort_keys=True)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
+            _sync_folder(self.path.parent)
         except OSError as err:
+            tmp.unlink(missing_ok=True)
             raise SecretsError(f"{self.path}: cannot write the server's secrets ({err.strerror})") from None
 
     @contextmanager
@@ -147,3 +169,14 @@ class ServerSecrets:
             finally:
                 os.close(fd)
             self._stamp = None
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; Windows cannot open a folder for it)."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -136,15 +136,19 @@ class SimulatedParticipant:
             time.sleep(wait)
             wait = min(2 * wait, self.max_backoff_s)
 
-    def run(self) -> dict:
-        """Take part from the consent page to the completion code; returns the outcome the server gave."""
+    def start(self) -> str:
+        """Open the consent page and start a session; its token."""
         page = self.request("GET", f"/?{urlencode(self.entry)}")
         nonce = NONCE.search(page.body.decode()).group(1)
         form = urlencode({"consent": "yes", **self.entry, "start_nonce": nonce}).encode()
         started = self.request("POST", "/start", form, "application/x-www-form-urlencoded")
         if started.status != 303:
             raise LaunchError(f"{self.name}: start answered {started.status}: {started.body[:200]!r}")
-        token = started.location.rsplit("/", 1)[1]
+        return started.location.rsplit("/", 1)[1]
+
+    def run(self) -> dict:
+        """Take part from the consent page to the completion code; returns the outcome the server gave."""
+        token = self.start()
         plan = self.request("GET", f"/api/session/{token}").json()
         for k, trial in enumerate(plan["trials"]):
             body = json.dumps(trial_answer(trial)).encode()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import shutil
 import threading
 import time
 from functools import cached_property, lru_cache
@@ -30,7 +31,7 @@ from human_tasks.layout import ResponseGrid, response_grid
 from .assignment import RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
 from .group_commit import GroupCommit
-from .server_secrets import SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
+from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
 from .trial_types import UnservedTrialType, served
 
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
@@ -58,8 +59,8 @@ class Study:
         self.database = database
         self._move_secrets_out_of_the_database()
         self.answers = GroupCommit(lambda: ResponseStore(self.location), db.renew)
-        secrets_file.get_or_create("secret_key", new_key)
-        self.derive_key = secrets_file.get_or_create("derive_key", new_key).encode()
+        for key in KEYS:
+            secrets_file.get_or_create(key, new_key)
         for outcome in OUTCOMES:
             self.completion_code(outcome)
         self._local = threading.local()
@@ -70,20 +71,35 @@ class Study:
 
     def _move_secrets_out_of_the_database(self) -> None:
         """A folder served before secrets had a file of their own kept them in ``server_settings``:
-        move them into the secrets file (the old cookie key also keeps deriving trial keys,
-        so sessions in progress go on) and delete them from the database."""
+        the admin password hash and the completion codes move into the secrets file, the old
+        key is dropped for new ones (``renew_keys``: every copy of the folder from before holds
+        it), and the database forgets them all."""
         legacy = self.db.take_settings(SECRET_KEYS)
         if not legacy:
             return
-        if "secret_key" in legacy:
-            legacy.setdefault("derive_key", legacy["secret_key"])
-        self.secrets.update(legacy, only_missing=True)
+        self.secrets.update({k: v for k, v in legacy.items() if k not in KEYS}, only_missing=True)
+        self.renew_keys()
         self.db.forget_settings(SECRET_KEYS)
+
+    def renew_keys(self) -> None:
+        """New cookie and derivation keys (``cuebench serve rotate-secret``, and the move out of an old
+        database), and nothing made with the old ones stays valid: admin sessions end (a new
+        generation too, for a cookie signed before), open consent forms and task pages stop
+        working, and session tokens are retired. Participants go on by opening their link again:
+        the resume map leads them to their session, with a new token; their answers are kept."""
+        self.secrets.update({key: new_key() for key in KEYS})
+        self.db.bump_admin_generation()
+        self.db.retire_tokens()
 
     @property
     def cookie_key(self) -> str:
         """The key signing cookies, read on every request: ``cuebench serve rotate-secret`` takes effect at once."""
         return self.secrets.get("secret_key")
+
+    @property
+    def derive_key(self) -> bytes:
+        """The key behind start tokens, start-form nonces and trial keys, read like ``cookie_key``."""
+        return self.secrets.get("derive_key").encode()
 
     @property
     def location(self) -> str | Path:
@@ -101,8 +117,8 @@ class Study:
         return list(self._sequences(participant.group, participant.code, participant.session))
 
     def start_token(self, identity: str) -> str:
-        """The session token for a start request's identity (``participant._start_token``): the
-        same request again gives the same session; unguessable without the server's key."""
+        """The session token for a start request's identity (``participant._start_identity``): the
+        same request again gives the same token; unguessable without the server's current key."""
         return hmac.new(self.derive_key, b"start:" + identity.encode(), hashlib.sha256).hexdigest()[:32]
 
     def start_nonce(self, browser: str) -> str:
@@ -143,6 +159,13 @@ class Study:
         return frozenset(s.path.split("/", 1)[1] for s in self.experiment.stimuli.values())
 
     @cached_property
+    def shown_together(self) -> frozenset[str]:
+        """The file names of stimuli that a trial shows beside others (an oddity triplet): served so
+        that their sizes cannot tell them apart (``participant._uniform_png``)."""
+        return frozenset(self.experiment.stimuli[s].path.split("/", 1)[1]
+                         for t in self.experiment.trials if len(t.stimuli) > 1 for s in t.stimuli)
+
+    @cached_property
     def grid(self) -> ResponseGrid:
         """The classification response screen, the lab's (``human_tasks.layout``)."""
         return response_grid(self.experiment.label_set)
@@ -172,6 +195,12 @@ class Study:
             first = stimulus not in self._reported_stimuli
             self._reported_stimuli.add(stimulus)
             return first
+
+    def free_disk_mb(self) -> int | None:
+        """Free space (MB) on the disk of responses.sqlite; None on PostgreSQL (its server's disk)."""
+        if self.database is not None:
+            return None
+        return shutil.disk_usage(self.expdir.responses_file.parent).free // 2**20
 
     def missing_indices(self, participant: Participant) -> list[int]:
         answered = self.store.answered_indices(self.experiment.name, participant.code, participant.session)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from itertools import accumulate
 from typing import Any
+
+import numpy as np
 
 from cuebench.errors import CuebenchError
 from cuebench.trials import Experiment, Trial
@@ -37,8 +37,12 @@ MAX_JSON_DEPTH = 8
 """Nesting of a request body at most (the trial post needs 3: body, device or event, value)."""
 MAX_FIELD_CHARS = 8192
 """Characters of one free-form JSON field (``device``, one event) as stored, at most."""
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]")
+MAX_TRIAL_EXTRA_CHARS = 32 * 1024
+"""Characters of ``device`` and ``events`` of one trial together, as stored, at most: a real trial
+has a few hundred; with the trial count this bounds what one session adds to the database."""
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
+_STEP = bytes.maketrans(b'[{]}"', bytes([1, 1, 255, 255, 0]))
+"""A bracket as a step of the nesting depth, +1 or -1 (255 as a signed byte); a quote as none."""
 
 
 class Rejected(CuebenchError):
@@ -70,18 +74,33 @@ def parse_json_body(data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise Rejected(400, "the request body is not UTF-8 text") from None
-    if _depth_bound_exceeded(text):
+    if _depth_bound_exceeded(data):
         raise Rejected(400, f"the request body is JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except ValueError as err:
         raise Rejected(400, f"the request body is not valid JSON ({err})") from None
 
 
-def _depth_bound_exceeded(text: str) -> bool:
-    """Whether brackets outside strings nest deeper than ``MAX_JSON_DEPTH`` (checked before parsing)."""
-    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
-    return max(accumulate(1 if b in "[{" else -1 for b in brackets), default=0) > MAX_JSON_DEPTH
+def _finite_float(literal: str) -> float:
+    """A JSON number as a float; 400 for one beyond the float range (``1e999``), which Python reads as infinity."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise Rejected(400, f"the request body holds the number {literal[:40]}, beyond the range of a float")
+    return value
+
+
+def _depth_bound_exceeded(data: bytes) -> bool:
+    """Whether brackets outside strings nest deeper than ``MAX_JSON_DEPTH``, checked before
+    parsing in passes linear in the body whatever it holds (a regex that strips strings with
+    their escapes restarts at every quote of ``"\\"\\"...`` and is quadratic). Escaped
+    backslashes go, then escaped quotes; every quote left opens or closes a string, and the
+    brackets between two of them do not count. The bytes are read before decoding: in UTF-8
+    no byte of a multi-byte character is a quote, a backslash or a bracket."""
+    structure = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    in_string = np.cumsum(np.frombuffer(structure, np.uint8) == ord('"'), dtype=np.int64) % 2
+    steps = np.frombuffer(structure.translate(_STEP), np.int8) * (1 - in_string)
+    return bool(steps.size) and int(steps.cumsum().max()) > MAX_JSON_DEPTH
 
 
 def _number(payload: dict, name: str, low: float, high: float, *, low_exclusive: bool = False) -> float:
@@ -101,10 +120,12 @@ def _count(payload: dict, name: str) -> int:
     return value
 
 
-def _bounded_json(name: str, value: Any) -> None:
-    """A free-form JSON field fits the column: its encoding at most ``MAX_FIELD_CHARS`` long."""
-    if len(json.dumps(value)) > MAX_FIELD_CHARS:
+def _bounded_json(name: str, value: Any) -> int:
+    """A free-form JSON field fits the column: its encoding at most ``MAX_FIELD_CHARS`` long; its length."""
+    length = len(json.dumps(value))
+    if length > MAX_FIELD_CHARS:
         raise Rejected(422, f"field {name!r} is longer than {MAX_FIELD_CHARS} characters as JSON")
+    return length
 
 
 def _phase_map(payload: dict, name: str, kind: type) -> dict:
@@ -156,12 +177,13 @@ def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, paylo
     events = payload.get("events", [])
     if not isinstance(events, list) or len(events) > MAX_EVENTS or not all(isinstance(e, dict) for e in events):
         raise Rejected(422, f"field 'events' must be a list of at most {MAX_EVENTS} objects")
-    for k, event in enumerate(events):
-        _bounded_json(f"events[{k}]", event)
     device = payload.get("device", {})
     if not isinstance(device, dict):
         raise Rejected(400, "field 'device' must be an object")
-    _bounded_json("device", device)
+    extra = _bounded_json("device", device) + sum(_bounded_json(f"events[{k}]", e) for k, e in enumerate(events))
+    if extra > MAX_TRIAL_EXTRA_CHARS:
+        raise Rejected(422, f"fields 'device' and 'events' together are longer than {MAX_TRIAL_EXTRA_CHARS} "
+                            "characters as JSON")
     dropped = _count(payload, "dropped_frames")
     return {
         "response": response or None,

@@ -18,11 +18,6 @@ from gunicorn.app.base import BaseApplication
 REQUEST_TIMEOUT_S = 60
 """A worker silent for this long is restarted by the gunicorn master."""
 
-KEEPALIVE_S = 30
-"""How long an idle participant connection stays open. gunicorn's default (2 s) is shorter
-than a trial (response plus inter-trial interval), so every answer would open a new
-connection and a client that sends on one the server has just closed sees a network
-error; waitress, the one-process server, keeps idle connections for 120 s."""
 
 
 class _CuebenchGunicorn(BaseApplication):
@@ -39,15 +34,19 @@ class _CuebenchGunicorn(BaseApplication):
         return self.make_app()
 
 
-def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: int, threads: int) -> None:
-    """Run ``workers`` processes of ``threads`` threads each, every one calling ``make_app`` after the fork (blocking)."""
+def run_gunicorn(make_app: Callable[[], Flask], host: str, port: int, workers: int, threads: int, idle_timeout_s: int,
+                 connection_limit: int) -> None:
+    """Run ``workers`` processes of ``threads`` threads each, every one calling ``make_app`` after the fork
+    (blocking); a connection silent for ``idle_timeout_s`` is closed, and each process holds at most
+    ``connection_limit`` (``app.IDLE_TIMEOUT_S``, ``app.CONNECTION_LIMIT``)."""
     _CuebenchGunicorn(make_app, {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,
         "worker_class": "gthread",
         "threads": threads,
         "timeout": REQUEST_TIMEOUT_S,
-        "keepalive": KEEPALIVE_S,
+        "keepalive": idle_timeout_s,  # gunicorn's default, 2 s, is shorter than a trial
+        "worker_connections": connection_limit,
         "preload_app": False,
         "proc_name": "cuebench-serve",
         "loglevel": "warning",

@@ -177,3 +177,25 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
     finally:
         server.close()
         thread.join(timeout=10)
+
+
+def test_an_adaptive_answer_renews_the_reservation(experiment_dir):
+    """Each stored answer of an adaptive block extends the participant's group reservation, as a
+    trial of the fixed sequence does; otherwise it lapses in the middle of a long block and the
+    group is given to someone else."""
+    from experiment_server.app import create_app
+    from experiment_server.simulate import NONCE
+    from experiment_server.study import study_of
+
+    now = [1000.0]
+    app = create_app(experiment_dir, clock=lambda: now[0], reservation_seconds=60)
+    client = app.test_client()
+    nonce = NONCE.search(client.get("/?code=renew1").get_data(as_text=True)).group(1)
+    token = client.post("/start", data={"consent": "yes", "code": "renew1", "start_nonce": nonce}
+                        ).headers["Location"].rsplit("/", 1)[1]
+    now[0] += 50
+    trial = client.get(f"/api/session/{token}/adaptive").get_json()["trial"]
+    reply = client.post(trial["post"], json={"trial_key": trial["trial_key"], "response": trial["choices"][0],
+                                             "rt_ms": 500.0, "refresh_hz": 60.0})
+    assert reply.status_code == 201, reply.get_json()
+    assert study_of(app).db.by_token(token).reserved_until == 1050.0 + 60

@@ -1,10 +1,11 @@
-"""One test per attack class against a real ``cuebench serve --workers 4`` on loopback, on SQLite
-and on a real PostgreSQL server: what a participant, another web site or a copy of the data
-could do to a study, and that the server refuses it.
+"""One test per attack class against a real ``cuebench serve`` on loopback, both the default
+server (waitress, one process) and ``--workers 2`` (gunicorn), each on SQLite and on a real
+PostgreSQL server: what a participant, another web site or a copy of the data could do to a
+study, and that the server refuses it.
 
-One server per backend for the whole module (``served``); it trusts one reverse proxy, so
-each test's client sends its own ``X-Forwarded-For`` address and the per-address limits of
-one test do not touch another's. The in-process cases (``create_app``) cover what needs an
+One server per server kind and backend for the whole module (``served``); it trusts one
+reverse proxy, so each test's client sends its own ``X-Forwarded-For`` address, as a proxy
+would, and the per-address limits of one test do not touch another's. The in-process cases (``create_app``) cover what needs an
 injected setting: a header from an untrusted client, a database from before the secrets file.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import hmac
 import http.client
 import io
 import json
@@ -21,19 +24,22 @@ import socket
 import sqlite3
 import stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
 import pytest
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
+from werkzeug.security import generate_password_hash
 
-from cuebench.csvsafe import csv_text, frame_csv, safe_cell
+from cuebench.csvsafe import FORMULA_STARTS, csv_text, frame_csv, safe_cell
 from cuebench.responses import KEY, ResponseStore, trial_row
+from cuebench.storage import open_database
 from experiment_server import cli as server_cli
-from experiment_server.admin import set_admin_password
-from experiment_server.app import create_app
-from experiment_server.db import SETTINGS
+from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
+from experiment_server.app import MAX_REQUEST_BYTES, _RotatingKeySessions, create_app
+from experiment_server.db import OUTCOMES, SETTINGS
 from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.server_secrets import SECRET_KEYS
@@ -116,18 +122,23 @@ def fresh_postgres_database(server) -> str:
     return server.url.replace("/postgres?", f"/{name}?")
 
 
-@pytest.fixture(scope="module", params=[pytest.param("sqlite", marks=pytest.mark.slow),
-                                        pytest.param("postgresql", marks=pytest.mark.slow)])
+SERVERS = {"waitress": 1, "workers2": 2}
+"""The server kinds under test and their ``--workers``: waitress in one process, gunicorn with two."""
+
+
+@pytest.fixture(scope="module", params=[pytest.param((kind, backend), id=f"{kind}-{backend}", marks=pytest.mark.slow)
+                                        for backend in ("sqlite", "postgresql") for kind in SERVERS])
 def served(request, tmp_path_factory):
-    """``cuebench serve --workers 4 --trusted-proxies 1`` on the sample experiment, with an admin password."""
-    root = tmp_path_factory.mktemp(f"security-{request.param}")
+    """``cuebench serve --trusted-proxies 1`` (waitress, or ``--workers 2``) on the sample experiment,
+    with an admin password."""
+    kind, backend = request.param
+    root = tmp_path_factory.mktemp(f"security-{kind}-{backend}")
     expdir = root / "exp"
     build_sample_experiment(expdir)
-    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) \
-        if request.param == "postgresql" else None
+    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
     set_admin_password(open_study(expdir, database=database), PASSWORD)
     log_file = root / "server.log"
-    server = ServerProcess(expdir, free_port(), workers=4, log_file=log_file, start_limit=START_LIMIT,
+    server = ServerProcess(expdir, free_port(), workers=SERVERS[kind], log_file=log_file, start_limit=START_LIMIT,
                            extra_args=("--trusted-proxies", "1", *(("--database", database) if database else ())))
     server.start()
     yield Served(expdir, server, database, log_file)
@@ -150,6 +161,7 @@ def rows_of(served: Served) -> list[tuple]:
 # participants' writes ---------------------------------------------------------------------
 
 POISON = [
+    ("device and events beyond a trial's share", {"device": {"ua": "x" * 8000}, "events": [{"e": "x" * 8000}] * 4}),
     ("dropped_frames beyond 64 bits", {"dropped_frames": 9223372036854775808}),
     ("dropped_frames beyond PostgreSQL INTEGER", {"dropped_frames": 2**31}),
     ("frames beyond the column", {"frames": {"stimulus": 2**40}}),
@@ -161,6 +173,8 @@ RAW_POISON = [
     ("NaN in device", '"device": {"screen": NaN}'),
     ("Infinity in device", '"device": {"screen": Infinity}'),
     ("-Infinity as RT", '"rt_ms": -Infinity'),
+    ("1e999 in device", '"device": {"screen": 1e999}'),
+    ("1e999 as RT", '"rt_ms": 1e999'),
 ]
 
 
@@ -241,6 +255,53 @@ def test_a_row_the_database_refuses_fails_only_its_own_request(served):
     assert {k[1] for k in rows_of(served)} >= set(outcomes)
 
 
+def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
+    """A body of one quote and escaped quotes up to the size limit made the old depth check
+    quadratic (256 KiB: about 18 minutes, the server frozen for everyone): it is now refused
+    like any bad body, while a participant's answer sent at the same time is stored. Every
+    request has the client's timeout, so a hang fails the test."""
+    _, token, _ = started(served, code="crafter")
+    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
+    honest, honest_token, plan = started(served, code="bystander")
+    trial = plan["trials"][0]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        attacks = [pool.submit(served.browser().post_json, f"/api/session/{token}/{route}", crafted)
+                   for route in ("trial/0", "image-failed", "screen")]
+        answer = pool.submit(honest.post_json, f"/api/session/{honest_token}/trial/{trial['index']}",
+                             trial_answer(trial))
+        assert [a.result() for a in attacks] == [400, 400, 400] and answer.result() == 201
+
+
+def test_a_scripted_session_is_marked_for_review(served):
+    """Every answer posted at once, with believable RTs: the completion code as for anyone, but the
+    admin page and the Prolific list say "review" with the reason, not "approve"."""
+    pid = "5f" + "%022x" % int(served.server.port)
+    scripted, token, plan = started(served, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="scripted")
+    for trial in plan["trials"]:
+        assert scripted.post_json(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial)) == 201
+    status, _, outcome = scripted.request("POST", f"/api/session/{token}/complete", b"", "application/json")
+    assert status == 200 and json.loads(outcome)["status"] == "finished"
+    admin = served.browser()
+    assert admin.login() == 302
+    page = admin.request("GET", "/admin/")[2].decode()
+    rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
+    assert "review: finished in" in page
+    assert [(r["action"], "less than its" in r["reason"]) for r in rows if r["participant_id"] == pid] == [
+        ("review", True)]
+
+
+def test_an_ended_session_takes_no_more_reports(served):
+    """/image-failed and /screen answer a token whose session has ended without reading its body:
+    409, or the outcome again for a repeated screen-out (its reply may have been lost)."""
+    browser, token, _ = started(served, code="ended")
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small"}) == 200
+    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
+    assert browser.post_json(f"/api/session/{token}/image-failed", crafted) == 409
+    assert browser.post_json(f"/api/session/{token}/image-failed", {"url": "/stimuli/x.png"}) == 409
+    status, _, body = browser.request("POST", f"/api/session/{token}/screen", crafted, "application/json")
+    assert status == 200 and json.loads(body)["status"] == "screened_out"
+
+
 # credentials ------------------------------------------------------------------------------
 
 def test_forged_tokens_and_cookies_are_refused(served):
@@ -310,6 +371,32 @@ def test_admin_sessions_end_on_logout_password_change_and_rotation(served):
     assert admin.request("GET", "/admin/")[0] == 302
 
 
+def test_an_admin_login_ends_after_its_lifetime_however_active(tmp_path):
+    """The cookie's expiry is renewed on every request; the login time it carries is not."""
+    build_sample_experiment(tmp_path / "exp")
+    set_admin_password(open_study(tmp_path / "exp"), PASSWORD)
+    app = create_app(tmp_path / "exp")
+    study = study_of(app)
+    signer = _RotatingKeySessions().get_signing_serializer(app)
+    statuses = []
+    for age_s in (60, ADMIN_SESSION_S + 60):
+        client = app.test_client()
+        client.set_cookie("session", signer.dumps({"admin_generation": study.db.admin_generation(),
+                                                   "login_at": time.time() - age_s}))
+        statuses.append(client.get("/admin/").status_code)
+    assert statuses == [200, 302]
+
+
+def test_completion_codes_can_come_from_the_environment(monkeypatch):
+    """Out of ``ps``: the environment gives the codes the command line does not."""
+    monkeypatch.setenv("CUEBENCH_CODE_FINISHED", "CENV1234")
+    monkeypatch.delenv("CUEBENCH_CODE_SCREENED_OUT", raising=False)
+    monkeypatch.delenv("CUEBENCH_CODE_FAILED_ATTENTION", raising=False)
+    args = _serve_args("study", "--code-screened-out", "CARG5678")
+    assert server_cli.completion_codes(args) == {"finished": "CENV1234", "screened_out": "CARG5678",
+                                                 "failed_attention": None}
+
+
 def test_secrets_stay_out_of_the_data(served):
     study = served.study()
     path = study.secrets.path
@@ -326,19 +413,120 @@ def test_secrets_stay_out_of_the_data(served):
     assert not [p for p in served.expdir.rglob("*") if p.is_file() and stored["secret_key"].encode() in p.read_bytes()]
 
 
-def test_secrets_in_an_old_database_move_out_on_first_start(tmp_path):
-    expdir = tmp_path / "exp"
+OLD_KEY = "0f" * 32
+"""The cookie and derivation key of a folder served by the version before the secrets file."""
+
+
+def old_token(identity: str) -> str:
+    """A session token as that version derived it: from the one key, which every copy of the folder held."""
+    return hmac.new(OLD_KEY.encode(), b"start:" + identity.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def previous_version_folder(root, database: str | None) -> dict:
+    """A study as the version before the secrets file left it (``experiment_server/db.py`` of that
+    version): its server tables, the secrets in ``server_settings``, and two sessions in progress,
+    a Prolific one and an entry-code one, whose tokens that key derived."""
+    expdir = root / "exp"
     build_sample_experiment(expdir)
-    open_study(expdir).close()
-    with sqlite3.connect(expdir / "responses.sqlite") as conn:
-        conn.executemany(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?)",
-                         [("secret_key", "old-key-0123456789"), ("code_finished", "CPAID123")])
-    (tmp_path / "exp.secrets.json").unlink()
-    study = study_of(create_app(expdir))
-    assert study.completion_code("finished") == "CPAID123" and study.cookie_key == "old-key-0123456789"
-    assert study.derive_key == b"old-key-0123456789"  # trial keys of sessions in progress stay the same
-    raw = b"".join(f.read_bytes() for f in expdir.glob("responses.sqlite*"))
-    assert b"old-key-0123456789" not in raw and b"CPAID123" not in raw
+    name = json.loads((expdir / "experiment.json").read_text())["name"]
+    sessions = {"P0PROLIFIC01": ("5f1a2b3c4d5e6f7a8b9c0d1e", "prolific:5f1a2b3c4d5e6f7a8b9c0d1e:61a2b3c4d5e6f7a8b9c0d1e2"),
+                "P0ENTRYCODE1": (None, "code:old-code")}
+    db = open_database(database or expdir / "responses.sqlite")
+    with db.write_transaction() as conn:
+        conn.execute("CREATE TABLE participants (code TEXT PRIMARY KEY, experiment TEXT NOT NULL, token_hash TEXT "
+                     "NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, prolific_pid TEXT, "
+                     "study_id TEXT, prolific_session TEXT, entry_code TEXT, reserved_until FLOAT, created_at FLOAT "
+                     "NOT NULL, finished_at FLOAT, screen_reason TEXT, excluded INTEGER, exclusion_reason TEXT)")
+        for columns in (("token_hash",), ("experiment", "prolific_pid"), ("experiment", "entry_code")):
+            conn.execute(f"CREATE UNIQUE INDEX idx_participants_{'_'.join(columns)} ON participants "
+                         f"({', '.join(columns)})")
+        conn.execute("CREATE TABLE server_settings (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("CREATE TABLE admin_login_failures (address TEXT NOT NULL, at FLOAT NOT NULL)")
+        conn.executemany("INSERT INTO server_settings(key, value) VALUES (?, ?)", [
+            ("experiment", name), ("secret_key", OLD_KEY), ("admin_password", generate_password_hash(PASSWORD)),
+            ("code_finished", "CPAID123"), ("code_screened_out", "CSCREEN1"), ("code_failed_attention", "CFAIL123")])
+        for group, (code, (pid, identity)) in enumerate(sessions.items()):
+            conn.execute("INSERT INTO participants(code, experiment, token_hash, grp, status, session, prolific_pid, "
+                         "study_id, prolific_session, entry_code, reserved_until, created_at) "
+                         "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?)",
+                         [code, name, hashlib.sha256(old_token(identity).encode()).hexdigest(), group, pid,
+                          "study1" if pid else None, identity.rsplit(":", 1)[1] if pid else None,
+                          None if pid else "old-code", 4e9, 1.7e9])
+    db.close()
+    return {"expdir": expdir, "database": database, "sessions": sessions}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,backend", [("waitress", "sqlite"), ("workers2", "postgresql")])
+def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, tmp_path, request):
+    """The first serve of a folder from before the secrets file: a copy of that folder (which
+    holds the old key) forges no admin cookie and computes no session token; the password and
+    the completion codes move to the secrets file; the sessions in progress go on through the
+    resume map, the Prolific one from its link and the entry-code one from the first browser
+    that opens its link; ``rotate-secret`` then renews both keys, with the same effect."""
+    database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
+    old = previous_version_folder(tmp_path, database)
+    if database is None:
+        (old["expdir"] / "responses.sqlite").chmod(0o644)  # as that version left it
+    server = ServerProcess(old["expdir"], free_port(), workers=SERVERS[kind], threads=2, log_file=tmp_path / "log",
+                           extra_args=("--database", database) if database else ())
+    server.start()
+    try:
+        forger = Flask("forger")
+        forger.secret_key = OLD_KEY
+        admin = Browser(server.port, "203.0.113.1")
+        admin.cookies["session"] = SecureCookieSessionInterface().get_signing_serializer(forger).dumps(
+            {"admin_generation": 0})
+        for path in ("/admin/", "/admin/export/participants.csv"):
+            status, headers, _ = admin.request("GET", path)
+            assert status == 302 and "/admin/login" in headers["Location"], path
+        (prolific, (pid, identity)), (entry, (_, code_identity)) = old["sessions"].items()
+        for stale in (old_token(identity), old_token(code_identity)):
+            assert admin.request("GET", f"/api/session/{stale}")[0] == 403
+        link = {"PROLIFIC_PID": pid, "STUDY_ID": "study1", "SESSION_ID": identity.rsplit(":", 1)[1]}
+        tokens = []
+        for _ in range(2):
+            status, token = Browser(server.port, "203.0.113.2").start(**link)
+            assert status == 303 and token != old_token(identity)
+            plan = json.loads(admin.request("GET", f"/api/session/{token}")[2])
+            assert plan["participant"] == prolific and plan["status"] == "in_progress"
+            tokens.append(token)
+            args = _serve_args("rotate-secret", old["expdir"], database=database)
+            assert args.func(args) == 0
+        assert admin.request("GET", f"/api/session/{tokens[0]}")[0] == 403
+        first = Browser(server.port, "203.0.113.3")
+        status, token = first.start(code="old-code")
+        assert status == 303 and json.loads(first.request("GET", f"/api/session/{token}")[2])["participant"] == entry
+        assert first.start(code="old-code") == (303, token)
+        assert Browser(server.port, "203.0.113.4").start(code="old-code")[0] == 409
+        assert admin.login() == 302 and admin.request("GET", "/admin/")[0] == 200
+    finally:
+        server.stop()
+    study = open_study(old["expdir"], database=database)
+    stored = json.loads(study.secrets.path.read_text())
+    assert {stored[f"code_{o}"] for o in OUTCOMES} == {"CPAID123", "CSCREEN1", "CFAIL123"}
+    assert OLD_KEY not in stored.values() and stored["secret_key"] != stored["derive_key"]
+    assert study.db.take_settings(SECRET_KEYS) == {}
+    if database is None:
+        assert stat.S_IMODE((old["expdir"] / "responses.sqlite").stat().st_mode) == 0o600
+
+
+def test_a_secrets_file_others_can_read_is_made_owner_only(tmp_path, caplog):
+    build_sample_experiment(tmp_path / "exp")
+    open_study(tmp_path / "exp").close()
+    path = tmp_path / "exp.secrets.json"
+    path.chmod(0o644)
+    with caplog.at_level("WARNING"):
+        open_study(tmp_path / "exp").close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [r.getMessage() for r in caplog.records if "readable by others" in r.getMessage()]
+    assert not list(tmp_path.glob(".exp.secrets.json.*.tmp"))
+
+
+def _serve_args(*words, database: str | None = None):
+    parser = argparse.ArgumentParser()
+    server_cli.register(parser.add_subparsers())
+    return parser.parse_args(["serve", *map(str, words), *(("--database", database) if database else ())])
 
 
 # injection --------------------------------------------------------------------------------
@@ -372,27 +560,32 @@ def test_stored_xss_does_not_run_in_the_admin_page(served, browser):
 
 
 def test_csv_exports_neutralise_formulas(served):
-    _, token, _ = started(served, code="-2-3")
+    """Read as a spreadsheet with ``,`` as its list separator would, and with ``;`` (where
+    ``x;=HYPERLINK(...)`` was two cells, the second a formula), no cell starts a formula."""
     hyperlink = '=HYPERLINK("http://evil.example","click")'
-    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": hyperlink}) == 200
+    for code, reason in (("-2-3", hyperlink), ("semicolon", "x;" + hyperlink)):
+        _, token, _ = started(served, code=code)
+        assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
     admin = served.browser()
     assert admin.login() == 302
     _, _, body = admin.request("GET", "/admin/export/participants.csv")
     rows = list(csv.DictReader(io.StringIO(body.decode())))
-    mine = [r for r in rows if r["entry_code"] == "'-2-3"]
-    assert len(mine) == 1 and mine[0]["screen_reason"] == "'" + hyperlink
-    dangerous = [cell for r in rows for cell in r.values() if cell and safe_cell(cell) != cell]
-    assert dangerous == []
+    mine = {r["entry_code"]: r["screen_reason"] for r in rows if r["entry_code"] in ("'-2-3", "semicolon")}
+    assert mine == {"'-2-3": "'" + hyperlink, "semicolon": "x;'" + hyperlink}
+    for separator in ",;":
+        cells = [cell for row in csv.reader(io.StringIO(body.decode()), delimiter=separator) for cell in row]
+        assert [cell for cell in cells if cell.startswith(FORMULA_STARTS) and safe_cell(cell) != cell] == []
 
 
 def test_formula_cells_get_a_quote_and_numbers_stay():
     """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not."""
     import pandas as pd
 
-    cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5]
+    cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5,
+             "x;=HYPERLINK(1)", "1;-2;+3", "a;b;", ";@x"]
     assert csv_text(["v"], [[c] for c in cells]) == "v\n" + "".join(
         f"{line}\n" for line in ["'=1+2", "'+SUM(A1)", "'-2-3", "'@cmd", "'\tx", "'\rx", "-1.5", "+3", "1e-3",
-                                  "cat", "a=b", '""', '""', "-4", "2.5"])
+                                  "cat", "a=b", '""', '""', "-4", "2.5", "x;'=HYPERLINK(1)", "1;-2;+3", "a;b;", ";'@x"])
     frame = pd.DataFrame({"reason": ["=HYPERLINK(1)", "ok"], "rt": [-1.5, 2.0]})
     assert frame_csv(frame).decode() == "reason,rt\n'=HYPERLINK(1),-1.5\nok,2.0\n"
 
@@ -402,7 +595,8 @@ def test_formula_cells_get_a_quote_and_numbers_stay():
 def test_path_traversal_is_refused(served):
     browser = served.browser()
     for path in ("/stimuli/../experiment.json", "/stimuli/%2e%2e/experiment.json", "/stimuli/..%2fexperiment.json",
-                 "/stimuli/%2e%2e%2f%2e%2e%2fexp.secrets.json", "/static/../../experiment_server/app.py"):
+                 "/stimuli/%2e%2e%2f%2e%2e%2fexp.secrets.json", "/static/../../experiment_server/app.py",
+                 "/stimuli/x%00.png"):
         status, _, body = browser.request("GET", path)
         assert status in (400, 404) and b"secret_key" not in body and b"assignment" not in body, path
 
@@ -446,9 +640,14 @@ def test_an_oversized_body_is_refused_before_it_is_sent(served):
 
 
 def test_starts_are_rate_limited_per_address(served):
+    """Per client address behind the trusted proxy, under both servers: the address the proxy
+    saw counts, whatever a client writes to the left of it in X-Forwarded-For."""
     flood = served.browser()
-    statuses = [flood.start()[0] for _ in range(START_LIMIT + 3)]
-    assert statuses == [303] * START_LIMIT + [429] * 3
+    statuses = [flood.start()[0] for _ in range(START_LIMIT)]
+    spoofing = [flood.request("GET", "/", headers={"X-Forwarded-For": f"198.51.100.{k}, {flood.address}"})[0]
+                for k in range(2)]
+    statuses += [flood.start()[0] for _ in range(3)]
+    assert statuses == [303] * START_LIMIT + [429] * 3 and spoofing == [200, 200]
     assert served.browser().start()[0] == 303  # another address is not affected
 
 
@@ -462,6 +661,57 @@ def test_login_guessing_is_counted_atomically_and_locks_out_no_one_else(served):
     assert sorted(statuses) == [401] * 5 + [429] * 25
     assert guesser.login() == 429
     assert served.browser().login() == 302
+
+
+@pytest.mark.slow
+def test_new_participants_are_refused_before_the_disk_fills(tmp_path):
+    """With less free disk than ``--min-free-disk`` (here: more than any disk has), a start is refused
+    (503, a page that says to come back later), the log says why once, and so does the admin page;
+    sessions already running go on storing their answers."""
+    build_sample_experiment(tmp_path / "exp")
+    study = open_study(tmp_path / "exp")
+    set_admin_password(study, PASSWORD)
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="running")
+    log_file = tmp_path / "server.log"
+    server = ServerProcess(tmp_path / "exp", free_port(), threads=2, log_file=log_file,
+                           extra_args=("--min-free-disk", str(2**40)))
+    server.start()
+    try:
+        refused = [Browser(server.port, "203.0.113.9").start()[0] for _ in range(2)]
+        admin = Browser(server.port, "203.0.113.10")
+        assert admin.login() == 302
+        page = admin.request("GET", "/admin/")[2].decode()
+        browser = Browser(server.port, "203.0.113.11")
+        plan = json.loads(browser.request("GET", f"/api/session/{token}")[2])["trials"][0]
+        stored = browser.post_json(f"/api/session/{token}/trial/0", trial_answer(plan))
+    finally:
+        server.stop()
+    assert refused == [503, 503] and stored == 201
+    assert 'id="disk"' in page and "new participants are refused" in page
+    assert log_file.read_text().count("new participants are refused") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_proxy_the_server_does_not_trust_is_ignored_and_named_in_the_log(kind, tmp_path):
+    """Without --trusted-proxies, X-Forwarded-For changes no client's address (every start counts
+    against the connection's), and the log says once per process that requests come through a
+    proxy the server does not trust."""
+    build_sample_experiment(tmp_path / "exp")
+    log_file = tmp_path / "server.log"
+    server = ServerProcess(tmp_path / "exp", free_port(), workers=SERVERS[kind], threads=2, log_file=log_file,
+                           start_limit=2)
+    server.start()
+    try:
+        statuses = []
+        for k in range(3):
+            browser = Browser(server.port, f"198.51.100.{k}")
+            statuses.append(browser.start()[0])
+        warnings = log_file.read_text().count("which this server does not trust")
+    finally:
+        server.stop()
+    assert statuses == [303, 303, 429]
+    assert 1 <= warnings <= SERVERS[kind]
 
 
 def test_an_untrusted_client_cannot_choose_its_address(tmp_path):

@@ -496,10 +496,11 @@ def test_a_screen_out_is_a_logged_exclusion(env):
 def test_prolific_list(env, tmp_path):
     from cuebench.export import export
 
-    app, client, _ = env
+    app, client, clock = env
     study = study_of(app)
     done = start(client, PROLIFIC_PID="aaaaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID="1")
     finish_all(app, client, done)
+    clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
     client.post(f"/api/session/{gone}/screen", json={"reason": "no fullscreen"})
@@ -507,8 +508,9 @@ def test_prolific_list(env, tmp_path):
     start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", pilot="1")
     study.db.set_excluded(study.db.by_token(running).code, True, "typed nonsense", "admin")
     rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "prolific.csv")[0])))
-    assert [(r["participant_id"][0], r["action"]) for r in rows] == [("a", "approve"), ("b", "return"),
-                                                                       ("c", "wait")]
+    # sorted: the test's clock stands still, so the starts tie on their time, the export's order
+    assert sorted((r["participant_id"][0], r["action"]) for r in rows) == [("a", "approve"), ("b", "return"),
+                                                                             ("c", "wait")]
 
 
 def test_the_web_grid_is_the_lab_grid(env):
@@ -580,3 +582,34 @@ def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     assert study.db.get("LAB01").exclusion is None and study.db.fill(experiment.name, study.n_groups)[1] == 1
     assert main(["exclude", str(root), "SIM01", "--reason", "test run"]) == 0
     assert study.db.get("SIM01").exclusion.by.startswith("cli (")
+
+
+@pytest.mark.slow
+def test_the_bytes_of_an_oddity_trial_do_not_tell_the_odd_one(shared, tmp_path):
+    """DiST's original photo compresses differently from its two texture syntheses, so the file
+    whose size is furthest from the other two was the odd one in most triplets. Served, the three
+    images of a trial have the same size, and that guess is right no more often than chance."""
+    from plugin_and_data_helpers import dist_subset
+
+    from cuebench.app.cli import main as cuebench
+
+    release = dist_subset(shared / "data" / "dist", tmp_path / "dist", 30)
+    assert cuebench(["stimuli", "build", "--design", "dist-import", "--images", str(release),
+                     "--out", str(tmp_path / "exp")]) == 0
+    app = create_app(tmp_path / "exp")
+    client, experiment = app.test_client(), study_of(app).experiment
+    stored_right = served_right = 0
+    for trial in experiment.trials:
+        paths = [experiment.stimuli[s].path for s in trial.stimuli]
+        stored = [(tmp_path / "exp" / p).stat().st_size for p in paths]
+        served = [len(client.get("/stimuli/" + p.split("/", 1)[1]).data) for p in paths]
+        assert len(set(served)) == 1, trial.trial_id
+        stored_right += furthest(stored) == int(trial.correct) - 1
+        served_right += furthest(served) == int(trial.correct) - 1
+    assert stored_right / len(experiment.trials) > 0.5  # the leak the test would see
+    assert served_right / len(experiment.trials) <= 0.40
+
+
+def furthest(sizes: list[int]) -> int:
+    """The position whose size is furthest from the other two (the first on a tie)."""
+    return max(range(3), key=lambda k: (sum(abs(sizes[k] - s) for s in sizes), -k))

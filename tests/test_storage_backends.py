@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from cuebench.export import export
-from cuebench.responses import ResponseConflict, ResponseStore
+from cuebench.responses import ResponseConflict, ResponseStore, trial_row
 from cuebench.storage import StorageError, open_database
 from stimuli.web_sample import build_sample_experiment
 
@@ -219,3 +219,57 @@ def test_models_answer_into_postgresql(tmp_path, postgres_url):
     assert not (expdir / "responses.sqlite").exists()
     with pytest.raises(ModelError, match="already answered trials of web-sample with rule 16class-mean"):
         evaluate_experiment(expdir, ["tf_efficientnet_lite0"], rule="16class-burgert", **run)
+
+
+@pytest.mark.slow
+def test_every_request_of_a_batch_is_answered_while_postgresql_is_down(tmp_path, postgres_server, postgres_url):
+    """Fault injection: the database stops while answers queue for one group commit, and the store
+    cannot be opened again. Every request of the batch gets that error (the server answers 503
+    with Retry-After, which the web task retries) instead of waiting for good; once the
+    database is back, the same answers are stored."""
+    from experiment_server.app import RETRY_AFTER_S, create_app
+    from experiment_server.group_commit import GroupCommit
+    from experiment_server.simulate import NONCE, trial_answer
+    from experiment_server.study import open_study
+
+    expdir = tmp_path / "exp"
+    build_sample_experiment(expdir)
+    study = open_study(expdir, database=postgres_url)
+    people = [study.db.start(study.experiment.name, study.n_groups, entry_code=f"outage{n}")[0] for n in range(4)]
+    trial = study.experiment.trial(study.sequence(people[0])[0].trial_id)
+    rows = {p.code: trial_row(study.experiment, trial, observer=p.code, observer_kind="human", session="1",
+                              trial_index=0, response=trial.choices[0], group=p.group, rt_ms=500.0, timed_out=0,
+                              timing_measured={}, frames={}, dropped_frames=0, refresh_hz=60.0, device={}, events=[])
+            for p in people}
+    commit = GroupCommit(lambda: ResponseStore(postgres_url), study.db.renew)
+    client = create_app(expdir, database=postgres_url).test_client()
+    nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+    token = client.post("/start", data={"consent": "yes", "start_nonce": nonce}).headers["Location"].rsplit("/", 1)[1]
+    plan = client.get(f"/api/session/{token}").get_json()["trials"][0]
+    outcomes: dict[str, object] = {}
+
+    def write(code):
+        try:
+            outcomes[code] = commit.write(rows[code], code)
+        except Exception as err:  # noqa: BLE001 - the outcome under test
+            outcomes[code] = err
+
+    postgres_server.pg_ctl("stop", "-m", "immediate")
+    try:
+        threads = [threading.Thread(target=write, args=(code,), daemon=True) for code in rows]
+        with commit._commit_lock:  # every write queues before the first commit: one batch
+            for t in threads:
+                t.start()
+            while len(commit._queue) < len(threads):
+                threading.Event().wait(0.01)
+        for t in threads:
+            t.join(timeout=60)
+        reply = client.post(f"/api/session/{token}/trial/0", json=trial_answer(plan))
+    finally:
+        postgres_server.start()
+    assert [t.is_alive() for t in threads] == [False] * len(threads)
+    assert {type(o) for o in outcomes.values()} == {StorageError}
+    assert reply.status_code == 503 and reply.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert [commit.write(row, code).stored for code, row in rows.items()] == [True] * len(rows)
+    retried = [client.post(f"/api/session/{token}/trial/0", json=trial_answer(plan)).status_code for _ in range(3)]
+    assert 201 in retried[:2]  # a connection cut by the restart fails the first request that finds it, at most
