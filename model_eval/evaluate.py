@@ -94,7 +94,11 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     check_policy(policy)
     if batch_size < 1:
         raise ModelError(f"--batch-size must be at least 1, got {batch_size}")
-    if policy == "as-is":
+    segments = any(t.trial_type == "segment" for t in experiment.trials)
+    if segments and policy != "as-is":
+        raise PreprocessError("segment trials are scored pixel by pixel against their label masks, so a model sees "
+                              "their images as they are: use --policy as-is")
+    if policy == "as-is" and not segments:  # a segmenter takes each batch's own size
         _check_one_size(experiment)
     device = resolve_device(device)
     if device == "cpu":

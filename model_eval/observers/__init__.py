@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 
 from ..models import UnknownArchitecture, available_models
-from . import timm_models, torchvision_models  # noqa: F401  (register the built-in adapters)
+from . import segmentation, timm_models, torchvision_models  # noqa: F401  (register the built-in adapters)
 from .base import ADAPTERS, OBSERVERS, Observer, PendingOutputs
 from .torchvision_models import cached_torchvision_models
 

@@ -22,7 +22,8 @@ from ..options import BuildOptions, DesignOptions
 
 DESIGNS: Registry = Registry("designs", entry_point_group="cuebench.designs")
 
-MODULES = ("suppression", "imports", "cue_decomposition", "cue_conflict_eed", "corruptions", "dist", "diagvib")
+MODULES = ("suppression", "imports", "cue_decomposition", "cue_conflict_eed", "corruptions", "dist", "diagvib",
+           "seg_cue_decomposition")
 """The modules whose designs register themselves on import (third-party designs come by entry point)."""
 
 
