@@ -5,11 +5,12 @@ luminance and its own fine texture (background: horizontal stripes, disk: a chec
 square: vertical stripes), exact masks, and a one-pixel ignored frame. The two segmenters see
 one cue each through a fixed front end and learn only a per-pixel linear head:
 
-- ``texture``: local mean of |horizontal| and |vertical| differences after removing the local
-  mean (luminance-blind): it reads the stripes and checks, which Voronoi shuffling keeps and EED
-  removes;
-- ``shape``: the luminance blurred with a wide Gaussian: it reads the large uniform regions
-  that EED keeps, and is misled where Voronoi cells of different regions lie side by side.
+- ``texture``: local mean of |horizontal| and |vertical| differences, each capped at a texture's
+  contrast (blind to luminance and region edges): it reads the stripes and checks, which Voronoi
+  shuffling keeps and EED removes;
+- ``shape``: the luminance blurred with a wide Gaussian, on the image's own range: it reads the
+  large uniform regions that EED keeps, and is misled where Voronoi cells of different regions lie
+  side by side.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from PIL import Image
 CLASSES = ["background", "disk", "square"]
 LUMINANCE = (70, 190, 130)
 SIZE = 64
+TEXTURE_CONTRAST = 3
+"""Grey levels of the textures: faint enough that a few EED steps diffuse them away (EED keeps every
+contrast its pre-smoothed gradient still shows, Heinert et al.'s lambda = 1/15 on 0-255 values)."""
 
 
 def texture(kind: int, size: int = SIZE) -> np.ndarray:
@@ -43,7 +47,7 @@ def labelled_photo(rng: np.random.Generator, size: int = SIZE) -> tuple[np.ndarr
     mask[top:top + side, left:left + side] = 2
     lum = np.choose(mask, LUMINANCE).astype(float)
     tex = np.choose(mask, [texture(k, size) for k in range(3)])
-    grey = np.clip(lum + 40 * tex + rng.normal(0, 3, mask.shape), 0, 255)
+    grey = np.clip(lum + TEXTURE_CONTRAST * tex + rng.normal(0, 0.5, mask.shape), 0, 255)
     photo = np.repeat(grey[..., None], 3, axis=-1).astype(np.uint8)
     mask[0, :] = mask[-1, :] = mask[:, 0] = mask[:, -1] = 255
     return photo, mask
@@ -76,7 +80,7 @@ def tiny_segmenter(kind: str, seed: int = 0):
             g = torch.exp(-x ** 2 / (2 * (radius / 2.5) ** 2))
             self.register_buffer("blur", (g / g.sum()).view(1, 1, 1, -1))
             self.radius = radius
-            self.head = torch.nn.Conv2d(1 if shape else 2, 3, 1)
+            self.head = torch.nn.Conv2d(2, 3, 1)
 
         def smooth(self, x):
             r, c = self.radius, x.shape[1]
@@ -86,11 +90,16 @@ def tiny_segmenter(kind: str, seed: int = 0):
 
         def features(self, x):
             grey = x.mean(dim=1, keepdim=True)
-            if self.shape:
-                return self.smooth(grey)
+            if self.shape:  # the blurred luminance on the image's own range (EED images are saved stretched)
+                blurred = self.smooth(grey)
+                low = blurred.amin(dim=(2, 3), keepdim=True)
+                high = blurred.amax(dim=(2, 3), keepdim=True)
+                level = ((blurred - low) / (high - low + 1e-6) - 0.5) * 4
+                return torch.cat([level, level * level], dim=1)
             dx = F.pad((grey[..., :, 1:] - grey[..., :, :-1]).abs(), (0, 1, 0, 0), mode="replicate")
             dy = F.pad((grey[..., 1:, :] - grey[..., :-1, :]).abs(), (0, 0, 0, 1), mode="replicate")
-            return self.smooth(torch.cat([dx, dy], dim=1))
+            steps = torch.cat([dx, dy], dim=1).clamp(max=8 / 255)  # a texture's contrast, not a region edge's
+            return torch.log1p(self.smooth(steps) * 255)
 
         def forward(self, x):
             return self.head(self.features(x))
@@ -103,9 +112,10 @@ def tiny_segmenter(kind: str, seed: int = 0):
     y = torch.tensor(np.stack([m for _, m in pairs]), dtype=torch.long)
     optimiser = torch.optim.Adam(model.head.parameters(), lr=0.1)
     features = model.features(x).detach()
+    weights = 1 / torch.bincount(y[y < 255], minlength=3).float()  # balanced: the background is most pixels
     for _ in range(300):
         optimiser.zero_grad()
-        loss = F.cross_entropy(model.head(features), y, ignore_index=255)
+        loss = F.cross_entropy(model.head(features), y, weight=weights, ignore_index=255)
         loss.backward()
         optimiser.step()
     return model.eval()

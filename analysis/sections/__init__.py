@@ -12,7 +12,7 @@ sections register through the ``cuebench.report_sections`` entry point.
 from __future__ import annotations
 
 from . import (accuracy, adaptive, ceilings, consistency, cue_decomposition, methods, observers, oddity,  # noqa: F401
-               ranks, reliance, shape_bias, thresholds, ttests)
+               ranks, reliance, segmentation, shape_bias, thresholds, ttests)
 from .base import SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, register
 
 __all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "register"]

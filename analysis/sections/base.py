@@ -23,6 +23,9 @@ class Section:
     """What the section needs, in words, for "metric X needs ..." errors."""
     depends: ClassVar[tuple[str, ...]] = ()
     """Sections whose tables this one reads (computed first)."""
+    reads_segments: ClassVar[bool] = False
+    """Whether ``compute`` reads the kept ``segment`` trials (``Cleaned.segments``, scored by confusion matrices)
+    instead of the scored classification and oddity trials."""
     template: ClassVar[str | None] = None
     """Jinja fragment of the section's body; None: ``templates/sections/<name>.html``. It sees
     ``tables`` (HTML), ``images`` (PNG data URLs) and ``summary``."""
