@@ -404,6 +404,9 @@ class Experiment(Model):
         data["stimuli"] = dict(sorted(data["stimuli"].items()))
         if not data["adaptive"]:
             del data["adaptive"]  # experiments without adaptive blocks keep their byte-identical file
+        for trial in data["trials"]:
+            if trial["label_mask"] is None:
+                del trial["label_mask"]  # only segment trials have one; other files keep their bytes
         return data
 
     def to_json(self) -> str:

@@ -315,6 +315,10 @@ def summarise(experiment: Experiment, store: ResponseStore, observers: list[str]
 def format_summary(summary: EvalSummary) -> str:
     """A plain-text table: one line per condition (and level), one accuracy column per model."""
     models = list(dict.fromkeys(r["model"] for r in summary.accuracy))
+    if not models and any(run.answered_now or run.skipped for run in summary.runs):  # segment trials: mIoU
+        return "\n".join([f"{summary.experiment}: no trial with one correct answer; segment trials are scored by "
+                           "mIoU in `cuebench report`"] + [f"{run.observer}: answered {run.answered_now} trials now, "
+                                                          f"{run.skipped} already stored" for run in summary.runs])
     if not models:
         return f"{summary.experiment}: no scored (test) trials answered"
     cells = {(r["condition"], r["level"], r["model"]): r for r in summary.accuracy}
