@@ -30,7 +30,7 @@ from typing import Any
 
 from ..models import ModelError, UnknownArchitecture, WeightsNotFound, load_fitting, owned_keys, read_checkpoint, \
     sha256_file
-from .base import ADAPTERS, OBSERVERS
+from .base import ADAPTERS
 from .module import ModuleObserver
 from .torchvision_models import hub_checkpoints, import_torchvision, torch_hub_file
 
@@ -175,9 +175,19 @@ class TorchvisionSegmentation(SegmentationObserver):
                    sidecar.get("stride"))
 
 
-@OBSERVERS.register("segmenter")
+@ADAPTERS.register("segmenter")
 class ScriptedSegmenter(SegmentationObserver):
     """Any TorchScript module giving per-pixel logits: segmenter:PATH, classes in PATH.json."""
+
+    priority = 20  # the name is its own
+
+    @classmethod
+    def claims(cls, name: str, weights: str) -> bool:
+        return name == "segmenter"
+
+    @classmethod
+    def known_names(cls) -> list[str]:
+        return ["segmenter"]
 
     @classmethod
     def from_spec(cls, name: str, weights: str, device: str) -> "ScriptedSegmenter":
