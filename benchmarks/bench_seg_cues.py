@@ -132,8 +132,8 @@ def main() -> None:
                                       progress=False)
         ours = summary.runs[0].seconds_answering + summary.runs[0].seconds_decoding
         bare = bare_seconds(path, images, args.batch_size, args.device)
-    print(f"evaluation: ours {args.images / ours:.2f} images/s, bare torchvision loop {args.images / bare:.2f} images/s, "
-          f"ratio {bare / ours:.2f}x (goal >= 0.9)")
+    print(f"evaluation: ours {args.images / ours:.2f} images/s, bare torchvision loop {args.images / bare:.2f} "
+          f"images/s, ratio {bare / ours:.2f}x (goal >= 0.9)")
 
 
 if __name__ == "__main__":

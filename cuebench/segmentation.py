@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from PIL import Image
@@ -229,8 +227,8 @@ def labelled_set(root: str | Path, convention_name: str, scale: float = 1.0) -> 
         folder = root / "labels" / rel.parent
         found = [folder / n for n in _mask_candidates(photo.stem, conv) if (folder / n).is_file()]
         if not found:
-            raise SegmentationSetError(f"photo {photo.relative_to(root)} has no label mask "
-                                       f"(looked for {', '.join(str((folder / n).relative_to(root)) for n in _mask_candidates(photo.stem, conv))})")
+            looked = ", ".join(str((folder / n).relative_to(root)) for n in _mask_candidates(photo.stem, conv))
+            raise SegmentationSetError(f"photo {photo.relative_to(root)} has no label mask (looked for {looked})")
         item = LabelledImage(rel.with_suffix("").as_posix(), photo, found[0], photo.relative_to(root).as_posix(),
                              conv, scale)
         check_mask(item)
@@ -250,11 +248,6 @@ def check_mask(item: LabelledImage) -> None:
         raise SegmentationSetError(f"label mask {item.mask_path} is {values.shape[1]}x{values.shape[0]} but its "
                                    f"photo {item.image_path.name} is {width}x{height}")
     class_mask(values, item.conv, item.mask_path)
-
-
-def mask_reader(path: str | Path) -> Callable[[], np.ndarray]:
-    """A stored (experiment) mask's reader: class indices as written, IGNORE for ignored pixels."""
-    return partial(read_mask_file, Path(path))
 
 
 class PeopleCannotAnswer(CuebenchError):

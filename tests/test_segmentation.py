@@ -26,8 +26,6 @@ from stimuli.texture_cues import shuffle_with_mask, voronoi_source
 sys.path.insert(0, str(Path(__file__).parent))
 from segmentation_helpers import CLASSES, save_segmenter, write_set  # noqa: E402
 
-PAPER = Path(__file__).parent.parent
-
 
 def save(path: Path, array: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

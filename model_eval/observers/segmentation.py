@@ -152,8 +152,8 @@ class TorchvisionSegmentation(SegmentationObserver):
             path = torch_hub_file(filename)
             if path is None:
                 raise WeightsNotFound(
-                    f"no weights for {name!r} here: looked for {filename} in the torch hub cache ({hub_checkpoints()}); "
-                    f"fetch it once with `python -c \"import torchvision; torchvision.models.get_model('{name}', "
+                    f"no weights for {name!r} here: looked for {filename} in the torch hub cache "
+                    f"({hub_checkpoints()}); fetch it once with `python -c \"import torchvision; torchvision.models.get_model('{name}', "
                     f"weights='DEFAULT')\"`, or give a trained state dict as {name}:PATH with PATH.json naming its "
                     "classes")
             model = models.get_model(name, weights=entry)
