@@ -177,14 +177,15 @@ def rank_correlations(predictors: pd.DataFrame, robustness: pd.DataFrame) -> pd.
 
 
 def cue_predictors(quality: pd.DataFrame, cue: pd.DataFrame) -> pd.DataFrame:
-    """The per-model metrics Tables V-VI rank: mIoU on originals, EED and each Voronoi N, S_cd and R_cd per N."""
+    """The per-model metrics Tables V-VI rank: mIoU on originals, EED and each Voronoi N, S_cd and R_cd per N
+    (columns ``mIoU_original``, ``mIoU_EED``, ``mIoU_Vor32``, ``S_cd_Vor32``, ``R_cd_Vor32``, ...)."""
     models = quality[quality["observer_kind"] == "model"]
-    out = models[models["condition"] == "original"][["observer", "mIoU"]].rename(columns={"mIoU": "mIoU original"})
-    shape = models[models["condition"] == "shape_cue"][["observer", "mIoU"]].rename(columns={"mIoU": "mIoU EED"})
+    out = models[models["condition"] == "original"][["observer", "mIoU"]].rename(columns={"mIoU": "mIoU_original"})
+    shape = models[models["condition"] == "shape_cue"][["observer", "mIoU"]].rename(columns={"mIoU": "mIoU_EED"})
     out = out.merge(shape, on="observer", how="outer")
     for row_cells, part in cue.groupby(cue["cells"].fillna(-1)):
-        label = f"Vor. {int(row_cells)}" if row_cells >= 0 else "texture cue"
+        label = f"Vor{int(row_cells)}" if row_cells >= 0 else "texture"
         texture = part[["observer", "Q_T", "S_cd", "R_cd"]].rename(columns={
-            "Q_T": f"mIoU {label}", "S_cd": f"S_cd EED, {label}", "R_cd": f"R_cd EED, {label}"})
+            "Q_T": f"mIoU_{label}", "S_cd": f"S_cd_{label}", "R_cd": f"R_cd_{label}"})
         out = out.merge(texture, on="observer", how="outer")
     return out

@@ -235,6 +235,22 @@ def test_relative_robustness_by_hand_and_table_xiv_mean():
         assert abs(ours - mean) < 0.0011
 
 
+@pytest.mark.validates("rank correlation of segmentation metrics with relative robustness",
+                       definition="Spearman's rho over the models of each metric (mIoU, S_cd, R_cd) with each robustness "
+                                  "column", source="Heinert et al. Tables V and VI", reference="hand-ranked values",
+                       tolerance="1e-12")
+def test_rank_correlations_lay_out_tables_v_and_vi():
+    predictors = pd.DataFrame({"observer": ["a", "b", "c", "d"], "mIoU_EED": [0.1, 0.2, 0.3, 0.4],
+                               "S_cd_Vor32": [0.9, 0.1, 0.5, np.nan]})
+    robustness = pd.DataFrame({"observer": ["a", "b", "c", "d"], "observer_kind": "model",
+                               "contrast": [0.4, 0.3, 0.2, 0.1], "Mean": [0.1, 0.3, 0.2, 0.4]})
+    table = segmentation.rank_correlations(predictors, robustness).set_index("metric")
+    # mIoU_EED ranks 1 2 3 4; contrast 4 3 2 1 -> -1; Mean ranks 1 3 2 4: 1 - 6 (0 + 1 + 1 + 0) / (4 * 15) = 0.8
+    assert table.loc["mIoU_EED", "contrast"] == pytest.approx(-1) and table.loc["mIoU_EED", "Mean"] == pytest.approx(0.8)
+    # S_cd over a, b, c only (d has none): ranks 3 1 2 vs Mean 1 3 2 -> 1 - 6 (4 + 4 + 0) / (3 * 8) = -1
+    assert table.loc["S_cd_Vor32", "Mean"] == pytest.approx(-1) and table.loc["S_cd_Vor32", "models"] == 3
+
+
 @pytest.mark.slow
 def test_people_cannot_take_segmentation_trials(segmentation_study):
     from experiment_server.study import open_study
@@ -299,6 +315,11 @@ def test_documented_commands_from_a_labelled_set_to_a_report(segmentation_study)
     assert {"low_pass", "Mean"} <= set(pd.read_csv(tables / "seg_relative_robustness.csv").columns)
     assert (segmentation_study / "exp" / "reports" / "figures" / "segmentation_examples.png").is_file()
     assert "Segmentation: cue decomposition" in (segmentation_study / "exp" / "reports" / "report.html").read_text()
+    from cuebench_app.cli import main
+
+    assert main(["analyze", str(segmentation_study / "exp"), "--correlate", "S_cd_Vor16", "mIoU_EED",
+                 "--out", str(segmentation_study / "rho.csv")]) == 0
+    assert pd.read_csv(segmentation_study / "rho.csv").iloc[0]["n"] == 2  # two models: too few to rank
 
 
 @pytest.mark.slow

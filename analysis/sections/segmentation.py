@@ -19,7 +19,8 @@ class Segmentation(Section):
     metrics = {"segmentation": "segmentation_miou", "segmentation-classes": "segmentation_class_iou",
                "segmentation-cue-decomposition": "seg_cue_decomposition",
                "segmentation-class-cues": "seg_class_cue_decomposition", "segmentation-edges": "seg_boundaries",
-               "segmentation-robustness": "seg_relative_robustness", "segmentation-correlations": "seg_correlations"}
+               "segmentation-robustness": "seg_relative_robustness", "segmentation-correlations": "seg_correlations",
+               "segmentation-summary": "segmentation_summary"}
     needs = "segment trials (--design seg-cue-decomposition, evaluated by segmentation models)"
 
     def applies(self, rows):
@@ -47,11 +48,17 @@ class Segmentation(Section):
             t["seg_relative_robustness"] = robustness
         except metrics.MetricError:
             robustness = None
-        if cue is not None and robustness is not None:
-            models = robustness[robustness["observer_kind"] == "model"]
-            if len(models) >= 3:
-                t["seg_correlations"] = segmentation.rank_correlations(segmentation.cue_predictors(quality, cue),
-                                                                       models)
+        if cue is not None:
+            predictors = segmentation.cue_predictors(quality, cue)
+            summary = predictors.copy()
+            summary.insert(1, "observer_kind", "model")
+            if robustness is not None:
+                models = robustness[robustness["observer_kind"] == "model"]
+                summary = summary.merge(models.drop(columns="observer_kind").rename(
+                    columns=lambda c: c if c == "observer" else f"robustness_{c}"), on="observer", how="left")
+                if len(models) >= 3:
+                    t["seg_correlations"] = segmentation.rank_correlations(predictors, models)
+            t["segmentation_summary"] = summary  # one row per model: what `cuebench analyze --correlate X Y` ranks
         return "; ".join(missing) or None
 
     def has_numbers(self, tables):
