@@ -256,6 +256,8 @@ class PeopleCannotAnswer(CuebenchError):
 
 def refuse_for_people(experiment, runner: str) -> None:
     """The web server and the lab runner refuse an experiment with segmentation trials, in one line."""
-    if any(t.trial_type == "segment" for t in experiment.trials):
+    from .trials import MODEL_ONLY_TRIAL_TYPES
+
+    if any(t.trial_type in MODEL_ONLY_TRIAL_TYPES for t in experiment.trials):
         raise PeopleCannotAnswer(f"{runner} refuses experiment {experiment.name!r}: people do not take segmentation "
                                  "trials (the answer is a class for every pixel); evaluate it with `cuebench eval`")

@@ -30,6 +30,10 @@ SCHEMA_VERSION = 1
 TrialType = Literal["classify", "oddity", "segment"]
 Role = Literal["test", "practice", "catch", "attention"]
 TRIAL_TYPES = get_args(TrialType)
+MODEL_ONLY_TRIAL_TYPES = ("segment",)
+"""Trial types only models answer (a class for every pixel); the runners for people refuse them."""
+PEOPLE_TRIAL_TYPES = tuple(t for t in TRIAL_TYPES if t not in MODEL_ONLY_TRIAL_TYPES)
+"""The trial types the web task and the lab runner show."""
 ROLES = get_args(Role)
 SCORED_ROLES = ("test",)
 NOT_CLEAR = "not clear"
