@@ -67,7 +67,8 @@ def register(sub) -> None:
                               "report-sections)")
     analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
                          help="Spearman rank correlation of two per-observer metric columns over the models "
-                              "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias)")
+                              "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias, or of "
+                              "--metric segmentation-summary, e.g. S_cd_Vor32 robustness_Mean)")
     analyze.add_argument("--out", type=user_path, default=None, help="also write the table as CSV (needs --metric)")
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
@@ -146,10 +147,13 @@ def run_analyze(args) -> int:
     df = load_for_report(args.sources)
     if options.n_choices is None:
         options = replace(options, n_choices=n_choices_of(args.sources, df))
-    only = {"observers"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric else None)
+    only = {"observers", "segmentation"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric
+                                                                 else None)
     result = analyze(df, options, only=only)
     if args.correlate:
-        summary = result.tables["observer_summary"]
+        summary = result.tables.get("observer_summary", result.tables.get("segmentation_summary"))
+        if summary is None:
+            raise ReportError("--correlate needs per-observer metrics; these responses have none")
         models = summary[summary["observer_kind"] == "model"]
         table = pd.DataFrame([rank_correlation(models, *args.correlate, observers=options.model_set)])
     elif args.metric:

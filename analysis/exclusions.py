@@ -22,7 +22,7 @@ exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
@@ -59,12 +59,14 @@ class ExclusionOptions:
 
 @dataclass
 class Cleaned:
-    """``scored``: test trials that count; ``catch``: catch trials of kept observers; ``log``: one row per excluded answer."""
+    """``scored``: test trials that count; ``catch``: catch trials of kept observers; ``log``: one row per excluded
+    answer; ``segments``: kept ``segment`` test trials, scored by their stored confusion matrices, not ``correct``."""
 
     scored: pd.DataFrame
     catch: pd.DataFrame
     log: pd.DataFrame
     excluded_observers: pd.DataFrame
+    segments: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def summary(self) -> pd.DataFrame:
         """Count of excluded rows per reason and observer kind."""
@@ -109,23 +111,25 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
 
     unscored_role = ~df["role"].isin(["test", "catch"])
     mark(unscored_role, "role '" + df["role"] + "' is never scored")
-    mark(df["correct"].isna() & (df["role"] == "test"), "no correct answer to score against")
+    segment = df["trial_type"] == "segment"
+    mark(df["correct"].isna() & (df["role"] == "test") & ~segment, "no correct answer to score against")
 
     keep = reasons.isna()
-    scored = df[keep & (df["role"] == "test")].copy()
+    segments = df[keep & (df["role"] == "test") & segment].reset_index(drop=True)
+    scored = df[keep & (df["role"] == "test") & ~segment].copy()
     scored["correct"] = scored["correct"].astype(int)
     catch = df[keep & (df["role"] == "catch")].copy()
     log = (df.loc[~keep, LOG_COLUMNS[:-1]].assign(observer_kind=kinds[~keep], reason=reasons[~keep])
            .reset_index(drop=True))
     everything = df.groupby("observer")["trial_id"].size()
-    left = scored.groupby("observer")["trial_id"].size().reindex(everything.index, fill_value=0)
+    left = pd.concat([scored, segments]).groupby("observer")["trial_id"].size().reindex(everything.index, fill_value=0)
     gone = left[left == 0].index
     excluded_observers = pd.DataFrame({
         "observer": list(gone),
         "reason": [_main_reason(log, o) for o in gone],
     })
     return Cleaned(scored=scored.reset_index(drop=True), catch=catch.reset_index(drop=True), log=log,
-                   excluded_observers=excluded_observers)
+                   excluded_observers=excluded_observers, segments=segments)
 
 
 def attention_failures(df: pd.DataFrame, allowed: int) -> pd.Series:

@@ -223,6 +223,38 @@ def cue_decomposition_scores(q: pd.DataFrame, model_set: list[str] | None = None
     return out
 
 
+HEINERT_CORRUPTIONS = ("contrast", "high_pass", "low_pass", "uniform_noise", "phase_noise")
+"""The corruptions of Heinert et al. Tables I and IV (the names of ``cuebench list corruptions``)."""
+
+
+def relative_robustness(quality: pd.DataFrame, value: str = "accuracy",
+                        corruptions: tuple[str, ...] = HEINERT_CORRUPTIONS) -> pd.DataFrame:
+    """Relative corruption robustness (Heinert et al. Tables I and IV): per observer and corruption, the mean
+    over the corruption's intensity levels 1.. of Q(level) / Q_O, with Q the observer's ``value`` (accuracy
+    for classification, mIoU for segmentation) and Q_O its value on the ``original`` condition; ``Mean``
+    is the mean over the corruptions present. Level 0 of a grid is the image itself (or its grayscale),
+    no corruption, and is left out.
+
+    ``quality``: ``observer, observer_kind, condition, level, <value>``. Returns one row per observer with a
+    column per corruption and ``Mean`` (empty where Q_O is 0)."""
+    originals = quality[quality["condition"] == BASELINE].groupby("observer")[value].mean()
+    corrupted = quality[quality["condition"].isin(corruptions) & (quality["level"].fillna(0) >= 1)]
+    if corrupted.empty:
+        raise MetricError(f"relative robustness needs corrupted trials (conditions {', '.join(corruptions)} at "
+                          "levels 1 and above)")
+    if originals.empty:
+        raise MetricError("relative robustness needs the observers' answers on original images (condition "
+                          f"{BASELINE!r}) to relate the corrupted ones to")
+    per_level = corrupted.assign(ratio=corrupted[value] / corrupted["observer"].map(originals.where(originals > 0)))
+    wide = per_level.pivot_table(index=["observer", "observer_kind"], columns="condition", values="ratio",
+                                 aggfunc="mean", dropna=False)
+    present = [c for c in corruptions if c in wide.columns]
+    wide = wide[present]
+    wide["Mean"] = wide.mean(axis=1, skipna=False)
+    wide.columns.name = None
+    return wide.reset_index()
+
+
 def oddity_accuracy(scored: pd.DataFrame, catch: pd.DataFrame | None = None) -> pd.DataFrame:
     """Oddity-detection accuracy (Wen et al. 2024, DiST, Sec. 3): fraction of triplets whose odd image
     was picked, chance 1/3, per observer and condition, with a Wilson CI; catch trials on separate rows

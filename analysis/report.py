@@ -71,6 +71,8 @@ class Analysis:
     """Names of the sections that apply to these responses, in report order."""
     missing: dict[str, str] = field(default_factory=dict)
     """Section name -> one line on what its numbers still need."""
+    sources: list = field(default_factory=list)
+    """The folders the responses came from, for figures that show stimuli (set by ``write_report``)."""
 
 
 def n_choices_of(sources, df: pd.DataFrame) -> int:
@@ -106,13 +108,20 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
                            "adaptive_trials": int(len(scored) - len(fixed)), "excluded_rows": int(len(cleaned.log)),
                            "n_choices": n_choices})
-    if scored.empty:
+    if scored.empty and cleaned.segments.empty:
         result.notes.append("no scored test trials are left after exclusions")
     designed = df[df["role"] == "test"]
-    wanted = [s for s in sections.ordered(only) if s.applies(designed)]
+    segment = designed["trial_type"] == "segment"
+
+    def designed_for(section) -> pd.DataFrame:
+        return designed[segment] if section.reads_segments else designed[~segment]
+
+    wanted = [s for s in sections.ordered(only)
+              if not (segment.any() and designed_for(s).empty) and s.applies(designed_for(s))]
     for section in tqdm(wanted, desc="analysis", disable=not progress, unit="section"):
-        rows = scored if section.adaptive_blocks else fixed
-        if scored.empty or not section.applies(scored):
+        available = cleaned.segments if section.reads_segments else scored
+        rows = available if section.reads_segments or section.adaptive_blocks else fixed
+        if available.empty or not section.applies(available):
             missing = f"no answers to these trials are left after exclusions ({excluded_because(cleaned.log)})"
         elif rows.empty or not section.applies(rows):
             missing = ("every answer to these trials is in an adaptive (QUEST+) block, whose levels follow the "
@@ -171,6 +180,7 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
         sections.SECTIONS["methods"]().compute(analysis, analysis.cleaned.scored, options, analysis.summary["n_choices"])
     out = Path(out_dir) if out_dir else default_out_dir(sources[0])
     out.mkdir(parents=True, exist_ok=True)
+    analysis.sources = sources
     figures = {stem: figure_style.save(fig, out / "figures" / stem)
                for stem, fig in make_figures(analysis, reference).items()}
     write_tables(analysis, out)

@@ -60,14 +60,15 @@ def stimulus_id(pixels: np.ndarray, provenance: dict) -> str:
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
-    """Lossless, deterministic PNG holding the pixels and nothing else.
+    """Lossless, deterministic PNG holding the pixels and nothing else (one grey channel for a label mask).
 
     OpenCV's encoder is about 7x faster than Pillow's at its default level, which makes
     encoding no longer the bottleneck of a build.
     """
-    if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
-        raise ValueError(f"stimulus pixels must be HxWx3 uint8, got {pixels.dtype} {pixels.shape}")
-    ok, encoded = cv2.imencode(".png", np.ascontiguousarray(pixels[..., ::-1]))
+    if pixels.dtype != np.uint8 or not (pixels.ndim == 2 or pixels.ndim == 3 and pixels.shape[2] == 3):
+        raise ValueError(f"stimulus pixels must be HxWx3 uint8 (or HxW, a label mask), got {pixels.dtype} "
+                         f"{pixels.shape}")
+    ok, encoded = cv2.imencode(".png", np.ascontiguousarray(pixels if pixels.ndim == 2 else pixels[..., ::-1]))
     if not ok:
         raise ValueError("PNG encoding failed")
     return encoded.tobytes()

@@ -78,7 +78,7 @@ class ResponseRow(BaseModel):
         description="0-based position in the order shown")
     trial_id: Name = Field(description="stable trial id from experiment.json")
     role: Name = Field(description="test, practice, catch or attention")
-    trial_type: Text = Field(None, description="classify or oddity")
+    trial_type: Text = Field(None, description="classify, oddity or segment")
     condition: Text = Field(None, description="e.g. patch_shuffle")
     level: Integer = Field(None, description="position on the condition's parameter grid")
     params: JsonText = Field(None, description="JSON: the condition's parameters")
@@ -99,7 +99,9 @@ class ResponseRow(BaseModel):
     refresh_hz: Real = Field(None, description="measured refresh rate")
     device: JsonText = Field(None, description="JSON: browser/screen/OS (humans) or model/device/rule (models)")
     decision_rule: Text = Field(None, description="model decision rule, e.g. 16class-mean")
-    model_outputs: JsonText = Field(None, description="JSON: per-choice probabilities or feature distances (models)")
+    model_outputs: JsonText = Field(None, description="JSON: per-choice probabilities or feature distances (models); "
+                                                      "segment trials: the image's confusion cells [true, predicted, "
+                                                      "pixels] under 'confusion' (docs/cue_decomposition.md)")
     events: JsonText = Field(None, description="JSON: blur/visibility/fullscreen-exit events during the trial")
     group: Integer = Field(None, description="assignment group")
     created_at: Text = Field(None, description="UTC ISO time the row was stored")

@@ -27,12 +27,18 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, Vali
 from .errors import SchemaError
 
 SCHEMA_VERSION = 1
-TrialType = Literal["classify", "oddity"]
+TrialType = Literal["classify", "oddity", "segment"]
 Role = Literal["test", "practice", "catch", "attention"]
 TRIAL_TYPES = get_args(TrialType)
+MODEL_ONLY_TRIAL_TYPES = ("segment",)
+"""Trial types only models answer (a class for every pixel); the runners for people refuse them."""
+PEOPLE_TRIAL_TYPES = tuple(t for t in TRIAL_TYPES if t not in MODEL_ONLY_TRIAL_TYPES)
+"""The trial types the web task and the lab runner show."""
 ROLES = get_args(Role)
 SCORED_ROLES = ("test",)
 NOT_CLEAR = "not clear"
+SEGMENT_ANSWER = "label map"
+"""The one choice of a ``segment`` trial: the answer is a label map, scored pixel by pixel."""
 
 Milliseconds = Annotated[StrictInt, Field(ge=0)]
 TrialCount = Annotated[StrictInt, Field(gt=0)]
@@ -134,7 +140,9 @@ class Trial(Model):
 
     ``classify``: ``choices`` are labels and ``correct`` is a label. ``oddity``: ``choices``
     are 1-based positions as strings (``"1"``, ``"2"``, ``"3"``) and ``correct`` is the
-    position of the odd image. ``attention`` trials carry an ``instruction`` shown before
+    position of the odd image. ``segment`` (models only): the answer is a class per pixel over
+    the label set, scored against ``label_mask``; ``choices`` is ``("label map",)`` and
+    ``correct`` is null. ``attention`` trials carry an ``instruction`` shown before
     the image and their ``correct`` is the instructed answer; ``catch`` and ``attention``
     trials never enter accuracy.
     """
@@ -158,6 +166,8 @@ class Trial(Model):
     """Null or absent: the standard timing of the trial type."""
     instruction: str | None = None
     mask_seed: StrictInt | None = None
+    label_mask: str | None = None
+    """``segment`` trials: the stimulus id of the ground-truth label mask (``cuebench.segmentation``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -171,6 +181,9 @@ class Trial(Model):
         positions = tuple(str(i + 1) for i in range(len(self.stimuli)))
         if self.trial_type == "oddity" and self.choices != positions:
             raise SchemaError("choices", f"an oddity trial's choices are the positions 1..{len(self.stimuli)}")
+        if self.trial_type == "segment" and (self.label_mask is None or self.choices != (SEGMENT_ANSWER,)):
+            raise SchemaError("label_mask", f"a segment trial needs its label mask and the one choice "
+                                            f"{SEGMENT_ANSWER!r}")
         if self.correct is not None and self.correct not in self.choices:
             raise SchemaError("correct", f"{self.correct!r} is not one of the choices")
         return self
@@ -313,6 +326,7 @@ class Experiment(Model):
     adaptive: tuple[AdaptivePlan, ...] = ()
     """QUEST+ blocks; their conditions' test trials are shown only through them. Written only when present."""
     _by_id: dict[str, Trial] | None = PrivateAttr(default=None)
+    _directory: Path | None = PrivateAttr(default=None)
 
     def __init__(self, *args: Any, **fields: Any):
         if len(args) < len(self.positional):
@@ -342,7 +356,7 @@ class Experiment(Model):
             if trial.trial_id in seen:
                 raise SchemaError(f"trials[{i}].trial_id", f"duplicate id {trial.trial_id!r}")
             seen.add(trial.trial_id)
-            unknown = [sid for sid in trial.stimuli if sid not in self.stimuli]
+            unknown = [sid for sid in (*trial.stimuli, *filter(None, [trial.label_mask])) if sid not in self.stimuli]
             if unknown:
                 raise SchemaError(f"trials[{i}].stimuli", f"unknown stimulus id {unknown[0]!r}")
             foreign = [c for c in trial.choices if c not in allowed] if trial.trial_type == "classify" else []
@@ -358,6 +372,11 @@ class Experiment(Model):
                 raise SchemaError(f"adaptive[{i}].levels", f"condition {plan.condition!r} has no test trial at "
                                                            f"level {missing[0]}")
         return self
+
+    @property
+    def directory(self) -> Path | None:
+        """The folder this experiment was loaded from (None when built in memory): where its stimuli are."""
+        return self._directory
 
     def trial(self, trial_id: str) -> Trial:
         return self.trials_by_id()[trial_id]
@@ -389,6 +408,9 @@ class Experiment(Model):
         data["stimuli"] = dict(sorted(data["stimuli"].items()))
         if not data["adaptive"]:
             del data["adaptive"]  # experiments without adaptive blocks keep their byte-identical file
+        for trial in data["trials"]:
+            if trial["label_mask"] is None:
+                del trial["label_mask"]  # only segment trials have one; other files keep their bytes
         return data
 
     def to_json(self) -> str:
@@ -411,4 +433,6 @@ class Experiment(Model):
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise SchemaError("(json)", f"not valid JSON at line {err.lineno} column {err.colno}: {err.msg}", path) from None
-        return cls.from_dict(data, source=path)
+        experiment = cls.from_dict(data, source=path)
+        experiment._directory = path.parent
+        return experiment

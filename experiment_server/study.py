@@ -22,6 +22,7 @@ from cuebench.design import ScheduledTrial, participant_sequence
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir, OutsideExperimentError
 from cuebench.responses import ResponseStore
+from cuebench.segmentation import refuse_for_people
 from cuebench.storage import is_database_url
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire
 from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
@@ -217,6 +218,7 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if not folder.exists():
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
     experiment = folder.load()
+    refuse_for_people(experiment, "cuebench serve")
     try:
         for trial in experiment.trials:
             served(trial)

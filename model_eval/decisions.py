@@ -26,6 +26,9 @@ output (``own_classes_mapping``), so the same rules apply unchanged.
 
 Oddity trials (k images, choose the odd one): ``oddity`` (Wen et al. 2024, DiST, Eq. 2).
 
+Segment trials (a class for every pixel): ``confusion`` stores the image's confusion matrix
+against its label mask, from which analysis accumulates mIoU exactly (``SegmentConfusion``).
+
 Ties: the earliest tied choice in the trial's ``choices`` order wins (``numpy.argmax``
 returns the first maximum) -- deterministic and documented, never random.
 """
@@ -42,11 +45,12 @@ import numpy as np
 from cuebench.errors import CuebenchError
 from cuebench.labels import IMAGENET16_NAME
 from cuebench.registry import Registry
-from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Trial
+from cuebench.segmentation import IGNORE
+from cuebench.trials import NOT_CLEAR, SEGMENT_ANSWER, Experiment, LabelSet, Trial
 
 from .imagenet16 import IMAGENET16_INDICES
 
-DEFAULT_RULES = {"classify": "16class-mean", "oddity": "oddity"}
+DEFAULT_RULES = {"classify": "16class-mean", "oddity": "oddity", "segment": "confusion"}
 """Trial type -> the rule that answers it unless another rule for that trial type is asked for."""
 BURGERT_THRESHOLD = 0.5
 DECISION_RULES: Registry[type["DecisionRule"]] = Registry("decision-rules")
@@ -343,6 +347,96 @@ def decide_oddity(features: np.ndarray) -> Decision:
         raise DecisionError(f"the oddity rule needs at least 3 feature vectors, got shape {features.shape}")
     d = mean_cosine_distances(features)
     return Decision(str(int(np.argmax(d)) + 1), {str(i + 1): float(v) for i, v in enumerate(d)})
+
+
+OTHER = "other"
+"""A predicted class outside the experiment's label set (a wrong answer for every labelled pixel)."""
+EDGE_BAND = 3
+"""Pixels within this many pixels (chessboard distance) of a label-mask boundary count as near an edge."""
+
+
+@dataclass(frozen=True)
+class SegmentTargets:
+    """What the confusion rule reads besides the outputs: the observer's class -> label index
+    (``len(labels)`` for a class outside the label set) and where the label masks are."""
+
+    lookup: np.ndarray
+    labels: tuple[str, ...]
+    experiment: Experiment
+    source: str
+
+    def mask(self, trial: Trial) -> np.ndarray:
+        from cuebench.segmentation import read_mask_file
+
+        if self.experiment.directory is None:
+            raise DecisionError("segment trials are scored against label masks in an experiment folder; load the "
+                                "experiment from its folder")
+        stimulus = self.experiment.stimuli[trial.label_mask]
+        return read_mask_file(self.experiment.directory / stimulus.path)
+
+
+@rule("confusion")
+class SegmentConfusion(DecisionRule):
+    """Each image's confusion matrix against its label mask, ignored pixels left out: the counts
+    mIoU is accumulated from (Heinert et al. Sec. IV-B; Everingham et al. 2015, Eq. 1 of IoU)."""
+
+    trial_type = "segment"
+    needs = "segmentation"
+
+    def prepare(self, observer, experiment, mapping_file=None):
+        """The observer's classes matched by name to the label set's; a class of the label set the
+        observer lacks is an error, since no pixel of it could ever be right."""
+        if observer.classes is None:
+            raise DecisionError(f"observer {observer.observer_id} names no classes, so its label maps cannot be "
+                                "scored against the masks")
+        labels = tuple(experiment.label_set.labels)
+        missing = [label for label in labels if label not in observer.classes]
+        if missing:
+            raise DecisionError(f"observer {observer.observer_id} has no class {missing[0]!r} of label set "
+                                f"{experiment.label_set.name!r} ({len(missing)} missing); its classes: "
+                                f"{', '.join(observer.classes[:8])} ...")
+        index = {label: k for k, label in enumerate(labels)}
+        lookup = np.array([index.get(name, len(labels)) for name in observer.classes], dtype=np.int64)
+        return SegmentTargets(lookup, labels, experiment, f"observer:{observer.observer_id}")
+
+    def decide(self, trials, outputs, mapping):
+        return [self.decide_one(t, outputs[t.stimuli[0]], mapping) for t in trials]
+
+    def decide_one(self, trial: Trial, prediction: np.ndarray, targets: SegmentTargets) -> Decision:
+        mask = targets.mask(trial)
+        if prediction.size != mask.size:
+            raise DecisionError(f"trial {trial.trial_id}: the label map has {prediction.size} pixels, its mask "
+                                f"{mask.shape[1]}x{mask.shape[0]}")
+        predicted = targets.lookup[prediction.astype(np.int64).reshape(mask.shape)]
+        edge = near_edges(mask)
+        return Decision(SEGMENT_ANSWER, {"confusion": confusion_triples(mask, predicted, targets.labels),
+                                         "confusion_near_edges": confusion_triples(np.where(edge, mask, IGNORE),
+                                                                                   predicted, targets.labels),
+                                         "edge_band": EDGE_BAND})
+
+
+def confusion_triples(mask: np.ndarray, predicted: np.ndarray, labels: tuple[str, ...]) -> list[list]:
+    """The confusion matrix of one image as ``[true class, predicted class, pixels]`` for every
+    non-empty cell, by name (``OTHER`` for a class outside the label set); IGNORE pixels left out."""
+    valid = mask != IGNORE
+    n = len(labels) + 1
+    counts = np.bincount(mask[valid].astype(np.int64) * n + predicted[valid], minlength=len(labels) * n)
+    names = (*labels, OTHER)
+    return [[names[int(k) // n], names[int(k) % n], int(counts[k])] for k in np.flatnonzero(counts)]
+
+
+def near_edges(mask: np.ndarray) -> np.ndarray:
+    """Pixels within ``EDGE_BAND`` pixels of a place where the mask changes class (ignored pixels count
+    as a class, so the rim of an ignored region is an edge too)."""
+    import cv2
+
+    change = np.zeros(mask.shape, dtype=np.uint8)
+    change[:, 1:] |= mask[:, 1:] != mask[:, :-1]
+    change[:, :-1] |= mask[:, 1:] != mask[:, :-1]
+    change[1:, :] |= mask[1:, :] != mask[:-1, :]
+    change[:-1, :] |= mask[1:, :] != mask[:-1, :]
+    kernel = np.ones((2 * EDGE_BAND - 1, 2 * EDGE_BAND - 1), dtype=np.uint8)
+    return cv2.dilate(change, kernel) > 0
 
 
 @dataclass

@@ -94,7 +94,11 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     check_policy(policy)
     if batch_size < 1:
         raise ModelError(f"--batch-size must be at least 1, got {batch_size}")
-    if policy == "as-is":
+    segments = any(t.trial_type == "segment" for t in experiment.trials)
+    if segments and policy != "as-is":
+        raise PreprocessError("segment trials are scored pixel by pixel against their label masks, so a model sees "
+                              "their images as they are: use --policy as-is")
+    if policy == "as-is" and not segments:  # a segmenter takes each batch's own size
         _check_one_size(experiment)
     device = resolve_device(device)
     if device == "cpu":
@@ -311,6 +315,10 @@ def summarise(experiment: Experiment, store: ResponseStore, observers: list[str]
 def format_summary(summary: EvalSummary) -> str:
     """A plain-text table: one line per condition (and level), one accuracy column per model."""
     models = list(dict.fromkeys(r["model"] for r in summary.accuracy))
+    if not models and any(run.answered_now or run.skipped for run in summary.runs):  # segment trials: mIoU
+        return "\n".join([f"{summary.experiment}: no trial with one correct answer; segment trials are scored by "
+                           "mIoU in `cuebench report`"] + [f"{run.observer}: answered {run.answered_now} trials now, "
+                                                          f"{run.skipped} already stored" for run in summary.runs])
     if not models:
         return f"{summary.experiment}: no scored (test) trials answered"
     cells = {(r["condition"], r["level"], r["model"]): r for r in summary.accuracy}

@@ -53,6 +53,7 @@ class Task:
     params: dict
     seed: int | None
     fn: str | None = None  # None: the source image itself
+    resize: str = RESIZE_POLICY  # how the source was framed before the transform (recorded, not part of the key)
 
     def provenance(self, source: SourceImage) -> dict:
         return {
@@ -61,7 +62,7 @@ class Task:
             "transform": self.transform,
             "params": self.params,
             "seed": self.seed,
-            "resize": RESIZE_POLICY,
+            "resize": self.resize,
             "software_version": __version__,
         }
 

@@ -27,6 +27,8 @@ VORONOI_CELLS = 32
 PATCH_GRID = 8
 """Heinert et al., Sec. IV: 8x8 patches for regular patch shuffling."""
 TEXTURE_CUES = ("voronoi", "patch", "diamond", "tex_eed", "tex_eed_patch")
+SHUFFLES = ("voronoi", "patch", "diamond")
+"""The texture cues that only move pixels (so a label mask can follow them)."""
 
 
 class TextureCueError(CuebenchError):
@@ -52,21 +54,38 @@ def voronoi_cells(height: int, width: int, cells: int, rng: np.random.Generator)
     return np.argmin(d2, axis=-1)
 
 
-def voronoi_shuffle(image: np.ndarray, cells: int = VORONOI_CELLS, seed: int = 0) -> np.ndarray:
-    """Heinert et al. Sec. III-b / Fig. 2: fill each Voronoi cell with the content under
-    the cell shifted by a random offset (dy, dx), uniform over the offsets that keep the
-    cell's bounding box inside the image."""
-    image = _check_image(image, "voronoi_shuffle")
-    h, w = image.shape[:2]
+def voronoi_source(height: int, width: int, cells: int = VORONOI_CELLS, seed: int = 0) -> np.ndarray:
+    """Where each pixel of a Voronoi-shuffled image comes from, as flat indices (H, W) into the
+    original (Heinert et al. Sec. III-b / Fig. 2): each cell takes the content under the cell
+    shifted by a random offset (dy, dx), uniform over the offsets that keep the cell's bounding
+    box inside the image. Computed once, it moves a photo and its label mask alike (Fig. 1, right)."""
     rng = np.random.default_rng(seed)
-    labels = voronoi_cells(h, w, cells, rng)
-    out = np.empty_like(image)
+    labels = voronoi_cells(height, width, cells, rng)
+    source = np.empty((height, width), dtype=np.int64)
     for k in range(cells):
         ys, xs = np.nonzero(labels == k)
-        dy = rng.integers(-ys.min(), h - ys.max())
-        dx = rng.integers(-xs.min(), w - xs.max())
-        out[ys, xs] = image[ys + dy, xs + dx]
-    return out
+        dy = rng.integers(-ys.min(), height - ys.max())
+        dx = rng.integers(-xs.min(), width - xs.max())
+        source[ys, xs] = (ys + dy) * width + xs + dx
+    return source
+
+
+def move(values: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """``values`` (H, W[, C]) rearranged by a shuffle's flat source indices: every pixel, or mask
+    value, is copied whole from one place, so a label mask stays a label mask (nearest neighbour)."""
+    values = np.asarray(values)
+    h, w = values.shape[:2]
+    if source.shape != (h, w):
+        raise TextureCueError(f"a shuffle planned for {source.shape[1]}x{source.shape[0]} cannot move a "
+                              f"{w}x{h} array")
+    return values.reshape(h * w, *values.shape[2:])[source.ravel()].reshape(values.shape)
+
+
+def voronoi_shuffle(image: np.ndarray, cells: int = VORONOI_CELLS, seed: int = 0) -> np.ndarray:
+    """Heinert et al. Sec. III-b / Fig. 2: each Voronoi cell filled from the cell shifted at random
+    (``voronoi_source``)."""
+    image = _check_image(image, "voronoi_shuffle")
+    return move(image, voronoi_source(*image.shape[:2], cells, seed))
 
 
 def patch_shuffle(image: np.ndarray, grid: int = PATCH_GRID, seed: int = 0) -> np.ndarray:
@@ -87,13 +106,12 @@ def default_diamond_diagonal(height: int, width: int, grid: int = PATCH_GRID) ->
     return min(options, key=lambda d: (abs(d * d / 2 - target * target / 2), d))
 
 
-def diamond_shuffle(image: np.ndarray, diagonal: int | None = None, seed: int = 0) -> np.ndarray:
-    """Heinert et al. Sec. IV: patch shuffling on a grid rotated by 45 degrees that wraps
-    around the image borders. Diamonds are bounded by the lines x + y = k d and x - y = m d;
-    on the torus their centres form a lattice, and every diamond is moved whole to the
-    place of another, so each pixel value is kept exactly once."""
-    image = _check_image(image, "diamond_shuffle")
-    h, w = image.shape[:2]
+def diamond_source(height: int, width: int, diagonal: int | None = None, seed: int = 0) -> np.ndarray:
+    """Heinert et al. Sec. IV: patch shuffling on a grid rotated by 45 degrees that wraps around
+    the image borders, as flat source indices (H, W). Diamonds are bounded by the lines
+    x + y = k d and x - y = m d; on the torus their centres form a lattice, and every diamond is
+    moved whole to the place of another, so each pixel value is kept exactly once."""
+    h, w = height, width
     d = default_diamond_diagonal(h, w) if diagonal is None else int(diagonal)
     if d < 2 or d % 2 or h % d or w % d:
         raise TextureCueError(f"diamond diagonal must be an even divisor of both sides {h}x{w}, got {diagonal}")
@@ -105,9 +123,13 @@ def diamond_shuffle(image: np.ndarray, diagonal: int | None = None, seed: int = 
     centres, cell = np.unique(centre_id, return_inverse=True)
     target = np.random.default_rng(seed).permutation(len(centres))
     src_cy, src_cx = np.divmod(centres[target][cell.reshape(h, w)], w)
-    src_y = (src_cy + yy - cy) % h
-    src_x = (src_cx + xx - cx) % w
-    return image[src_y, src_x]
+    return ((src_cy + yy - cy) % h) * w + (src_cx + xx - cx) % w
+
+
+def diamond_shuffle(image: np.ndarray, diagonal: int | None = None, seed: int = 0) -> np.ndarray:
+    """Diamond shuffling of an image (``diamond_source``)."""
+    image = _check_image(image, "diamond_shuffle")
+    return move(image, diamond_source(*image.shape[:2], diagonal, seed))
 
 
 def texture_eed(original: np.ndarray, shape: np.ndarray) -> np.ndarray:
@@ -124,18 +146,40 @@ def texture_eed_image(original: np.ndarray, shape: np.ndarray) -> np.ndarray:
     return stretch(texture_eed(original, shape))
 
 
+def source_of(shuffle, height: int, width: int) -> np.ndarray:
+    """The flat source indices (H, W) of ``shuffle`` (a function of an (H, W, 3) uint8 image that
+    only moves pixels), read by running it once on an image whose pixels encode their own positions."""
+    index = np.arange(height * width, dtype=np.uint32)
+    encoded = np.stack([(index >> s) & 0xFF for s in (0, 8, 16)], axis=-1).astype(np.uint8)
+    moved = shuffle(encoded.reshape(height, width, 3)).astype(np.int64)
+    return moved[..., 0] | (moved[..., 1] << 8) | (moved[..., 2] << 16)
+
+
 def shuffle_like(values: np.ndarray, shuffle) -> np.ndarray:
-    """Move the pixels of any (H, W, C) array exactly as ``shuffle`` (a function of an
-    (H, W, 3) uint8 image that only moves pixels) moves an image's: the shuffle is run on
-    an image whose pixels encode their own positions. Used to patch-shuffle the signed
-    tex.EED difference with the same permutation as its displayed version."""
-    values = np.asarray(values)
-    h, w = values.shape[:2]
-    index = np.arange(h * w, dtype=np.uint32)
-    encoded = np.stack([(index >> s) & 0xFF for s in (0, 8, 16)], axis=-1).astype(np.uint8).reshape(h, w, 3)
-    moved = shuffle(encoded).astype(np.uint32)
-    source = moved[..., 0] | (moved[..., 1] << 8) | (moved[..., 2] << 16)
-    return values.reshape(h * w, -1)[source.ravel()].reshape(values.shape)
+    """Move the pixels of any (H, W, C) array exactly as ``shuffle`` moves an image's. Used to
+    patch-shuffle the signed tex.EED difference with the same permutation as its displayed version."""
+    return move(values, source_of(shuffle, *np.asarray(values).shape[:2]))
+
+
+def shuffle_source(kind: str, height: int, width: int, seed: int, *, cells: int = VORONOI_CELLS,
+                   grid: int = PATCH_GRID) -> np.ndarray:
+    """The flat source indices of the pixel-moving texture cues (``SHUFFLES``), planned once for an
+    image size and seed, so a photo and its label mask move with exactly the same cells and shifts."""
+    if kind == "voronoi":
+        return voronoi_source(height, width, cells, seed)
+    if kind == "diamond":
+        return diamond_source(height, width, None, seed)
+    if kind == "patch":
+        return source_of(lambda im: patch_shuffle(im, grid, seed), height, width)
+    raise TextureCueError(f"texture cue {kind!r} does not move pixels; the shuffles are {', '.join(SHUFFLES)}")
+
+
+def shuffle_with_mask(kind: str, image: np.ndarray, mask: np.ndarray, seed: int, *, cells: int = VORONOI_CELLS,
+                      grid: int = PATCH_GRID) -> tuple[np.ndarray, np.ndarray]:
+    """A texture cue and its label mask moved by one plan (Heinert et al. Fig. 1, right)."""
+    image = _check_image(image, kind)
+    source = shuffle_source(kind, *image.shape[:2], seed, cells=cells, grid=grid)
+    return move(image, source), move(mask, source)
 
 
 def signed_texture(kind: str, original: np.ndarray, shape: np.ndarray, seed: int, grid: int = PATCH_GRID) -> np.ndarray:

@@ -129,6 +129,9 @@ SKIPPED = {
     ('README.md', 'bash scripts/test.sh'): "scripts/test.sh runs this whole suite (and installs system packages)",
     ('docs/cue_decomposition.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --out exp/cd --eed-device cuda'): GPU,
     ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eed.py            # CPU, 224x224, ratio + agreement after 512 steps'): f"{BENCHMARK}; its last line needs a GPU",
+    ('docs/cue_decomposition.md', 'cuebench stimuli build --design seg-cue-decomposition --images shapes --convention generic --eed-steps 64 --voronoi-cells 16,32 --corruptions low_pass --out exp --workers 1'): "tests/test_segmentation.py runs these commands on the labelled set and segmenters it makes",
+    ('docs/cue_decomposition.md', 'cuebench stimuli build --design seg-cue-decomposition --images /shared/cityscapes-val --convention cityscapes \\'): f"{GPU}; {CLUSTER}; Cityscapes, ADE20k and the weights are the user's",
+    ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_seg_cues.py --images 8 --steps 32'): f"{BENCHMARK}; its last line needs a GPU",
     ('docs/diagvib.md', 'cuebench train studies/full --device cuda --amp --executor submitit \\'): CLUSTER,
     ('docs/dist.md', 'cuebench stimuli build --design dist --images default --out exp/dist-ps --synthesis ps'):
         "Portilla-Simoncelli synthesis of the 16 versions ran over 8 minutes on 2 CPU cores here even with "

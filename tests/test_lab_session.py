@@ -258,10 +258,10 @@ def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment
 
 
 def test_the_lab_has_one_row_per_trial_type_of_the_contract():
-    from cuebench.trials import TRIAL_TYPES
+    from cuebench.trials import PEOPLE_TRIAL_TYPES
     from human_tasks.lab.session import RESPONSE_MODES
 
-    assert set(RESPONSE_MODES) == set(TRIAL_TYPES)
+    assert set(RESPONSE_MODES) == set(PEOPLE_TRIAL_TYPES)
 
 
 def relabel(expdir: Path, keep) -> None:

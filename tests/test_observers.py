@@ -124,9 +124,11 @@ def test_an_observer_with_wrong_output_shapes_is_named():
 def test_decision_rules_are_chosen_by_trial_type_from_one_registry():
     from model_eval.decisions import DECISION_RULES, DecisionError, DecisionTable
 
-    assert DECISION_RULES.names() == ["16class-burgert", "16class-mean", "16class-sum", "imagenet-top1", "oddity"]
+    assert DECISION_RULES.names() == ["16class-burgert", "16class-mean", "16class-sum", "confusion", "imagenet-top1",
+                                      "oddity"]
     table = DecisionTable.choose("16class-sum", {"classify", "oddity"})
-    assert {kind: rule.name for kind, rule in table.rules.items()} == {"classify": "16class-sum", "oddity": "oddity"}
+    assert {kind: rule.name for kind, rule in table.rules.items()} == {"classify": "16class-sum", "oddity": "oddity",
+                                                                       "segment": "confusion"}
     assert DecisionTable.choose(None, {"oddity"}).rules["classify"].name == "16class-mean"
     with pytest.raises(DecisionError, match="rule 'oddity' cannot answer classification trials"):
         DecisionTable.choose("oddity", {"classify"})
@@ -143,8 +145,8 @@ def test_list_decision_rules_shows_each_summary(capsys):
 def test_list_observer_adapters_names_timm_and_torchvision_and_an_empty_plugin_list_says_so(capsys):
     assert main(["list", "observer-adapters"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["timm", "torchvision"]
-    assert "CHECKPOINT" in lines[0] and "torch hub cache" in lines[1]
+    assert [line.split()[0] for line in lines] == ["segmenter", "timm", "torchvision", "torchvision-segmentation"]
+    assert "TorchScript" in lines[0] and "CHECKPOINT" in lines[1] and "torch hub cache" in lines[2]
     assert main(["list", "observers"]) == 0
     out = capsys.readouterr().out
     assert out.strip() == "no observers registered (a package adds them through the 'cuebench.observers' entry point)"
@@ -195,7 +197,8 @@ def test_a_registered_adapter_is_asked_in_priority_order(constant_adapters):
     from model_eval.observers import adapters, check_spec, load_observer
 
     constant, overriding = constant_adapters
-    assert [a.__name__ for a in adapters()] == ["Overriding", "TorchvisionObserver", "Constant", "TimmObserver"]
+    assert [a.__name__ for a in adapters()] == ["Overriding", "ScriptedSegmenter", "TorchvisionSegmentation",
+                                                "TorchvisionObserver", "Constant", "TimmObserver"]
     observer = load_observer("constant-cat:v2", "cpu")
     assert type(observer) is constant and observer.observer_id == "constant-cat:v2"
     assert type(load_observer("resnet18", "cpu")) is overriding

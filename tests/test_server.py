@@ -28,7 +28,7 @@ from experiment_server.db import AlreadyParticipated
 from experiment_server.simulate import NONCE
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from cuebench.trials import NOT_CLEAR, TRIAL_TYPES
+from cuebench.trials import NOT_CLEAR, PEOPLE_TRIAL_TYPES
 
 PASSWORD = "correct horse battery"
 PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "feedback", "block", "break_before", "images", "mask",
@@ -183,7 +183,7 @@ def test_every_trial_type_of_the_contract_has_a_row_in_the_server_and_web_tables
     task_js = Path(human_tasks.web.__file__).parent.joinpath("static", "task.js").read_text()
     table = task_js[task_js.index("const TRIAL_TYPES = {"):]
     web_rows = set(re.findall(r"^    (\w+): \{", table[:table.index("\n  };")], flags=re.M))
-    assert set(SERVED_TRIAL_TYPES) == set(TRIAL_TYPES) == web_rows
+    assert set(SERVED_TRIAL_TYPES) == set(PEOPLE_TRIAL_TYPES) == web_rows
 
 
 def test_an_experiment_with_a_trial_type_the_server_lacks_is_refused_at_start(template, tmp_path, monkeypatch):

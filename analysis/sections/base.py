@@ -27,6 +27,9 @@ class Section:
     """Whether ``compute`` reads the answers of adaptive (QUEST+) blocks. Every other section gets the rows of the
     fixed sequence only (:func:`analysis.load.fixed_level_rows`): a level chosen from the answers is no level of
     a fixed-level statistic."""
+    reads_segments: ClassVar[bool] = False
+    """Whether ``compute`` reads the kept ``segment`` trials (``Cleaned.segments``, scored by confusion matrices)
+    instead of the scored classification and oddity trials."""
     template: ClassVar[str | None] = None
     """Jinja fragment of the section's body; None: ``templates/sections/<name>.html``. It sees
     ``tables`` (HTML), ``images`` (PNG data URLs) and ``summary``."""

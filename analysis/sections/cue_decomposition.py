@@ -13,7 +13,7 @@ class CueDecomposition(Section):
     name = "cue-decomposition"
     title = "Cue decomposition"
     order = 40
-    metrics = {"cue-decomposition": "cue_decomposition"}
+    metrics = {"cue-decomposition": "cue_decomposition", "relative-robustness": "relative_robustness"}
     needs = "original, shape_cue and texture_cue trials"
 
     def applies(self, scored):
@@ -24,6 +24,11 @@ class CueDecomposition(Section):
             result.tables["cue_decomposition"] = metrics.cue_decomposition(scored, options.model_set)
         except metrics.MetricError as err:
             return str(err)
+        if scored["condition"].isin(metrics.HEINERT_CORRUPTIONS).any():  # Table I (right): the same formula as mIoU's
+            try:
+                result.tables["relative_robustness"] = metrics.relative_robustness(metrics.accuracy(scored))
+            except metrics.MetricError as err:
+                return str(err)
         return None
 
     def figures(self, analysis, reference):

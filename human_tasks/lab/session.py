@@ -34,6 +34,7 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
 from cuebench.responses import ResponseStore, score, trial_row
+from cuebench.segmentation import refuse_for_people
 from cuebench.trials import Experiment, Trial
 from cuebench.images import decode_image
 
@@ -183,6 +184,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     _check_options(options)
     expdir = ExperimentDir(options.expdir)
     experiment = expdir.load()
+    refuse_for_people(experiment, "cuebench lab run")
     texts.write_default_texts(expdir, experiment)  # a folder built before the texts existed gets them here
     questionnaire = _lab_questionnaire(expdir, options.input_mode)
     session = str(options.session)

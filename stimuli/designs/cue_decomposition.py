@@ -16,7 +16,7 @@ import numpy as np
 
 from pydantic import Field
 
-from ..build import BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
+from ..build import RESIZE_POLICY, BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Stimulus, Trial
@@ -87,14 +87,17 @@ def texture_params(args) -> dict:
 
 
 def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args: CueOptions, existing: Experiment | None,
+                    fit=fit_to_stimulus, resize: str = RESIZE_POLICY,
                     ) -> tuple[dict[str, Stimulus], dict[str, np.ndarray]]:
     """EED of every source (skipping those already made): {source name: stimulus} and,
-    for the images diffused in this run, {source name: uint8 pixels}."""
+    for the images diffused in this run, {source name: uint8 pixels}. ``fit`` frames a source's
+    pixels first (``resize`` says how, for the provenance): 224 x 224 for classification, the
+    segmentation set's own framing for a labelled set."""
     from ..eed import eed
 
     params = eed_params(args)
     known = known_stimuli(expdir, existing)
-    task = Task("eed", params, None)
+    task = Task("eed", params, None, resize=resize)
     made: dict[str, Stimulus] = {}
     todo: list[tuple[SourceImage, np.ndarray]] = []
     for src in sources:
@@ -102,7 +105,7 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args: Cue
         if key in known:
             made[src.name] = known[key]
         else:
-            todo.append((src, fit_to_stimulus(src.read())))
+            todo.append((src, fit(src.read())))
     pixels: dict[str, np.ndarray] = {}
     by_size: dict[tuple, list[tuple[SourceImage, np.ndarray]]] = {}
     for src, image in todo:
@@ -117,9 +120,11 @@ def make_shape_cues(expdir: ExperimentDir, sources: list[SourceImage], args: Cue
     return made, pixels
 
 
-def shards(request, shard_size: int) -> list:
+def shards(request, shard_size: int, sources: list[SourceImage] | None = None, fit=fit_to_stimulus,
+           resize: str = RESIZE_POLICY) -> list:
     """The EED shape cues still to make, cut into shards of ``--shard-size`` source images
-    (``stimuli.shards``); names stay the same across re-runs, finished ones are left out."""
+    (``stimuli.shards``); names stay the same across re-runs, finished ones are left out.
+    ``sources``, ``fit`` and ``resize`` as for ``make_shape_cues`` (default: the build's photos at 224 x 224)."""
     from cuebench.executors import Shard
 
     from ..shards import chunks, manifest_path
@@ -127,7 +132,8 @@ def shards(request, shard_size: int) -> list:
     if shard_size < 1:
         raise BuildError(f"--shard-size must be >= 1, got {shard_size}")
     args, expdir = request.options, request.expdir
-    sources = resolve_images(request.common.images, request.common.labels)
+    if sources is None:
+        sources = resolve_images(request.common.images, request.common.labels)
     task = Task("eed", eed_params(args), None)
     known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
     groups = chunks(sources, shard_size)
@@ -137,17 +143,18 @@ def shards(request, shard_size: int) -> list:
         name = f"eed-{i + 1:04d}-of-{len(groups):04d}"
         if all(task_key(src, task) in known for src in group):
             continue
-        found.append(Shard(name, make_shape_cue_shard, (str(expdir.root), group, args, name),
+        found.append(Shard(name, make_shape_cue_shard, (str(expdir.root), group, args, name, fit, resize),
                            done=Path.is_file, done_args=(manifest_path(expdir, name),), gpus=gpus))
     return found
 
 
-def make_shape_cue_shard(root: str, sources: list[SourceImage], args: CueOptions, name: str) -> None:
+def make_shape_cue_shard(root: str, sources: list[SourceImage], args: CueOptions, name: str, fit=fit_to_stimulus,
+                         resize: str = RESIZE_POLICY) -> None:
     """One shard: the EED shape cues of ``sources``, recorded for the build that follows."""
     from ..shards import write_manifest
 
     expdir = ExperimentDir(root)
-    made, _ = make_shape_cues(expdir, sources, args, None)
+    made, _ = make_shape_cues(expdir, sources, args, None, fit, resize)
     write_manifest(expdir, name, list(made.values()))
 
 

@@ -1,0 +1,130 @@
+"""A labelled segmentation set the tests make, and two tiny segmenters trained on it in seconds.
+
+The set: 64 x 64 photos of a disk and a square on a background, each region with its own
+luminance and its own fine texture (background: horizontal stripes, disk: a checkerboard,
+square: vertical stripes), exact masks, and a one-pixel ignored frame. The two segmenters see
+one cue each through a fixed front end and learn only a per-pixel linear head:
+
+- ``texture``: local mean of |horizontal| and |vertical| differences, each capped at a texture's
+  contrast (blind to luminance and region edges): it reads the stripes and checks, which Voronoi
+  shuffling keeps and EED removes;
+- ``shape``: the luminance blurred with a wide Gaussian, on the image's own range: it reads the
+  large uniform regions that EED keeps, and is misled where Voronoi cells of different regions lie
+  side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+CLASSES = ["background", "disk", "square"]
+LUMINANCE = (70, 190, 130)
+SIZE = 64
+TEXTURE_CONTRAST = 3
+"""Grey levels of the textures: faint enough that a few EED steps diffuse them away (EED keeps every
+contrast its pre-smoothed gradient still shows, Heinert et al.'s lambda = 1/15 on 0-255 values)."""
+
+
+def texture(kind: int, size: int = SIZE) -> np.ndarray:
+    """+-1 pattern of period 4: 0 horizontal stripes, 1 checkerboard, 2 vertical stripes."""
+    yy, xx = np.mgrid[0:size, 0:size]
+    rows, cols = (yy // 2) % 2, (xx // 2) % 2
+    pattern = (rows, rows ^ cols, cols)[kind]
+    return pattern * 2.0 - 1.0
+
+
+def labelled_photo(rng: np.random.Generator, size: int = SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """One photo and its exact class mask (IGNORE on the outer frame)."""
+    yy, xx = np.mgrid[0:size, 0:size]
+    mask = np.zeros((size, size), dtype=np.uint8)
+    cy, cx, r = rng.integers(16, 28), rng.integers(14, 50), rng.integers(8, 12)
+    mask[(yy - cy) ** 2 + (xx - cx) ** 2 <= r * r] = 1
+    top, left, side = rng.integers(34, 44), rng.integers(6, 40), rng.integers(14, 20)
+    mask[top:top + side, left:left + side] = 2
+    lum = np.choose(mask, LUMINANCE).astype(float)
+    tex = np.choose(mask, [texture(k, size) for k in range(3)])
+    grey = np.clip(lum + TEXTURE_CONTRAST * tex + rng.normal(0, 0.5, mask.shape), 0, 255)
+    photo = np.repeat(grey[..., None], 3, axis=-1).astype(np.uint8)
+    mask[0, :] = mask[-1, :] = mask[:, 0] = mask[:, -1] = 255
+    return photo, mask
+
+
+def write_set(root: Path, photos: int = 3, seed: int = 0) -> Path:
+    """A generic-convention set folder: images/, labels/ and classes.json."""
+    rng = np.random.default_rng(seed)
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for k in range(photos):
+        photo, mask = labelled_photo(rng)
+        Image.fromarray(photo).save(root / "images" / f"scene{k}.png")
+        Image.fromarray(mask, mode="L").save(root / "labels" / f"scene{k}.png")
+    (root / "classes.json").write_text(json.dumps({"classes": CLASSES, "ignore_index": 255}))
+    return root
+
+
+def tiny_segmenter(kind: str, seed: int = 0):
+    """A TorchScript-able module: a fixed one-cue front end and a 1 x 1 convolution trained on 8 fresh photos."""
+    import torch
+    import torch.nn.functional as F
+
+    class CueSegmenter(torch.nn.Module):
+        def __init__(self, shape: bool):
+            super().__init__()
+            self.shape = shape
+            radius = 9 if shape else 2
+            x = torch.arange(-radius, radius + 1, dtype=torch.float32)
+            g = torch.exp(-x ** 2 / (2 * (radius / 2.5) ** 2))
+            self.register_buffer("blur", (g / g.sum()).view(1, 1, 1, -1))
+            self.radius = radius
+            self.head = torch.nn.Conv2d(2, 3, 1)
+
+        def smooth(self, x):
+            r, c = self.radius, x.shape[1]
+            row = self.blur.expand(c, 1, 1, 2 * r + 1)
+            x = F.conv2d(F.pad(x, (r, r, 0, 0), mode="replicate"), row, groups=c)
+            return F.conv2d(F.pad(x, (0, 0, r, r), mode="replicate"), row.transpose(2, 3), groups=c)
+
+        def features(self, x):
+            grey = x.mean(dim=1, keepdim=True)
+            if self.shape:  # the blurred luminance on the image's own range (EED images are saved stretched)
+                blurred = self.smooth(grey)
+                low = blurred.amin(dim=(2, 3), keepdim=True)
+                high = blurred.amax(dim=(2, 3), keepdim=True)
+                level = ((blurred - low) / (high - low + 1e-6) - 0.5) * 4
+                return torch.cat([level, level * level], dim=1)
+            dx = F.pad((grey[..., :, 1:] - grey[..., :, :-1]).abs(), (0, 1, 0, 0), mode="replicate")
+            dy = F.pad((grey[..., 1:, :] - grey[..., :-1, :]).abs(), (0, 0, 0, 1), mode="replicate")
+            steps = torch.cat([dx, dy], dim=1).clamp(max=8 / 255)  # a texture's contrast, not a region edge's
+            return torch.log1p(self.smooth(steps) * 255)
+
+        def forward(self, x):
+            return self.head(self.features(x))
+
+    torch.manual_seed(seed)
+    model = CueSegmenter(kind == "shape")
+    rng = np.random.default_rng(seed + 100)
+    pairs = [labelled_photo(rng) for _ in range(8)]
+    x = torch.tensor(np.stack([p for p, _ in pairs]), dtype=torch.float32).permute(0, 3, 1, 2) / 255.0
+    y = torch.tensor(np.stack([m for _, m in pairs]), dtype=torch.long)
+    optimiser = torch.optim.Adam(model.head.parameters(), lr=0.1)
+    features = model.features(x).detach()
+    weights = 1 / torch.bincount(y[y < 255], minlength=3).float()  # balanced: the background is most pixels
+    for _ in range(300):
+        optimiser.zero_grad()
+        loss = F.cross_entropy(model.head(features), y, weight=weights, ignore_index=255)
+        loss.backward()
+        optimiser.step()
+    return model.eval()
+
+
+def save_segmenter(kind: str, path: Path) -> Path:
+    """The tiny segmenter as a TorchScript file with its sidecar (classes; inputs on [0, 1])."""
+    import torch
+
+    torch.jit.save(torch.jit.script(tiny_segmenter(kind)), str(path))
+    path.with_suffix(".json").write_text(json.dumps({"classes": CLASSES, "mean": [0, 0, 0], "std": [1, 1, 1]}))
+    return path
