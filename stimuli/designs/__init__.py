@@ -22,7 +22,7 @@ from ..options import BuildOptions, DesignOptions
 
 DESIGNS: Registry = Registry("designs", entry_point_group="cuebench.designs")
 
-MODULES = ("suppression", "imports", "cue_decomposition", "cue_conflict_eed", "corruptions", "dist", "diagvib")
+MODULES = ("suppression", "imports", "labelled_set", "cue_decomposition", "cue_conflict_eed", "corruptions", "dist", "diagvib")
 """The modules whose designs register themselves on import (third-party designs come by entry point)."""
 
 
