@@ -11,8 +11,8 @@ sections register through the ``cuebench.report_sections`` entry point.
 
 from __future__ import annotations
 
-from . import (accuracy, adaptive, ceilings, consistency, cue_decomposition, methods, observers, oddity,  # noqa: F401
-               ranks, reliance, shape_bias, thresholds, ttests)
+from . import (accuracy, adaptive, ceilings, classwise, consistency, cue_decomposition, methods, observers,  # noqa: F401
+               oddity, ranks, reliance, shape_bias, thresholds, ttests)
 from .base import SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, register
 
 __all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "register"]
