@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cuebench.paths import user_path
 
@@ -72,6 +73,27 @@ def register(sub) -> None:
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
     _register_plan(sub)
+    _register_domain(sub)
+
+
+def _register_domain(sub) -> None:
+    domain = sub.add_parser(
+        "domain-report", help="reliance curves averaged over the data sets of a domain (Burgert et al. Exp. II)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="One suppression experiment per data set of a domain, each answered by the models trained on "
+                    "it: chance-corrected relative accuracy with each set's own C, runs averaged per set, then the "
+                    "sets averaged per model architecture (analysis.domains).")
+    domain.add_argument("sources", nargs="+", type=user_path, help="the domain's experiment directories")
+    domain.add_argument("--out", type=user_path, default=Path("domain-report"), help="output folder")
+    domain.set_defaults(func=run_domain)
+
+
+def run_domain(args) -> int:
+    from .domains import write_domain_report
+
+    for path in write_domain_report(args.sources, args.out):
+        print(f"wrote {path}")
+    return 0
 
 
 def _register_plan(sub) -> None:
