@@ -74,6 +74,7 @@ def register(sub) -> None:
     analyze.set_defaults(func=run_analyze)
     _register_plan(sub)
     _register_domain(sub)
+    _register_selection(sub)
 
 
 def _register_domain(sub) -> None:
@@ -93,6 +94,58 @@ def run_domain(args) -> int:
 
     for path in write_domain_report(args.sources, args.out):
         print(f"wrote {path}")
+    return 0
+
+
+def _register_selection(sub) -> None:
+    selection = sub.add_parser(
+        "selection", help="BiasBed model selection (best-val, last-N, oracle), variability and rank tests of a "
+                          "per-epoch training log",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="From a per-epoch log (algorithm, run, epoch, split, accuracy; split 'val' selects): the score "
+                    "of each run per test set by each selection, mean and sd over runs (CSV and LaTeX), intra- and "
+                    "inter-run variability with a figure, and the Friedman/Nemenyi test with the data sets as "
+                    "blocks, over all test sets and over a strict subset (analysis.selection).")
+    selection.add_argument("log", type=user_path, help="training log CSV (training.csv, cue_training.csv, ...)")
+    selection.add_argument("--select", action="append", default=None, metavar="METHOD",
+                           help="best-val, last-N or oracle, repeatable (default: best-val, last-5, oracle)")
+    selection.add_argument("--last", type=int, default=5, help="epochs of the intra-run variability")
+    selection.add_argument("--rank-by", default="best-val", help="the selection the rank tests use (not oracle)")
+    selection.add_argument("--strict-exclude", default="", metavar="SETS",
+                           help="comma-separated test sets the strict rank test leaves out (made as some algorithm "
+                                "trains)")
+    selection.add_argument("--out", type=user_path, default=Path("selection"), help="output folder")
+    selection.set_defaults(func=run_selection)
+
+
+def run_selection(args) -> int:
+    import json
+
+    import pandas as pd
+
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import atomic_write
+
+    from .figure_style import save
+    from .selection import latex_table, rank_tests, selection_table, variability, variability_figure
+
+    log = pd.read_csv(args.log)
+    methods = args.select or ["best-val", "last-5", "oracle"]
+    table = selection_table(log, methods)
+    outputs = {"selection.csv": frame_csv(table), "selection.tex": latex_table(table).encode("utf-8"),
+               "variability.csv": frame_csv(variability(log, args.last, args.rank_by))}
+    strict = tuple(s.strip() for s in args.strict_exclude.split(",") if s.strip())
+    if log[log["split"] != "val"]["split"].nunique() >= 2 and log["algorithm"].nunique() >= 2:
+        for name, result in rank_tests(table, args.rank_by, strict).items():
+            outputs[f"rank_tests_{name}.json"] = json.dumps(
+                {**result.summary(), "average_ranks": result.average_ranks.to_dict(),
+                 "nemenyi_p": result.nemenyi_p.to_dict()}, indent=1, default=float).encode("utf-8")
+    for name, data in outputs.items():
+        atomic_write(args.out / name, data)
+        print(f"wrote {args.out / name}")
+    save(variability_figure(log), args.out / "variability")
+    print(f"wrote {args.out / 'variability.png'}")
+    print(table.to_string(index=False))
     return 0
 
 
