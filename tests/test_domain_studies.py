@@ -113,3 +113,24 @@ def test_domain_curves_average_each_sets_chance_corrected_reliance(domain):
     assert set(hand["n_sets"]) == {2}
     assert set(table["model"]) == {"hand", "test_resnet"}  # each set's checkpoint counts as one architecture
     assert (domain / "domain" / "report" / "domain_reliance.png").is_file()
+
+
+def test_seed_baselines_alexnet_from_scratch_and_a_frozen_backbone_with_a_new_head(tmp_path):
+    """DiagViB-6's AlexNet (torchvision, from scratch) and the ImageNet ResNet's frozen-backbone baseline, here
+    with random weights saved as the checkpoint it would be: only the new head trains."""
+    from model_eval.torch_compat import import_timm
+    from model_eval.training.algorithms import ALGORITHMS
+    from model_eval.training.labelled import SetConfig, set_model
+
+    alexnet = set_model(SetConfig(model="alexnet"), 3, "cpu")
+    assert type(alexnet).__name__ == "AlexNet" and alexnet.classifier[6].out_features == 3
+    backbone = import_timm().create_model("resnet18")
+    torch.save(backbone.state_dict(), tmp_path / "imagenet.pth")
+    model = set_model(SetConfig(model="resnet18", weights=str(tmp_path / "imagenet.pth"), freeze=True), 4, "cpu")
+    assert model.fc.out_features == 4
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == {"fc.weight", "fc.bias"}
+    assert torch.equal(model.conv1.weight, backbone.conv1.weight)
+    erm = ALGORITHMS["erm"](model, lr=1e-2, seed=0)
+    head = model.fc.weight.detach().clone()
+    erm.update(torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3]))
+    assert torch.equal(model.conv1.weight, backbone.conv1.weight) and not torch.equal(model.fc.weight, head)

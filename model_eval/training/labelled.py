@@ -93,6 +93,8 @@ class SetConfig:
 
     model: str = "resnet18"
     weights: str = SCRATCH
+    freeze: bool = False
+    """Train the new head only (the seeds' ImageNet ResNet-50 with frozen convolutional layers)."""
     algorithm: str = "erm"
     epochs: int = 10
     batch_size: int = 64
@@ -162,15 +164,53 @@ def plan_set_jobs(set_dir: str | Path, out_dir: str | Path, config: SetConfig, r
 
 
 def set_model(config: SetConfig, n_classes: int, device: str):
-    """The timm model over ``n_classes``: initialised at random, or the weights of ``model:weights`` with a new head."""
-    from ..models import load_model
+    """The model over ``n_classes``: a timm architecture, or a torchvision one timm lacks (DiagViB-6's AlexNet)
+    or asked for as ``--weights torchvision`` (the torch hub cache); initialised at random, or with the weights
+    of ``model:weights`` and a new head; with ``freeze``, only the head trains."""
+    from ..models import classifier_name, load_model
+    from ..observers import load_observer
+    from ..observers.torchvision_models import WEIGHTS_TAG, import_torchvision, torchvision_names
+    from ..torch_compat import import_timm
     from .jobs import build_model
 
+    torchvision = config.model in torchvision_names() and (config.weights == WEIGHTS_TAG
+                                                            or not import_timm().is_model(config.model))
     if config.weights == SCRATCH:
-        return build_model(config.model, n_classes)
-    model = load_model(f"{config.model}:{config.weights}", device).model
-    model.reset_classifier(n_classes)
+        model = (import_torchvision().models.get_model(config.model, weights=None, num_classes=n_classes)
+                 if torchvision else build_model(config.model, n_classes))
+    else:
+        model = (load_observer(f"{config.model}:{config.weights}", device).model if torchvision
+                 else load_model(f"{config.model}:{config.weights}", device).model)
+        replace_head(model, n_classes)
+    if config.freeze:
+        head = classifier_name(model)
+        for name, parameter in model.named_parameters():
+            parameter.requires_grad = name.startswith(f"{head}.")
     return model
+
+
+def replace_head(model, n_classes: int) -> None:
+    """A new, randomly initialised classifier over ``n_classes`` in place of the last one (timm's
+    ``reset_classifier``, else the last ``nn.Linear``: torchvision's ``fc``, ``classifier.6``)."""
+    from torch import nn
+
+    from ..models import classifier_name
+
+    if hasattr(model, "reset_classifier"):
+        model.reset_classifier(n_classes)
+        return
+    parent_name, _, attribute = classifier_name(model).rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    old = getattr(parent, attribute)
+    setattr(parent, attribute, nn.Linear(old.in_features, n_classes))
+
+
+def data_config(model) -> dict:
+    """The normalisation ``cuebench eval`` feeds the model with: timm's data config (ImageNet mean and std for
+    torchvision's models too)."""
+    from ..torch_compat import import_timm
+
+    return import_timm().data.resolve_data_config(model=model)
 
 
 def train_on_set(job: SetJob, progress: bool = False) -> Path:
@@ -180,7 +220,6 @@ def train_on_set(job: SetJob, progress: bool = False) -> Path:
     import torch
     from tqdm import tqdm
 
-    from ..torch_compat import import_timm
     from .algorithms import ALGORITHMS
 
     if job.runtime.threads:
@@ -198,7 +237,7 @@ def train_on_set(job: SetJob, progress: bool = False) -> Path:
                       torch.tensor([position[c] for _, c in known]))
     torch.manual_seed(job.seed)
     model = set_model(cfg, len(classes), device).to(device)
-    config = import_timm().data.resolve_data_config(model=model)
+    config = data_config(model)
     mean = torch.tensor(config["mean"], device=device).view(1, 3, 1, 1)
     std = torch.tensor(config["std"], device=device).view(1, 3, 1, 1)
 
