@@ -75,6 +75,7 @@ def register(sub) -> None:
     _register_plan(sub)
     _register_domain(sub)
     _register_selection(sub)
+    _register_curate(sub)
 
 
 def _register_domain(sub) -> None:
@@ -146,6 +147,33 @@ def run_selection(args) -> int:
     save(variability_figure(log), args.out / "variability")
     print(f"wrote {args.out / 'variability.png'}")
     print(table.to_string(index=False))
+    return 0
+
+
+def _register_curate(sub) -> None:
+    curate = sub.add_parser(
+        "curate", help="the images per class a model is most confident on (Burgert et al. App. A), as a list for "
+                       "'cuebench stimuli build --only'",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="From a model's stored answers to a labelled-set experiment: per class the --per-class images with "
+                    "the model's highest score for their true class (analysis.curation).")
+    curate.add_argument("source", type=user_path, help="experiment directory the model answered")
+    curate.add_argument("--model", required=True, help="the observer id of the model (as cuebench eval stored it)")
+    curate.add_argument("--per-class", type=int, default=50)
+    curate.add_argument("--out", type=user_path, default=Path("curated.csv"), help="the list (CSV)")
+    curate.set_defaults(func=run_curate)
+
+
+def run_curate(args) -> int:
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import atomic_write
+
+    from .curation import most_confident
+    from .load import load_responses
+
+    table = most_confident(load_responses(args.source), args.model, args.per_class)
+    atomic_write(args.out, frame_csv(table))
+    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes")
     return 0
 
 

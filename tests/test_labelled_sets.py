@@ -194,3 +194,29 @@ def test_a_checkpoint_declares_its_own_classes_in_a_state_dict_or_safetensors_me
         torch.save({"state_dict": state, **bad}, tmp_path / "bad.pth")
         with pytest.raises(WeightsMismatch, match=message):
             load_model(f"test_resnet:{tmp_path / 'bad.pth'}")
+
+
+@pytest.mark.validates("model-confidence curation of an image set",
+                       definition="per class the K test images with the model's highest score for their true class",
+                       source="Burgert et al. 2025, App. A ('the 50 images per class a model is most confident on')",
+                       reference="hand-chosen scores of a scripted model", tolerance="exact")
+def test_curation_keeps_the_images_a_model_is_most_confident_on_and_the_build_takes_only_those(photos, tmp_path):
+    from cuebench.responses import ResponseStore, trial_row
+
+    split_photos(photos, tmp_path / "set")
+    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "set", "--out", "study",
+             "--workers", "1", "--attention", "0")
+    exp = ExperimentDir(tmp_path / "study").load()
+    confidence = {"chelsea": .9, "coffee": .2, "rocket": .5, "motorcycle": .4, "astronaut": .8, "camera": .3}
+    rows = [trial_row(exp, t, observer="m:x", observer_kind="model", session=1, trial_index=i, response=t.correct,
+                      model_outputs={t.correct: confidence[t.source_image]})
+            for i, t in enumerate(t for t in exp.trials if t.role == "test")]
+    with ResponseStore(tmp_path / "study" / "responses.sqlite") as store:
+        store.write_many(rows)
+    cuebench(tmp_path, "curate", "study", "--model", "m:x", "--per-class", "2", "--out", "curated.csv")
+    curated = pd.read_csv(tmp_path / "curated.csv")
+    assert sorted(curated["source_image"]) == ["astronaut", "chelsea", "motorcycle", "rocket"]
+    cuebench(tmp_path, "stimuli", "build", "--design", "suppression", "--images", "set", "--only", "curated.csv",
+             "--conditions", "grayscale", "--out", "curated-study", "--workers", "1", "--attention", "0")
+    built = ExperimentDir(tmp_path / "curated-study").load()
+    assert {t.source_image.split("/")[-1] for t in built.trials} == set(curated["source_image"])

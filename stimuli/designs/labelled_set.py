@@ -78,7 +78,7 @@ class LabelledSet(Design):
 
     def build(self, request) -> Experiment:
         common, expdir = request.common, request.expdir
-        sources = file_named(resolve_images(common.images, common.labels))
+        sources = file_named(resolve_images(common.images, common.labels, common.only))
         unlabelled = [s.origin for s in sources if not s.category]
         if unlabelled and len(unlabelled) < len(sources):
             raise BuildError(f"{common.labels or common.images}: image {unlabelled[0]!r} has no class "
