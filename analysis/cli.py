@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cuebench.paths import user_path
 
@@ -73,6 +74,108 @@ def register(sub) -> None:
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
     _register_plan(sub)
+    _register_domain(sub)
+    _register_selection(sub)
+    _register_curate(sub)
+
+
+def _register_domain(sub) -> None:
+    domain = sub.add_parser(
+        "domain-report", help="reliance curves averaged over the data sets of a domain (Burgert et al. Exp. II)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="One suppression experiment per data set of a domain, each answered by the models trained on "
+                    "it: chance-corrected relative accuracy with each set's own C, runs averaged per set, then the "
+                    "sets averaged per model architecture (analysis.domains).")
+    domain.add_argument("sources", nargs="+", type=user_path, help="the domain's experiment directories")
+    domain.add_argument("--out", type=user_path, default=Path("domain-report"), help="output folder")
+    domain.set_defaults(func=run_domain)
+
+
+def run_domain(args) -> int:
+    from .domains import write_domain_report
+
+    for path in write_domain_report(args.sources, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def _register_selection(sub) -> None:
+    selection = sub.add_parser(
+        "selection", help="BiasBed model selection (best-val, last-N, oracle), variability and rank tests of a "
+                          "per-epoch training log",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="From a per-epoch log (algorithm, run, epoch, split, accuracy; split 'val' selects): the score "
+                    "of each run per test set by each selection, mean and sd over runs (CSV and LaTeX), intra- and "
+                    "inter-run variability with a figure, and the Friedman/Nemenyi test with the data sets as "
+                    "blocks, over all test sets and over a strict subset (analysis.selection).")
+    selection.add_argument("log", type=user_path, help="training log CSV (training.csv, cue_training.csv, ...)")
+    selection.add_argument("--select", action="append", default=None, metavar="METHOD",
+                           help="best-val, last-N or oracle, repeatable (default: best-val, last-5, oracle)")
+    selection.add_argument("--last", type=int, default=5, help="epochs of the intra-run variability")
+    selection.add_argument("--rank-by", default="best-val", help="the selection the rank tests use (not oracle)")
+    selection.add_argument("--strict-exclude", default="", metavar="SETS",
+                           help="comma-separated test sets the strict rank test leaves out (made as some algorithm "
+                                "trains)")
+    selection.add_argument("--out", type=user_path, default=Path("selection"), help="output folder")
+    selection.set_defaults(func=run_selection)
+
+
+def run_selection(args) -> int:
+    import json
+
+    import pandas as pd
+
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import atomic_write
+
+    from .figure_style import save
+    from .selection import latex_table, rank_tests, selection_table, variability, variability_figure
+
+    log = pd.read_csv(args.log)
+    methods = args.select or ["best-val", "last-5", "oracle"]
+    table = selection_table(log, methods)
+    outputs = {"selection.csv": frame_csv(table), "selection.tex": latex_table(table).encode("utf-8"),
+               "variability.csv": frame_csv(variability(log, args.last, args.rank_by))}
+    strict = tuple(s.strip() for s in args.strict_exclude.split(",") if s.strip())
+    if log[log["split"] != "val"]["split"].nunique() >= 2 and log["algorithm"].nunique() >= 2:
+        for name, result in rank_tests(table, args.rank_by, strict).items():
+            outputs[f"rank_tests_{name}.json"] = json.dumps(
+                {**result.summary(), "average_ranks": result.average_ranks.to_dict(),
+                 "nemenyi_p": result.nemenyi_p.to_dict()}, indent=1, default=float).encode("utf-8")
+    for name, data in outputs.items():
+        atomic_write(args.out / name, data)
+        print(f"wrote {args.out / name}")
+    save(variability_figure(log), args.out / "variability")
+    print(f"wrote {args.out / 'variability.png'}")
+    print(table.to_string(index=False))
+    return 0
+
+
+def _register_curate(sub) -> None:
+    curate = sub.add_parser(
+        "curate", help="the images per class a model is most confident on (Burgert et al. App. A), as a list for "
+                       "'cuebench stimuli build --only'",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="From a model's stored answers to a labelled-set experiment: per class the --per-class images with "
+                    "the model's highest score for their true class (analysis.curation).")
+    curate.add_argument("source", type=user_path, help="experiment directory the model answered")
+    curate.add_argument("--model", required=True, help="the observer id of the model (as cuebench eval stored it)")
+    curate.add_argument("--per-class", type=int, default=50)
+    curate.add_argument("--out", type=user_path, default=Path("curated.csv"), help="the list (CSV)")
+    curate.set_defaults(func=run_curate)
+
+
+def run_curate(args) -> int:
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import atomic_write
+
+    from .curation import most_confident
+    from .load import load_responses
+
+    table = most_confident(load_responses(args.source), args.model, args.per_class)
+    atomic_write(args.out, frame_csv(table))
+    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes")
+    return 0
 
 
 def _register_plan(sub) -> None:

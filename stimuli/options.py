@@ -79,7 +79,7 @@ def parse_timing(spec: str, base: Timing) -> Timing:
         raise OptionError(f"--timing {spec!r}: {err}") from None
 
 
-STUDY_OPTIONS = ("practice", "catch_every", "attention", "timing")
+STUDY_OPTIONS = ("practice", "catch_every", "attention", "timing", "only")
 """Common options that shape the trials; each design says which of them it honours."""
 
 
@@ -90,6 +90,8 @@ class BuildOptions(Options):
     images: str = Field("default", description="'default' (bundled public-domain photos), a folder with one "
                         "sub-folder per class, a flat folder with --labels, or the folder a design imports")
     labels: str | None = Field(None, description="labels CSV (columns image,category) for a flat folder")
+    only: str | None = Field(None, description="CSV with a source_image column (e.g. from cuebench curate): build "
+                                               "from these images only")
     name: str | None = Field(None, description="experiment name (default: the folder's name)")
     seed: int = Field(0, description="seed for every random choice")
     on_error: Literal["skip", "fail"] = Field(

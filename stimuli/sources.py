@@ -155,11 +155,30 @@ def _flat_with_labels(root: Path, labels_csv: Path) -> list[SourceImage]:
     return images
 
 
-def resolve_images(spec: str, labels_csv: str | None = None) -> list[SourceImage]:
-    """``default`` or a folder path (with an optional labels CSV)."""
-    if spec == "default":
-        return default_images()
-    return folder_images(spec, labels_csv)
+def resolve_images(spec: str, labels_csv: str | None = None, only: str | None = None) -> list[SourceImage]:
+    """``default`` or a folder path (with an optional labels CSV), limited to the images ``only`` lists."""
+    images = default_images() if spec == "default" else folder_images(spec, labels_csv)
+    return listed_images(images, Path(only)) if only else images
+
+
+def listed_images(images: list[SourceImage], listing: Path) -> list[SourceImage]:
+    """The images a CSV's ``source_image`` column names, by name or file stem (``airplane/airplane1`` or
+    ``airplane1``), e.g. a model-confidence curation (``cuebench curate``); a name matching no image is an error."""
+    try:
+        with listing.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or "source_image" not in reader.fieldnames:
+                raise SourceError(f"{listing}: needs a column 'source_image', has {reader.fieldnames}")
+            wanted = {row["source_image"] for row in reader}
+    except FileNotFoundError:
+        raise SourceError(f"image list {listing} does not exist") from None
+    kept = [s for s in images if s.name in wanted or Path(s.name).name in wanted]
+    found = {s.name for s in kept} | {Path(s.name).name for s in kept}
+    missing = sorted(wanted - found)
+    if missing:
+        raise SourceError(f"{listing}: image {missing[0]!r} is not among the source images "
+                          f"({len(missing)} of {len(wanted)} listed are missing)")
+    return kept
 
 
 def fit_to_stimulus(image: np.ndarray, size: int = STIMULUS_SIZE) -> np.ndarray:

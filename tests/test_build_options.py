@@ -111,7 +111,7 @@ def test_cuebench_build_is_the_call_of_the_issue(shuffled, tmp_path, monkeypatch
                                                      "but there are only 8"),
     (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
     (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
-                                              "corruptions, suppression"),
+                                              "corruptions, labelled-set, suppression"),
 ])
 def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, capsys, argv, message):
     assert build(tmp_path / "x", *argv) == 2

@@ -154,6 +154,7 @@ SKIPPED = {
     ('docs/training.md', 'cuebench eval --experiment exp/suppression --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth \\'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE --cue-conflict CUE_CONFLICT \\'): "a synopsis of --algorithm-option with placeholders (PHOTOS, DIST_RELEASE, CUE_CONFLICT)",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist ../shared/data/dist \\'): TRAIN_CUES,
+    ('docs/training.md', 'DOMAIN="caltech101 flowers102 pets stl10"'): f"{GPU}; the domain's data sets are the researcher's",
     ('README.md', 'cuebench train-cues exp/cues --photos ../shared/data/dist --dist ../shared/data/dist \\'): TRAIN_CUES,
     ('docs/training.md', 'python benchmarks/bench_distinguish.py runs/table3 --imagefolder imagenette2/train --dist DIST_RELEASE \\'):
         f"{GPU}; Imagenette and the DiST release are placeholders",

@@ -40,6 +40,7 @@ BUILDS = {
     "dist": ["--synthesis-steps", "1", "--synthesis-device", "cpu", "--catch-every", "2"],
     "cue-conflict-import": [],
     "dist-import": [],
+    "labelled-set": ["--practice", "1", "--catch-every", "2", "--attention", "3"],
     "diagvib": ["--diagvib-digits", "sklearn-digits", "--sizes", "90,18,60", "--diagvib-human-trials", "6",
                 "--study", "ZGO", "--target", "shape", "--correlated", "hue", "--dataset-sample", "0"],
 }
@@ -175,7 +176,8 @@ def test_reanalysing_the_export_gives_every_number_of_the_experiment(answered):
                 "cue-decomposition": {"cue_decomposition"},
                 "cue-conflict-eed": {"shape_bias", "shape_bias_by_category"},
                 "cue-conflict-import": {"shape_bias"},
-                "dist": {"oddity"}, "dist-import": {"oddity"}, "diagvib": {"noise_ceilings"}}[design]
+                "dist": {"oddity"}, "dist-import": {"oddity"}, "diagvib": {"noise_ceilings"},
+                "labelled-set": {"noise_ceilings"}}[design]
     assert expected <= set(compared)
 
 

@@ -21,6 +21,7 @@ DOCS_SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DESIGN_BUILDS = [
     pytest.param("suppression", ["--conditions", "grayscale"], id="suppression"),
     pytest.param("corruptions", ["--corruptions", "contrast"], id="corruptions"),
+    pytest.param("labelled-set", [], id="labelled-set"),
     pytest.param("diagvib", ["--diagvib-digits", "sklearn-digits", "--sizes", "90,18,60", "--diagvib-human-trials",
                              "4", "--study", "ZGO", "--target", "shape", "--correlated", "hue", "--dataset-sample", "0"],
                  id="diagvib"),

@@ -78,8 +78,8 @@ def test_sections_follow_the_design(tmp_path):
                      progress=False)
     sup = json.loads((tmp_path / "suppression" / "results.json").read_text())
     cc = json.loads((tmp_path / "conflict" / "results.json").read_text())
-    assert {"reliance", "thresholds"} <= set(sup["sections"]) and "shape-bias" not in sup["sections"]
-    assert "shape-bias" in cc["sections"] and not {"reliance", "thresholds", "oddity"} & set(cc["sections"])
+    assert {"reliance", "classwise", "thresholds"} <= set(sup["sections"]) and "shape-bias" not in sup["sections"]
+    assert "shape-bias" in cc["sections"] and not {"reliance", "classwise", "thresholds", "oddity"} & set(cc["sections"])
     sup_html = (tmp_path / "suppression" / "report.html").read_text()
     cc_html = (tmp_path / "conflict" / "report.html").read_text()
     assert "Burgert et al. 2025, Table 3" in sup_html and "Burgert" not in cc_html
@@ -87,8 +87,8 @@ def test_sections_follow_the_design(tmp_path):
     assert 'id="shape-bias"' not in sup_html and 'id="oddity"' not in sup_html and 'id="oddity"' not in cc_html
     # two people: noise ceiling and t-intervals say what they need instead of printing nan
     assert not re.search(r"\bnan\b", re.sub(r'src="data:[^"]*"', "", sup_html), re.IGNORECASE)
-    for stem in ("reliance", "shape_bias"):
-        folder = tmp_path / ("suppression" if stem == "reliance" else "conflict") / "figures"
+    for stem in ("reliance", "classwise", "shape_bias"):
+        folder = tmp_path / ("conflict" if stem == "shape_bias" else "suppression") / "figures"
         assert {p.suffix for p in folder.glob(f"{stem}.*")} == {".png", ".svg", ".pdf"}
 
 

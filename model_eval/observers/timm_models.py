@@ -32,6 +32,7 @@ class TimmObserver(ModuleObserver):
         head = {"head": loaded.head} if loaded.head else {}
         super().__init__(loaded.model, loaded.observer_id, {"model": loaded.name, "weights": loaded.weights_source,
                                                             **head}, loaded.data_config, loaded.device)
+        self.classes = loaded.classes
 
     def forward(self, images, kinds):
         trunk = self.model.forward_features(images)

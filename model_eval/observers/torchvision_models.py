@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..models import ModelError, UnknownArchitecture, WeightsNotFound, load_checkpoint_into, sha256_file
+from ..models import (ModelError, UnknownArchitecture, WeightsNotFound, head_size, load_checkpoint_into,
+                      read_checkpoint, sha256_file)
 from ..torch_compat import import_timm
 from .base import ADAPTERS
 from .module import ModuleObserver
@@ -90,9 +91,13 @@ class TorchvisionObserver(ModuleObserver):
                     f"{name}:PATH/TO/CHECKPOINT.pth")
             model = torchvision.models.get_model(name, weights=entry)  # reads the cached file, as model-vs-human does
             source, tag, head = f"torch-hub:{path.name} (sha256 {sha256_file(path)})", WEIGHTS_TAG, None
+            classes = None
         else:
-            model = torchvision.models.get_model(name, weights=None)
-            source, tag, head = load_checkpoint_into(model, Path(weights).expanduser(), name)
+            path = Path(weights).expanduser()
+            checkpoint = read_checkpoint(path)
+            model = torchvision.models.get_model(name, weights=None, **head_size(checkpoint))
+            source, tag, head = load_checkpoint_into(model, path, name, checkpoint)
+            classes = checkpoint.class_names
         transform = entry.transforms()
         crop, resize = transform.crop_size[0], transform.resize_size[0]
         data_config = {"input_size": (3, crop, crop), "mean": tuple(transform.mean), "std": tuple(transform.std),
@@ -100,6 +105,7 @@ class TorchvisionObserver(ModuleObserver):
                        "crop_mode": "center"}
         super().__init__(model, f"{name}:{tag}", {"model": f"torchvision/{name}", "weights": source,
                                                   **({"head": head} if head else {})}, data_config, device)
+        self.classes = classes
         self.head = _feature_layer(self.model, name)
         self.head.register_forward_hook(self._keep_head_input)
         self._head_input = None

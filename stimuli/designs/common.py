@@ -179,7 +179,7 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
     test trials and show them unchanged.
     """
     common, expdir = request.common, request.expdir
-    sources = resolve_images(common.images, common.labels)
+    sources = resolve_images(common.images, common.labels, common.only)
     label_set = label_set_for(sources, common.images)
     timing = study_timing(common, CLASSIFY_TIMING)
     adaptive = adaptive_plans(list(adaptive_specs), plan, len(label_set.labels))

@@ -1,0 +1,162 @@
+"""Class-wise reliance (Burgert et al. 2025, App. I.1): is a reliance pattern carried by every class, or by a few?
+
+For each observer, class k and suppression arm a (a condition at one level), the class's relative accuracy
+r_{k,a} = A_{k,a} / A_{k,original}: its accuracy under the suppression over its accuracy on the unchanged
+images (undefined where A_{k,original} = 0). The observer's *global* relative accuracy R_a = A_a / A_original
+pools every class. Then
+
+- ``pairs``: for every two arms with R_a > R_b (the global ranking of the pair), the share of classes that
+  follow it, r_{k,a} > r_{k,b} (Burgert: "88.0 % of classes show greater reliance on local shape than on
+  texture", i.e. relative accuracy under texture suppression above that under local-shape suppression),
+  the share of ties, and the overlap of the two arms' class distributions, ∫ min(f_a, f_b) of their
+  Gaussian kernel density estimates (Burgert: "approximately 25–30 %");
+- ``rankings``: the share of classes whose whole order of the arms (by r_{k,a}, ties not following) is the
+  global order by R_a;
+- ``outliers``: the classes outside Tukey's fences of an arm's class distribution,
+  [Q1 − 1.5 IQR, Q3 + 1.5 IQR].
+
+Only classes with every compared value defined count; ``n_classes`` says how many did.
+"""
+
+from __future__ import annotations
+
+from itertools import permutations
+
+import numpy as np
+import pandas as pd
+
+BASELINE = "original"
+TUKEY_K = 1.5
+KDE_GRID = 512
+
+
+def arm_label(condition: str, level: int) -> str:
+    """``patch_shuffle`` at level 4 -> ``patch_shuffle 4``; a condition without levels keeps its name."""
+    return str(condition) if level < 0 else f"{condition} {level}"
+
+
+def _with_levels(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(level=df["level"].fillna(-1).astype(int))
+
+
+def class_relative_accuracy(scored: pd.DataFrame, arms: set[str]) -> pd.DataFrame:
+    """Per observer, class and arm of the conditions ``arms``: n, accuracy, the class's baseline accuracy on
+    the originals and its relative accuracy (NaN where the baseline is 0)."""
+    rows = _with_levels(scored[scored["condition"].isin(arms | {BASELINE})])
+    keys = ["observer", "observer_kind", "category", "condition", "level"]
+    acc = rows.groupby(keys, as_index=False).agg(n=("correct", "size"), accuracy=("correct", "mean"))
+    base = acc[acc["condition"] == BASELINE].groupby(["observer", "category"])["accuracy"].mean()
+    out = acc[acc["condition"] != BASELINE].copy()
+    out["baseline_accuracy"] = [base.get((o, c), np.nan) for o, c in zip(out["observer"], out["category"])]
+    out["relative_accuracy"] = (out["accuracy"] / out["baseline_accuracy"]).where(out["baseline_accuracy"] > 0)
+    out["arm"] = [arm_label(c, lv) for c, lv in zip(out["condition"], out["level"])]
+    return out.reset_index(drop=True)
+
+
+def global_relative_accuracy(scored: pd.DataFrame, arms: set[str]) -> pd.DataFrame:
+    """Per observer and arm: R_a = A_a / A_original over every class pooled (NaN where A_original = 0)."""
+    rows = _with_levels(scored[scored["condition"].isin(arms | {BASELINE})])
+    acc = rows.groupby(["observer", "condition", "level"], as_index=False)["correct"].mean()
+    base = acc[acc["condition"] == BASELINE].set_index("observer")["correct"]
+    out = acc[acc["condition"] != BASELINE].copy()
+    baseline = out["observer"].map(base)
+    out["global_relative_accuracy"] = (out["correct"] / baseline).where(baseline > 0)
+    out["arm"] = [arm_label(c, lv) for c, lv in zip(out["condition"], out["level"])]
+    return out[["observer", "arm", "global_relative_accuracy"]].reset_index(drop=True)
+
+
+def kde_overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """∫ min(f_a, f_b) of two Gaussian KDEs (Scott's bandwidth) on a grid spanning both samples and three
+    bandwidths beyond; NaN when either sample has fewer than two distinct values (no density to estimate)."""
+    from scipy.stats import gaussian_kde
+
+    if len(np.unique(a)) < 2 or len(np.unique(b)) < 2:
+        return float("nan")
+    fa, fb = gaussian_kde(a), gaussian_kde(b)
+    pad = 3 * max(np.sqrt(fa.covariance[0, 0]), np.sqrt(fb.covariance[0, 0]))
+    grid = np.linspace(min(a.min(), b.min()) - pad, max(a.max(), b.max()) + pad, KDE_GRID)
+    return float(np.trapezoid(np.minimum(fa(grid), fb(grid)), grid))
+
+
+def _wide(per_class: pd.DataFrame, observer: str) -> pd.DataFrame:
+    """Classes x arms of one observer's relative accuracies."""
+    mine = per_class[per_class["observer"] == observer]
+    return mine.pivot_table(index="category", columns="arm", values="relative_accuracy", aggfunc="mean")
+
+
+def ranking_pairs(per_class: pd.DataFrame, global_rel: pd.DataFrame) -> pd.DataFrame:
+    """Per observer and ordered pair of arms (a, b) with R_a > R_b: classes with both values, the share with
+    r_{k,a} > r_{k,b} (``share_following``), the share of ties and the KDE overlap of the two distributions."""
+    rows = []
+    for observer, glob in global_rel.dropna().groupby("observer"):
+        wide, r = _wide(per_class, observer), glob.set_index("arm")["global_relative_accuracy"]
+        for a, b in permutations(r.index, 2):
+            if not r[a] > r[b] or a not in wide or b not in wide:
+                continue
+            both = wide[[a, b]].dropna()
+            n = len(both)
+            rows.append({"observer": observer, "higher": a, "lower": b, "global_higher": r[a], "global_lower": r[b],
+                         "n_classes": n,
+                         "share_following": (both[a] > both[b]).mean() if n else np.nan,
+                         "share_tied": (both[a] == both[b]).mean() if n else np.nan,
+                         "overlap": kde_overlap(both[a].to_numpy(), both[b].to_numpy()) if n else np.nan})
+    return pd.DataFrame(rows, columns=["observer", "higher", "lower", "global_higher", "global_lower", "n_classes",
+                                       "share_following", "share_tied", "overlap"])
+
+
+def ranking_agreement(per_class: pd.DataFrame, global_rel: pd.DataFrame) -> pd.DataFrame:
+    """Per observer: the global order of its arms (by R_a, highest first), the classes with every arm defined,
+    and the share of them whose own order is the global one (strictly: a tie between two arms does not follow)."""
+    rows = []
+    for observer, glob in global_rel.dropna().groupby("observer"):
+        order = glob.sort_values("global_relative_accuracy", ascending=False)["arm"].tolist()
+        if len(order) < 2:
+            continue
+        wide = _wide(per_class, observer).reindex(columns=order).dropna()
+        follows = (np.diff(wide.to_numpy(), axis=1) < 0).all(axis=1) if len(wide) else np.array([])
+        rows.append({"observer": observer, "global_order": " > ".join(order), "n_classes": len(wide),
+                     "share_following": follows.mean() if len(wide) else np.nan})
+    return pd.DataFrame(rows, columns=["observer", "global_order", "n_classes", "share_following"])
+
+
+def outlier_classes(per_class: pd.DataFrame) -> pd.DataFrame:
+    """The classes outside Tukey's fences [Q1 − 1.5 IQR, Q3 + 1.5 IQR] of their observer's and arm's class
+    distribution of relative accuracy, with the fences and the side."""
+    rows = []
+    for (observer, arm), group in per_class.dropna(subset=["relative_accuracy"]).groupby(["observer", "arm"]):
+        values = group["relative_accuracy"]
+        q1, q3 = values.quantile(0.25), values.quantile(0.75)
+        low, high = q1 - TUKEY_K * (q3 - q1), q3 + TUKEY_K * (q3 - q1)
+        for category, value in zip(group["category"], values):
+            if value < low or value > high:
+                rows.append({"observer": observer, "arm": arm, "category": category, "relative_accuracy": value,
+                             "median": values.median(), "fence_low": low, "fence_high": high,
+                             "side": "below" if value < low else "above"})
+    return pd.DataFrame(rows, columns=["observer", "arm", "category", "relative_accuracy", "median", "fence_low",
+                                       "fence_high", "side"])
+
+
+def class_strip_plot(per_class: pd.DataFrame, max_observers: int = 6):
+    """One panel per observer (the first ``max_observers`` by name): each class's relative accuracy per arm as a
+    jittered point, the arm's median as a bar; 1 = as accurate as on the originals."""
+    import matplotlib.pyplot as plt
+
+    observers = sorted(per_class["observer"].astype(str).unique())[:max_observers]
+    arms = sorted(per_class["arm"].unique())
+    fig, axes = plt.subplots(1, len(observers), figsize=(max(4.0, 0.6 * len(arms) + 1.5) * len(observers), 3.6),
+                             squeeze=False, sharey=True)
+    rng = np.random.default_rng(0)
+    for ax, observer in zip(axes[0], observers):
+        mine = per_class[per_class["observer"].astype(str) == observer].dropna(subset=["relative_accuracy"])
+        for x, arm in enumerate(arms):
+            values = mine.loc[mine["arm"] == arm, "relative_accuracy"].to_numpy()
+            if not len(values):
+                continue
+            ax.scatter(x + rng.uniform(-0.18, 0.18, len(values)), values, s=10, alpha=0.6, color="#4477AA")
+            ax.plot([x - 0.3, x + 0.3], [np.median(values)] * 2, color="#000000", lw=2)
+        ax.axhline(1.0, color="#7f7f7f", ls=":", lw=1)
+        ax.set_xticks(range(len(arms)), arms, rotation=45, ha="right")
+        ax.set_title(observer, fontsize=9)
+    axes[0][0].set_ylabel("class-wise relative accuracy")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,113 @@
+"""Reliance over a domain of data sets (Burgert et al. 2025, Exp. II, Figs. 4-5 and 11-14): the same
+suppression grid on the test split of every data set of a domain, each answered by models trained on
+that set, and the reliance curves averaged over the sets.
+
+Each set's experiment has its own classes, so its own chance 1/C: relative accuracy is put on the
+chance-0 / original-1 scale per set, (A_sup − 1/C) / (A_orig − 1/C) (Burgert et al., Sec. 5.2;
+``analysis.metrics.relative_accuracy`` with the set's C), before sets are averaged. A model's
+identity across sets is its architecture (the observer id up to ``:``; a checkpoint trained per set
+answers as ``NAME:file-<hash>``): its runs on one set are averaged first, then the sets, each set
+weighing the same (``n_sets``, ``sd_sets``). People keep their own observer id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cuebench.expdir import ExperimentDir
+
+from . import metrics
+from .exclusions import apply_exclusions
+from .load import load_responses
+
+VALUES = ("relative_accuracy", "chance_corrected")
+
+
+def set_names(sources: list[Path]) -> list[str]:
+    """Each experiment's name in the domain: its folder's, with the folder above where two share one
+    (``domain/flowers/suppression`` and ``domain/pets/suppression`` -> ``flowers/suppression``, ...)."""
+    names = [Path(s).name for s in sources]
+    return [f"{Path(s).parent.name}/{Path(s).name}" if names.count(Path(s).name) > 1 else Path(s).name
+            for s in sources]
+
+
+def model_of(observer: str, kind: str) -> str:
+    return str(observer).split(":", 1)[0] if kind == "model" else str(observer)
+
+
+def per_set_reliance(sources: list[Path]) -> pd.DataFrame:
+    """Per data set, model (runs averaged), condition and level: relative and chance-corrected accuracy with
+    the set's own C, and how many runs (observers) were averaged."""
+    frames = []
+    for source, name in zip(sources, set_names(sources)):
+        n_choices = len(ExperimentDir(source).load().label_set.labels)
+        scored = apply_exclusions(load_responses(source)).scored
+        classify = scored[(scored["trial_type"] == "classify") & (scored["role"] == "test")]
+        rel = metrics.relative_accuracy(metrics.accuracy(classify), n_choices)
+        rel = rel[rel["condition"] != metrics.BASELINE]
+        rel = rel.assign(data_set=name, n_classes=n_choices,
+                         model=[model_of(o, k) for o, k in zip(rel["observer"], rel["observer_kind"])])
+        frames.append(rel)
+    if not frames:
+        raise ValueError("a domain needs at least one experiment")
+    runs = pd.concat(frames, ignore_index=True)
+    keys = ["data_set", "n_classes", "model", "observer_kind", "condition", "level"]
+    return (runs.groupby(keys, as_index=False)
+            .agg(relative_accuracy=("relative_accuracy", "mean"), chance_corrected=("chance_corrected", "mean"),
+                 n_runs=("observer", "nunique")))
+
+
+def domain_reliance(per_set: pd.DataFrame) -> pd.DataFrame:
+    """Per model, condition and level: the mean over data sets of each set's reliance, its sd and ``n_sets``."""
+    keys = ["model", "observer_kind", "condition", "level"]
+    grouped = per_set.groupby(keys)
+    out = grouped[list(VALUES)].mean()
+    for value in VALUES:
+        out[f"sd_sets_{value}"] = grouped[value].std(ddof=1)
+    out["n_sets"] = grouped["data_set"].nunique()
+    return out.reset_index()
+
+
+def domain_curves(domain: pd.DataFrame, value: str = "chance_corrected"):
+    """One panel per condition: each model's reliance against the level, averaged over the domain's sets;
+    dotted lines at chance (0) and the originals (1) on the chance-corrected scale."""
+    import matplotlib.pyplot as plt
+
+    from .figure_style import series_styles
+
+    conditions = sorted(domain["condition"].unique())
+    fig, axes = plt.subplots(1, len(conditions), figsize=(3.6 * len(conditions), 3.2), squeeze=False, sharey=True)
+    styles = series_styles(domain["model"].unique())
+    for ax, condition in zip(axes[0], conditions):
+        for model, rows in domain[domain["condition"] == condition].groupby("model"):
+            rows = rows.sort_values("level")
+            ax.plot(rows["level"], rows[value], label=f"{model} ({int(rows['n_sets'].max())} sets)",
+                    **styles[str(model)])
+        for y in ((0.0, 1.0) if value == "chance_corrected" else (1.0,)):
+            ax.axhline(y, color="#7f7f7f", ls=":", lw=1)
+        ax.set_title(condition)
+        ax.set_xlabel("level")
+    axes[0][0].set_ylabel("chance-corrected relative accuracy" if value == "chance_corrected"
+                          else "relative accuracy")
+    axes[0][-1].legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def write_domain_report(sources: list[Path], out: Path) -> list[Path]:
+    """``domain_reliance_per_set.csv``, ``domain_reliance.csv`` and the curves (PNG, SVG, PDF) into ``out``."""
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import atomic_write
+
+    from .figure_style import save
+
+    per_set = per_set_reliance([Path(s) for s in sources])
+    domain = domain_reliance(per_set)
+    written = []
+    for name, table in (("domain_reliance_per_set.csv", per_set), ("domain_reliance.csv", domain)):
+        atomic_write(out / name, frame_csv(table))
+        written.append(out / name)
+    save(domain_curves(domain), out / "domain_reliance")
+    return written + [out / "domain_reliance.png"]

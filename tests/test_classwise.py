@@ -1,0 +1,115 @@
+"""Class-wise reliance (Burgert et al. 2025, App. I.1) on a response table built by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from analysis.classwise import (class_relative_accuracy, global_relative_accuracy, kde_overlap, outlier_classes,
+                                ranking_agreement, ranking_pairs)
+from analysis.report import AnalysisOptions, analyze
+
+CORRECT = {  # class -> right answers out of 4 on the originals, under texture and under shape suppression
+    "airplane": (4, 3, 1),
+    "bear": (2, 2, 1),
+    "cat": (4, 1, 2),
+    "dog": (0, 1, 0),  # never right on its originals: no relative accuracy
+}
+ARMS = (("original", None), ("bilateral", 4), ("patch_shuffle", 4))
+
+
+def hand_table(observer: str = "m") -> list[dict]:
+    """Four trials per class and arm; the first k of them answered right."""
+    rows = []
+    for category, rights in CORRECT.items():
+        for (condition, level), k in zip(ARMS, rights):
+            for image in range(4):
+                answer = category if image < k else "oven"
+                rows.append({"experiment": "toy", "observer": observer, "observer_kind": "model", "session": "1",
+                             "trial_index": len(rows), "trial_id": f"{category}{image}-{condition}",
+                             "role": "test", "trial_type": "classify", "condition": condition, "level": level,
+                             "params": {}, "category": category, "response": answer, "correct_answer": category,
+                             "correct": int(answer == category)})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def scored():
+    return pd.DataFrame(hand_table())
+
+
+@pytest.mark.validates("class-wise relative accuracy per class x suppression",
+                       definition="r_{k,a} = A_{k,a} / A_{k,original}; undefined where A_{k,original} = 0",
+                       source="Burgert et al. 2025, App. I.1", reference="hand computation on a 4-class table",
+                       tolerance="exact")
+def test_class_relative_accuracy_by_hand(scored):
+    per_class = class_relative_accuracy(scored, {"bilateral", "patch_shuffle"}).set_index(["category", "arm"])
+    expected = {("airplane", "bilateral 4"): 3 / 4, ("airplane", "patch_shuffle 4"): 1 / 4,
+                ("bear", "bilateral 4"): (2 / 4) / (2 / 4), ("bear", "patch_shuffle 4"): (1 / 4) / (2 / 4),
+                ("cat", "bilateral 4"): 1 / 4, ("cat", "patch_shuffle 4"): 2 / 4}
+    for key, value in expected.items():
+        assert per_class.loc[key, "relative_accuracy"] == pytest.approx(value)
+    assert per_class.loc[("dog", "bilateral 4"), "relative_accuracy"] != per_class.loc[("dog", "bilateral 4"),
+                                                                                        "relative_accuracy"]  # NaN
+    glob = global_relative_accuracy(scored, {"bilateral", "patch_shuffle"}).set_index("arm")
+    assert glob.loc["bilateral 4", "global_relative_accuracy"] == pytest.approx((7 / 16) / (10 / 16))
+    assert glob.loc["patch_shuffle 4", "global_relative_accuracy"] == pytest.approx((4 / 16) / (10 / 16))
+
+
+@pytest.mark.validates("share of classes following the global ranking of two suppressions",
+                       definition="with R_a > R_b over all classes pooled, the share of classes with r_{k,a} > "
+                                  "r_{k,b} among those with both defined; ties do not follow",
+                       source="Burgert et al. 2025, App. I.1 ('88.0 % of classes ...')",
+                       reference="hand computation: airplane and bear follow, cat does not: 2/3", tolerance="exact")
+def test_share_of_classes_following_the_global_ranking_by_hand(scored):
+    arms = {"bilateral", "patch_shuffle"}
+    per_class, glob = class_relative_accuracy(scored, arms), global_relative_accuracy(scored, arms)
+    pairs = ranking_pairs(per_class, glob)
+    assert len(pairs) == 1
+    pair = pairs.iloc[0]
+    assert (pair["higher"], pair["lower"], pair["n_classes"]) == ("bilateral 4", "patch_shuffle 4", 3)
+    assert pair["share_following"] == pytest.approx(2 / 3) and pair["share_tied"] == 0
+    ranking = ranking_agreement(per_class, glob).iloc[0]
+    assert ranking["global_order"] == "bilateral 4 > patch_shuffle 4"
+    assert ranking["share_following"] == pytest.approx(2 / 3) and ranking["n_classes"] == 3
+
+
+@pytest.mark.validates("outlier classes of a suppression's class distribution",
+                       definition="classes outside Tukey's fences [Q1 - 1.5 IQR, Q3 + 1.5 IQR]",
+                       source="Tukey 1977 (box-plot fences)", reference="hand computation", tolerance="exact")
+def test_outlier_classes_by_hand():
+    values = [1.0, 1.0, 0.9, 1.0, 0.1, 1.6]  # quartiles 0.925 and 1.0: fences 0.8125 and 1.1125
+    per_class = pd.DataFrame({"observer": "m", "arm": "grayscale", "category": list("abcdef"),
+                              "relative_accuracy": values})
+    out = outlier_classes(per_class).set_index("category")
+    assert sorted(out.index) == ["e", "f"]
+    assert out.loc["e", "side"] == "below" and out.loc["f", "side"] == "above"
+    assert out.loc["e", "fence_low"] == pytest.approx(0.925 - 1.5 * 0.075)
+
+
+@pytest.mark.validates("overlap of two class distributions of relative accuracy",
+                       definition="integral of min(f_a, f_b) of the two Gaussian kernel density estimates",
+                       source="Burgert et al. 2025, App. I.1 ('approximately 25-30 %' overlap)",
+                       reference="analytic overlap of N(0,1) and N(1,1), 2 Phi(-1/2) = 0.617, from 3000 draws each",
+                       tolerance="|overlap - 0.617| < 0.05")
+def test_kde_overlap_matches_the_analytic_overlap_of_two_normals():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 1, 3000), rng.normal(1, 1, 3000)
+    assert kde_overlap(a, b) == pytest.approx(2 * norm.cdf(-0.5), abs=0.05)
+    assert kde_overlap(a, a) == pytest.approx(1.0, abs=0.01)
+    assert np.isnan(kde_overlap(np.ones(5), b))
+
+
+def test_the_classwise_section_computes_for_each_model_and_draws_its_strip_plot():
+    """The report's section (its full report: tests/test_report_sections.py::test_sections_follow_the_design)."""
+    from analysis.load import conform
+    from analysis.sections import SECTIONS
+
+    rows = hand_table("m") + hand_table("m2")
+    analysis = analyze(conform(pd.DataFrame(rows), "hand table"), AnalysisOptions(n_boot=20), only={"classwise"})
+    assert "classwise" in analysis.sections
+    assert analysis.tables["classwise_pairs"]["share_following"].tolist() == pytest.approx([2 / 3, 2 / 3])
+    figure = SECTIONS["classwise"]().figures(analysis, None)["classwise"]
+    assert len(figure.axes) == 2  # one panel per model

@@ -1,0 +1,136 @@
+"""A domain study (Burgert et al. 2025, Exp. II) at toy size, as docs/labelled_sets.md runs it: two labelled sets
+made from the bundled photos, a tiny model trained on each for one epoch on the CPU (``cuebench train SET``),
+a small suppression grid on each set's test split answered by its checkpoint, and the domain's reliance
+curves (``cuebench domain-report``) checked against a computation by hand."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from cuebench.expdir import ExperimentDir
+from cuebench.responses import ResponseStore, trial_row
+
+SETS = {"round-tall": {"round": ("chelsea", "coffee", "flower"), "tall": ("rocket", "astronaut", "camera")},
+        "three-way": {"p": ("chelsea", "rocket"), "q": ("coffee", "motorcycle"), "r": ("china", "flower")}}
+HAND = {  # set -> (right answers of 6 on the originals, right answers of 6 at grayscale levels 0..4), and C
+    "round-tall": ((6, (6, 5, 4, 3, 3)), 2),
+    "three-way": ((5, (5, 4, 3, 2, 2)), 3),
+}
+
+
+def cuebench(cwd: Path, *args: str) -> str:
+    from cuebench_app.cli import main
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.chdir(cwd)
+        assert main(list(args)) == 0
+    return out.getvalue()
+
+
+def make_sets(photos, root: Path) -> None:
+    """Each set's train split holds every photo and its mirror image, its test split the photos, at 40 px."""
+    for name, classes in SETS.items():
+        for cls, names in classes.items():
+            for split in ("train", "test"):
+                (root / name / split / cls).mkdir(parents=True)
+            for photo in names:
+                image = Image.fromarray(photos[photo]).resize((40, 40))
+                image.save(root / name / "test" / cls / f"{photo}.png")
+                image.save(root / name / "train" / cls / f"{photo}.png")
+                image.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(root / name / "train" / cls / f"{photo}-m.png")
+
+
+def answer_by_hand(expdir: ExperimentDir, right_originals: int, right_levels: tuple[int, ...]) -> None:
+    """Observer ``hand:<set>`` (a model) answers the first k test images of each arm right, the others wrong."""
+    exp = expdir.load()
+    rows, seen = [], {}
+    for index, trial in enumerate(t for t in exp.trials if t.role == "test"):
+        arm = (trial.condition, trial.level)
+        k = seen[arm] = seen.get(arm, 0) + 1
+        right = right_originals if trial.condition == "original" else right_levels[trial.level]
+        wrong = next(c for c in trial.choices if c != trial.correct)
+        rows.append(trial_row(exp, trial, observer=f"hand:{exp.name}", observer_kind="model", session=1,
+                              trial_index=index, response=trial.correct if k <= right else wrong))
+    with ResponseStore(expdir.responses_file) as store:
+        store.write_many(rows)
+
+
+@pytest.fixture(scope="module")
+def domain(photos, tmp_path_factory):
+    root = tmp_path_factory.mktemp("domain")
+    make_sets(photos, root / "sets")
+    for name in SETS:
+        cuebench(root, "train", f"sets/{name}", "--model", "test_resnet", "--epochs", "1", "--runs", "1",
+                 "--input-size", "32", "--batch-size", "4", "--device", "cpu", "--out", f"domain/{name}")
+        cuebench(root, "stimuli", "build", "--design", "suppression", "--images", f"sets/{name}/test", "--conditions",
+                 "grayscale", "--attention", "0", "--workers", "1", "--name", name, "--out", f"domain/{name}/suppression")
+        cuebench(root, "eval", "--experiment", f"domain/{name}/suppression", "--models", f"domain/{name}/models.txt",
+                 "--device", "cpu", "--quiet")
+        answer_by_hand(ExperimentDir(root / "domain" / name / "suppression"), *HAND[name][0])
+    cuebench(root, "domain-report", *(f"domain/{name}/suppression" for name in SETS), "--out", "domain/report")
+    return root
+
+
+@pytest.mark.slow
+def test_each_set_trains_a_checkpoint_over_its_own_classes(domain):
+    for name, classes in SETS.items():
+        table = pd.read_csv(domain / "domain" / name / "set_training.csv")
+        assert set(table["split"]) == {"val", "test"} and table["selected"].all()  # one epoch: it is the selected one
+        (spec,) = (domain / "domain" / name / "models.txt").read_text().splitlines()
+        checkpoint = torch.load(spec.split(":", 1)[1], weights_only=True)
+        assert checkpoint["class_names"] == sorted(classes) and checkpoint["epoch"] == 1
+        exp = ExperimentDir(domain / "domain" / name / "suppression").load()
+        assert exp.label_set.labels == tuple(sorted(classes))
+        with ResponseStore(domain / "domain" / name / "suppression" / "responses.sqlite") as store:
+            observers = {r["observer"] for r in store.rows()}
+        assert any(o.startswith("test_resnet:file-") for o in observers)  # the set's own head answered
+
+
+@pytest.mark.slow
+@pytest.mark.validates("reliance averaged over the data sets of a domain",
+                       definition="per set (A_sup - 1/C_set) / (A_orig - 1/C_set), runs averaged per set, then the "
+                                  "mean over sets per model architecture",
+                       source="Burgert et al. 2025, Exp. II (Figs. 4-5), Sec. 5.2 (chance correction)",
+                       reference="hand computation for a scripted observer on two sets with C = 2 and C = 3",
+                       tolerance="1e-9")
+def test_domain_curves_average_each_sets_chance_corrected_reliance(domain):
+    table = pd.read_csv(domain / "domain" / "report" / "domain_reliance.csv")
+    hand = table[table["model"] == "hand"].set_index("level")
+    for level in range(5):
+        per_set = [(right[level] / 6 - 1 / c) / (originals / 6 - 1 / c)
+                   for (originals, right), c in HAND.values()]
+        assert hand.loc[level, "chance_corrected"] == pytest.approx(sum(per_set) / 2)
+        relative = [(right[level] / 6) / (originals / 6) for (originals, right), _ in HAND.values()]
+        assert hand.loc[level, "relative_accuracy"] == pytest.approx(sum(relative) / 2)
+    assert set(hand["n_sets"]) == {2}
+    assert set(table["model"]) == {"hand", "test_resnet"}  # each set's checkpoint counts as one architecture
+    assert (domain / "domain" / "report" / "domain_reliance.png").is_file()
+
+
+def test_seed_baselines_alexnet_from_scratch_and_a_frozen_backbone_with_a_new_head(tmp_path):
+    """DiagViB-6's AlexNet (torchvision, from scratch) and the ImageNet ResNet's frozen-backbone baseline, here
+    with random weights saved as the checkpoint it would be: only the new head trains."""
+    from model_eval.torch_compat import import_timm
+    from model_eval.training.algorithms import ALGORITHMS
+    from model_eval.training.labelled import SetConfig, set_model
+
+    alexnet = set_model(SetConfig(model="alexnet"), 3, "cpu")
+    assert type(alexnet).__name__ == "AlexNet" and alexnet.classifier[6].out_features == 3
+    backbone = import_timm().create_model("resnet18")
+    torch.save(backbone.state_dict(), tmp_path / "imagenet.pth")
+    model = set_model(SetConfig(model="resnet18", weights=str(tmp_path / "imagenet.pth"), freeze=True), 4, "cpu")
+    assert model.fc.out_features == 4
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == {"fc.weight", "fc.bias"}
+    assert torch.equal(model.conv1.weight, backbone.conv1.weight)
+    erm = ALGORITHMS["erm"](model, lr=1e-2, seed=0)
+    head = model.fc.weight.detach().clone()
+    erm.update(torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3]))
+    assert torch.equal(model.conv1.weight, backbone.conv1.weight) and not torch.equal(model.fc.weight, head)

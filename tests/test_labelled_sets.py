@@ -1,0 +1,222 @@
+"""Any labelled image set as a study (``--design labelled-set``), answered by models (ImageNet-1k through the
+label set, or the set's own head from a checkpoint) and people, and suppression grids on a set's own classes.
+
+Everything runs as the user runs it: the documented commands as subprocesses in a temp folder, with
+relative paths."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from cuebench.expdir import ExperimentDir
+from cuebench.labels import IMAGENET16
+
+GEIRHOS_SETS = ("edges", "silhouettes")
+
+
+def cuebench(cwd: Path, *args: str) -> str:
+    """``cuebench ARGS`` run in ``cwd`` as the command line runs it (in this process, to spare a start-up of
+    torch per command); its printed output."""
+    import contextlib
+    import io
+
+    from cuebench_app.cli import main
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.chdir(cwd)
+        assert main(list(args)) == 0
+    return out.getvalue()
+
+
+def first_of_each_class(source: Path, target: Path) -> Path:
+    """A subset of a class-folder set: the first image (by name) of every class."""
+    for folder in sorted(p for p in source.iterdir() if p.is_dir()):
+        (target / folder.name).mkdir(parents=True)
+        first = sorted(folder.glob("*.png"))[0]
+        shutil.copy(first, target / folder.name / first.name)
+    return target
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_geirhos_edge_and_silhouette_sets_import_with_their_raw_data_names(shared, tmp_path):
+    from cuebench_app.cli import main
+
+    for name in GEIRHOS_SETS:
+        source = shared / f"data/geirhos2019/stimuli/{name}"
+        assert main(["stimuli", "build", "--design", "labelled-set", "--images", str(source), "--out",
+                     str(tmp_path / name), "--workers", "1", "--attention", "0"]) == 0
+        exp = ExperimentDir(tmp_path / name).load()
+        tests = [t for t in exp.trials if t.role == "test"]
+        assert len(tests) == 160 and exp.label_set.labels == IMAGENET16
+        assert pd.Series([t.category for t in tests]).value_counts().to_dict() == {c: 10 for c in IMAGENET16}
+        files = sorted(p.stem for p in source.glob("*/*.png"))
+        assert sorted(t.source_image for t in tests) == files  # the raw data's last image-name token
+        assert {t.condition for t in tests} == {name} and all(t.correct == t.category for t in tests)
+        assert exp.trial(f"{name}--airplane1").category == "airplane"
+
+
+@pytest.fixture(scope="module")
+def answered_edges(shared, tmp_path_factory):
+    """An Edge study (one image per class) answered by efficientnet-lite0 and by a simulated web participant,
+    exported in the model-vs-human raw format."""
+    from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
+
+    root = tmp_path_factory.mktemp("edges-study")
+    first_of_each_class(shared / "data/geirhos2019/stimuli/edges", root / "images" / "edges")
+    cuebench(root, "stimuli", "build", "--design", "labelled-set", "--images", "images/edges", "--out", "study",
+             "--workers", "1")
+    cuebench(root, "eval", "--experiment", "study", "--model", "tf_efficientnet_lite0", "--device", "cpu", "--quiet")
+    server = ServerProcess(root / "study", free_port())
+    server.start()
+    try:
+        SimulatedParticipant(server.port, {"code": "person1"}, ClientLog()).run()
+    finally:
+        server.stop()
+    cuebench(root, "export", "study", "--format", "mvh", "--out", "mvh")
+    return root
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_edge_study_accuracy_of_a_model_and_a_person_matches_the_exported_answers(answered_edges):
+    root = answered_edges
+    exported = pd.concat([pd.read_csv(f) for f in sorted((root / "mvh").glob("*.csv"))])
+    tests = exported[exported["condition"].str.startswith("edges:")]
+    assert set(tests["subj"].str.startswith("tf_efficientnet_lite0")) == {True, False}
+    by_hand = {subj: sum(a == c for a, c in zip(rows["object_response"], rows["category"])) / len(rows)
+               for subj, rows in tests.groupby("subj")}
+    assert all(len(rows) == 16 for _, rows in tests.groupby("subj"))
+    cuebench(root, "analyze", "study", "--metric", "accuracy", "--out", "accuracy.csv")
+    table = pd.read_csv(root / "accuracy.csv")
+    reported = dict(zip(table["observer"], table["accuracy"]))
+    assert set(reported) == set(by_hand)
+    for subj, value in by_hand.items():
+        assert reported[subj] == pytest.approx(value)
+    person = next(s for s in by_hand if not s.startswith("tf_efficientnet"))
+    assert by_hand[person] == pytest.approx(1 / 16)  # the simulated person always clicks the first label
+    assert by_hand["tf_efficientnet_lite0:pypi"] > 1 / 16  # ImageNet-1k through the 16-class mapping
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_study_answers_and_geirhos_raw_data_analyse_together(answered_edges):
+    """A raw-data CSV of the same images (Geirhos et al.'s format, in a folder named after the set) lands on the
+    study's condition and source images, so one analysis holds both."""
+    from analysis.load import load_responses
+
+    root = answered_edges
+    raw = root / "raw" / "edges"
+    raw.mkdir(parents=True)
+    classes = sorted(IMAGENET16)
+    with (raw / "edges_subject-01_session_1.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename"])
+        for k, cls in enumerate(classes):
+            writer.writerow(["subject-01", 1, k + 1, 0.9, cls if k % 2 else "knife", cls, 0,
+                             f"{k + 1:04d}_edg_s01_0_{cls}_00_{cls}1.png"])
+    together = load_responses([root / "study", raw])
+    tests = together[together["role"] == "test"]
+    keys = {o: set(zip(rows["condition"], rows["source_image"])) for o, rows in tests.groupby("observer")}
+    assert keys["subject-01"] == keys["tf_efficientnet_lite0:pypi"] == {("edges", f"{c}1") for c in classes}
+    cuebench(root, "analyze", "study", "raw/edges", "--metric", "accuracy", "--out", "both.csv")
+    table = pd.read_csv(root / "both.csv").set_index("observer")
+    assert set(table["condition"]) == {"edges"}
+    assert table.loc["subject-01", "accuracy"] == pytest.approx(8 / 16)
+
+
+def split_photos(photos, root: Path) -> Path:
+    """The bundled photos as a two-class set whose classes name no ImageNet class."""
+    classes = {"striped thing": ("chelsea", "coffee", "rocket"), "T-rex_2.0": ("motorcycle", "astronaut", "camera")}
+    for cls, names in classes.items():
+        (root / cls).mkdir(parents=True)
+        for name in names:
+            Image.fromarray(photos[name]).resize((64, 64)).save(root / cls / f"{name}.png")
+    return root
+
+
+@pytest.mark.slow
+def test_suppression_on_a_set_of_its_own_classes_answered_by_the_sets_own_head(photos, tmp_path):
+    """``--design suppression --images SET`` on classes no ImageNet class names: the label set is the set's
+    own, chance is 1/C of its C = 2 classes, and a checkpoint that declares ``class_names`` answers it."""
+    import torch
+
+    from model_eval.torch_compat import import_timm
+
+    split_photos(photos, tmp_path / "set")
+    cuebench(tmp_path, "stimuli", "build", "--design", "suppression", "--images", "set", "--conditions", "grayscale",
+             "--out", "study", "--workers", "1", "--attention", "0")
+    exp = ExperimentDir(tmp_path / "study").load()
+    assert exp.label_set.labels == ("T-rex_2.0", "striped thing") and exp.label_set.imagenet_indices == {}
+    model = import_timm().create_model("test_resnet", num_classes=2)
+    torch.save({"state_dict": model.state_dict(), "class_names": ["striped thing", "T-rex_2.0"]},
+               tmp_path / "own-head.pth")
+    cuebench(tmp_path, "eval", "--experiment", "study", "--model", "test_resnet:own-head.pth", "--device", "cpu",
+             "--quiet")
+    cuebench(tmp_path, "analyze", "study", "--metric", "relative-accuracy", "--out", "relative.csv")
+    cuebench(tmp_path, "analyze", "study", "--metric", "accuracy", "--out", "accuracy.csv")
+    accuracy = pd.read_csv(tmp_path / "accuracy.csv").set_index(["condition", "level"])["accuracy"]
+    relative = pd.read_csv(tmp_path / "relative.csv")
+    a_orig = accuracy["original", -1]
+    assert len(relative) == 5  # grayscale's five blends
+    for row in relative.itertuples():
+        a_sup = accuracy[row.condition, row.level]
+        assert row.relative_accuracy == pytest.approx(a_sup / a_orig)
+        if a_orig > 1 / 2:  # chance 1/C with the set's own C = 2
+            assert row.chance_corrected == pytest.approx((a_sup - 1 / 2) / (a_orig - 1 / 2))
+        else:
+            assert pd.isna(row.chance_corrected)
+    assert "C = 2 answer choices" in cuebench(tmp_path, "analyze", "study", "--metric", "methods")
+
+
+def test_a_checkpoint_declares_its_own_classes_in_a_state_dict_or_safetensors_metadata(tmp_path):
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from model_eval.models import WeightsMismatch, load_model
+    from model_eval.torch_compat import import_timm
+
+    state = import_timm().create_model("test_resnet", num_classes=3).state_dict()
+    save_file(state, tmp_path / "head.safetensors", metadata={"class_names": json.dumps(["a", "b", "c"])})
+    loaded = load_model(f"test_resnet:{tmp_path / 'head.safetensors'}")
+    assert loaded.classes == ("a", "b", "c") and "own head over 3" in loaded.head
+    for bad, message in (({"class_names": ["a", "a", "c"]}, "names a class twice"),
+                         ({"class_names": ["a", "b", "c"], "imagenet_indices": [1, 2, 3]}, "declares both")):
+        torch.save({"state_dict": state, **bad}, tmp_path / "bad.pth")
+        with pytest.raises(WeightsMismatch, match=message):
+            load_model(f"test_resnet:{tmp_path / 'bad.pth'}")
+
+
+@pytest.mark.validates("model-confidence curation of an image set",
+                       definition="per class the K test images with the model's highest score for their true class",
+                       source="Burgert et al. 2025, App. A ('the 50 images per class a model is most confident on')",
+                       reference="hand-chosen scores of a scripted model", tolerance="exact")
+def test_curation_keeps_the_images_a_model_is_most_confident_on_and_the_build_takes_only_those(photos, tmp_path):
+    from cuebench.responses import ResponseStore, trial_row
+
+    split_photos(photos, tmp_path / "set")
+    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "set", "--out", "study",
+             "--workers", "1", "--attention", "0")
+    exp = ExperimentDir(tmp_path / "study").load()
+    confidence = {"chelsea": .9, "coffee": .2, "rocket": .5, "motorcycle": .4, "astronaut": .8, "camera": .3}
+    rows = [trial_row(exp, t, observer="m:x", observer_kind="model", session=1, trial_index=i, response=t.correct,
+                      model_outputs={t.correct: confidence[t.source_image]})
+            for i, t in enumerate(t for t in exp.trials if t.role == "test")]
+    with ResponseStore(tmp_path / "study" / "responses.sqlite") as store:
+        store.write_many(rows)
+    cuebench(tmp_path, "curate", "study", "--model", "m:x", "--per-class", "2", "--out", "curated.csv")
+    curated = pd.read_csv(tmp_path / "curated.csv")
+    assert sorted(curated["source_image"]) == ["astronaut", "chelsea", "motorcycle", "rocket"]
+    cuebench(tmp_path, "stimuli", "build", "--design", "suppression", "--images", "set", "--only", "curated.csv",
+             "--conditions", "grayscale", "--out", "curated-study", "--workers", "1", "--attention", "0")
+    built = ExperimentDir(tmp_path / "curated-study").load()
+    assert {t.source_image.split("/")[-1] for t in built.trials} == set(curated["source_image"])
