@@ -616,7 +616,7 @@ def _log_evidence_by_quadrature(k, n, chance, free_floor: bool) -> float:
     reference="the evidence integrated by the trapezoid rule on a dense grid in the test (likelihood and priors "
               "written out independently)",
     tolerance="each log evidence within 0.1")
-@pytest.mark.parametrize("floor", [1 / 4, 0.45])
+@pytest.mark.parametrize("floor", [pytest.param(1 / 4, marks=pytest.mark.slow), 0.45])
 def test_each_floor_models_evidence_matches_direct_integration(floor):
     rng = np.random.default_rng(3)
     k, n = simulate(rng, 12, location=8.0, scale=1.5, floor=floor, lapse=0.05)
