@@ -30,10 +30,11 @@ Science 14). Nothing is chosen by a significance test: with 8–20 trials per le
 whose interval still touches chance is not pushed down to chance (which biased the threshold by over a
 grid unit), and where the floor may lie at or above the half-way level some draws never fall that far,
 so ``threshold_halfway``'s interval is open above (or empty, where most draws never do). ``model`` names
-the more probable model (whose MAP curve is drawn), ``p_free_floor`` its probability.
+the more probable model (whose MAP curve is drawn), ``p_free_floor`` the free floor's probability.
 
 Reported per fit as the posterior median with the central 95 % credible interval of 4000
-posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit).
+posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit of
+the more probable floor model).
 The lapse and the free floor are bounded below (λ ≥ 0, γ ≥ 1/C) and psignifit's posterior lives
 on a grid whose first point is that bound: where at least 2.5 % of the draws lie on the bound (an
 observer at 100 % on the easy levels, a floor at chance) the posterior piles up there, and the
@@ -546,7 +547,7 @@ def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None, lapse
 
     lapse, high = lapse_density(lapse_prior, guess)
     bounds = {"lambda": (0.0, high)}
-    priors = {"lambda": _truncated(lapse.pdf, 0.0, high)}
+    priors = {"lambda": _truncated(lapse.pdf, 0.0, high), "width": width_prior(x)}
     kind = {"experiment_type": "nAFC", "experiment_choices": round(1 / guess)}
     if free_floor:
         bounds["gamma"] = (guess, 1 - ASYMPTOTE_MARGIN)
@@ -557,6 +558,24 @@ def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None, lapse
     return psignifit.psignifit(np.column_stack([-x, k, n]), sigmoid=sigmoid, bounds=bounds, priors=priors,
                                fixed_parameters=None if eta is None else {"eta": eta}, width_alpha=WIDTH_ALPHA,
                                debug=True, verbose=False, **kind)
+
+
+def width_prior(x):
+    """psignifit's default width prior (Schütt et al. 2016, Sec. 2.4; ``psignifit._priors.width_prior``) for
+    ``WIDTH_ALPHA`` = 0.05, where its rescaling of w to the 5-95 % width is the identity: flat on (2 w₀, R), rising
+    as (1 − cos(π (w − w₀)/w₀))/2 from w₀ and falling as (1 + cos(π/2 (w − R)/R))/2 to 3R, w₀ the smallest level
+    step and R the tested range. The same function in closed form: psignifit's freezes a scipy distribution on each
+    call, half of a fit's time in the MAP search."""
+    levels = np.unique(np.asarray(x, dtype=float))
+    step, spread = float(np.diff(levels).min()), float(levels[-1] - levels[0])
+
+    def prior(width):
+        width = np.asarray(width, dtype=float)
+        rising = (1 - np.cos(np.pi * (width - step) / step)) / 2
+        falling = (1 + np.cos(np.pi / 2 * (width - spread) / spread)) / 2
+        return np.select([(width > 2 * step) & (width < spread), (width >= step) & (width <= 2 * step),
+                          (width >= spread) & (width <= 3 * spread)], [1.0, rising, falling], 0.0)
+    return prior
 
 
 def _truncated(density, low: float, high: float):

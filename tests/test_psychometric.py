@@ -683,3 +683,13 @@ def test_a_grid_of_two_levels_says_too_few_levels_and_draws_no_fit(tmp_path):
     result = analyze(load_responses([tmp_path / "responses.sqlite"]), AnalysisOptions(n_choices=C),
                      only={"thresholds"})
     assert "too few levels" in result.missing["thresholds"] and "thresholds" not in result.tables
+
+
+def test_the_closed_form_width_prior_is_psignifits_default():
+    from psignifit._priors import width_prior as psignifit_width_prior
+
+    from analysis.psychometric import width_prior
+
+    widths = np.linspace(0, 50, 2001)
+    expected = psignifit_width_prior(widths, alpha=0.05, wmin=1.0, wmax=14.0)
+    assert np.allclose(width_prior(-GRIDS)(widths), expected)

@@ -120,7 +120,9 @@ def method_record(table: pd.DataFrame) -> dict:
         "pooling": "population mean: mean of the observers' posterior means, Student-t interval over observers "
                    "(not inverse-variance pooling, which assumes one common threshold)",
         "population means": [{"observer_kind": r.observer_kind, "condition": r.condition,
-                              "observers": int(r.observers)} for r in population.itertuples()],
+                              "observers": int(r.observers),
+                              "interval": f"t-interval over {int(r.observers)} observers"}
+                             for r in population.itertuples()],
         "prior-only rule": f"answers not above chance (one-sided binomial p >= {CHANCE_ALPHA}): listed, not pooled",
         "observers": int(individual["observer"].nunique()),
         "prior-only observers": int(individual["label"].str.contains(PRIOR_ONLY).sum()),
