@@ -325,8 +325,8 @@ def method_record(table: pd.DataFrame) -> dict:
                      "(one-sided at the lapse's and floor's lower bound where the posterior piles up there)",
         "series": int(len(table)),
         "series fitted": int(len(fitted)),
-        "series not fitted": {str(note): int(count) for note, count in
-                              table.loc[table["model"].isna(), "note"].value_counts().items()},
+        "series not fitted": {str(reason): int(count) for reason, count in  # the reason without its numbers
+                              table.loc[table["model"].isna(), "note"].str.split(" \\(").str[0].value_counts().items()},
     }
 
 

@@ -363,6 +363,10 @@ def test_analyze_thresholds_cli_recovers_the_pooled_observer_and_writes_the_repo
                         progress=False).read_text()
     assert 'id="thresholds"' in html and "fitted psychometric functions" in html
     assert (tmp_path / "report" / "tables" / "thresholds.csv").is_file()
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    method, rows = results["summary"]["thresholds"]["method"], results["tables"]["thresholds"]
+    assert method["series fitted"] == sum(row["model"] is not None for row in rows) == 4  # p1, p2, m1, pooled
+    assert method["floor handling"].startswith("model average") and set(method["priors"]["lapse"]) == {"human", "model"}
 
 
 # Pooled observers: people who differ (location, slope, lapse and floor vary around the condition's values) answer
