@@ -53,7 +53,7 @@ def floor_coverage(observers: int) -> None:
             k = rng.binomial(trials, falling(grids, location, scale, floor, lapse)).astype(float)
             chance, original = 1 / choices, 1 - lapse
             row, _ = fit_curve(grids, k, np.full(len(grids), float(trials)), chance,
-                               reference=(float(rng.binomial(100, original)), 100.0), seed=seed, kind="human")
+                               reference=(float(rng.binomial(100, original)), 100.0), seed=seed)
             relative = (chance + (original - chance) / 2 - floor) / (1 - floor - lapse)
             truth = location + scale * np.log(1 / relative - 1) if 0 < relative < 1 else np.inf
             low, point, high = (row.get(f"threshold_halfway{part}", np.nan) for part in ("_ci_low", "", "_ci_high"))

@@ -366,7 +366,7 @@ def test_analyze_thresholds_cli_recovers_the_pooled_observer_and_writes_the_repo
     results = json.loads((tmp_path / "report" / "results.json").read_text())
     method, rows = results["summary"]["thresholds"]["method"], results["tables"]["thresholds"]
     assert method["series fitted"] == sum(row["model"] is not None for row in rows) == 4  # p1, p2, m1, pooled
-    assert method["floor handling"].startswith("model average") and set(method["priors"]["lapse"]) == {"human", "model"}
+    assert method["floor handling"].startswith("model average") and method["priors"]["lapse"].startswith("flat")
 
 
 # Pooled observers: people who differ (location, slope, lapse and floor vary around the condition's values) answer
@@ -543,7 +543,7 @@ def test_a_floor_above_chance_with_few_trials_keeps_the_threshold_interval_hones
     hits = []
     for seed in range(30):
         k, n, originals, truth = floor_observer(seed, choices=4, floor=0.45, trials=12)
-        row, _ = fit_curve(GRIDS, k, n, 1 / 4, reference=originals, seed=seed, kind="human")
+        row, _ = fit_curve(GRIDS, k, n, 1 / 4, reference=originals, seed=seed)
         hits.append(row.get("threshold_halfway_ci_low", np.nan) <= truth <= row.get("threshold_halfway_ci_high", np.nan))
     assert np.mean(hits) >= 0.9, hits
 
@@ -555,7 +555,7 @@ def test_an_observer_who_never_falls_halfway_gets_no_closed_threshold_in_the_gri
     for seed in range(8):
         k, n, originals, truth = floor_observer(seed, choices=16, floor=0.60, trials=16)
         assert truth == np.inf
-        row, _ = fit_curve(GRIDS, k, n, 1 / 16, reference=originals, seed=seed, kind="human")
+        row, _ = fit_curve(GRIDS, k, n, 1 / 16, reference=originals, seed=seed)
         point, high = row.get("threshold_halfway", np.nan), row.get("threshold_halfway_ci_high", np.nan)
         assert np.isnan(point) or high == np.inf, (seed, point, high)
         assert ("does not fall half-way to chance" in row["note"]) if np.isnan(point) else \
@@ -625,7 +625,7 @@ def test_each_floor_models_evidence_matches_direct_integration(floor):
     rng = np.random.default_rng(3)
     k, n = simulate(rng, 12, location=8.0, scale=1.5, floor=floor, lapse=0.05)
     for free in (False, True):
-        fit = model_posterior(FREE_FLOOR if free else CHANCE_FLOOR, GRIDS, k, n, 1 / 4, 0.0, "flat",
+        fit = model_posterior(FREE_FLOOR if free else CHANCE_FLOOR, GRIDS, k, n, 1 / 4, 0.0,
                               np.random.default_rng(0))
         assert fit.log_evidence == pytest.approx(_log_evidence_by_quadrature(k, n, 1 / 4, free), abs=0.1), free
 
@@ -640,28 +640,27 @@ def test_no_posterior_draw_has_a_floor_and_lapse_that_reach_one():
     k = np.array([11, 11, 10, 9, 9, 8, 7, 6, 6, 6, 5, 6, 5, 6, 6], dtype=float)  # 12 answers per level, falling to 0.5
     fit = floor_averaged(GRIDS, k, np.full(15, 12.0), 1 / 16, overdispersed=False, rng=np.random.default_rng(0))
     assert np.all(fit.draws["floor"] + fit.draws["lapse"] < 1)
-    free = model_posterior(FREE_FLOOR, GRIDS, k, np.full(15, 12.0), 1 / 16, 0.0, "flat", np.random.default_rng(0))
+    free = model_posterior(FREE_FLOOR, GRIDS, k, np.full(15, 12.0), 1 / 16, 0.0, np.random.default_rng(0))
     assert np.all(free.draws["floor"] + free.draws["lapse"] < 1)
 
 
 @pytest.mark.slow
 @pytest.mark.validates(
-    "lapse rate of people (posterior median)",
-    definition="psignifit's Beta(1, 10) prior on lambda for people (flat for models), truncated to [0, 1 - 1/C)",
-    source="Schuett et al. 2016, Sec. 2.4 (psignifit's default lapse prior)",
-    reference="8 simulated people with lapse 0.02, 16 alternatives, 20 answers per level",
-    tolerance="mean posterior median below 0.045 with the people's prior, and the flat prior's further above 0.02")
-def test_the_lapse_prior_for_people_keeps_small_lapses_small():
-    people, flat = [], []
+    "lapse rate (posterior median and 95 % interval) of a rarely lapsing observer",
+    definition="lambda of psi(x) = gamma + (1 - gamma - lambda)(1 - F), flat prior on [0, 1 - 1/C), one-sided "
+               "interval [0, q95] where the posterior piles up at 0",
+    source="Schuett et al. 2016 (psignifit 4); the flat prior is this project's choice (Beta(1, 10) lowered the "
+           "half-way threshold's coverage with a floor above chance)",
+    reference="8 observers simulated with lapse 0.02, 16 alternatives, 20 answers per level",
+    tolerance="the interval covers 0.02 in at least 7 of 8; the median's documented upward pull stays below 0.07")
+def test_a_small_lapse_is_covered_and_its_upward_pull_bounded():
+    rows = []
     for seed in range(8):
         rng = np.random.default_rng(seed)
         k, n = simulate(rng, 20, location=rng.uniform(7, 10), scale=1.5, floor=1 / 16, lapse=0.02)
-        people.append(fit_curve(GRIDS, k, n, 1 / 16, seed=seed, kind="human")[0])
-        flat.append(fit_curve(GRIDS, k, n, 1 / 16, seed=seed, kind="model")[0])
-    people_lapse, flat_lapse = np.mean([r["lapse"] for r in people]), np.mean([r["lapse"] for r in flat])
-    assert people_lapse < 0.045 and flat_lapse - 0.02 > people_lapse - 0.02, (people_lapse, flat_lapse)
-    assert all(r["lapse_prior"] == "Beta(1, 10)" for r in people) and flat[0]["lapse_prior"] == "flat"
-    assert sum(r["lapse_ci_low"] <= 0.02 <= r["lapse_ci_high"] for r in people) >= 7
+        rows.append(fit_curve(GRIDS, k, n, 1 / 16, seed=seed)[0])
+    assert sum(r["lapse_ci_low"] <= 0.02 <= r["lapse_ci_high"] for r in rows) >= 7
+    assert np.mean([r["lapse"] for r in rows]) < 0.07, [r["lapse"] for r in rows]
 
 
 def test_accuracy_below_chance_is_allowed_and_the_note_says_why():
