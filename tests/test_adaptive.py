@@ -134,7 +134,8 @@ def test_population_mean_interval_covers_the_mean_of_observers_who_differ():
     rng = np.random.default_rng(0)
     studies = pd.concat([_study(rng, 3 + study % 6, f"study-{study}") for study in range(400)], ignore_index=True)
     rows = population_means(studies, {c: np.arange(2.0, 17.0) for c in studies["condition"].unique()})
-    assert len(rows) == 400 and (rows["fit"] == POPULATION).all() and (rows["observer"] == f"humans ({POPULATION})").all()
+    assert len(rows) == 400 and (rows["fit"] == POPULATION).all()
+    assert (rows["observer"] == f"humans ({POPULATION})").all()
     coverage = np.mean((rows["ci_low"] <= POPULATION_MEAN) & (POPULATION_MEAN <= rows["ci_high"]))
     assert coverage >= 0.9, coverage
 

@@ -544,7 +544,8 @@ def test_a_floor_above_chance_with_few_trials_keeps_the_threshold_interval_hones
     for seed in range(30):
         k, n, originals, truth = floor_observer(seed, choices=4, floor=0.45, trials=12)
         row, _ = fit_curve(GRIDS, k, n, 1 / 4, reference=originals, seed=seed)
-        hits.append(row.get("threshold_halfway_ci_low", np.nan) <= truth <= row.get("threshold_halfway_ci_high", np.nan))
+        low, high = row.get("threshold_halfway_ci_low", np.nan), row.get("threshold_halfway_ci_high", np.nan)
+        hits.append(low <= truth <= high)
     assert np.mean(hits) >= 0.9, hits
 
 
