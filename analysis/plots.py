@@ -18,6 +18,7 @@ from .figure_style import (HUMAN, REFERENCE, REFERENCE_MARKER, human_style, lege
                            series_styles, style_of)
 from .load import params_of  # noqa: E402
 from .metrics import wilson_ci  # noqa: E402
+from .psychometric import MIN_LEVELS  # noqa: E402
 
 UNITS = {"grid": "grid cells per side", "sigma": "σ (px)", "d": "d (px)", "sigma_color": "σ_colour (intensity)",
          "sigma_space": "σ_space (px)", "alpha": "grayscale blend α", "k": "kernel size (px)",
@@ -64,6 +65,21 @@ def parameter_axis(levels: pd.DataFrame, condition: str) -> tuple[dict, list[str
     return xs, labels, axis_label(shown) if shown else "suppression level"
 
 
+WHOLE_NUMBER_AXES = {"grid", "d", "k", "kernel", "ksize", "cells", "steps", "level"}
+"""Parameters that only take whole numbers (grid cells, pixels of a kernel, diffusion steps, level index)."""
+
+
+def integer_ticks(ax, axis: str, values=()) -> None:
+    """Whole-number ticks on an x axis of a whole-number parameter (:data:`WHOLE_NUMBER_AXES`), or whose tested
+    ``values`` are all whole: a tick at 7.5 grid cells names a grid that cannot exist."""
+    from matplotlib.ticker import MaxNLocator
+
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if axis in WHOLE_NUMBER_AXES or (len(values) and np.allclose(values, np.round(values))):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def reliance_profiles(relative: pd.DataFrame, human_group: pd.DataFrame, levels: pd.DataFrame,
                       reference: pd.DataFrame | None = None, value: str = "relative_accuracy"):
     """Relative accuracy vs the suppression parameter, one panel per suppressed cue (Burgert et al. 2025,
@@ -87,9 +103,13 @@ def reliance_profiles(relative: pd.DataFrame, human_group: pd.DataFrame, levels:
             h = h.sort_values("level")
             x = h["level"].map(xs)
             band = h["t_ci_low"].notna() & h["t_ci_high"].notna()
-            if band.any():
+            if band.sum() > 1:
                 ax.fill_between(x[band], h.loc[band, "t_ci_low"], h.loc[band, "t_ci_high"], color=HUMAN, alpha=0.15,
                                 lw=0, label="humans, 95 % t-interval")
+            elif band.any():  # one level: a band of one point would not show, so a whisker
+                ax.errorbar(x[band], h.loc[band, value], yerr=[h.loc[band, value] - h.loc[band, "t_ci_low"],
+                                                               h.loc[band, "t_ci_high"] - h.loc[band, value]],
+                            color=HUMAN, ls="none", capsize=4, lw=1.2, label="humans, 95 % t-interval")
             ax.plot(x, h[value], lw=2.0, ms=6, label=f"humans (n={int(h['observers'].max())})", **human_style())
         if reference is not None:
             _draw_reference(ax, reference[reference["condition"] == cond], levels, cond, xs)
@@ -372,8 +392,11 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
         pad = 0.05 * (x.max() - x.min()) or 0.5
         ax.set_xlim(x.min() - pad, x.max() + pad)
         ax.set_ylim(0, 1.02)
-        ax.set_title(condition.replace("_", " ") + ("  (hollow: not fitted)" if hollow else ""))
+        few = here["level"].nunique() < MIN_LEVELS
+        ax.set_title(condition.replace("_", " ") + (f"  (too few levels: {here['level'].nunique()}, no fit)" if few
+                                                    else "  (hollow: not fitted)" if hollow else ""))
         ax.set_xlabel(UNITS.get(axis, axis))
+        integer_ticks(ax, axis, x)
     for ax in axes.flat[len(conditions):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
@@ -435,6 +458,7 @@ def threshold_comparison(thresholds: pd.DataFrame):
                 ax.axvspan(row.threshold_halfway_ci_low, row.threshold_halfway_ci_high, color=HUMAN, alpha=0.12, lw=0)
         ax.set_title(condition.replace("_", " "))
         ax.set_xlabel(f"half-way threshold, {UNITS.get(rows['axis'].iloc[0], rows['axis'].iloc[0])}")
+        integer_ticks(ax, rows["axis"].iloc[0])
     for ax in axes.flat[len(conditions):]:
         ax.set_visible(False)
     axes[0, 0].set_yticks(range(len(order)), order)
@@ -449,7 +473,8 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
     """QUEST+ posterior thresholds with 95 % credible intervals, one panel per adaptive condition, beside the
     psychometric-fit thresholds of the fixed-level trials on the same stimulus axis, one row per observer and
     estimate. Humans are black diamonds on solid whiskers, each model its own colour and marker on dashed
-    whiskers (analysis.figure_style); QUEST+ estimates are hollow, fits filled. The two are different
+    whiskers (analysis.figure_style); QUEST+ estimates are hollow, fits filled; each row names its ``label``
+    (prior-only, extrapolated: :mod:`analysis.sections.adaptive`). The two are different
     definitions: QUEST+'s t is the midpoint of its own model ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's
     the half-way point to chance from the originals."""
     conditions = sorted(adaptive["condition"].unique())
@@ -462,9 +487,11 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
                                      low=fits["threshold_halfway_ci_low"], high=fits["threshold_halfway_ci_high"]))
     table = pd.concat(estimates, ignore_index=True)
     table = table[np.isfinite(table["value"].astype(float))]
-    rows = list(dict.fromkeys(f"{r.observer} · {r.definition}" for r in
-                              table.sort_values(["observer_kind", "fit", "observer", "definition"],
-                                                ascending=[True, False, True, False]).itertuples()))
+    labels = table["label"].fillna("") if "label" in table else pd.Series("", index=table.index)
+    table = table.assign(row=[f"{r.observer} · {r.definition}" + (f" [{tag}]" if tag else "")
+                              for r, tag in zip(table.itertuples(), labels)])
+    rows = list(dict.fromkeys(table.sort_values(["observer_kind", "fit", "observer", "definition"],
+                                                ascending=[True, False, True, False])["row"]))
     styles = series_styles(table.loc[table["observer_kind"] == "model", "observer"].unique())
     fig, axes = plt.subplots(1, len(conditions), figsize=(4.8 * len(conditions) + 1.5, 0.36 * len(rows) + 2.0),
                              squeeze=False, sharey=True)
@@ -474,9 +501,9 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
             style = marker_only(style_of(r.observer, r.observer_kind, styles))
             if r.definition == "QUEST+":
                 style["mfc"] = "white"
-            bars = ax.errorbar(r.value, rows.index(f"{r.observer} · {r.definition}"),
+            bars = ax.errorbar(r.value, rows.index(r.row),
                                xerr=[[max(r.value - r.low, 0)], [max(r.high - r.value, 0)]], capsize=3,
-                               ms=8 if r.fit == "pooled" else 6, **style)
+                               ms=6 if r.fit == "individual" else 8, **style)
             bars[-1][0].set_linestyle("-" if human else "--")
         shown = table[table["condition"] == condition].drop_duplicates("observer")
         for r in shown.itertuples():  # one legend entry per series, filled, with its whisker style
@@ -486,10 +513,12 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
         axis = adaptive.loc[adaptive["condition"] == condition, "axis"].iloc[0]
         ax.set_title(condition.replace("_", " "))
         ax.set_xlabel(f"threshold, {UNITS.get(axis, axis)}")
+        integer_ticks(ax, axis)
     axes[0, 0].set_yticks(range(len(rows)), rows)
     axes[0, 0].invert_yaxis()
     fig.suptitle("hollow: QUEST+ posterior threshold (adaptive block); filled: half-way threshold of the "
-                 "fixed-level fit (a different definition)", fontsize=9)
+                 "fixed-level fit (a different definition)\n[prior-only]: answers at chance, the posterior is the "
+                 "prior; [extrapolated]: beyond the tested grid", fontsize=9)
     fig.tight_layout()
     legend_outside(fig, axes)
     return fig

@@ -10,20 +10,35 @@ falling from 1 − λ to the floor γ; for n-AFC the floor is chance, γ = 1/C. 
 ``negative=True`` sigmoid is 1 − (γ + (1 − γ − λ)F) = λ + (1 − γ − λ)(1 − F): its γ pins the
 *ceiling* and its λ is the floor, not this model. So the fit runs psignifit's *rising* logistic
 on u = −x, whose γ and λ are the floor and the lapse above (1 − F(x; m) = F(−x; −m) for the
-symmetric logistic). The lapse prior is flat on [0, 1 − γ) (models often stay far below 100 %
-on the originals) and zero outside it, so psignifit's MAP search stays inside the model too.
-Pooled human data are overdispersed (people differ), so their fit includes psignifit's
-beta-binomial η (Schütt et al. 2016, Sec. 2.2); one observer's answers are binomial, η = 0.
+symmetric logistic). Pooled human data are overdispersed (people differ), so their fit includes
+psignifit's beta-binomial η (Schütt et al. 2016, Sec. 2.2); one observer's answers are binomial, η = 0.
 
-Accuracy may level off above chance (a cue the suppression leaves intact). A second fit frees
-the floor γ ∈ [1/C, 1) (for pooled data with its own η: an η borrowed from the chance-floor fit
-would carry that fit's misfit as overdispersion and widen the floor's interval until it takes in
-chance); where the free floor's 95 % interval excludes chance, that model is the one reported
-(``model`` = ``free floor``, its ``floor`` with interval), else the chance-floor one (``floor`` = 1/C,
-its interval [1/C, the free floor's upper end]: how far above chance the data let the floor be).
+Priors: the lapse λ is flat on [0, 1 − 1/C) for people and models alike (a model at 55 % on the originals has
+λ = 0.45); threshold and width have psignifit's defaults (flat over the tested range with cosine tails).
+psignifit's default lapse prior Beta(1, 10) (Schütt et al. 2016, Sec. 2.4) was tried for people: it keeps a
+small lapse small (the flat prior pulls a true 0.02 up), but with a floor above chance and few trials it
+lowered the half-way threshold's coverage (4 alternatives, floor 0.45, 12 trials per level: 26 of 30
+simulated observers against 28 of 30 flat) and bent the fits of people below 100 % even at the easiest level
+into shallow curves. The lapse is a nuisance parameter of the thresholds, so the flat prior stays and the
+pull on small lapses is documented (docs/adaptive.md).
+
+**The floor: two models averaged by their evidence.** Accuracy may level off above chance (a cue the
+suppression leaves intact). Every series is fitted twice: with the floor at chance, γ = 1/C, and with a
+free floor, γ flat on [1/C, 1) and the joint prior of (γ, λ) zero where γ + λ ≥ 1 (a curve that would
+*rise* with suppression is outside the model), renormalised. Each model's evidence (marginal likelihood)
+p(data | model) is the integral of likelihood × prior over psignifit's posterior grid, and with prior odds
+1:1 the free floor's posterior probability is p_free = E_free / (E_free + E_chance) (Bayes factor; Kass &
+Raftery 1995, J. Am. Stat. Assoc. 90). The reported estimates come from the mixture of both posteriors,
+p_free of the draws from the free-floor one (Bayesian model averaging, Hoeting et al. 1999, Statistical
+Science 14). Nothing is chosen by a significance test: with 8–20 trials per level a floor above chance
+whose interval still touches chance is not pushed down to chance (which biased the threshold by over a
+grid unit), and where the floor may lie at or above the half-way level some draws never fall that far,
+so ``threshold_halfway``'s interval is open above (or empty, where most draws never do). ``model`` names
+the more probable model (whose MAP curve is drawn), ``p_free_floor`` the free floor's probability.
 
 Reported per fit as the posterior median with the central 95 % credible interval of 4000
-posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit).
+posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit of
+the more probable floor model).
 The lapse and the free floor are bounded below (λ ≥ 0, γ ≥ 1/C) and psignifit's posterior lives
 on a grid whose first point is that bound: where at least 2.5 % of the draws lie on the bound (an
 observer at 100 % on the easy levels, a floor at chance) the posterior piles up there, and the
@@ -32,10 +47,12 @@ bound, and a truth on it would always be missed).
 
 - ``threshold_halfway``: the level where accuracy has fallen half-way from the observer's
   accuracy on the original images A_o to chance, ψ(x) = γ₀ + (A_o − γ₀)/2 with γ₀ = 1/C, i.e.
-  where the chance-corrected relative accuracy (A − γ₀)/(A_o − γ₀) halves (Burgert et al. 2025,
-  Sec. 5). A_o is drawn from its Beta(k+1, n−k+1) posterior so its uncertainty enters the
+  where the relative accuracy (A − γ₀)/(A_o − γ₀) falls to 0.5. The rescaling is Burgert et al.
+  2025, Eq. 11 (chance → 0, the originals → 1); the half-way threshold on it is this project's
+  definition, not theirs. A_o is drawn from its Beta(k+1, n−k+1) posterior so its uncertainty enters the
   interval; without original trials the fitted ceiling 1 − λ stands in. Empty, with a note,
-  where the fitted floor lies at or above that level ("does not fall half-way to chance");
+  where most posterior draws level off at or above that level ("does not fall half-way to
+  chance"); its interval open above (+inf) where at least 2.5 % of them do;
 - ``threshold_midpoint``: the sigmoid's own threshold m, half-way between the ceiling 1 − λ and
   the floor γ (psignifit's threshold); with the floor at chance it is what QUEST+ estimates
   (``quest_threshold``, :mod:`cuebench.adaptive`);
@@ -55,13 +72,14 @@ so they are no sample of a fixed grid (:func:`fixed_level_rows`); their posterio
 
 A fit that the data cannot support says why in ``note`` instead of giving numbers: fewer
 than :data:`MIN_LEVELS` levels, or flat data (no decreasing trend in accuracy over the
-levels, Cochran-Armitage test).
+levels, Cochran-Armitage test). Accuracy below chance is allowed (a "not clear" answer or a
+time-out scored as an error is below any guess), and the note names the levels where it is.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -90,8 +108,11 @@ ESTIMATES = ("threshold_halfway", "threshold_midpoint", "threshold_75", "lapse",
 """Columns reported as posterior median with ``_ci_low`` and ``_ci_high``."""
 TABLE_COLUMNS = ["observer", "observer_kind", "fit", "condition", "axis", "model",
                  *(f"{name}{part}" for name in ESTIMATES for part in ("", "_ci_low", "_ci_high")),
-                 "reference_accuracy", "reference", "guess_rate", "levels", "trials", "deviance", "deviance_p",
+                 "p_free_floor", "reference_accuracy", "reference", "guess_rate", "levels", "trials",
+                 "deviance", "deviance_p",
                  "trend_p", "note"]
+BELOW_CHANCE_ALPHA = 0.05
+"""A level whose accuracy is below chance at this one-sided binomial p is named in the note."""
 PREDICTIVE_ALPHA = 0.05
 """A posterior-predictive p below this says, in the note, that the curve does not describe the data."""
 POOLED_FREE_FLOOR_GRID = {"eta": 10, "gamma": 20, "lambda": 20, "threshold": 30, "width": 30}
@@ -225,6 +246,12 @@ def check_fittable(axes: dict[str, tuple[str, dict[int, float]]]) -> None:
         named = ", ".join(f"{c!r} (level {next(iter(v))})" for c, (_, v) in sorted(axes.items()))
         raise PsychometricError(f"condition {named} has one level only; a psychometric fit needs an ordered grid "
                                 f"of at least {MIN_LEVELS} levels (build the experiment with --grid full)")
+    if all(len(values) < MIN_LEVELS for _, values in axes.values()):
+        named = ", ".join(f"{c!r} ({axis} {', '.join(f'{v:g}' for v in values.values())})"
+                          for c, (axis, values) in sorted(axes.items()))
+        raise PsychometricError(f"too few levels: condition {named}; a psychometric fit needs an ordered grid of at "
+                                f"least {MIN_LEVELS} levels, so no threshold can come from this grid (build the "
+                                f"experiment with --grid full)")
 
 
 def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> PsychometricFits:
@@ -274,6 +301,36 @@ def psychometric_fits(scored: pd.DataFrame, n_choices: int, seed: int = 0) -> Ps
     return PsychometricFits(table, curve_table, pd.DataFrame(points))
 
 
+def method_record(table: pd.DataFrame) -> dict:
+    """What the fits in ``table`` (:data:`TABLE_COLUMNS`) did, for the methods paragraph
+    (``summary["thresholds"]["method"]``): model, priors, floor handling, threshold definitions, counts."""
+    fitted = table[table["model"].notna()]
+    return {
+        "psychometric model": "psi(x) = gamma + (1 - gamma - lambda)(1 - F(x; m, w)), F logistic, w its 5-95 % width "
+                              "(psignifit 4, Schuett et al. 2016), fitted as psignifit's rising logistic on -x",
+        "priors": {"threshold": "psignifit default: flat over the tested range, cosine tails half the range beyond",
+                   "width": "psignifit default: flat from twice the smallest level step to the range, cosine tails",
+                   "floor": "chance 1/C; or free, flat on [1/C, 1), the joint prior zero where floor + lapse >= 1",
+                   "lapse": "flat on [0, 1 - 1/C), people and models alike",
+                   "overdispersion": "pooled humans: psignifit's beta-binomial eta, prior Beta(1, 10); "
+                                     "single observers: binomial (eta = 0)"},
+        "floor handling": "model average of the chance-floor and free-floor fits by their evidence (marginal "
+                          "likelihood), prior odds 1:1",
+        "threshold definitions": {
+            "threshold_halfway": "level where accuracy falls half-way from the originals' accuracy to chance "
+                                 "(relative accuracy 0.5 on the rescaling of Burgert et al. 2025, Eq. 11; the "
+                                 "threshold is this project's definition)",
+            "threshold_midpoint": "the logistic's midpoint between ceiling 1 - lambda and floor",
+            "threshold_75": "level where accuracy falls to 75 % correct"},
+        "estimates": f"posterior median and central {CREDIBLE:.0%} credible interval of {POSTERIOR_DRAWS} draws "
+                     "(one-sided at the lapse's and floor's lower bound where the posterior piles up there)",
+        "series": int(len(table)),
+        "series fitted": int(len(fitted)),
+        "series not fitted": {str(reason): int(count) for reason, count in  # the reason without its numbers
+                              table.loc[table["model"].isna(), "note"].str.split(" \\(").str[0].value_counts().items()},
+    }
+
+
 def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:
     """Each observer's QUEST+ posterior at the end of each adaptive block (:data:`QUEST_COLUMNS`): the ``adaptive``
     column of the block's last answer, read by :meth:`cuebench.adaptive.Estimate.from_dict` (so rows stored with
@@ -292,7 +349,8 @@ def quest_estimates(responses: pd.DataFrame) -> pd.DataFrame:
 
 def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = None, overdispersed: bool = False,
               seed: int = 0) -> tuple[dict, tuple[np.ndarray, np.ndarray] | None]:
-    """Psignifit fits of k correct out of n at stimulus values x, falling towards the floor (module docstring).
+    """Psignifit fits of k correct out of n at stimulus values x, falling towards the floor, the floor at chance
+    and free averaged by their evidence (module docstring).
 
     ``reference`` is (correct, trials) on the original images, defining the half-way threshold.
     Returns the table row (without the observer columns) and the fitted curve (x, accuracy), or
@@ -313,8 +371,9 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
         row["note"] = f"not fitted: flat data, accuracy does not fall with the level (trend p = {trend_p:.2g})"
         return row, None
     rng = np.random.default_rng(seed)
-    fit = chosen_model(x, k, n, guess, overdispersed, rng)
-    row["model"], best, draws = fit.model, fit.best, fit.draws
+    fit = floor_averaged(x, k, n, guess, overdispersed, rng)
+    row["model"], row["p_free_floor"] = fit.model, fit.free_floor_probability
+    best, draws = fit.best, fit.draws
     if reference is not None:
         a_draws = rng.beta(reference[0] + 1, reference[1] - reference[0] + 1, POSTERIOR_DRAWS)
     else:
@@ -325,16 +384,21 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     row["floor"], row["floor_ci_low"], row["floor_ci_high"] = fit.floor
     row["threshold_midpoint"], row["threshold_midpoint_ci_low"], row["threshold_midpoint_ci_high"] = \
         summary(draws["location"])
-    halfway = level_at(guess + (a_draws - guess) / 2, draws)
+    halfway_level = guess + (a_draws - guess) / 2
+    halfway = level_at(halfway_level, draws)
     point, low, high = summary(halfway)
     if np.isfinite(point):
         row["threshold_halfway"], row["threshold_halfway_ci_low"], row["threshold_halfway_ci_high"] = point, low, high
         slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
         row["slope"], row["slope_ci_low"], row["slope_ci_high"] = summary(slopes[np.isfinite(slopes)])
+        if high == np.inf:
+            notes.append(f"half-way threshold open above: the floor may lie at or above the half-way level "
+                         f"{np.median(halfway_level):.3g} (floor up to {row['floor_ci_high']:.3g})")
         if not x.min() <= point <= x.max():
             notes.append("threshold outside the measured grid (extrapolated)")
     elif point > 0:
-        notes.append(f"does not fall half-way to chance (levels off at {row['floor']:.3g})")
+        notes.append(f"does not fall half-way to chance (levels off at {row['floor']:.3g}, above the half-way level "
+                     f"{np.median(halfway_level):.3g})")
     else:
         notes.append("below half-way to chance at every level (threshold below the grid)")
     easiest = float(np.median(psi(x.min(), draws)))
@@ -348,8 +412,14 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
             notes.append("75 % point beyond the measured grid (extrapolated)")
     else:
         notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
-    if row["model"] == FREE_FLOOR:
-        notes.insert(0, f"accuracy levels off above chance (floor {row['floor']:.3g}, free-floor model)")
+    if fit.model == FREE_FLOOR:
+        notes.insert(0, f"accuracy levels off above chance (floor {row['floor']:.3g}, free floor with posterior "
+                        f"probability {fit.free_floor_probability:.2f})")
+    below = below_chance(x, k, n, guess)
+    if below:
+        notes.append(f"accuracy below chance {guess:.3g} at {', '.join(f'{v:g}' for v in below)}: 'not clear' "
+                     f"answers and time-outs are scored as errors, so accuracy can fall below any guess rate; the "
+                     f"fitted floor stays at or above chance")
     row["deviance"] = float(deviance(k, n, psi(x, best)))
     row["deviance_p"] = predictive_p(x, k, n, draws, rng)
     if row["deviance_p"] < PREDICTIVE_ALPHA:
@@ -359,59 +429,137 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     return row, (grid, np.asarray(psi(grid, best), dtype=float))
 
 
+def below_chance(x, k, n, guess: float) -> list[float]:
+    """The stimulus values whose accuracy lies below chance at one-sided binomial p < :data:`BELOW_CHANCE_ALPHA`."""
+    p = stats.binom.cdf(np.asarray(k, float), np.asarray(n, float), guess)
+    return [float(v) for v, pv in zip(x, p) if pv < BELOW_CHANCE_ALPHA]
+
+
 @dataclass
 class Fit:
-    """One psignifit fit in this module's parameters: its name (:data:`CHANCE_FLOOR`, :data:`FREE_FLOOR`), the MAP
-    parameters, :data:`POSTERIOR_DRAWS` posterior draws, and the summaries (median, low, high) of lapse and floor."""
+    """The floor-averaged fit in this module's parameters: the more probable model's name (:data:`CHANCE_FLOOR`,
+    :data:`FREE_FLOOR`) and MAP parameters, :data:`POSTERIOR_DRAWS` draws of the model-averaged posterior, the
+    summaries (median, low, high) of lapse and floor, and the free floor's posterior probability."""
 
     model: str
     best: dict
     draws: dict
     lapse: tuple[float, float, float]
     floor: tuple[float, float, float]
+    free_floor_probability: float
 
 
-def chosen_model(x, k, n, guess: float, overdispersed: bool, rng) -> Fit:
-    """The chance-floor fit, or the free-floor fit where its floor's credible interval (:func:`summary`, one-sided
-    at chance where the posterior piles up there) excludes chance. Pooled data get η fitted in both. The floor's
-    interval is the free fit's either way: for the chance-floor fit [chance, its upper end], how far above chance
-    the data let the floor be (an interval of width 0 would claim the floor is known to be chance)."""
+@dataclass
+class ModelPosterior:
+    """One model's psignifit fit: MAP parameters, posterior draws and log evidence log p(data | model)."""
+
+    best: dict
+    draws: dict
+    log_evidence: float
+
+
+def floor_averaged(x, k, n, guess: float, overdispersed: bool, rng) -> Fit:
+    """Both floor models (module docstring) averaged by their evidence: p_free = E_free / (E_free + E_chance)
+    at prior odds 1:1, and the draws a shuffled mixture, round(p_free · N) of them from the free-floor posterior.
+    Pooled data get η fitted in both models."""
     eta = None if overdispersed else 0.0
-    chance = _fit(CHANCE_FLOOR, x, k, n, guess, eta, rng)
-    free = _fit(FREE_FLOOR, x, k, n, guess, eta, rng)
-    if free.floor[1] > guess + 1e-9:
-        return free
-    return replace(chance, floor=(guess, guess, free.floor[2]))
+    chance = model_posterior(CHANCE_FLOOR, x, k, n, guess, eta, rng)
+    free = model_posterior(FREE_FLOOR, x, k, n, guess, eta, rng)
+    p_free = float(expit(free.log_evidence - chance.log_evidence))
+    from_free = int(round(POSTERIOR_DRAWS * p_free))
+    order = rng.permutation(POSTERIOR_DRAWS)
+    draws = {name: np.concatenate([free.draws[name][:from_free], chance.draws[name][from_free:]])[order]
+             for name in chance.draws}
+    model, best = (FREE_FLOOR, free.best) if p_free > 0.5 else (CHANCE_FLOOR, chance.best)
+    return Fit(model, best, draws, lapse=summary(draws["lapse"], bound=0.0), floor=summary(draws["floor"], bound=guess),
+               free_floor_probability=p_free)
 
 
-def _fit(model: str, x, k, n, guess: float, eta: float | None, rng) -> Fit:
-    result = _psignifit(x, k, n, guess, free_floor=model == FREE_FLOOR, eta=eta)
-    draws = model_parameters(result.posterior_samples(POSTERIOR_DRAWS, random_state=rng))
-    return Fit(model, model_parameters(result.parameter_estimate), draws, lapse=summary(draws["lapse"], bound=0.0),
-               floor=summary(draws["floor"], bound=guess))
+def model_posterior(model: str, x, k, n, guess: float, eta: float | None, rng) -> ModelPosterior:
+    """psignifit's posterior grid of one floor model, with the free floor's joint prior set to zero where γ + λ ≥ 1
+    and renormalised (:func:`inside_prior_mass`), its draws and its log evidence.
+
+    psignifit normalises each prior over its bounds and returns the posterior mass on its grid without the
+    normaliser; the evidence is recovered at the grid's peak i as E = exp(log posterior_i) w_i / mass_i (w_i the
+    trapezoid weight: mass_i = exp(log posterior_i) w_i / E). Restricting the prior to γ + λ < 1 multiplies it by
+    1/Z (Z its prior mass there) and the evidence by (posterior mass there)/Z."""
+    from psignifit._posterior import integral_weights, log_posterior
+
+    free = model == FREE_FLOOR
+    sigmoid = rising_logistic()
+    result = _psignifit(x, k, n, guess, free, eta, sigmoid)
+    grid = dict(sorted(result.parameter_values.items()))
+    mass = np.asarray(result.debug["posteriors"], dtype=float)
+    peak = np.unravel_index(np.argmax(mass), mass.shape)
+    at_peak = {name: values[[index]] for (name, values), index in zip(grid.items(), peak)}
+    log_peak = float(np.ravel(log_posterior(result.data, sigmoid, result.debug["priors"], at_peak))[0])
+    weight = float(np.broadcast_to(integral_weights(list(grid.values())), mass.shape)[peak])
+    log_evidence = log_peak + np.log(weight) - np.log(mass[peak])
+    if free:
+        inside = (grid["gamma"][:, None] + grid["lambda"][None, :] < 1)[None, :, :, None, None]
+        kept = float((mass * inside).sum())
+        mass = mass * inside / kept
+        log_evidence += np.log(kept) - np.log(inside_prior_mass(guess))
+    index = np.unravel_index(rng.choice(mass.size, size=POSTERIOR_DRAWS, p=mass.ravel() / mass.sum()), mass.shape)
+    draws = {name: values[i] for (name, values), i in zip(grid.items(), index)}
+    return ModelPosterior(model_parameters(result.parameter_estimate), model_parameters(draws), log_evidence)
 
 
-def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None):
-    """psignifit's rising logistic on u = −x; flat priors on the lapse in [0, 1 − γ) and on a free floor in
-    [1/C, 1), zero outside; η fitted (None) or fixed."""
+def lapse_bound(guess: float) -> float:
+    """The lapse's upper end 1 − 1/C − margin: at 1 − 1/C the curve would be flat at chance."""
+    return 1 - guess - ASYMPTOTE_MARGIN
+
+
+def inside_prior_mass(guess: float) -> float:
+    """Z = P(γ + λ < 1) under the free floor's product prior, γ flat on [1/C, 1 − margin] and λ flat on
+    [0, h], h = :func:`lapse_bound`: Z = E_γ[min(1, (1 − γ)/h)] (the mean over a fine grid of γ)."""
+    floors = np.linspace(guess, 1 - ASYMPTOTE_MARGIN, 4001)
+    return float(np.mean(np.minimum(1, (1 - floors) / lapse_bound(guess))))
+
+
+def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None, sigmoid):
+    """psignifit's rising logistic on u = −x with flat priors on the lapse and (free) floor, zero outside their
+    bounds; η fitted (None) or fixed."""
     import psignifit
 
-    bounds = {"lambda": (0.0, 1 - guess - ASYMPTOTE_MARGIN)}
+    bounds = {"lambda": (0.0, lapse_bound(guess))}
+    priors = {"lambda": _truncated(np.ones_like, *bounds["lambda"]), "width": width_prior(x)}
     kind = {"experiment_type": "nAFC", "experiment_choices": round(1 / guess)}
     if free_floor:
         bounds["gamma"] = (guess, 1 - ASYMPTOTE_MARGIN)
+        priors["gamma"] = _truncated(np.ones_like, *bounds["gamma"])
         kind = {"experiment_type": "yes/no"}
         if eta is None:
             kind |= {"grid_steps": POOLED_FREE_FLOOR_GRID, "steps_moving_bounds": POOLED_FREE_FLOOR_COARSE_GRID}
-    priors = {name: _flat(*bound) for name, bound in bounds.items()}
-    return psignifit.psignifit(np.column_stack([-x, k, n]), sigmoid=rising_logistic(), bounds=bounds, priors=priors,
+    return psignifit.psignifit(np.column_stack([-x, k, n]), sigmoid=sigmoid, bounds=bounds, priors=priors,
                                fixed_parameters=None if eta is None else {"eta": eta}, width_alpha=WIDTH_ALPHA,
                                debug=True, verbose=False, **kind)
 
 
-def _flat(low: float, high: float):
-    """A flat prior density on [low, high], zero outside."""
-    return lambda values: ((np.asarray(values) >= low) & (np.asarray(values) <= high)).astype(float)
+def width_prior(x):
+    """psignifit's default width prior (Schütt et al. 2016, Sec. 2.4; ``psignifit._priors.width_prior``) for
+    ``WIDTH_ALPHA`` = 0.05, where its rescaling of w to the 5-95 % width is the identity: flat on (2 w₀, R), rising
+    as (1 − cos(π (w − w₀)/w₀))/2 from w₀ and falling as (1 + cos(π/2 (w − R)/R))/2 to 3R, w₀ the smallest level
+    step and R the tested range. The same function in closed form: psignifit's freezes a scipy distribution on each
+    call, half of a fit's time in the MAP search."""
+    levels = np.unique(np.asarray(x, dtype=float))
+    step, spread = float(np.diff(levels).min()), float(levels[-1] - levels[0])
+
+    def prior(width):
+        width = np.asarray(width, dtype=float)
+        rising = (1 - np.cos(np.pi * (width - step) / step)) / 2
+        falling = (1 + np.cos(np.pi / 2 * (width - spread) / spread)) / 2
+        return np.select([(width > 2 * step) & (width < spread), (width >= step) & (width <= 2 * step),
+                          (width >= spread) & (width <= 3 * spread)], [1.0, rising, falling], 0.0)
+    return prior
+
+
+def _truncated(density, low: float, high: float):
+    """A prior density on [low, high], zero outside (psignifit normalises it over the parameter's bounds)."""
+    def prior(values):
+        values = np.asarray(values, dtype=float)
+        return np.where((values >= low) & (values <= high), density(values), 0.0)
+    return prior
 
 
 def model_parameters(fitted: dict) -> dict:

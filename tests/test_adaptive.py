@@ -98,3 +98,105 @@ def test_plan_round_trips_through_json_and_checks_its_fields():
         AdaptivePlan.from_dict({**p.to_dict(), "trial_count": 3})
     with pytest.raises(AdaptiveError, match="level 99 is not on the grid"):
         AdaptiveRun(p).update(99, True)
+
+
+# Pooling observers' thresholds: people differ, so the report's population row must cover the population mean
+# threshold, not claim the precision of one common threshold. Observers simulated here, each a true threshold drawn
+# around the population mean and a posterior summary (mean ± 1.96 sd) of a measurement with its own error.
+POPULATION_MEAN, BETWEEN_SD = 9.0, 1.5
+
+
+def _study(rng, observers: int, condition: str = "patch_shuffle") -> "pd.DataFrame":
+    import pandas as pd
+
+    truth = rng.normal(POPULATION_MEAN, BETWEEN_SD, observers)
+    sd = rng.uniform(0.3, 1.0, observers)
+    estimate = truth + rng.normal(0, sd)
+    return pd.DataFrame({"observer": [f"P{i}" for i in range(observers)], "observer_kind": "human",
+                         "condition": condition, "axis": "grid", "fit": "individual",
+                         "quest_threshold": estimate, "ci_low": estimate - 1.96 * sd, "ci_high": estimate + 1.96 * sd,
+                         "trials": 40, "observers": 1, "between_sd": np.nan, "accuracy": 0.6, "label": "", "note": ""})
+
+
+@pytest.mark.validates(
+    "QUEST+ population mean threshold per kind x condition",
+    definition="mean of the observers' posterior means, t-interval mean ± t_{0.975,N-1} SD/sqrt(N) over N observers; "
+               "prior-only observers left out",
+    source="random observers (a random-effects mean with equal weights); replaces inverse-variance pooling "
+           "(fixed effect, Borenstein et al. 2009 ch. 11), which assumes one common threshold",
+    reference="simulated studies: thresholds ~ N(9, 1.5^2) between observers, each measured with its own error",
+    tolerance="coverage of the population mean >= 0.9 over 400 studies of 3-8 observers")
+def test_population_mean_interval_covers_the_mean_of_observers_who_differ():
+    import pandas as pd
+
+    from analysis.sections.adaptive import POPULATION, population_means
+
+    rng = np.random.default_rng(0)
+    studies = pd.concat([_study(rng, 3 + study % 6, f"study-{study}") for study in range(400)], ignore_index=True)
+    rows = population_means(studies, {c: np.arange(2.0, 17.0) for c in studies["condition"].unique()})
+    assert len(rows) == 400 and (rows["fit"] == POPULATION).all()
+    assert (rows["observer"] == f"humans ({POPULATION})").all()
+    coverage = np.mean((rows["ci_low"] <= POPULATION_MEAN) & (POPULATION_MEAN <= rows["ci_high"]))
+    assert coverage >= 0.9, coverage
+
+
+def test_population_mean_matches_a_hand_computed_t_interval():
+    # estimates 8, 10, 12: mean 10, SD 2, half-width t_{0.975,2} * 2 / sqrt(3) = 4.302653 * 1.154701 = 4.968275
+    from analysis.sections.adaptive import population_means
+
+    study = _study(np.random.default_rng(1), 3).assign(quest_threshold=[8.0, 10.0, 12.0])
+    row = population_means(study, {"patch_shuffle": np.arange(2.0, 17.0)}).iloc[0]
+    assert row["quest_threshold"] == pytest.approx(10.0) and row["between_sd"] == pytest.approx(2.0)
+    assert row["ci_high"] - 10.0 == pytest.approx(4.968275, abs=1e-5) and row["observers"] == 3
+
+
+def _block_rows(observer: str, p: AdaptivePlan, answer, seed: int) -> list[dict]:
+    """One observer's adaptive block as response rows (what every runner stores): QUEST+ picks the level, ``answer``
+    (value, rng) -> correct, and each row carries the posterior after it."""
+    import json
+
+    rng, run, rows = np.random.default_rng(seed), AdaptiveRun(p), []
+    while not run.finished:
+        level = run.next_level()
+        correct = bool(answer(p.value_of(level), rng))
+        estimate = run.update(level, correct)
+        rows.append({"observer": observer, "observer_kind": "human", "session": "adaptive-patch_shuffle",
+                     "trial_index": len(rows), "condition": "patch_shuffle", "level": level,
+                     "params": json.dumps({"grid": int(p.value_of(level))}), "correct": int(correct),
+                     "adaptive": estimate.to_dict()})
+    return rows
+
+
+def test_chance_observers_are_prior_only_and_pool_into_no_interval_narrower_than_theirs():
+    # two observers answering at chance: their posteriors stay the prior (interval as wide as the prior's) and must
+    # not pool into a narrow interval; one observer who sees the cue keeps a threshold of their own
+    import pandas as pd
+
+    from analysis.sections.adaptive import PRIOR_ONLY, final_posteriors, grid_of, population_means
+
+    p = plan()
+    at_chance = lambda value, rng: rng.random() < 1 / C  # noqa: E731
+    sees = lambda value, rng: rng.random() < correct_probability(value, 9.0, 1.5, 0.02)  # noqa: E731
+    rows = _block_rows("chance-1", p, at_chance, 1) + _block_rows("chance-2", p, at_chance, 2) \
+        + _block_rows("sees", p, sees, 3)
+    scored = pd.DataFrame(rows)
+    per = final_posteriors(scored, C).set_index("observer")
+    prior = AdaptiveRun(p).estimate()
+    for observer in ("chance-1", "chance-2"):
+        assert per.loc[observer, "label"].startswith(PRIOR_ONLY) and "not above chance" in per.loc[observer, "note"]
+        width = per.loc[observer, "ci_high"] - per.loc[observer, "ci_low"]
+        assert width >= 0.9 * (prior.ci_high - prior.ci_low)  # the posterior is the prior
+    assert PRIOR_ONLY not in per.loc["sees", "label"]
+    assert population_means(per.reset_index(), {"patch_shuffle": grid_of(scored, "patch_shuffle")[1]}).empty
+
+
+def test_thresholds_and_intervals_beyond_the_grid_are_labelled_extrapolated():
+    from analysis.sections.adaptive import EXTRAPOLATED, population_means
+
+    grids = {"patch_shuffle": np.arange(2.0, 17.0)}
+    study = _study(np.random.default_rng(2), 3).assign(quest_threshold=[15.0, 16.0, 17.6], ci_low=[13.0, 14.0, 15.0],
+                                                       ci_high=[17.0, 18.0, 19.5])
+    row = population_means(study, grids).iloc[0]
+    assert row["label"] == EXTRAPOLATED and "beyond the tested grid [2, 16]" in row["note"]
+    inside = population_means(study.assign(quest_threshold=[8.0, 9.0, 10.0]), grids).iloc[0]
+    assert inside["label"] == "" and "3 observers' QUEST+ thresholds, t-interval over observers" in inside["note"]

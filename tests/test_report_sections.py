@@ -143,16 +143,16 @@ def test_a_corruptions_report_has_reliance_without_burgerts_table(tmp_path):
     assert "Table 3" not in html and not (tmp_path / "corruptions" / "figures" / "reference.png").exists()
 
 
-def test_adaptive_blocks_report_each_posterior_and_the_pooled_threshold(tmp_path):
-    """Two people's QUEST+ blocks: the last posterior of each, and the inverse-variance pooled one.
-    By hand: intervals 6-10 and 8-16 -> sd 2/z and 4/z, weights 4:1, pooled mean (4*8 + 12)/5 = 8.8,
-    half-width z / sqrt(z^2/4 + z^2/16) = 2 / sqrt(1.25) = 1.78885."""
+def test_adaptive_blocks_report_each_posterior_and_the_population_mean(tmp_path):
+    """Two people's QUEST+ blocks (5 correct answers each, above chance 1/2 at binomial p = 1/32): the last posterior
+    of each, and the population mean with a t-interval over the two. By hand: thresholds 8 and 12, mean 10,
+    SD 2.828427, half-width t_{0.975,1} * SD / sqrt(2) = 12.706205 * 2 = 25.41241."""
     rows = []
-    for observer, steps in (("p1", [(9.0, 3.0, 15.0), (8.0, 6.0, 10.0)]), ("p2", [(12.0, 8.0, 16.0)])):
-        for i, (t, lo, hi) in enumerate(steps):
+    for observer, final in (("p1", (8.0, 6.0, 10.0)), ("p2", (12.0, 8.0, 16.0))):
+        for i, (t, lo, hi) in enumerate([(9.0, 3.0, 15.0)] * 4 + [final]):
             rows.append({"experiment": "toy", "observer": observer, "observer_kind": "human",
                          "session": "adaptive-blur", "trial_index": i, "trial_id": f"cat{i}-blur", "role": "test",
-                         "trial_type": "classify", "condition": "blur", "level": 3 + i, "params": {"sigma": 3 + i},
+                         "trial_type": "classify", "condition": "blur", "level": 3 + i, "params": {"sigma": 2 + 4 * i},
                          "category": "cat", "response": "cat", "correct_answer": "cat", "correct": 1,
                          "rt_ms": 500.0, "adaptive": {"quest_threshold": t, "ci_low": lo, "ci_high": hi,
                                                       "trials": i + 1}})
@@ -161,11 +161,14 @@ def test_adaptive_blocks_report_each_posterior_and_the_pooled_threshold(tmp_path
     html = write_report([tmp_path / "r.sqlite"], tmp_path / "out", options=AnalysisOptions(n_boot=20),
                         progress=False).read_text()
     table = pd.read_csv(tmp_path / "out" / "tables" / "adaptive_thresholds.csv").set_index("observer")
-    assert table.loc["p1", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 6.0, 10.0, 2]
-    assert table.loc["p2", "quest_threshold"] == 12.0
-    pooled = table.loc["humans (pooled)"]
-    assert pooled["quest_threshold"] == pytest.approx(8.8)
-    assert pooled["ci_high"] - pooled["quest_threshold"] == pytest.approx(2 / np.sqrt(1.25))
+    assert table.loc["p1", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 6.0, 10.0, 5]
+    assert table.loc["p2", "quest_threshold"] == 12.0 and table.loc[["p1", "p2"], "label"].isna().all()  # in 2-18
+    population = table.loc["humans (population mean)"]
+    assert population["quest_threshold"] == pytest.approx(10.0) and population["observers"] == 2
+    assert population["ci_high"] - population["quest_threshold"] == pytest.approx(25.41241, abs=1e-4)
+    assert "t-interval over observers" in population["note"] and population["label"] == "extrapolated"  # -15 to 35
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["summary"]["adaptive"]["method"]["pooling"].startswith("population mean")
     assert 'id="adaptive"' in html and (tmp_path / "out" / "figures" / "adaptive.svg").is_file()
 
 

@@ -54,6 +54,7 @@ class Thresholds(Section):
         result.tables["thresholds"] = open_bounds_as_notes(fits.table)
         result.tables["psychometric_curves"] = fits.curves
         result.tables["psychometric_points"] = fits.points
+        result.summary[self.name] = {"method": psychometric.method_record(fits.table)}
         return None
 
     def figures(self, analysis, reference):
