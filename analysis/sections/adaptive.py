@@ -28,7 +28,8 @@ from cuebench.adaptive import stimulus_axis
 
 from .. import plots
 from ..load import params_of
-from ..psychometric import has_posterior, quest_estimates
+from ..load import has_posterior
+from ..psychometric import quest_estimates
 from .base import Section, register
 
 CHANCE_ALPHA = 0.05
