@@ -27,8 +27,7 @@ from scipy import stats
 from cuebench.adaptive import stimulus_axis
 
 from .. import plots
-from ..load import params_of
-from ..load import has_posterior
+from ..load import has_posterior, params_of
 from ..psychometric import quest_estimates
 from .base import Section, register
 
