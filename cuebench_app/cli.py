@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "cuebench_app.exclude",
     "cuebench_app.train_cues",
     "cuebench_app.demo",
+    "cuebench_app.benchmark",
 )
 
 
