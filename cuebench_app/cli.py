@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "cuebench_app.train_cues",
     "cuebench_app.demo",
     "cuebench_app.benchmark",
+    "cuebench_app.leaderboard",
 )
 
 
