@@ -11,6 +11,7 @@ than :data:`RANK_SLACK`, the benchmark is too small to rank the model and the sc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 
 from . import reference
 from .load import params_of
-from .metrics import cue_decomposition_scores, oddity_accuracy, shape_bias
+from .metrics import oddity_accuracy, shape_bias
 
 RANK_SLACK = 2
 """Ranks an interval may span before the scorecard calls the benchmark too small to rank the model."""
@@ -68,25 +69,30 @@ def _relative(feature: str) -> Callable[[pd.DataFrame], float]:
 
     def compute(trials: pd.DataFrame) -> float:
         original = trials.loc[trials["condition"] == "original", "correct"].mean()
-        at_setting = trials["params"].map(lambda p: all(params_of(p).get(k) == v for k, v in setting.items()))
+        at_setting = trials["params"].map(lambda p: all(p.get(k) == v for k, v in setting.items()))
         chosen = trials.loc[(trials["condition"] == condition) & at_setting, "correct"]
         return float(chosen.mean() / original) if len(chosen) and original > 0 else np.nan
     return compute
 
 
+@lru_cache(maxsize=1)
+def _heinert_scale() -> tuple[float, float]:
+    """s and t (Heinert et al., eq. 3): mean Q_S and Q_T of their 43 pre-trained models (Table VIII)."""
+    table = reference.load("heinert_table8")
+    members = table[table["arch"] != "trained"]
+    return float(members["q_s"].mean()), float(members["q_t"].mean())
+
+
 def _cue(name: str) -> Callable[[pd.DataFrame], float]:
-    """S_cd on the published model set's scale (Heinert et al., Table VIII, the 43 pre-trained models: their s
-    and t), so the score ranks among them; R_cd needs no scale."""
+    """S_cd on the published model set's scale (eqs. 3-4 with Heinert et al.'s s and t), so the score ranks
+    among their models; R_cd (eq. 5) needs no scale. ``analysis.metrics.cue_decomposition_scores`` with
+    the model set's rows gives the same numbers; this form costs nothing per bootstrap resample."""
     def compute(trials: pd.DataFrame) -> float:
-        q = {key: _accuracy_of(cond)(trials) for key, cond in
-             (("Q_O", "original"), ("Q_S", "shape_cue"), ("Q_T", "texture_cue"))}
-        table8 = reference.load("heinert_table8")
-        members = table8[table8["arch"] != "trained"]
-        scale = pd.DataFrame([{"observer": m, "Q_S": a, "Q_T": b, "Q_O": o} for m, a, b, o in
-                              zip(members["model"], members["q_s"], members["q_t"], members["q_o"])])
-        rows = pd.concat([scale, pd.DataFrame([{"observer": "__model__", **q}])], ignore_index=True)
-        scores = cue_decomposition_scores(rows, model_set=list(members["model"]))
-        return float(scores.set_index("observer").loc["__model__", name])
+        q_o, q_s, q_t = (_accuracy_of(c)(trials) for c in ("original", "shape_cue", "texture_cue"))
+        if name == "R_cd":
+            return (q_s + q_t) / (2 * q_o) if q_o > 0 else np.nan
+        s, t = _heinert_scale()
+        return (q_s / s) / (q_s / s + q_t / t) if q_s + q_t > 0 else np.nan
     return compute
 
 
@@ -182,6 +188,8 @@ def score(benchmark: str, trials: pd.DataFrame, n_boot: int = 200, seed: int = 0
     """Every metric of ``benchmark`` on one observer's scored trials, as scorecard entries."""
     entries = []
     trials = trials.reset_index(drop=True)
+    if "params" in trials:
+        trials["params"] = trials["params"].map(params_of)   # once, not once per resample
     for metric in METRICS[benchmark]:
         value = metric.compute(trials)
         low, high = bootstrap(metric.compute, trials, n_boot=n_boot, seed=seed)

@@ -133,3 +133,12 @@ def test_cue_decomposition_score_on_heinert_scale_gives_the_published_value():
     s_cd = scorecard.METRICS["cue-decomposition"][0].compute(trials)
     r_cd = scorecard.METRICS["cue-decomposition"][1].compute(trials)
     assert s_cd == pytest.approx(0.563, abs=0.005) and r_cd == pytest.approx(0.907, abs=0.001)
+    # the same as the report's metric over the published model set plus this observer
+    from analysis.metrics import cue_decomposition_scores
+    from analysis.reference import load
+
+    table8 = load("heinert_table8").query("arch != 'trained'")
+    q = pd.DataFrame({"observer": [*table8["model"], "this"], "Q_O": [*table8["q_o"], 0.996],
+                      "Q_S": [*table8["q_s"], 0.838], "Q_T": [*table8["q_t"], 0.969]})
+    own = cue_decomposition_scores(q, model_set=list(table8["model"])).set_index("observer").loc["this"]
+    assert s_cd == pytest.approx(own["S_cd"]) and r_cd == pytest.approx(own["R_cd"])
