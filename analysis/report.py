@@ -286,6 +286,6 @@ def reference_wide() -> pd.DataFrame:
     wide = table[table["feature"] != "original"].pivot(index="observer", columns="feature", values="relative_accuracy")
     wide = wide[list(published.BURGERT2025_FEATURES)]
     wide["original_accuracy"] = table[table["feature"] == "original"].set_index("observer")["accuracy"]
-    wide = wide.loc[list(published.BURGERT2025_TABLE3)]
+    wide = wide.loc[table["observer"].unique()]
     wide.columns.name = None
     return wide.reset_index()

@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "cuebench_app.exclude",
     "cuebench_app.train_cues",
     "cuebench_app.demo",
+    "cuebench_app.benchmark",
+    "cuebench_app.leaderboard",
 )
 
 

@@ -67,24 +67,34 @@ def run(args) -> int:
     if not specs or args.experiment is None:
         raise CuebenchError("eval needs --experiment EXPDIR and at least one --model NAME[:WEIGHTS] or --models FILE "
                             "(see `cuebench eval models` for what is available)")
-    from cuebench.executors import parse_executor
     from cuebench.storage import redacted
 
-    from .evaluate import evaluate_experiment, format_summary
+    from .evaluate import format_summary
 
-    spec = parse_executor(args.executor, args.executor_option)
     settings = {"rule": args.rule, "batch_size": args.batch_size, "device": args.device, "policy": args.policy,
                 "mapping_file": args.mapping and str(args.mapping), "workers": args.workers,
                 "database": args.database}
-    if spec.name == "local" and not spec.options:
-        summary = evaluate_experiment(args.experiment, specs, progress=not args.quiet, **settings)
-    else:
-        from .eval_shards import evaluate_sharded
-
-        summary = evaluate_sharded(args.experiment, specs, settings, spec)
+    summary = evaluate(args.experiment, specs, settings, args.executor, args.executor_option,
+                       progress=not args.quiet)
     print(format_summary(summary))
     print(f"responses: {redacted(args.database) if args.database else args.experiment / 'responses.sqlite'}")
     return 0
+
+
+def evaluate(experiment, specs: list[str], settings: dict, executor: str = "local",
+             executor_options: list[str] = (), progress: bool = True):
+    """``cuebench eval``'s work without its printing: every spec answers every trial it has not answered yet,
+    here or on the executor (``settings``: ``evaluate_experiment``'s keyword arguments); the summary."""
+    from cuebench.executors import parse_executor
+
+    from .evaluate import evaluate_experiment
+
+    spec = parse_executor(executor, list(executor_options))
+    if spec.name == "local" and not spec.options:
+        return evaluate_experiment(experiment, specs, progress=progress, **settings)
+    from .eval_shards import evaluate_sharded
+
+    return evaluate_sharded(experiment, specs, settings, spec)
 
 
 def list_models() -> int:

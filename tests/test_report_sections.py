@@ -177,15 +177,16 @@ def test_published_shape_biases_match_the_released_geirhos_data(shared):
     from analysis.exclusions import apply_exclusions
     from analysis.load import load_responses
     from analysis.metrics import shape_bias
-    from analysis.reference import GEIRHOS2019_SHAPE_BIAS
+    from analysis.reference import geirhos2019_summary
 
     scored = apply_exclusions(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")).scored
     bias = shape_bias(scored).set_index("observer")["shape_bias"]
+    published = geirhos2019_summary()
     humans = bias[bias.index.str.startswith("subject-")]
     assert len(humans) == 10
-    assert round(humans.mean(), 3) == GEIRHOS2019_SHAPE_BIAS["Humans (mean of 10)"]
+    assert round(humans.mean(), 3) == published["Humans (mean of 10)"]
     for name, key in (("alexnet", "AlexNet"), ("googlenet", "GoogLeNet"), ("vgg", "VGG-16")):
-        assert round(bias[name], 3) == GEIRHOS2019_SHAPE_BIAS[key]
+        assert round(bias[name], 3) == published[key]
 
 
 def test_the_released_cue_conflict_data_get_cue_conflict_sections_only(shared):

@@ -1,0 +1,215 @@
+"""``cuebench leaderboard SCORECARDS... --out site/``: a static site built from any number of scorecards
+(``cuebench benchmark``): one sortable table with each score's 95 % interval drawn as an error bar, one page per
+benchmark with its figure and references, and per row the provenance a reader needs to reproduce the number
+(package version, benchmark version, stimulus hash, decision rule, weights).
+
+The site is plain HTML, inline SVG and a few lines of JavaScript: it opens from the file system and serves
+from any static host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+from pathlib import Path
+
+from cuebench.errors import CuebenchError
+from cuebench.paths import user_path
+
+BAR_WIDTH, BAR_HEIGHT = 120, 16
+
+SORT_SCRIPT = """
+document.querySelectorAll('table.sortable th[data-col]').forEach(th => th.addEventListener('click', () => {
+  const table = th.closest('table'), body = table.tBodies[0], col = +th.dataset.col;
+  const down = th.getAttribute('aria-sort') !== 'descending';
+  table.querySelectorAll('th').forEach(h => h.removeAttribute('aria-sort'));
+  th.setAttribute('aria-sort', down ? 'descending' : 'ascending');
+  const key = row => { const v = row.cells[col].dataset.value; return v === '' ? -Infinity : (isNaN(+v) ? v : +v); };
+  [...body.rows].sort((a, b) => (key(a) > key(b) ? 1 : key(a) < key(b) ? -1 : 0) * (down ? -1 : 1))
+    .forEach(row => body.appendChild(row));
+}));
+"""
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse}
+th,td{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:middle}
+th[data-col]{cursor:pointer}th[aria-sort=descending]::after{content:' \\25BC'}th[aria-sort=ascending]::after{content:' \\25B2'}
+.num{font-variant-numeric:tabular-nums}small{color:#555}"""
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("leaderboard", help="a static site from scorecards: sortable table, error bars",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scorecards", nargs="+", type=user_path, metavar="SCORECARD",
+                        help="scorecard JSON files (or folders of them) written by `cuebench benchmark`")
+    parser.add_argument("--out", type=user_path, default="site", help="folder to write the site into")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    cards = read_scorecards(args.scorecards)
+    index = write_site(cards, args.out)
+    print(f"leaderboard: {index} ({len(cards)} models)")
+    return 0
+
+
+def read_scorecards(paths: list[Path]) -> list[dict]:
+    files = [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+    cards = []
+    for path in files:
+        try:
+            card = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise CuebenchError(f"{path}: not a readable scorecard ({err})") from err
+        if not isinstance(card, dict) or not {"model", "metrics", "benchmarks"} <= set(card):
+            continue  # compare files and other JSON beside the scorecards
+        cards.append(card)
+    if not cards:
+        raise CuebenchError(f"no scorecards (JSON with model, metrics, benchmarks) in {', '.join(map(str, paths))}")
+    return cards
+
+
+def columns(cards: list[dict]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((m["benchmark"], m["metric"]) for c in cards for m in c["metrics"]))
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+
+
+def error_bar(metric: dict | None, low: float, high: float) -> str:
+    """An inline SVG: the interval as a line with end ticks, the score as a dot, the people as a red tick."""
+    if not metric or metric.get("value") is None:
+        return ""
+    span = (high - low) or 1.0
+
+    def x(v):
+        return 4 + (BAR_WIDTH - 8) * (v - low) / span
+    lo = metric["ci_low"] if metric["ci_low"] is not None else metric["value"]
+    hi = metric["ci_high"] if metric["ci_high"] is not None else metric["value"]
+    y = BAR_HEIGHT / 2
+    parts = [f'<line class="ci" x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" stroke="#333"/>',
+             f'<line x1="{x(lo):.1f}" x2="{x(lo):.1f}" y1="3" y2="13" stroke="#333"/>',
+             f'<line x1="{x(hi):.1f}" x2="{x(hi):.1f}" y1="3" y2="13" stroke="#333"/>',
+             f'<circle class="score" cx="{x(metric["value"]):.1f}" cy="{y}" r="3.5" fill="#1f5fa8"/>']
+    if metric.get("human") is not None:
+        parts.append(f'<line class="human" x1="{x(metric["human"]):.1f}" x2="{x(metric["human"]):.1f}" y1="0" '
+                     f'y2="{BAR_HEIGHT}" stroke="#c0392b" stroke-width="2"/>')
+    label = f"{metric['value']:.3f} [{lo:.3f}, {hi:.3f}]"
+    return (f'<svg class="errorbar" width="{BAR_WIDTH}" height="{BAR_HEIGHT}" role="img" aria-label="{label}">'
+            f'<title>{label}</title>{"".join(parts)}</svg>')
+
+
+def scale(metrics: list[dict | None]) -> tuple[float, float]:
+    values = [v for m in metrics if m for v in (m.get("ci_low"), m.get("ci_high"), m.get("value"), m.get("human"))
+              if v is not None]
+    return (min(values), max(values)) if values else (0.0, 1.0)
+
+
+def lookup(card: dict, key: tuple[str, str]) -> dict | None:
+    return next((m for m in card["metrics"] if (m["benchmark"], m["metric"]) == key), None)
+
+
+def page(title: str, body: str, root: str = "") -> str:
+    return (f"<!doctype html><html lang='en'><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style><body><nav><a href='{root}index.html'>leaderboard</a></nav>"
+            f"<h1>{html.escape(title)}</h1>{body}<script>{SORT_SCRIPT}</script></body></html>\n")
+
+
+def write_site(cards: list[dict], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "benchmarks").mkdir(exist_ok=True)
+    (out / "provenance").mkdir(exist_ok=True)
+    keys = columns(cards)
+    scales = {k: scale([lookup(c, k) for c in cards]) for k in keys}
+    head = "<th data-col='0'>model</th>" + "".join(
+        f"<th data-col='{i + 1}'><a href='benchmarks/{slug(b)}.html'>{html.escape(b)}</a><br>{html.escape(m)}</th>"
+        for i, (b, m) in enumerate(keys)) + "<th>provenance</th>"
+    rows = []
+    for card in cards:
+        cells = [f"<td data-value='{html.escape(card['model'])}'>{html.escape(card['model'])}</td>"]
+        for key in keys:
+            metric = lookup(card, key)
+            value = "" if not metric or metric["value"] is None else f"{metric['value']:.6g}"
+            text = "–" if not value else f"{metric['value']:.3f}"
+            cells.append(f"<td class='num' data-value='{value}'>{text} {error_bar(metric, *scales[key])}</td>")
+        cells.append(f"<td><a class='provenance' href='provenance/{slug(card['model'])}.html'>provenance</a></td>")
+        rows.append(f"<tr data-model='{html.escape(card['model'])}'>" + "".join(cells) + "</tr>")
+        (out / "provenance" / f"{slug(card['model'])}.html").write_text(provenance_page(card))
+    body = ("<p>Each cell: the score, and its 95 % bootstrap interval as an error bar (dot: score; red tick: the "
+            "published human value). Click a column to sort.</p>"
+            f"<table class='sortable' id='leaderboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
+            "</tbody></table>")
+    index = out / "index.html"
+    index.write_text(page("cuebench leaderboard", body))
+    for bench in dict.fromkeys(b for b, _ in keys):
+        (out / "benchmarks" / f"{slug(bench)}.html").write_text(benchmark_page(bench, cards, keys))
+    return index
+
+
+def provenance_page(card: dict) -> str:
+    header = ["benchmark", "package version", "benchmark version", "stimulus sha256", "decision rule", "weights",
+              "observer", "trials"]
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+            b["benchmark"], card["package_version"], b["benchmark_version"], b["stimulus_hash"],
+            ", ".join(b["decision_rule"]), b["weights"], b["observer"], b["trials"])) + "</tr>"
+        for b in card["benchmarks"])
+    body = (f"<p>Scorecard made {html.escape(card['created'])}. To reproduce a row: install cuebench "
+            f"{html.escape(card['package_version'])} and run <code>cuebench benchmark {html.escape(card['model'])} "
+            "--benchmarks BENCHMARK</code>; the benchmark version is the stimulus hash's first 12 digits.</p>"
+            "<table id='provenance'><thead><tr>" + "".join(f"<th>{h}</th>" for h in header)
+            + f"</tr></thead><tbody>{rows}</tbody></table>")
+    return page(f"Provenance: {card['model']}", body, root="../")
+
+
+def figure(metric_key: tuple[str, str], cards: list[dict]) -> str:
+    """An SVG: one row per model (score and interval), the published human value as a red line."""
+    found = [(c["model"], lookup(c, metric_key)) for c in cards]
+    found = [(name, m) for name, m in found if m and m["value"] is not None]
+    if not found:
+        return ""
+    low, high = scale([m for _, m in found])
+    width, left, row = 520, 180, 22
+    height = row * (len(found) + 2)
+
+    def x(v):
+        return left + (width - left - 60) * (v - low) / ((high - low) or 1.0)
+    parts = []
+    for i, (name, m) in enumerate(found):
+        y = row * (i + 1)
+        lo = m["ci_low"] if m["ci_low"] is not None else m["value"]
+        hi = m["ci_high"] if m["ci_high"] is not None else m["value"]
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{html.escape(name)}</text>'
+                     f'<line x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" stroke="#333"/>'
+                     f'<circle cx="{x(m["value"]):.1f}" cy="{y}" r="4" fill="#1f5fa8"/>')
+    human = found[0][1].get("human")
+    if human is not None:
+        parts.append(f'<line x1="{x(human):.1f}" x2="{x(human):.1f}" y1="4" y2="{height - row}" stroke="#c0392b" '
+                     f'stroke-width="2"/><text x="{x(human) + 4:.1f}" y="12" font-size="11" fill="#c0392b">people</text>')
+    axis = height - row / 2
+    parts.append(f'<text x="{left}" y="{axis + 4}" font-size="11">{low:.3f}</text>'
+                 f'<text x="{x(high):.1f}" y="{axis + 4}" font-size="11" text-anchor="end">{high:.3f}</text>')
+    return (f'<svg class="figure" width="{width}" height="{height}" role="img" '
+            f'aria-label="{html.escape(metric_key[1])} per model">{"".join(parts)}</svg>')
+
+
+def benchmark_page(bench: str, cards: list[dict], keys: list[tuple[str, str]]) -> str:
+    from analysis import reference
+
+    sections = []
+    for key in (k for k in keys if k[0] == bench):
+        metrics = [m for c in cards if (m := lookup(c, key))]
+        description = html.escape(metrics[0]["description"]) if metrics else ""
+        refs = {r["id"]: r for m in metrics for r in m["references"]}
+        items = "".join(
+            f"<li>{html.escape(entry.authors)} ({entry.year}), <em>{html.escape(entry.title)}</em>, "
+            f"{html.escape(entry.table)}; {html.escape(entry.units)}; data version {entry.version}"
+            f"{'; ' + html.escape(entry.notes) if entry.notes else ''}</li>"
+            for entry in (reference.reference(r) for r in refs))
+        notes = "".join(f"<li><b>{html.escape(c['model'])}</b>: {html.escape(n)}</li>" for c in cards
+                        for m in [lookup(c, key)] if m for n in m["notes"])
+        sections.append(f"<h2>{html.escape(key[1])}</h2><p>{description}</p>{figure(key, cards)}"
+                        f"<h3>References</h3><ul class='references'>{items or '<li>none published</li>'}</ul>"
+                        + (f"<h3>Notes</h3><ul>{notes}</ul>" if notes else ""))
+    return page(f"Benchmark: {bench}", "".join(sections), root="../")
