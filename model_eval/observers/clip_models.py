@@ -25,6 +25,8 @@ from .module import ModuleObserver
 RANDOM = "random"
 HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 """The names open_clip gives a checkpoint on the Hugging Face hub, safetensors first, as it reads them."""
+PREPROCESS = ("mean", "std", "interpolation", "resize_mode")
+"""What a pretrained tag's config says of its preprocessing, kept when its cached file is loaded by path."""
 
 
 def import_open_clip():
@@ -92,11 +94,13 @@ class ClipObserver(ModuleObserver):
             torch.manual_seed(0)
             model, source, tag = open_clip.create_model(arch, pretrained=None), "random initialisation (seed 0)", RANDOM
         else:
-            path = Path(weights).expanduser()
-            if not path.is_file():
-                path = self._cached(arch, weights)
+            path, tagged = Path(weights).expanduser(), {}
+            if not path.is_file():  # a pretrained tag: its cached file, with the tag's activation and preprocessing
+                path, tagged = self._cached(arch, weights), open_clip.get_pretrained_cfg(arch, weights)
             digest = sha256_file(path)
-            model = open_clip.create_model(arch, pretrained=str(path), weights_only=True)
+            model = open_clip.create_model(arch, pretrained=str(path), weights_only=True,
+                                           force_quick_gelu=bool(tagged.get("quick_gelu")),
+                                           force_preprocess_cfg={k: v for k, v in tagged.items() if k in PREPROCESS})
             source, tag = f"file:{path.name} (sha256 {digest})", f"file-{digest[:12]}"
         cfg = open_clip.get_model_preprocess_cfg(model)
         size = cfg["size"] if isinstance(cfg["size"], (tuple, list)) else (cfg["size"], cfg["size"])
