@@ -19,7 +19,7 @@ from cuebench.trials import NOT_CLEAR
 from plugin_and_data_helpers import plugin_package
 from stimuli.web_sample import build_sample_experiment
 
-ARCH = "ViT-S-32"  # the smallest open_clip architecture with the CLIP tokenizer; random weights (seed 0)
+ARCH = "ViT-S-32"  # a small open_clip architecture (63M parameters) with the CLIP tokenizer; random weights
 PROMPTS = ("a photo of a {label}.", "a drawing of a {label}.", "a {label} in a video game.")
 
 
@@ -29,17 +29,26 @@ def sample(tmp_path_factory):
     return root, build_sample_experiment(root)
 
 
-@pytest.fixture(scope="module")
-def reference_clip():
-    """open_clip's model as the CLIP observer builds it for ``random`` (seed 0), and its tokenizer."""
+def needs_open_clip():
+    """Skip without open_clip (the `clip` extra); imported after torch_compat, as the observer imports it."""
     from model_eval.torch_compat import import_timm
 
     import_timm()
-    open_clip = pytest.importorskip("open_clip")
-    import torch
+    pytest.importorskip("open_clip")
 
-    torch.manual_seed(0)
-    return open_clip.create_model(ARCH, pretrained=None).eval(), open_clip.get_tokenizer(ARCH)
+
+@pytest.fixture(scope="module")
+def three_prompts():
+    """A CLIP observer of three prompts on ARCH with random weights (seed 0); its open_clip model and tokenizer
+    are also the test's reference, called directly (the same weights as the `random` of a subprocess)."""
+    needs_open_clip()
+    from model_eval.observers.clip_models import ClipObserver, import_open_clip
+
+    class Prompts(ClipObserver):
+        templates = PROMPTS
+
+    observer = Prompts.from_spec("clip-3", f"{ARCH}:random", "cpu")
+    return observer, observer.model, import_open_clip().get_tokenizer(ARCH)
 
 
 def pixels(path: Path, config: dict):
@@ -85,11 +94,9 @@ def with_entry_points(tmp_path: Path) -> dict:
                        source="Radford et al. 2021, Sec. 3.1.4 (prompt ensembling)",
                        reference="open_clip's encoders called directly in the test, the ensemble written out",
                        tolerance="same answer on every classification trial; probabilities within 1e-4")
-def test_clip_answers_an_experiment_with_its_own_labels_as_computed_by_hand(sample, reference_clip, tmp_path):
-    from model_eval.observers.clip_models import ClipObserver
-
+def test_clip_answers_an_experiment_with_its_own_labels_as_computed_by_hand(sample, three_prompts, tmp_path):
     root, experiment = sample
-    model, tokenizer = reference_clip
+    observer, model, tokenizer = three_prompts
     labels = tuple(label for label in experiment.label_set.labels if label != NOT_CLEAR)
     folder = ExperimentDir(root)
     classify = [t for t in experiment.trials if t.trial_type == "classify"]
@@ -119,10 +126,6 @@ def test_clip_answers_an_experiment_with_its_own_labels_as_computed_by_hand(samp
         assert row["device"]["mapping"] == f"observer:clip-photo:{ARCH}:random"
 
     # an ensemble of templates, set by a subclass, in-process
-    class ThreePrompts(ClipObserver):
-        templates = PROMPTS
-
-    observer = ThreePrompts.from_spec("clip-3", f"{ARCH}:random", "cpu")
     observer.prepare(experiment)
     assert observer.classes == labels
     got = observer.probabilities(torch.cat(list(images.values()))).numpy()
@@ -132,7 +135,7 @@ def test_clip_answers_an_experiment_with_its_own_labels_as_computed_by_hand(samp
 
 
 def test_clip_specs_are_checked_before_any_model_is_built():
-    pytest.importorskip("open_clip")
+    needs_open_clip()
     from model_eval.models import UnknownArchitecture, WeightsNotFound
     from model_eval.observers.clip_models import ClipObserver
 
