@@ -32,6 +32,7 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pairing", choices=("item", "group"), default="item",
                         help="t-test pairing unit: per image x condition trial, or per participant group")
     parser.add_argument("--correction", default="holm", help="multiple-comparison correction (pingouin.multicomp)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the corrected t-tests")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstraps and split halves")
 
@@ -85,7 +86,6 @@ def _register_plan(sub) -> None:
     plan.add_argument("source", type=user_path, help="pilot experiment directory or response file")
     plan.add_argument("--effect", type=float, required=True, help="human - model accuracy difference to detect")
     plan.add_argument("--power", type=float, default=0.8)
-    plan.add_argument("--alpha", type=float, default=0.05)
     plan.add_argument("--model", default=None, help="model observer to compare with (default: the first)")
     plan.add_argument("--simulations", type=int, default=4000, help="simulated studies per sample size")
     plan.add_argument("--method", choices=("resample", "normal"), default="resample",
@@ -98,9 +98,9 @@ def _register_plan(sub) -> None:
 
 def run_plan(args) -> int:
     from .plan import plan
-    from .report import analyze, load_for_report
+    from .report import analyze_sources
 
-    scored = analyze(load_for_report([args.source]), options_from(args), only={"accuracy"}).cleaned.scored
+    scored = analyze_sources([args.source], options_from(args), only={"accuracy"})[0].cleaned.scored
     result = plan(scored, args.effect, args.power, args.alpha, args.model, sims=args.simulations, seed=args.seed,
                   method=args.method)
     print("\n".join(result.lines()))
@@ -116,7 +116,7 @@ def options_from(args):
                                     not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames,
                                     include_pilots=args.include_pilots),
         n_choices=args.n_choices, model_set=args.model_set.split(",") if args.model_set else None,
-        pairing=args.pairing, correction=args.correction, n_boot=args.n_boot, seed=args.seed)
+        pairing=args.pairing, correction=args.correction, alpha=args.alpha, n_boot=args.n_boot, seed=args.seed)
 
 
 def run_report(args) -> int:
@@ -130,24 +130,18 @@ def run_report(args) -> int:
 
 
 def run_analyze(args) -> int:
-    from dataclasses import replace
-
     import pandas as pd
 
     from cuebench.csvsafe import frame_csv
     from cuebench.expdir import atomic_write
 
     from .comparison import rank_correlation
-    from .report import ReportError, analyze, load_for_report, n_choices_of
+    from .report import ReportError, analyze_sources
 
     if args.out and not (args.metric or args.correlate):
         raise ReportError("--out writes one table: give --metric NAME (or --correlate X Y)")
-    options = options_from(args)
-    df = load_for_report(args.sources)
-    if options.n_choices is None:
-        options = replace(options, n_choices=n_choices_of(args.sources, df))
     only = {"observers"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric else None)
-    result = analyze(df, options, only=only)
+    result, options = analyze_sources(args.sources, options_from(args), only=only)
     if args.correlate:
         summary = result.tables["observer_summary"]
         models = summary[summary["observer_kind"] == "model"]

@@ -196,10 +196,26 @@ def test_noise_ceiling_hand_example():
     assert spearman_brown(0.5) == pytest.approx(2 / 3)
 
 
+@pytest.mark.validates(
+    "paired t-test human vs model per condition x level (t, dof, p, 95 % CI)",
+    definition="t = mean(d) / (sd(d) / sqrt(n)) over the items' differences d = people's mean correctness - model's",
+    source="Burgert et al. 2025, App. F", reference="hand computation",
+    tolerance="1e-4")
+@pytest.mark.validates(
+    "effect size d_z of the paired t-test", definition="d_z = mean(d) / sd(d) = t / sqrt(n)",
+    source="Lakens 2013, Eq. 6; Burgert et al. 2025 Table 4 ('Cohen's d' = t / 2 at n = 4)",
+    reference="hand computation", tolerance="1e-4")
+@pytest.mark.validates(
+    "effect size d_av of the paired t-test",
+    definition="d_av = mean(d) / sqrt((sd(x)^2 + sd(y)^2) / 2)", source="Cumming 2012; Lakens 2013, Eq. 10",
+    reference="hand computation", tolerance="1e-4")
 def test_paired_ttest_hand_values_and_unmatched_model():
     # items t0..t3: humans (h1, h2) mean correctness x = 1, .5, 1, .5; model y = 1, 0, 0, 0.
     # d = 0, .5, 1, .5: mean .5, sd sqrt(.5/3) = .40825, t = .5 / (.40825 / 2) = 2.4495, dof 3;
-    # Cohen's d (pingouin, paired: pooled sd of x and y) = .5 / sqrt((1/12 + 1/4) / 2) = 1.2247
+    # d_z = .5 / .40825 = 1.2247 = t / sqrt(4); d_av = .5 / sqrt((1/12 + 1/4) / 2) = .5 / .40825 = 1.2247 too here,
+    # so a second case tells them apart: x = 1, .5, 1, 0, y = 1, 0, 0, 0: d = 0, .5, 1, 0, mean .375,
+    # sd(d) = sqrt(((.375)^2 + (.125)^2 + (.625)^2 + (.375)^2) / 3) = .47871, d_z = .78335;
+    # sd(x)^2 = var(1, .5, 1, 0) = .22917, sd(y)^2 = .25: d_av = .375 / sqrt(.23958) = .76613
     df = table(rows("h1", "human", "bilateral", 0, [1, 1, 1, 1]), rows("h2", "human", "bilateral", 0, [1, 0, 1, 0]),
                rows("m", "model", "bilateral", 0, [1, 0, 0, 0]), rows("lonely", "model", "grayscale", 0, [1, 0, 1]))
     out = paired_ttests(df).set_index("observer")
@@ -208,9 +224,32 @@ def test_paired_ttest_hand_values_and_unmatched_model():
     from scipy import stats
 
     assert r["p"] == pytest.approx(2 * stats.t.sf(2.4495, 3), abs=1e-4)
-    assert r["cohen_d"] == pytest.approx(1.2247, abs=1e-4)
+    assert r["d_z"] == pytest.approx(1.2247, abs=1e-4) == r["t"] / 2
+    assert r["d_av"] == pytest.approx(1.2247, abs=1e-4)
+    assert "power" not in out.columns and "cohen_d" not in out.columns
     assert r["ci95_low"] < 0.5 < r["ci95_high"]
     assert "no human responses" in out.loc["lonely", "note"] and np.isnan(out.loc["lonely", "p"])
+    other = table(rows("h1", "human", "blur", 0, [1, 1, 1, 0]), rows("h2", "human", "blur", 0, [1, 0, 1, 0]),
+                  rows("m", "model", "blur", 0, [1, 0, 0, 0]))
+    r = paired_ttests(other).iloc[0]
+    assert r["d_z"] == pytest.approx(0.78335, abs=1e-4) and r["d_av"] == pytest.approx(0.76613, abs=1e-4)
+    assert r["d_z"] == pytest.approx(r["t"] / 2)
+
+
+@pytest.mark.validates(
+    "d_z reproduces Burgert et al.'s published Cohen's d", definition="d_z = t / sqrt(n)",
+    source="Burgert et al. 2025, App. F, Table 4 (n = 4 groups)",
+    reference="published t and d: 24.76 -> 12.38, 48.16 -> 24.08, 79.65 -> 39.83, 17.38 -> 8.69",
+    tolerance="0.01 (the table's rounding)")
+def test_d_z_is_the_effect_size_burgert_et_al_report():
+    """Table 4 of Burgert et al. gives t and 'Cohen's d' of four paired tests with n = 4 groups: d = t / 2 in every
+    row. Four differences with a given t have d_z = t / sqrt(4) through the project's function."""
+    from analysis.comparison import effect_sizes
+
+    for t, published in ((24.76, 12.38), (48.16, 24.08), (79.65, 39.83), (17.38, 8.69)):
+        d = np.array([-1.5, -0.5, 0.5, 1.5])  # sd sqrt(5/3); shift the mean so that t = mean / (sd / 2)
+        d = d + t * d.std(ddof=1) / 2
+        assert effect_sizes(d, np.zeros(4))["d_z"] == pytest.approx(published, abs=0.01)
 
 
 def test_paired_ttests_holm_correction_and_group_pairing():

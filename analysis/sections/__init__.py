@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from . import (accuracy, adaptive, ceilings, consistency, cue_decomposition, methods, observers, oddity,  # noqa: F401
                ranks, reliance, shape_bias, thresholds, ttests)
-from .base import SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, register
+from .base import (SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, record_method,
+                   recorded_method, register)
 
-__all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "register"]
+__all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "record_method",
+           "recorded_method", "register"]
