@@ -28,6 +28,12 @@ def table(*parts) -> pd.DataFrame:
     return df
 
 
+@pytest.mark.validates(
+    "Wilson 95 % interval of an observer's accuracy per condition x level",
+    definition='(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)',
+    source='Wilson 1927; Brown, Cai & DasGupta 2001, Eq. 4',
+    reference='hand computation (k = 8, n = 10)',
+    tolerance='1e-4')
 def test_wilson_interval_matches_hand_computation():
     # k=8, n=10, z=1.96: centre (0.8 + 0.19208)/1.38416 = 0.71675; half 1.96*sqrt(0.016+0.009604)/1.38416 = 0.22658
     lo, hi = metrics.wilson_ci(8, 10)
@@ -37,6 +43,12 @@ def test_wilson_interval_matches_hand_computation():
     assert lo0 == pytest.approx(0.0) and 0 < hi0 < 1
 
 
+@pytest.mark.validates(
+    'mean accuracy over observers with t-interval and percentile bootstrap interval',
+    definition='mean +- t_{n-1} s / sqrt(n); percentiles 2.5/97.5 of resampled means',
+    source='Student 1908; Efron & Tibshirani 1993',
+    reference="hand computation (t-interval); bootstrap interval inside the data's range and reproducible by seed",
+    tolerance='1e-4')
 def test_t_interval_and_bootstrap_across_observers():
     # mean 0.8, sd 0.2, se 0.11547, t_{0.975, 2} = 4.302653 -> half width 0.49683
     mean, lo, hi = metrics.t_ci([0.6, 0.8, 1.0])
@@ -47,6 +59,12 @@ def test_t_interval_and_bootstrap_across_observers():
     assert metrics.bootstrap_ci([0.6, 0.8, 1.0], seed=3) == (b_lo, b_hi)
 
 
+@pytest.mark.validates(
+    'relative accuracy A_sup / A_orig and chance-corrected accuracy',
+    definition='A_sup / A_orig; (A_sup - 1/C) / (A_orig - 1/C)',
+    source='Burgert et al. 2025, Sec. 5.1 and 5.2',
+    reference='hand computation (8/10 and 4/10, C = 4)',
+    tolerance='exact (pytest.approx)')
 def test_accuracy_and_relative_accuracy():
     # original 8/10 correct, patch_shuffle level 1: 4/10 -> relative 0.4/0.8 = 0.5;
     # chance-corrected with C = 4: (0.4 - 0.25) / (0.8 - 0.25) = 0.272727
@@ -99,6 +117,12 @@ def test_group_intervals_stay_on_the_scale_and_need_three_observers_for_t():
     assert r["t_ci_high"] == pytest.approx(0.58333 + 4.302653 * 0.88081 / np.sqrt(3), abs=1e-3)
 
 
+@pytest.mark.validates(
+    'shape bias per observer and per category',
+    definition='shape decisions / (shape + texture decisions) over images whose shape and texture classes differ',
+    source='Geirhos et al. 2019, Sec. 3',
+    reference='hand count of five trials',
+    tolerance='exact')
 def test_shape_bias_counts_only_conflicting_images():
     # 4 conflict trials answered shape, shape, texture, other; one same-class image (ignored): 2 / (2 + 1)
     base = {"observer": "m", "observer_kind": "model", "role": "test", "condition": "cue-conflict", "level": 0}
@@ -116,6 +140,12 @@ def test_shape_bias_counts_only_conflicting_images():
     assert per_cat.loc["car", "shape_bias"] == 1.0
 
 
+@pytest.mark.validates(
+    'cue-decomposition shape bias S_cd and robustness R_cd',
+    definition='S_cd = (Q_S/s) / (Q_S/s + Q_T/t), R_cd = (Q_S + Q_T) / (2 Q_O)',
+    source='Heinert et al., Eqs. 3-5',
+    reference='R_cd from the published Q_O, Q_S, Q_T of ConvNeXt L and VGG19 (Heinert et al., Table I); hand computation of S_cd',
+    tolerance='3 decimals (R_cd); exact (S_cd)')
 def test_cue_decomposition_against_heinert_table_1_and_hand_values():
     # R_cd = (Q_S + Q_T) / (2 Q_O): ConvNeXt L (0.838 + 0.969) / 1.992 = 0.907, VGG19 (0.228 + 0.774) / 1.966 = 0.510
     q = pd.DataFrame({"observer": ["ConvNeXt L", "VGG19"], "observer_kind": "model",
@@ -146,6 +176,12 @@ def test_cue_decomposition_from_responses_needs_all_three_conditions():
         metrics.cue_decomposition(df[df["condition"] != "texture_cue"])
 
 
+@pytest.mark.validates(
+    'oddity (DiST) accuracy, catch trials apart',
+    definition='fraction of triplets whose odd image was picked, chance 1/3',
+    source='Wen et al. 2024, Sec. 3',
+    reference='hand count',
+    tolerance='exact')
 def test_oddity_accuracy_keeps_catch_trials_apart():
     test = table(rows("h", "human", "dist", None, [1, 1, 0], trial_type="oddity"))
     catch = table(rows("h", "human", "dist", None, [1, 0], trial_type="oddity", role="catch"))
@@ -155,6 +191,12 @@ def test_oddity_accuracy_keeps_catch_trials_apart():
     assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])
 
 
+@pytest.mark.validates(
+    'error consistency kappa of two observers',
+    definition='kappa = (c_obs - c_exp) / (1 - c_exp), c_exp = p1 p2 + (1 - p1)(1 - p2)',
+    source='Geirhos et al. 2020, Sec. 2',
+    reference='hand computation (kappa 1/2, 1, -1, undefined)',
+    tolerance='exact')
 def test_kappa_hand_values_including_perfect_agreement():
     # a = 1100, b = 1000: c_obs = 3/4, p1 = 1/2, p2 = 1/4, c_exp = 1/8 + 3/8 = 1/2, kappa = (3/4 - 1/2) / (1/2) = 1/2
     c_obs, c_exp, kappa = kappa_from_correct([1, 1, 0, 0], [1, 0, 0, 0])
@@ -181,6 +223,12 @@ def test_error_consistency_pairs_on_shared_trials_only():
     assert np.isnan(hm["kappa"])  # both right on both shared trials: c_exp = 1
 
 
+@pytest.mark.validates(
+    'noise ceiling (leave-one-out lower and upper bounds, split-half Spearman-Brown)',
+    definition='correlation of each observer with the mean of the others (lower) and of all (upper)',
+    source='Nili et al. 2014',
+    reference='hand computation (r = 0 and 1/sqrt(3))',
+    tolerance='1e-12')
 def test_noise_ceiling_hand_example():
     # X = 1010, Y = 1001, Z = 1100. Mean of the others is uncorrelated with each one (r = 0, lower bound);
     # mean of all = (1, 1/3, 1/3, 1/3) correlates r = (1/3) / (1 * sqrt(1/3)) = 1/sqrt(3) with each (upper bound).
@@ -266,6 +314,12 @@ def test_paired_ttests_holm_correction_and_group_pairing():
     assert (grouped.dropna(subset=["n"])["n"] <= 2).all()
 
 
+@pytest.mark.validates(
+    'Friedman test with Iman-Davenport F and Nemenyi critical difference',
+    definition='chi2_F = 12N/(k(k+1)) (sum R_j^2 - k(k+1)^2/4); F = (N-1) chi2_F / (N(k-1) - chi2_F); CD = q_alpha sqrt(k(k+1)/6N)',
+    source='Demsar 2006, Sec. 3.2.2; Kalischek et al. 2023 (BiasBed)',
+    reference='hand computation with ties',
+    tolerance='1e-5')
 def test_friedman_with_ties_matches_hand_computation():
     # ranks (1 = best): b1 A1 B2.5 C2.5 | b2 A2 B1 C3 | b3 all 2 -> R = 5/3, 11/6, 5/2
     # chi2 = 12*3/(3*4) * (25/9 + 121/36 + 25/4 - 12) = 3 * 0.38889 = 1.16667
@@ -294,6 +348,12 @@ def test_friedman_refuses_gaps_and_single_blocks():
         friedman_nemenyi(pd.DataFrame({"A": [0.1], "B": [0.3]}))
 
 
+@pytest.mark.validates(
+    'Spearman rank correlation between metrics over models, exact p',
+    definition='rho = 1 - 6 sum d^2 / (n(n^2 - 1)); p over all n! pairings',
+    source='Heinert et al., Tab. II',
+    reference='hand computation (rho 0.8, p 16/120)',
+    tolerance='exact')
 def test_spearman_rank_correlation_exact_p():
     # ranks 12345 vs 21435: sum d^2 = 4, rho = 1 - 6*4 / (5*24) = 0.8; |rho| >= 0.8 in 16 of 120 pairings: p = 0.1333
     t = pd.DataFrame({"observer": list("abcde"), "S_cd": [1, 2, 3, 4, 5], "shape_bias": [2, 1, 4, 3, 5]})
