@@ -115,7 +115,7 @@ class Plan:
                     f"{worst.limit_power:.3f}; more images per condition and level are needed")
         per_cell = [f"  {c.cell.name}: {_n(c.n, self.max_n)} people (power {c.power:.3f}; "
                     f"{len(c.cell.model_correct)} items, model accuracy {c.cell.model_correct.mean():.3f}, "
-                    f"{c.cell.share:.3g} of the people see each item)" for c in self.cells] if len(self.cells) > 1 else []
+                    f"{_seen_by(c.cell.share)})" for c in self.cells] if len(self.cells) > 1 else []
         sds = "; ".join(f"{what} SD on the logit scale {(w * SDS).sum():.2f} (posterior mean; 80 % from "
                         f"{quantile(w, PLAUSIBLE[0]):.2f} to {quantile(w, PLAUSIBLE[1]):.2f})"
                         for what, w in (("item", self.spread.item), ("person", self.spread.person)))
@@ -129,6 +129,10 @@ class Plan:
                 f"alpha {self.alpha:g} / {self.tests} tests (Holm's first step over the family); people's mean "
                 f"accuracy = the model's + {self.effect:+.3f} (the effect asked for); {items}; items' difficulty "
                 f"independent of the model's answers; people independent, each item seen by N x share people"]
+
+
+def _seen_by(share: float) -> str:
+    return "every person sees each item" if share >= 0.999 else f"1 in {1 / share:.3g} people sees each item"
 
 
 def _n(n: int | None, max_n: int) -> str:
