@@ -60,7 +60,7 @@ def achieved_power(rng, model, logits, people: int, person_sd: float, alpha: flo
 
 def calibration(pilot_sizes=(3, 5, 10), pilots: int = 10, items: int = 100, item_sd: float = 1.0,
                 person_sd: float = 0.8, effect: float = 0.15, power: float = 0.8, alpha: float = 0.05,
-                simulations: int = 300, studies: int = 300, seed: int = 0) -> dict[int, list[float]]:
+                simulations: int = 300, studies: int = 300, seed: int = 0, verbose: bool = False) -> dict[int, list[float]]:
     """Pilot size -> the achieved power of each pilot's plan (module docstring)."""
     from analysis.plan import plan
 
@@ -74,6 +74,9 @@ def calibration(pilot_sizes=(3, 5, 10), pilots: int = 10, items: int = 100, item
                            sims=simulations, seed=index)
             out[size].append(achieved_power(rng, model, logits, planned.n, person_sd, alpha, studies)
                              if planned.n else 0.0)
+            if verbose:
+                print(f"  pilot {index} of {size} people: planned n {planned.n}, achieved power {out[size][-1]:.3f}",
+                      flush=True)
     return out
 
 
@@ -88,7 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     result = calibration(pilots=args.pilots, simulations=args.simulations, studies=args.studies,
-                         item_sd=args.item_sd, person_sd=args.person_sd, effect=args.effect)
+                         item_sd=args.item_sd, person_sd=args.person_sd, effect=args.effect, verbose=True)
     for size, powers in result.items():
         mean, se = np.mean(powers), np.std(powers, ddof=1) / np.sqrt(len(powers))
         print(f"pilot of {size:2d} people: mean achieved power {mean:.3f} (SE {se:.3f}, {len(powers)} pilots; "
