@@ -60,7 +60,8 @@ def achieved_power(rng, model, logits, people: int, person_sd: float, alpha: flo
 
 def calibration(pilot_sizes=(3, 5, 10), pilots: int = 10, items: int = 100, item_sd: float = 1.0,
                 person_sd: float = 0.8, effect: float = 0.15, power: float = 0.8, alpha: float = 0.05,
-                simulations: int = 300, studies: int = 300, seed: int = 0, verbose: bool = False) -> dict[int, list[float]]:
+                simulations: int = 300, studies: int = 300, seed: int = 0,
+                verbose: bool = False) -> dict[int, list[float]]:
     """Pilot size -> the achieved power of each pilot's plan (module docstring)."""
     from analysis.plan import plan
 

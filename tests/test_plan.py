@@ -26,7 +26,8 @@ def pilot_rows(people: int = 4, trials: int = 40, seed: int = 0, conditions=("or
             for index, condition in enumerate(conditions) for observer, kind, p in observers for t in range(trials)]
 
 
-def answer(observer: str, kind: str, t: int, right: bool, condition: str = "original", shown_before: int = 0) -> dict:
+def answer(observer: str, kind: str, t: int, right: bool, condition: str = "original",
+           shown_before: int = 0) -> dict:
     """One stored answer to trial ``img{t}`` (a cat) of ``condition``, right or wrong."""
     return {"experiment": "pilot", "observer": observer, "observer_kind": kind, "session": "1",
             "trial_index": shown_before + t, "trial_id": f"img{t}--{condition}", "role": "test", "trial_type": "classify",

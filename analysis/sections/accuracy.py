@@ -44,7 +44,8 @@ class Accuracy(Section):
         people = scored[scored["observer_kind"] == "human"]
         record_method(
             result, self.name,
-            f"Accuracy was scored over {len(people)} test trials of people with C = {n_choices} answer choices (chance 1/C); each observer's accuracy per condition and "
+            f"Accuracy was scored over {len(people)} test trials of people with C = {n_choices} answer choices "
+            f"(chance 1/C); each observer's accuracy per condition and "
             f"level carries a Wilson 95 % interval, and the mean over the observers of a kind "
             f"{group_intervals_text(counts, options.n_boot)}.",
             people_trials=int(len(people)), model_trials=int(len(scored) - len(people)), n_choices=n_choices,

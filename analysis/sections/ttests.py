@@ -39,7 +39,8 @@ class TTests(Section):
         record_method(
             result, self.name,
             f"Each model was compared with the people by {len(ran)} two-sided paired t-test(s), one per model, "
-            f"condition and level, paired {PAIRED_BY[options.pairing]} ({pairs} per test), with {options.correction} correction over all {len(ran)} tests at alpha {options.alpha:g}; "
+            f"condition and level, paired {PAIRED_BY[options.pairing]} ({pairs} per test), with "
+            f"{options.correction} correction over all {len(ran)} tests at alpha {options.alpha:g}; "
             f"effect sizes are d_z = t / sqrt(n), the mean difference over the differences' SD, and d_av, the mean "
             f"difference over the mean of the two sides' SDs (Lakens 2013); no post-hoc power is given.",
             tests=len(ran), pairing=options.pairing, pairs_min=int(units.min()), pairs_max=int(units.max()),
