@@ -33,6 +33,7 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pairing", choices=("item", "group"), default="item",
                         help="t-test pairing unit: per image x condition trial, or per participant group")
     parser.add_argument("--correction", default="holm", help="multiple-comparison correction (pingouin.multicomp)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the corrected t-tests")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstraps and split halves")
 
@@ -180,33 +181,34 @@ def run_curate(args) -> int:
 
 def _register_plan(sub) -> None:
     plan = sub.add_parser(
-        "plan", help="participants needed to detect a human-model difference, simulated from a pilot",
+        "plan", help="participants needed for the report's human-model t-tests, simulated from a pilot",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="From the pilot's per-person differences to a model, simulate how many people the paired "
-                    "t-test needs to detect --effect (a difference in accuracy, e.g. 0.1) at --power, drawing "
-                    "people from the pilot (--method resample) or from a normal model (--method normal); the "
-                    "assumptions, the normal model's n and pingouin's analytic n are printed beside the answer.")
+        description="Simulate the test the report runs (per model, condition and level, paired by item, Holm-"
+                    "corrected over all of them) for studies of N people, from how much the pilot's items and "
+                    "people differ, and print the smallest N whose expected power reaches --power for --effect "
+                    "(a human - model difference in accuracy), the range of plausible N and the assumptions.")
     plan.add_argument("source", type=user_path, help="pilot experiment directory or response file")
     plan.add_argument("--effect", type=float, required=True, help="human - model accuracy difference to detect")
     plan.add_argument("--power", type=float, default=0.8)
-    plan.add_argument("--alpha", type=float, default=0.05)
-    plan.add_argument("--model", default=None, help="model observer to compare with (default: the first)")
-    plan.add_argument("--simulations", type=int, default=4000, help="simulated studies per sample size")
-    plan.add_argument("--method", choices=("resample", "normal"), default="resample",
-                      help="resample: draw people from the pilot's per-person differences (shifted to --effect); "
-                           "normal: normal differences with the pilot's sd (pingouin's model; printed as the "
-                           "cross-check either way)")
+    plan.add_argument("--model", default=None, help="plan this model's tests only (default: every model's)")
+    plan.add_argument("--condition", default=None, help="plan this condition's test(s) only (default: the family)")
+    plan.add_argument("--level", type=int, default=None, help="plan this level's test only (-1: no level)")
+    plan.add_argument("--simulations", type=int, default=1000, help="simulated studies per sample size")
+    plan.add_argument("--max-n", type=int, default=500, help="largest number of people searched")
     _analysis_options(plan)
     plan.set_defaults(func=run_plan)
 
 
 def run_plan(args) -> int:
-    from .plan import plan
-    from .report import analyze, load_for_report
+    from .plan import PlanError, plan
+    from .report import analyze_sources
 
-    scored = analyze(load_for_report([args.source]), options_from(args), only={"accuracy"}).cleaned.scored
-    result = plan(scored, args.effect, args.power, args.alpha, args.model, sims=args.simulations, seed=args.seed,
-                  method=args.method)
+    if args.pairing != "item":
+        raise PlanError("cuebench plan simulates the item-paired t-test (the report's default); --pairing group "
+                        "is not planned")
+    scored = analyze_sources([args.source], options_from(args), only={"accuracy"})[0].cleaned.scored
+    result = plan(scored, args.effect, args.power, args.alpha, args.model, args.condition, args.level,
+                  sims=args.simulations, max_n=args.max_n, seed=args.seed)
     print("\n".join(result.lines()))
     return 0
 
@@ -220,7 +222,7 @@ def options_from(args):
                                     not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames,
                                     include_pilots=args.include_pilots),
         n_choices=args.n_choices, model_set=args.model_set.split(",") if args.model_set else None,
-        pairing=args.pairing, correction=args.correction, n_boot=args.n_boot, seed=args.seed)
+        pairing=args.pairing, correction=args.correction, alpha=args.alpha, n_boot=args.n_boot, seed=args.seed)
 
 
 def run_report(args) -> int:
@@ -234,25 +236,19 @@ def run_report(args) -> int:
 
 
 def run_analyze(args) -> int:
-    from dataclasses import replace
-
     import pandas as pd
 
     from cuebench.csvsafe import frame_csv
     from cuebench.expdir import atomic_write
 
     from .comparison import rank_correlation
-    from .report import ReportError, analyze, load_for_report, n_choices_of
+    from .report import ReportError, analyze_sources
 
     if args.out and not (args.metric or args.correlate):
         raise ReportError("--out writes one table: give --metric NAME (or --correlate X Y)")
-    options = options_from(args)
-    df = load_for_report(args.sources)
-    if options.n_choices is None:
-        options = replace(options, n_choices=n_choices_of(args.sources, df))
     only = {"observers", "segmentation"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric
                                                                  else None)
-    result = analyze(df, options, only=only)
+    result, options = analyze_sources(args.sources, options_from(args), only=only)
     if args.correlate:
         summary = result.tables.get("observer_summary", result.tables.get("segmentation_summary"))
         if summary is None:

@@ -9,6 +9,18 @@ Pairing unit of the t-tests (``pairing``):
 - ``group``: one pair per participant group (the ``group`` column of the responses, the
   assignment plan's group): the group's mean human accuracy against the model's accuracy
   on the trials that group saw (Burgert et al. 2025, App. F, n = groups).
+
+Effect sizes of a paired test, each named by its definition (Lakens 2013):
+
+- ``d_z`` = mean(x - y) / sd(x - y) = t / sqrt(n): the mean difference in units of the
+  differences' spread, the quantity a paired t-test's power depends on. Burgert et al. 2025
+  (App. F, Table 4) report this one as "Cohen's d" (their d = t / 2 with n = 4 groups).
+- ``d_av`` = mean(x - y) / sqrt((sd(x)^2 + sd(y)^2) / 2) (Cumming 2012): the difference in units of
+  the two sides' average spread, what pingouin's paired ``cohen_d`` reports; it ignores the pairing.
+
+No post-hoc ("observed") power is reported: computed from the observed effect it is a one-to-one
+function of the p-value (Hoenig & Heise 2001), so it adds no evidence; plan the power before the
+study instead (``cuebench plan``).
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from cuebench.errors import CuebenchError
 PAIRINGS = ("item", "group")
 EXACT_MAX_N = 8
 TTEST_COLUMNS = ["observer", "condition", "level", "pairing", "n", "human_mean", "model_mean", "t", "dof", "p",
-                 "ci95_low", "ci95_high", "cohen_d", "power", "p_corr", "note"]
+                 "ci95_low", "ci95_high", "d_z", "d_av", "p_corr", "note"]
 
 
 class ComparisonError(CuebenchError, ValueError):
@@ -45,10 +57,18 @@ def _pairs(human: pd.DataFrame, model: pd.DataFrame, pairing: str) -> tuple[np.n
     return np.asarray(xs, float), np.asarray(ys, float)
 
 
+def effect_sizes(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """``d_z`` and ``d_av`` of paired samples x, y (module docstring)."""
+    diff = x - y
+    return {"d_z": float(diff.mean() / diff.std(ddof=1)),
+            "d_av": float(diff.mean() / np.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2))}
+
+
 def paired_ttests(scored: pd.DataFrame, pairing: str = "item", correction: str = "holm") -> pd.DataFrame:
     """Paired two-sided t-tests of human vs model accuracy per model, condition and level (pingouin.ttest:
-    t, dof, p, CI95 of the mean difference human - model, Cohen's d, power), with p-values corrected over
-    all tests by ``correction`` (pingouin.multicomp: holm, bonf, fdr_bh, ...).
+    t, dof, p, CI95 of the mean difference human - model) with the effect sizes ``d_z`` and ``d_av`` (module
+    docstring), and p-values corrected over all tests by ``correction`` (pingouin.multicomp: holm, bonf,
+    fdr_bh, ...).
 
     A model without human responses on the same trials gets one row with a ``note`` and no statistics."""
     if pairing not in PAIRINGS:
@@ -74,7 +94,7 @@ def paired_ttests(scored: pd.DataFrame, pairing: str = "item", correction: str =
             res = pg.ttest(x, y, paired=True, alternative="two-sided").iloc[0]
             lo, hi = stats.ttest_rel(x, y).confidence_interval(0.95)  # pingouin rounds its CI95 to 2 decimals
             rows.append(base | {"t": res["T"], "dof": res["dof"], "p": res["p_val"], "ci95_low": lo, "ci95_high": hi,
-                                "cohen_d": res["cohen_d"], "power": res["power"], "note": ""})
+                                **effect_sizes(x, y), "note": ""})
         if not matched:
             rows.append({"observer": model, "pairing": pairing, "n": 0,
                          "note": "no human responses on the same trials: not tested"})

@@ -82,7 +82,7 @@ def load_responses(sources, database: str | None = None) -> pd.DataFrame:
 
 
 def logged_exclusions(sources, database: str | None = None) -> pd.DataFrame:
-    """``observer, reason`` of everyone excluded in the exclusion logs (``cuebench.exclusions``)
+    """``observer, reason, by`` of everyone excluded in the exclusion logs (``cuebench.exclusions``)
     of the experiment directories among ``sources``: the report lists them even when they left
     no answer to read (screened out by the browser check before the first trial)."""
     records = []
@@ -90,9 +90,9 @@ def logged_exclusions(sources, database: str | None = None) -> pd.DataFrame:
         store_at = database or path / RESPONSES_FILE
         if (path / EXPERIMENT_FILE).is_file() and (database or (path / RESPONSES_FILE).is_file()):
             with ResponseStore(store_at) as store:
-                records += [{"observer": observer, "reason": f"excluded: {event.label}"}
+                records += [{"observer": observer, "reason": f"excluded: {event.label}", "by": event.by}
                             for (_, observer), event in exclusions.latest(store.conn).items() if event.excluded]
-    return pd.DataFrame(records, columns=["observer", "reason"])
+    return pd.DataFrame(records, columns=["observer", "reason", "by"])
 
 
 def read_source(path: Path, database: str | None = None) -> tuple[list[pd.DataFrame], list[tuple[Path, pd.DataFrame]]]:

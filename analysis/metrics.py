@@ -86,10 +86,11 @@ BOUNDS = {"accuracy": (0.0, 1.0), "relative_accuracy": (0.0, None), "chance_corr
 never leaves [0, 1], a ratio of accuracies never goes below 0)."""
 
 
-def group_accuracy(per_observer: pd.DataFrame, value: str = "accuracy", seed: int = 0) -> pd.DataFrame:
+def group_accuracy(per_observer: pd.DataFrame, value: str = "accuracy", seed: int = 0,
+                   n_boot: int = 2000) -> pd.DataFrame:
     """Mean of per-observer values across the observers of each kind, with a t-based 95 % CI (only from
-    :data:`MIN_T_OBSERVERS` observers on) and a percentile bootstrap CI over observers, both clipped to the
-    value's range (:data:`BOUNDS`). For accuracy also the Wilson 95 % CI of all trials pooled
+    :data:`MIN_T_OBSERVERS` observers on) and a percentile bootstrap CI over observers (``n_boot`` resamples), both
+    clipped to the value's range (:data:`BOUNDS`). For accuracy also the Wilson 95 % CI of all trials pooled
     (``wilson_low``, ``wilson_high``), the interval that exists already for one observer."""
     low, high = BOUNDS.get(value, (None, None))
     rows = []
@@ -99,7 +100,7 @@ def group_accuracy(per_observer: pd.DataFrame, value: str = "accuracy", seed: in
         mean, t_lo, t_hi = t_ci(finite)
         if len(finite) < MIN_T_OBSERVERS:
             t_lo = t_hi = np.nan
-        b_lo, b_hi = bootstrap_ci(finite, seed=seed)
+        b_lo, b_hi = bootstrap_ci(finite, n_boot=n_boot, seed=seed)
         row = {"observer_kind": kind, "condition": cond, "level": level, "observers": int(len(finite)),
                value: mean, "t_ci_low": t_lo, "t_ci_high": t_hi, "boot_ci_low": b_lo, "boot_ci_high": b_hi}
         if value == "accuracy" and {"k", "n"} <= set(g.columns):

@@ -32,6 +32,7 @@ from cuebench.studies import CueStudy, FactorStudy, StudyDir
 
 from . import factor_studies, figure_style, sections
 from . import reference as published
+from .design_record import experiment_of, experiment_record
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
 from .load import fixed_level_rows, load_responses, logged_exclusions
 from .ranking import FriedmanResult
@@ -90,17 +91,23 @@ def category_count(df: pd.DataFrame) -> int:
 
 
 def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: bool = False,
-            only: set[str] | None = None) -> Analysis:
+            only: set[str] | None = None, logged: pd.DataFrame | None = None, design: dict | None = None) -> Analysis:
     """Every section that applies to the responses (see :mod:`analysis.sections`), as named tables.
     ``only`` limits the work to some sections (plus what they depend on). Which sections apply is
     decided by the design's test trials as collected, before exclusions: a section whose answers were
     all excluded (timeouts, attention checks) stays, with a note saying so. A section the data do not
-    support leaves a one-line note in ``notes`` (and in ``missing`` under its name) instead of numbers."""
+    support leaves a one-line note in ``notes`` (and in ``missing`` under its name) instead of numbers.
+    ``logged``: the exclusion logs' ``observer, reason, by`` (:func:`analysis.load.logged_exclusions`), who
+    is excluded although the responses may hold no answer of theirs; ``design``: the experiment as built
+    (:func:`analysis.design_record.experiment_record`), kept in ``summary["design"]`` for the methods."""
     options = options or AnalysisOptions()
     cleaned = apply_exclusions(df, options.exclusions)
     scored = cleaned.scored
+    listed = cleaned.excluded_observers
+    if logged is not None and len(logged):
+        listed = pd.concat([listed[~listed["observer"].isin(logged["observer"])], logged], ignore_index=True)
     tables: dict[str, pd.DataFrame] = {"exclusions": cleaned.log, "exclusion_summary": cleaned.summary(),
-                                       "excluded_observers": cleaned.excluded_observers}
+                                       "excluded_observers": listed}
     result = Analysis(tables=tables, summary={}, notes=sections.broken_notes() if only is None else [],
                       cleaned=cleaned)
     fixed = fixed_level_rows(scored)
@@ -108,6 +115,8 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
                            "adaptive_trials": int(len(scored) - len(fixed)), "excluded_rows": int(len(cleaned.log)),
                            "n_choices": n_choices})
+    if design is not None:
+        result.summary["design"] = design
     if scored.empty and cleaned.segments.empty:
         result.notes.append("no scored test trials are left after exclusions")
     designed = df[df["role"] == "test"]
@@ -141,6 +150,22 @@ def excluded_because(log: pd.DataFrame) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in counts.items()) or "none excluded; no answers collected"
 
 
+def analyze_sources(sources, options: AnalysisOptions | None = None, compare=None, database: str | None = None,
+                    only: set[str] | None = None, progress: bool = False) -> tuple[Analysis, AnalysisOptions]:
+    """:func:`analyze` of what ``sources`` hold: their responses (+ ``compare``), C from the experiment's label set
+    unless given, the exclusion logs and the experiment as built. ``cuebench report``, ``analyze`` and ``plan`` all
+    start here, so they see the same analysis (and print the same methods paragraph). Returns the analysis and
+    the options it ran with."""
+    options = options or AnalysisOptions()
+    df = load_for_report(sources, compare, database)
+    if options.n_choices is None:
+        options = replace(options, n_choices=n_choices_of(sources, df))
+    experiment = experiment_of(sources)
+    analysis = analyze(df, options, progress=progress, only=only, logged=logged_exclusions(sources, database),
+                       design=None if experiment is None else experiment_record(experiment))
+    return analysis, options
+
+
 def load_for_report(sources, compare=None, database: str | None = None) -> pd.DataFrame:
     frames = [load_responses(list(sources), database)]
     if compare:
@@ -168,16 +193,7 @@ def write_report(sources: list, out_dir=None, compare=None, reference: str | Non
         return Path(write_cue_report(sources[0], out_dir))
     if reference not in (None, *published.REFERENCES):
         raise ReportError(f"unknown reference {reference!r}; known: {', '.join(published.REFERENCES)} or none")
-    options = options or AnalysisOptions()
-    df = load_for_report(sources, compare, database)
-    if options.n_choices is None:
-        options = replace(options, n_choices=n_choices_of(sources, df))
-    analysis = analyze(df, options, progress=progress)
-    listed, logged = analysis.tables["excluded_observers"], logged_exclusions(sources, database)
-    analysis.tables["excluded_observers"] = pd.concat([listed, logged[~logged["observer"].isin(listed["observer"])]],
-                                                      ignore_index=True)
-    if "methods" in analysis.sections and "methods" not in analysis.missing:  # now with who was logged out
-        sections.SECTIONS["methods"]().compute(analysis, analysis.cleaned.scored, options, analysis.summary["n_choices"])
+    analysis, options = analyze_sources(sources, options, compare, database, progress=progress)
     out = Path(out_dir) if out_dir else default_out_dir(sources[0])
     out.mkdir(parents=True, exist_ok=True)
     analysis.sources = sources

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
@@ -94,8 +96,40 @@ def browser():
         launched.close()
 
 
+def check_validation_marks(items) -> None:
+    """The ``validates`` marks pytest collects on each test are exactly those ``scripts/validation_table.py`` reads
+    from its source for docs/validation.md (every field given, as literal strings), so the table lists what the
+    suite checks; a mark it could not read stops the collection with the file and line."""
+    from validation_table import FIELDS, MarkError, file_rows
+
+    collected: dict[str, set] = {}
+    for item in items:
+        node = item.nodeid.split("[")[0]  # parametrised tests: one row per test function
+        marks = collected.setdefault(node, set())
+        for mark in item.iter_markers("validates"):
+            fields = dict(zip(FIELDS, mark.args)) | mark.kwargs
+            marks.add((*(" ".join(str(fields.get(f, "")).split()) for f in FIELDS), node))
+    read: dict[str, set] = {}
+    for path in sorted({Path(str(item.fspath)) for item in items}):
+        if not path.name.startswith("test_") or not path.is_relative_to(REPO):
+            continue
+        try:
+            for row in file_rows(path, REPO):
+                read.setdefault(row.test, set()).add(tuple(vars(row).values()))
+        except MarkError as err:
+            raise pytest.UsageError(str(err)) from None
+    for node, marks in collected.items():
+        if marks != read.get(node, set()) and node.split("::")[0].rsplit("/", 1)[-1].startswith("test_"):
+            raise pytest.UsageError(
+                f"{node}: the validates marks pytest collects differ from those scripts/validation_table.py reads "
+                f"from the source; write each as a literal @pytest.mark.validates(statistic, definition=..., "
+                f"source=..., reference=..., tolerance=...) decorator on the test or its class")
+
+
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests run only where torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
+    """Every ``validates`` mark is readable for docs/validation.md (:func:`check_validation_marks`); ``gpu`` tests
+    run only where torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
+    check_validation_marks(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -51,6 +51,12 @@ def test_simulated_observer_threshold_lies_in_the_credible_interval(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(OBSERVERS))
+@pytest.mark.validates(
+    'QUEST+ posterior threshold of an adaptive block and its 95 % credible interval',
+    definition='posterior over (threshold, spread, lapse) after each answer',
+    source='Watson 2017',
+    reference='simulated observers with known thresholds',
+    tolerance='coverage >= 0.9 over 50 runs')
 def test_credible_interval_coverage_over_many_repetitions(name):
     assert coverage(name, 50) >= 0.9
 

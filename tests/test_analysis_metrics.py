@@ -28,6 +28,12 @@ def table(*parts) -> pd.DataFrame:
     return df
 
 
+@pytest.mark.validates(
+    "Wilson 95 % interval of an observer's accuracy per condition x level",
+    definition='(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)',
+    source='Wilson 1927; Brown, Cai & DasGupta 2001, Eq. 4',
+    reference='hand computation (k = 8, n = 10)',
+    tolerance='1e-4')
 def test_wilson_interval_matches_hand_computation():
     # k=8, n=10, z=1.96: centre (0.8 + 0.19208)/1.38416 = 0.71675; half 1.96*sqrt(0.016+0.009604)/1.38416 = 0.22658
     lo, hi = metrics.wilson_ci(8, 10)
@@ -37,6 +43,12 @@ def test_wilson_interval_matches_hand_computation():
     assert lo0 == pytest.approx(0.0) and 0 < hi0 < 1
 
 
+@pytest.mark.validates(
+    'mean accuracy over observers with t-interval and percentile bootstrap interval',
+    definition='mean +- t_{n-1} s / sqrt(n); percentiles 2.5/97.5 of resampled means',
+    source='Student 1908; Efron & Tibshirani 1993',
+    reference="hand computation (t-interval); bootstrap interval inside the data's range and reproducible by seed",
+    tolerance='1e-4')
 def test_t_interval_and_bootstrap_across_observers():
     # mean 0.8, sd 0.2, se 0.11547, t_{0.975, 2} = 4.302653 -> half width 0.49683
     mean, lo, hi = metrics.t_ci([0.6, 0.8, 1.0])
@@ -47,6 +59,12 @@ def test_t_interval_and_bootstrap_across_observers():
     assert metrics.bootstrap_ci([0.6, 0.8, 1.0], seed=3) == (b_lo, b_hi)
 
 
+@pytest.mark.validates(
+    'relative accuracy A_sup / A_orig and chance-corrected accuracy',
+    definition='A_sup / A_orig; (A_sup - 1/C) / (A_orig - 1/C)',
+    source='Burgert et al. 2025, Sec. 5.1 and 5.2',
+    reference='hand computation (8/10 and 4/10, C = 4)',
+    tolerance='exact (pytest.approx)')
 def test_accuracy_and_relative_accuracy():
     # original 8/10 correct, patch_shuffle level 1: 4/10 -> relative 0.4/0.8 = 0.5;
     # chance-corrected with C = 4: (0.4 - 0.25) / (0.8 - 0.25) = 0.272727
@@ -99,6 +117,12 @@ def test_group_intervals_stay_on_the_scale_and_need_three_observers_for_t():
     assert r["t_ci_high"] == pytest.approx(0.58333 + 4.302653 * 0.88081 / np.sqrt(3), abs=1e-3)
 
 
+@pytest.mark.validates(
+    'shape bias per observer and per category',
+    definition='shape decisions / (shape + texture decisions) over images whose shape and texture classes differ',
+    source='Geirhos et al. 2019, Sec. 3',
+    reference='hand count of five trials',
+    tolerance='exact')
 def test_shape_bias_counts_only_conflicting_images():
     # 4 conflict trials answered shape, shape, texture, other; one same-class image (ignored): 2 / (2 + 1)
     base = {"observer": "m", "observer_kind": "model", "role": "test", "condition": "cue-conflict", "level": 0}
@@ -116,6 +140,12 @@ def test_shape_bias_counts_only_conflicting_images():
     assert per_cat.loc["car", "shape_bias"] == 1.0
 
 
+@pytest.mark.validates(
+    'cue-decomposition shape bias S_cd and robustness R_cd',
+    definition='S_cd = (Q_S/s) / (Q_S/s + Q_T/t), R_cd = (Q_S + Q_T) / (2 Q_O)',
+    source='Heinert et al., Eqs. 3-5',
+    reference='R_cd from the published Q_O, Q_S, Q_T of ConvNeXt L and VGG19 (Heinert et al., Table I); hand computation of S_cd',
+    tolerance='3 decimals (R_cd); exact (S_cd)')
 def test_cue_decomposition_against_heinert_table_1_and_hand_values():
     # R_cd = (Q_S + Q_T) / (2 Q_O): ConvNeXt L (0.838 + 0.969) / 1.992 = 0.907, VGG19 (0.228 + 0.774) / 1.966 = 0.510
     q = pd.DataFrame({"observer": ["ConvNeXt L", "VGG19"], "observer_kind": "model",
@@ -146,6 +176,12 @@ def test_cue_decomposition_from_responses_needs_all_three_conditions():
         metrics.cue_decomposition(df[df["condition"] != "texture_cue"])
 
 
+@pytest.mark.validates(
+    'oddity (DiST) accuracy, catch trials apart',
+    definition='fraction of triplets whose odd image was picked, chance 1/3',
+    source='Wen et al. 2024, Sec. 3',
+    reference='hand count',
+    tolerance='exact')
 def test_oddity_accuracy_keeps_catch_trials_apart():
     test = table(rows("h", "human", "dist", None, [1, 1, 0], trial_type="oddity"))
     catch = table(rows("h", "human", "dist", None, [1, 0], trial_type="oddity", role="catch"))
@@ -155,6 +191,12 @@ def test_oddity_accuracy_keeps_catch_trials_apart():
     assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])
 
 
+@pytest.mark.validates(
+    'error consistency kappa of two observers',
+    definition='kappa = (c_obs - c_exp) / (1 - c_exp), c_exp = p1 p2 + (1 - p1)(1 - p2)',
+    source='Geirhos et al. 2020, Sec. 2',
+    reference='hand computation (kappa 1/2, 1, -1, undefined)',
+    tolerance='exact')
 def test_kappa_hand_values_including_perfect_agreement():
     # a = 1100, b = 1000: c_obs = 3/4, p1 = 1/2, p2 = 1/4, c_exp = 1/8 + 3/8 = 1/2, kappa = (3/4 - 1/2) / (1/2) = 1/2
     c_obs, c_exp, kappa = kappa_from_correct([1, 1, 0, 0], [1, 0, 0, 0])
@@ -181,6 +223,12 @@ def test_error_consistency_pairs_on_shared_trials_only():
     assert np.isnan(hm["kappa"])  # both right on both shared trials: c_exp = 1
 
 
+@pytest.mark.validates(
+    'noise ceiling (leave-one-out lower and upper bounds, split-half Spearman-Brown)',
+    definition='correlation of each observer with the mean of the others (lower) and of all (upper)',
+    source='Nili et al. 2014',
+    reference='hand computation (r = 0 and 1/sqrt(3))',
+    tolerance='1e-12')
 def test_noise_ceiling_hand_example():
     # X = 1010, Y = 1001, Z = 1100. Mean of the others is uncorrelated with each one (r = 0, lower bound);
     # mean of all = (1, 1/3, 1/3, 1/3) correlates r = (1/3) / (1 * sqrt(1/3)) = 1/sqrt(3) with each (upper bound).
@@ -196,10 +244,26 @@ def test_noise_ceiling_hand_example():
     assert spearman_brown(0.5) == pytest.approx(2 / 3)
 
 
+@pytest.mark.validates(
+    "paired t-test human vs model per condition x level (t, dof, p, 95 % CI)",
+    definition="t = mean(d) / (sd(d) / sqrt(n)) over the items' differences d = people's mean correctness - model's",
+    source="Burgert et al. 2025, App. F", reference="hand computation",
+    tolerance="1e-4")
+@pytest.mark.validates(
+    "effect size d_z of the paired t-test", definition="d_z = mean(d) / sd(d) = t / sqrt(n)",
+    source="Lakens 2013, Eq. 6; Burgert et al. 2025 Table 4 ('Cohen's d' = t / 2 at n = 4)",
+    reference="hand computation", tolerance="1e-4")
+@pytest.mark.validates(
+    "effect size d_av of the paired t-test",
+    definition="d_av = mean(d) / sqrt((sd(x)^2 + sd(y)^2) / 2)", source="Cumming 2012; Lakens 2013, Eq. 10",
+    reference="hand computation", tolerance="1e-4")
 def test_paired_ttest_hand_values_and_unmatched_model():
     # items t0..t3: humans (h1, h2) mean correctness x = 1, .5, 1, .5; model y = 1, 0, 0, 0.
     # d = 0, .5, 1, .5: mean .5, sd sqrt(.5/3) = .40825, t = .5 / (.40825 / 2) = 2.4495, dof 3;
-    # Cohen's d (pingouin, paired: pooled sd of x and y) = .5 / sqrt((1/12 + 1/4) / 2) = 1.2247
+    # d_z = .5 / .40825 = 1.2247 = t / sqrt(4); d_av = .5 / sqrt((1/12 + 1/4) / 2) = .5 / .40825 = 1.2247 too here,
+    # so a second case tells them apart: x = 1, .5, 1, 0, y = 1, 0, 0, 0: d = 0, .5, 1, 0, mean .375,
+    # sd(d) = sqrt(((.375)^2 + (.125)^2 + (.625)^2 + (.375)^2) / 3) = .47871, d_z = .78335;
+    # sd(x)^2 = var(1, .5, 1, 0) = .22917, sd(y)^2 = .25: d_av = .375 / sqrt(.23958) = .76613
     df = table(rows("h1", "human", "bilateral", 0, [1, 1, 1, 1]), rows("h2", "human", "bilateral", 0, [1, 0, 1, 0]),
                rows("m", "model", "bilateral", 0, [1, 0, 0, 0]), rows("lonely", "model", "grayscale", 0, [1, 0, 1]))
     out = paired_ttests(df).set_index("observer")
@@ -208,9 +272,32 @@ def test_paired_ttest_hand_values_and_unmatched_model():
     from scipy import stats
 
     assert r["p"] == pytest.approx(2 * stats.t.sf(2.4495, 3), abs=1e-4)
-    assert r["cohen_d"] == pytest.approx(1.2247, abs=1e-4)
+    assert r["d_z"] == pytest.approx(1.2247, abs=1e-4) == r["t"] / 2
+    assert r["d_av"] == pytest.approx(1.2247, abs=1e-4)
+    assert "power" not in out.columns and "cohen_d" not in out.columns
     assert r["ci95_low"] < 0.5 < r["ci95_high"]
     assert "no human responses" in out.loc["lonely", "note"] and np.isnan(out.loc["lonely", "p"])
+    other = table(rows("h1", "human", "blur", 0, [1, 1, 1, 0]), rows("h2", "human", "blur", 0, [1, 0, 1, 0]),
+                  rows("m", "model", "blur", 0, [1, 0, 0, 0]))
+    r = paired_ttests(other).iloc[0]
+    assert r["d_z"] == pytest.approx(0.78335, abs=1e-4) and r["d_av"] == pytest.approx(0.76613, abs=1e-4)
+    assert r["d_z"] == pytest.approx(r["t"] / 2)
+
+
+@pytest.mark.validates(
+    "d_z reproduces Burgert et al.'s published Cohen's d", definition="d_z = t / sqrt(n)",
+    source="Burgert et al. 2025, App. F, Table 4 (n = 4 groups)",
+    reference="published t and d: 24.76 -> 12.38, 48.16 -> 24.08, 79.65 -> 39.83, 17.38 -> 8.69",
+    tolerance="0.01 (the table's rounding)")
+def test_d_z_is_the_effect_size_burgert_et_al_report():
+    """Table 4 of Burgert et al. gives t and 'Cohen's d' of four paired tests with n = 4 groups: d = t / 2 in every
+    row. Four differences with a given t have d_z = t / sqrt(4) through the project's function."""
+    from analysis.comparison import effect_sizes
+
+    for t, published in ((24.76, 12.38), (48.16, 24.08), (79.65, 39.83), (17.38, 8.69)):
+        d = np.array([-1.5, -0.5, 0.5, 1.5])  # sd sqrt(5/3); shift the mean so that t = mean / (sd / 2)
+        d = d + t * d.std(ddof=1) / 2
+        assert effect_sizes(d, np.zeros(4))["d_z"] == pytest.approx(published, abs=0.01)
 
 
 def test_paired_ttests_holm_correction_and_group_pairing():
@@ -227,6 +314,12 @@ def test_paired_ttests_holm_correction_and_group_pairing():
     assert (grouped.dropna(subset=["n"])["n"] <= 2).all()
 
 
+@pytest.mark.validates(
+    'Friedman test with Iman-Davenport F and Nemenyi critical difference',
+    definition='chi2_F = 12N/(k(k+1)) (sum R_j^2 - k(k+1)^2/4); F = (N-1) chi2_F / (N(k-1) - chi2_F); CD = q_alpha sqrt(k(k+1)/6N)',
+    source='Demsar 2006, Sec. 3.2.2; Kalischek et al. 2023 (BiasBed)',
+    reference='hand computation with ties',
+    tolerance='1e-5')
 def test_friedman_with_ties_matches_hand_computation():
     # ranks (1 = best): b1 A1 B2.5 C2.5 | b2 A2 B1 C3 | b3 all 2 -> R = 5/3, 11/6, 5/2
     # chi2 = 12*3/(3*4) * (25/9 + 121/36 + 25/4 - 12) = 3 * 0.38889 = 1.16667
@@ -255,6 +348,12 @@ def test_friedman_refuses_gaps_and_single_blocks():
         friedman_nemenyi(pd.DataFrame({"A": [0.1], "B": [0.3]}))
 
 
+@pytest.mark.validates(
+    'Spearman rank correlation between metrics over models, exact p',
+    definition='rho = 1 - 6 sum d^2 / (n(n^2 - 1)); p over all n! pairings',
+    source='Heinert et al., Tab. II',
+    reference='hand computation (rho 0.8, p 16/120)',
+    tolerance='exact')
 def test_spearman_rank_correlation_exact_p():
     # ranks 12345 vs 21435: sum d^2 = 4, rho = 1 - 6*4 / (5*24) = 0.8; |rho| >= 0.8 in 16 of 120 pairings: p = 0.1333
     t = pd.DataFrame({"observer": list("abcde"), "S_cd": [1, 2, 3, 4, 5], "shape_bias": [2, 1, 4, 3, 5]})

@@ -11,6 +11,12 @@ from scipy import stats
 from analysis.cue_study import MIN_BLOCKS, measure_effects, rank_tests, welch_interval
 
 
+@pytest.mark.validates(
+    "difference of an algorithm's measure from ERM with Welch interval",
+    definition='mean_a - mean_b +- t_df sqrt(s_a^2/n_a + s_b^2/n_b), Welch-Satterthwaite df',
+    source='Welch 1947',
+    reference='hand computation and scipy.stats.ttest_ind(equal_var=False)',
+    tolerance='exact (pytest.approx)')
 def test_welch_interval_matches_a_hand_computation_and_scipy():
     a, b = [0.70, 0.74, 0.78], [0.60, 0.64]
     # means 0.74 and 0.62; s_a^2/n_a = 0.0016/3, s_b^2/n_b = 0.0008/2; SE^2 = 0.000933; df = 2.882

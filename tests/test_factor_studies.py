@@ -58,6 +58,12 @@ def zgo_zso_rows():
     return rows
 
 
+@pytest.mark.validates(
+    'DiagViB-6 P_ij, FAAvg and FAMin with standard errors',
+    definition='P_ij = accuracy on factor i with j correlated; FAAvg = mean_j P_ij, FAMin = min_j P_ij, averaged over samples',
+    source='Eulig et al. 2021, Sec. 3.4',
+    reference='hand computation',
+    tolerance='exact (pytest.approx)')
 def test_p_ij_faavg_famin_with_standard_errors(tmp_path):
     selected = select_epochs(write_table(tmp_path, zgo_zso_rows()))
     p = p_matrix(selected).set_index(["study", "target", "correlated"])

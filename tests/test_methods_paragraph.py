@@ -1,30 +1,45 @@
-"""The report's methods paragraph: each sentence against numbers worked out by hand."""
+"""The report's methods paragraph: each sentence against numbers worked out by hand, against the experiment it
+describes and against what results.json recorded beside it."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
+import numpy as np
 import pandas as pd
+import pytest
 
-from analysis.sections.methods import display_sentence, stimuli_sentence, timing_sentence
+from analysis.sections.methods import conditions_shown, display_sentence, stimuli_sentence, timing_sentence
 
 
-def test_stimuli_sentence_names_each_condition_and_the_range_of_its_parameter():
-    scored = pd.DataFrame({"condition": ["original", "patch_shuffle", "patch_shuffle", "patch_shuffle"],
-                           "level": [None, 0, 4, 4],
-                           "params": ["{}", json.dumps({"grid": 2}), json.dumps({"grid": 6}), json.dumps({"grid": 6})]})
-    assert stimuli_sentence(scored) == "Stimuli came in 2 condition(s): original; patch shuffle (2 levels; grid 2 to 6)."
+def test_stimuli_sentence_names_each_condition_by_its_parameters_at_every_level():
+    scored = pd.DataFrame({"condition": ["original", "patch_shuffle", "patch_shuffle", "patch_shuffle", "bilateral"],
+                           "level": [None, 0, 4, 4, 4], "session": "1", "adaptive": None,
+                           "params": ["{}", json.dumps({"grid": 2}), json.dumps({"grid": 6}), json.dumps({"grid": 6}),
+                                      json.dumps({"d": 12, "sigma_color": 170})]})
+    assert stimuli_sentence(conditions_shown(scored)) == (
+        "Stimuli came in 3 condition(s): bilateral (d 12, sigma_color 170); original; patch shuffle (grid 2, 6).")
+    # an adaptive block's levels follow the answers: the sentence names the fixed levels only
+    visited = scored.assign(session=["1", "1", "1", "adaptive-patch_shuffle", "1"])
+    assert "patch shuffle (grid 2)" in stimuli_sentence(conditions_shown(visited.iloc[[0, 1, 3, 4]]))
 
 
 def test_timing_sentence_gives_planned_ms_frames_refresh_and_the_measured_duration():
-    planned = json.dumps({"fixation": 300, "stimulus": 200, "mask": 200})
+    planned = json.dumps({"fixation": 300, "stimulus": 200, "mask": 200, "response_window": None, "iti": 500})
     frames = json.dumps({"fixation": 18, "stimulus": 12, "mask": 12})
     humans = pd.DataFrame({"timing_planned": [planned, planned], "frames": [frames, frames], "refresh_hz": [60.0, 60.0],
                            "timing_measured": [json.dumps({"stimulus": 199.0}), json.dumps({"stimulus": 201.0})]})
     # SD of 199 and 201 (ddof 1) = sqrt(2) = 1.41
     assert timing_sentence(humans) == ("Each trial showed fixation 300 ms (18 frames), stimulus 200 ms (12 frames), "
-                                       "mask 200 ms (12 frames) on displays refreshing at 60 Hz; the measured stimulus "
-                                       "duration was 200.0 ms on average (SD 1.4 ms, 2 trials).")
+                                       "mask 200 ms (12 frames), no response deadline, inter-trial interval 500 ms on "
+                                       "displays refreshing at 60 Hz; the measured stimulus duration was 200.0 ms on "
+                                       "average (SD 1.4 ms, 2 trials).")
+    windowed = humans.assign(timing_planned=json.dumps({"stimulus": 200, "response_window": 2000}))
+    assert timing_sentence(windowed).startswith("Each trial showed stimulus 200 ms (12 frames), response window "
+                                                "2000 ms on")
 
 
 def test_display_sentence_reports_the_lab_geometry_and_the_web_calibration():
@@ -89,11 +104,10 @@ def small_study() -> list[dict]:
 
 def test_the_whole_paragraph_of_a_small_study_by_hand(tmp_path):
     """Every number below is counted by hand from :data:`CORRECTNESS`: p1 16 and p2 14 scored trials (a timeout
-    and a page left), the model 16: 46; p3 answered the attention check wrong and leaves entirely. Fits: p1, p2,
-    the model and the pooled people (4); the model's 2/4, 2/4, 2/4 over sigma 1, 2, 4 has no trend (Cochran-
-    Armitage T = sum x (k - n p) = 0), p1's 4, 2, 0 of 4 and p2's 4, 1, 0 of 4, 3, 3 fall (z = -2.78, -2.53).
-    t-tests: the human-minus-model item differences vary in each of original and blur 1, 2, 4 (4 tests); rank
-    blocks: the 4 condition x level cells, methods: the model and the people's mean."""
+    and a page left): 30 trials of people (the model's 16 are not people's trials); p3 answered the attention
+    check wrong and leaves entirely. t-tests: the human-minus-model item differences vary in each of original and
+    blur 1, 2, 4 (4 tests, 4 items each). The statistics of other sections (psychometric fits, error consistency,
+    ceilings, ranks) enter through the method each of them records, checked sentence by sentence below."""
     from analysis.report import AnalysisOptions, write_report
     from cuebench.responses import ResponseStore
 
@@ -102,27 +116,54 @@ def test_the_whole_paragraph_of_a_small_study_by_hand(tmp_path):
     write_report([tmp_path / "small.sqlite"], tmp_path / "report", options=AnalysisOptions(n_choices=2, n_boot=20),
                  progress=False)
     text = pd.read_csv(tmp_path / "report" / "tables" / "methods.csv")["paragraph"].iloc[0]
-    assert text == (
-        "Stimuli came in 2 condition(s): blur (3 levels; sigma 1 to 4); original. "
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert text.startswith(
+        "Stimuli came in 2 condition(s): blur (sigma 1, 2, 4); original. "
         "Each trial showed fixation 300 ms, stimulus 200 ms, mask 200 ms. "
-        "2 participants were analysed; excluded entirely: 1 for participant failed 1 attention check(s) (allowed 0). "
+        "2 participants were analysed; excluded entirely: 1 participant failed 1 attention check(s) (allowed 0). "
         "Of the analysed observers' test trials, 2 were excluded: 1 left the page or window during the trial, "
         "1 timeout (no answer). "
         "1 model(s) answered the same trials: m1 (decision rule 16class-mean). "
-        "Accuracy was scored over 46 test trials with C = 2 answer choices (chance 1/C); proportions carry Wilson "
-        "95 % intervals. "
-        "Statistics: psychometric functions fitted with psignifit (Schütt et al. 2016) to 4 observer x condition "
-        "series (people also pooled), each only after a Cochran-Armitage trend test found accuracy falling with the "
-        "level at p < 0.05 (1 left unfitted as flat); percentile bootstrap intervals (20 resamples) of means over "
-        "observers and of error consistency over trials; leave-one-out and split-half noise ceilings (Nili et al. "
-        "2014); 4 paired two-sided t-tests of people against each model per condition and level (pingouin; holm "
-        "correction at alpha 0.05); a Friedman test with the Iman-Davenport correction and Nemenyi post-hoc "
-        "comparisons (Demšar 2006) of 2 methods over 4 blocks.")
+        "Accuracy was scored over 30 test trials of people with C = 2 answer choices (chance 1/C); each observer's "
+        "accuracy per condition and level carries a Wilson 95 % interval, and the mean over the observers of a kind "
+        "a percentile bootstrap interval (20 resamples of the observers). ")
+    assert ("Each model was compared with the people by 4 two-sided paired t-test(s), one per model, condition and "
+            "level, paired by item (each image x condition trial: the people's mean correctness on it against the "
+            "model's) (4 pairs per test), with holm correction over all 4 tests at alpha 0.05; effect sizes are d_z "
+            "= t / sqrt(n)") in text
+    assert_sentences_are_recorded(text, results)
+
+
+def recorded_sentences(results: dict) -> dict[str, str]:
+    """Section -> the method sentence it recorded in results.json's summary."""
+    return {name: entry["method"]["sentence"] for name, entry in results["summary"].items()
+            if isinstance(entry, dict) and isinstance(entry.get("method"), dict) and entry["method"].get("sentence")}
+
+
+def assert_sentences_are_recorded(text: str, results: dict) -> None:
+    """Each section's recorded sentence is in the paragraph once, and its numbers are the ones recorded beside it
+    and the ones the results tables hold (t-tests run, bootstrap resamples)."""
+    recorded = recorded_sentences(results)
+    for name, sentence in recorded.items():
+        assert text.count(sentence) == 1, name
+    tables = results["tables"]
+    tests = [row for row in tables.get("ttests", []) if row["p"] is not None]
+    if tests:
+        method = results["summary"]["ttests"]["method"]
+        assert method["tests"] == len(tests) and f"by {len(tests)} two-sided paired" in recorded["ttests"]
+        assert method["pairs_min"] == min(row["n"] for row in tests)
+        assert {row["correction"] for row in tests} == {method["correction"]}
+    for name in ("accuracy", "reliance"):
+        if name in recorded and results["summary"][name]["method"]["bootstrap_intervals"]:
+            n_boot = results["summary"][name]["method"]["bootstrap_resamples"]
+            assert f"({n_boot} resamples of the observers)" in recorded[name]
+    people = [row for row in tables["accuracy"] if row["observer_kind"] == "human"]
+    assert f"scored over {sum(row['n'] for row in people)} test trials of people" in recorded["accuracy"]
 
 
 def test_people_screened_out_before_their_first_trial_are_in_the_participants_sentence(tmp_path):
     """The exclusion log of an experiment names a person who left no answer (the browser check screened them
-    out): the report's paragraph counts them, written after the log is merged in."""
+    out): the report's paragraph counts them."""
     from analysis.report import AnalysisOptions, write_report
     from cuebench import exclusions
     from cuebench_app.cli import main
@@ -141,5 +182,87 @@ def test_people_screened_out_before_their_first_trial_are_in_the_participants_se
         exclusions.record(store.conn, experiment.name, "P02", True, "no WebGL", "browser-check")
     write_report([out], tmp_path / "report", options=AnalysisOptions(n_boot=20), progress=False)
     text = pd.read_csv(tmp_path / "report" / "tables" / "methods.csv")["paragraph"].iloc[0]
-    assert "1 participant was analysed; excluded entirely: 1 for excluded: browser-check: no WebGL." in text
+    assert "1 participant was analysed; excluded entirely: 1 screened out by the browser check." in text
     assert "1 model(s) answered the same trials: lite0 (decision rule not recorded)." in text
+
+
+PEOPLE = {"P01": 0, "P02": 1, "P03": 2, "P04": 3, "P05": 4, "P06": 0}
+"""Six people over the five Latin-square groups of the human grid; P06 is excluded by the experimenter."""
+
+
+def pilot_experiment(root):
+    """The human grid of the suppression design (8 photos, 5 arms) with 6 people who answer by a seeded coin whose
+    odds fall with suppression, and one model that answers every trial: a small stand-in for the demo's report
+    with people (the demo itself has only models)."""
+    from cuebench import exclusions
+    from cuebench.app.cli import main
+    from cuebench.design import participant_sequence
+    from cuebench.expdir import ExperimentDir
+    from cuebench.responses import ResponseStore, trial_row
+
+    out = root / "pilot"
+    assert main(["stimuli", "build", "--design", "suppression", "--grid", "human", "--images", "default",
+                 "--out", str(out), "--workers", "1"]) == 0
+    experiment = ExperimentDir(out).load()
+    rng, rows = np.random.default_rng(5), []
+    for person, group in PEOPLE.items():
+        for step in participant_sequence(experiment, group, person):
+            trial = experiment.trial(step.trial_id)
+            p_right = 0.9 if trial.condition == "original" else 0.6
+            right = trial.role == "attention" or rng.random() < p_right
+            wrong = next(c for c in trial.choices if c != trial.correct)
+            rows.append(trial_row(experiment, trial, observer=person, observer_kind="human", session=1,
+                                  trial_index=step.index, response=trial.correct if right else wrong, rt_ms=650.0,
+                                  group=group, device={"user_agent": "test browser"}))
+    rows += [trial_row(experiment, t, observer="tiny-net", observer_kind="model", session=1, trial_index=i,
+                       response=t.correct if i % 3 else "not clear", decision_rule="16class-mean")
+             for i, t in enumerate(experiment.trials) if t.role == "test"]
+    with ResponseStore(ExperimentDir(out).responses_file) as store:
+        store.write_many(rows)
+        exclusions.record(store.conn, experiment.name, "P06", True, "looked away often", "cli (root)")
+    return out, experiment
+
+
+@pytest.mark.slow
+def test_report_and_analyze_give_one_paragraph_that_matches_the_experiment_and_results(tmp_path):
+    """``cuebench report`` and ``cuebench analyze --metric methods`` (run as the user does, from the folder with
+    relative paths) print the same paragraph; its design sentences say what experiment.json holds (counted here
+    from the experiment, not by the code under test), the experimenter's note stays in the exclusion log, and every
+    section's sentence is the one results.json recorded."""
+    out, experiment = pilot_experiment(tmp_path)
+    env_run = dict(cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "cuebench", "report", "pilot", "--out", "report", "--n-boot", "50"],
+                          **env_run)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "cuebench", "analyze", "pilot", "--metric", "methods", "--n-boot",
+                           "50", "--out", "methods.csv"], **env_run)
+    assert done.returncode == 0, done.stderr
+    text = pd.read_csv(tmp_path / "report" / "tables" / "methods.csv")["paragraph"].iloc[0]
+    assert pd.read_csv(tmp_path / "methods.csv")["paragraph"].iloc[0] == text
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+
+    tests = [t for t in experiment.trials if t.role == "test"]
+    photos, arms = {t.source_image for t in tests}, {(t.condition, t.level) for t in tests}
+    attention = sum(t.role == "attention" for t in experiment.trials)
+    assert (f"The suppression experiment showed {len(photos)} photo(s); people answered with the "
+            f"{len(experiment.label_set.labels)} class labels in alphabetical order plus 'not clear'.") in text
+    assert (f"Besides its {len(tests)} test trials the experiment held {attention} attention trial(s) (an "
+            f"attention check every 100 trials, a break every 100 trials)") in text
+    assert (f"Conditions rotated over {len(experiment.assignment.groups)} participant groups as a Latin square: each "
+            f"person saw each of the {len(photos)} photos once, in one of {len(arms)} condition x level arms.") in text
+    assert "patch shuffle (grid 3, 6)" in text and "bilateral (d 12, sigma_color 170, sigma_space 75)" in text
+    assert ("Each trial showed fixation 300 ms, stimulus 200 ms, mask 200 ms, no response deadline, inter-trial "
+            "interval 500 ms.") in text
+    assert ("5 participants were analysed (5 in the browser); excluded entirely: 1 excluded by the experimenter "
+            "(reason in the exclusion log).") in text
+    assert "looked away" not in text and "root" not in text
+    assert "1 model(s) answered the same trials: tiny-net (decision rule 16class-mean)." in text
+    assert_sentences_are_recorded(text, results)
+    # every sentence is accounted for: the design and runner sentences above, or a section's recorded one
+    recorded = " ".join(recorded_sentences(results).values())
+    fixed = ("The suppression experiment", "Besides its", "Conditions rotated", "Stimuli came", "Each trial showed",
+             "5 participants", "1 model(s)", "Of the analysed")
+    for sentence in re.split(r"(?<=\.) (?=[A-Z0-9])", text):
+        assert sentence.startswith(fixed) or sentence in recorded, sentence
+    ttests = pd.read_csv(tmp_path / "report" / "tables" / "ttests.csv")
+    assert set(ttests.dropna(subset=["p"])["parameters"]) >= {"grid 3", "grid 6"}

@@ -143,6 +143,12 @@ def independent_ml_fit(x, k, n, chance, free_floor: bool = False):
 
 
 @pytest.mark.parametrize("choices,floor,lapse", [(16, None, 0.4), (2, None, 0.1), (16, 0.4, 0.05), (4, 0.5, 0.0)])
+@pytest.mark.validates(
+    'psychometric function fit (location, width, lapse, floor)',
+    definition='logistic sigmoid from floor to 1 - lapse fitted by psignifit',
+    source='Schuett et al. 2016',
+    reference='independent maximum-likelihood fit (scipy L-BFGS-B) of simulated data',
+    tolerance='location 0.05, lapse and floor 0.01, scale 3 %')
 def test_psignifit_agrees_with_an_independent_maximum_likelihood_fit(choices, floor, lapse):
     rng = np.random.default_rng(7)
     chance = 1 / choices

@@ -1,4 +1,14 @@
-"""The report section contract: the base class every section subclasses, and their registry."""
+"""The report section contract: the base class every section subclasses, and their registry.
+
+What a section ran, for the methods paragraph: a section that computes a statistic records it with
+:func:`record_method` as ``result.summary[<section name>]["method"]``, a dict of the numbers *as they
+were used* (resamples drawn, series fitted, priors, definitions), never the options' defaults. Its key
+``"sentence"`` holds one sentence for a paper's methods built from those numbers; the methods
+paragraph (:mod:`analysis.sections.methods`) quotes each recorded sentence in report order, and
+leaves a section out that recorded none. A section may instead override :meth:`Section.method_sentence`
+to write its sentence from the dict. Both the dict and the sentence land in results.json, so every
+number of the paragraph can be checked against what was recorded beside it.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +32,7 @@ class Section:
     needs: ClassVar[str] = ""
     """What the section needs, in words, for "metric X needs ..." errors."""
     depends: ClassVar[tuple[str, ...]] = ()
-    """Sections whose tables this one reads (computed first)."""
+    """Sections whose tables this one reads (computed first); ``ALL`` (``"*"``): every section."""
     adaptive_blocks: ClassVar[bool] = False
     """Whether ``compute`` reads the answers of adaptive (QUEST+) blocks. Every other section gets the rows of the
     fixed sequence only (:func:`analysis.load.fixed_level_rows`): a level chosen from the answers is no level of
@@ -51,6 +61,30 @@ class Section:
         """Matplotlib figures by key (file name stem); drawn only when ``compute`` succeeded."""
         return {}
 
+    def method_sentence(self, method: dict) -> str | None:
+        """The methods paragraph's sentence from what :func:`record_method` recorded (default: its
+        ``"sentence"``); None leaves the section out of the paragraph."""
+        return method.get("sentence") or None
+
+
+ALL = "*"
+METHOD = "method"
+
+
+def record_method(result, section: str, sentence: str, **numbers) -> dict:
+    """Record what ``section`` ran: ``result.summary[section]["method"] = {"sentence": ..., **numbers}``
+    (module docstring); numbers are the ones the sentence was written from. Returns the dict."""
+    method = {"sentence": sentence, **numbers}
+    result.summary.setdefault(section, {})[METHOD] = method
+    return method
+
+
+def recorded_method(summary: dict, section: str) -> dict | None:
+    """The ``method`` dict ``section`` recorded in ``summary``, or None."""
+    entry = summary.get(section)
+    method = entry.get(METHOD) if isinstance(entry, dict) else None
+    return method if isinstance(method, dict) else None
+
 
 def register(cls: type[Section]) -> type[Section]:
     """Class decorator: register a section under its ``name``."""
@@ -60,10 +94,12 @@ def register(cls: type[Section]) -> type[Section]:
 def ordered(names=None) -> list[Section]:
     """Instances of the registered sections (all that load, or ``names`` and what they depend on), in report
     order; a broken plug-in section is left out (``broken_notes`` says so)."""
-    wanted = {name for name, _ in SECTIONS.working()} if names is None else set(names)
+    everything = {name for name, _ in SECTIONS.working()}
+    wanted = everything if names is None else set(names)
     todo = list(wanted)
     while todo:
-        for dep in SECTIONS[todo.pop()].depends:
+        depends = SECTIONS[todo.pop()].depends
+        for dep in (everything if ALL in depends else depends):
             if dep not in wanted:
                 wanted.add(dep)
                 todo.append(dep)

@@ -1,4 +1,11 @@
-"""A methods paragraph written from the responses themselves, every number traceable to a table."""
+"""A methods paragraph written from what the analysis recorded while it ran, every number traceable.
+
+Its sentences come from three records, never from an option's default: the experiment as built
+(``summary["design"]``, :mod:`analysis.design_record`), what the runners stored with each answer
+(planned and measured timing, display calibration, device), and the ``method`` dict each section
+recorded of the statistics it ran (:func:`analysis.sections.base.record_method`). ``cuebench analyze
+--metric methods`` and ``cuebench report`` run the same analysis, so they print the same paragraph.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,13 @@ import json
 import pandas as pd
 
 from ..load import params_of
-from ..metrics import MIN_T_OBSERVERS
-from ..psychometric import TREND_ALPHA
-from .base import Section, register
+from ..psychometric import fixed_level_rows
+from .base import ALL, Section, ordered, recorded_method, register
 
-PHASES = ("fixation", "stimulus", "mask")
+PHASES = ("fixation", "stimulus", "mask", "response_window", "iti")
+PHASE_NAMES = {"response_window": "response window", "iti": "inter-trial interval"}
+DESIGN = "design"
+"""``summary`` key of the experiment as built (:func:`analysis.design_record.experiment_record`)."""
 
 
 def _json(value) -> dict:
@@ -22,25 +31,76 @@ def _json(value) -> dict:
     return {}
 
 
-def stimuli_sentence(scored: pd.DataFrame) -> str:
-    """Each condition with the range of every parameter that varies over its levels."""
-    parts = []
-    for condition, rows in scored.groupby("condition"):
-        params = [params_of(p) for p in rows.drop_duplicates("level")["params"]]
-        keys = [k for k in dict.fromkeys(k for p in params for k in p) if len({str(p.get(k)) for p in params}) > 1]
-        ranges = []
-        for key in keys:
-            values = sorted({p[key] for p in params if isinstance(p.get(key), (int, float))})
-            if values:
-                ranges.append(f"{key} {values[0]:g} to {values[-1]:g}")
-        levels = rows["level"].nunique()
-        detail = f" ({levels} levels; {', '.join(ranges)})" if ranges else (f" ({levels} levels)" if levels > 1 else "")
-        parts.append(f"{str(condition).replace('_', ' ')}{detail}")
+def _value(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def _condition(condition: str, levels: list[dict]) -> str:
+    """``patch shuffle (grid 3, 6)``: the parameters that vary over the levels with their values in level order,
+    then those that stay the same (``bilateral (d/sigma_color 4/50, 6/80; sigma_space 75)``)."""
+    keys = list(dict.fromkeys(k for p in levels for k in p))
+    varying = [k for k in keys if len({str(p.get(k)) for p in levels}) > 1]
+    fixed = [f"{k} {_value(levels[0][k])}" for k in keys if k not in varying and k in levels[0]]
+    parts = ([f"{'/'.join(varying)} " + ", ".join("/".join(_value(p.get(k)) for k in varying) for p in levels)]
+             if varying else []) + ([", ".join(fixed)] if fixed else [])
+    name = str(condition).replace("_", " ")
+    return f"{name} ({'; '.join(parts)})" if parts else name
+
+
+def stimuli_sentence(conditions: dict[str, list[dict]]) -> str:
+    """Each condition with its transform's parameters at every level (the levels a figure's axis shows)."""
+    parts = [_condition(c, levels) for c, levels in sorted(conditions.items())]
     return f"Stimuli came in {len(parts)} condition(s): " + "; ".join(parts) + "."
 
 
+def conditions_shown(scored: pd.DataFrame) -> dict[str, list[dict]]:
+    """Condition -> the parameters of its levels, from the fixed-level trials answered (when no experiment
+    directory records the design); adaptive blocks' levels follow the answers and are left out."""
+    fixed = fixed_level_rows(scored).assign(level=lambda d: d["level"].fillna(-1))
+    return {condition: [params_of(p) for p in rows.sort_values("level").drop_duplicates("level")["params"]]
+            for condition, rows in fixed.groupby("condition")}
+
+
+def design_sentences(record: dict) -> list[str]:
+    """The photos and classes, the trials besides the test trials and their schedule, the Latin square and
+    each adaptive block's QUEST+ settings, from the experiment as built."""
+    answers = f"the {record['classes']} class labels in {record['label_order']} order" + (
+        " plus 'not clear'" if record["not_clear"] else "")
+    out = [f"The {record['design']} experiment showed {record['photos']} photo(s); people answered with {answers}."]
+    roles = record["trials_by_role"]
+    extra = [f"{roles[r]} {r}" for r in ("practice", "catch", "attention") if roles.get(r)]
+    schedule = [f"{'practice first' if record['practice_first'] and roles.get('practice') else ''}",
+                f"an attention check every {record['attention_every']} trials" if record["attention_every"]
+                and roles.get("attention") else "",
+                f"a catch trial every {record['catch_every']} trials" if record["catch_every"] and roles.get("catch")
+                else "", f"a break every {record['break_every']} trials" if record["break_every"] else ""]
+    schedule = [s for s in schedule if s]
+    out.append(f"Besides its {roles.get('test', 0)} test trials the experiment held "
+               + (", ".join(extra) + " trial(s)" if extra else "no practice, catch or attention trials")
+               + (f" ({', '.join(schedule)})" if schedule else "") + "; catch and attention trials never enter "
+               "accuracy.")
+    square = record.get("assignment")
+    if square:
+        out.append(f"Conditions rotated over {square['groups']} participant groups as a Latin square: each person "
+                   f"saw each of the {square['images']} photos once, in one of {square['arms']} condition x level "
+                   f"arms.")
+    for plan in record.get("adaptive", []):
+        prior = (f"a normal prior on the threshold (mean {plan['prior_mean']:g}, SD {plan['prior_sd']:g})"
+                 if plan["prior_mean"] is not None else "a uniform prior on the threshold")
+        stop = (f", or fewer once the 95 % interval was narrower than {plan['stop_ci_width']:g}"
+                if plan["stop_ci_width"] else "")
+        low, high, count = plan["thresholds"]
+        out.append(f"An adaptive block over {str(plan['condition']).replace('_', ' ')} chose each trial's "
+                   f"{plan['axis']} among {', '.join(_value(v) for v in plan['values'])} by QUEST+ (Watson 2017) "
+                   f"for {plan['trials']} trials{stop}, with guess rate {plan['guess_rate']:.3g}, {count} "
+                   f"threshold(s) from {low:g} to {high:g}, spreads {', '.join(_value(v) for v in plan['spreads'])}, "
+                   f"lapse rates {', '.join(_value(v) for v in plan['lapses'])} and {prior}.")
+    return out
+
+
 def timing_sentence(humans: pd.DataFrame) -> str | None:
-    """Planned phase durations in ms and frames, the refresh rate, and the measured stimulus duration."""
+    """Planned phase durations in ms (and frames) as the runners recorded them per trial, the response window
+    (or none), the refresh rate, and the measured stimulus duration."""
     planned = [_json(v) for v in humans["timing_planned"]] if "timing_planned" in humans else []
     planned = [p for p in planned if p]
     if not planned:
@@ -48,12 +108,17 @@ def timing_sentence(humans: pd.DataFrame) -> str | None:
     frames = [_json(v) for v in humans["frames"]] if "frames" in humans else []
     phases = []
     for phase in PHASES:
-        ms = pd.Series([p.get(phase) for p in planned], dtype=float).dropna()
+        recorded = [p[phase] for p in planned if phase in p]
+        ms = pd.Series(recorded, dtype=float).dropna()
+        if phase == "response_window" and recorded and len(ms) < len(recorded):
+            phases.append("no response deadline" if not len(ms) else
+                          f"a response window of {ms.median():g} ms on {len(ms)} of {len(recorded)} trials")
+            continue
         if not len(ms):
             continue
         n_frames = pd.Series([f.get(phase) for f in frames if f], dtype=float).dropna()
         in_frames = f" ({n_frames.median():g} frames)" if len(n_frames) else ""
-        phases.append(f"{phase} {ms.median():g} ms{in_frames}")
+        phases.append(f"{PHASE_NAMES.get(phase, phase)} {ms.median():g} ms{in_frames}")
     text = "Each trial showed " + ", ".join(phases)
     refresh = pd.to_numeric(humans.get("refresh_hz"), errors="coerce").dropna()
     if len(refresh):
@@ -109,14 +174,45 @@ def _viewing_distance(web: pd.DataFrame) -> str:
             f"by {len(web) - measured}")
 
 
+EXCLUDED_BY = {"browser check": "screened out by the browser check", "browser-check":
+               "screened out by the browser check", "attention check": "failed the attention check"}
+"""Who logged an exclusion -> the words of the paper; anyone else (admin, cli) is the experimenter, whose
+details stay in the exclusion log."""
+
+
+def exclusion_cause(row) -> str:
+    """A paper's words for why an observer was excluded: the analysis' own rule as it states it, or the kind of
+    logged decision (:data:`EXCLUDED_BY`), never an operator's note."""
+    by = getattr(row, "by", None)
+    if isinstance(by, str) and by:
+        return EXCLUDED_BY.get(by, "excluded by the experimenter (reason in the exclusion log)")
+    return str(row.reason)
+
+
+def runners_of(humans: pd.DataFrame) -> dict[str, int]:
+    """People per runner, from what each runner recorded in ``device``: the PsychoPy lab or the browser."""
+    seen: dict[str, set] = {"in the lab (PsychoPy)": set(), "in the browser": set()}
+    for observer, device in zip(humans["observer"], humans.get("device", pd.Series(index=humans.index))):
+        info = _json(device)
+        if info.get("runner") == "psychopy":
+            seen["in the lab (PsychoPy)"].add(observer)
+        elif "user_agent" in info or "px_per_mm" in info:
+            seen["in the browser"].add(observer)
+    return {where: len(who) for where, who in seen.items() if who}
+
+
 def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame) -> str:
-    """People analysed, and every observer excluded entirely with the reason (those screened out before their
-    first trial too, once ``analysis.report.write_report`` has merged the exclusion log in)."""
-    humans = scored.loc[scored["observer_kind"] == "human", "observer"].nunique()
-    text = f"{humans} {'participant was' if humans == 1 else 'participants were'} analysed"
+    """People analysed and where they took part, and every person excluded entirely by cause (those screened
+    out before their first trial too: the analysis merges the exclusion log in)."""
+    humans = scored[scored["observer_kind"] == "human"]
+    count = humans["observer"].nunique()
+    text = f"{count} {'participant was' if count == 1 else 'participants were'} analysed"
+    runners = runners_of(humans)
+    if runners:
+        text += " (" + ", ".join(f"{n} {where}" for where, n in runners.items()) + ")"
     if len(excluded):
-        reasons = excluded.groupby("reason")["observer"].count()
-        text += "; excluded entirely: " + "; ".join(f"{n} for {reason}" for reason, n in reasons.items())
+        causes = pd.Series([exclusion_cause(row) for row in excluded.itertuples()], dtype=object).value_counts()
+        text += "; excluded entirely: " + "; ".join(f"{n} {cause}" for cause, n in sorted(causes.items()))
     return text + "."
 
 
@@ -142,59 +238,50 @@ def models_sentence(scored: pd.DataFrame) -> str | None:
     return f"{len(rules)} model(s) answered the same trials: {listed}."
 
 
-def scoring_sentence(scored: pd.DataFrame, n_choices: int) -> str:
-    return (f"Accuracy was scored over {len(scored)} test trials with C = {n_choices} answer choices (chance 1/C); "
-            f"proportions carry Wilson 95 % intervals.")
+def builds_on_first(sections: list[Section]) -> list[Section]:
+    """``sections`` in their order, each moved after the sections it depends on (a stable topological order)."""
+    by_name, placed, out = {s.name: s for s in sections}, set(), []
+
+    def place(section):
+        if section.name in placed:
+            return
+        placed.add(section.name)
+        for dep in section.depends:
+            if dep in by_name:
+                place(by_name[dep])
+        out.append(section)
+
+    for section in sections:
+        if ALL not in section.depends:
+            place(section)
+    return out
 
 
-def statistics_sentence(result, options) -> str | None:
-    """What the analysis actually ran, each with the numbers it ran on: psychometric fits and their trend
-    gate, QUEST+ pooling, t-intervals, bootstrap intervals, noise ceilings, paired t-tests, rank tests."""
-    t, parts = result.tables, []
-    fits = t.get("thresholds")
-    if fits is not None and len(fits):
-        gated = int(fits["note"].fillna("").str.startswith("not fitted: flat data").sum())
-        parts.append(f"psychometric functions fitted with psignifit (Schütt et al. 2016) to {len(fits)} observer x "
-                     f"condition series{' (people also pooled)' if (fits['fit'] == 'pooled').any() else ''}, each "
-                     f"only after a Cochran-Armitage trend test found accuracy falling with the level at p < "
-                     f"{TREND_ALPHA:g} ({gated} left unfitted as flat)")
-    adaptive = t.get("adaptive_thresholds")
-    if adaptive is not None and len(adaptive):
-        blocks = int((adaptive["fit"] == "individual").sum())
-        pooled = adaptive.loc[adaptive["fit"] == "pooled", "observer_kind"].tolist()
-        parts.append(f"QUEST+ posterior thresholds (Watson 2017) of {blocks} adaptive block(s)"
-                     + (f", pooled over the {' and '.join(k + 's' for k in pooled)} by inverse-variance weighting"
-                        if pooled else ""))
-    groups = [g for g in (t.get("group_accuracy"), t.get("group_relative_accuracy")) if g is not None and len(g)]
-    if any(g["t_ci_low"].notna().any() for g in groups):
-        parts.append(f"t-intervals across observers (from {MIN_T_OBSERVERS} observers of a kind on)")
-    booted = ["means over observers"] if any(g["boot_ci_low"].notna().any() for g in groups) else []
-    if "error_consistency" in t and t["error_consistency"]["kappa_ci_low"].notna().any():
-        booted.append("error consistency over trials")
-    if booted:
-        parts.append(f"percentile bootstrap intervals ({options.n_boot} resamples) of {' and of '.join(booted)}")
-    if "noise_ceilings" in t:
-        parts.append("leave-one-out and split-half noise ceilings (Nili et al. 2014)")
-    tests = t.get("ttests")
-    if tests is not None and "p" in tests and tests["p"].notna().any():
-        parts.append(f"{int(tests['p'].notna().sum())} paired two-sided t-tests of people against each model per "
-                     f"condition and level (pingouin; {options.correction} correction at alpha {options.alpha:g})")
-    if result.friedman is not None:
-        parts.append(f"a Friedman test with the Iman-Davenport correction and Nemenyi post-hoc comparisons "
-                     f"(Demšar 2006) of {result.friedman.n_methods} methods over {result.friedman.n_blocks} blocks")
-    if not parts:
-        return None
-    return "Statistics: " + "; ".join(parts) + "."
+def section_sentences(result) -> list[str]:
+    """The sentence each section recorded of what it ran (:func:`analysis.sections.base.record_method`), in report
+    order except that a section comes after those it ``depends`` on (accuracy before the reliance built on it);
+    a section that recorded none is left out."""
+    out = []
+    for section in builds_on_first(ordered(result.sections)):
+        method = recorded_method(result.summary, section.name)
+        sentence = section.method_sentence(method) if method is not None and section.name in result.sections else None
+        if sentence:
+            out.append(sentence)
+    return out
 
 
-def paragraph(result, scored: pd.DataFrame, options, n_choices: int) -> str:
-    """The methods paragraph from the analysis as it stands (tables, exclusions, what ran)."""
+def paragraph(result, scored: pd.DataFrame) -> str:
+    """The methods paragraph from what the analysis recorded: the design as built, the runners' timing and
+    display, the people and exclusions, the models, and each section's recorded method."""
     humans = scored[scored["observer_kind"] == "human"]
     excluded = result.tables.get("excluded_observers", pd.DataFrame(columns=["observer", "reason"]))
-    sentences = [stimuli_sentence(scored), timing_sentence(humans) if len(humans) else None,
+    record = result.summary.get(DESIGN)
+    sentences = [*(design_sentences(record) if record else []),
+                 stimuli_sentence(record["conditions"] if record else conditions_shown(scored)),
+                 timing_sentence(humans) if len(humans) else None,
                  display_sentence(humans) if len(humans) else None, participants_sentence(scored, excluded),
                  trial_exclusions_sentence(result.tables.get("exclusions", pd.DataFrame()), excluded),
-                 models_sentence(scored), scoring_sentence(scored, n_choices), statistics_sentence(result, options)]
+                 models_sentence(scored), *section_sentences(result)]
     return " ".join(s for s in sentences if s)
 
 
@@ -208,9 +295,10 @@ class Methods(Section):
     metrics = {"methods": "methods"}
     needs = "scored trials"
     adaptive_blocks = True
+    depends = (ALL,)
 
     def compute(self, result, scored, options, n_choices):
-        text = paragraph(result, scored, options, n_choices)
+        text = paragraph(result, scored)
         result.tables["methods"] = pd.DataFrame({"paragraph": [text]})
         result.summary["methods"] = text
         return None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from .. import metrics, plots
 from .. import reference as published
-from .base import Section, register
+from ..tables import level_parameters, with_parameters
+from .accuracy import group_intervals_text, interval_counts
+from .base import Section, record_method, register
 
 NOT_SUPPRESSION = ("original", "attention", "practice")
 
@@ -45,9 +47,20 @@ class Reliance(Section):
         if "original" not in set(classify["condition"]):
             return "relative accuracy needs 'original' trials as the baseline; none in these responses"
         rel = metrics.relative_accuracy(classify, n_choices)
-        result.tables["relative_accuracy"] = rel
-        result.tables["group_relative_accuracy"] = metrics.group_accuracy(rel, "relative_accuracy", seed=options.seed)
-        result.tables["group_chance_corrected"] = metrics.group_accuracy(rel, "chance_corrected", seed=options.seed)
+        names = level_parameters(fixed)
+        groups = {value: metrics.group_accuracy(rel, value, seed=options.seed, n_boot=options.n_boot)
+                  for value in ("relative_accuracy", "chance_corrected")}
+        result.tables["relative_accuracy"] = with_parameters(rel, names)
+        result.tables["group_relative_accuracy"] = with_parameters(groups["relative_accuracy"], names)
+        result.tables["group_chance_corrected"] = with_parameters(groups["chance_corrected"], names)
+        counts = interval_counts(*groups.values())
+        record_method(
+            result, self.name,
+            f"Reliance on each suppressed cue is the relative accuracy A_sup / A_orig and the chance-corrected "
+            f"(A_sup - 1/C) / (A_orig - 1/C) with C = {n_choices} (Burgert et al. 2025, Sec. 5), per observer "
+            f"against the observer's accuracy on the original images; the mean over the observers of a kind "
+            f"carries {group_intervals_text(counts, options.n_boot)}.",
+            n_choices=n_choices, baseline=metrics.BASELINE, bootstrap_resamples=options.n_boot, **counts)
         return empty_ratios_note(rel)
 
     def figures(self, analysis, reference):

@@ -1,14 +1,19 @@
-"""Paired t-tests of humans against each model per condition and level (Burgert et al. 2025)."""
+"""Paired t-tests of humans against each model per condition and level (Burgert et al. 2025, App. F)."""
 
 from __future__ import annotations
 
 from .. import comparison
-from .base import Section, register
+from ..tables import level_parameters, with_parameters
+from .base import Section, record_method, register
+
+PAIRED_BY = {"item": "by item (each image x condition trial: the people's mean correctness on it against the "
+                     "model's)",
+             "group": "by participant group (a group's mean accuracy against the model's on that group's trials)"}
 
 
 @register
 class TTests(Section):
-    """Paired two-sided t-tests human vs model per condition and level, with Cohen's d and power."""
+    """Paired two-sided t-tests human vs model per condition and level, with the effect sizes d_z and d_av."""
 
     name = "ttests"
     title = "Human vs model t-tests"
@@ -24,7 +29,20 @@ class TTests(Section):
             tests = comparison.paired_ttests(scored, options.pairing, options.correction)
         except comparison.ComparisonError as err:
             return str(err)
-        result.tables["ttests"] = tests
-        if not len(tests):
+        tests["significant"] = (tests["p_corr"] < options.alpha).where(tests["p_corr"].notna())
+        result.tables["ttests"] = with_parameters(tests, level_parameters(scored))
+        ran = tests[tests["p"].notna()]
+        if not len(ran):
             return "human vs model t-tests need >= 2 paired units per condition and level; none has"
+        units = ran["n"].astype(int)
+        pairs = f"{units.min()} pairs" if units.min() == units.max() else f"{units.min()} to {units.max()} pairs"
+        record_method(
+            result, self.name,
+            f"Each model was compared with the people by {len(ran)} two-sided paired t-test(s), one per model, "
+            f"condition and level, paired {PAIRED_BY[options.pairing]} ({pairs} per test), with "
+            f"{options.correction} correction over all {len(ran)} tests at alpha {options.alpha:g}; "
+            f"effect sizes are d_z = t / sqrt(n), the mean difference over the differences' SD, and d_av, the mean "
+            f"difference over the mean of the two sides' SDs (Lakens 2013); no post-hoc power is given.",
+            tests=len(ran), pairing=options.pairing, pairs_min=int(units.min()), pairs_max=int(units.max()),
+            correction=options.correction, alpha=options.alpha, effect_sizes=["d_z", "d_av"])
         return None

@@ -1,0 +1,56 @@
+"""What an experiment directory says was shown, recorded for the methods paragraph.
+
+The responses record what each runner did (planned and measured timing, display geometry); the
+experiment's ``experiment.json`` records the design they ran: the photos and classes, every
+condition's transform parameters, the practice, catch and attention trials, the Latin-square
+assignment and the QUEST+ settings of adaptive blocks. :func:`experiment_record` turns the latter
+into plain numbers (JSON-ready) that the analysis keeps in ``summary["design"]``; nothing here is a
+default: each number is read from the experiment as built.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir
+from cuebench.trials import Experiment
+
+
+def experiment_of(sources) -> Experiment | None:
+    """The (first) experiment directory among ``sources``, loaded; None for response files."""
+    for source in sources:
+        if (Path(source) / EXPERIMENT_FILE).is_file():
+            return ExperimentDir(Path(source)).load()
+    return None
+
+
+def experiment_record(experiment: Experiment) -> dict:
+    """The design as built: photos, classes, conditions with their parameters, trial roles and schedule,
+    assignment and adaptive settings (module docstring)."""
+    tests = [t for t in experiment.trials if t.role == "test"]
+    conditions: dict[str, list[dict]] = {}
+    for trial in sorted(tests, key=lambda t: (t.condition, -1 if t.level is None else t.level)):
+        levels = conditions.setdefault(trial.condition, [])
+        if trial.params not in levels:
+            levels.append(trial.params)
+    schedule = experiment.schedule
+    assignment = experiment.assignment
+    return {
+        "design": experiment.design,
+        "photos": len({t.source_image for t in tests if t.source_image}),
+        "classes": len(experiment.label_set.labels), "not_clear": bool(experiment.label_set.not_clear),
+        "label_order": experiment.label_set.display_order,
+        "conditions": conditions,
+        "trials_by_role": dict(sorted(Counter(t.role for t in experiment.trials).items())),
+        "practice_first": schedule.practice_first, "attention_every": schedule.attention_every,
+        "catch_every": schedule.catch_every, "break_every": schedule.break_every,
+        "assignment": None if assignment is None else {
+            "groups": len(assignment.groups), "arms": len(assignment.arms), "images": len(assignment.images)},
+        "adaptive": [{"condition": plan.condition, "axis": plan.axis, "trials": plan.trials,
+                      "guess_rate": plan.guess_rate, "values": list(plan.values),
+                      "thresholds": [min(plan.thresholds), max(plan.thresholds), len(plan.thresholds)],
+                      "spreads": list(plan.spreads), "lapses": list(plan.lapses), "prior_mean": plan.prior_mean,
+                      "prior_sd": plan.prior_sd, "stop_ci_width": plan.stop_ci_width}
+                     for plan in experiment.adaptive],
+    }
