@@ -200,7 +200,7 @@ def test_a_registered_adapter_is_asked_in_priority_order(constant_adapters):
 
     constant, overriding = constant_adapters
     assert [a.__name__ for a in adapters()] == ["Overriding", "ScriptedSegmenter", "TorchvisionSegmentation",
-                                                "TorchvisionObserver", "Constant", "TimmObserver"]
+                                                "TorchvisionObserver", "Constant", "FeatureOnlyObserver", "TimmObserver"]
     observer = load_observer("constant-cat:v2", "cpu")
     assert type(observer) is constant and observer.observer_id == "constant-cat:v2"
     assert type(load_observer("resnet18", "cpu")) is overriding

@@ -29,7 +29,7 @@ from cuebench.adaptive import stimulus_axis
 from .. import plots
 from ..load import has_posterior, params_of
 from ..psychometric import quest_estimates
-from .base import Section, register
+from .base import Section, record_method, register
 
 CHANCE_ALPHA = 0.05
 PRIOR_ONLY, EXTRAPOLATED = "prior-only", "extrapolated"
@@ -149,7 +149,14 @@ class Adaptive(Section):
         grids = {condition: grid_of(scored, condition)[1] for condition in per["condition"].unique()}
         both = pd.concat([per, population_means(per, grids)], ignore_index=True) if len(per) else per
         result.tables["adaptive_thresholds"] = both
-        result.summary[self.name] = {"method": method_record(both)}
+        record = method_record(both)
+        record_method(
+            result, self.name,
+            f"QUEST+ thresholds (Watson 2017) are each of {record['observers']} observer(s)' posterior mean after the "
+            "last answer with a central 95 % credible interval; population means average the observers' estimates "
+            f"with a Student-t interval over observers ({record['prior-only observers']} observer(s) whose answers "
+            "were not above chance are listed as prior-only and not pooled).",
+            **record)
         if not both["quest_threshold"].notna().any():
             return "adaptive blocks have answers but no posterior threshold yet"
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import consistency, plots
-from .base import Section, register
+from .base import Section, record_method, register
 
 
 @register
@@ -31,16 +31,22 @@ class ErrorConsistency(Section):
         people = sorted(set(humans["observer_a"]) | set(humans["observer_b"]))
         reference = consistency.mean_over_pairs(consistency.pair_matrix(humans, people, "kappa"))
         result.summary["consistency"] = {
-            "method": {"kappa_unit": "condition x level", "kappa_average": "unweighted mean over the cells where "
-                       "kappa is defined (as model-vs-human over conditions)",
-                       "cells": int(cells[["condition", "level"]].drop_duplicates().shape[0]),
-                       "pairs": int(len(pairs)), "pairs_undefined": int(pairs["kappa"].isna().sum()),
-                       "pair_interval": f"percentile bootstrap over trials within each cell, {options.n_boot} "
-                                        "resamples",
-                       "human_human_interval": "leave-one-observer-out jackknife t-interval (pairs share observers)",
-                       "pooled_kappa": "kappa_pooled column only, over all conditions and levels"},
             "human_human_kappa": ({k: None if pd.isna(v) else v for k, v in reference.items()} if reference["pairs"]
                                   else None)}
+        n_cells = int(cells[["condition", "level"]].drop_duplicates().shape[0])
+        undefined = int(pairs["kappa"].isna().sum())
+        record_method(
+            result, "consistency",
+            f"Error consistency (Geirhos et al. 2020; kappa = (c_obs - c_exp) / (1 - c_exp)) was computed for "
+            f"{len(pairs)} observer pair(s) within each of {n_cells} condition x level cell(s) on the trials both "
+            f"answered and averaged over the cells where kappa is defined ({undefined} pair(s) undefined); pair "
+            f"intervals resample trials within each cell ({options.n_boot} percentile bootstrap resamples), the "
+            "human-human mean has a leave-one-observer-out jackknife t-interval.",
+            kappa_unit="condition x level", kappa_average="unweighted mean over the cells where kappa is defined "
+            "(as model-vs-human over conditions)", cells=n_cells, pairs=int(len(pairs)), pairs_undefined=undefined,
+            pair_interval=f"percentile bootstrap over trials within each cell, {options.n_boot} resamples",
+            human_human_interval="leave-one-observer-out jackknife t-interval (pairs share observers)",
+            pooled_kappa="kappa_pooled column only, over all conditions and levels")
         if len(pairs) and pairs["kappa"].isna().all():
             return ("error consistency undefined for every pair: kappa needs observers who are neither always right "
                     "nor always wrong within a condition x level")

@@ -6,7 +6,7 @@ import pandas as pd
 
 from .. import plots
 from ..ranking import RankTestError, friedman_nemenyi
-from .base import Section, register
+from .base import Section, record_method, register
 
 HUMANS_MEAN = "humans (mean)"
 BLOCK = ["condition", "level"]
@@ -54,10 +54,15 @@ class Ranks(Section):
         result.tables["nemenyi_p"] = fr.nemenyi_p.reset_index(names="method")
         result.tables["friedman_scores"] = scores.reset_index(names="block")
         result.summary["friedman"] = fr.summary()
-        result.summary["ranks"] = {"method": {
-            "block_unit": "condition x level", "score": "accuracy of each method in each block (people: the mean "
-            "of their accuracies)", "blocks": fr.n_blocks, "methods": fr.n_methods,
-            "fewest_trials_per_score": int(trials.min().min()), "alpha": options.alpha}}
+        record_method(
+            result, "ranks",
+            f"{fr.n_methods} methods were ranked by a Friedman test with the Iman-Davenport correction and Nemenyi "
+            f"post-hoc comparisons (Demsar 2006) over {fr.n_blocks} condition x level block(s), each score a "
+            f"method's accuracy in the block (at least {int(trials.min().min())} trial(s) per score), at alpha "
+            f"{options.alpha}.",
+            block_unit="condition x level", score="accuracy of each method in each block (people: the mean of their "
+            "accuracies)", blocks=fr.n_blocks, methods=fr.n_methods,
+            fewest_trials_per_score=int(trials.min().min()), alpha=options.alpha)
         return fr.note or None
 
     def figures(self, analysis, reference):

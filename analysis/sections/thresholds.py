@@ -7,7 +7,7 @@ import pandas as pd
 
 from .. import plots, psychometric
 from .. import reference as published
-from .base import Section, register
+from .base import Section, record_method, register
 from .reliance import suppressed_conditions
 
 
@@ -54,7 +54,16 @@ class Thresholds(Section):
         result.tables["thresholds"] = open_bounds_as_notes(fits.table)
         result.tables["psychometric_curves"] = fits.curves
         result.tables["psychometric_points"] = fits.points
-        result.summary[self.name] = {"method": psychometric.method_record(fits.table)}
+        record = psychometric.method_record(fits.table)
+        record_method(
+            result, self.name,
+            "Psychometric functions psi(x) = gamma + (1 - gamma - lambda)(1 - F(x)) with a logistic F (psignifit 4, "
+            f"Schuett et al. 2016) were fitted to {record['series fitted']} of {record['series']} observer x condition "
+            "series, once with the floor gamma at chance and once free (flat on [1/C, 1), floor + lapse < 1), the two "
+            "averaged by their evidence; the lapse prior was flat. Thresholds are the level where accuracy falls "
+            "half-way from the originals' accuracy to chance (our definition, on the rescaling of Burgert et al. "
+            "2025, Eq. 11), reported as posterior medians with central 95 % credible intervals.",
+            **record)
         return None
 
     def figures(self, analysis, reference):
