@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
+from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
@@ -67,6 +68,9 @@ def register(subparsers) -> None:
     for outcome in OUTCOMES:
         parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
                             help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused")
+    parser.add_argument(ALLOW_FLAG, action="store_true",
+                        help="serve although texts/ contradict experiment.json (trial count, practice, time limit, "
+                             "breaks, duration); without it, serve refuses and names the lines")
     parser.add_argument("--password-stdin", action="store_true",
                         help="admin-password: read the password from standard input instead of prompting")
     parser.set_defaults(func=run)
@@ -106,6 +110,8 @@ def run(args) -> int:
     from .app import check_port_free, serve
     from .study import open_study
 
+    if not args.allow_text_mismatch:
+        check_study_texts(expdir)
     codes = {o: getattr(args, f"code_{o}") for o in OUTCOMES}
     if any(codes.values()):
         check_port_free(args.host, args.port)
@@ -116,6 +122,16 @@ def run(args) -> int:
           insecure_cookies=args.insecure_cookies, workers=args.workers, database=args.database,
           secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit)
     return 0
+
+
+def check_study_texts(expdir: Path) -> None:
+    """Refuse to start while the study's texts contradict its experiment (``cuebench.texts.check_texts``)."""
+    from cuebench.expdir import ExperimentDir
+    from cuebench.texts import check_texts
+
+    folder = ExperimentDir(expdir)
+    if folder.exists():  # else open_study says what is missing
+        check_texts(folder, folder.load())
 
 
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:

@@ -72,6 +72,8 @@ class LabOptions:
     record_session: Callable[[int, bool], None] | None = None
     """Called with (group, finished) when the session starts and when it ends: ``cuebench lab run``
     registers the session among the server's participants (admin page, exclusions, fill counts)."""
+    allow_text_mismatch: bool = False
+    """Run although the texts contradict the experiment (``cuebench.texts.check_texts``)."""
 
 
 @dataclass
@@ -184,6 +186,11 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     expdir = ExperimentDir(options.expdir)
     experiment = expdir.load()
     texts.write_default_texts(expdir, experiment)  # a folder built before the texts existed gets them here
+    if not options.allow_text_mismatch:
+        try:
+            texts.check_texts(expdir, experiment)
+        except texts.TextsContradictError as err:
+            raise LabError(str(err)) from None
     questionnaire = _lab_questionnaire(expdir, options.input_mode)
     session = str(options.session)
     store = ResponseStore(options.database or expdir.responses_file)
