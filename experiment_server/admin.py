@@ -150,7 +150,9 @@ def dashboard():
         f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind IN ('human', 'pilot') "
         "GROUP BY observer",
         [study.experiment.name]).fetchall())
+    study.questionnaire()  # a broken live edit shows here even before a participant reaches it
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
+                           faults=study.faults(),
                            records={p.code: participant_record(p) for p in people},
                            answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},
                            statuses=STATUSES, exports=EXPORT_FILES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 import time
@@ -22,7 +23,7 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir, OutsideExperimentError
 from cuebench.responses import ResponseStore
 from cuebench.storage import is_database_url
-from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire
+from cuebench.questionnaire import QUESTIONNAIRE_FILE, Questionnaire, QuestionnaireError, load_questionnaire
 from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
@@ -33,6 +34,7 @@ from .group_commit import GroupCommit
 from .server_secrets import SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
 from .trial_types import UnservedTrialType, served
 
+log = logging.getLogger("cuebench.serve")
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
 
@@ -65,6 +67,9 @@ class Study:
         self._local = threading.local()
         self._reported_stimuli: set[str] = set()
         self._report_lock = threading.Lock()
+        self._faults: dict[str, str] = {}
+        self._last_questionnaire: Questionnaire | None = None
+        self.questionnaire()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
 
@@ -128,8 +133,35 @@ class Study:
         return {name: render(self.expdir, name) for name in TEXT_NAMES}
 
     def questionnaire(self) -> Questionnaire | None:
-        """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call."""
-        return load_questionnaire(self.expdir)
+        """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call. A live
+        edit that breaks the file never reaches a participant: the last valid version goes on being served,
+        and the fault is logged once and shown on the admin page (``faults``) until the file is fixed."""
+        try:
+            self._last_questionnaire = load_questionnaire(self.expdir)
+        except QuestionnaireError as err:
+            self.report_fault(QUESTIONNAIRE_FILE, f"{err}; participants get the last valid version until it is "
+                                                  "fixed")
+            return self._last_questionnaire
+        self.report_fault(QUESTIONNAIRE_FILE, None)
+        return self._last_questionnaire
+
+    def report_fault(self, name: str, fault: str | None) -> None:
+        """Record (or, with None, clear) what is wrong with a file of the study's folder; a new fault is
+        logged once, not once per request."""
+        with self._report_lock:
+            if self._faults.get(name) == fault:
+                return
+            if fault is None:
+                self._faults.pop(name, None)
+                log.warning("texts/%s is valid again", name)
+                return
+            self._faults[name] = fault
+        log.error("%s", fault)
+
+    def faults(self) -> dict[str, str]:
+        """File name -> what is wrong with it now (the admin page shows them)."""
+        with self._report_lock:
+            return dict(self._faults)
 
     @property
     def display(self) -> dict | None:

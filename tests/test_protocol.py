@@ -34,4 +34,3 @@ def test_a_rebuild_with_a_time_limit_rewrites_unedited_texts_and_stops_serve_and
         refused = cuebench(tmp_path, *command, ok=False).stderr
         assert 'texts/consent.md:3: "no time limit", but the answer must come within 2 seconds' in refused
         assert "--allow-text-mismatch" in refused and "instructions.md" not in refused
-    assert "--allow-text-mismatch" in cuebench(tmp_path, "serve", "--help").stdout
