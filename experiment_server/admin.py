@@ -151,10 +151,11 @@ def dashboard():
         "GROUP BY observer",
         [study.experiment.name]).fetchall())
     study.questionnaire()  # a broken live edit shows here even before a participant reaches it
+    adaptive = sum(plan.trials for plan in study.experiment.adaptive)  # QUEST+ answers, at most
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
                            faults=study.faults(),
                            records={p.code: participant_record(p) for p in people},
-                           answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},
+                           answered=answered, lengths={p.code: len(study.sequence(p)) + adaptive for p in people},
                            statuses=STATUSES, exports=EXPORT_FILES)
 
 

@@ -252,6 +252,7 @@ def plan(token: str):
         "participant": participant.code,
         "status": participant.status,
         "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
+        "adaptive_trials": [block.trials for block in study.experiment.adaptive],
         "answered": sorted(answered),
         "texts": study.texts(),
         "display": study.display and {**{k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},

@@ -62,5 +62,5 @@ def _run(args, lab_group_chooser=None, lab_session_recorder=None) -> int:
         record_session=None if lab_session_recorder is None else (
             lambda group, finished: lab_session_recorder(args.expdir, args.database, args.participant,
                                                          str(args.session), group, args.simulate, finished))))
-    return 0 if summary.answered == summary.total or summary.quit_early else 1
+    return 0 if summary.complete or summary.quit_early else 1
 

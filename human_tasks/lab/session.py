@@ -91,6 +91,15 @@ class SessionSummary:
     refresh: dict = field(default_factory=dict)
     questionnaire_answered: bool | None = None
     """Whether the study's questionnaire is answered; None when the study has none."""
+    adaptive_answered: int = 0
+    adaptive_max: int = 0
+    """Answers given in the adaptive (QUEST+) blocks after the fixed sequence, and the most they ask for."""
+    adaptive_finished: bool = True
+
+    @property
+    def complete(self) -> bool:
+        """Every trial of the fixed sequence answered and every adaptive block finished (one may stop early)."""
+        return self.answered == self.total and self.adaptive_finished
 
     @property
     def no_drop_share(self) -> float | None:
@@ -100,14 +109,17 @@ class SessionSummary:
         share = self.no_drop_share
         drops = (f"{100 * share:.1f} % of trials with no dropped frame ({self.no_drop_trials} of {self.timed_trials})"
                  if share is not None else "no timed trials yet")
-        state = ("stopped early; run the same command again to resume" if self.quit_early and self.answered < self.total
-                 else "complete" if self.answered == self.total else "incomplete")
+        state = ("complete" if self.complete else
+                 "stopped early; run the same command again to resume" if self.quit_early else "incomplete")
         refresh = (f"; refresh {self.refresh['hz']:.2f} Hz ({self.refresh['source']}, {self.refresh['pacing']} pacing)"
                    if self.refresh else "")
+        adaptive = (f"; {self.adaptive_answered} of at most {self.adaptive_max} in the adaptive QUEST+ part"
+                    if self.adaptive_max else "")
         questionnaire = [] if self.questionnaire_answered is None else \
             [f"questionnaire: {'answered' if self.questionnaire_answered else 'not answered yet'}"]
         return [f"participant {self.participant}, session {self.session}, group {self.group}: "
-                f"{self.answered} of {self.total} trials answered ({self.answered_this_run} in this run), {state}",
+                f"{self.answered + self.adaptive_answered} of {self.total + self.adaptive_max} trials answered "
+                f"({self.answered_this_run} in this run{adaptive}), {state}",
                 *questionnaire, f"frame timing: {drops}{refresh}", f"PsychoPy-style data: {self.csv_path}"]
 
 
@@ -212,7 +224,9 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                               "use --input mouse")
         _check_stimuli(expdir, experiment, trials)
         csv_path, log_path = session_paths(expdir.root, experiment.name, options.participant, session)
-        blocks = [b for b in adaptive_blocks(experiment, store, options.participant) if not b.finished]
+        blocks = adaptive_blocks(experiment, store, options.participant)
+        adaptive_before = sum(b.index for b in blocks)
+        blocks = [b for b in blocks if not b.finished]
         _check_stimuli(expdir, experiment, [experiment.trial(tid) for b in blocks
                                             for tids in b.trials_by_level.values() for tid in tids])
         quit_early, refresh = False, {}
@@ -225,17 +239,22 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                 refresh = runner.refresh_record
                 runner.close()
         rows = store.rows("experiment=? AND observer=? AND session=?", [experiment.name, options.participant, session])
+        adaptive = adaptive_blocks(experiment, store, options.participant)
+        adaptive_answered = sum(b.index for b in adaptive)
         write_psychopy_csv(rows, csv_path)
         timed = [r for r in rows if r.get("dropped_frames") is not None]
         summary = SessionSummary(
             participant=options.participant, session=session, group=group, total=len(sequence), answered=len(rows),
-            answered_this_run=len(rows) - len(answered), no_drop_trials=sum(r["dropped_frames"] == 0 for r in timed),
+            answered_this_run=len(rows) - len(answered) + adaptive_answered - adaptive_before,
+            no_drop_trials=sum(r["dropped_frames"] == 0 for r in timed),
             timed_trials=len(timed), quit_early=quit_early, csv_path=csv_path, refresh=refresh,
             questionnaire_answered=None if questionnaire is None else
-            options.participant in stored_answers(store.conn, experiment.name))
+            options.participant in stored_answers(store.conn, experiment.name),
+            adaptive_answered=adaptive_answered, adaptive_max=sum(b.plan.trials for b in adaptive),
+            adaptive_finished=all(b.finished for b in adaptive))
     finally:
         store.close()
-    if options.record_session is not None and summary.answered == summary.total:
+    if options.record_session is not None and summary.complete:
         options.record_session(group, True)
     for line in summary.lines():
         out(line)

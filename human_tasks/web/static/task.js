@@ -646,13 +646,16 @@
     if (!result.ok) refused.push({ index: trial.index, status: result.status, error: result.body.error });
     statusEl.textContent = "";
   }
-  async function runAdaptive(hz, device) {
+  async function runAdaptive(plan, hz, device) {
+    const fixed = plan.trials.filter((t) => !t.practice).length;
     for (let first = true; !refused.length; first = false) {
       const next = await withRetry(() => requestJSON(`${C.api}/adaptive`));
       if (!next.ok || next.body.done) return;
       if (first) await showScreen("<h1>Next part</h1><p>The images now get easier or harder depending on your " +
                                   "answers.</p>", "Continue", "adaptive");
       await preloadBlock([next.body.trial]);
+      const before = plan.adaptive_trials.slice(0, next.body.block).reduce((a, b) => a + b, 0);
+      progressEl.textContent = `trial ${fixed + before + next.body.trial.index + 1} of ${fixed + adaptiveTotal(plan)}`;
       await runTrial(next.body.trial, hz, device);
     }
   }
@@ -674,15 +677,21 @@
     }
   }
 
-  /* "Trial k of n · block b of B" (practice counted apart), so people know how far they are. */
-  function progressText(trials, i) {
-    const trial = trials[i];
+  /* The most answers the adaptive (QUEST+) blocks after the fixed trials may ask for. */
+  function adaptiveTotal(plan) {
+    return (plan.adaptive_trials || []).reduce((a, b) => a + b, 0);
+  }
+
+  /* "Trial k of n · block b of B" (practice counted apart; n includes the adaptive trials that follow),
+   * so people know how far they are. */
+  function progressText(plan, i) {
+    const trials = plan.trials, trial = trials[i];
     const same = trials.filter((t) => t.practice === trial.practice);
     const k = same.indexOf(trial) + 1;
     if (trial.practice) return `practice ${k} of ${same.length}`;
     const blocks = [...new Set(same.map((t) => t.block))];
     const block = blocks.length > 1 ? ` · block ${blocks.indexOf(trial.block) + 1} of ${blocks.length}` : "";
-    return `trial ${k} of ${same.length}${block}`;
+    return `trial ${k} of ${same.length + adaptiveTotal(plan)}${block}`;
   }
 
   async function main() {
@@ -738,10 +747,10 @@
         await showScreen("<h1>Break</h1><p>Rest your eyes for a moment, then continue.</p>", "Continue", "break");
       }
       if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
-      progressEl.textContent = progressText(plan.trials, i);
+      progressEl.textContent = progressText(plan, i);
       await runTrial(trial, hz, device);
     }
-    await runAdaptive(hz, device);
+    await runAdaptive(plan, hz, device);
     if (plan.questionnaire) await askQuestionnaire(plan.questionnaire);
     await finish();
   }
