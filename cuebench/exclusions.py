@@ -86,6 +86,23 @@ def latest(db: Database, experiment: str | None = None) -> dict:
     return out
 
 
+ATTENTION_CHECK = "attention check"
+"""``by`` of the exclusions the runners record when a person fails an attention check."""
+
+
+def note_attention_answer(db: Database, row: dict) -> Exclusion | None:
+    """Exclude a person at the moment they answer an attention check wrong (``row``: the response row just
+    stored), so a session abandoned afterwards is excluded in every export as in ``analyze``; None when the
+    row is no failed check of a person, or the person is excluded already."""
+    if row.get("role") != "attention" or row.get("observer_kind") != "human" or row.get("correct") != 0:
+        return None
+    if row["observer"] in current(db, row["experiment"]):
+        return None
+    return record(db, row["experiment"], row["observer"], True,
+                  f"attention trial {row['trial_id']} answered {row.get('response') or 'nothing'!r}, "
+                  f"instructed {row.get('correct_answer') or 'another answer'!r}", ATTENTION_CHECK)
+
+
 def mark(rows: list[dict], db: Database) -> list[dict]:
     """Response rows with ``excluded``/``exclusion_reason`` set for currently excluded observers;
     rows excluded when collected (refresh rate, browser check) keep their own reason."""

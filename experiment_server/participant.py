@@ -28,6 +28,7 @@ from flask import (Blueprint, abort, current_app, jsonify, make_response, redire
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
+from cuebench.exclusions import ATTENTION_CHECK, note_attention_answer
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
 from cuebench.questionnaire import QuestionnaireError, store_answers
@@ -347,6 +348,8 @@ def post_trial(token: str, index: int):
         result = study.answers.write(row, participant.code)
     except ResponseConflict as err:
         raise Rejected(409, str(err)) from None
+    if result.stored:
+        note_attention_answer(study.store.conn, row)
     return jsonify(index=index, stored=result.stored), 201 if result.stored else 200
 
 
@@ -376,7 +379,7 @@ def complete(token: str):
                                      [study.experiment.name, participant.code, participant.session])
         failed = sum(r["correct"] == 0 for r in attention)
         participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished")
-        if failed:
+        if failed and participant.exclusion is None:  # excluded when the check was answered, before this release
             study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
-                                  "attention check")
+                                  ATTENTION_CHECK)
     return jsonify(_outcome(study, participant))

@@ -297,6 +297,40 @@ def test_failed_attention_and_screened_out_get_their_own_codes(env):
     assert ATTENTION_ANSWER != "airplane"
 
 
+def test_an_abandoned_session_with_a_failed_attention_check_is_excluded_alike_in_every_export_and_analyze(env, tmp_path):
+    """The exclusion is recorded when the check is answered wrong, not at the end a leaver never reaches: the
+    responses, psychopy, participants and model-vs-human exports and ``analyze`` all read that one decision."""
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+    from cuebench.export import export
+
+    app, client, _ = env
+    study = study_of(app)
+    leaver = start(client, code="leaver")
+    trials = plan(client, leaver)["trials"]
+    last = next(i for i, t in enumerate(trials) if t["instruction"])
+    for trial in trials[:last + 1]:
+        wrong = "airplane" if trial["instruction"] else good_answer(study, leaver, trial)
+        assert client.post(f"/api/session/{leaver}/trial/{trial['index']}", json=answer(trial, wrong)).status_code == 201
+    code = study.db.by_token(leaver).code
+    assert study.db.get(code).status == "in_progress"  # left without finishing
+    out = tmp_path / "out"
+    export(study.expdir.root, "csv", out / "responses.csv")
+    export(study.expdir.root, "psychopy", out / "psychopy.csv")
+    export(study.expdir.root, "participants", out / "participants.csv")
+    mvh = export(study.expdir.root, "mvh", out / "mvh")
+    for name in ("responses.csv", "psychopy.csv"):
+        rows = [r for r in csv.DictReader(io.StringIO((out / name).read_text())) if code in r.values()]
+        assert rows and {r["excluded"] for r in rows} == {"1"}, name
+    (person,) = [r for r in csv.DictReader(io.StringIO((out / "participants.csv").read_text())) if r["code"] == code]
+    assert person["excluded"] == "1" and person["excluded_by"] == "attention check"
+    assert "airplane" in person["exclusion_reason"]
+    mine = [f.relative_to(out / "mvh") for f in mvh if code in f.name]
+    assert mine and all(f.parts[0] == "excluded" for f in mine)
+    cleaned = apply_exclusions(load_responses([study.expdir.root]))
+    assert code in set(cleaned.excluded_observers["observer"])
+
+
 # ---------------------------------------------------------------- assignment
 
 

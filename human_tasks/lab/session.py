@@ -31,6 +31,7 @@ from typing import Callable
 from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
 from cuebench import texts
 from cuebench.errors import CuebenchError
+from cuebench.exclusions import note_attention_answer
 from cuebench.expdir import ExperimentDir
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
 from cuebench.responses import ResponseStore, score, trial_row
@@ -523,6 +524,8 @@ class _Runner:
                         timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
                         refresh_hz=self.hz, device=self.device, group=self.group, events=events or None, **fields)
         self.store.write(row)
+        if note_attention_answer(self.store.conn, row) is not None:
+            self.logging.exp(f"attention check {trial.trial_id} failed: {self.options.participant} is excluded")
         self.logging.exp(f"committed trial {trial_index} of session {session} ({trial.trial_id}): response "
                          f"{outcome.response!r}, rt {outcome.rt_ms} ms, dropped {outcome.dropped}")
 
