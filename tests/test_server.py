@@ -8,6 +8,7 @@ import io
 import re
 import shutil
 import sqlite3
+import time
 import zipfile
 from datetime import datetime
 from pathlib import Path
@@ -112,7 +113,8 @@ def test_plan_hides_answers_and_assignment(env):
     app, client, _ = env
     token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")
     body = plan(client, token)
-    assert set(body) == {"participant", "status", "trials", "answered", "texts", "display", "calibration", "questionnaire"}
+    assert set(body) == {"participant", "status", "trials", "answered", "texts", "display", "calibration", "questionnaire",
+                         "adaptive_trials"}
     assert body["display"] is None and body["calibration"] is None and body["questionnaire"] is None
     assert all(set(t) == PLAN_TRIAL_KEYS for t in body["trials"])
     study = study_of(app)
@@ -417,7 +419,9 @@ def test_admin_login_guessing_is_throttled(env):
 
 
 def test_admin_progress_exclusion_and_exports(env):
-    app, client, _ = env
+    from experiment_server.admin import progress
+
+    app, client, clock = env
     study = study_of(app)
     set_admin_password(study, PASSWORD)
     done = start(client, code="finisher")
@@ -443,6 +447,13 @@ def test_admin_progress_exclusion_and_exports(env):
     people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
     assert {(p["code"], p["status"], p["exclusion_reason"]) for p in people if p["excluded"] == "1"} == \
         {(code, "finished", "saw the stimuli before")}
+    # "finished" counts only people who count; a session left longer than its reservation (60 s) has expired
+    columns = ("in_progress", "expired", "finished", "excluded")
+    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 1), (1, 0, 0, 0)]
+    clock.now += 61
+    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 1), (0, 1, 0, 0)]
+    people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
+    assert sorted(p["status"] for p in people) == ["expired", "finished"]
 
 
 def test_cli_sets_a_hashed_admin_password(env, monkeypatch):
@@ -530,7 +541,8 @@ def test_a_screen_out_is_a_logged_exclusion(env):
 def test_prolific_list(env, tmp_path):
     from cuebench.export import export
 
-    app, client, _ = env
+    app, client, clock = env
+    clock.now = time.time()  # the export reads the reservations with the real clock
     study = study_of(app)
     done = start(client, PROLIFIC_PID="aaaaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID="1")
     finish_all(app, client, done)
@@ -543,6 +555,11 @@ def test_prolific_list(env, tmp_path):
     rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "prolific.csv")[0])))
     assert [(r["participant_id"][0], r["action"]) for r in rows] == [("a", "approve"), ("b", "return"),
                                                                        ("c", "wait")]
+    clock.now -= 61  # a session whose reservation (60 s) lapsed: abandoned, for a person to review
+    start(client, PROLIFIC_PID="eeeeeeeeeeeeeeeeeeeeeeee", STUDY_ID="s", SESSION_ID="5")
+    rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "later.csv")[0])))
+    (late,) = [r for r in rows if r["participant_id"][0] == "e"]
+    assert late["action"] == "review" and late["reason"].startswith("session abandoned")
 
 
 def test_the_web_grid_is_the_lab_grid(env):
@@ -594,7 +611,7 @@ def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     record_lab_session(root, None, "SIM01", "1", 0, True, True)  # a simulated run: a pilot, no slot
     assert study.db.fill(experiment.name, study.n_groups) == [0, 1]
     record_lab_session(root, None, "LAB01", "1", 1, False, True)  # its last trial stored
-    records = {p.code: participant_record(p) for p in study.db.participants(experiment.name)}
+    records = {p.code: participant_record(p, study.db.clock()) for p in study.db.participants(experiment.name)}
     assert {k: records["LAB01"][k] for k in ("runner", "status", "observer_kind", "group")} == \
         {"runner": "lab", "status": "finished", "observer_kind": "human", "group": 1}
     assert (records["SIM01"]["observer_kind"], records["SIM01"]["runner"]) == ("pilot", "lab")
