@@ -115,3 +115,21 @@ def mark(rows: list[dict], db: Database) -> list[dict]:
             row["excluded"] = 1
             row["exclusion_reason"] = event.label
     return rows
+
+
+WITHDRAWALS = "withdrawals"
+"""One row per withdrawal (experiment, UTC date only): that someone withdrew, never who or exactly when."""
+
+
+def record_withdrawal(db: Database, experiment: str) -> None:
+    """Count one withdrawal from ``experiment`` whose data ``cuebench withdraw`` erased (the methods report
+    the count); call inside the transaction that erased the data."""
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{WITHDRAWALS}" (experiment TEXT NOT NULL, "at" TEXT NOT NULL)')
+    db.execute(f'INSERT INTO "{WITHDRAWALS}" (experiment, "at") VALUES (?, ?)', [experiment, utc_now()[:10]])
+
+
+def withdrawals(db: Database, experiment: str) -> int:
+    """How many participants withdrew from ``experiment`` (their data are gone; the count stays)."""
+    if not db.columns(WITHDRAWALS):
+        return 0
+    return db.execute(f'SELECT COUNT(*) FROM "{WITHDRAWALS}" WHERE experiment=?', [experiment]).fetchone()[0]

@@ -191,7 +191,10 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
                    "- Taking part is voluntary; you can stop at any time by closing the window.\n"
                    "- We store your answers, response times, the timing your browser achieved, your screen size "
                    "and browser name, and the ID or entry code you came with. We store no name or e-mail "
-                   "address.\n"
+                   "address, and not your internet (IP) address: to stop repeated starts, the server keeps only a "
+                   "coded form of it that cannot be turned back into the address.\n"
+                   "- You can withdraw later: send the researchers the ID or entry code you came with, and "
+                   "everything stored about you is deleted.\n"
                    "- The data are used for research on visual perception and may be published without anything "
                    "that identifies you.\n",
         "instructions": f"# Instructions\n\nEach trial starts with a small cross in the middle of the screen: look "

@@ -62,6 +62,8 @@ class Study:
         self.answers = GroupCommit(lambda: ResponseStore(self.location), db.renew)
         secrets_file.get_or_create("secret_key", new_key)
         self.derive_key = secrets_file.get_or_create("derive_key", new_key).encode()
+        db.address_key = self.derive_key  # rate limits store client addresses only as keyed digests
+        db.forget_addresses()
         for outcome in OUTCOMES:
             self.completion_code(outcome)
         self._local = threading.local()

@@ -596,6 +596,42 @@ def test_lab_and_web_sessions_fill_one_latin_square(env):
     assert least_filled_group(root) == 1 and study.db.by_token(start(client, code="web2")).group == 1
 
 
+def test_withdraw_erases_a_participant_everywhere_and_keeps_only_the_count(env, tmp_path, capsys):
+    """`cuebench exclude` and `cuebench withdraw` take a Prolific ID or an entry code; a withdrawal erases the
+    person's responses, answers, exclusions, server record and lab files, later exports lack them, and only the
+    count of withdrawals stays. The shareable database holds no client IP address."""
+    from cuebench.app.cli import main
+    from cuebench.exclusions import withdrawals
+    from cuebench.export import export
+    from cuebench.questionnaire import store_answers
+
+    app, client, _ = env
+    study = study_of(app)
+    pid = "f" * 24
+    token = start(client, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="w")
+    finish_all(app, client, token)
+    code = study.db.by_token(token).code
+    stays = study.db.by_token(start(client, code="stays-1")).code
+    store_answers(study.store.conn, study.experiment.name, code, {"comments": "mine"}, runner="web")
+    lab_file = study.expdir.root / "data" / f"{code}_{study.experiment.name}_session1.csv"
+    lab_file.parent.mkdir(exist_ok=True)
+    lab_file.write_text("lab data")
+    root = str(study.expdir.root)
+    assert main(["exclude", root, "stays-1", "--reason", "by entry code"]) == 0
+    assert main(["exclude", root, pid, "--reason", "by Prolific ID"]) == 0
+    assert f"excluded {code} ({pid})" in capsys.readouterr().out
+    assert main(["withdraw", root, pid]) == 0
+    assert f"erased {code}" in capsys.readouterr().out and not lab_file.exists()
+    text = (study.expdir.root / "responses.sqlite").read_bytes()
+    assert code.encode() not in text and pid.encode() not in text and b"mine" not in text
+    assert b"127.0.0.1" not in text  # the start rate limit stores a keyed digest of the address
+    (path,) = export(study.expdir.root, "participants", tmp_path / "participants.csv")
+    assert [r["code"] for r in csv.DictReader(open(path))] == [stays]
+    assert withdrawals(study.store.conn, study.experiment.name) == 1
+    assert main(["withdraw", root, pid]) == 2
+    assert f"no observer, Prolific ID or entry code '{pid}'" in capsys.readouterr().err
+
+
 def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     """`cuebench lab run` registers its session (``record_lab_session``): the admin page lists it as a
     lab session, the Exclude button and `cuebench exclude` work on it, and it fills its group from its start."""

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "human_tasks.cli",
     "analysis.cli",
     "cuebench.app.exclude",
+    "cuebench.app.withdraw",
     "cuebench.app.train_cues",
     "cuebench.app.demo",
 )
