@@ -32,7 +32,7 @@ from cuebench.studies import CueStudy, FactorStudy, StudyDir
 
 from . import factor_studies, figure_style, sections
 from . import reference as published
-from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
+from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance
 from .load import load_responses, logged_exclusions
 from .ranking import FriedmanResult
 from .sections.reliance import suppressed_conditions
@@ -98,7 +98,8 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     cleaned = apply_exclusions(df, options.exclusions)
     scored = cleaned.scored
     tables: dict[str, pd.DataFrame] = {"exclusions": cleaned.log, "exclusion_summary": cleaned.summary(),
-                                       "excluded_observers": cleaned.excluded_observers}
+                                       "excluded_observers": cleaned.excluded_observers,
+                                       "catch_per_person": catch_performance(df)}
     result = Analysis(tables=tables, summary={}, notes=sections.broken_notes() if only is None else [],
                       cleaned=cleaned)
     n_choices = options.n_choices or category_count(scored if len(scored) else df)
