@@ -86,7 +86,8 @@ def _outcome(study: Study, participant: Participant) -> dict:
     """What the completion page shows: the code for the participant's final status, and Prolific's redirect."""
     code = study.completion_code(participant.status)
     redirect_url = PROLIFIC_COMPLETE_URL.format(code=code) if participant.is_prolific else None
-    return {"status": participant.status, "code": code, "redirect": redirect_url}
+    return {"status": participant.status, "code": code, "redirect": redirect_url,
+            **({"reason": participant.screen_reason} if participant.status == "screened_out" else {})}
 
 
 def _browser_id() -> str | None:

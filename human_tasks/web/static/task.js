@@ -19,7 +19,7 @@
    * `outlier` (a dropped frame doubles an interval). Headless and busy browsers drop a few
    * frames; a tenth of the intervals doubling is common there and harmless for timing. */
   const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
-                  minWidth: 800, minHeight: 600, timeoutMs: 15000 };
+                  timeoutMs: 15000 };
   const IMAGE_CSS_PX = 224; // without a size in degrees: the images' own 224 px, in CSS pixels
   const CARD_MM = { width: 85.6, height: 53.98 }; // ISO/IEC 7810 ID-1: a credit, bank or ID card
   const CARD_DEFAULT_CSS_PX = 323; // the card's width at 96 CSS px per inch
@@ -335,7 +335,8 @@
     progressEl.textContent = "";
     const text = outcome.status === "screened_out"
       ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
-        "requirements of the study, so the study ends here.</p>"
+        "requirements of the study, so the study ends here.</p>" +
+        `<p id="screen-fix">${escapeHtml(screenFix(outcome.reason))}</p>`
       : `<div id="completion-text">${texts.completion || ""}</div><div id="debrief-text">${texts.debrief || ""}</div>`;
     const link = outcome.redirect ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">Return to Prolific</a></p>` : "";
     showScreen(`${text}<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
@@ -411,21 +412,29 @@
     screenEl.hidden = false;
     const refresh = await Promise.race([measureRefresh(), sleep(CHECK.timeoutMs).then(() => null)]);
     screenEl.hidden = true;
-    const size = { width: window.innerWidth, height: window.innerHeight,
-                   screen_width: screen.width, screen_height: screen.height };
-    const reason = judgeCheck(refresh, size);
+    const { size, pointer } = window.cuebenchDevice.measure();
+    const reason = judgeCheck(refresh, size, pointer);
     return { ok: reason === null, reason, refresh, size };
   }
-  /* Why a measured display fails the check, or null when it passes. */
-  function judgeCheck(refresh, size) {
+  /* Why a measured display fails the check, or null when it passes: the device rules of the consent
+   * page (device.js) and a steady refresh rate. */
+  function judgeCheck(refresh, size, pointer) {
     if (!refresh) return "the browser drew no animation frames (hidden window?)";
     if (refresh.hz < CHECK.minHz || refresh.hz > CHECK.maxHz) return `refresh rate ${refresh.hz.toFixed(1)} Hz`;
     if (refresh.outlier_share > CHECK.maxOutlierShare)
       return `unstable frame timing (${(100 * refresh.outlier_share).toFixed(0)}% irregular frames)`;
-    if (Math.max(size.width, size.screen_width) < CHECK.minWidth ||
-        Math.max(size.height, size.screen_height) < CHECK.minHeight)
-      return `screen too small (${size.screen_width}x${size.screen_height})`;
-    return null;
+    const problem = window.cuebenchDevice.deviceProblem(size, pointer);
+    return problem ? problem.reason : null;
+  }
+  /* What a screened-out participant can change, from the reason the check gave. */
+  function screenFix(reason) {
+    if (/^refresh rate|^unstable|animation frames/.test(reason || "")) {
+      return `Your display ${reason}; the study needs a steady ${CHECK.minHz}–${CHECK.maxHz} Hz. Close other ` +
+             "programs and browser tabs, keep this window visible, or try another browser or computer.";
+    }
+    const { size, pointer } = window.cuebenchDevice.measure();
+    const problem = window.cuebenchDevice.deviceProblem(size, pointer);
+    return problem ? problem.fix : "";
   }
 
   // ---------------------------------------------------------------- images
@@ -710,9 +719,7 @@
     }
     const start = found < 0 ? plan.trials.length : found;
     const resumed = done.size > 0;
-    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"
-                             : `<div id="instructions-text">${texts.instructions}</div>`, "Continue", "instructions");
-    const check = await browserCheck();
+    const check = await browserCheck(); // before the instructions: nobody reads them on a device that fails
     const device = { user_agent: navigator.userAgent, platform: navigator.platform, dpr: window.devicePixelRatio,
                      refresh: check.refresh, size: check.size };
     if (!check.ok) {
@@ -720,6 +727,8 @@
         { method: "POST", body: JSON.stringify({ reason: check.reason }) }));
       return showOutcome(result.body);
     }
+    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"
+                             : `<div id="instructions-text">${texts.instructions}</div>`, "Continue", "instructions");
     const hz = check.refresh.hz;
     if (plan.display) {
       let calibration = plan.calibration;
