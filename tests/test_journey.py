@@ -3,8 +3,8 @@ from a fresh working folder with relative paths, participants in a real chromium
 
 photos/<class>/ (folder names matched to ImageNet classes at build time) -> build with a size in
 degrees -> edit the consent text, add a questionnaire -> serve -> two Prolific participants (one
-reloads mid-block) and one told before consent to enlarge her window -> the admin excludes one, takes it back (the person
-counts again), excludes again -> a model answers without --mapping -> report, analyze and every
+reloads mid-block) and one told before consent to enlarge her window -> the admin excludes one, takes
+it back (the person counts again), excludes again -> a model answers without --mapping -> report, analyze and every
 export: the excluded person is absent from every human statistic and marked in every export.
 A DiST oddity study is taken the same way. Screenshots of what participants see go to
 ``$CUEBENCH_SCREENSHOTS/<study>/`` when that is set (else the test's temporary folder).
