@@ -29,6 +29,15 @@ PILOT_CODE_PREFIX = "pilot-"
 """What a test-mode code starts with, so that nobody hands one to a real participant by mistake."""
 
 
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, except where there is none to show (None, or a flag's False)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve", help="run the online experiment (waitress) or set its admin password",
@@ -38,7 +47,7 @@ def register(subparsers) -> None:
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
                     "Options may stand before or after EXPDIR.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_DefaultsHelp)
     parser.add_argument("target", nargs="+", metavar="EXPDIR",
                         help=f"experiment directory, or one of {', '.join(ACTIONS)} and the directory")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 only behind HTTPS)")

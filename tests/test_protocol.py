@@ -34,3 +34,15 @@ def test_a_rebuild_with_a_time_limit_rewrites_unedited_texts_and_stops_serve_and
         refused = cuebench(tmp_path, *command, ok=False).stderr
         assert 'texts/consent.md:3: "no time limit", but the answer must come within 2 seconds' in refused
         assert "--allow-text-mismatch" in refused and "instructions.md" not in refused
+
+
+def test_a_misspelt_option_gets_did_you_mean_and_serve_help_shows_no_empty_defaults(capsys):
+    from cuebench.app.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["stimuli", "build", "--out", "exp", *SHUFFLE, "--practise", "2"])
+    assert "unrecognized arguments: --practise 2 (did you mean --practice?)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    assert "(default: None)" not in shown and "(default: False)" not in shown and "(default: 8080)" in shown
