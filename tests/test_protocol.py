@@ -44,5 +44,5 @@ def test_a_misspelt_option_gets_did_you_mean_and_serve_help_shows_no_empty_defau
     assert "unrecognized arguments: --practise 2 (did you mean --practice?)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
-    shown = capsys.readouterr().out
+    shown = " ".join(capsys.readouterr().out.split())
     assert "(default: None)" not in shown and "(default: False)" not in shown and "(default: 8080)" in shown
