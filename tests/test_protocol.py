@@ -45,4 +45,4 @@ def test_a_misspelt_option_gets_did_you_mean_and_serve_help_shows_no_empty_defau
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "(default: None)" not in shown and "(default: False)" not in shown and "(default: 8080)" in shown
+    assert "(default: None)" not in shown and "(default: False)" not in shown and "(default: 127.0.0.1)" in shown
