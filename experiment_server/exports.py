@@ -21,11 +21,13 @@ from .db import Participant, ServerDB
 PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "runner", "prolific_pid", "study_id",
                        "prolific_session", "entry_code", "started_at", "finished_at", "duration_s", "screen_reason",
                        "excluded", "exclusion_reason", "excluded_by", "excluded_at", "px_per_mm", "viewing_distance_cm",
-                       "stimulus_css_px", "calibration_method", "calibration_capped", "blind_spot_mm")
+                       "stimulus_css_px", "calibration_method", "calibration_capped", "card_moved", "blind_spot_mm")
 CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing_distance_cm",
                        "stimulus_css_px": "stimulus_css_px", "calibration_method": "method",
-                       "calibration_capped": "capped"}
-"""participants.csv column -> field of the web task's screen calibration."""
+                       "calibration_capped": "capped", "card_moved": "card_moved"}
+"""participants.csv column -> field of the web task's screen calibration (``card_moved``: whether the person
+moved the card slider at all; False means the pixels per mm are the default, not measured; empty when a
+session from before this was recorded)."""
 PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
 EXPIRED = "expired"
 """What a web session still in progress is called once its reservation has lapsed: abandoned, its group slot

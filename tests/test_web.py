@@ -347,6 +347,7 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     calibration = participant.calibration
     assert calibration["px_per_mm"] == pytest.approx(px_per_mm, rel=1e-9)
     assert calibration["viewing_distance_cm"] == DISTANCE_CM and calibration["capped"] is False
+    assert calibration["card_moved"] is True  # the slider was matched to the card, not left at its default
     assert calibration["stimulus_css_px"] == pytest.approx(expected_px, abs=1e-6)
     assert participant.questionnaire == {"age": 34, "hand": "left", "effort": 4, "comments": "=HYPERLINK(\"x\")"}
     rows = study.store.rows("observer=?", [participant.code])

@@ -225,14 +225,16 @@
       `<p class="error" id="calibration-error">${escapeHtml(note)}</p><p><button id="continue">Continue</button></p>`;
     screenEl.hidden = false;
     const card = $("card"), slider = $("card-size");
+    let moved = false;
     const draw = () => {
       card.style.width = `${slider.value}px`;
       card.style.height = `${(slider.value * CARD_MM.height) / CARD_MM.width}px`;
     };
-    slider.addEventListener("input", draw);
+    slider.addEventListener("input", () => { moved = true; draw(); });
     draw();
     return new Promise((resolve) => {
-      const read = (action) => () => resolve({ action, cardPx: Number(slider.value), typed: $("distance").value });
+      const read = (action) => () => resolve({ action, cardPx: Number(slider.value), typed: $("distance").value,
+                                               moved });
       $("continue").addEventListener("click", read("continue"), { once: true });
       $("measure-distance").addEventListener("click", read("measure"), { once: true });
     });
@@ -240,9 +242,11 @@
 
   async function calibrate(display, maxImages) {
     let cardPx = CARD_DEFAULT_CSS_PX, shown = String(display.viewing_distance_cm), measured = null, note = "";
+    let cardMoved = false; // a card size nobody matched is the default, not a measurement
     for (;;) {
       const page = await calibrationPage(display, cardPx, shown, note);
       cardPx = page.cardPx;
+      cardMoved = cardMoved || page.moved;
       const pxPerMm = cardPx / CARD_MM.width;
       if (page.action === "measure") {
         measured = await measureBlindSpot(display, pxPerMm);
@@ -263,7 +267,7 @@
         const size = stimulusSize(display, pxPerMm, distance, maxImages);
         screenEl.hidden = true;
         return { px_per_mm: pxPerMm, viewing_distance_cm: distance, stimulus_css_px: size.px, capped: size.capped,
-                 device_pixel_ratio: window.devicePixelRatio || 1,
+                 device_pixel_ratio: window.devicePixelRatio || 1, card_moved: cardMoved,
                  ...(fromBlindSpot ? { method: "card+blind-spot", blind_spot_mm: measured.sweeps }
                    : { method: "card+entered-distance" }) };
       }
