@@ -8,8 +8,8 @@ from cuebench.paths import user_path
 
 from .sections import all_metrics, metric_table
 
-MAIN_TABLES = ("exclusion_summary", "catch_per_person", "group_accuracy", "group_relative_accuracy", "shape_bias", "cue_decomposition",
-               "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
+MAIN_TABLES = ("exclusion_summary", "catch_per_person", "group_accuracy", "group_relative_accuracy", "shape_bias",
+               "cue_decomposition", "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
 SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
 
 

@@ -70,7 +70,7 @@ def study_facts(experiment: Experiment) -> dict:
         trials = [experiment.trial(s.trial_id) for s in sequence]
         breaks = sum(s.break_before for s in sequence)
     tests = [t for t in trials if t.role == "test"] or trials
-    adaptive = adaptive_trials(experiment)
+    adaptive = adaptive_stand_ins(experiment)
     total_ms = sum(trial_ms(t.timing) for t in trials + adaptive)
     return {"classify": typical_timing([t.timing for t in tests if t.trial_type == "classify"]),
             "oddity": typical_timing([t.timing for t in tests if t.trial_type == "oddity"]),
@@ -82,7 +82,7 @@ def study_facts(experiment: Experiment) -> dict:
             "minutes": math.ceil(total_ms / 60000 + SETUP_MINUTES + breaks * BREAK_MINUTES)}
 
 
-def adaptive_trials(experiment: Experiment) -> list:
+def adaptive_stand_ins(experiment: Experiment) -> list:
     """A stand-in trial for each answer the QUEST+ blocks may ask for (their maximum, ``plan.trials``), with
     the timing of the block's condition: they come after the fixed sequence and count in every total."""
     out = []
@@ -321,7 +321,8 @@ def contradictions(expdir: ExperimentDir, experiment: Experiment) -> list[str]:
         path = text_path(expdir, name)
         if path.exists():
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                out += [f'{TEXTS_DIR}/{name}.md:{number}: "{words}", but {fact}' for words, fact in _claims(line, facts)]
+                out += [f'{TEXTS_DIR}/{name}.md:{number}: "{words}", but {fact}'
+                        for words, fact in _claims(line, facts)]
     return out
 
 

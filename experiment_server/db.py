@@ -379,7 +379,8 @@ class ServerDB:
         """Delete rate-limit events a server before ``address_digest`` stored with the plain client address."""
         with self.db.write_transaction() as conn:
             rows = conn.execute(f"SELECT id, address FROM {RATE_EVENTS}").fetchall()
-            plain = [(slot,) for slot, address in rows if len(address) != 32 or not set(address) <= set("0123456789abcdef")]
+            plain = [(slot,) for slot, address in rows
+                     if len(address) != 32 or not set(address) <= set("0123456789abcdef")]
             conn.executemany(f"DELETE FROM {RATE_EVENTS} WHERE id=?", plain)
 
     def release_slot(self, slot: str) -> None:

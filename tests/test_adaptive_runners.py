@@ -152,6 +152,8 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
     from experiment_server.study import study_of
 
     app = create_app(experiment_dir)
+    instructions = (experiment_dir / "texts" / "instructions.md").read_text()
+    assert f"**{2 + TRIALS} trials**" in instructions  # the QUEST+ block's trials are counted (texts.study_facts)
     server = create_server(app, host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -160,7 +162,7 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
         page.goto(f"http://127.0.0.1:{server.effective_port}/?code=adaptive1")
         page.check("#consent")
         page.click("#start")
-        answered, previous, deadline, counters = 0, "", time.monotonic() + 180, set()
+        answered, previous, deadline, counters, bars = 0, "", time.monotonic() + 180, set(), []
         while time.monotonic() < deadline:
             state = page.evaluate("() => document.body?.dataset.state || ''")  # no body while a page loads
             if state == "done":
@@ -169,6 +171,9 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
                 page.click("#continue")
             elif state == "response-grid" and previous != "response-grid":  # one click per response screen
                 counters.add(page.text_content("#progress"))
+                bars.append(page.evaluate("() => document.querySelector('#progress-bar > div').style.width"))
+                if answered == 1 + TRIALS // 2:
+                    page.screenshot(path=str(experiment_dir.parent / "adaptive-trial-with-progress-bar.png"))
                 page.click("#grid button[data-label='cat']")
                 answered += 1
             previous = state
@@ -179,6 +184,7 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
         assert all(r["response"] == "cat" and r["rt_ms"] > 0 and r["frames"]["stimulus"] > 0 for r in rows)
         assert participant.status == "finished" and answered == 2 + TRIALS
         assert counters == {f"trial {k} of {2 + TRIALS}" for k in range(1, 3 + TRIALS)}  # the QUEST+ block counted
+        assert bars == [f"{round(100 * k / (2 + TRIALS))}%" for k in range(1, 3 + TRIALS)]  # the bar beside it
     finally:
         server.close()
         thread.join(timeout=10)

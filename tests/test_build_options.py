@@ -242,7 +242,7 @@ def test_no_person_sees_a_check_photo_among_their_test_photos_and_checks_vary(tm
     assert build(out, *SHUFFLE, "--catch-every", "2", "--attention", "2") == 0
     exp = ExperimentDir(out).load()
     attention = exp.trials_with_role("attention")
-    assert len(attention) == 2 and len({t.category for t in attention}) == 2 and len({t.correct for t in attention}) == 2
+    assert len(attention) == 2 and len({t.category for t in attention}) == len({t.correct for t in attention}) == 2
     assert all(t.category in t.instruction and t.correct in t.instruction for t in attention)
     for group in range(len(exp.assignment.groups)):
         for person in range(25):

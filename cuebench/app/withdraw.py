@@ -43,7 +43,8 @@ def erase(store, experiment: str, observer: str) -> dict[str, int]:
     with store.conn.write_transaction() as conn:
         for table, column in OBSERVER_TABLES:
             if conn.columns(table):
-                cursor = conn.execute(f'DELETE FROM "{table}" WHERE experiment=? AND "{column}"=?', [experiment, observer])
+                cursor = conn.execute(f'DELETE FROM "{table}" WHERE experiment=? AND "{column}"=?',
+                                      [experiment, observer])
                 deleted[table] = cursor.rowcount
         record_withdrawal(conn, experiment)
     if conn.dialect == "sqlite":

@@ -13,6 +13,13 @@
   const gridEl = $("grid");
   const statusEl = $("status");
   const progressEl = $("progress");
+  const progressBar = $("progress-bar");
+  /* The counter and, beside it, a bar filled to the share of trials done (``fraction``, 0..1). */
+  function showProgress(text, fraction) {
+    progressEl.textContent = text;
+    progressBar.hidden = !text;
+    progressBar.firstElementChild.style.width = `${Math.round(100 * Math.min(1, Math.max(0, fraction || 0)))}%`;
+  }
 
   /* Browser check: median of CHECK.intervals rAF intervals after a warm-up; unstable when
    * more than maxOutlierShare of the intervals are off the median by more than a factor
@@ -315,7 +322,7 @@
   }
 
   async function askQuestionnaire(questions) {
-    progressEl.textContent = "";
+    showProgress("", 0);
     state("questionnaire");
     screenEl.innerHTML = `<h1>A few questions</h1><form id="questionnaire">${questions.map(questionHtml).join("")}` +
       '</form><p class="error" id="questionnaire-error"></p><p><button id="continue">Submit</button></p>';
@@ -336,7 +343,7 @@
   }
 
   function showOutcome(outcome) {
-    progressEl.textContent = "";
+    showProgress("", 0);
     const text = outcome.status === "screened_out"
       ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
         "requirements of the study, so the study ends here.</p>" +
@@ -668,7 +675,8 @@
                                   "answers.</p>", "Continue", "adaptive");
       await preloadBlock([next.body.trial]);
       const before = plan.adaptive_trials.slice(0, next.body.block).reduce((a, b) => a + b, 0);
-      progressEl.textContent = `trial ${fixed + before + next.body.trial.index + 1} of ${fixed + adaptiveTotal(plan)}`;
+      const k = fixed + before + next.body.trial.index + 1, total = fixed + adaptiveTotal(plan);
+      showProgress(`trial ${k} of ${total}`, k / total);
       await runTrial(next.body.trial, hz, device);
     }
   }
@@ -695,16 +703,17 @@
     return (plan.adaptive_trials || []).reduce((a, b) => a + b, 0);
   }
 
-  /* "Trial k of n · block b of B" (practice counted apart; n includes the adaptive trials that follow),
-   * so people know how far they are. */
+  /* ["trial k of n · block b of B", k / n] (practice counted apart; n includes the adaptive trials that
+   * follow), so people know how far they are. */
   function progressText(plan, i) {
     const trials = plan.trials, trial = trials[i];
     const same = trials.filter((t) => t.practice === trial.practice);
     const k = same.indexOf(trial) + 1;
-    if (trial.practice) return `practice ${k} of ${same.length}`;
+    if (trial.practice) return [`practice ${k} of ${same.length}`, k / same.length];
     const blocks = [...new Set(same.map((t) => t.block))];
     const block = blocks.length > 1 ? ` · block ${blocks.indexOf(trial.block) + 1} of ${blocks.length}` : "";
-    return `trial ${k} of ${same.length + adaptiveTotal(plan)}${block}`;
+    const total = same.length + adaptiveTotal(plan);
+    return [`trial ${k} of ${total}${block}`, k / total];
   }
 
   async function main() {
@@ -760,7 +769,7 @@
         await showScreen("<h1>Break</h1><p>Rest your eyes for a moment, then continue.</p>", "Continue", "break");
       }
       if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
-      progressEl.textContent = progressText(plan, i);
+      showProgress(...progressText(plan, i));
       await runTrial(trial, hz, device);
     }
     await runAdaptive(plan, hz, device);
