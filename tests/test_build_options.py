@@ -113,7 +113,7 @@ def test_cuebench_build_is_the_call_of_the_issue(shuffled, tmp_path, monkeypatch
      "trials and at least 1 test photo: needs 9 photos, but --images has 8"),
     (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
     (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
-                                              "corruptions, suppression"),
+                                              "corruptions, dist-import, suppression"),
 ])
 def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, capsys, argv, message):
     assert build(tmp_path / "x", *argv) == 2
@@ -319,24 +319,28 @@ def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_
     assert build(out, *argv, "--conditions", "grayscale,channel_shuffle", "--on-error", "skip") == 0
     printed = capsys.readouterr()
     assert "stimuli: 3 made, 18 already there, 1 source images skipped" in printed.out
-    assert "delete debrief.md (unedited defaults)" in printed.err  # the debrief names the new condition
+    assert "rewrote debrief.md (unedited defaults)" in printed.err  # the debrief names the new condition
     assert not staged.exists()
     after = files(out)
-    rewritten = {"experiment.json", "texts/.defaults.json"}  # the record of defaults now holds this build's
+    rewritten = {"experiment.json", "texts/.defaults.json", "texts/debrief.md"}  # this build's defaults
     assert [name for name, data in before.items() if name not in rewritten and after[name] != data] == []
     assert len(ExperimentDir(out).load().trials_with_role("test")) == 3 * 7
 
 
-def test_a_rebuild_keeps_the_texts_and_says_in_one_line_which_no_longer_match(folder, tmp_path, capsys):
+def test_a_rebuild_rewrites_unedited_texts_keeps_edited_ones_and_says_so_in_one_line(folder, tmp_path, capsys):
     out = tmp_path / "exp"
     argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale", "--workers", "1"]
     assert build(out, *argv) == 0
     before = {p.name: p.read_text() for p in (out / "texts").glob("*.md")}
     assert "There is no time limit for the answer." in before["instructions.md"]
+    (out / "texts" / "consent.md").write_text(before["consent.md"] + "\nEthics approval E-42.\n")
     capsys.readouterr()
     assert build(out, *argv, "--timing", "response=3000") == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "earlier build" in line]
-    assert len(notes) == 1 and "delete consent.md, instructions.md (unedited defaults)" in notes[0], notes
-    assert {p.name: p.read_text() for p in (out / "texts").glob("*.md")} == before  # kept, never overwritten
+    assert len(notes) == 1 and "rewrote instructions.md (unedited defaults)" in notes[0], notes
+    assert "check the numbers in your edited consent.md" in notes[0]
+    after = {p.name: p.read_text() for p in (out / "texts").glob("*.md")}
+    assert after["consent.md"] == before["consent.md"] + "\nEthics approval E-42.\n"  # edited: never overwritten
+    assert "You have 3 seconds to answer" in after["instructions.md"]
     assert build(out, *argv, "--timing", "response=3000") == 0
     assert "earlier build" not in capsys.readouterr().err  # said once, by the build that changed the numbers
