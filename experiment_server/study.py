@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import threading
 import time
@@ -141,7 +142,8 @@ class Study:
         try:
             self._last_questionnaire = load_questionnaire(self.expdir)
         except QuestionnaireError as err:
-            self.report_fault(QUESTIONNAIRE_FILE, f"{err}; participants get the last valid version until it is "
+            where = str(err).replace(f"{self.expdir.root}{os.sep}", "")  # texts/questionnaire.json: ...
+            self.report_fault(QUESTIONNAIRE_FILE, f"{where}; participants get the last valid version until it is "
                                                   "fixed")
             return self._last_questionnaire
         self.report_fault(QUESTIONNAIRE_FILE, None)
