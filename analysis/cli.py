@@ -9,14 +9,17 @@ from cuebench.paths import user_path
 
 from .sections import all_metrics, metric_table
 
-MAIN_TABLES = ("exclusion_summary", "group_accuracy", "group_relative_accuracy", "shape_bias", "cue_decomposition",
-               "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
+MAIN_TABLES = ("exclusion_summary", "catch_per_person", "group_accuracy", "group_relative_accuracy", "shape_bias",
+               "cue_decomposition", "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
 SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
 
 
 def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-attention-failures", type=int, default=0,
                         help="a participant failing more attention checks than this is excluded entirely")
+    parser.add_argument("--max-catch-errors", type=int, default=None, metavar="N",
+                        help="a participant answering more catch trials wrong than this is excluded entirely "
+                             "(default: no rule; every person's catch performance is reported either way)")
     parser.add_argument("--not-clear", choices=("error", "exclude"), default="error",
                         help="score a 'not clear' answer as an error (Burgert et al.) or leave it out")
     parser.add_argument("--timeouts", choices=("exclude", "error"), default="exclude",
@@ -218,7 +221,8 @@ def options_from(args):
     from .report import AnalysisOptions
 
     return AnalysisOptions(
-        exclusions=ExclusionOptions(max_attention_failures=args.max_attention_failures, timeouts=args.timeouts,
+        exclusions=ExclusionOptions(max_attention_failures=args.max_attention_failures,
+                                    max_catch_errors=args.max_catch_errors, timeouts=args.timeouts,
                                     not_clear=args.not_clear, max_dropped_frames=args.max_dropped_frames,
                                     include_pilots=args.include_pilots),
         n_choices=args.n_choices, model_set=args.model_set.split(",") if args.model_set else None,

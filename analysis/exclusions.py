@@ -6,6 +6,10 @@ exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024
 - a participant who fails more than ``max_attention_failures`` attention checks is
   excluded entirely (Burgert: "only if the attention test was correctly passed ...");
   people only: a model cannot follow an instruction, its attention trials are just unscored;
+- a participant who answers more than ``max_catch_errors`` catch trials wrong (if set) is
+  excluded entirely (catch trials have a known answer: DiST's mirrored-copy triplets, unchanged
+  held-out photos in classification studies); people only; every person's catch performance is
+  reported either way (:func:`catch_performance`);
 - catch, attention and practice trials never enter accuracy (catch trials are reported
   on their own, :attr:`Cleaned.catch`);
 - rows excluded at collection time (refresh-rate check, browser check) keep their reason;
@@ -40,6 +44,7 @@ class ExclusionOptionError(CuebenchError, ValueError):
 @dataclass(frozen=True)
 class ExclusionOptions:
     max_attention_failures: int = 0
+    max_catch_errors: int | None = None
     timeouts: str = "exclude"
     not_clear: str = "error"
     max_dropped_frames: int | None = None
@@ -52,6 +57,8 @@ class ExclusionOptions:
                 raise ExclusionOptionError(f"exclusion option {name!r} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.max_attention_failures < 0:
             raise ExclusionOptionError(f"max_attention_failures must be >= 0, got {self.max_attention_failures}")
+        if self.max_catch_errors is not None and self.max_catch_errors < 0:
+            raise ExclusionOptionError(f"max_catch_errors must be >= 0, got {self.max_catch_errors}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,6 +104,11 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
     mark(failed, df["observer"].map(
         lambda o: f"participant failed {failed_observers.get(o, 0)} attention check(s) "
                   f"(allowed {options.max_attention_failures})"))
+    if options.max_catch_errors is not None:
+        catch_failed = catch_errors(df, options.max_catch_errors)
+        mark(df["observer"].isin(catch_failed.index), df["observer"].map(
+            lambda o: f"participant answered {catch_failed.get(o, 0)} catch trial(s) wrong "
+                      f"(allowed {options.max_catch_errors})"))
     mark(df["excluded"] == 1, "excluded: " + df["exclusion_reason"].fillna("when collected"))
     if options.page_events:
         mark(df["events"].map(left_page), "left the page or window during the trial")
@@ -137,6 +149,27 @@ def attention_failures(df: pd.DataFrame, allowed: int) -> pd.Series:
     att = df[(df["role"] == "attention") & (df["observer_kind"] == "human")]
     wrong = att.assign(wrong=att["correct"].fillna(0) == 0).groupby("observer")["wrong"].sum()
     return wrong[wrong > allowed].astype(int)
+
+
+def catch_errors(df: pd.DataFrame, allowed: int) -> pd.Series:
+    """People with more than ``allowed`` catch trials answered wrong (a timeout counts as wrong), and their count."""
+    catch = df[(df["role"] == "catch") & (df["observer_kind"] == "human")]
+    wrong = catch.assign(wrong=catch["correct"].fillna(0) == 0).groupby("observer")["wrong"].sum()
+    return wrong[wrong > allowed].astype(int)
+
+
+def catch_performance(df: pd.DataFrame) -> pd.DataFrame:
+    """Per observer with catch trials: how many, how many right, and the share right (a timeout is wrong), as
+    answered, before any exclusion, so the report shows whom ``max_catch_errors`` would leave out."""
+    catch = df[df["role"] == "catch"]
+    columns = ["observer", "observer_kind", "catch_trials", "catch_correct", "catch_accuracy"]
+    if catch.empty:
+        return pd.DataFrame(columns=columns)
+    out = (catch.assign(right=catch["correct"].fillna(0).astype(int))
+           .groupby(["observer", "observer_kind"], as_index=False)
+           .agg(catch_trials=("right", "size"), catch_correct=("right", "sum")))
+    out["catch_accuracy"] = out["catch_correct"] / out["catch_trials"]
+    return out[columns]
 
 
 def left_page(events) -> bool:

@@ -33,7 +33,7 @@ from cuebench.studies import CueStudy, FactorStudy, StudyDir
 from . import factor_studies, figure_style, sections
 from . import reference as published
 from .design_record import experiment_of, experiment_record
-from .exclusions import Cleaned, ExclusionOptions, apply_exclusions
+from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance
 from .load import fixed_level_rows, load_responses, logged_exclusions
 from .ranking import FriedmanResult
 from .sections.reliance import suppressed_conditions
@@ -107,7 +107,7 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     if logged is not None and len(logged):
         listed = pd.concat([listed[~listed["observer"].isin(logged["observer"])], logged], ignore_index=True)
     tables: dict[str, pd.DataFrame] = {"exclusions": cleaned.log, "exclusion_summary": cleaned.summary(),
-                                       "excluded_observers": listed}
+                                       "excluded_observers": listed, "catch_per_person": catch_performance(df)}
     result = Analysis(tables=tables, summary={}, notes=sections.broken_notes() if only is None else [],
                       cleaned=cleaned)
     fixed = fixed_level_rows(scored)

@@ -86,6 +86,23 @@ def latest(db: Database, experiment: str | None = None) -> dict:
     return out
 
 
+ATTENTION_CHECK = "attention check"
+"""``by`` of the exclusions the runners record when a person fails an attention check."""
+
+
+def note_attention_answer(db: Database, row: dict) -> Exclusion | None:
+    """Exclude a person at the moment they answer an attention check wrong (``row``: the response row just
+    stored), so a session abandoned afterwards is excluded in every export as in ``analyze``; None when the
+    row is no failed check of a person, or the person is excluded already."""
+    if row.get("role") != "attention" or row.get("observer_kind") != "human" or row.get("correct") != 0:
+        return None
+    if row["observer"] in current(db, row["experiment"]):
+        return None
+    return record(db, row["experiment"], row["observer"], True,
+                  f"attention trial {row['trial_id']} answered {row.get('response') or 'nothing'!r}, "
+                  f"instructed {row.get('correct_answer') or 'another answer'!r}", ATTENTION_CHECK)
+
+
 def mark(rows: list[dict], db: Database) -> list[dict]:
     """Response rows with ``excluded``/``exclusion_reason`` set for currently excluded observers;
     rows excluded when collected (refresh rate, browser check) keep their own reason."""
@@ -98,3 +115,21 @@ def mark(rows: list[dict], db: Database) -> list[dict]:
             row["excluded"] = 1
             row["exclusion_reason"] = event.label
     return rows
+
+
+WITHDRAWALS = "withdrawals"
+"""One row per withdrawal (experiment, UTC date only): that someone withdrew, never who or exactly when."""
+
+
+def record_withdrawal(db: Database, experiment: str) -> None:
+    """Count one withdrawal from ``experiment`` whose data ``cuebench withdraw`` erased (the methods report
+    the count); call inside the transaction that erased the data."""
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{WITHDRAWALS}" (experiment TEXT NOT NULL, "at" TEXT NOT NULL)')
+    db.execute(f'INSERT INTO "{WITHDRAWALS}" (experiment, "at") VALUES (?, ?)', [experiment, utc_now()[:10]])
+
+
+def withdrawals(db: Database, experiment: str) -> int:
+    """How many participants withdrew from ``experiment`` (their data are gone; the count stays)."""
+    if not db.columns(WITHDRAWALS):
+        return 0
+    return db.execute(f'SELECT COUNT(*) FROM "{WITHDRAWALS}" WHERE experiment=?', [experiment]).fetchone()[0]

@@ -122,13 +122,50 @@ def load_questionnaire(expdir: ExperimentDir) -> Questionnaire | None:
     if not path.is_file():
         return None
     try:
-        return Questionnaire.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Questionnaire.model_validate(data)
     except json.JSONDecodeError as err:
         raise QuestionnaireError(f"{path} is not valid JSON: {err}") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise QuestionnaireError(f"{path}: {where}: {first['msg']}") from None
+        raise QuestionnaireError(f"{path}: {in_words(err.errors()[0], data)}") from None
+
+
+ID_RULE = "must start with a lower-case letter and hold only a-z, 0-9 and _ (at most 32 characters)"
+
+
+def in_words(error: dict, data) -> str:
+    """A validation error as the researcher who wrote the file reads it: "question 2 ('age'): ..."
+    instead of pydantic's ``questions.1.id`` and its regular expressions."""
+    loc, kind, got = list(error["loc"]), error["type"], error.get("input")
+    where = "the file"
+    if loc[:1] == ["questions"] and len(loc) > 1 and isinstance(loc[1], int):
+        question = data["questions"][loc[1]] if isinstance(data, dict) else None
+        named = f" ({question['id']!r})" if isinstance(question, dict) and isinstance(question.get("id"), str) else ""
+        where, loc = f"question {loc[1] + 1}{named}", loc[2:]
+    field = f"'{loc[0]}'" if loc else ""
+    if kind == "missing":
+        problem = f"{field} is missing"
+    elif kind == "extra_forbidden":
+        known = Question.model_fields if where != "the file" else Questionnaire.model_fields
+        problem = f"{field} is not a field here (fields: {', '.join(known)})"
+    elif kind == "string_pattern_mismatch" and loc[:1] == ["id"]:
+        problem = f"'id' {ID_RULE}, got {got!r}"
+    elif kind == "literal_error":
+        problem = f"{field} must be one of {error['ctx']['expected']}, got {got!r}"
+    elif kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
+        ctx = error["ctx"]
+        bound = f"at least {ctx['min_length']}" if "short" in kind else f"at most {ctx['max_length']}"
+        unit = "characters" if kind.startswith("string") else "entries"
+        size = len(got) if isinstance(got, (str, list)) else got
+        problem = f"{field} needs {bound} {unit}, got {size}"
+    elif kind in ("greater_than_equal", "less_than_equal"):
+        bound = error["ctx"]["ge" if kind.startswith("greater") else "le"]
+        problem = f"{field} must be {'at least' if kind.startswith('greater') else 'at most'} {bound}, got {got!r}"
+    elif kind == "value_error":
+        problem = str(error["ctx"]["error"])
+    else:
+        problem = f"{field} {error['msg'][0].lower()}{error['msg'][1:]}".strip()
+    return f"{where}: {problem}"
 
 
 def _ensure_answers_table(db: Database) -> None:

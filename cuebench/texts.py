@@ -4,8 +4,9 @@ They live in ``EXPDIR/texts/NAME.md`` (DESIGN.md, "Experiment directory"), so an
 board reviews, and the researcher edits, exactly what participants read, with no change to
 the installed package. The build writes defaults that describe *this* experiment (its task,
 practice and its feedback, breaks, the image and answer times, "not clear", the trial count and
-an estimated duration from its timing); an existing file is never overwritten, and a rebuild
-whose defaults changed says which kept files may now be stale. The web task and the lab runner
+an estimated duration from its timing). A rebuild rewrites the defaults the researcher never
+edited; an edited file is never overwritten, and while it contradicts the experiment (trial
+count, practice, time limit, breaks, duration) ``serve`` and ``lab run`` refuse, naming the lines. The web task and the lab runner
 render the files with HTML escaped: Markdown formatting only, no script a copied folder could
 smuggle in.
 """
@@ -15,10 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
 from .design import participant_sequence
+from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
 from .trials import Experiment, Timing
 
@@ -31,7 +34,7 @@ SETUP_MINUTES = 3
 BREAK_MINUTES = 0.5
 DEFAULTS_RECORD = ".defaults.json"
 """``texts/.defaults.json``: name -> SHA-256 of the default last written or checked, so a rebuild
-whose defaults differ can say so (``stale_defaults``) without ever overwriting a kept file."""
+whose defaults differ can tell an unedited kept file (rewritten) from an edited one (kept, checked)."""
 
 
 def text_path(expdir: ExperimentDir, name: str) -> Path:
@@ -67,13 +70,26 @@ def study_facts(experiment: Experiment) -> dict:
         trials = [experiment.trial(s.trial_id) for s in sequence]
         breaks = sum(s.break_before for s in sequence)
     tests = [t for t in trials if t.role == "test"] or trials
-    total_ms = sum(trial_ms(t.timing) for t in trials)
+    adaptive = adaptive_stand_ins(experiment)
+    total_ms = sum(trial_ms(t.timing) for t in trials + adaptive)
     return {"classify": typical_timing([t.timing for t in tests if t.trial_type == "classify"]),
             "oddity": typical_timing([t.timing for t in tests if t.trial_type == "oddity"]),
+            "windows": {t.timing.response_window for t in tests + adaptive},
             "not_clear": experiment.label_set.not_clear,
             "practice": sum(t.role == "practice" for t in trials), "breaks": breaks,
-            "attention": any(t.role == "attention" for t in trials), "trials": len(trials),
+            "attention": any(t.role == "attention" for t in trials), "trials": len(trials) + len(adaptive),
+            "adaptive": len(adaptive), "may_stop_early": any(p.stop_ci_width for p in experiment.adaptive),
             "minutes": math.ceil(total_ms / 60000 + SETUP_MINUTES + breaks * BREAK_MINUTES)}
+
+
+def adaptive_stand_ins(experiment: Experiment) -> list:
+    """A stand-in trial for each answer the QUEST+ blocks may ask for (their maximum, ``plan.trials``), with
+    the timing of the block's condition: they come after the fixed sequence and count in every total."""
+    out = []
+    for plan in experiment.adaptive:
+        shown = [tid for ids in experiment.adaptive_trials(plan.condition).values() for tid in ids]
+        out += [experiment.trial(shown[0])] * plan.trials if shown else []
+    return out
 
 
 def _answer_time(timing: Timing, shown: str) -> str:
@@ -157,7 +173,8 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
     f = study_facts(experiment)
     what = " ".join(sentence if sentence.endswith(".") else sentence + "." for sentence in task_sentences(f))
     counted = " (practice included)" if f["practice"] else ""
-    structure = [f"There are **{f['trials']} trials**{counted} and the study takes about **{f['minutes']} "
+    up_to = "up to " if f["may_stop_early"] else ""
+    structure = [f"There are {up_to}**{f['trials']} trials**{counted} and the study takes about **{f['minutes']} "
                  "minutes**."]
     structure.append((f"The first {f['practice']} trials are practice." if f["practice"] > 1 else
                       "The first trial is practice.") if f["practice"] else "There is no practice part.")
@@ -174,7 +191,10 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
                    "- Taking part is voluntary; you can stop at any time by closing the window.\n"
                    "- We store your answers, response times, the timing your browser achieved, your screen size "
                    "and browser name, and the ID or entry code you came with. We store no name or e-mail "
-                   "address.\n"
+                   "address, and not your internet (IP) address: to stop repeated starts, the server keeps only a "
+                   "coded form of it that cannot be turned back into the address.\n"
+                   "- You can withdraw later: send the researchers the ID or entry code you came with, and "
+                   "everything stored about you is deleted.\n"
                    "- The data are used for research on visual perception and may be published without anything "
                    "that identifies you.\n",
         "instructions": f"# Instructions\n\nEach trial starts with a small cross in the middle of the screen: look "
@@ -206,46 +226,120 @@ def _write_record(expdir: ExperimentDir, record: dict[str, str]) -> None:
     atomic_write(_record_path(expdir), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
-def write_default_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | None = None) -> list[Path]:
-    """Write each missing text file from the defaults; returns the files written (existing ones are
-    kept). The hash of each default written is recorded (:data:`DEFAULTS_RECORD`) for
-    :func:`stale_defaults`."""
-    expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
-    missing = [name for name in NAMES if not text_path(expdir, name).exists()]
-    if not missing:
-        return []
-    defaults = default_texts(experiment or expdir.load())
-    for name in missing:
-        atomic_write(text_path(expdir, name), defaults[name].encode("utf-8"))
-    _write_record(expdir, {**_read_record(expdir), **{name: _digest(defaults[name]) for name in missing}})
-    return [text_path(expdir, name) for name in missing]
-
-
-def stale_defaults(expdir: str | Path | ExperimentDir, experiment: Experiment) -> dict[str, bool]:
-    """Kept text files whose default has changed since the last build (a rebuild changed the trial
-    count, the timing or the task): name -> whether the researcher edited the file. The record then
-    holds the new defaults, so each change is reported once, by the build that made it."""
+def refresh_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | None = None) -> dict[str, str]:
+    """Bring the texts up to this build: write each missing file from the defaults (``written``), rewrite a
+    kept default the researcher never edited when this experiment's default differs (``rewritten``: a
+    rebuild with a new timing or trial count must not leave "There is no time limit" behind), and keep an
+    edited one (``edited``: :func:`contradictions` then checks its numbers). Returns name -> what happened,
+    for the files that changed or went stale; the record (:data:`DEFAULTS_RECORD`) then holds this build's
+    defaults, so each change is reported once."""
     expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
     record = _read_record(expdir)
-    defaults = {name: _digest(text) for name, text in default_texts(experiment).items()}
-    stale = {}
-    for name, recorded in record.items():
-        path = text_path(expdir, name)
-        if name in defaults and recorded != defaults[name] and path.exists():
-            stale[name] = _digest(path.read_text(encoding="utf-8")) != recorded
-    if stale:
-        _write_record(expdir, {**record, **{name: defaults[name] for name in stale}})
-    return stale
+    defaults = default_texts(experiment or expdir.load())
+    done = {}
+    for name in NAMES:
+        path, digest = text_path(expdir, name), _digest(defaults[name])
+        if not path.exists():
+            done[name] = "written"
+        elif record.get(name) not in (None, digest):
+            done[name] = "rewritten" if _digest(path.read_text(encoding="utf-8")) == record[name] else "edited"
+        else:
+            continue
+        if done[name] != "edited":
+            atomic_write(path, defaults[name].encode("utf-8"))
+        record[name] = digest
+    if done:
+        _write_record(expdir, record)
+    return done
 
 
-def stale_warning(expdir: ExperimentDir, stale: dict[str, bool]) -> str:
-    """One line telling the researcher which kept texts no longer describe the study, and what to do."""
-    unedited = [f"{n}.md" for n, edited in stale.items() if not edited]
-    edited = [f"{n}.md" for n, was in stale.items() if was]
-    todo = ([f"delete {', '.join(unedited)} (unedited defaults) and build again to get new ones"] if unedited else []) \
-        + ([f"check the numbers in your edited {', '.join(edited)}"] if edited else [])
-    return (f"note: {expdir.root.name}/{TEXTS_DIR}/ keeps texts written for an earlier build, and this build's "
+def write_default_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | None = None) -> list[Path]:
+    """The files :func:`refresh_texts` wrote (missing ones, and unedited defaults of an earlier build)."""
+    expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
+    return [text_path(expdir, name) for name, done in refresh_texts(expdir, experiment).items() if done != "edited"]
+
+
+def stale_warning(expdir: ExperimentDir, done: dict[str, str]) -> str | None:
+    """One line telling the researcher which kept texts this build rewrote or left stale, and what to do;
+    None when there are none."""
+    rewritten = [f"{n}.md" for n, what in done.items() if what == "rewritten"]
+    edited = [f"{n}.md" for n, what in done.items() if what == "edited"]
+    if not rewritten and not edited:
+        return None
+    todo = ([f"rewrote {', '.join(rewritten)} (unedited defaults) to match"] if rewritten else []) \
+        + ([f"check the numbers in your edited {', '.join(edited)}: `cuebench serve` and `cuebench lab run` refuse "
+            "while a text contradicts the study"] if edited else [])
+    return (f"note: {expdir.root.name}/{TEXTS_DIR}/ held texts written for an earlier build, and this build's "
             f"trial count, timing or task differ: {'; '.join(todo)}")
+
+
+class TextsContradictError(CuebenchError):
+    """An edited text says something about the study (trials, practice, time limit, breaks, duration) that the
+    experiment no longer does."""
+
+
+def _claims(line: str, facts: dict) -> list[tuple[str, str]]:
+    """(the words, what the experiment has instead) for each claim of a text's line about the study that
+    the experiment contradicts."""
+    text = line.replace("*", "")
+    found = []
+    total, practice = facts["trials"], facts["practice"]
+    for m in re.finditer(r"\b(?:(first|every|each|last)\s+)?(\d+)\s+trials\b(\s+are\s+practice)?", text, re.I):
+        before, n = (m.group(1) or "").lower(), int(m.group(2))
+        if (before == "first" or m.group(3)) and n != practice:
+            found.append((m.group(0), f"the experiment has {practice} practice trials"))
+        elif not before and not m.group(3) and n not in (total, total - practice):
+            adaptive = f" ({facts['adaptive']} of them adaptive, QUEST+, at most)" if facts["adaptive"] else ""
+            found.append((m.group(0), f"a participant answers {total}{adaptive}"))
+    for pattern, wrong in ((r"\bfirst trial is practice\b", practice != 1), (r"\bno practice\b", practice != 0)):
+        m = re.search(pattern, text, re.I)
+        if m and wrong:
+            found.append((m.group(0), f"the experiment has {practice} practice trials"))
+    for m in re.finditer(r"\b(\d+|no)\s+(?:short\s+)?breaks?\b", text, re.I):
+        if (0 if m.group(1).lower() == "no" else int(m.group(1))) != facts["breaks"]:
+            found.append((m.group(0), f"a participant gets {facts['breaks']} breaks"))
+    windows = facts["windows"]
+    limits = " or ".join(sorted(seconds(w) for w in windows if w is not None)) or "no time limit"
+    m = re.search(r"\bno time limit\b", text, re.I)
+    if m and None not in windows:
+        found.append((m.group(0), f"the answer must come within {limits}"))
+    for m in re.finditer(r"(\d+(?:\.\d+)?)\s+seconds?\s+to\s+answer", text, re.I):
+        if round(float(m.group(1)) * 1000) not in windows:
+            found.append((m.group(0), f"the experiment allows {limits}"))
+    for m in re.finditer(r"\babout\s+(\d+)\s+minutes\b", text, re.I):
+        if abs(int(m.group(1)) - facts["minutes"]) > max(2, facts["minutes"] / 4):
+            found.append((m.group(0), f"the trials and breaks take about {facts['minutes']} minutes"))
+    return found
+
+
+def contradictions(expdir: ExperimentDir, experiment: Experiment) -> list[str]:
+    """Every claim in the texts about the trial count, practice, time limit, breaks or duration that the
+    experiment contradicts, as ``texts/NAME.md:LINE: "WORDS", but FACT``."""
+    facts = study_facts(experiment)
+    out = []
+    for name in NAMES:
+        path = text_path(expdir, name)
+        if path.exists():
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                out += [f'{TEXTS_DIR}/{name}.md:{number}: "{words}", but {fact}'
+                        for words, fact in _claims(line, facts)]
+    return out
+
+
+ALLOW_FLAG = "--allow-text-mismatch"
+
+
+def check_texts(expdir: ExperimentDir, experiment: Experiment) -> None:
+    """Bring the texts up to the experiment (``refresh_texts``), then refuse to run a study whose texts
+    contradict it (``contradictions``), naming the lines to fix; the runners' :data:`ALLOW_FLAG` skips
+    this for a researcher who has checked them."""
+    refresh_texts(expdir, experiment)
+    problems = contradictions(expdir, experiment)
+    if problems:
+        raise TextsContradictError(
+            f"{expdir.root.name}/{TEXTS_DIR}/ contradicts experiment.json in {len(problems)} place(s); fix these lines "
+            f"(or delete an unedited file to get this build's default), or pass {ALLOW_FLAG} to run anyway:\n  "
+            + "\n  ".join(problems))
 
 
 def render(expdir: ExperimentDir, name: str) -> str:

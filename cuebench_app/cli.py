@@ -8,6 +8,7 @@ analysis/stimuli commands work without them.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -23,6 +24,7 @@ COMMAND_MODULES = (
     "human_tasks.cli",
     "analysis.cli",
     "cuebench_app.exclude",
+    "cuebench_app.withdraw",
     "cuebench_app.train_cues",
     "cuebench_app.demo",
     "cuebench_app.benchmark",
@@ -117,9 +119,31 @@ def run_list(args) -> int:
     return 0
 
 
+def option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--option`` of the command line, subcommands included (for "did you mean")."""
+    found = set()
+    for action in parser._actions:
+        found |= {o for o in action.option_strings if o.startswith("--")}
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                found |= option_strings(sub)
+    return found
+
+
+def unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's "unrecognized arguments" with the nearest options for a misspelt one (``--practise``)."""
+    known = sorted(option_strings(parser))
+    options = [word for word in extras if word.startswith("--")]
+    hints = [" or ".join(near) + (f" for {word}" if len(options) > 1 else "") for word in options
+             for near in [difflib.get_close_matches(word.split("=", 1)[0], known, n=2, cutoff=0.75)] if near]
+    return f"unrecognized arguments: {' '.join(extras)}" + (f" (did you mean {'; '.join(hints)}?)" if hints else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.error(unrecognized(extras, parser))
     try:
         return int(args.func(args) or 0)
     except CuebenchError as err:

@@ -26,7 +26,8 @@ def register(sub) -> None:
                     "keeps both). Without OBSERVER: print the exclusion log.")
     parser.add_argument("expdir", type=user_path, metavar="EXPDIR", help="experiment directory")
     parser.add_argument("observer", nargs="?", metavar="OBSERVER",
-                        help="participant code (the admin page's code, or the lab's --participant)")
+                        help="participant code (the admin page's code, or the lab's --participant), Prolific ID "
+                             "or entry code")
     parser.add_argument("--reason", help="why (required to exclude and to undo; stored with the event)")
     parser.add_argument("--undo", action="store_true", help="take the exclusion in force back")
     parser.add_argument("--database", metavar="URL",
@@ -34,20 +35,33 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
-def known_observers(store, experiment: str, database) -> set[str]:
-    """Who can be excluded: the server's participants (web and registered lab sessions) and every
-    observer with stored responses."""
+def known_observers(store, experiment: str, database) -> dict[str, str]:
+    """Who can be named: the server's participants (web and registered lab sessions) by their code, their
+    Prolific ID and their entry code, and every observer with stored responses; name -> observer code."""
     from experiment_server.db import PARTICIPANTS, ServerDB
 
-    known = {o for (o,) in store.conn.execute("SELECT DISTINCT observer FROM responses WHERE experiment=?",
-                                              [experiment]).fetchall()}
+    known = {o: o for (o,) in store.conn.execute("SELECT DISTINCT observer FROM responses WHERE experiment=?",
+                                                 [experiment]).fetchall()} if store.conn.columns("responses") else {}
     if store.conn.columns(PARTICIPANTS):
         db = ServerDB(database, experiment)
         try:
-            known |= {p.code for p in db.participants(experiment)}
+            for p in db.participants(experiment):
+                known.update({name: p.code for name in (p.prolific_pid, p.entry_code) if name})
+                known[p.code] = p.code
         finally:
             db.close()
     return known
+
+
+def resolve_observer(store, experiment: str, database, given: str) -> str:
+    """The observer code ``given`` names (a code, a Prolific ID or an entry code), or an error with the
+    nearest names known."""
+    known = known_observers(store, experiment, database)
+    if given in known:
+        return known[given]
+    near = difflib.get_close_matches(given, sorted(known), n=3)
+    hint = f"; did you mean {' or '.join(near)}?" if near else f" ({len(set(known.values()))} observers known)"
+    raise CuebenchError(f"no observer, Prolific ID or entry code {given!r} in experiment {experiment!r}{hint}")
 
 
 def run(args) -> int:
@@ -66,16 +80,13 @@ def run(args) -> int:
                 print(f"{event.at}  {'exclude' if event.excluded else 'undo   '}  {event.observer}  {event.label}")
             print(f"{len(current(store.conn, experiment))} observer(s) excluded now")
             return 0
-        known = known_observers(store, experiment, location)
-        if args.observer not in known:
-            near = difflib.get_close_matches(args.observer, sorted(known), n=3)
-            hint = f"; did you mean {' or '.join(near)}?" if near else f" ({len(known)} observers known)"
-            raise CuebenchError(f"no observer {args.observer!r} in experiment {experiment!r}{hint}")
-        event = record(store.conn, experiment, args.observer, not args.undo, args.reason or "", by=f"cli ({_user()})")
+        observer = resolve_observer(store, experiment, location, args.observer)
+        event = record(store.conn, experiment, observer, not args.undo, args.reason or "", by=f"cli ({_user()})")
+    named = observer if observer == args.observer else f"{observer} ({args.observer})"
     if event.excluded:
-        print(f"excluded {args.observer} ({event.label}); every export marks them and no statistic counts them")
+        print(f"excluded {named} ({event.label}); every export marks them and no statistic counts them")
     else:
-        print(f"{args.observer} counts again ({event.label})")
+        print(f"{named} counts again ({event.label})")
     return 0
 
 

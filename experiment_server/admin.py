@@ -31,8 +31,8 @@ from cuebench.exclusions import ExclusionError
 from cuebench.responses import TABLE as RESPONSES
 
 from .study import Study, study_of
-from .db import ADMIN_GENERATION, STATUSES
-from .exports import participant_record
+from .db import ADMIN_GENERATION
+from .exports import EXPIRED, participant_record, status_now
 from .validation import Rejected
 
 bp = Blueprint("admin", __name__)
@@ -134,18 +134,32 @@ def logout():
     return redirect(url_for("admin.login"))
 
 
+PROGRESS_COLUMNS = ("in_progress", EXPIRED, "finished", "screened_out", "failed_attention", "excluded", "pilot")
+"""The admin page's count columns per group: each person in one, so ``finished`` counts only people who
+finished and count (no pilot, no one excluded)."""
+
+
+def progress_column(p, now: float) -> str:
+    """Which of :data:`PROGRESS_COLUMNS` counts a participant."""
+    if p.pilot:
+        return "pilot"
+    if p.status in ("screened_out", "failed_attention"):
+        return p.status
+    return "excluded" if p.exclusion is not None else status_now(p, now)
+
+
 def progress(study: Study) -> list[dict]:
-    """Per group: participants by status, live reservations, and trials stored."""
+    """Per group: participants by :data:`PROGRESS_COLUMNS`, live reservations, and trials stored."""
     people = study.db.participants(study.experiment.name)
     now = study.db.clock()
-    counts = Counter((p.group, p.status) for p in people)
+    counts = Counter((p.group, progress_column(p, now)) for p in people)
     live = Counter(p.group for p in people if p.status == "in_progress" and (p.reserved_until or 0) > now)
     stored = dict(study.store.conn.execute(
         f'SELECT "group", COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind=\'human\' GROUP BY "group"',
         [study.experiment.name]).fetchall())
     fill = study.db.fill(study.experiment.name, study.n_groups)
     return [{"group": g, "fill": fill[g], "reserved": live[g], "trials": stored.get(g, 0),
-             **{s: counts[(g, s)] for s in STATUSES}} for g in range(study.n_groups)]
+             **{s: counts[(g, s)] for s in PROGRESS_COLUMNS}} for g in range(study.n_groups)]
 
 
 @bp.get("/")
@@ -157,10 +171,13 @@ def dashboard():
         f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind IN ('human', 'pilot') "
         "GROUP BY observer",
         [study.experiment.name]).fetchall())
+    study.questionnaire()  # a broken live edit shows here even before a participant reaches it
+    adaptive = sum(plan.trials for plan in study.experiment.adaptive)  # QUEST+ answers, at most
     return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
-                           records={p.code: participant_record(p) for p in people},
-                           answered=answered, lengths={p.code: len(study.sequence(p)) for p in people},
-                           statuses=STATUSES, exports=EXPORT_FILES, free_disk_mb=study.free_disk_mb(),
+                           faults=study.faults(),
+                           records={p.code: participant_record(p, study.db.clock()) for p in people},
+                           answered=answered, lengths={p.code: len(study.sequence(p)) + adaptive for p in people},
+                           statuses=PROGRESS_COLUMNS, exports=EXPORT_FILES, free_disk_mb=study.free_disk_mb(),
                            min_free_disk_mb=current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
 
 

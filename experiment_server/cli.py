@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
+from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
@@ -29,6 +30,15 @@ PILOT_CODE_PREFIX = "pilot-"
 """What a test-mode code starts with, so that nobody hands one to a real participant by mistake."""
 
 
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, except where there is none to show (None, or a flag's False)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve", help="run the online experiment (waitress) or set its admin password",
@@ -38,7 +48,7 @@ def register(subparsers) -> None:
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
                     "Options may stand before or after EXPDIR.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_DefaultsHelp)
     parser.add_argument("target", nargs="+", metavar="EXPDIR",
                         help=f"experiment directory, or one of {', '.join(ACTIONS)} and the directory")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 only behind HTTPS)")
@@ -71,6 +81,9 @@ def register(subparsers) -> None:
         parser.add_argument(f"--code-{outcome.replace('_', '-')}", metavar="CODE",
                             help=f"completion code for '{outcome}' (e.g. from Prolific); stored and reused; "
                                  f"better given as ${code_variable(outcome)}, which `ps` does not show")
+    parser.add_argument(ALLOW_FLAG, action="store_true",
+                        help="serve although texts/ contradict experiment.json (trial count, practice, time limit, "
+                             "breaks, duration); without it, serve refuses and names the lines")
     parser.add_argument("--password-stdin", action="store_true",
                         help="admin-password: read the password from standard input instead of prompting")
     parser.set_defaults(func=run)
@@ -110,6 +123,8 @@ def run(args) -> int:
     from .app import check_port_free, serve
     from .study import open_study
 
+    if not args.allow_text_mismatch:
+        check_study_texts(expdir)
     codes = completion_codes(args)
     if any(codes.values()):
         check_port_free(args.host, args.port)
@@ -131,6 +146,16 @@ def completion_codes(args) -> dict[str, str | None]:
     """The completion codes given: ``--code-*``, else the environment (a command line is visible to
     every user of the machine in ``ps``; the environment is not)."""
     return {o: getattr(args, f"code_{o}") or os.environ.get(code_variable(o)) or None for o in OUTCOMES}
+
+
+def check_study_texts(expdir: Path) -> None:
+    """Refuse to start while the study's texts contradict its experiment (``cuebench.texts.check_texts``)."""
+    from cuebench.expdir import ExperimentDir
+    from cuebench.texts import check_texts
+
+    folder = ExperimentDir(expdir)
+    if folder.exists():  # else open_study says what is missing
+        check_texts(folder, folder.load())
 
 
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:

@@ -18,6 +18,7 @@ ones) and hands out a new token.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import secrets
 import threading
@@ -400,13 +401,25 @@ class ServerDB:
             f"SELECT 1 FROM {PILOT_CODES} WHERE experiment=? AND code=?", [experiment, code]).fetchone() is not None
 
     # rate limits ----------------------------------------------------------------------
+    address_key: bytes = secrets.token_bytes(32)
+    """The key that turns a client address into what ``rate_limit_events`` stores (``address_digest``):
+    the study sets the server's own key (kept in the secrets file, outside the shareable folder), so every
+    server process counts alike and no IP address is ever written to the data file."""
+
+    def address_digest(self, address: str) -> str:
+        """A keyed one-way digest of a client address: equal addresses count together, and without the
+        key nobody reading the data file can tell the address, not even by trying all 2^32 IPv4 ones."""
+        return hmac.new(self.address_key, f"address:{address}".encode(), hashlib.sha256).hexdigest()[:32]
+
     def take_slot(self, kind: str, address: str, limit: int, window_s: float) -> str | None:
         """Count and record one request of ``kind`` from ``address`` in one transaction: the id
         of the recorded request, or None (nothing recorded) when ``limit`` requests are already
         recorded within the window. Counted over every server process; counting and recording
-        together means concurrent requests cannot all slip in under the limit."""
+        together means concurrent requests cannot all slip in under the limit. The address is
+        stored only as its ``address_digest``."""
         now = self.clock()
         slot = secrets.token_hex(8)
+        address = self.address_digest(address)
         with self.db.write_transaction() as conn:
             conn.execute(f"DELETE FROM {RATE_EVENTS} WHERE kind=? AND at<=?", [kind, now - window_s])
             taken = conn.execute(f"SELECT COUNT(*) FROM {RATE_EVENTS} WHERE kind=? AND address=?",
@@ -416,6 +429,14 @@ class ServerDB:
             conn.execute(f"INSERT INTO {RATE_EVENTS}(id, kind, address, at) VALUES (?, ?, ?, ?)",
                          [slot, kind, address, now])
         return slot
+
+    def forget_addresses(self) -> None:
+        """Delete rate-limit events a server before ``address_digest`` stored with the plain client address."""
+        with self.db.write_transaction() as conn:
+            rows = conn.execute(f"SELECT id, address FROM {RATE_EVENTS}").fetchall()
+            plain = [(slot,) for slot, address in rows
+                     if len(address) != 32 or not set(address) <= set("0123456789abcdef")]
+            conn.executemany(f"DELETE FROM {RATE_EVENTS} WHERE id=?", plain)
 
     def release_slot(self, slot: str) -> None:
         """Un-count a request (a login that turned out right)."""

@@ -21,12 +21,24 @@ from .db import Participant, ServerDB
 PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "runner", "prolific_pid", "study_id",
                        "prolific_session", "entry_code", "started_at", "finished_at", "duration_s", "screen_reason",
                        "excluded", "exclusion_reason", "excluded_by", "excluded_at", "px_per_mm", "viewing_distance_cm",
-                       "stimulus_css_px", "calibration_method", "calibration_capped", "blind_spot_mm")
+                       "stimulus_css_px", "calibration_method", "calibration_capped", "card_moved", "blind_spot_mm")
 CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing_distance_cm",
                        "stimulus_css_px": "stimulus_css_px", "calibration_method": "method",
-                       "calibration_capped": "capped"}
-"""participants.csv column -> field of the web task's screen calibration."""
+                       "calibration_capped": "capped", "card_moved": "card_moved"}
+"""participants.csv column -> field of the web task's screen calibration (``card_moved``: whether the person
+moved the card slider at all; False means the pixels per mm are the default, not measured; empty when a
+session from before this was recorded)."""
 PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
+EXPIRED = "expired"
+"""What a web session still in progress is called once its reservation has lapsed: abandoned, its group slot
+free again (a person who comes back still resumes it)."""
+
+
+def status_now(p: Participant, now: float) -> str:
+    """The participant's status as the admin page and the exports show it: ``expired`` for a web session
+    whose reservation lapsed without a final status, else the stored status."""
+    lapsed = p.reserved_until is None or p.reserved_until <= now
+    return EXPIRED if p.status == "in_progress" and p.runner != "lab" and lapsed else p.status
 
 
 def iso_time(stamp: float | None) -> str:
@@ -41,10 +53,10 @@ def duration_s(participant: Participant) -> float | None:
     return round(participant.finished_at - participant.created_at, 1)
 
 
-def participant_record(p: Participant) -> dict:
+def participant_record(p: Participant, now: float) -> dict:
     """One participants.csv row: what the admin page shows, to join with responses on ``observer`` = ``code``."""
     exclusion = p.exclusion
-    return {"code": p.code, "group": p.group, "status": p.status, "observer_kind": p.observer_kind, "runner": p.runner,
+    return {"code": p.code, "group": p.group, "status": status_now(p, now), "observer_kind": p.observer_kind, "runner": p.runner,
             "prolific_pid": p.prolific_pid, "study_id": p.study_id, "prolific_session": p.prolific_session,
             "entry_code": p.entry_code, "started_at": iso_time(p.created_at), "finished_at": iso_time(p.finished_at),
             "duration_s": duration_s(p), "screen_reason": p.screen_reason, "excluded": p.excluded,
@@ -55,11 +67,14 @@ def participant_record(p: Participant) -> dict:
             **{ANSWER_COLUMN_PREFIX + k: v for k, v in (p.questionnaire or {}).items()}}
 
 
-def prolific_action(p: Participant) -> tuple[str, str]:
+def prolific_action(p: Participant, now: float) -> tuple[str, str]:
     """What to do with a Prolific submission, and why: approve who finished and counts; reject
     only a failed attention check (Prolific's own rule); ask the screened out to return the
-    study; leave admin exclusions, and sessions finished faster than their trials can be shown
-    (``plausibility``), for a person to review; wait for running sessions."""
+    study; leave admin exclusions, abandoned (expired) sessions and sessions finished faster than their
+    trials can be shown (``plausibility``) for a person to review; wait for running sessions."""
+    if status_now(p, now) == EXPIRED:
+        return "review", "session abandoned: no answer within the reservation" + (
+            f"; {p.exclusion.label}" if p.exclusion else "")
     if p.status == "in_progress":
         return "wait", "session still running"
     if p.status == "failed_attention":
@@ -73,13 +88,14 @@ def prolific_action(p: Participant) -> tuple[str, str]:
     return "approve", "finished"
 
 
-def _participants(expdir: ExperimentDir, database: str | None) -> list[Participant]:
+def _participants(expdir: ExperimentDir, database: str | None) -> tuple[list[Participant], float]:
+    """The participants and the server clock's time now (for :func:`status_now`)."""
     if database is None and not expdir.responses_file.exists():
         raise ExportError(f"{expdir.root} has no participants yet ({expdir.responses_file.name} is missing)")
     experiment = expdir.load().name
     db = ServerDB(database or expdir.responses_file, experiment)
     try:
-        return db.participants(experiment)
+        return db.participants(experiment), db.clock()
     finally:
         db.close()
 
@@ -95,13 +111,14 @@ def export_participants(expdir: ExperimentDir, out: Path, database: str | None =
     (who, why, when), screen calibration and questionnaire answers (``q_<id>``)."""
     questionnaire = load_questionnaire(expdir)
     questions = tuple(ANSWER_COLUMN_PREFIX + i for i in questionnaire.ids) if questionnaire else ()
-    return _write_csv(Path(out), PARTICIPANT_COLUMNS + questions,
-                      [participant_record(p) for p in _participants(expdir, database)])
+    people, now = _participants(expdir, database)
+    return _write_csv(Path(out), PARTICIPANT_COLUMNS + questions, [participant_record(p, now) for p in people])
 
 
 @EXPORT_FORMATS.register("prolific")
 def export_prolific(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
     """Prolific review list: each Prolific ID with approve/reject/return/review/wait and the reason."""
-    records = [dict(zip(PROLIFIC_COLUMNS, (p.prolific_pid, *prolific_action(p))))
-               for p in _participants(expdir, database) if p.prolific_pid and not p.pilot]
+    people, now = _participants(expdir, database)
+    records = [dict(zip(PROLIFIC_COLUMNS, (p.prolific_pid, *prolific_action(p, now))))
+               for p in people if p.prolific_pid and not p.pilot]
     return _write_csv(Path(out), PROLIFIC_COLUMNS, records)

@@ -29,6 +29,7 @@ from flask import (Blueprint, abort, current_app, jsonify, make_response, redire
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
+from cuebench.exclusions import ATTENTION_CHECK, note_attention_answer
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
 from cuebench.questionnaire import QuestionnaireError, store_answers
@@ -91,7 +92,8 @@ def _outcome(study: Study, participant: Participant) -> dict:
     """What the completion page shows: the code for the participant's final status, and Prolific's redirect."""
     code = study.completion_code(participant.status)
     redirect_url = PROLIFIC_COMPLETE_URL.format(code=code) if participant.is_prolific else None
-    return {"status": participant.status, "code": code, "redirect": redirect_url}
+    return {"status": participant.status, "code": code, "redirect": redirect_url,
+            **({"reason": participant.screen_reason} if participant.status == "screened_out" else {})}
 
 
 def _browser_id() -> str | None:
@@ -286,6 +288,7 @@ def plan(token: str):
         "participant": participant.code,
         "status": participant.status,
         "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
+        "adaptive_trials": [block.trials for block in study.experiment.adaptive],
         "answered": sorted(answered),
         "texts": study.texts(),
         "display": study.display and {**{k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
@@ -385,6 +388,8 @@ def post_trial(token: str, index: int):
         result = study.answers.write(row, participant.code)
     except ResponseConflict as err:
         raise Rejected(409, str(err)) from None
+    if result.stored:
+        note_attention_answer(study.store.conn, row)
     return jsonify(index=index, stored=result.stored), 201 if result.stored else 200
 
 
@@ -424,9 +429,9 @@ def complete(token: str):
                                      [study.experiment.name, participant.code, participant.session])
         failed = sum(r["correct"] == 0 for r in attention)
         participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished")
-        if failed:
+        if failed and participant.exclusion is None:  # excluded when the check was answered, before this release
             study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
-                                  "attention check")
-        else:
+                                  ATTENTION_CHECK)
+        elif not failed:
             _review_if_implausible(study, participant)
     return jsonify(_outcome(study, participant))

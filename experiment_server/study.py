@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import os
 import secrets
 import shutil
 import threading
@@ -24,7 +26,7 @@ from cuebench.expdir import ExperimentDir, OutsideExperimentError
 from cuebench.responses import ResponseStore
 from cuebench.segmentation import refuse_for_people
 from cuebench.storage import is_database_url
-from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire
+from cuebench.questionnaire import QUESTIONNAIRE_FILE, Questionnaire, QuestionnaireError, load_questionnaire
 from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
@@ -35,6 +37,7 @@ from .group_commit import GroupCommit
 from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
 from .trial_types import UnservedTrialType, served
 
+log = logging.getLogger("cuebench.serve")
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
 
@@ -62,11 +65,16 @@ class Study:
         self.answers = GroupCommit(lambda: ResponseStore(self.location), db.renew)
         for key in KEYS:
             secrets_file.get_or_create(key, new_key)
+        db.address_key = self.derive_key  # rate limits store client addresses only as keyed digests
+        db.forget_addresses()
         for outcome in OUTCOMES:
             self.completion_code(outcome)
         self._local = threading.local()
         self._reported_stimuli: set[str] = set()
         self._report_lock = threading.Lock()
+        self._faults: dict[str, str] = {}
+        self._last_questionnaire: Questionnaire | None = None
+        self.questionnaire()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
 
@@ -89,6 +97,7 @@ class Study:
         working, and session tokens are retired. Participants go on by opening their link again:
         the resume map leads them to their session, with a new token; their answers are kept."""
         self.secrets.update({key: new_key() for key in KEYS})
+        self.db.address_key = self.derive_key
         self.db.bump_admin_generation()
         self.db.retire_tokens()
 
@@ -145,8 +154,36 @@ class Study:
         return {name: render(self.expdir, name) for name in TEXT_NAMES}
 
     def questionnaire(self) -> Questionnaire | None:
-        """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call."""
-        return load_questionnaire(self.expdir)
+        """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call. A live
+        edit that breaks the file never reaches a participant: the last valid version goes on being served,
+        and the fault is logged once and shown on the admin page (``faults``) until the file is fixed."""
+        try:
+            self._last_questionnaire = load_questionnaire(self.expdir)
+        except QuestionnaireError as err:
+            where = str(err).replace(f"{self.expdir.root}{os.sep}", "")  # texts/questionnaire.json: ...
+            self.report_fault(QUESTIONNAIRE_FILE, f"{where}; participants get the last valid version until it is "
+                                                  "fixed")
+            return self._last_questionnaire
+        self.report_fault(QUESTIONNAIRE_FILE, None)
+        return self._last_questionnaire
+
+    def report_fault(self, name: str, fault: str | None) -> None:
+        """Record (or, with None, clear) what is wrong with a file of the study's folder; a new fault is
+        logged once, not once per request."""
+        with self._report_lock:
+            if self._faults.get(name) == fault:
+                return
+            if fault is None:
+                self._faults.pop(name, None)
+                log.warning("texts/%s is valid again", name)
+                return
+            self._faults[name] = fault
+        log.error("%s", fault)
+
+    def faults(self) -> dict[str, str]:
+        """File name -> what is wrong with it now (the admin page shows them)."""
+        with self._report_lock:
+            return dict(self._faults)
 
     @property
     def display(self) -> dict | None:

@@ -222,7 +222,7 @@ def check_calibration(payload: Any) -> dict:
     measured from the blind spot comes with its sweeps and must be the distance they give."""
     if not isinstance(payload, dict):
         raise Rejected(400, "the request body must be a JSON object")
-    unknown = sorted(set(payload) - {*CALIBRATION_FIELDS, "method", "capped", "blind_spot_mm"})
+    unknown = sorted(set(payload) - {*CALIBRATION_FIELDS, "method", "capped", "card_moved", "blind_spot_mm"})
     if unknown:
         raise Rejected(400, f"unknown field {unknown[0]!r}")
     record = {name: _number(payload, name, *bounds) for name, bounds in CALIBRATION_FIELDS.items()}
@@ -234,7 +234,10 @@ def check_calibration(payload: Any) -> dict:
         record["blind_spot_mm"] = _blind_spot_sweeps(payload.get("blind_spot_mm"), record["viewing_distance_cm"])
     elif "blind_spot_mm" in payload:
         raise Rejected(422, "field 'blind_spot_mm' belongs to method 'card+blind-spot' only")
-    return {**record, "method": payload["method"], "capped": payload["capped"]}
+    if not isinstance(payload.get("card_moved", False), bool):
+        raise Rejected(400, f"field 'card_moved' must be true or false, got {payload.get('card_moved')!r}")
+    moved = {"card_moved": payload["card_moved"]} if "card_moved" in payload else {}  # absent: not recorded
+    return {**record, "method": payload["method"], "capped": payload["capped"], **moved}
 
 
 def _blind_spot_sweeps(sweeps: Any, distance_cm: float) -> list[float]:

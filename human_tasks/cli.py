@@ -6,6 +6,7 @@ import argparse
 from functools import partial
 
 from cuebench.paths import user_path
+from cuebench.texts import ALLOW_FLAG
 
 
 def register(subparsers, *, lab_group_chooser=None, lab_session_recorder=None) -> None:
@@ -42,6 +43,9 @@ def register(subparsers, *, lab_group_chooser=None, lab_session_recorder=None) -
                      help="postgresql://USER@HOST/DB to store the answers in (default: EXPDIR/responses.sqlite)")
     run.add_argument("--simulate", action="store_true",
                      help="a scripted participant answers through the same input events (piloting, tests)")
+    run.add_argument(ALLOW_FLAG, action="store_true",
+                     help="run although texts/ contradict experiment.json (trial count, practice, time limit, "
+                          "breaks, duration); without it, the run refuses and names the lines")
     run.set_defaults(func=partial(_run, lab_group_chooser=lab_group_chooser, lab_session_recorder=lab_session_recorder))
 
 
@@ -53,10 +57,10 @@ def _run(args, lab_group_chooser=None, lab_session_recorder=None) -> int:
         expdir=args.expdir, participant=args.participant, session=str(args.session), group=args.group,
         fullscreen=args.fullscreen, screen=args.screen, input_mode=args.input_mode, refresh_hz=args.refresh_hz,
         simulation=Script() if args.simulate else None, window_size=tuple(args.window_size),
-        database=args.database,
+        database=args.database, allow_text_mismatch=args.allow_text_mismatch,
         choose_group=None if lab_group_chooser is None else (lambda: lab_group_chooser(args.expdir, args.database)),
         record_session=None if lab_session_recorder is None else (
             lambda group, finished: lab_session_recorder(args.expdir, args.database, args.participant,
                                                          str(args.session), group, args.simulate, finished))))
-    return 0 if summary.answered == summary.total or summary.quit_early else 1
+    return 0 if summary.complete or summary.quit_early else 1
 

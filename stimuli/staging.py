@@ -72,17 +72,16 @@ class Staging:
         """Save ``experiment`` (refused when it would change the trials of collected responses) and the
         study texts it lacks, then move the staging folder's new and changed files into the experiment
         directory, experiment.json last."""
-        from cuebench.texts import stale_defaults, stale_warning, write_default_texts
+        from cuebench.texts import refresh_texts, stale_warning
 
         from .build import check_replaceable
 
         check_replaceable(ExperimentDir(self.out), experiment)
         staged = ExperimentDir(self.root)
         staged.save(experiment)
-        stale = stale_defaults(staged, experiment)  # kept texts whose numbers this build changed
-        if stale:
-            print(stale_warning(ExperimentDir(self.out), stale), file=sys.stderr)
-        write_default_texts(staged, experiment)  # the researcher's edited texts are kept, missing ones written
+        warning = stale_warning(ExperimentDir(self.out), refresh_texts(staged, experiment))  # edited texts kept
+        if warning:
+            print(warning, file=sys.stderr)
         staged.clear_shards()
         if not self.out.exists():
             self.out.parent.mkdir(parents=True, exist_ok=True)

@@ -130,6 +130,9 @@ def test_psychopy_runner_runs_the_block_after_the_fixed_sequence(experiment_dir)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    total = 2 + TRIALS  # the summary counts the adaptive trials, with their maximum
+    assert f"{total} of {total} trials answered ({total} in this run; {TRIALS} of at most {TRIALS} in the adaptive " \
+           "QUEST+ part), complete" in done.stdout
     rows = check_adaptive_rows(experiment_dir, "P01")
     assert all(r["frames"]["stimulus"] == 6 and r["observer_kind"] == "pilot" for r in rows)
     with ResponseStore(experiment_dir / "responses.sqlite") as store:
@@ -149,6 +152,8 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
     from experiment_server.study import study_of
 
     app = create_app(experiment_dir)
+    instructions = (experiment_dir / "texts" / "instructions.md").read_text()
+    assert f"**{2 + TRIALS} trials**" in instructions  # the QUEST+ block's trials are counted (texts.study_facts)
     server = create_server(app, host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -157,7 +162,7 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
         page.goto(f"http://127.0.0.1:{server.effective_port}/?code=adaptive1")
         page.check("#consent")
         page.click("#start")
-        answered, previous, deadline = 0, "", time.monotonic() + 180
+        answered, previous, deadline, counters, bars = 0, "", time.monotonic() + 180, set(), []
         while time.monotonic() < deadline:
             state = page.evaluate("() => document.body?.dataset.state || ''")  # no body while a page loads
             if state == "done":
@@ -165,6 +170,10 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
             if page.is_visible("#continue"):
                 page.click("#continue")
             elif state == "response-grid" and previous != "response-grid":  # one click per response screen
+                counters.add(page.text_content("#progress"))
+                bars.append(page.evaluate("() => document.querySelector('#progress-bar > div').style.width"))
+                if answered == 1 + TRIALS // 2:
+                    page.screenshot(path=str(experiment_dir.parent / "adaptive-trial-with-progress-bar.png"))
                 page.click("#grid button[data-label='cat']")
                 answered += 1
             previous = state
@@ -174,6 +183,8 @@ def test_web_task_runs_the_block_after_the_fixed_sequence(experiment_dir, browse
         rows = check_adaptive_rows(experiment_dir, participant.code)
         assert all(r["response"] == "cat" and r["rt_ms"] > 0 and r["frames"]["stimulus"] > 0 for r in rows)
         assert participant.status == "finished" and answered == 2 + TRIALS
+        assert counters == {f"trial {k} of {2 + TRIALS}" for k in range(1, 3 + TRIALS)}  # the QUEST+ block counted
+        assert bars == [f"{round(100 * k / (2 + TRIALS))}%" for k in range(1, 3 + TRIALS)]  # the bar beside it
     finally:
         server.close()
         thread.join(timeout=10)

@@ -162,6 +162,33 @@ def test_exclusion_options(store_path):
         ExclusionOptions(not_clear="maybe")
 
 
+@pytest.mark.validates("catch-trial accuracy per person", definition="catch_accuracy = right catch answers / catch "
+                       "trials of the person, a timeout counted wrong, before exclusions",
+                       source="Wen et al. 2024 (DiST catch trials); docs/analysis.md", reference="hand count",
+                       tolerance="exact")
+def test_catch_trials_are_reported_per_person_and_max_catch_errors_excludes(tmp_path):
+    """Catch trials of a classification study: per person 2 of 3 and 0 of 2 right (by hand); with
+    --max-catch-errors 1, the person with 2 wrong is left out entirely, the other (1 wrong) stays."""
+    from analysis.exclusions import catch_performance
+
+    rows = [response("good", i) for i in range(3)] + [response("poor", i) for i in range(3)]
+    rows += [response("good", 3, role="catch"), response("good", 4, role="catch"),
+             response("good", 5, role="catch", correct=0, response="dog")]
+    rows += [response("poor", 3, role="catch", correct=0, response="dog"),
+             response("poor", 4, role="catch", correct=None, response="", timed_out=1)]
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        store.write_many(rows)
+    df = load_responses(tmp_path / "r.sqlite")
+    table = catch_performance(df).set_index("observer")
+    assert table.loc["good", ["catch_trials", "catch_correct"]].tolist() == [3, 2]
+    assert table.loc["poor", ["catch_trials", "catch_correct", "catch_accuracy"]].tolist() == [2, 0, 0.0]
+    assert table.loc["good", "catch_accuracy"] == pytest.approx(2 / 3)
+    assert apply_exclusions(df).excluded_observers.empty  # no rule by default
+    strict = apply_exclusions(df, ExclusionOptions(max_catch_errors=1))
+    assert list(strict.excluded_observers["observer"]) == ["poor"]
+    assert "answered 2 catch trial(s) wrong (allowed 1)" in strict.excluded_observers["reason"].iloc[0]
+
+
 def test_logged_exclusions_and_pilots_leave_the_human_statistics(tmp_path):
     from analysis.metrics import accuracy
     from cuebench import exclusions

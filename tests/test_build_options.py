@@ -4,7 +4,6 @@ attention, timing, stimulus size) on real photos."""
 
 from __future__ import annotations
 
-import math
 import struct
 import zlib
 from pathlib import Path
@@ -107,11 +106,14 @@ def test_cuebench_build_is_the_call_of_the_issue(shuffled, tmp_path, monkeypatch
     (["--design", "corruptions", "--timing", "stimulus=0"], "--timing 'stimulus=0': field 'stimulus': must be > 0"),
     (["--design", "corruptions", "--viewing-distance", "57"],
      "--viewing-distance needs --stimulus-degrees, --screen-width as well"),
-    (["--design", "corruptions", "--practice", "8"], "--practice needs 8 source image(s) held out of the test trials, "
-                                                     "but there are only 8"),
+    (["--design", "corruptions", "--practice", "8"], "8 practice (--practice) photo(s) held out of the test trials "
+                                                     "and at least 1 test photo: needs 9 photos, but --images has 8"),
+    (["--design", "corruptions", "--practice", "6", "--catch-every", "1", "--attention", "1"],
+     "6 practice (--practice) + 1 catch (--catch-every) + 1 attention (--attention) photo(s) held out of the test "
+     "trials and at least 1 test photo: needs 9 photos, but --images has 8"),
     (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
     (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
-                                              "corruptions, labelled-set, suppression"),
+                                              "corruptions, dist-import, labelled-set, suppression"),
 ])
 def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, capsys, argv, message):
     assert build(tmp_path / "x", *argv) == 2
@@ -216,12 +218,13 @@ def study(tmp_path_factory) -> Path:
 def test_practice_catch_and_attention_trials_from_held_out_photos(study):
     exp = ExperimentDir(study).load()
     by_role = {role: [t for t in exp.trials if t.role == role] for role in ("test", "practice", "catch", "attention")}
-    # 8 photos: 2 held out for practice, then 6 // (3 + 1) = 1 for catch; 5 under 1 + 5 grayscale levels
-    assert (len(by_role["practice"]), len(by_role["catch"]), len(by_role["test"])) == (2, 1, 5 * 6)
-    assert len(by_role["attention"]) == math.ceil(5 / 4)
+    # 8 photos: 2 held out for practice; 4 test photos need 4 // 3 = 1 catch and 4 // 4 = 1 attention photo
+    # (5 would need 2 + 5 + 1 + 1 = 9); each test photo under 1 + 5 grayscale levels
+    assert (len(by_role["practice"]), len(by_role["catch"]), len(by_role["attention"]), len(by_role["test"])) == \
+        (2, 1, 1, 4 * 6)
     tested = {t.source_image for t in by_role["test"]}
-    held = [t.source_image for t in by_role["practice"] + by_role["catch"]]
-    assert len(set(held)) == 3 and tested.isdisjoint(held)
+    held = [t.source_image for t in by_role["practice"] + by_role["catch"] + by_role["attention"]]
+    assert len(set(held)) == 4 and tested.isdisjoint(held)
     assert all(exp.stimuli[t.stimuli[0]].transform == "original" and t.correct == t.category
                for t in by_role["practice"] + by_role["catch"])
     assert (exp.schedule.catch_every, exp.schedule.attention_every) == (3, 4)
@@ -229,6 +232,24 @@ def test_practice_catch_and_attention_trials_from_held_out_photos(study):
     assert [s.block for s in sequence[:2]] == [0, 0] and all(s.block > 0 for s in sequence[2:])
     roles = [exp.trial(s.trial_id).role for s in sequence[2:]]
     assert roles.count("catch") == len([r for r in roles if r == "test"]) // 3
+
+
+def test_no_person_sees_a_check_photo_among_their_test_photos_and_checks_vary(tmp_path):
+    """Attention and catch images are held-out photos: over every group and many people of a built study, no
+    check shows one of that person's test photos (an intact original would prime the test), no check photo
+    repeats within a person, and the attention checks name different classes and ask for different answers."""
+    out = tmp_path / "exp"
+    assert build(out, *SHUFFLE, "--catch-every", "2", "--attention", "2") == 0
+    exp = ExperimentDir(out).load()
+    attention = exp.trials_with_role("attention")
+    assert len(attention) == 2 and len({t.category for t in attention}) == len({t.correct for t in attention}) == 2
+    assert all(t.category in t.instruction and t.correct in t.instruction for t in attention)
+    for group in range(len(exp.assignment.groups)):
+        for person in range(25):
+            trials = [exp.trial(s.trial_id) for s in participant_sequence(exp, group, f"p{person}")]
+            tested = {t.source_image for t in trials if t.role == "test"}
+            checks = [t.source_image for t in trials if t.role in ("catch", "attention")]
+            assert checks and tested.isdisjoint(checks) and len(checks) == len(set(checks)), (group, person)
 
 
 def test_timing_and_stimulus_size_are_recorded(study):
@@ -271,7 +292,7 @@ def files(root: Path) -> dict[str, bytes]:
 def test_skip_works_with_several_workers_and_lists_bombs_and_broken_files(folder, tmp_path, capsys):
     bomb_png(folder / "cat" / "bomb.png")
     (folder / "flower" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
-    argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale"]
+    argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale", "--attention", "0"]
     assert build(tmp_path / "fail", *argv, "--workers", "2") == 2
     refused = capsys.readouterr().err  # whichever bad file a worker reaches first stops the build
     assert "bomb.png" in refused or "broken.png" in refused
@@ -285,7 +306,7 @@ def test_skip_works_with_several_workers_and_lists_bombs_and_broken_files(folder
 
 def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_folders_stimuli(folder, tmp_path, capsys):
     out = tmp_path / "exp"
-    argv = ["--design", "suppression", "--images", str(folder), "--workers", "1"]
+    argv = ["--design", "suppression", "--images", str(folder), "--workers", "1", "--attention", "0"]
     assert build(out, *argv, "--conditions", "grayscale") == 0
     before = files(out)
     (folder / "zebra").mkdir()
@@ -298,24 +319,28 @@ def test_a_failed_build_leaves_the_folder_as_it_was_and_the_next_run_reuses_the_
     assert build(out, *argv, "--conditions", "grayscale,channel_shuffle", "--on-error", "skip") == 0
     printed = capsys.readouterr()
     assert "stimuli: 3 made, 18 already there, 1 source images skipped" in printed.out
-    assert "delete debrief.md (unedited defaults)" in printed.err  # the debrief names the new condition
+    assert "rewrote debrief.md (unedited defaults)" in printed.err  # the debrief names the new condition
     assert not staged.exists()
     after = files(out)
-    rewritten = {"experiment.json", "texts/.defaults.json"}  # the record of defaults now holds this build's
+    rewritten = {"experiment.json", "texts/.defaults.json", "texts/debrief.md"}  # this build's defaults
     assert [name for name, data in before.items() if name not in rewritten and after[name] != data] == []
     assert len(ExperimentDir(out).load().trials_with_role("test")) == 3 * 7
 
 
-def test_a_rebuild_keeps_the_texts_and_says_in_one_line_which_no_longer_match(folder, tmp_path, capsys):
+def test_a_rebuild_rewrites_unedited_texts_keeps_edited_ones_and_says_so_in_one_line(folder, tmp_path, capsys):
     out = tmp_path / "exp"
     argv = ["--design", "suppression", "--images", str(folder), "--conditions", "grayscale", "--workers", "1"]
     assert build(out, *argv) == 0
     before = {p.name: p.read_text() for p in (out / "texts").glob("*.md")}
     assert "There is no time limit for the answer." in before["instructions.md"]
+    (out / "texts" / "consent.md").write_text(before["consent.md"] + "\nEthics approval E-42.\n")
     capsys.readouterr()
     assert build(out, *argv, "--timing", "response=3000") == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "earlier build" in line]
-    assert len(notes) == 1 and "delete consent.md, instructions.md (unedited defaults)" in notes[0], notes
-    assert {p.name: p.read_text() for p in (out / "texts").glob("*.md")} == before  # kept, never overwritten
+    assert len(notes) == 1 and "rewrote instructions.md (unedited defaults)" in notes[0], notes
+    assert "check the numbers in your edited consent.md" in notes[0]
+    after = {p.name: p.read_text() for p in (out / "texts").glob("*.md")}
+    assert after["consent.md"] == before["consent.md"] + "\nEthics approval E-42.\n"  # edited: never overwritten
+    assert "You have 3 seconds to answer" in after["instructions.md"]
     assert build(out, *argv, "--timing", "response=3000") == 0
     assert "earlier build" not in capsys.readouterr().err  # said once, by the build that changed the numbers

@@ -46,6 +46,30 @@ def test_dist_import_has_400_balanced_oddity_trials(shared, tmp_path):
     assert exp.trial("dist--ILSVRC2012_val_00000064").category == "European green lizard"
 
 
+def test_dist_import_holds_out_practice_catch_and_attention_triplets(shared, tmp_path):
+    """DiST's protocol on the release: a catch trial after every 10 standard trials (the original, its mirror
+    image and one disrupted version; the disrupted one is correct), practice triplets and attention checks,
+    each from an original no standard trial shows."""
+    from plugin_and_data_helpers import dist_subset
+
+    images = dist_subset(shared / "data/dist", tmp_path / "dist", 14)
+    assert main(["stimuli", "build", "--design", "dist-import", "--images", str(images), "--out", str(tmp_path / "x"),
+                 "--practice", "1", "--catch-every", "10", "--attention", "10", "--workers", "1"]) == 0
+    exp = ExperimentDir(tmp_path / "x").load()
+    by_role = Counter(t.role for t in exp.trials)
+    # 14 originals: 1 practice; 11 standard trials need 11 // 10 = 1 catch and 1 attention check (12 would need 15)
+    assert by_role == {"test": 11, "practice": 1, "catch": 1, "attention": 1}
+    assert (exp.schedule.catch_every, exp.schedule.attention_every) == (10, 10)
+    tested = {t.source_image for t in exp.trials if t.role == "test"}
+    assert tested.isdisjoint(t.source_image for t in exp.trials if t.role != "test")
+    (catch,) = exp.trials_with_role("catch")
+    versions = [exp.stimuli[s].transform for s in catch.stimuli]
+    assert sorted(versions) == ["mirror", "original", "texture synthesis (DiST release)"]
+    assert versions[int(catch.correct) - 1] == "texture synthesis (DiST release)"
+    (attention,) = exp.trials_with_role("attention")
+    assert attention.instruction.endswith(f"please press {attention.correct}.")
+
+
 def test_export_mvh_and_csv_round_trip(cue_conflict, tmp_path):
     exp = cue_conflict.load()
     with ResponseStore(cue_conflict.responses_file) as store:

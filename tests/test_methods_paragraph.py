@@ -195,7 +195,7 @@ def pilot_experiment(root):
     odds fall with suppression, and one model that answers every trial: a small stand-in for the demo's report
     with people (the demo itself has only models)."""
     from cuebench import exclusions
-    from cuebench.app.cli import main
+    from cuebench_app.cli import main
     from cuebench.design import participant_sequence
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore, trial_row

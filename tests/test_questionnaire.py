@@ -19,17 +19,21 @@ def write(root, questions) -> None:
 
 
 @pytest.mark.parametrize("questions, named", [
-    ([{"id": "age", "kind": "slider", "prompt": "Age"}], "questions.0.kind"),
+    ([{"id": "age", "kind": "slider", "prompt": "Age"}],
+     "question 1 ('age'): 'kind' must be one of 'choice', 'text', 'likert' or 'number', got 'slider'"),
     ([{"id": "hand", "kind": "choice", "prompt": "Hand?"}], "'options' is what a choice question offers"),
     ([{"id": "a", "kind": "text", "prompt": "A"}, {"id": "a", "kind": "text", "prompt": "B"}], "a appear twice"),
-    ([{"id": "Age group", "kind": "text", "prompt": "A"}], "questions.0.id"),
+    ([{"id": "a", "kind": "text", "prompt": "A"}, {"id": "Age group", "kind": "text", "prompt": "A"}],
+     "question 2 ('Age group'): 'id' must start with a lower-case letter and hold only a-z, 0-9 and _"),
+    ([{"id": "mood", "kind": "likert", "prompt": "Mood", "points": 2}], "question 1 ('mood'): 'points' must be at least 3"),
+    ([{"id": "hand", "kind": "choice", "prompt": "Hand?", "options": ["left"]}], "'options' needs at least 2 entries"),
     ([{"id": "n", "kind": "number", "prompt": "N", "min": 5, "max": 1}], "'min' 5.0 is above 'max' 1.0"),
 ])
 def test_a_malformed_questionnaire_names_the_file_and_the_problem(tmp_path, questions, named):
     write(tmp_path, questions)
     with pytest.raises(QuestionnaireError, match="questionnaire.json") as raised:
         load_questionnaire(ExperimentDir(tmp_path))
-    assert named in str(raised.value)
+    assert named in str(raised.value) and "questions.0" not in str(raised.value) and "^[a-z]" not in str(raised.value)
 
 
 def test_serve_refuses_a_broken_questionnaire_before_anyone_starts(tmp_path):
@@ -38,6 +42,34 @@ def test_serve_refuses_a_broken_questionnaire_before_anyone_starts(tmp_path):
     (tmp_path / "texts" / "questionnaire.json").write_text("{\"questions\": [")
     with pytest.raises(Exception, match="questionnaire.json is not valid JSON"):
         create_app(tmp_path)
+
+
+def test_a_typo_in_a_live_edit_keeps_participants_going_and_shows_on_the_admin_page(tmp_path, caplog):
+    """A researcher breaks questionnaire.json while the study runs: every participant still gets the last
+    valid questionnaire and can answer it, the admin page shows the fault, and the log says it once."""
+    from experiment_server.admin import set_admin_password
+    from experiment_server.study import study_of
+    from test_server import consent_nonce, login, plan, start
+
+    build_sample_experiment(tmp_path)
+    write(tmp_path, [{"id": "age", "kind": "number", "prompt": "Your age", "min": 18, "max": 99}])
+    app = create_app(tmp_path)
+    set_admin_password(study_of(app), "correct horse battery")
+    client = app.test_client()
+    (tmp_path / "texts" / "questionnaire.json").write_text('{"questions": [{"id": "age",, }]}')
+    with caplog.at_level("ERROR", logger="cuebench.serve"):
+        for person in ("p1", "p2"):
+            consent_nonce(client)
+            token = start(client, PROLIFIC_PID=f"{person}aaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID=person)
+            assert [q["id"] for q in plan(client, token)["questionnaire"]] == ["age"]
+        login(client)
+        page = client.get("/admin/").get_data(as_text=True)
+    assert 'id="faults"' in page and "texts/questionnaire.json is not valid JSON" in page and "last valid version" in page
+    assert str(tmp_path) not in page  # the folder's place on the server is nobody's business
+    assert len([r for r in caplog.records if "questionnaire.json" in r.getMessage()]) == 1
+    assert client.post(f"/api/session/{token}/questionnaire", json={"age": 30}).status_code in (200, 201)
+    write(tmp_path, [{"id": "age", "kind": "number", "prompt": "Your age", "min": 18, "max": 99}])
+    assert 'id="faults"' not in client.get("/admin/").get_data(as_text=True)
 
 
 def test_answers_are_checked_against_the_declaration():

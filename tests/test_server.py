@@ -8,6 +8,7 @@ import io
 import re
 import shutil
 import sqlite3
+import time
 import zipfile
 from datetime import datetime
 from pathlib import Path
@@ -112,7 +113,8 @@ def test_plan_hides_answers_and_assignment(env):
     app, client, _ = env
     token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")
     body = plan(client, token)
-    assert set(body) == {"participant", "status", "trials", "answered", "texts", "display", "calibration", "questionnaire"}
+    assert set(body) == {"participant", "status", "trials", "answered", "texts", "display", "calibration", "questionnaire",
+                         "adaptive_trials"}
     assert body["display"] is None and body["calibration"] is None and body["questionnaire"] is None
     assert all(set(t) == PLAN_TRIAL_KEYS for t in body["trials"])
     study = study_of(app)
@@ -297,6 +299,40 @@ def test_failed_attention_and_screened_out_get_their_own_codes(env):
     assert ATTENTION_ANSWER != "airplane"
 
 
+def test_an_abandoned_session_with_a_failed_attention_check_is_excluded_alike_in_every_export_and_analyze(env, tmp_path):
+    """The exclusion is recorded when the check is answered wrong, not at the end a leaver never reaches: the
+    responses, psychopy, participants and model-vs-human exports and ``analyze`` all read that one decision."""
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+    from cuebench.export import export
+
+    app, client, _ = env
+    study = study_of(app)
+    leaver = start(client, code="leaver")
+    trials = plan(client, leaver)["trials"]
+    last = next(i for i, t in enumerate(trials) if t["instruction"])
+    for trial in trials[:last + 1]:
+        wrong = "airplane" if trial["instruction"] else good_answer(study, leaver, trial)
+        assert client.post(f"/api/session/{leaver}/trial/{trial['index']}", json=answer(trial, wrong)).status_code == 201
+    code = study.db.by_token(leaver).code
+    assert study.db.get(code).status == "in_progress"  # left without finishing
+    out = tmp_path / "out"
+    export(study.expdir.root, "csv", out / "responses.csv")
+    export(study.expdir.root, "psychopy", out / "psychopy.csv")
+    export(study.expdir.root, "participants", out / "participants.csv")
+    mvh = export(study.expdir.root, "mvh", out / "mvh")
+    for name in ("responses.csv", "psychopy.csv"):
+        rows = [r for r in csv.DictReader(io.StringIO((out / name).read_text())) if code in r.values()]
+        assert rows and {r["excluded"] for r in rows} == {"1"}, name
+    (person,) = [r for r in csv.DictReader(io.StringIO((out / "participants.csv").read_text())) if r["code"] == code]
+    assert person["excluded"] == "1" and person["excluded_by"] == "attention check"
+    assert "airplane" in person["exclusion_reason"]
+    mine = [f.relative_to(out / "mvh") for f in mvh if code in f.name]
+    assert mine and all(f.parts[0] == "excluded" for f in mine)
+    cleaned = apply_exclusions(load_responses([study.expdir.root]))
+    assert code in set(cleaned.excluded_observers["observer"])
+
+
 # ---------------------------------------------------------------- assignment
 
 
@@ -383,7 +419,9 @@ def test_admin_login_guessing_is_throttled(env):
 
 
 def test_admin_progress_exclusion_and_exports(env):
-    app, client, _ = env
+    from experiment_server.admin import progress
+
+    app, client, clock = env
     study = study_of(app)
     set_admin_password(study, PASSWORD)
     done = start(client, code="finisher")
@@ -409,6 +447,13 @@ def test_admin_progress_exclusion_and_exports(env):
     people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
     assert {(p["code"], p["status"], p["exclusion_reason"]) for p in people if p["excluded"] == "1"} == \
         {(code, "finished", "saw the stimuli before")}
+    # "finished" counts only people who count; a session left longer than its reservation (60 s) has expired
+    columns = ("in_progress", "expired", "finished", "excluded")
+    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 1), (1, 0, 0, 0)]
+    clock.now += 61
+    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 1), (0, 1, 0, 0)]
+    people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
+    assert sorted(p["status"] for p in people) == ["expired", "finished"]
 
 
 def test_cli_sets_a_hashed_admin_password(env, monkeypatch):
@@ -497,6 +542,7 @@ def test_prolific_list(env, tmp_path):
     from cuebench.export import export
 
     app, client, clock = env
+    clock.now = time.time()  # the export reads the reservations with the real clock
     study = study_of(app)
     done = start(client, PROLIFIC_PID="aaaaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID="1")
     finish_all(app, client, done)
@@ -511,6 +557,11 @@ def test_prolific_list(env, tmp_path):
     # sorted: the test's clock stands still, so the starts tie on their time, the export's order
     assert sorted((r["participant_id"][0], r["action"]) for r in rows) == [("a", "approve"), ("b", "return"),
                                                                              ("c", "wait")]
+    clock.now -= 61  # a session whose reservation (60 s) lapsed: abandoned, for a person to review
+    start(client, PROLIFIC_PID="eeeeeeeeeeeeeeeeeeeeeeee", STUDY_ID="s", SESSION_ID="5")
+    rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "later.csv")[0])))
+    (late,) = [r for r in rows if r["participant_id"][0] == "e"]
+    assert late["action"] == "review" and late["reason"].startswith("session abandoned")
 
 
 def test_the_web_grid_is_the_lab_grid(env):
@@ -547,6 +598,42 @@ def test_lab_and_web_sessions_fill_one_latin_square(env):
     assert least_filled_group(root) == 1 and study.db.by_token(start(client, code="web2")).group == 1
 
 
+def test_withdraw_erases_a_participant_everywhere_and_keeps_only_the_count(env, tmp_path, capsys):
+    """`cuebench exclude` and `cuebench withdraw` take a Prolific ID or an entry code; a withdrawal erases the
+    person's responses, answers, exclusions, server record and lab files, later exports lack them, and only the
+    count of withdrawals stays. The shareable database holds no client IP address."""
+    from cuebench_app.cli import main
+    from cuebench.exclusions import withdrawals
+    from cuebench.export import export
+    from cuebench.questionnaire import store_answers
+
+    app, client, _ = env
+    study = study_of(app)
+    pid = "f" * 24
+    token = start(client, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="w")
+    finish_all(app, client, token)
+    code = study.db.by_token(token).code
+    stays = study.db.by_token(start(client, code="stays-1")).code
+    store_answers(study.store.conn, study.experiment.name, code, {"comments": "mine"}, runner="web")
+    lab_file = study.expdir.root / "data" / f"{code}_{study.experiment.name}_session1.csv"
+    lab_file.parent.mkdir(exist_ok=True)
+    lab_file.write_text("lab data")
+    root = str(study.expdir.root)
+    assert main(["exclude", root, "stays-1", "--reason", "by entry code"]) == 0
+    assert main(["exclude", root, pid, "--reason", "by Prolific ID"]) == 0
+    assert f"excluded {code} ({pid})" in capsys.readouterr().out
+    assert main(["withdraw", root, pid]) == 0
+    assert f"erased {code}" in capsys.readouterr().out and not lab_file.exists()
+    text = (study.expdir.root / "responses.sqlite").read_bytes()
+    assert code.encode() not in text and pid.encode() not in text and b"mine" not in text
+    assert b"127.0.0.1" not in text  # the start rate limit stores a keyed digest of the address
+    (path,) = export(study.expdir.root, "participants", tmp_path / "participants.csv")
+    assert [r["code"] for r in csv.DictReader(open(path))] == [stays]
+    assert withdrawals(study.store.conn, study.experiment.name) == 1
+    assert main(["withdraw", root, pid]) == 2
+    assert f"no observer, Prolific ID or entry code '{pid}'" in capsys.readouterr().err
+
+
 def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     """`cuebench lab run` registers its session (``record_lab_session``): the admin page lists it as a
     lab session, the Exclude button and `cuebench exclude` work on it, and it fills its group from its start."""
@@ -562,7 +649,7 @@ def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     record_lab_session(root, None, "SIM01", "1", 0, True, True)  # a simulated run: a pilot, no slot
     assert study.db.fill(experiment.name, study.n_groups) == [0, 1]
     record_lab_session(root, None, "LAB01", "1", 1, False, True)  # its last trial stored
-    records = {p.code: participant_record(p) for p in study.db.participants(experiment.name)}
+    records = {p.code: participant_record(p, study.db.clock()) for p in study.db.participants(experiment.name)}
     assert {k: records["LAB01"][k] for k in ("runner", "status", "observer_kind", "group")} == \
         {"runner": "lab", "status": "finished", "observer_kind": "human", "group": 1}
     assert (records["SIM01"]["observer_kind"], records["SIM01"]["runner"]) == ("pilot", "lab")
@@ -591,7 +678,7 @@ def test_the_bytes_of_an_oddity_trial_do_not_tell_the_odd_one(shared, tmp_path):
     images of a trial have the same size, and that guess is right no more often than chance."""
     from plugin_and_data_helpers import dist_subset
 
-    from cuebench.app.cli import main as cuebench
+    from cuebench_app.cli import main as cuebench
 
     release = dist_subset(shared / "data" / "dist", tmp_path / "dist", 30)
     assert cuebench(["stimuli", "build", "--design", "dist-import", "--images", str(release),

@@ -8,8 +8,8 @@ import pytest
 
 from cuebench.design import participant_sequence
 from cuebench.expdir import ExperimentDir
-from cuebench.texts import (default_texts, render, stale_defaults, stale_warning, study_facts, text_path,
-                            write_default_texts)
+from cuebench.texts import (TextsContradictError, check_texts, contradictions, default_texts, refresh_texts, render,
+                            stale_warning, study_facts, text_path, write_default_texts)
 from stimuli.designs import DESIGNS
 from stimuli.web_sample import build_sample_experiment
 
@@ -91,19 +91,33 @@ def test_the_debrief_says_what_this_design_changed(sample):
            "into tiles that were shuffled" in text
 
 
-def test_a_rebuild_that_changes_the_numbers_says_which_kept_texts_are_stale(sample, tmp_path):
+def test_a_rebuild_rewrites_unedited_defaults_and_names_the_lines_of_edited_texts_that_contradict_it(sample, tmp_path):
+    """After a rebuild with a response window and no practice, an unedited instructions.md is rewritten; an
+    edited consent.md that still says "no time limit" is kept, and the runners' check names its lines."""
     root, experiment = sample
     folder = ExperimentDir(tmp_path / "exp")
-    write_default_texts(folder, experiment)
-    assert stale_defaults(folder, experiment) == {}
-    fewer = only(experiment, lambda t: t.role == "test", response_window=3000)
-    text_path(folder, "consent").write_text(text_path(folder, "consent").read_text() + "\nEthics approval E-42.\n")
-    kept = {name: text_path(folder, name).read_text() for name in ("consent", "instructions")}
-    assert stale_defaults(folder, fewer) == {"consent": True, "instructions": False}
-    assert {name: text_path(folder, name).read_text() for name in kept} == kept  # nothing overwritten
-    assert stale_defaults(folder, fewer) == {}  # told once, by the build that changed them
-    line = stale_warning(folder, {"consent": True, "instructions": False})
-    assert "\n" not in line and "delete instructions.md" in line and "check the numbers in your edited consent.md" in line
+    assert set(refresh_texts(folder, experiment).values()) == {"written"}
+    assert refresh_texts(folder, experiment) == {} and contradictions(folder, experiment) == []
+    classify = only(experiment, lambda t: t.trial_type == "classify" and t.role == "test", response_window=2000)
+    consent = text_path(folder, "consent")
+    consent.write_text(consent.read_text() + "\nEthics approval E-42. There is no time limit, and there are "
+                                             "12 trials.\n")
+    edited = consent.read_text()
+    assert refresh_texts(folder, classify) == {"consent": "edited", "instructions": "rewritten", "debrief": "rewritten"}
+    assert consent.read_text() == edited  # an edited text is never overwritten
+    instructions = text_path(folder, "instructions").read_text()
+    assert "You have 2 seconds to answer" in instructions and "There is no practice part." in instructions
+    assert refresh_texts(folder, classify) == {}  # told once, by the build that changed them
+    line = stale_warning(folder, {"consent": "edited", "instructions": "rewritten"})
+    assert "\n" not in line and "rewrote instructions.md" in line and "your edited consent.md" in line
+    n = len(edited.splitlines())
+    trials = study_facts(classify)["trials"]
+    assert contradictions(folder, classify) == [  # the old default's sentence on line 3, and the edit
+        'texts/consent.md:3: "no time limit", but the answer must come within 2 seconds',
+        f'texts/consent.md:{n}: "12 trials", but a participant answers {trials}',
+        f'texts/consent.md:{n}: "no time limit", but the answer must come within 2 seconds']
+    with pytest.raises(TextsContradictError, match="--allow-text-mismatch"):
+        check_texts(folder, classify)
 
 
 def test_edited_texts_are_kept_and_rendered_with_html_escaped(sample):

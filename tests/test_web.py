@@ -167,17 +167,32 @@ def test_participant_goes_on_through_a_network_outage(live_server, browser):
     assert result["status"] == "finished" and result["code"] == study.completion_code("finished")
 
 
-def test_small_screen_is_screened_out(live_server, browser):
+def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_server, browser, tmp_path):
+    """The device rules run on the consent page: a small window and a touch-only phone never see the consent
+    form, each is told what to change, and nothing is stored; maximising the window lets the person go on. A
+    window made small after consenting is screened out by the task's check before the instructions, with the
+    same advice and its own code."""
     base, study = live_server
-    page = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
-    page.goto(f"{base}/?PROLIFIC_PID=smallscreen01")
-    page.check("#consent")
-    page.click("#start")
-    page.click("#continue")
-    page.wait_for_selector("#code", timeout=30_000)
-    assert page.get_attribute("#code", "data-status") == "screened_out"
-    assert page.inner_text("#code") == study.completion_code("screened_out")
-    assert "prolific.com" in page.get_attribute("#redirect", "href")
+    small = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    small.goto(f"{base}/?PROLIFIC_PID=smallscreen01")
+    assert small.is_visible("#device-check") and not small.is_visible("#consent-form")
+    assert "at least 800 × 600 pixels (it is 640 × 480 now)" in small.inner_text("#device-fix")
+    small.screenshot(path=str(tmp_path / "device-small.png"), full_page=True)
+    small.set_viewport_size({"width": 1024, "height": 768})
+    small.wait_for_selector("#consent-form", state="visible")
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True).new_page()
+    phone.goto(f"{base}/?code=phone1")
+    assert phone.get_attribute("#device-check", "data-reason") == "phone or tablet (touch screen, no mouse)"
+    assert "use a computer" in phone.inner_text("#device-fix")
+    assert study.db.participants(study.experiment.name) == []
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="shrunk1")
+    late = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    late.goto(f"{base}/task/{token}")
+    late.wait_for_selector("#code", timeout=30_000)
+    assert late.get_attribute("#code", "data-status") == "screened_out"
+    assert late.inner_text("#code") == study.completion_code("screened_out")
+    assert "at least 800 × 600" in late.inner_text("#screen-fix") and not late.is_visible("#instructions-text")
+    late.screenshot(path=str(tmp_path / "device-screened-out.png"), full_page=True)
     participant = study.db.participants(study.experiment.name)[0]
     assert participant.status == "screened_out" and "screen too small" in participant.screen_reason
 
@@ -332,6 +347,7 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     calibration = participant.calibration
     assert calibration["px_per_mm"] == pytest.approx(px_per_mm, rel=1e-9)
     assert calibration["viewing_distance_cm"] == DISTANCE_CM and calibration["capped"] is False
+    assert calibration["card_moved"] is True  # the slider was matched to the card, not left at its default
     assert calibration["stimulus_css_px"] == pytest.approx(expected_px, abs=1e-6)
     assert participant.questionnaire == {"age": 34, "hand": "left", "effort": 4, "comments": "=HYPERLINK(\"x\")"}
     rows = study.store.rows("observer=?", [participant.code])

@@ -31,6 +31,7 @@ from typing import Callable
 from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
 from cuebench import texts
 from cuebench.errors import CuebenchError
+from cuebench.exclusions import note_attention_answer
 from cuebench.expdir import ExperimentDir
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
 from cuebench.responses import ResponseStore, score, trial_row
@@ -73,6 +74,8 @@ class LabOptions:
     record_session: Callable[[int, bool], None] | None = None
     """Called with (group, finished) when the session starts and when it ends: ``cuebench lab run``
     registers the session among the server's participants (admin page, exclusions, fill counts)."""
+    allow_text_mismatch: bool = False
+    """Run although the texts contradict the experiment (``cuebench.texts.check_texts``)."""
 
 
 @dataclass
@@ -90,6 +93,15 @@ class SessionSummary:
     refresh: dict = field(default_factory=dict)
     questionnaire_answered: bool | None = None
     """Whether the study's questionnaire is answered; None when the study has none."""
+    adaptive_answered: int = 0
+    adaptive_max: int = 0
+    """Answers given in the adaptive (QUEST+) blocks after the fixed sequence, and the most they ask for."""
+    adaptive_finished: bool = True
+
+    @property
+    def complete(self) -> bool:
+        """Every trial of the fixed sequence answered and every adaptive block finished (one may stop early)."""
+        return self.answered == self.total and self.adaptive_finished
 
     @property
     def no_drop_share(self) -> float | None:
@@ -99,14 +111,17 @@ class SessionSummary:
         share = self.no_drop_share
         drops = (f"{100 * share:.1f} % of trials with no dropped frame ({self.no_drop_trials} of {self.timed_trials})"
                  if share is not None else "no timed trials yet")
-        state = ("stopped early; run the same command again to resume" if self.quit_early and self.answered < self.total
-                 else "complete" if self.answered == self.total else "incomplete")
+        state = ("complete" if self.complete else
+                 "stopped early; run the same command again to resume" if self.quit_early else "incomplete")
         refresh = (f"; refresh {self.refresh['hz']:.2f} Hz ({self.refresh['source']}, {self.refresh['pacing']} pacing)"
                    if self.refresh else "")
+        adaptive = (f"; {self.adaptive_answered} of at most {self.adaptive_max} in the adaptive QUEST+ part"
+                    if self.adaptive_max else "")
         questionnaire = [] if self.questionnaire_answered is None else \
             [f"questionnaire: {'answered' if self.questionnaire_answered else 'not answered yet'}"]
         return [f"participant {self.participant}, session {self.session}, group {self.group}: "
-                f"{self.answered} of {self.total} trials answered ({self.answered_this_run} in this run), {state}",
+                f"{self.answered + self.adaptive_answered} of {self.total + self.adaptive_max} trials answered "
+                f"({self.answered_this_run} in this run{adaptive}), {state}",
                 *questionnaire, f"frame timing: {drops}{refresh}", f"PsychoPy-style data: {self.csv_path}"]
 
 
@@ -186,6 +201,11 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     experiment = expdir.load()
     refuse_for_people(experiment, "cuebench lab run")
     texts.write_default_texts(expdir, experiment)  # a folder built before the texts existed gets them here
+    if not options.allow_text_mismatch:
+        try:
+            texts.check_texts(expdir, experiment)
+        except texts.TextsContradictError as err:
+            raise LabError(str(err)) from None
     questionnaire = _lab_questionnaire(expdir, options.input_mode)
     session = str(options.session)
     store = ResponseStore(options.database or expdir.responses_file)
@@ -207,7 +227,9 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                               "use --input mouse")
         _check_stimuli(expdir, experiment, trials)
         csv_path, log_path = session_paths(expdir.root, experiment.name, options.participant, session)
-        blocks = [b for b in adaptive_blocks(experiment, store, options.participant) if not b.finished]
+        blocks = adaptive_blocks(experiment, store, options.participant)
+        adaptive_before = sum(b.index for b in blocks)
+        blocks = [b for b in blocks if not b.finished]
         _check_stimuli(expdir, experiment, [experiment.trial(tid) for b in blocks
                                             for tids in b.trials_by_level.values() for tid in tids])
         quit_early, refresh = False, {}
@@ -220,17 +242,22 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                 refresh = runner.refresh_record
                 runner.close()
         rows = store.rows("experiment=? AND observer=? AND session=?", [experiment.name, options.participant, session])
+        adaptive = adaptive_blocks(experiment, store, options.participant)
+        adaptive_answered = sum(b.index for b in adaptive)
         write_psychopy_csv(rows, csv_path)
         timed = [r for r in rows if r.get("dropped_frames") is not None]
         summary = SessionSummary(
             participant=options.participant, session=session, group=group, total=len(sequence), answered=len(rows),
-            answered_this_run=len(rows) - len(answered), no_drop_trials=sum(r["dropped_frames"] == 0 for r in timed),
+            answered_this_run=len(rows) - len(answered) + adaptive_answered - adaptive_before,
+            no_drop_trials=sum(r["dropped_frames"] == 0 for r in timed),
             timed_trials=len(timed), quit_early=quit_early, csv_path=csv_path, refresh=refresh,
             questionnaire_answered=None if questionnaire is None else
-            options.participant in stored_answers(store.conn, experiment.name))
+            options.participant in stored_answers(store.conn, experiment.name),
+            adaptive_answered=adaptive_answered, adaptive_max=sum(b.plan.trials for b in adaptive),
+            adaptive_finished=all(b.finished for b in adaptive))
     finally:
         store.close()
-    if options.record_session is not None and summary.answered == summary.total:
+    if options.record_session is not None and summary.complete:
         options.record_session(group, True)
     for line in summary.lines():
         out(line)
@@ -499,6 +526,8 @@ class _Runner:
                         timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
                         refresh_hz=self.hz, device=self.device, group=self.group, events=events or None, **fields)
         self.store.write(row)
+        if note_attention_answer(self.store.conn, row) is not None:
+            self.logging.exp(f"attention check {trial.trial_id} failed: {self.options.participant} is excluded")
         self.logging.exp(f"committed trial {trial_index} of session {session} ({trial.trial_id}): response "
                          f"{outcome.response!r}, rt {outcome.rt_ms} ms, dropped {outcome.dropped}")
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import platform
 import random
 import re
 import sys
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -63,19 +65,23 @@ def display_geometry(common) -> dict:
             "screen_width_cm": common.screen_width, "stimulus_width_cm": round(width_cm, 4)}
 
 
-def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], count: int, seed: int,
+def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], seed: int,
                      timing: Timing = CLASSIFY_TIMING) -> list[Trial]:
     """Burgert et al. 2025, appendix E.2: "you will see an A; click B". ``originals`` are
-    (source image, stimulus id, category A); B is another label, chosen by seed. The image
-    is an original photo of class A, so the check tests reading, not recognition."""
-    if not originals or count <= 0:
-        return []
+    (source image, stimulus id, category A) of photos held out of the test trials (``hold_out``), one
+    trial each, so a check never shows the intact original of a photo the person sees suppressed; B is
+    another label, drawn by seed without repeats until every label has been used, so the instructed answer
+    moves over the response grid. The image is an original photo of class A: the check tests reading,
+    not recognition."""
     rng = random.Random(seed)
     labels = [lab for lab in label_set.displayed() if lab != NOT_CLEAR]
+    answers: list[str] = []
     trials = []
-    for k in range(count):
-        source, sid, a = originals[k % len(originals)]
-        b = rng.choice([lab for lab in labels if lab != a])
+    for k, (source, sid, a) in enumerate(originals):
+        if not [lab for lab in answers if lab != a]:
+            answers = rng.sample(labels, len(labels))
+        b = next(lab for lab in answers if lab != a)
+        answers.remove(b)
         trials.append(Trial(
             trial_id=f"attention-{k + 1:03d}", trial_type="classify", role="attention", stimuli=(sid,),
             choices=tuple(label_set.displayed()), correct=b, condition="attention", source_image=source,
@@ -96,13 +102,6 @@ def attention_every(common) -> int:
 
 def classify_schedule(common) -> Schedule:
     return CLASSIFY_SCHEDULE.model_copy(update={"attention_every": attention_every(common) or None})
-
-
-def attention_checks(common, label_set: LabelSet, originals: list[tuple[str, str, str]], tests: int,
-                     timing: Timing) -> list[Trial]:
-    """Enough attention trials for one after every ``attention_every`` of a participant's ``tests`` test trials."""
-    every = attention_every(common)
-    return attention_trials(label_set, originals, max(1, -(-tests // every)), common.seed, timing) if every else []
 
 
 def slug(name: str) -> str:
@@ -138,16 +137,97 @@ def adaptive_plans(specs: list[str], plan: list[Arm], n_labels: int) -> tuple:
     return tuple(plans)
 
 
-def held_out(sources: list[SourceImage], count: int, seed: int, purpose: str) -> tuple[list, list]:
-    """(kept, held out): ``count`` sources chosen by seed for ``purpose`` (practice, catch), so a participant
-    never sees a held-out photo in a scored trial."""
-    if count <= 0:
-        return list(sources), []
-    if count >= len(sources):
-        raise OptionError(f"{purpose} needs {count} source image(s) held out of the test trials, but there are only "
-                          f"{len(sources)}; use fewer, or more images")
-    held = set(random.Random(f"{seed}:{purpose}").sample([s.name for s in sources], count))
-    return [s for s in sources if s.name not in held], [s for s in sources if s.name in held]
+def checks_per_person(tests: int, every: int) -> int:
+    """How many checks a schedule of one after every ``every`` test trials puts in a sequence of ``tests``
+    (``cuebench.design.participant_sequence``: one per full ``every``, and one when there are fewer)."""
+    return max(1, tests // every) if every else 0
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The source photos split by use: ``tests`` (the scored trials) and the photos held out of them, so that
+    no practice, catch or attention image is ever one of a person's test photos (it would prime the test)."""
+
+    tests: list
+    practice: list
+    catch: list
+    attention: list
+
+
+def by_class_in_turn(sources: list[SourceImage], seed: int) -> list[SourceImage]:
+    """The sources in a seeded order that takes one photo of each class in turn, so the first few held out
+    (and the attention checks naming them) differ in class. Classes and photos are ranked by a hash of the
+    seed and their name, so adding photos or classes moves few of those held out (a rebuild reuses stimuli)."""
+    def rank(name: str) -> str:
+        return hashlib.sha256(f"{seed}:held out:{name}".encode()).hexdigest()
+
+    classes: dict[str, list[SourceImage]] = {}
+    for src in sorted(sources, key=lambda s: rank(s.name)):
+        classes.setdefault(src.category or "", []).append(src)
+    order = sorted(classes, key=rank)
+    return [classes[c][k] for k in range(max(map(len, classes.values()), default=0)) for c in order
+            if k < len(classes[c])]
+
+
+def hold_out(sources: list[SourceImage], seed: int, practice: int = 0, catch_every: int = 0, attention: int = 0,
+             trials_per_photo: int = 1) -> HeldOut:
+    """Split ``sources`` for ``--practice``, ``--catch-every`` and ``--attention`` (one check after every
+    ``catch_every``/``attention`` test trials; 0: none): each check a person sees gets a photo of its own
+    (no photo repeats within a person), taken out of the test photos, with as many test photos kept as that
+    allows. ``trials_per_photo``: test trials a person sees per test photo. Refuses, with the numbers, when
+    the photos cannot cover the checks and leave one test photo."""
+    def needed(tests: int) -> tuple[int, int]:
+        return (checks_per_person(tests * trials_per_photo, catch_every),
+                checks_per_person(tests * trials_per_photo, attention))
+
+    tests = len(sources) - practice
+    while tests > 0 and tests + sum(needed(tests)) + practice > len(sources):
+        tests -= 1
+    if tests < 1:
+        catches, attentions = needed(1)
+        parts = [f"{n} {what}" for n, what in ((practice, "practice (--practice)"), (catches, "catch (--catch-every)"),
+                                               (attentions, "attention (--attention)")) if n]
+        raise OptionError(f"{' + '.join(parts)} photo(s) held out of the test trials and at least 1 test photo: "
+                          f"needs {practice + catches + attentions + 1} photos, but --images has {len(sources)}; use "
+                          "more photos, fewer practice trials, or fewer checks (--catch-every 0, --attention 0)")
+    catches, attentions = needed(tests)
+    spare = len(sources) - practice - tests - catches - attentions  # one more test photo would need one more check
+    catches, attentions = (catches + spare, attentions) if catches else (catches, attentions + spare)
+    order = by_class_in_turn(sources, seed)
+    spans = {"practice": practice, "catch": catches, "attention": attentions}
+    held, start = {}, 0
+    for purpose, count in spans.items():
+        held[purpose] = order[start:start + count]
+        start += count
+    taken = {s.name for photos in held.values() for s in photos}
+    return HeldOut([s for s in sources if s.name not in taken], **held)
+
+
+def study_hold_out(sources: list[SourceImage], common, catch_every: int = 0, trials_per_photo: int = 1) -> HeldOut:
+    """``hold_out`` for a classification study's common options. The default attention checks (no
+    ``--attention`` given) are left out, with a note, when the photos are too few to hold one out;
+    checks the researcher asked for are refused instead."""
+    try:
+        return hold_out(sources, common.seed, common.practice, catch_every, attention_every(common), trials_per_photo)
+    except OptionError:
+        if common.attention is not None:
+            raise
+        held = hold_out(sources, common.seed, common.practice, catch_every, 0, trials_per_photo)
+    print(f"note: no attention checks: each needs a photo held out of the test trials, and the {len(sources)} "
+          "photo(s) are all needed; give more photos, or --attention 0 to leave them out on purpose", file=sys.stderr)
+    return held
+
+
+def held_originals(photos: list[SourceImage], report, failed: set[str], stimuli: dict) -> list[tuple[str, str, str]]:
+    """(source image, stimulus id, category) of the held-out photos the workers made unchanged (``run_jobs``'s
+    ``report``), each added to ``stimuli``: what ``attention_trials`` shows."""
+    out = []
+    for src in photos:
+        if src.name not in failed:
+            stim = report.get(src, Task("original", {}, None))
+            stimuli[stim.id] = stim
+            out.append((src.name, stim.id, src.category))
+    return out
 
 
 def study_timing(common, base: Timing) -> Timing:
@@ -184,26 +264,24 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
     timing = study_timing(common, CLASSIFY_TIMING)
     adaptive = adaptive_plans(list(adaptive_specs), plan, len(label_set.labels))
     adaptive_conditions = {p.condition for p in adaptive}
-    sources, practice = held_out(sources, common.practice, common.seed, "--practice")
     catch_every = common.catch_every or 0
-    sources, catch = held_out(sources, max(1, len(sources) // (catch_every + 1)) if catch_every else 0,
-                              common.seed, "--catch-every")
+    held = study_hold_out(sources, common, catch_every)
+    sources = held.tests
     jobs = [SourceJob(src, [Task("original", {}, None)] +
                       [Task(cond, params, seed_for(src.name, cond, params), fn) for cond, _, params in plan])
             for src in sources]
-    jobs += [SourceJob(src, [Task("original", {}, None)]) for src in practice + catch]
+    jobs += [SourceJob(src, [Task("original", {}, None)]) for src in held.practice + held.catch + held.attention]
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     arms = ([("original", None, {})] if original_trials else []) + list(plan)
-    stimuli, trials, originals = {}, [], []
+    stimuli, trials = {}, []
     for job in jobs[:len(sources)]:
         src = job.source
         if src.name in failed:
             continue
         made = [report.get(src, task) for task in job.tasks]
         stimuli.update((stim.id, stim) for stim in made)
-        originals.append((src.name, made[0].id, src.category))
         for stim, (cond, level, params) in zip(made if original_trials else made[1:], arms):
             trials.append(Trial(
                 trial_id=f"{slug(src.name)}--{cond}" + ("" if level is None else f"--{level}"),
@@ -214,11 +292,12 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
             ))
     if not trials:
         raise BuildError("no stimuli were made: every source image failed")
-    for role, held in (("practice", practice), ("catch", catch)):
-        made = [(src, report.get(src, Task("original", {}, None))) for src in held if src.name not in failed]
+    for role, photos in (("practice", held.practice), ("catch", held.catch)):
+        made = [(src, report.get(src, Task("original", {}, None))) for src in photos if src.name not in failed]
         stimuli.update((stim.id, stim) for _, stim in made)
         trials += unchanged_trials(role, label_set, [(src, stim.id) for src, stim in made], timing, common.seed)
-    trials += attention_checks(common, label_set, originals, len(originals), timing)
+    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed,
+                               timing)
     print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
     schedule = classify_schedule(common).model_copy(update={"catch_every": catch_every or None})
     return Experiment(

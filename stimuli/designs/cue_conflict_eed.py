@@ -24,7 +24,7 @@ import numpy as np
 
 from pydantic import Field, model_validator
 
-from ..build import BuildError, Task, known_stimuli, run_jobs, stimulus_seed, task_key
+from ..build import BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.design import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from cuebench.images import decode_image
@@ -32,7 +32,8 @@ from cuebench.images import decode_image
 from ..options import OptionError
 from ..sources import fit_to_stimulus, resolve_images
 from . import DESIGNS, Design
-from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
+from .common import (attention_trials, build_provenance, classify_schedule, held_originals, label_set_for, slug,
+                     study_hold_out, study_timing)
 from .cue_decomposition import (CueOptions, cue_jobs, eed_params, make_shape_cues, shape_cue_pixels, shards,
                                 texture_params, texture_stimuli)
 
@@ -118,8 +119,11 @@ def build(request) -> Experiment:
     g_s, g_t = args.gammas()
     t_params = texture_params(args)
     shape_params = {"method": "eed", **eed_params(args)}
+    held = study_hold_out(sources, common, trials_per_photo=args.conflict_textures)
+    sources = held.tests
     check_pairing(sources)
-    jobs = cue_jobs(sources, args, common.seed, t_params)
+    jobs = cue_jobs(sources, args, common.seed, t_params) + [SourceJob(src, [Task("original", {}, None)])
+                                                              for src in held.attention]
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
@@ -164,13 +168,11 @@ def build(request) -> Experiment:
         ))
     for part in [*shapes.values(), *textures.values()]:  # listed, so a rebuild finds them and skips EED
         stimuli[part.id] = part
-    originals = []
-    for job in jobs:
+    for job in jobs[:len(sources)]:
         if job.source.name not in failed:
             original = report.get(job.source, job.tasks[0])
             stimuli[original.id] = original
-            originals.append((job.source.name, original.id, job.source.category))
-    trials += attention_checks(common, label_set, originals, len(plan), timing)
+    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed, timing)
     print(f"stimuli: {len(plan)} cue-conflict images from {len(usable)} source images, "
           f"{len(report.failed)} skipped")
     return Experiment(

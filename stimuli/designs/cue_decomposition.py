@@ -25,7 +25,8 @@ from ..eed import CLASSIFICATION_STEPS
 from ..options import DesignOptions
 from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
 from . import DESIGNS, Design
-from .common import attention_checks, build_provenance, classify_schedule, label_set_for, slug, study_timing
+from .common import (attention_trials, build_provenance, classify_schedule, held_originals, label_set_for, slug,
+                     study_hold_out, study_timing)
 
 TEXTURE_FN = "stimuli.texture_cues:texture_task"
 SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in worker processes
@@ -219,7 +220,10 @@ def build(request) -> Experiment:
     label_set = label_set_for(sources, common.images)
     t_params = texture_params(args)
     e_params = eed_params(args)
-    jobs = cue_jobs(sources, args, common.seed, t_params)
+    held = study_hold_out(sources, common)
+    sources = held.tests
+    jobs = cue_jobs(sources, args, common.seed, t_params) + [SourceJob(src, [Task("original", {}, None)])
+                                                              for src in held.attention]
     existing = expdir.load() if expdir.exists() else None
     report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
@@ -229,13 +233,12 @@ def build(request) -> Experiment:
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
     textures = texture_stimuli(expdir, args, common.seed, jobs, report, usable, existing, shapes, fresh)
     timing = study_timing(common, CLASSIFY_TIMING)
-    stimuli, trials, originals = {}, [], []
-    for job in jobs:
+    stimuli, trials = {}, []
+    for job in jobs[:len(sources)]:
         src = job.source
         if src.name in failed:
             continue
         original = report.get(src, job.tasks[0])
-        originals.append((src.name, original.id, src.category))
         arms = (("original", original, {}), ("shape_cue", shapes[src.name], {"method": "eed", **e_params}),
                 ("texture_cue", textures[src.name], t_params))
         for condition, stim, params in arms:
@@ -246,7 +249,7 @@ def build(request) -> Experiment:
                 source_image=src.name, category=src.category, timing=timing,
                 mask_seed=stimulus_seed(common.seed, src.name, f"mask:{condition}", {}),
             ))
-    trials += attention_checks(common, label_set, originals, len(originals), timing)
+    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed, timing)
     print(f"stimuli: {len(stimuli)} in the experiment, {len(report.failed)} source images skipped")
     return Experiment(
         name=request.name, design=request.design, label_set=label_set, stimuli=stimuli,

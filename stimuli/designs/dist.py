@@ -35,7 +35,7 @@ from ..options import DesignOptions, OptionError
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
 from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS
 from . import DESIGNS, Design
-from .common import build_provenance, held_out, slug, study_timing
+from .common import build_provenance, hold_out, slug, study_timing
 from .imports import POSITIONS
 
 BACKENDS = ("gram", "ps")
@@ -138,14 +138,6 @@ def backend_for(args: DistOptions) -> Backend:
     return Backend("gram", {"feature_net": args.feature_net, "layers": list(FEATURE_LAYERS[name]),
                             "layer_weights": "equal", "steps": args.synthesis_steps or DEFAULT_STEPS,
                             "optimizer": args.synthesis_optimizer, "noise_scale": NOISE_SCALE}, device)
-
-
-def split_catch(sources: list[SourceImage], catch_every: int, seed: int) -> tuple[list, list]:
-    """(standard, catch) originals: enough held out for one catch after every ``catch_every``
-    standard trials (at least one when there are catch trials at all), chosen by seed."""
-    if not catch_every or len(sources) < 2:
-        return list(sources), []
-    return held_out(sources, max(1, len(sources) // (catch_every + 1)), seed, "catch")
 
 
 def quality_flag(metrics: dict) -> bool:
@@ -277,7 +269,8 @@ def build(request) -> Experiment:
     args, common, expdir = request.options, request.common, request.expdir
     backend = backend_for(args)
     sources = resolve_images(common.images, common.labels)
-    standard, catch = split_catch(sources, args.catch_every, common.seed)
+    held = hold_out(sources, common.seed, catch_every=args.catch_every, trials_per_photo=args.variants // 2)
+    standard, catch = held.tests, held.catch
     existing = expdir.load() if expdir.exists() else None
     maker = VersionMaker(expdir, args, common.seed, backend, existing, request.feature_net_loader)
     versions = ([maker.plan(src, "test", k) for src in standard for k in range(1, args.variants + 1)]

@@ -19,6 +19,7 @@ import random
 import re
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from ..build import BuildError
@@ -26,9 +27,9 @@ from cuebench.design import everyone_plan
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
-from ..sources import SourceError
+from ..sources import SourceError, SourceImage
 from . import DESIGNS, Design
-from .common import build_provenance, study_timing
+from .common import build_provenance, hold_out, study_timing
 
 CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
 POSITIONS = LabelSet("positions", ("1", "2", "3"), display_order="given", not_clear=False)
@@ -59,7 +60,7 @@ class CueConflictImport(Design):
 class DistImport(Design):
     """A DiST release (Wen et al. 2024) as oddity trials: the original among two disrupted versions."""
 
-    study_options = frozenset({"timing"})
+    study_options = frozenset({"timing", "practice", "catch_every", "attention"})
 
     def build(self, request) -> Experiment:
         return build_dist(request)
@@ -109,6 +110,11 @@ def _dist_labels(root: Path) -> dict[str, str]:
 
 
 def build_dist(request) -> Experiment:
+    """The release's triplets as oddity trials. ``--practice``, ``--catch-every`` (``10``: the paper's protocol;
+    none by default, so a model study keeps every triplet) and ``--attention`` hold originals out of the
+    standard trials (``common.hold_out``): practice trials are triplets with feedback; a catch trial shows the
+    original, its mirror image and one disrupted version (the disrupted one is correct, as in DiST); an
+    attention check shows a triplet and asks for a given key."""
     expdir, args = request.expdir, request.common
     root = Path(args.images)
     folders = [root / name for name in ("original", "set1", "set2")]
@@ -119,34 +125,59 @@ def build_dist(request) -> Experiment:
     if not originals:
         raise SourceError(f"{folders[0]} holds no images")
     names = _dist_labels(root)
+    by_name = {orig.stem: orig for orig in originals}
+    catch_every = args.catch_every or 0
+    held = hold_out([SourceImage(orig.stem, names.get(orig.stem), str(orig), lambda: None) for orig in originals],
+                    args.seed, args.practice, catch_every, args.attention or 0)
+    timing = study_timing(args, ODDITY_TIMING)
     rng = random.Random(args.seed)
-    positions = [i % 3 for i in range(len(originals))]
-    rng.shuffle(positions)
     stimuli, trials, failed = {}, [], []
-    for orig, position in tqdm(list(zip(originals, positions)), desc="dist triplets", unit="triplet"):
-        paths = [orig] + [folder / orig.name for folder in folders[1:]]
-        absent = [str(p) for p in paths if not p.is_file()]
-        if absent:
-            raise SourceError(f"triplet {orig.stem} is incomplete: {', '.join(absent)} missing")
-        made = []
-        for path, version in zip(paths, ("original", "set1", "set2")):
-            prov = {"source_image": orig.stem, "source_origin": f"{version}/{path.name}",
-                    "transform": "original" if version == "original" else "texture synthesis (DiST release)",
-                    "params": {"version": version}, "seed": None}
-            made.append(_import_file(expdir, path, prov, args.on_error, failed))
-        if any(m is None for m in made):
-            continue
-        for stim in made:
-            stimuli[stim.id] = stim
-        order = [made[1], made[2]]
-        order.insert(position, made[0])
-        trials.append(Trial(
-            trial_id=f"dist--{orig.stem}", trial_type="oddity", role="test", stimuli=tuple(s.id for s in order),
-            choices=POSITIONS.labels, correct=str(position + 1), condition="dist", params={},
-            source_image=orig.stem, category=names.get(orig.stem), timing=study_timing(args, ODDITY_TIMING),
-        ))
+    for role, photos in (("test", held.tests), ("practice", held.practice), ("catch", held.catch),
+                         ("attention", held.attention)):
+        positions = [i % 3 for i in range(len(photos))]
+        rng.shuffle(positions)
+        for src, position in tqdm(list(zip(photos, positions)), desc=f"dist {role} triplets", unit="triplet"):
+            made = _dist_triplet(expdir, folders, by_name[src.name], role, args.on_error, failed)
+            if made is None:
+                continue
+            stimuli.update((stim.id, stim) for stim in made)
+            order = [made[1], made[2]]
+            order.insert(position, made[0])
+            odd = made[0] if role != "catch" else made[2]  # a catch trial's odd one is the disrupted version
+            correct = str(order.index(odd) + 1) if role != "attention" else str(rng.choice((1, 2, 3)))
+            trials.append(Trial(
+                trial_id=f"{'dist' if role == 'test' else role}--{src.name}", trial_type="oddity", role=role,
+                stimuli=tuple(s.id for s in order), choices=POSITIONS.labels, correct=correct,
+                condition="dist" if role == "test" else role, params={}, source_image=src.name,
+                category=src.category, timing=timing,
+                instruction=f"Attention check: whatever the images show, please press {correct}."
+                if role == "attention" else None,
+            ))
     return _finish(request, POSITIONS, stimuli, trials, failed,
-                   Schedule(break_every=100, catch_every=10, attention_every=None))
+                   Schedule(break_every=100, catch_every=catch_every or None, attention_every=args.attention or None))
+
+
+def _dist_triplet(expdir, folders: list[Path], orig: Path, role: str, on_error: str, failed: list[str]):
+    """The original and the two versions a trial of ``role`` shows, stored; a catch trial shows the original,
+    its mirror image and set1's version instead. None when a file is corrupt and skipped."""
+    paths = [orig] + [folder / orig.name for folder in folders[1:]]
+    absent = [str(p) for p in paths if not p.is_file()]
+    if absent:
+        raise SourceError(f"triplet {orig.stem} is incomplete: {', '.join(absent)} missing")
+    made = []
+    for path, version in zip(paths, ("original", "set1", "set2")):
+        prov = {"source_image": orig.stem, "source_origin": f"{version}/{path.name}",
+                "transform": "original" if version == "original" else "texture synthesis (DiST release)",
+                "params": {"version": version}, "seed": None}
+        made.append(_import_file(expdir, path, prov, on_error, failed))
+    if any(m is None for m in made):
+        return None
+    if role == "catch":
+        mirrored = np.ascontiguousarray(decode_image(orig)[:, ::-1])
+        mirror = expdir.write_stimulus(mirrored, {"source_image": orig.stem, "source_origin": f"original/{orig.name}",
+                                                  "transform": "mirror", "params": {}, "seed": None})
+        made = [made[0], mirror, made[1]]
+    return made
 
 
 def _finish(request, label_set, stimuli, trials, failed, schedule) -> Experiment:

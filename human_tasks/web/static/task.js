@@ -13,13 +13,20 @@
   const gridEl = $("grid");
   const statusEl = $("status");
   const progressEl = $("progress");
+  const progressBar = $("progress-bar");
+  /* The counter and, beside it, a bar filled to the share of trials done (``fraction``, 0..1). */
+  function showProgress(text, fraction) {
+    progressEl.textContent = text;
+    progressBar.hidden = !text;
+    progressBar.firstElementChild.style.width = `${Math.round(100 * Math.min(1, Math.max(0, fraction || 0)))}%`;
+  }
 
   /* Browser check: median of CHECK.intervals rAF intervals after a warm-up; unstable when
    * more than maxOutlierShare of the intervals are off the median by more than a factor
    * `outlier` (a dropped frame doubles an interval). Headless and busy browsers drop a few
    * frames; a tenth of the intervals doubling is common there and harmless for timing. */
   const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
-                  minWidth: 800, minHeight: 600, timeoutMs: 15000 };
+                  timeoutMs: 15000 };
   const IMAGE_CSS_PX = 224; // without a size in degrees: the images' own 224 px, in CSS pixels
   const CARD_MM = { width: 85.6, height: 53.98 }; // ISO/IEC 7810 ID-1: a credit, bank or ID card
   const CARD_DEFAULT_CSS_PX = 323; // the card's width at 96 CSS px per inch
@@ -225,14 +232,16 @@
       `<p class="error" id="calibration-error">${escapeHtml(note)}</p><p><button id="continue">Continue</button></p>`;
     screenEl.hidden = false;
     const card = $("card"), slider = $("card-size");
+    let moved = false;
     const draw = () => {
       card.style.width = `${slider.value}px`;
       card.style.height = `${(slider.value * CARD_MM.height) / CARD_MM.width}px`;
     };
-    slider.addEventListener("input", draw);
+    slider.addEventListener("input", () => { moved = true; draw(); });
     draw();
     return new Promise((resolve) => {
-      const read = (action) => () => resolve({ action, cardPx: Number(slider.value), typed: $("distance").value });
+      const read = (action) => () => resolve({ action, cardPx: Number(slider.value), typed: $("distance").value,
+                                               moved });
       $("continue").addEventListener("click", read("continue"), { once: true });
       $("measure-distance").addEventListener("click", read("measure"), { once: true });
     });
@@ -240,9 +249,11 @@
 
   async function calibrate(display, maxImages) {
     let cardPx = CARD_DEFAULT_CSS_PX, shown = String(display.viewing_distance_cm), measured = null, note = "";
+    let cardMoved = false; // a card size nobody matched is the default, not a measurement
     for (;;) {
       const page = await calibrationPage(display, cardPx, shown, note);
       cardPx = page.cardPx;
+      cardMoved = cardMoved || page.moved;
       const pxPerMm = cardPx / CARD_MM.width;
       if (page.action === "measure") {
         measured = await measureBlindSpot(display, pxPerMm);
@@ -263,7 +274,7 @@
         const size = stimulusSize(display, pxPerMm, distance, maxImages);
         screenEl.hidden = true;
         return { px_per_mm: pxPerMm, viewing_distance_cm: distance, stimulus_css_px: size.px, capped: size.capped,
-                 device_pixel_ratio: window.devicePixelRatio || 1,
+                 device_pixel_ratio: window.devicePixelRatio || 1, card_moved: cardMoved,
                  ...(fromBlindSpot ? { method: "card+blind-spot", blind_spot_mm: measured.sweeps }
                    : { method: "card+entered-distance" }) };
       }
@@ -311,7 +322,7 @@
   }
 
   async function askQuestionnaire(questions) {
-    progressEl.textContent = "";
+    showProgress("", 0);
     state("questionnaire");
     screenEl.innerHTML = `<h1>A few questions</h1><form id="questionnaire">${questions.map(questionHtml).join("")}` +
       '</form><p class="error" id="questionnaire-error"></p><p><button id="continue">Submit</button></p>';
@@ -332,10 +343,11 @@
   }
 
   function showOutcome(outcome) {
-    progressEl.textContent = "";
+    showProgress("", 0);
     const text = outcome.status === "screened_out"
       ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
-        "requirements of the study, so the study ends here.</p>"
+        "requirements of the study, so the study ends here.</p>" +
+        `<p id="screen-fix">${escapeHtml(screenFix(outcome.reason))}</p>`
       : `<div id="completion-text">${texts.completion || ""}</div><div id="debrief-text">${texts.debrief || ""}</div>`;
     const link = outcome.redirect ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">Return to Prolific</a></p>` : "";
     showScreen(`${text}<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
@@ -411,21 +423,29 @@
     screenEl.hidden = false;
     const refresh = await Promise.race([measureRefresh(), sleep(CHECK.timeoutMs).then(() => null)]);
     screenEl.hidden = true;
-    const size = { width: window.innerWidth, height: window.innerHeight,
-                   screen_width: screen.width, screen_height: screen.height };
-    const reason = judgeCheck(refresh, size);
+    const { size, pointer } = window.cuebenchDevice.measure();
+    const reason = judgeCheck(refresh, size, pointer);
     return { ok: reason === null, reason, refresh, size };
   }
-  /* Why a measured display fails the check, or null when it passes. */
-  function judgeCheck(refresh, size) {
+  /* Why a measured display fails the check, or null when it passes: the device rules of the consent
+   * page (device.js) and a steady refresh rate. */
+  function judgeCheck(refresh, size, pointer) {
     if (!refresh) return "the browser drew no animation frames (hidden window?)";
     if (refresh.hz < CHECK.minHz || refresh.hz > CHECK.maxHz) return `refresh rate ${refresh.hz.toFixed(1)} Hz`;
     if (refresh.outlier_share > CHECK.maxOutlierShare)
       return `unstable frame timing (${(100 * refresh.outlier_share).toFixed(0)}% irregular frames)`;
-    if (Math.max(size.width, size.screen_width) < CHECK.minWidth ||
-        Math.max(size.height, size.screen_height) < CHECK.minHeight)
-      return `screen too small (${size.screen_width}x${size.screen_height})`;
-    return null;
+    const problem = window.cuebenchDevice.deviceProblem(size, pointer);
+    return problem ? problem.reason : null;
+  }
+  /* What a screened-out participant can change, from the reason the check gave. */
+  function screenFix(reason) {
+    if (/^refresh rate|^unstable|animation frames/.test(reason || "")) {
+      return `Your display ${reason}; the study needs a steady ${CHECK.minHz}–${CHECK.maxHz} Hz. Close other ` +
+             "programs and browser tabs, keep this window visible, or try another browser or computer.";
+    }
+    const { size, pointer } = window.cuebenchDevice.measure();
+    const problem = window.cuebenchDevice.deviceProblem(size, pointer);
+    return problem ? problem.fix : "";
   }
 
   // ---------------------------------------------------------------- images
@@ -646,13 +666,17 @@
     if (!result.ok) refused.push({ index: trial.index, status: result.status, error: result.body.error });
     statusEl.textContent = "";
   }
-  async function runAdaptive(hz, device) {
+  async function runAdaptive(plan, hz, device) {
+    const fixed = plan.trials.filter((t) => !t.practice).length;
     for (let first = true; !refused.length; first = false) {
       const next = await withRetry(() => requestJSON(`${C.api}/adaptive`));
       if (!next.ok || next.body.done) return;
       if (first) await showScreen("<h1>Next part</h1><p>The images now get easier or harder depending on your " +
                                   "answers.</p>", "Continue", "adaptive");
       await preloadBlock([next.body.trial]);
+      const before = plan.adaptive_trials.slice(0, next.body.block).reduce((a, b) => a + b, 0);
+      const k = fixed + before + next.body.trial.index + 1, total = fixed + adaptiveTotal(plan);
+      showProgress(`trial ${k} of ${total}`, k / total);
       await runTrial(next.body.trial, hz, device);
     }
   }
@@ -674,15 +698,22 @@
     }
   }
 
-  /* "Trial k of n · block b of B" (practice counted apart), so people know how far they are. */
-  function progressText(trials, i) {
-    const trial = trials[i];
+  /* The most answers the adaptive (QUEST+) blocks after the fixed trials may ask for. */
+  function adaptiveTotal(plan) {
+    return (plan.adaptive_trials || []).reduce((a, b) => a + b, 0);
+  }
+
+  /* ["trial k of n · block b of B", k / n] (practice counted apart; n includes the adaptive trials that
+   * follow), so people know how far they are. */
+  function progressText(plan, i) {
+    const trials = plan.trials, trial = trials[i];
     const same = trials.filter((t) => t.practice === trial.practice);
     const k = same.indexOf(trial) + 1;
-    if (trial.practice) return `practice ${k} of ${same.length}`;
+    if (trial.practice) return [`practice ${k} of ${same.length}`, k / same.length];
     const blocks = [...new Set(same.map((t) => t.block))];
     const block = blocks.length > 1 ? ` · block ${blocks.indexOf(trial.block) + 1} of ${blocks.length}` : "";
-    return `trial ${k} of ${same.length}${block}`;
+    const total = same.length + adaptiveTotal(plan);
+    return [`trial ${k} of ${total}${block}`, k / total];
   }
 
   async function main() {
@@ -701,9 +732,7 @@
     }
     const start = found < 0 ? plan.trials.length : found;
     const resumed = done.size > 0;
-    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"
-                             : `<div id="instructions-text">${texts.instructions}</div>`, "Continue", "instructions");
-    const check = await browserCheck();
+    const check = await browserCheck(); // before the instructions: nobody reads them on a device that fails
     const device = { user_agent: navigator.userAgent, platform: navigator.platform, dpr: window.devicePixelRatio,
                      refresh: check.refresh, size: check.size };
     if (!check.ok) {
@@ -711,6 +740,8 @@
         { method: "POST", body: JSON.stringify({ reason: check.reason }) }));
       return showOutcome(result.body);
     }
+    await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"
+                             : `<div id="instructions-text">${texts.instructions}</div>`, "Continue", "instructions");
     const hz = check.refresh.hz;
     if (plan.display) {
       let calibration = plan.calibration;
@@ -738,10 +769,10 @@
         await showScreen("<h1>Break</h1><p>Rest your eyes for a moment, then continue.</p>", "Continue", "break");
       }
       if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
-      progressEl.textContent = progressText(plan.trials, i);
+      showProgress(...progressText(plan, i));
       await runTrial(trial, hz, device);
     }
-    await runAdaptive(hz, device);
+    await runAdaptive(plan, hz, device);
     if (plan.questionnaire) await askQuestionnaire(plan.questionnaire);
     await finish();
   }
