@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from model_eval.train_cli import add_optimizer_arguments
 from model_eval.training.cue_study import DATA_FILE, EXPERIMENTS, MAPPING_FILE, CueConfig, subset_mapping
 from model_eval.training.jobs import TrainingError, resolve_device
 
@@ -408,7 +409,7 @@ def register(sub) -> None:
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
     cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
     cues.add_argument("--batch-size", type=int, default=CueConfig.batch_size)
-    cues.add_argument("--lr", type=float, default=CueConfig.lr, help="Adam learning rate")
+    add_optimizer_arguments(cues, adam_lr=CueConfig.lr)
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
     cues.add_argument("--dist-steps", type=int, default=10,
                       help="texture-synthesis steps for the disrupted images, counted as DiST counts them (one step = "
@@ -442,15 +443,16 @@ def register(sub) -> None:
 
 def run_train_cues(args) -> int:
     from analysis.cue_study import write_cue_report
-    from model_eval.training.algorithms import ALGORITHMS, options_help, parse_algorithm_options
+    from model_eval.training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
     from model_eval.training.cue_study import assemble_table, plan_cue_jobs
     from model_eval.training.executors import pending, run_jobs
     from model_eval.training.jobs import Runtime
 
     from ..executors import parse_executor
 
-    config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+    config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size,
                        input_size=args.input_size, seed=args.seed)
+    optimizer = OptimizerRequest(args.optimizer, args.lr, args.weight_decay)
     algorithms = ALGORITHMS.names() if args.algorithms == "all" else [
         a.strip() for a in args.algorithms.split(",") if a.strip()]
     for name in algorithms:
@@ -464,7 +466,8 @@ def run_train_cues(args) -> int:
                   max_photos=args.max_photos, max_trials=args.max_trials, cue_per_class=args.cue_per_class,
                   device=args.device, feature_net=args.feature_net, gate=args.quality_gate,
                   synthesis_size=args.synthesis_size)
-    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options)
+    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options,
+                         optimizer)
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)
