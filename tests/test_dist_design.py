@@ -131,3 +131,44 @@ def test_weight_free_backend_builds(tmp_path, photos):
     synth = [s for s in exp.stimuli.values() if s.transform == "texture synthesis (ps)"]
     assert len(synth) == 4 and all(s.params["n_scales"] == 4 and s.params["steps"] == 1 for s in synth)
     assert len(quality_rows(out)) == 4
+
+
+@pytest.mark.validates(
+    "DiST oddity features per architecture",
+    definition="the observer's output with its classification head removed: VGG/AlexNet flattened pool5 (not fc7), "
+               "ResNet/ViT the penultimate vector; decided by Eq. 2 on z-scored features",
+    source="Wen et al. 2024, Eq. 2; the authors' evaluation code (starsky77/DiST src/eval.py: classifier = Identity, "
+           "children()[:-1], head = Identity)",
+    reference="the authors' construction rebuilt on the same randomly initialised networks (torchvision AlexNet "
+              "with classifier = Identity; timm models with their head removed; VGG's conv stack output)",
+    tolerance="equal to float32 rounding (assert_close defaults)")
+def test_oddity_features_are_what_the_network_gives_without_its_head_as_in_the_authors_code():
+    import torch
+
+    from model_eval.observers.timm_models import head_input
+    from model_eval.observers.torchvision_models import _feature_layer, import_torchvision
+    from model_eval.torch_compat import import_timm
+
+    torchvision, timm = import_torchvision(), import_timm()
+    with torch.device("meta"):  # the large heads' structure only: AlexNet's and VGG's fc6-fc8
+        alexnet = torchvision.models.alexnet()
+        assert _feature_layer(alexnet, "alexnet") is alexnet.classifier  # input: pool5, flattened (256 x 6 x 6)
+        vgg = timm.create_model("vgg11", pretrained=False)
+        trunk = vgg.forward_features(torch.empty(2, 3, 64, 64))
+        assert head_input(vgg, trunk).shape == (2, 512 * 2 * 2)  # pool5 at 64 px, not fc7's 4096
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 64, 64)
+    mobilenet = torchvision.models.mobilenet_v3_small().eval()  # a classifier block with a hidden layer
+    seen = []
+    _feature_layer(mobilenet, "mobilenet_v3_small").register_forward_hook(lambda m, inputs, out: seen.append(inputs[0]))
+    with torch.no_grad():
+        mobilenet(x)
+        mobilenet.classifier = torch.nn.Identity()  # the authors' construction for AlexNet and VGG
+        torch.testing.assert_close(seen[0], mobilenet(x))
+        for name in ("test_resnet", "test_vit", "mobilenetv3_small_050"):
+            model = timm.create_model(name, pretrained=False).eval()
+            got = head_input(model, model.forward_features(x))
+            model.reset_classifier(0)  # the authors' ResNet and ViT: the head removed
+            if name.startswith("mobilenet"):  # and the hidden conv_head too, as classifier = Identity does
+                model.conv_head, model.act2 = torch.nn.Identity(), torch.nn.Identity()
+            torch.testing.assert_close(got, model(x))
