@@ -172,3 +172,29 @@ def test_oddity_features_are_what_the_network_gives_without_its_head_as_in_the_a
             if name.startswith("mobilenet"):  # and the hidden conv_head too, as classifier = Identity does
                 model.conv_head, model.act2 = torch.nn.Identity(), torch.nn.Identity()
             torch.testing.assert_close(got, model(x))
+
+
+def test_dist_import_keeps_the_release_sizes_and_pairs_files_by_stem(tmp_path, capsys):
+    """The public release keeps each photo's size (original/X.JPEG beside set1/X.jpg and set2/X.jpg of the same
+    size); a triplet whose images differ in size is refused, or left out and listed under --on-error skip."""
+    import numpy as np
+    from PIL import Image
+
+    release = tmp_path / "release"
+    sizes = {"landscape": [(40, 30)] * 3, "portrait": [(30, 40)] * 3, "mismatched": [(40, 30), (40, 30), (32, 32)]}
+    rng = np.random.default_rng(0)
+    for stem, triplet in sizes.items():
+        for part, suffix, (w, h) in zip(("original", "set1", "set2"), (".JPEG", ".jpg", ".jpg"), triplet):
+            (release / part).mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(release / part / f"{stem}{suffix}",
+                                                                                 format="JPEG")
+    command = ["stimuli", "build", "--design", "dist-import", "--images", str(release)]
+    assert main([*command, "--out", str(tmp_path / "refused")]) == 2
+    assert ("triplet mismatched: its images differ in size (original/mismatched.JPEG 40 x 30, set1/mismatched.jpg "
+            "40 x 30, set2/mismatched.jpg 32 x 32)") in capsys.readouterr().err
+    assert main([*command, "--out", str(tmp_path / "exp"), "--on-error", "skip"]) == 0
+    exp = ExperimentDir(tmp_path / "exp").load()
+    assert sorted(t.source_image for t in exp.trials) == ["landscape", "portrait"]
+    for t in exp.trials:
+        assert {(exp.stimuli[s].width, exp.stimuli[s].height) for s in t.stimuli} == {sizes[t.source_image][0]}
+    assert "triplet mismatched" in exp.provenance["skipped_images"][0]

@@ -9,7 +9,12 @@ leaves them out.
 
 ``dist-import``: a DiST release (Wen et al. 2024) with ``original/``, ``set1/``,
 ``set2/`` (and optionally ``labels.csv``) -> ``oddity`` trials of three images whose
-correct answer is the original, with the original's position balanced over 1-3.
+correct answer is the original, with the original's position balanced over 1-3. The three
+files of a triplet share a stem, whatever their suffixes (the public release has
+``original/X.JPEG`` beside ``set1/X.jpg``), and are kept as they are: the release keeps each
+ImageNet photo's own size (a 500 x 375 original has 500 x 375 versions), a prepared copy may
+be 224 x 224 crops; a triplet whose three images differ in size is refused, since the size
+alone would give the odd one away.
 """
 
 from __future__ import annotations
@@ -119,13 +124,15 @@ def build_dist(request) -> Experiment:
     if not originals:
         raise SourceError(f"{folders[0]} holds no images")
     names = _dist_labels(root)
+    by_stem = [{f.stem: f for f in sorted(folder.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES}
+               for folder in folders[1:]]  # set1/X.jpg beside original/X.JPEG
     rng = random.Random(args.seed)
     positions = [i % 3 for i in range(len(originals))]
     rng.shuffle(positions)
     stimuli, trials, failed = {}, [], []
     for orig, position in tqdm(list(zip(originals, positions)), desc="dist triplets", unit="triplet"):
-        paths = [orig] + [folder / orig.name for folder in folders[1:]]
-        absent = [str(p) for p in paths if not p.is_file()]
+        paths = [orig] + [versions.get(orig.stem) for versions in by_stem]
+        absent = [f"{folder}/{orig.stem}.*" for folder, p in zip(folders, paths) if p is None]
         if absent:
             raise SourceError(f"triplet {orig.stem} is incomplete: {', '.join(absent)} missing")
         made = []
@@ -135,6 +142,15 @@ def build_dist(request) -> Experiment:
                     "params": {"version": version}, "seed": None}
             made.append(_import_file(expdir, path, prov, args.on_error, failed))
         if any(m is None for m in made):
+            continue
+        sizes = [(m.width, m.height) for m in made]
+        if len(set(sizes)) > 1:
+            problem = (f"triplet {orig.stem}: its images differ in size ("
+                       + ", ".join(f"{p.parent.name}/{p.name} {w} x {h}" for p, (w, h) in zip(paths, sizes))
+                       + "), which would give the odd one away")
+            if args.on_error == "fail":
+                raise SourceError(problem + " (use --on-error skip to leave it out)")
+            failed.append(problem)
             continue
         for stim in made:
             stimuli[stim.id] = stim
