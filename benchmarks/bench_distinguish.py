@@ -41,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 from cuebench.studies import StudyDir
+from stimuli.texture_synthesis import STEPS_PER_DIST_STEP
 
 IMAGENETTE = {"tench": 0, "English springer": 217, "cassette player": 482, "chain saw": 491, "church": 497,
               "French horn": 566, "garbage truck": 569, "gas pump": 571, "golf ball": 574, "parachute": 701}
@@ -145,7 +146,8 @@ def run_variant(out: Path, name: str, algorithms: str, steps: int, args, extra: 
     """``cuebench train-cues`` for one study; its wall time in seconds (a finished study is reused)."""
     command = [sys.executable, "-m", "cuebench", "train-cues", str(out / name), "--photos", str(out / "photos"),
                "--dist", args.dist, "--cue-conflict", args.cue_conflict, "--algorithms", algorithms,
-               "--runs", str(args.runs), "--dist-steps", str(steps), "--seed", str(args.seed), *extra]
+               "--runs", str(args.runs), "--synthesis-steps", str(steps * STEPS_PER_DIST_STEP), "--seed", str(args.seed),
+               *extra]
     print("$ cuebench", " ".join(command[3:]), flush=True)
     start = time.perf_counter()
     subprocess.run(command, check=True)
@@ -195,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cue-conflict", required=True, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps-a", type=int, default=10, help="DiSTinguish-A's synthesis steps (paper: 10)")
-    parser.add_argument("--steps-c", type=int, default=100, help="DiSTinguish-C's synthesis steps (paper: 100)")
+    parser.add_argument("--steps-a", type=int, default=10, help="DiSTinguish-A's DiST steps (paper: 10; "
+                        "20 synthesis steps each, STEPS_PER_DIST_STEP)")
+    parser.add_argument("--steps-c", type=int, default=100, help="DiSTinguish-C's DiST steps (paper: 100)")
     args = parser.parse_args(ours)
     out = Path(args.out)
     try:

@@ -75,9 +75,10 @@ class CueDisruption(Model):
 
     method: Literal["gram"]
     feature_net: str
-    dist_steps: int = Field(ge=1)
-    """Synthesis steps as DiST counts them."""
+    dist_steps: float = Field(gt=0)
+    """The synthesis steps in DiST's own count (``lbfgs_iterations`` / 20, ``STEPS_PER_DIST_STEP``)."""
     lbfgs_iterations: int = Field(ge=1)
+    """Synthesis steps: L-BFGS iterations, the one step of ``stimuli.texture_synthesis``."""
     noise_scale: float = Field(gt=0)
     size: int = Field(gt=0)
     """Side in pixels the images were synthesised at."""

@@ -103,8 +103,9 @@ class Timing(Model):
 
 CLASSIFY_TIMING = Timing()
 """Burgert et al. 2025: fixation 300 ms, image 200 ms, pink-noise mask 200 ms."""
-ODDITY_TIMING = Timing(fixation=500, stimulus=800, mask=None, response_window=2000, response_from_onset=True)
-"""Wen et al. 2024 (DiST): triplet for 800 ms, answer within 2000 ms of onset."""
+ODDITY_TIMING = Timing(fixation=300, stimulus=800, mask=None, response_window=2000, response_from_onset=True)
+"""Wen et al. 2024 (DiST, App. A.4): the triplet appears after a 300 ms delay (the fixation), stays 800 ms,
+and is answered within 2000 ms of its onset."""
 
 
 class Stimulus(Model):

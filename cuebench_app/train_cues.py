@@ -3,7 +3,7 @@
 It wires three stages, which is why it lives in the app layer: ``prepare_study`` makes the
 study's stimuli (the photos split per class into train / val / test, their structure-disrupted
 versions for DiSTinguish made like DiST's own by the project's Gram texture synthesis, batched, on
-the GPU when there is one — 10 steps = DiSTinguish-A, Wen et al. 2024, App. A.2 — refused when they
+the GPU when there is one — 200 synthesis steps = DiSTinguish-A, Wen et al. 2024, App. A.2 — refused when they
 look like noise rather than DiST's images, and two experiment directories: DiST oddity trials of
 originals the models never train on and Geirhos et al.'s cue-conflict images whose shape and
 texture categories are both among the trained classes); ``model_eval`` trains an n-class head and
@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from model_eval.train_cli import add_optimizer_arguments
+from stimuli.texture_synthesis import STEPS_PER_DIST_STEP
 from model_eval.training.cue_study import DATA_FILE, EXPERIMENTS, MAPPING_FILE, CueConfig, subset_mapping
 from model_eval.training.jobs import TrainingError, resolve_device
 
@@ -94,14 +96,10 @@ SYNTHESIS_SIZE = 224
 """Default side at which the disrupted images are synthesised and quality-checked, whatever the
 training size: DiST's own images are 224 x 224, and smaller ones come out as noise (docs/dist.md)."""
 
-ITERATIONS_PER_DIST_STEP = 20
-"""L-BFGS iterations in one DiST texture-synthesis "step", *inferred from the paper's timing*, not
-taken from the authors' code (which this project does not have). Wen et al. (2024, App. A.2) count
-steps of the Gatys synthesis (100 = DiST, 10 = DiSTinguish-A) at "above 55 s" per 100 steps for one
-224 px image on a V100: far more than 100 VGG-19 gradient evaluations take, as expected when one step
-is one call of PyTorch's ``LBFGS.step(closure)``, which runs up to ``max_iter`` = 20 iterations. The
-project's synthesis counts single iterations (``stimuli build --design dist --synthesis-steps``), so
-one DiST step (``train-cues --dist-steps``) is 20 of them."""
+DISTINGUISH_A_STEPS = 10 * STEPS_PER_DIST_STEP
+"""Default synthesis steps of the disrupted training images: DiSTinguish-A's 10 DiST steps (Wen et al.
+2024, App. A.2), 20 synthesis steps each (``STEPS_PER_DIST_STEP``, a reading inferred from the
+paper's timing); DiSTinguish-C's 100 DiST steps are 2,000."""
 
 MIN_SHARE_INSIDE = 0.5
 """Share of the disrupted training images whose LV and HFE ratios must both lie inside DiST's 5-95 %
@@ -170,8 +168,8 @@ def choose_feature_net(spec: str, model: str) -> str:
 def disrupt(images: np.ndarray, seed: int, steps: int, device: str, feature_net: str,
             batch: int | None = None) -> np.ndarray:
     """Structure-disrupted versions made like DiST's own: Gram texture synthesis from isotropic noise,
-    ``steps`` DiST steps (``ITERATIONS_PER_DIST_STEP`` L-BFGS iterations each; 10 = DiSTinguish-A,
-    100 = -C) against ``feature_net``'s features."""
+    ``steps`` synthesis steps (L-BFGS iterations; 200 = DiSTinguish-A, 2,000 = -C) against
+    ``feature_net``'s features."""
     from tqdm import tqdm
 
     from stimuli.texture_synthesis import synthesize
@@ -182,9 +180,9 @@ def disrupt(images: np.ndarray, seed: int, steps: int, device: str, feature_net:
     batch = batch or (32 if device.startswith("cuda") else 8)
     seeds = [seed * 100_003 + i for i in range(len(images))]
     parts = []
-    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} DiST steps)", unit="batch"):
+    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} synthesis steps)", unit="batch"):
         parts.append(synthesize(images[start:start + batch], seeds[start:start + batch], net,
-                                steps=steps * ITERATIONS_PER_DIST_STEP, noise_scale=DIST_NOISE_SCALE).images)
+                                steps=steps, noise_scale=DIST_NOISE_SCALE).images)
     return np.concatenate(parts) if parts else images[:0]
 
 
@@ -239,7 +237,7 @@ def check_disruption(ratios: np.ndarray, band: np.ndarray, refuse: bool = True,
         report["problems"] = problems
         if refuse:
             raise TrainingError("the disrupted training images do not look like DiST's (" + "; ".join(problems)
-                                + "): more --dist-steps or another --feature-net")
+                                + "): more --synthesis-steps or another --feature-net")
     return report
 
 
@@ -254,7 +252,7 @@ def quality_gate(photos: np.ndarray, disrupted: np.ndarray, release: Path, sizes
     problems = [f"at {size} px: {problem}" for size, report in reports.items() for problem in report.get("problems", [])]
     if problems and refuse:
         raise TrainingError("the disrupted training images do not look like DiST's (" + "; ".join(problems)
-                            + "): more --dist-steps or another --feature-net")
+                            + "): more --synthesis-steps or another --feature-net")
     return {"checked": refuse, "passed": not problems, "min_share_inside_band": MIN_SHARE_INSIDE, "sizes": reports}
 
 
@@ -312,7 +310,8 @@ def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
 
 
 def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, cue_conflict: str | Path,
-                  config: CueConfig = CueConfig(), dist_steps: int = 10, max_photos: int | None = None,
+                  config: CueConfig = CueConfig(), synthesis_steps: int = DISTINGUISH_A_STEPS,
+                  max_photos: int | None = None,
                   max_trials: int = 100, cue_per_class: int = 10, device: str = "auto",
                   feature_net: str = FEATURE_NET_AUTO, gate: bool = True,
                   synthesis_size: int = SYNTHESIS_SIZE) -> CueStudy:
@@ -331,8 +330,8 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
             raise TrainingError(f"{folder.file('cue')} was prepared with input size {recorded.input_size} and seed "
                                 f"{recorded.seed}; use another study directory for other values")
         return recorded
-    if dist_steps < 1 or synthesis_size < 32:
-        raise TrainingError(f"--dist-steps must be >= 1 and --synthesis-size >= 32, got {dist_steps} "
+    if synthesis_steps < 1 or synthesis_size < 32:
+        raise TrainingError(f"--synthesis-steps must be >= 1 and --synthesis-size >= 32, got {synthesis_steps} "
                             f"and {synthesis_size}")
     listed = read_photos(photos)
     if max_photos:
@@ -350,7 +349,7 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
     for split, rows in splits.items():
         arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], synthesis_size)
         arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
-    disrupted = disrupt(arrays["train_images"], config.seed, dist_steps, resolve_device(device), feature_net)
+    disrupted = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device), feature_net)
     quality = quality_gate(arrays["train_images"], disrupted, Path(dist), [synthesis_size, config.input_size], gate)
     arrays["disrupted_images"] = resize_all(disrupted, config.input_size)
     for split in splits:
@@ -367,25 +366,24 @@ def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, c
                       input_size=config.input_size, seed=config.seed, classes=classes,
                       cue_conflict_categories=covered,
                       cue_conflict_images=sum(1 for f in conflict.rglob("*") if f.is_symlink()),
-                      disruption={"method": "gram", "feature_net": feature_net, "dist_steps": dist_steps,
-                                  "lbfgs_iterations": dist_steps * ITERATIONS_PER_DIST_STEP,
+                      disruption={"method": "gram", "feature_net": feature_net,
+                                  "dist_steps": synthesis_steps / STEPS_PER_DIST_STEP,
+                                  "lbfgs_iterations": synthesis_steps,
                                   "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
                       splits={k: [s for s, _, _ in v] for k, v in splits.items()})
     folder.save(record)
     return record
 
 
-class DeprecatedSpelling(argparse.Action):
-    """An option's old name: stores into the new one, with one line on stderr saying so."""
-
-    def __init__(self, *args, new: str, **kwargs):
-        self.new = new
-        super().__init__(*args, **kwargs)
+class DistSteps(argparse.Action):
+    """``--dist-steps N``, the earlier spelling in DiST's own count: stored as N x ``STEPS_PER_DIST_STEP``
+    synthesis steps, with one line on stderr saying so."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"cuebench train-cues: {option_string} is deprecated, use {self.new} (the same DiST steps)",
-              file=sys.stderr)
-        setattr(namespace, self.dest, values)
+        steps = values * STEPS_PER_DIST_STEP
+        print(f"cuebench train-cues: {option_string} is deprecated, use --synthesis-steps ({values} DiST steps = "
+              f"--synthesis-steps {steps})", file=sys.stderr)
+        setattr(namespace, self.dest, steps)
 
 
 def register(sub) -> None:
@@ -408,14 +406,14 @@ def register(sub) -> None:
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
     cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
     cues.add_argument("--batch-size", type=int, default=CueConfig.batch_size)
-    cues.add_argument("--lr", type=float, default=CueConfig.lr, help="Adam learning rate")
+    add_optimizer_arguments(cues, adam_lr=CueConfig.lr)
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
-    cues.add_argument("--dist-steps", type=int, default=10,
-                      help="texture-synthesis steps for the disrupted images, counted as DiST counts them (one step = "
-                           "20 L-BFGS iterations from unit noise, inferred from the paper's timing; 10: DiSTinguish-A, "
-                           "100: -C). Not the single iterations of 'stimuli build --design dist --synthesis-steps'")
-    cues.add_argument("--synthesis-steps", dest="dist_steps", type=int, action=DeprecatedSpelling, new="--dist-steps",
-                      help=argparse.SUPPRESS)
+    cues.add_argument("--synthesis-steps", type=int, default=DISTINGUISH_A_STEPS,
+                      help="texture-synthesis steps (L-BFGS iterations, as 'stimuli build --design dist "
+                           "--synthesis-steps') for the disrupted images, from unit noise; 200 = DiSTinguish-A's "
+                           "10 DiST steps, 2000 = -C's 100, reading one DiST step as 20 (inferred from the paper's "
+                           "timing)")
+    cues.add_argument("--dist-steps", dest="synthesis_steps", type=int, action=DistSteps, help=argparse.SUPPRESS)
     cues.add_argument("--feature-net", default=FEATURE_NET_AUTO,
                       help="network whose Gram matrices the disrupted images match (NAME or NAME:WEIGHTS; DiST: "
                            "vgg19); auto: VGG-19 when the torch hub cache holds it, else an EfficientNet-Lite size "
@@ -442,15 +440,16 @@ def register(sub) -> None:
 
 def run_train_cues(args) -> int:
     from analysis.cue_study import write_cue_report
-    from model_eval.training.algorithms import ALGORITHMS, options_help, parse_algorithm_options
+    from model_eval.training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
     from model_eval.training.cue_study import assemble_table, plan_cue_jobs
     from model_eval.training.executors import pending, run_jobs
     from model_eval.training.jobs import Runtime
 
     from cuebench.executors import parse_executor
 
-    config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+    config = CueConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size,
                        input_size=args.input_size, seed=args.seed)
+    optimizer = OptimizerRequest(args.optimizer, args.lr, args.weight_decay)
     algorithms = ALGORITHMS.names() if args.algorithms == "all" else [
         a.strip() for a in args.algorithms.split(",") if a.strip()]
     for name in algorithms:
@@ -460,11 +459,12 @@ def run_train_cues(args) -> int:
         return 0
     options = parse_algorithm_options(args.algorithm_option, algorithms)
     spec = parse_executor(args.executor, args.executor_option)
-    prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, dist_steps=args.dist_steps,
+    prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, synthesis_steps=args.synthesis_steps,
                   max_photos=args.max_photos, max_trials=args.max_trials, cue_per_class=args.cue_per_class,
                   device=args.device, feature_net=args.feature_net, gate=args.quality_gate,
                   synthesis_size=args.synthesis_size)
-    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options)
+    jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options,
+                         optimizer)
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)

@@ -9,7 +9,21 @@ from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
 
+def add_optimizer_arguments(parser, adam_lr: float) -> None:
+    """``--optimizer``, ``--lr`` and ``--weight-decay`` (of ``train`` and ``train-cues``): each algorithm's own
+    optimiser unless one is named, each optimiser's defaults unless a value is given."""
+    parser.add_argument("--optimizer", default="auto", choices=("auto", "adam", "sgd"),
+                        help="auto: each algorithm's own (SGD for sagnet, as Nam et al. 2021 and BiasBed; Adam for "
+                             "the others); recorded in every result row")
+    parser.add_argument("--lr", type=float, default=None,
+                        help=f"learning rate (default: Adam {adam_lr:g}; SGD 0.004, Nam et al.'s SagNet)")
+    parser.add_argument("--weight-decay", type=float, default=None,
+                        help="weight decay (default: Adam 0; SGD 1e-4, Nam et al.'s SagNet)")
+
+
 def register(sub) -> None:
+    from .training.jobs import TrainConfig
+
     train = sub.add_parser(
         "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -32,8 +46,7 @@ def register(sub) -> None:
     train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
     train.add_argument("--epochs", type=int, default=10)
     train.add_argument("--batch-size", type=int, default=128)
-    train.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    train.add_argument("--weight-decay", type=float, default=0.0)
+    add_optimizer_arguments(train, adam_lr=TrainConfig.lr)
     train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
     train.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
@@ -57,7 +70,7 @@ def register(sub) -> None:
 def run_train(args) -> int:
     from cuebench.executors import parse_executor
 
-    from .training.algorithms import ALGORITHMS, options_help, parse_algorithm_options
+    from .training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
     from .training.executors import pending, run_jobs
     from .training.jobs import Runtime, TrainConfig, assemble_table, plan_jobs
 
@@ -73,9 +86,11 @@ def run_train(args) -> int:
     if args.padain_p is not None and args.algorithm == "padain":
         pairs.append(f"padain.p={args.padain_p}")
     options = parse_algorithm_options(pairs, [args.algorithm])[args.algorithm]
-    config = TrainConfig.with_options(options, model=args.model, algorithm=args.algorithm, epochs=args.epochs,
-                                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
-                                      input_size=args.input_size, seed=args.seed)
+    optimizer = OptimizerRequest(args.optimizer, args.lr, args.weight_decay).settle(ALGORITHMS[args.algorithm],
+                                                                                     adam_lr=TrainConfig.lr)
+    config = TrainConfig.with_options(options, optimizer, model=args.model, algorithm=args.algorithm,
+                                      epochs=args.epochs, batch_size=args.batch_size, input_size=args.input_size,
+                                      seed=args.seed)
     runtime = Runtime(device=args.device, amp=args.amp)
     studies = [s.strip() for s in args.studies.split(",")] if args.studies else None
     spec = parse_executor(args.executor, args.executor_option)

@@ -8,6 +8,12 @@ but each image has its own loss, its own noise (from its own seed) and, with L-B
 its own curvature history and step length -- so a batch gives the same images as
 synthesising them one at a time, and the result depends only on the image and its seed.
 
+A synthesis **step** is one iteration of the optimiser: one gradient of the Gram loss and, with
+L-BFGS, its backtracking line search (with Adam, one update). It is the one meaning of "step" in
+cuebench: ``stimuli build --design dist --synthesis-steps`` and ``train-cues --synthesis-steps``
+both count it. Wen et al. count "optimization steps" of their own (100 for DiST, 10 for
+DiSTinguish-A); ``STEPS_PER_DIST_STEP`` says how many of ours one of theirs is taken to be.
+
 torch is imported inside functions only, so ``stimuli`` stays importable without it. The
 feature network is handed in (a ``FeatureNet`` around any torch module): loading weights
 is ``model_eval``'s job, and the app layer (``cuebench_app.feature_nets.load_feature_net``)
@@ -28,6 +34,14 @@ if TYPE_CHECKING:
 
 DEFAULT_FEATURE_NET = "tf_efficientnet_lite0"
 DEFAULT_STEPS = 100
+"""Synthesis steps of ``--design dist`` unless given: textures from 0.1-scaled noise (``NOISE_SCALE``)."""
+STEPS_PER_DIST_STEP = 20
+"""Synthesis steps in one of DiST's "optimization steps", *inferred from the paper's timing*, not taken
+from the authors' code (their public repository holds the evaluation, not the synthesis). Wen et al.
+(2024, App. A.2) report "above 55 s" per 100 steps for one 224 px image on a V100: far more than 100
+VGG-19 gradients take, as expected when one step is one call of PyTorch's ``LBFGS.step(closure)``,
+which runs up to ``max_iter`` = 20 iterations. So DiST's 100 steps are 2,000 of ours, DiSTinguish-A's
+10 are 200."""
 OPTIMIZERS = ("lbfgs", "adam")
 ADAM_LR = 0.02
 """Adam step in [0, 1] pixel units; L-BFGS needs none (it scales its own steps)."""

@@ -278,10 +278,10 @@ def test_reduced_study_trains_five_algorithms_and_writes_the_report(tmp_path, sh
     argv = ["train-cues", str(out), "--photos", str(photos), "--dist", str(shared / "data" / "dist"),
             "--cue-conflict", str(shared / "data" / "geirhos2019" / "stimuli" / "cue-conflict"), "--runs", "1",
             "--epochs", "1", "--max-trials", "3", "--cue-per-class", "1", "--input-size", "32",
-            "--batch-size", "8", "--device", "cpu", "--synthesis-steps", "1", "--synthesis-size", "64"]
-    assert main(argv) == 2  # 20 L-BFGS iterations from unit noise: noise, not texture
+            "--batch-size", "8", "--device", "cpu", "--dist-steps", "1", "--synthesis-size", "64"]
+    assert main(argv) == 2  # 20 synthesis steps (one DiST step) from unit noise: noise, not texture
     err = capsys.readouterr().err
-    assert "--synthesis-steps is deprecated, use --dist-steps" in err
+    assert "--dist-steps is deprecated, use --synthesis-steps (1 DiST steps = --synthesis-steps 20)" in err
     assert "at 64 px: LV ratio median" in err and "at 32 px:" in err and not out.exists()
     assert main([*argv, "--no-quality-gate", "--algorithm-option", "padain.p=0.5"]) == 0
     record = json.loads((out / "cue_study.json").read_text())
@@ -306,6 +306,9 @@ def test_reduced_study_trains_five_algorithms_and_writes_the_report(tmp_path, sh
     table = pd.read_csv(out / "cue_training.csv")
     options = table.groupby("algorithm")["algorithm_options"].first().map(json.loads)
     assert options["padain"] == {"p": 0.5} and options["erm"] == {} and options["infodrop"]["test_protocol"] == "shi"
+    optimizers = table.groupby("algorithm")["optimizer"].first().map(json.loads)
+    assert optimizers["sagnet"] == {"name": "sgd", "lr": 0.004, "momentum": 0.9, "weight_decay": 1e-4}
+    assert optimizers["erm"] == {"name": "adam", "lr": 1e-4, "momentum": 0.0, "weight_decay": 0.0}
     checkpoint = out / table.loc[table["algorithm"] == "distinguish", "checkpoint"].iloc[0]
     saved = torch.load(checkpoint, weights_only=True)
     assert saved["original_classes"] == 3 and saved["imagenet_indices"] == [82, 87, 907]

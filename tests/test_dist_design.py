@@ -131,3 +131,70 @@ def test_weight_free_backend_builds(tmp_path, photos):
     synth = [s for s in exp.stimuli.values() if s.transform == "texture synthesis (ps)"]
     assert len(synth) == 4 and all(s.params["n_scales"] == 4 and s.params["steps"] == 1 for s in synth)
     assert len(quality_rows(out)) == 4
+
+
+@pytest.mark.validates(
+    "DiST oddity features per architecture",
+    definition="the observer's output with its classification head removed: VGG/AlexNet flattened pool5 (not fc7), "
+               "ResNet/ViT the penultimate vector; decided by Eq. 2 on z-scored features",
+    source="Wen et al. 2024, Eq. 2; the authors' evaluation code (starsky77/DiST src/eval.py: classifier = Identity, "
+           "children()[:-1], head = Identity)",
+    reference="the authors' construction rebuilt on the same randomly initialised networks (torchvision AlexNet "
+              "with classifier = Identity; timm models with their head removed; VGG's conv stack output)",
+    tolerance="equal to float32 rounding (assert_close defaults)")
+def test_oddity_features_are_what_the_network_gives_without_its_head_as_in_the_authors_code():
+    import torch
+
+    from model_eval.observers.timm_models import head_input
+    from model_eval.observers.torchvision_models import _feature_layer, import_torchvision
+    from model_eval.torch_compat import import_timm
+
+    torchvision, timm = import_torchvision(), import_timm()
+    with torch.device("meta"):  # the large heads' structure only: AlexNet's and VGG's fc6-fc8
+        alexnet = torchvision.models.alexnet()
+        assert _feature_layer(alexnet, "alexnet") is alexnet.classifier  # input: pool5, flattened (256 x 6 x 6)
+        vgg = timm.create_model("vgg11", pretrained=False)
+        trunk = vgg.forward_features(torch.empty(2, 3, 64, 64))
+        assert head_input(vgg, trunk).shape == (2, 512 * 2 * 2)  # pool5 at 64 px, not fc7's 4096
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 64, 64)
+    mobilenet = torchvision.models.mobilenet_v3_small().eval()  # a classifier block with a hidden layer
+    seen = []
+    _feature_layer(mobilenet, "mobilenet_v3_small").register_forward_hook(lambda m, inputs, out: seen.append(inputs[0]))
+    with torch.no_grad():
+        mobilenet(x)
+        mobilenet.classifier = torch.nn.Identity()  # the authors' construction for AlexNet and VGG
+        torch.testing.assert_close(seen[0], mobilenet(x))
+        for name in ("test_resnet", "test_vit", "mobilenetv3_small_050"):
+            model = timm.create_model(name, pretrained=False).eval()
+            got = head_input(model, model.forward_features(x))
+            model.reset_classifier(0)  # the authors' ResNet and ViT: the head removed
+            if name.startswith("mobilenet"):  # and the hidden conv_head too, as classifier = Identity does
+                model.conv_head, model.act2 = torch.nn.Identity(), torch.nn.Identity()
+            torch.testing.assert_close(got, model(x))
+
+
+def test_dist_import_keeps_the_release_sizes_and_pairs_files_by_stem(tmp_path, capsys):
+    """The public release keeps each photo's size (original/X.JPEG beside set1/X.jpg and set2/X.jpg of the same
+    size); a triplet whose images differ in size is refused, or left out and listed under --on-error skip."""
+    import numpy as np
+    from PIL import Image
+
+    release = tmp_path / "release"
+    sizes = {"landscape": [(40, 30)] * 3, "portrait": [(30, 40)] * 3, "mismatched": [(40, 30), (40, 30), (32, 32)]}
+    rng = np.random.default_rng(0)
+    for stem, triplet in sizes.items():
+        for part, suffix, (w, h) in zip(("original", "set1", "set2"), (".JPEG", ".jpg", ".jpg"), triplet):
+            (release / part).mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(release / part / f"{stem}{suffix}",
+                                                                                 format="JPEG")
+    command = ["stimuli", "build", "--design", "dist-import", "--images", str(release)]
+    assert main([*command, "--out", str(tmp_path / "refused")]) == 2
+    assert ("triplet mismatched: its images differ in size (original/mismatched.JPEG 40 x 30, set1/mismatched.jpg "
+            "40 x 30, set2/mismatched.jpg 32 x 32)") in capsys.readouterr().err
+    assert main([*command, "--out", str(tmp_path / "exp"), "--on-error", "skip"]) == 0
+    exp = ExperimentDir(tmp_path / "exp").load()
+    assert sorted(t.source_image for t in exp.trials) == ["landscape", "portrait"]
+    for t in exp.trials:
+        assert {(exp.stimuli[s].width, exp.stimuli[s].height) for s in t.stimuli} == {sizes[t.source_image][0]}
+    assert "triplet mismatched" in exp.provenance["skipped_images"][0]

@@ -24,7 +24,7 @@ def test_round_trip_is_lossless():
     exp = small_experiment()
     again = Experiment.from_dict(json.loads(exp.to_json()))
     assert again.to_dict() == exp.to_dict()
-    assert again.trial("t2").timing == Timing(fixation=500, stimulus=800, mask=None, response_window=2000,
+    assert again.trial("t2").timing == Timing(fixation=300, stimulus=800, mask=None, response_window=2000,
                                               response_from_onset=True)
     assert again.trial("t1").timing == CLASSIFY_TIMING
 

@@ -31,8 +31,8 @@ def test_defaults_describe_this_experiment(sample):
     _, experiment = sample
     sequence = [experiment.trial(s.trial_id) for s in participant_sequence(experiment, 0, "texts")]
     # by hand: classify 300 fixation + 200 image + 200 mask + 1500 answer + 500 ITI = 2700 ms;
-    # DiST oddity 500 fixation + 2000 answer window from onset (covers the 800 ms triplet) + 500 ITI = 3000 ms
-    ms = sum(2700 if t.trial_type == "classify" else 3000 for t in sequence)
+    # DiST oddity 300 fixation + 2000 answer window from onset (covers the 800 ms triplet) + 500 ITI = 2800 ms
+    ms = sum(2700 if t.trial_type == "classify" else 2800 for t in sequence)
     breaks = sum(s.break_before for s in participant_sequence(experiment, 0, "texts"))
     facts = study_facts(experiment)
     assert facts["trials"] == len(sequence) and facts["breaks"] == breaks > 0

@@ -23,7 +23,9 @@ def toy_batch(size: int = 32):
 def test_loss_decreases_on_a_toy_batch(name):
     x, y = toy_batch(16)
     torch.manual_seed(1)
-    algorithm = ALGORITHMS[name](build_model("test_resnet"), lr=1e-2, seed=0)
+    # Adam for every method: ten steps show that the harness learns; SagNet's own SGD step is checked by hand
+    # (test_sagnet_defaults_to_sgd_and_reproduces_the_official_adversarial_step)
+    algorithm = ALGORITHMS[name](build_model("test_resnet"), lr=1e-2, seed=0, optimizer="adam")
     losses = [algorithm.update(x, y) for _ in range(10)]
     assert losses[-1] < 0.7 * losses[0]
     assert algorithm.predict(x).shape == (8,)
@@ -93,6 +95,90 @@ def test_sagnet_steps_the_clipped_adversarial_gradient_with_its_own_optimiser():
     sagnet.adv_optimizer.step = record
     sagnet.update(*toy_batch())
     assert len(stepped) == 1 and abs(float(stepped[0]) - 1e-3) < 1e-6  # clipped on its own, not with the content loss
+
+
+class NormThenHead(torch.nn.Module):
+    """A hand-checkable network: the encoder is one BatchNorm (the split, at "stride 8"), the branch after
+    it a global average pool and a linear head."""
+
+    def __init__(self, channels: int = 2, classes: int = 3):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm2d(channels)
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(channels, classes)
+        self.feature_info = [{"module": "bn", "reduction": 8}]
+
+    def forward(self, x):
+        return self.fc(self.pool(self.bn(x)).flatten(1))
+
+
+@pytest.mark.validates(
+    "SagNet adversarial step on the encoder's normalisation parameters",
+    definition="theta <- theta - lr (clip(grad of w_adv * -1/K sum_k log(p_k + 1e-5), 0.1) + wd theta); SGD, lr 0.004, "
+               "momentum 0.9 (first step: the buffer is the gradient), weight decay 1e-4, w_adv 0.1, clip_adv 0.1",
+    source="Nam et al. 2021, Eq. 6; official train.py and AdvLoss (hyeonseobnam/sagnet)",
+    reference="hand computation in numpy: batch-norm statistics, the style head's logits on the sample's own "
+              "feature mean, the loss gradient and torch's clip_grad_norm_ rule, written without the project's code",
+    tolerance="abs 1e-7 per parameter (steps of about 4e-4)")
+def test_sagnet_defaults_to_sgd_and_reproduces_the_official_adversarial_step():
+    import numpy as np
+
+    torch.manual_seed(3)
+    model = NormThenHead()
+    with torch.no_grad():
+        model.bn.weight.copy_(torch.tensor([1.5, 0.8]))
+        model.bn.bias.copy_(torch.tensor([0.2, -0.3]))
+        model.fc.weight.zero_()  # the content loss then sends no gradient to the encoder: only weight decay acts
+    sagnet = SagNet(model, seed=0)
+    s = sagnet.settings
+    assert (s.name, s.lr, s.momentum, s.weight_decay) == ("sgd", 0.004, 0.9, 1e-4)
+    assert isinstance(sagnet.adv_optimizer, torch.optim.SGD) and sagnet.w_adv == 0.1 and sagnet.clip_adv == 0.1
+    W = 4 * np.array([[2.0, -1.0], [0.5, 1.5], [-1.0, 0.3]])
+    b = np.array([0.1, -0.2, 0.05])
+    with torch.no_grad():
+        sagnet.style_net.fc.weight.copy_(torch.from_numpy(W).float())
+        sagnet.style_net.fc.bias.copy_(torch.from_numpy(b).float())
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 2, 4, 4, generator=g) * torch.tensor([1.0, 3.0]).view(1, 2, 1, 1) + 0.5
+    y = torch.tensor([0, 1, 2, 0])
+    gamma0, beta0 = np.array([1.5, 0.8]), np.array([0.2, -0.3])
+    sagnet.update(x, y)
+
+    # by hand: training-mode batch norm, then each sample's spatial mean of the normalised features m_ic;
+    # the style head sees the sample's own mean and std on borrowed content whose spatial mean is 0, so its
+    # pooled input is gamma_c m_ic + beta_c and its logits z_i = W (gamma * m_i + beta) + b
+    xs = x.double().numpy()
+    xhat = (xs - xs.mean(axis=(0, 2, 3), keepdims=True)) / np.sqrt(xs.var(axis=(0, 2, 3), keepdims=True) + 1e-5)
+    m = xhat.mean(axis=(2, 3))
+    z = (gamma0 * m + beta0) @ W.T + b
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    n, k = p.shape
+    # L = w_adv / n sum_i -1/K sum_k log(p_ik + eps);  dL/dz_ij = -w_adv/(nK) sum_k p_ik (delta_kj - p_ij) / (p_ik + eps)
+    dz = np.stack([-0.1 / (n * k) * sum(p[i, q] * ((q == j) - p[i, j]) / (p[i, q] + 1e-5) for q in range(k))
+                   for i in range(n) for j in range(k)]).reshape(n, k)
+    d_pooled = dz @ W
+    grad = np.concatenate([(d_pooled * m).sum(axis=0), d_pooled.sum(axis=0)])  # d/dgamma, d/dbeta
+    clipped = grad * min(1.0, 0.1 / (np.linalg.norm(grad) + 1e-6))
+    theta0 = np.concatenate([gamma0, beta0])
+    lr, wd = 0.004, 1e-4
+    expected = theta0 - lr * (clipped + wd * theta0) - lr * wd * theta0  # adversarial step + content step's decay
+    got = np.concatenate([model.bn.weight.detach().double().numpy(), model.bn.bias.detach().double().numpy()])
+    assert np.linalg.norm(grad) > 0.1  # the clip is what sets the step here
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-7)
+    assert 3.9e-4 < np.linalg.norm(got - theta0) < 4.1e-4  # lr x clip_adv, as in the official code
+
+
+def test_sagnet_takes_adam_only_when_asked_for_and_records_it():
+    from model_eval.training.algorithms import OptimizerRequest
+
+    adam = SagNet(build_model("test_resnet"), seed=0, optimizer="adam", lr=1e-4)
+    assert isinstance(adam.adv_optimizer, torch.optim.Adam) and adam.settings.as_dict() == {
+        "name": "adam", "lr": 1e-4, "weight_decay": 0.0, "momentum": 0.0}
+    assert OptimizerRequest().settle(ALGORITHMS["erm"], adam_lr=1e-4).name == "adam"
+    assert OptimizerRequest().settle(ALGORITHMS["sagnet"], adam_lr=1e-4).lr == 0.004  # Adam's lr is not SGD's
+    assert OptimizerRequest("sgd", lr=1e-4).settle(ALGORITHMS["erm"]).as_dict() == {
+        "name": "sgd", "lr": 1e-4, "weight_decay": 1e-4, "momentum": 0.9}  # BiasBed's protocol
 
 
 def test_infodrop_drops_homogeneous_regions_more_than_edges():

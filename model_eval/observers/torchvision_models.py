@@ -58,7 +58,8 @@ def weights_filename(name: str) -> str:
 
 @ADAPTERS.register("torchvision")
 class TorchvisionObserver(ModuleObserver):
-    """A torchvision model (NAME or NAME:torchvision, weights from the torch hub cache, or NAME:PATH): softmax, last-layer input as features."""
+    """A torchvision model (NAME or NAME:torchvision, weights from the torch hub cache, or NAME:PATH): softmax, the
+    classification block's input as features."""
 
     priority = 10  # asked before timm, and claims only NAME:torchvision and the names timm lacks
 
@@ -124,16 +125,25 @@ class TorchvisionObserver(ModuleObserver):
         return out
 
 
+HEAD_NAMES = ("classifier", "fc", "heads", "head")
+"""torchvision's names of a model's classification block."""
+
+
 def _feature_layer(model, name: str):
-    """The last linear layer (its input is the penultimate representation), else the ``classifier`` block."""
+    """The classification block, whose input is the oddity features: what the model gives with the block
+    removed, as the DiST authors' evaluation (``classifier = Identity``; every layer but ``fc``). For
+    AlexNet and VGG that is the flattened pool5 map (their ``classifier`` holds fc6, fc7 and fc8), for
+    ResNet and ViT the penultimate vector. A model without such a block: its last linear layer."""
     import torch
 
+    for attribute in HEAD_NAMES:
+        block = getattr(model, attribute, None)
+        if isinstance(block, torch.nn.Module):
+            return block
     linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     if linear:
         return linear[-1]
-    if isinstance(getattr(model, "classifier", None), torch.nn.Module):
-        return model.classifier
-    raise ModelError(f"torchvision model {name!r} has no linear layer or classifier to take features from")
+    raise ModelError(f"torchvision model {name!r} has no classifier block or linear layer to take features from")
 
 
 def cached_torchvision_models() -> list[dict]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import random
 import typing
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -32,6 +33,54 @@ ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms", entry_point_gro
 """Training algorithms by name (``cuebench list algorithms``); a new one registers with ``@ALGORITHMS.register``."""
 
 OPTIMIZERS = ("adam", "sgd")
+AUTO_OPTIMIZER = "auto"
+"""``--optimizer auto``: each algorithm's own (``Algorithm.default_optimizer``)."""
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """The optimiser a run steps with: recorded with every result row and checkpoint (``as_dict``)."""
+
+    name: str
+    lr: float
+    weight_decay: float
+    momentum: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+OPTIMIZER_DEFAULTS = {
+    "adam": OptimizerSettings("adam", lr=1e-3, weight_decay=0.0),
+    "sgd": OptimizerSettings("sgd", lr=0.004, weight_decay=1e-4, momentum=0.9),
+}
+"""Settings of each optimiser when a run gives none. SGD's are SagNet's (Nam et al. 2021, official
+``train.py``: SGD, lr 0.004, momentum 0.9, weight decay 1e-4, one optimiser each for the content,
+style and adversarial steps); BiasBed trains SagNet with the same SGD at lr 1e-4 over 100 ImageNet
+epochs (``--lr 1e-4``). Neither schedule (cosine, or x0.1 at epochs 30/60/90) is reproduced: the lr
+stays constant. Adam's lr is the command's own default (``cuebench train``: 1e-3, ``train-cues``: 1e-4)."""
+
+
+@dataclass(frozen=True)
+class OptimizerRequest:
+    """What a command line asked for: ``auto`` or an optimiser, and an lr and weight decay (None: the
+    optimiser's default, ``OPTIMIZER_DEFAULTS``, with Adam's lr being the command's ``adam_lr``)."""
+
+    name: str = AUTO_OPTIMIZER
+    lr: float | None = None
+    weight_decay: float | None = None
+
+    def settle(self, algorithm: type["Algorithm"], adam_lr: float | None = None) -> OptimizerSettings:
+        """The settings ``algorithm`` trains with under this request."""
+        name = algorithm.default_optimizer if self.name == AUTO_OPTIMIZER else self.name
+        if name not in OPTIMIZERS:
+            raise AlgorithmError(f"--optimizer must be {AUTO_OPTIMIZER} or one of {', '.join(OPTIMIZERS)}, "
+                                 f"got {name!r}")
+        base = OPTIMIZER_DEFAULTS[name]
+        if name == "adam" and adam_lr is not None:
+            base = replace(base, lr=adam_lr)
+        return replace(base, lr=base.lr if self.lr is None else self.lr,
+                       weight_decay=base.weight_decay if self.weight_decay is None else self.weight_decay)
 
 
 PARSED = {"int_parsing": "a whole number", "float_parsing": "a number", "bool_parsing": "true or false"}
@@ -77,6 +126,9 @@ class Algorithm:
     Options: type[AlgorithmOptions] = AlgorithmOptions
     """The algorithm's settings; a subclass with settings declares its own ``Options`` model."""
 
+    default_optimizer = "adam"
+    """The optimiser a run takes unless asked for another (``--optimizer``)."""
+
     @staticmethod
     def output_classes(n_classes: int) -> int:
         """Width of the classification head for ``n_classes`` training classes."""
@@ -87,13 +139,11 @@ class Algorithm:
         """The ``n_classes`` logits the model answers with (the head's own outputs, for all but DiSTinguish)."""
         return logits
 
-    def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.0, seed: int = 0, amp: bool = False,
-                 optimizer: str = "adam", **options):
+    def __init__(self, model: nn.Module, lr: float | None = None, weight_decay: float | None = None, seed: int = 0,
+                 amp: bool = False, optimizer: str = AUTO_OPTIMIZER, **options):
         self.options = options_of(type(self), options)
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+        self.settings = OptimizerRequest(optimizer, lr, weight_decay).settle(type(self))
         self.model = model
-        self.lr, self.weight_decay, self.optimizer_name = lr, weight_decay, optimizer
         self.optimizer = self.make_optimizer(model.parameters())
         self.rng = random.Random(seed)
         self.amp = amp
@@ -107,10 +157,11 @@ class Algorithm:
         return True
 
     def make_optimizer(self, params) -> torch.optim.Optimizer:
-        """Adam, or SGD with momentum 0.9 (SagNet's and BiasBed's SGD settings), at this run's lr and decay."""
-        if self.optimizer_name == "sgd":
-            return torch.optim.SGD(params, lr=self.lr, momentum=0.9, weight_decay=self.weight_decay)
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        """This run's optimiser (``settings``) over ``params``: SGD with momentum, or Adam."""
+        s = self.settings
+        if s.name == "sgd":
+            return torch.optim.SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
+        return torch.optim.Adam(params, lr=s.lr, weight_decay=s.weight_decay)
 
     def _autocast(self, x: torch.Tensor):
         enabled = self.amp and x.device.type == "cuda"
@@ -223,10 +274,16 @@ def content_randomize(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     return ((x - mean) / std)[perm].detach() * std + mean
 
 
+ADV_LOSS_EPS = 1e-5
+"""The official code's ``AdvLoss`` takes log(p + 1e-5): the loss stays finite when a style prediction
+is certain."""
+
+
 def uniform_target_loss(logits: torch.Tensor) -> torch.Tensor:
     """SagNet's adversarial loss (Nam et al. 2021, Eq. 6): cross-entropy of the style network's
-    prediction against the uniform distribution, -1/K sum_k log p_k, averaged over the batch."""
-    return -F.log_softmax(logits.float(), dim=1).mean(dim=1).mean()
+    prediction against the uniform distribution, -1/K sum_k log(p_k + eps), averaged over the batch
+    (eps = ``ADV_LOSS_EPS``, as the official ``AdvLoss``)."""
+    return -(F.softmax(logits.float(), dim=1) + ADV_LOSS_EPS).log().mean(dim=1).mean()
 
 
 @ALGORITHMS.register("sagnet")
@@ -241,9 +298,14 @@ class SagNet(Algorithm):
     encoder's normalisation layers take an adversarial step that makes the style branch's prediction
     uniform. Each of the three has its own optimiser, as in the official ``train.py``: the adversarial
     gradient (loss weight ``w_adv`` = 0.1) is clipped to norm ``clip_adv`` = 0.1 on its own and stepped
-    by its own optimiser, so with ``optimizer="sgd"`` (the paper's) both numbers are the step sizes they
-    are there; with Adam, which rescales every gradient, they only set the adversarial direction.
+    by its own optimiser. The optimiser is SGD by default, as there (``OPTIMIZER_DEFAULTS``: lr 0.004,
+    momentum 0.9, weight decay 1e-4), so both numbers are the step sizes they are in the paper: the
+    first adversarial step moves the encoder's normalisation parameters by lr x (clipped gradient +
+    weight decay x parameter), at most about 4e-4 in norm. Adam (``optimizer="adam"``, only when asked
+    for) rescales every gradient to a step of about lr per parameter, which cancels both numbers.
     Randomisation acts only in ``update``; ``predict`` is the plain model."""
+
+    default_optimizer = "sgd"
 
     class Options(AlgorithmOptions):
         w_adv: float = Field(0.1, ge=0.0, description="weight of the adversarial loss (BiasBed, Nam et al.: 0.1)")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from ..imagenet16 import IMAGENET16_INDICES
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
 if TYPE_CHECKING:
-    from .algorithms import AlgorithmOptions
+    from .algorithms import AlgorithmOptions, OptimizerRequest
 
 DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
@@ -43,10 +43,11 @@ MAPPING_FILE = "cue_conflict_mapping.json"
 """Label -> ImageNet indices with which the study's checkpoints answer the cue-conflict trials (``subset_mapping``)."""
 EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
-           "observer", "checkpoint", "job_id", "algorithm_options")
+           "observer", "checkpoint", "job_id", "algorithm_options", "optimizer")
 """One row per job, epoch and split (val, test: top-1 accuracy over the study's n classes on held-out
 original photos); ``selected`` marks the best-validation epoch, whose checkpoint answered the trials as
-``observer``; ``algorithm_options`` the algorithm's options, defaults included, as JSON."""
+``observer``; ``algorithm_options`` the algorithm's options, defaults included, as JSON; ``optimizer``
+the optimiser's name, lr, weight decay and momentum, as JSON."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,20 @@ class CueConfig:
     weight_decay: float = 0.0
     input_size: int = 128
     seed: int = 0
+    optimizer: str = "adam"
+    """The optimiser ``lr`` and ``weight_decay`` belong to; ``lr`` is Adam's default until settled per
+    algorithm (``plan_cue_jobs``)."""
+
+    def identity(self) -> dict:
+        """What names a job: the fields, Adam (the only optimiser before there was a choice) left out, so
+        earlier jobs keep their names and an SGD run is named apart."""
+        fields = asdict(self)
+        if fields["optimizer"] == "adam":
+            del fields["optimizer"]
+        return fields
 
     def key(self) -> str:
-        return hashlib.sha256(canonical_json(asdict(self)).encode()).hexdigest()[:8]
+        return hashlib.sha256(canonical_json(self.identity()).encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
@@ -79,7 +91,7 @@ class CueJob:
     def job_id(self) -> str:
         key = self.config.key()
         if self.options:
-            key = hashlib.sha256(canonical_json({**asdict(self.config), "options": dict(self.options)}).encode()
+            key = hashlib.sha256(canonical_json({**self.config.identity(), "options": dict(self.options)}).encode()
                                  ).hexdigest()[:8]
         return f"cues--{self.config.model}--{self.algorithm}--r{self.run}--{key}"
 
@@ -96,9 +108,12 @@ class CueJob:
 
 
 def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, config: CueConfig = CueConfig(),
-                  runtime: Runtime = Runtime(), options: dict[str, "AlgorithmOptions"] | None = None) -> list[CueJob]:
-    """Every (algorithm x run) job; ``options``: validated options per algorithm (defaults for the others)."""
-    from .algorithms import ALGORITHMS
+                  runtime: Runtime = Runtime(), options: dict[str, "AlgorithmOptions"] | None = None,
+                  optimizer: "OptimizerRequest | None" = None) -> list[CueJob]:
+    """Every (algorithm x run) job; ``options``: validated options per algorithm (defaults for the others);
+    ``optimizer``: what the command asked for, settled per algorithm (SGD for SagNet unless another is
+    named; Adam's lr is ``config.lr``)."""
+    from .algorithms import ALGORITHMS, OptimizerRequest
 
     for name in algorithms:
         ALGORITHMS.get(name)  # an unknown name fails here, in one line with "did you mean"
@@ -115,7 +130,13 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
         raise TrainingError(f"{folder.file('cue')}: the study's images are {study.input_size} px, the training "
                             f"asks for --input-size {config.input_size}")
     changed = {name: tuple(sorted(o.changed().items())) for name, o in (options or {}).items()}
-    return [CueJob(str(study_dir), a, r, config, runtime, changed.get(a, ())) for a in algorithms for r in range(runs)]
+    request = optimizer or OptimizerRequest()
+    configs = {}
+    for name in algorithms:
+        settled = request.settle(ALGORITHMS[name], adam_lr=config.lr)
+        configs[name] = replace(config, optimizer=settled.name, lr=settled.lr, weight_decay=settled.weight_decay)
+    return [CueJob(str(study_dir), a, r, configs[a], runtime, changed.get(a, ())) for a in algorithms
+            for r in range(runs)]
 
 
 def subset_head(model, classes: np.ndarray, width: int) -> None:
@@ -193,8 +214,9 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
         x_train = torch.cat([x_train, disrupted])
     model.to(device)
     algorithm = algorithm_class(model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed, amp=job.runtime.amp,
-                                **dict(job.options))
+                                optimizer=cfg.optimizer, **dict(job.options))
     options = algorithm.options.model_dump(mode="json")
+    optimizer = algorithm.settings.as_dict()
 
     def normalise(batch):
         return (batch.to(device).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
@@ -223,12 +245,14 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
             rows.append({"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "epoch": epoch, "split": split,
                          "accuracy": value, "n_images": len(data[f"{split}_labels"]),
                          "train_loss": float(np.mean(losses)), "job_id": job.job_id,
-                         "algorithm_options": json.dumps(options, sort_keys=True)})
+                         "algorithm_options": json.dumps(options, sort_keys=True),
+                         "optimizer": json.dumps(optimizer, sort_keys=True)})
     checkpoint = study / CHECKPOINTS_DIR / f"{job.job_id}.pth"
     buf = io.BytesIO()
     twin_head = {"original_classes": n} if width != n else {}
     torch.save({"state_dict": best_state, "imagenet_indices": [int(c) for c in classes], **twin_head,
-                "algorithm": job.algorithm, "algorithm_options": options, "epoch": best_epoch}, buf)
+                "algorithm": job.algorithm, "algorithm_options": options, "optimizer": optimizer,
+                "epoch": best_epoch}, buf)
     atomic_write(checkpoint, buf.getvalue())
     observer = None
     for name in EXPERIMENTS:

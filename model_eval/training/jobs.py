@@ -27,17 +27,18 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write, canonical_json
 
 if TYPE_CHECKING:
-    from .algorithms import AlgorithmOptions
+    from .algorithms import AlgorithmOptions, OptimizerSettings
 
 TABLE_FILE = "training.csv"
 RUNS_DIR = "training/runs"
 COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
            "seed", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss",
-           "train_images_per_s", "job_id", "algorithm_options")
+           "train_images_per_s", "job_id", "algorithm_options", "optimizer")
 """The training table: one row per job, epoch and evaluated split. ``accuracy`` is the mean
 per-class accuracy (Eulig et al. 2021, Sec. 3.4); ``per_class_accuracy`` a JSON list in
 the order of the entry's selected target classes; ``algorithm_options`` the algorithm's
-options, defaults included, as JSON."""
+options, defaults included, as JSON; ``optimizer`` the optimiser's name, lr, weight decay and
+momentum, as JSON."""
 
 
 class TrainingError(CuebenchError):
@@ -58,11 +59,16 @@ class TrainConfig:
     seed: int = 0
     options: tuple[tuple[str, Any], ...] = ()
     """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
+    optimizer: str = "adam"
+    """The optimiser ``lr`` and ``weight_decay`` belong to (settled by ``OptimizerRequest.settle``)."""
 
     def key(self) -> str:
         """Hash of what names the job: the fields, with the changed options. pAdaIN's p keeps the
-        name and place it had as the field ``padain_p`` (so job names of earlier runs still match)."""
-        identity = {k: v for k, v in asdict(self).items() if k != "options"}
+        name and place it had as the field ``padain_p``, and Adam, the only optimiser before there was
+        a choice, is left out (so job names of earlier runs still match; an SGD run is named apart)."""
+        identity = {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer")}
+        if self.optimizer != "adam":
+            identity["optimizer"] = self.optimizer
         options = dict(self.options)
         identity["padain_p"] = options.pop("p", 0.01) if self.algorithm == "padain" else 0.01
         if options:
@@ -74,9 +80,13 @@ class TrainConfig:
         return dict(self.options)
 
     @classmethod
-    def with_options(cls, options: "AlgorithmOptions | None" = None, **fields) -> "TrainConfig":
-        """A configuration whose ``options`` are the changed ones of a validated options model."""
+    def with_options(cls, options: "AlgorithmOptions | None" = None, optimizer: "OptimizerSettings | None" = None,
+                     **fields) -> "TrainConfig":
+        """A configuration whose ``options`` are the changed ones of a validated options model, and whose
+        ``optimizer``, ``lr`` and ``weight_decay`` are the settled ``optimizer`` (when given)."""
         changed = options.changed() if options is not None else {}
+        if optimizer is not None:
+            fields.update(optimizer=optimizer.name, lr=optimizer.lr, weight_decay=optimizer.weight_decay)
         return cls(**fields, options=tuple(sorted(changed.items())))
 
 
@@ -227,8 +237,9 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
     torch.manual_seed(job.seed)
     model = build_model(cfg.model).to(device)
     algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
-                                          amp=job.runtime.amp, **cfg.algorithm_options())
+                                          amp=job.runtime.amp, optimizer=cfg.optimizer, **cfg.algorithm_options())
     options = json.dumps(algorithm.options.model_dump(mode="json"), sort_keys=True)
+    optimizer = json.dumps(algorithm.settings.as_dict(), sort_keys=True)
     shuffle = torch.Generator().manual_seed(job.seed)
     x_train, y_train = data["train"]
     rows = []
@@ -251,7 +262,7 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
                          "epoch": epoch, "split": split, "accuracy": mean_class_accuracy(per_class),
                          "per_class_accuracy": json.dumps(per_class), "n_images": len(y),
                          "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "job_id": job.job_id,
-                         "algorithm_options": options})
+                         "algorithm_options": options, "optimizer": optimizer})
     write_rows(job.result_path, rows)
     return job.result_path
 

@@ -33,7 +33,7 @@ from cuebench.images import decode_image
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from ..options import DesignOptions, OptionError
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
-from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS
+from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS, STEPS_PER_DIST_STEP
 from . import DESIGNS, Design
 from .common import build_provenance, hold_out, slug, study_timing
 from .imports import POSITIONS
@@ -58,8 +58,10 @@ class DistOptions(DesignOptions):
                                                              "Portilla-Simoncelli, no weights")
     feature_net: str = Field(DEFAULT_FEATURE_NET, description="feature CNN for --synthesis gram, NAME[:WEIGHTS] "
                                                               "(vgg19, tf_efficientnet_lite0/1/2)")
-    synthesis_steps: int | None = Field(None, ge=1, description=f"optimisation steps (default: {DEFAULT_STEPS} "
-                                                                f"for gram, {PS_STEPS} for ps)")
+    synthesis_steps: int | None = Field(None, ge=1, description=f"synthesis steps, optimiser iterations (default: "
+                                                                f"{DEFAULT_STEPS} for gram, {PS_STEPS} outer L-BFGS "
+                                                                f"steps for ps; DiST's own 100 steps are "
+                                                                f"{100 * STEPS_PER_DIST_STEP} of gram's)")
     synthesis_optimizer: Literal[OPTIMIZERS] = Field("lbfgs", description="gram optimiser")
     synthesis_device: str = Field("auto", description="torch device: cpu, cuda, cuda:1, auto")
     synthesis_batch: int | None = Field(None, ge=1, description="images synthesised together (gram default: 8 on "

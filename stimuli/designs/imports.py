@@ -9,7 +9,12 @@ leaves them out.
 
 ``dist-import``: a DiST release (Wen et al. 2024) with ``original/``, ``set1/``,
 ``set2/`` (and optionally ``labels.csv``) -> ``oddity`` trials of three images whose
-correct answer is the original, with the original's position balanced over 1-3.
+correct answer is the original, with the original's position balanced over 1-3. The three
+files of a triplet share a stem, whatever their suffixes (the public release has
+``original/X.JPEG`` beside ``set1/X.jpg``), and are kept as they are: the release keeps each
+ImageNet photo's own size (a 500 x 375 original has 500 x 375 versions), a prepared copy may
+be 224 x 224 crops; a triplet whose three images differ in size is refused, since the size
+alone would give the odd one away.
 """
 
 from __future__ import annotations
@@ -126,6 +131,8 @@ def build_dist(request) -> Experiment:
         raise SourceError(f"{folders[0]} holds no images")
     names = _dist_labels(root)
     by_name = {orig.stem: orig for orig in originals}
+    by_stem = [{f.stem: f for f in sorted(folder.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES}
+               for folder in folders[1:]]  # set1/X.jpg beside original/X.JPEG
     catch_every = args.catch_every or 0
     held = hold_out([SourceImage(orig.stem, names.get(orig.stem), str(orig), lambda: None) for orig in originals],
                     args.seed, args.practice, catch_every, args.attention or 0)
@@ -137,7 +144,7 @@ def build_dist(request) -> Experiment:
         positions = [i % 3 for i in range(len(photos))]
         rng.shuffle(positions)
         for src, position in tqdm(list(zip(photos, positions)), desc=f"dist {role} triplets", unit="triplet"):
-            made = _dist_triplet(expdir, folders, by_name[src.name], role, args.on_error, failed)
+            made = _dist_triplet(expdir, folders, by_stem, by_name[src.name], role, args.on_error, failed)
             if made is None:
                 continue
             stimuli.update((stim.id, stim) for stim in made)
@@ -157,11 +164,14 @@ def build_dist(request) -> Experiment:
                    Schedule(break_every=100, catch_every=catch_every or None, attention_every=args.attention or None))
 
 
-def _dist_triplet(expdir, folders: list[Path], orig: Path, role: str, on_error: str, failed: list[str]):
+def _dist_triplet(expdir, folders: list[Path], by_stem: list[dict[str, Path]], orig: Path, role: str, on_error: str,
+                  failed: list[str]):
     """The original and the two versions a trial of ``role`` shows, stored; a catch trial shows the original,
-    its mirror image and set1's version instead. None when a file is corrupt and skipped."""
-    paths = [orig] + [folder / orig.name for folder in folders[1:]]
-    absent = [str(p) for p in paths if not p.is_file()]
+    its mirror image and set1's version instead. The versions are paired by stem (the release's
+    ``original/X.JPEG`` beside ``set1/X.jpg``) and kept at their size; a triplet whose images differ in size
+    would give the odd one away, so it is refused (or skipped). None when a file is corrupt and skipped."""
+    paths = [orig] + [versions.get(orig.stem) for versions in by_stem]
+    absent = [f"{folder}/{orig.stem}.*" for folder, p in zip(folders, paths) if p is None]
     if absent:
         raise SourceError(f"triplet {orig.stem} is incomplete: {', '.join(absent)} missing")
     made = []
@@ -171,6 +181,15 @@ def _dist_triplet(expdir, folders: list[Path], orig: Path, role: str, on_error: 
                 "params": {"version": version}, "seed": None}
         made.append(_import_file(expdir, path, prov, on_error, failed))
     if any(m is None for m in made):
+        return None
+    sizes = [(m.width, m.height) for m in made]
+    if len(set(sizes)) > 1:
+        problem = (f"triplet {orig.stem}: its images differ in size ("
+                   + ", ".join(f"{p.parent.name}/{p.name} {w} x {h}" for p, (w, h) in zip(paths, sizes))
+                   + "), which would give the odd one away")
+        if on_error == "fail":
+            raise SourceError(problem + " (use --on-error skip to leave it out)")
+        failed.append(problem)
         return None
     if role == "catch":
         mirrored = np.ascontiguousarray(decode_image(orig)[:, ::-1])
