@@ -39,16 +39,19 @@ def test_same_seed_gives_identical_files_and_another_seed_other_files(built, tmp
     assert (built / "experiment.json").read_bytes() != b""
     assert build(tmp_path / "c", "--seed", "8") == 0
     a, c = ExperimentDir(built).load(), ExperimentDir(tmp_path / "c").load()
-    shuffled = lambda exp: {s.id for s in exp.stimuli.values() if s.transform in ("patch_shuffle", "channel_shuffle")}
-    deterministic = lambda exp: {s.id for s in exp.stimuli.values() if s.transform in ("bilateral", "grayscale")}
-    assert shuffled(a).isdisjoint(shuffled(c))
-    assert deterministic(a) == deterministic(c)
+    # the seed also picks the photo held out for the attention check: compare the photos both builds test
+    tested = {t.source_image for t in a.trials if t.role == "test"} & \
+        {t.source_image for t in c.trials if t.role == "test"}
+    of = lambda exp, kinds: {s.id for s in exp.stimuli.values() if s.transform in kinds and s.source_image in tested}
+    assert of(a, ("patch_shuffle", "channel_shuffle")).isdisjoint(of(c, ("patch_shuffle", "channel_shuffle")))
+    assert of(a, ("bilateral", "grayscale")) == of(c, ("bilateral", "grayscale")) != set()
 
 
 def test_every_stimulus_records_its_provenance_in_the_manifest_not_the_image(built):
     expdir = ExperimentDir(built)
     exp = expdir.load()
-    assert len(exp.trials) == 8 * (1 + 15 + 6 + 5 + 1) + 1
+    # one of the 8 photos is held out for the attention check: never a test photo of anyone
+    assert len(exp.trials) == 7 * (1 + 15 + 6 + 5 + 1) + 1
     for stim in exp.stimuli.values():
         path = built / stim.path
         with Image.open(path) as im:
@@ -97,7 +100,9 @@ def test_corrupt_image_is_named_and_skipped_or_fatal(tmp_path, photos, capsys):
                  "--conditions", "grayscale", "--on-error", "skip"]) == 0
     expdir = ExperimentDir(tmp_path / "y")
     exp = expdir.load()
-    assert {t.source_image for t in exp.trials if t.role == "test"} == {"cat/chelsea", "flower/flower"}
+    # one photo is tested, the other held out for the attention check
+    assert {t.source_image for t in exp.trials} == {"cat/chelsea", "flower/flower"}
+    assert len({t.source_image for t in exp.trials if t.role == "test"}) == 1
     assert "broken" in exp.provenance["skipped_images"][0]
     origins = {expdir.provenance(sid)["source_origin"] for sid in exp.stimuli}
     assert origins == {"cat/chelsea.png", "flower/flower.jpg"}  # relative to the folder: no path of this machine
