@@ -71,8 +71,9 @@ def answered_edges(shared, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("edges-study")
     first_of_each_class(shared / "data/geirhos2019/stimuli/edges", root / "images" / "edges")
+    # no attention check: each would hold one of the 16 photos out of the test trials
     cuebench(root, "stimuli", "build", "--design", "labelled-set", "--images", "images/edges", "--out", "study",
-             "--workers", "1")
+             "--workers", "1", "--attention", "0")
     cuebench(root, "eval", "--experiment", "study", "--model", "tf_efficientnet_lite0", "--device", "cpu", "--quiet")
     server = ServerProcess(root / "study", free_port())
     server.start()

@@ -47,7 +47,7 @@ class Reliance(Section):
         if "original" not in set(classify["condition"]):
             return "relative accuracy needs 'original' trials as the baseline; none in these responses"
         rel = metrics.relative_accuracy(classify, n_choices)
-        names = level_parameters(fixed)
+        names = level_parameters(scored)
         groups = {value: metrics.group_accuracy(rel, value, seed=options.seed, n_boot=options.n_boot)
                   for value in ("relative_accuracy", "chance_corrected")}
         result.tables["relative_accuracy"] = with_parameters(rel, names)

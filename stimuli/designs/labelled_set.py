@@ -29,7 +29,7 @@ from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
 from ..sources import SourceImage, resolve_images
 from . import DESIGNS, Design
-from .common import (attention_checks, build_provenance, classify_schedule, held_out, label_set_for, slug,
+from .common import (attention_trials, build_provenance, classify_schedule, label_set_for, slug, study_hold_out,
                      study_timing, unchanged_trials)
 
 
@@ -86,22 +86,21 @@ class LabelledSet(Design):
         label_set = label_set_for(sources, common.images)
         condition = request.options.condition or set_name(common.images)
         timing = study_timing(common, CLASSIFY_TIMING)
-        tests, practice = held_out(sources, common.practice, common.seed, "--practice")
         catch_every = common.catch_every or 0
-        tests, catch = held_out(tests, max(1, len(tests) // (catch_every + 1)) if catch_every else 0,
-                                common.seed, "--catch-every")
+        held = study_hold_out(sources, common, catch_every)
         report = run_jobs(expdir, [SourceJob(src, [Task("original", {}, None)]) for src in sources],
                           workers=common.workers, on_error=common.on_error,
                           existing=expdir.load() if expdir.exists() else None)
-        trials = set_trials(tests, report, label_set, condition, timing, common.seed)
+        trials = set_trials(held.tests, report, label_set, condition, timing, common.seed)
         if not trials:
             raise BuildError(f"no trials made from {common.images}: every image failed")
-        for role, held in (("practice", practice), ("catch", catch)):
-            made = [(src, report.get(src, Task("original", {}, None))) for src in held]
+        for role, photos in (("practice", held.practice), ("catch", held.catch)):
+            made = [(src, report.get(src, Task("original", {}, None))) for src in photos]
             made = [(src, stim) for src, stim in made if stim is not None]
             trials += unchanged_trials(role, label_set, [(src, stim.id) for src, stim in made], timing, common.seed)
-        originals = [(t.source_image, t.stimuli[0], t.category) for t in trials if t.role == "test"]
-        trials += attention_checks(common, label_set, originals, len(originals), timing)
+        originals = [(src.name, stim.id, src.category) for src in held.attention
+                     if (stim := report.get(src, Task("original", {}, None))) is not None]
+        trials += attention_trials(label_set, originals, common.seed, timing)
         used = {sid for t in trials for sid in t.stimuli}
         stimuli = {stim.id: stim for stim in report.stimuli.values() if stim.id in used}
         print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} images skipped")
