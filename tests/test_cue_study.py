@@ -195,13 +195,14 @@ def test_disrupted_images_that_look_like_noise_are_refused_with_the_numbers(shar
 
 @pytest.fixture(scope="module")
 def grayscale_experiment(tmp_path_factory, photos):
-    """A suppression experiment of two photos (cat, dog) and five grayscale levels, built once."""
+    """A suppression experiment of two photos (cat, dog) and five grayscale levels, built once (no attention
+    check: it would hold one of the two photos out of the test trials)."""
     root = tmp_path_factory.mktemp("grayscale")
     for label, photo in (("cat", "chelsea"), ("dog", "coffee")):
         (root / "images" / label).mkdir(parents=True)
         Image.fromarray(photos[photo]).save(root / "images" / label / f"{photo}.png")
     assert main(["stimuli", "build", "--design", "suppression", "--conditions", "grayscale", "--images",
-                 str(root / "images"), "--out", str(root / "exp"), "--workers", "1"]) == 0
+                 str(root / "images"), "--out", str(root / "exp"), "--workers", "1", "--attention", "0"]) == 0
     return root / "exp"
 
 
