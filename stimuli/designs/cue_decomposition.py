@@ -125,7 +125,8 @@ def shards(request, shard_size: int, sources: list[SourceImage] | None = None, f
            resize: str = RESIZE_POLICY) -> list:
     """The EED shape cues still to make, cut into shards of ``--shard-size`` source images
     (``stimuli.shards``); names stay the same across re-runs, finished ones are left out.
-    ``sources``, ``fit`` and ``resize`` as for ``make_shape_cues`` (default: the build's photos at 224 x 224)."""
+    ``sources``, ``fit`` and ``resize`` as for ``make_shape_cues`` (default: the build's test photos at 224 x 224,
+    without those held out for checks, which show only the original)."""
     from cuebench.executors import Shard
 
     from ..shards import chunks, manifest_path
@@ -134,7 +135,7 @@ def shards(request, shard_size: int, sources: list[SourceImage] | None = None, f
         raise BuildError(f"--shard-size must be >= 1, got {shard_size}")
     args, expdir = request.options, request.expdir
     if sources is None:
-        sources = resolve_images(request.common.images, request.common.labels)
+        sources = study_hold_out(resolve_images(request.common.images, request.common.labels), request.common).tests
     task = Task("eed", eed_params(args), None)
     known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
     groups = chunks(sources, shard_size)
