@@ -55,8 +55,13 @@ model-vs-human way), the parameters' JSON spelling (the values are the same, :fu
 and the methods paragraph (timing and devices have no raw column)."""
 
 
+MODEL_ONLY_DESIGNS = {"seg-cue-decomposition"}
+"""Designs whose answers the raw format cannot hold (per-image confusion matrices of segmentation): their build,
+evaluation and report run from the documented commands in tests/test_segmentation.py."""
+
+
 def test_every_registered_design_is_covered():
-    assert set(BUILDS) == set(DESIGNS.names())
+    assert set(BUILDS) | MODEL_ONLY_DESIGNS == set(DESIGNS.names())
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +176,8 @@ def test_reanalysing_the_export_gives_every_number_of_the_experiment(answered):
             assert params_equal(a["params"], b["params"])
         compared.append(name)
     assert {"accuracy", "group_accuracy", "error_consistency", "observer_summary"} <= set(compared)
-    expected = {"suppression": {"relative_accuracy", "thresholds", "noise_ceilings", "ttests"},
+    # the human grid has at most two levels per condition: too few for a threshold (the thresholds section says so)
+    expected = {"suppression": {"relative_accuracy", "noise_ceilings", "ttests"},
                 "corruptions": {"thresholds", "noise_ceilings"},
                 "cue-decomposition": {"cue_decomposition"},
                 "cue-conflict-eed": {"shape_bias", "shape_bias_by_category"},
