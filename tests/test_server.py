@@ -557,8 +557,12 @@ def test_prolific_list(env, tmp_path):
     # sorted: the test's clock stands still, so the starts tie on their time, the export's order
     assert sorted((r["participant_id"][0], r["action"]) for r in rows) == [("a", "approve"), ("b", "return"),
                                                                              ("c", "wait")]
-    clock.now -= 61  # a session whose reservation (60 s) lapsed: abandoned, for a person to review
-    start(client, PROLIFIC_PID="eeeeeeeeeeeeeeeeeeeeeeee", STUDY_ID="s", SESSION_ID="5")
+    late = start(client, PROLIFIC_PID="eeeeeeeeeeeeeeeeeeeeeeee", STUDY_ID="s", SESSION_ID="5")
+    from experiment_server.db import PARTICIPANTS
+
+    with sqlite3.connect(study.expdir.responses_file) as conn:  # its reservation lapsed: abandoned, to review
+        conn.execute(f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=?",
+                     (time.time() - 1, study.db.by_token(late).code))
     rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "later.csv")[0])))
     (late,) = [r for r in rows if r["participant_id"][0] == "e"]
     assert late["action"] == "review" and late["reason"].startswith("session abandoned")

@@ -32,11 +32,24 @@ REPORTED = {
     "friedman_ranks": r"Friedman",
     "nemenyi_p": r"Nemenyi",
     "rank_correlations": r"Spearman",
+    "error_consistency_cells": r"error consistency kappa per condition x level",
+    "classwise_relative_accuracy": r"class-wise relative accuracy",
+    "classwise_pairs": r"share of classes following",
+    "classwise_outliers": r"outlier classes",
+    "relative_robustness": r"relative corruption robustness",
+    "seg_relative_robustness": r"relative corruption robustness",
+    "segmentation_miou": r"segmentation mIoU",
+    "segmentation_class_iou": r"segmentation mIoU",
+    "seg_boundaries": r"segmentation mIoU",
+    "seg_cue_decomposition": r"segmentation S_cd and R_cd",
+    "seg_class_cue_decomposition": r"segmentation S_cd and R_cd",
+    "seg_correlations": r"rank correlation of segmentation metrics",
 }
 """Each table a report section prints -> how a validation row names its statistic."""
 NOT_STATISTICS = {"exclusion_summary": "counts of excluded trials by reason",
                   "methods": "the methods paragraph (its numbers: tests/test_methods_paragraph.py)",
-                  "observer_summary": "one row per observer gathering the other tables' values"}
+                  "observer_summary": "one row per observer gathering the other tables' values",
+                  "segmentation_summary": "one row per segmentation model gathering the other tables' values"}
 ALSO_REPORTED = {"effect sizes of the t-tests": r"d_z", "DiagViB-6 factor aggregates": r"FAAvg",
                  "cue-study differences from ERM": r"Welch", "sample-size plan": r"plan"}
 """Statistics printed outside the experiment report's sections (t-test columns, study reports, ``cuebench plan``)."""
