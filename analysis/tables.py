@@ -41,7 +41,9 @@ def with_parameters(table: pd.DataFrame, names: pd.DataFrame) -> pd.DataFrame:
     """``table`` with a ``parameters`` column right after ``level`` (:func:`level_parameters`)."""
     if table.empty or "level" not in table or "condition" not in table:
         return table
-    out = table.drop(columns="parameters", errors="ignore").merge(names, on=["condition", "level"], how="left")
+    keyed = {"condition": object}  # an empty or all-missing side must not change the key's type (no names: NaN)
+    out = table.drop(columns="parameters", errors="ignore").astype(keyed).merge(
+        names.astype(keyed), on=["condition", "level"], how="left")
     columns = [c for c in table.columns if c != "parameters"]
     at = columns.index("level") + 1
     return out[columns[:at] + ["parameters"] + columns[at:]]
