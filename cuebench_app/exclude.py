@@ -64,16 +64,23 @@ def resolve_observer(store, experiment: str, database, given: str) -> str:
     raise CuebenchError(f"no observer, Prolific ID or entry code {given!r} in experiment {experiment!r}{hint}")
 
 
-def run(args) -> int:
+def participants_store(expdir, database: str | None):
+    """(the experiment folder, its name, where its participants are stored): the folder's responses.sqlite, or
+    ``--database``; a folder nobody has taken part in yet is refused in one line."""
     from cuebench.expdir import ExperimentDir
+
+    folder = ExperimentDir(expdir)
+    experiment = folder.load().name
+    if database is None and not folder.responses_file.exists():
+        raise CuebenchError(f"{folder.root} has no participants yet ({folder.responses_file.name} is missing)")
+    return folder, experiment, database or folder.responses_file
+
+
+def run(args) -> int:
     from cuebench.exclusions import current, history, record
     from cuebench.responses import ResponseStore
 
-    folder = ExperimentDir(args.expdir)
-    experiment = folder.load().name
-    if args.database is None and not folder.responses_file.exists():
-        raise CuebenchError(f"{folder.root} has no participants yet ({folder.responses_file.name} is missing)")
-    location = args.database or folder.responses_file
+    _, experiment, location = participants_store(args.expdir, args.database)
     with ResponseStore(location) as store:
         if args.observer is None:
             for event in history(store.conn, experiment):

@@ -55,15 +55,10 @@ def erase(store, experiment: str, observer: str) -> dict[str, int]:
 def run(args) -> int:
     from human_tasks.lab.session import DATA_DIR
 
-    from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore
-    from .exclude import resolve_observer
+    from .exclude import participants_store, resolve_observer
 
-    folder = ExperimentDir(args.expdir)
-    experiment = folder.load().name
-    if args.database is None and not folder.responses_file.exists():
-        raise CuebenchError(f"{folder.root} has no participants yet ({folder.responses_file.name} is missing)")
-    location = args.database or folder.responses_file
+    folder, experiment, location = participants_store(args.expdir, args.database)
     with ResponseStore(location) as store:
         observer = resolve_observer(store, experiment, location, args.participant)
         deleted = erase(store, experiment, observer)
