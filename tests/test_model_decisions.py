@@ -9,7 +9,7 @@ import pytest
 
 from model_eval.decisions import (DecisionError, LabelMapping, aggregate, decide_classify, decide_oddity,
                                   label_mapping, mean_cosine_distances, read_mapping_file, zscore)
-from model_eval.imagenet16 import IMAGENET16_INDICES
+from cuebench.imagenet16 import IMAGENET16_INDICES
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import NOT_CLEAR, LabelSet
 from stimuli.sources import DEFAULT_LABEL_INDICES

@@ -1,8 +1,8 @@
 """The training half of a cue-reliance study: fine-tune an ImageNet model with several algorithms,
 several runs each, and measure every selected checkpoint on the same trials as any other observer.
 
-A study directory is prepared once by the ``train-cues`` workflow of the app layer
-(``cuebench_app.train_cues``: photos, their structure-disrupted versions, two experiments). A job
+A study directory is prepared once by ``stimuli.cue_training_sets`` (photos, their structure-disrupted
+versions, two experiments, in the files ``cuebench.studies`` names; ``cuebench train-cues`` runs it). A job
 (algorithm x run) fine-tunes from the offline ImageNet weights on ``photos.npz`` with a head over
 the n classes of the training photos (2n for DiSTinguish: each class and its disrupted twin), as
 Wen et al. (2024, App. A.2) train "simple 10-class supervised learning"; it selects the epoch with
@@ -12,7 +12,7 @@ it answer both experiments through ``cuebench eval``'s ``evaluate_experiment``
 (``NAME:checkpoint``), so DiST accuracy and shape bias come from the stored responses like any
 observer's. Loaded that way, the n answers sit at their ImageNet indices and the other classes
 are never answered; cue-conflict trials are decided over the 16-class categories the n classes
-fall into (``subset_mapping``). Jobs run through ``jobs.run_job`` on the configured executor,
+fall into (``CUE_MAPPING_FILE``). Jobs run through ``jobs.run_job`` on the configured executor,
 each writing its own result file; a re-run skips finished jobs.
 """
 
@@ -28,20 +28,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cuebench.expdir import atomic_write, canonical_json
-from cuebench.studies import StudyDir
+from cuebench.studies import (CUE_EXPERIMENTS as EXPERIMENTS, CUE_MAPPING_FILE as MAPPING_FILE,
+                              CUE_PHOTOS_FILE as DATA_FILE, CUE_TRAINING_TABLE as TABLE_FILE, StudyDir)
 
-from ..imagenet16 import IMAGENET16_INDICES
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
 if TYPE_CHECKING:
     from .algorithms import AlgorithmOptions, OptimizerRequest
 
-DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
-TABLE_FILE = "cue_training.csv"
-MAPPING_FILE = "cue_conflict_mapping.json"
-"""Label -> ImageNet indices with which the study's checkpoints answer the cue-conflict trials (``subset_mapping``)."""
-EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
            "observer", "checkpoint", "job_id", "algorithm_options", "optimizer")
 """One row per job, epoch and split (val, test: top-1 accuracy over the study's n classes on held-out
@@ -153,23 +148,6 @@ def subset_head(model, classes: np.ndarray, width: int) -> None:
     with torch.no_grad():
         new.weight[:len(index)] = old.weight[index]
         new.bias[:len(index)] = old.bias[index]
-
-
-def subset_mapping(classes) -> tuple[dict[str, list[int]], list[str]]:
-    """(label -> ImageNet indices, covered labels) with which a model over ``classes`` (ImageNet
-    indices) answers 16-class trials: a category with trained classes among model-vs-human's index
-    lists (Geirhos et al. 2019) scores with those classes only, as the 16class rules average or sum
-    over a category's indices; a category without any keeps its list, whose classes the model never
-    answers, so it scores 0 and is never chosen. Averaging over the full lists instead would divide
-    each category's evidence by how many ImageNet classes it has (dog: 109, truck: 8)."""
-    trained = {int(c) for c in classes}
-    mapping, covered = {}, []
-    for label, indices in IMAGENET16_INDICES.items():
-        own = [i for i in indices if i in trained]
-        mapping[label] = own or list(indices)
-        if own:
-            covered.append(label)
-    return mapping, covered
 
 
 def head_labels(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
