@@ -255,7 +255,7 @@ def cue_conflict_source(study: Path, root: Path, per_class: int, categories: lis
     among ``categories`` whose texture class is another of ``categories``: the 16-class categories the
     trained classes fall into, the only answers an n-class model can give (``subset_mapping``); an
     image whose texture it cannot name would count its shape answers and never its texture answers."""
-    from .designs.imports import CUE_CONFLICT_NAME
+    from .designs.imported_sets import CUE_CONFLICT_NAME
 
     if not root.is_dir():
         raise CueSetError(f"cue-conflict folder {root} does not exist")

@@ -151,7 +151,7 @@ def test_choice_without_indices_is_an_error():
 
 
 def _experiment(label_set: LabelSet, *trial_types: str):
-    from cuebench.design import everyone_plan
+    from cuebench.counterbalance import everyone_plan
     from cuebench.trials import Experiment, Stimulus, Trial
 
     stimuli = {f"s{k}": Stimulus(id=f"s{k}", path=f"stimuli/s{k}.png") for k in range(3)}

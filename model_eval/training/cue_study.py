@@ -166,7 +166,8 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
 
     from ..evaluate import evaluate_experiment
     from ..models import load_model
-    from .algorithms import ALGORITHMS, distinguish_labels
+    from .algorithms import ALGORITHMS
+    from .algorithms.distinguish import distinguish_labels
 
     if job.runtime.threads:
         torch.set_num_threads(job.runtime.threads)

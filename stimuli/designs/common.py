@@ -17,7 +17,7 @@ from cuebench.version import __version__
 from cuebench.adaptive import plan_for_grid, stimulus_axis
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME, imagenet_mapping
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
-from cuebench.design import latin_square_plan
+from cuebench.counterbalance import latin_square_plan
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
 from ..options import OptionError, parse_timing
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
@@ -139,7 +139,7 @@ def adaptive_plans(specs: list[str], plan: list[Arm], n_labels: int) -> tuple:
 
 def checks_per_person(tests: int, every: int) -> int:
     """How many checks a schedule of one after every ``every`` test trials puts in a sequence of ``tests``
-    (``cuebench.design.participant_sequence``: one per full ``every``, and one when there are fewer)."""
+    (``cuebench.counterbalance.participant_sequence``: one per full ``every``, and one when there are fewer)."""
     return max(1, tests // every) if every else 0
 
 

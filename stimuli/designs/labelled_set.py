@@ -23,7 +23,7 @@ from pathlib import PurePath
 
 from pydantic import Field
 
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
