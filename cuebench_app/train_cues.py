@@ -13,11 +13,11 @@ import sys
 
 from stimuli.cue_training_sets import DISTINGUISH_A_STEPS, SYNTHESIS_SIZE, prepare_study, prepared_study
 from stimuli.texture_synthesis import STEPS_PER_DIST_STEP
-from model_eval.train_cli import add_optimizer_arguments
+from model_eval.train_cli import add_training_arguments
 from model_eval.training.cue_study import CueConfig
 from model_eval.training.jobs import resolve_device
 
-from cuebench.executors import add_executor_arguments
+from cuebench.commands import add_command
 from cuebench.paths import user_path
 
 from .feature_nets import FEATURE_NET_AUTO, choose_feature_net, load_feature_net
@@ -35,9 +35,9 @@ class DistSteps(argparse.Action):
 
 
 def register(sub) -> None:
-    cues = sub.add_parser(
-        "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    cues = add_command(
+        sub, "train-cues",
+        help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
         description="Fine-tune an ImageNet model (offline weights) on labelled photos with several algorithms, "
                     "several runs each, select each run's best-validation epoch, let its checkpoint answer DiST "
                     "oddity and cue-conflict trials, and write a comparison report (OUT/reports/cue_report.html). "
@@ -50,11 +50,9 @@ def register(sub) -> None:
     cues.add_argument("--cue-conflict", required=True, type=user_path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
     cues.add_argument("--algorithms", default="all",
                       help="comma list of registered algorithms ('cuebench list algorithms'), or all of them")
-    cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
-    cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
-    cues.add_argument("--batch-size", type=int, default=CueConfig.batch_size)
-    add_optimizer_arguments(cues, adam_lr=CueConfig.lr)
+    add_training_arguments(cues, runs_of="algorithm", epochs=CueConfig.epochs, batch_size=CueConfig.batch_size,
+                           adam_lr=CueConfig.lr, device_use=" (training, synthesis, evaluation)")
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
     cues.add_argument("--synthesis-steps", type=int, default=DISTINGUISH_A_STEPS,
                       help="texture-synthesis steps (L-BFGS iterations, as 'stimuli build --design dist "
@@ -78,11 +76,6 @@ def register(sub) -> None:
     cues.add_argument("--algorithm-option", action="append", default=[], metavar="NAME.KEY=VALUE",
                       help="a setting of one algorithm, repeatable (KEY=VALUE when one trained algorithm has KEY; "
                            "'none' for no value; defaults are the papers'); '--algorithm-option help' lists them")
-    cues.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
-    cues.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (training, synthesis, evaluation)")
-    cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
-    cues.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
-    add_executor_arguments(cues, "training jobs")
     cues.set_defaults(func=run_train_cues)
 
 
