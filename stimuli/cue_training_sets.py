@@ -113,6 +113,7 @@ DIST_NOISE_SCALE = 1.0
 def load_pixels(files: list[Path], size: int) -> np.ndarray:
     """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
     from cuebench.images import decode_image
+
     from .sources import fit_to_stimulus
 
     return resize_all(np.stack([fit_to_stimulus(decode_image(f)) for f in files]), size)
