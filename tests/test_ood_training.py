@@ -51,7 +51,7 @@ def test_train_cues_answers_the_ood_sets_every_epoch_and_selection_reads_its_log
     assert run(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "edges", "--out", "exp/edges",
                "--workers", "1", "--attention", "0")[0] == 0
     argv = ["train-cues", "study", "--photos", "photos", "--dist", str(shared / "data/dist"),
-            "--cue-conflict", str(shared / "data/geirhos2019/stimuli/cue-conflict"), "--algorithms", "erm,padain",
+            "--cue-conflict", str(shared / "data/geirhos2019/stimuli/cue-conflict"), "--algorithms", "erm",
             "--runs", "1", "--epochs", "2", "--max-trials", "3", "--cue-per-class", "1", "--input-size", "32",
             "--batch-size", "8", "--device", "cpu", "--synthesis-steps", "2", "--synthesis-size", "64",
             "--no-quality-gate"]
@@ -96,4 +96,4 @@ def test_train_cues_answers_the_ood_sets_every_epoch_and_selection_reads_its_log
                                                                                           "accuracy"].iloc[0])
         assert table.loc[("oracle", algorithm, split), "mean"] == pytest.approx(rows["accuracy"].max())
     assert table.xs("oracle", level="selection")["oracle"].all()
-    assert (tmp_path / "sel/rank_tests_all.json").is_file() and (tmp_path / "sel/selection.tex").is_file()
+    assert "edges best-val" in (tmp_path / "sel/selection.tex").read_text()
