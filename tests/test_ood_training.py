@@ -14,11 +14,11 @@ import pytest
 
 from cuebench_app.cli import main
 from model_eval.training.jobs import TrainingError
-from model_eval.training.ood_eval import OodSchedule
+from model_eval.training.ood_eval import OodSchedule, OodSet, experiment_set, plan
 from test_cue_study import three_class_photos
 
 
-def test_schedules_name_the_epochs_they_answer_at():
+def test_schedules_name_the_epochs_they_answer_at(tmp_path):
     every = OodSchedule.parse(every=2)
     assert [e for e in range(1, 8) if every.due(e, 7)] == [2, 4, 6] and every.text() == "every 2"
     listed = OodSchedule.parse(listed="5, 1,last")
@@ -30,6 +30,11 @@ def test_schedules_name_the_epochs_they_answer_at():
             OodSchedule.parse(every, listed)
     with pytest.raises(TrainingError, match="names epoch 12, but the run trains 10"):
         OodSchedule.parse(listed="12").check(10)
+    with pytest.raises(TrainingError, match="no experiment.json there; build the set first"):
+        experiment_set(tmp_path / "edges")
+    for names in (("edges", "edges"), ("val",)):
+        with pytest.raises(TrainingError, match=f"set name {names[0]!r} is used twice or is a split"):
+            plan(every, [OodSet(name, name) for name in names])
 
 
 def run(cwd, *argv) -> tuple[int, str]:
