@@ -82,10 +82,11 @@ def _outputs(value) -> dict:
 
 
 def map_table(rows: pd.DataFrame, labels: list[str] | tuple[str, ...]) -> pd.DataFrame:
-    """Per observer, condition and level: mAP, chance mAP, images and labels counted, from scored
+    """Per model, condition and level: mAP, chance mAP, images and labels counted, from scored
     classification answers with a score per label (``model_outputs``) and the images' labels in
-    ``category``."""
-    answers = rows[(rows["trial_type"] == "classify") & (rows["role"] == "test")]
+    ``category``. People's answers (one label, no scores) are left out: they rank nothing."""
+    answers = rows[(rows["trial_type"] == "classify") & (rows["role"] == "test")
+                   & (rows["observer_kind"] == "model" if "observer_kind" in rows else True)]
     out = []
     for (observer, condition, level), cell in answers.groupby(["observer", "condition", answers["level"].fillna(-1)],
                                                               sort=True):

@@ -88,9 +88,13 @@ def test_map_and_reliance_of_a_constructed_response_table():
                 {"car": .8, "road": .1, "tree": .2}, {"car": .1, "road": .7, "tree": .9}]
     blurred = [{"car": .3, "road": .8, "tree": .1}, {"car": .6, "road": .9, "tree": .3},
                {"car": .8, "road": .1, "tree": .2}, {"car": .1, "road": .2, "tree": .9}]
-    rows = pd.DataFrame(answer_rows("m", "original", None, original, categories)
-                        + answer_rows("m", "blur", 1, blurred, categories))
+    person = [{**row, "observer": "p1", "observer_kind": "human", "model_outputs": None}
+              for row in answer_rows("p1", "original", None, original, categories)]
+    rows = pd.DataFrame([{**row, "observer_kind": "model"} for row in answer_rows("m", "original", None, original,
+                                                                                   categories)
+                         + answer_rows("m", "blur", 1, blurred, categories)] + person)
     table = map_table(rows, ["car", "road", "tree"]).set_index("condition")
+    assert set(table["observer"]) == {"m"}  # a person's one label per image ranks nothing
     # original: every label ranks its images first: AP 1, 1, 1
     assert table.loc["original", "mAP"] == pytest.approx(1.0) and table.loc["original", "n_labels"] == 3
     # blur: car ranks (.8 car, .6 road, .3 car;road, .1) -> (1 + 2/3)/2; road (.9 road, .8 car;road, .2 tree;road,
