@@ -88,8 +88,8 @@ def map_table(rows: pd.DataFrame, labels: list[str] | tuple[str, ...]) -> pd.Dat
     answers = rows[(rows["trial_type"] == "classify") & (rows["role"] == "test")
                    & (rows["observer_kind"] == "model" if "observer_kind" in rows else True)]
     out = []
-    for (observer, condition, level), cell in answers.groupby(["observer", "condition", answers["level"].fillna(-1)],
-                                                              sort=True):
+    levels = answers["level"].fillna(-1).astype(int)  # -1: no level, as metrics.accuracy writes it
+    for (observer, condition, level), cell in answers.groupby(["observer", "condition", levels], sort=True):
         outputs = [_outputs(o) for o in cell["model_outputs"]]
         missing = sorted({label for o in outputs for label in labels if label not in o})
         if missing:
@@ -98,7 +98,7 @@ def map_table(rows: pd.DataFrame, labels: list[str] | tuple[str, ...]) -> pd.Dat
         scores = np.array([[o[label] for label in labels] for o in outputs], dtype=float)
         truth = np.array([[label in category_labels(c) for label in labels] for c in cell["category"]])
         value, chance, counted = mean_average_precision(scores, truth)
-        out.append({"observer": observer, "condition": condition, "level": None if level == -1 else level,
+        out.append({"observer": observer, "condition": condition, "level": level,
                     "mAP": value, "chance_mAP": chance, "n_images": len(cell), "n_labels": counted})
     return pd.DataFrame(out, columns=["observer", "condition", "level", "mAP", "chance_mAP", "n_images", "n_labels"])
 

@@ -146,3 +146,7 @@ def test_a_multi_label_set_builds_without_a_single_answer_and_a_model_is_scored_
     chance, base = table.loc["original", "chance_mAP"], table.loc["original", "mAP"]
     expected = (table.loc["channel_shuffle", "mAP"] - chance) / (base - chance) if base > chance else np.nan
     assert reliance["reliance"].iloc[0] == pytest.approx(expected, nan_ok=True)
+    cuebench(tmp_path, "domain-report", "grid", "--out", "domain")  # a multi-label set in a domain: mAP's scale
+    per_set = pd.read_csv(tmp_path / "domain/domain_reliance_per_set.csv")
+    assert list(per_set["measure"]) == ["mAP"] and list(per_set["condition"]) == ["channel_shuffle"]
+    assert per_set["chance_corrected"].iloc[0] == pytest.approx(expected, nan_ok=True)
