@@ -80,7 +80,8 @@ def answer_rows(observer: str, condition: str, level, scores: list[dict], catego
 
 @pytest.mark.validates("reliance of a multi-label set on the chance-0 / original-1 scale",
                        definition="(mAP_sup - chance mAP) / (mAP_orig - chance mAP), chance from the original cell",
-                       source="Burgert et al. 2025, Sec. 5.2 and App. B ('expected mean average precision' as A_chance)",
+                       source="Burgert et al. 2025, Sec. 5.2 and App. B ('expected mean average precision' as "
+                              "A_chance)",
                        reference="hand computation on a constructed response table", tolerance="1e-12")
 def test_map_and_reliance_of_a_constructed_response_table():
     categories = ["car;road", "road", "car", "tree;road"]
@@ -129,7 +130,8 @@ def test_a_multi_label_set_builds_without_a_single_answer_and_a_model_is_scored_
              "--conditions", "channel_shuffle", "--out", "grid")
     experiment = ExperimentDir(tmp_path / "grid").load()
     tests = [t for t in experiment.trials if t.role == "test"]
-    assert {t.category for t in tests} == set(labels) and {"cat", "dog", "car", "truck"} <= set(experiment.label_set.labels)
+    assert {t.category for t in tests} == set(labels)
+    assert {"cat", "dog", "car", "truck"} <= set(experiment.label_set.labels)
     assert all(t.correct is None for t in tests if ";" in t.category)
     cuebench(tmp_path, "eval", "--experiment", "grid", "--model", "tf_efficientnet_lite0", "--device", "cpu", "--quiet")
     cuebench(tmp_path, "multilabel", "grid", "--out", "scores")

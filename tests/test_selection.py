@@ -35,7 +35,8 @@ def hand_log() -> pd.DataFrame:
 
 @pytest.mark.validates("BiasBed model selection: best validation, last-n epochs, oracle",
                        definition="best-val: test score at the epoch of the best validation accuracy (earliest on a "
-                                  "tie; among the selectable epochs where the log marks them); last-n: mean test score of the last n epochs; oracle: best test score over "
+                                  "tie; among the selectable epochs where the log marks them); "
+                                  "last-n: mean test score of the last n epochs; oracle: best test score over "
                                   "epochs (marked oracle)",
                        source="Kalischek et al. 2023 (BiasBed), Sec. 5 'Model selection', Tables 1-3",
                        reference="hand computation on a hand-written per-epoch log", tolerance="exact")

@@ -284,7 +284,8 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
     if job.ood:
         forget_unfinished(study, job.job_id)
     common = {"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "job_id": job.job_id,
-              "algorithm_options": json.dumps(options, sort_keys=True), "optimizer": json.dumps(optimizer, sort_keys=True)}
+              "algorithm_options": json.dumps(options, sort_keys=True),
+              "optimizer": json.dumps(optimizer, sort_keys=True)}
     shuffle = torch.Generator().manual_seed(job.seed)
     rows, best, best_state, best_epoch, best_losses, evaluated = [], -1.0, None, None, [], set()
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
