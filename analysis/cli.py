@@ -80,6 +80,40 @@ def register(sub) -> None:
     _register_domain(sub)
     _register_selection(sub)
     _register_curate(sub)
+    _register_multilabel(sub)
+
+
+def _register_multilabel(sub) -> None:
+    multilabel = sub.add_parser(
+        "multilabel", help="mean average precision of a multi-label set's answers, with its chance level and "
+                           "reliance (Burgert et al. Sec. 5.2)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Per model, condition and level: mAP over the labels the images carry (scikit-learn's AP), "
+                    "the exact expected mAP of random answers as chance, and each suppressed cell on the chance-0 / "
+                    "original-1 scale (analysis.multilabel).")
+    multilabel.add_argument("source", type=user_path, help="experiment directory a model answered")
+    multilabel.add_argument("--out", type=user_path, default=Path("multilabel"), help="output folder")
+    multilabel.set_defaults(func=run_multilabel)
+
+
+def run_multilabel(args) -> int:
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import ExperimentDir, atomic_write
+
+    from .load import load_responses
+    from .metrics import BASELINE
+    from .multilabel import map_reliance, map_table
+
+    labels = ExperimentDir(args.source).load().label_set.labels
+    table = map_table(load_responses(args.source), labels)
+    outputs = {"map.csv": table}
+    if (table["condition"] == BASELINE).any() and (table["condition"] != BASELINE).any():
+        outputs["map_reliance.csv"] = map_reliance(table)
+    for name, frame in outputs.items():
+        atomic_write(args.out / name, frame_csv(frame))
+        print(f"wrote {args.out / name}")
+    print(table.to_string(index=False))
+    return 0
 
 
 def _register_domain(sub) -> None:

@@ -76,13 +76,23 @@ def register(sub) -> None:
     cues.add_argument("--algorithm-option", action="append", default=[], metavar="NAME.KEY=VALUE",
                       help="a setting of one algorithm, repeatable (KEY=VALUE when one trained algorithm has KEY; "
                            "'none' for no value; defaults are the papers'); '--algorithm-option help' lists them")
+    ood = cues.add_mutually_exclusive_group()
+    ood.add_argument("--ood-every", type=int, default=None, metavar="N",
+                     help="answer the out-of-distribution sets (the study's DiST and cue-conflict experiments and "
+                          "every --ood-set) after every N-th epoch, into cue_training.csv for 'cuebench selection' "
+                          "(BiasBed: 1)")
+    ood.add_argument("--ood-schedule", default=None, metavar="EPOCHS",
+                     help="the same at the listed epochs, e.g. 1,5,10,last")
+    cues.add_argument("--ood-set", action="append", default=[], type=user_path, metavar="EXPERIMENT",
+                      help="a built experiment (e.g. 'stimuli build --design labelled-set' of edges or silhouettes) "
+                           "answered on the schedule too, named by its folder; repeatable")
     cues.set_defaults(func=run_train_cues)
 
 
 def run_train_cues(args) -> int:
     from analysis.cue_study import write_cue_report
     from model_eval.training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
-    from model_eval.training.cue_study import assemble_table, plan_cue_jobs
+    from model_eval.training.cue_study import assemble_table, ood_request, plan_cue_jobs, study_ood_plan
     from model_eval.training.executors import pending, run_jobs
     from model_eval.training.jobs import Runtime
 
@@ -100,6 +110,7 @@ def run_train_cues(args) -> int:
         return 0
     options = parse_algorithm_options(args.algorithm_option, algorithms)
     spec = parse_executor(args.executor, args.executor_option)
+    ood = ood_request(args.out, args.ood_every, args.ood_schedule, args.ood_set, config.epochs)
     if prepared_study(args.out, config.input_size, config.seed) is None:
         prepare_study(args.out, args.photos, args.dist, args.cue_conflict, input_size=config.input_size,
                       seed=config.seed, feature_net=choose_feature_net(args.feature_net, config.model),
@@ -107,7 +118,7 @@ def run_train_cues(args) -> int:
                       synthesis_steps=args.synthesis_steps, max_photos=args.max_photos, max_trials=args.max_trials,
                       cue_per_class=args.cue_per_class, gate=args.quality_gate, synthesis_size=args.synthesis_size)
     jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options,
-                         optimizer)
+                         optimizer, study_ood_plan(args.out, ood) if ood else None)
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)
