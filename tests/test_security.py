@@ -631,6 +631,46 @@ def test_open_redirects_are_refused(served):
 
 # limits and headers -----------------------------------------------------------------------
 
+SLOW_HEADS = (b"", b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+"""What a slow connection sends before it falls silent: nothing, or half a request head."""
+
+
+def test_slow_connections_hold_no_thread(served):
+    """Five times as many silent connections as the server has threads (idle, or half a request
+    head sent) while a new participant opens the consent page: answered within 2 s. A request
+    that arrives in pieces, head and body, and the next request on its kept-alive connection,
+    are answered as usual."""
+    held = []
+    try:
+        for k in range(80):
+            sock = socket.create_connection(("127.0.0.1", served.server.port), timeout=5)
+            sock.sendall(SLOW_HEADS[k % 2])
+            held.append(sock)
+        time.sleep(0.3)
+        conn = http.client.HTTPConnection("127.0.0.1", served.server.port, timeout=2)
+        conn.request("GET", "/?code=newcomer", headers={"X-Forwarded-For": "203.0.113.250"})
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        for sock in held:
+            sock.close()
+    _, token, plan = started(served, code="in-pieces")
+    body = json.dumps(trial_answer(plan["trials"][0])).encode()
+    head = (f"POST /api/session/{token}/trial/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"X-Forwarded-For: 203.0.113.251\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as sock:
+        for piece in (head[:20], head[20:], body[:10], body[10:]):
+            sock.sendall(piece)
+            time.sleep(0.05)
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        reply.read()
+        sock.sendall(f"GET /api/session/{token} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        again = http.client.HTTPResponse(sock)
+        again.begin()
+        assert (reply.status, again.status, json.loads(again.read())["answered"]) == (201, 200, [0])
+
+
 def test_an_oversized_body_is_refused_before_it_is_sent(served):
     with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as sock:
         sock.sendall(b"POST /api/session/x/trial/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
