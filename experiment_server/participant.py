@@ -39,6 +39,7 @@ from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import AlreadyParticipated, Participant, prolific_identity
 from .plausibility import review_reason
+from .screening import check_failure
 from .trial_types import allowed_responses, served
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
@@ -395,15 +396,22 @@ def post_trial(token: str, index: int):
 
 @bp.post("/api/session/<token>/screen")
 def screen_out(token: str):
-    """The browser check failed: end the session with the screened-out code and free the group slot.
-    Sent again (a reply lost on the way), it answers the same outcome without reading the body."""
+    """The browser check failed: end the session with the screened-out code and free the group slot,
+    once the server has found the failure in the check's measurements (``screening``): the
+    exclusion records the server's verdict, the status the reason the browser showed. Sent again
+    (a reply lost on the way), it answers the same outcome without reading the body."""
     study = _study()
     participant = _participant(token)
     if participant.status != "screened_out":
         _in_progress(participant)
-        reason = required_text(parse_json_body(request.get_data()), "reason", "why the browser check failed")
+        payload = parse_json_body(request.get_data())
+        reason = required_text(payload, "reason", "why the browser check failed")
+        verdict = check_failure(payload)
+        if verdict is None:
+            raise Rejected(422, "the browser check's measurements meet the study's rules, so this session is not "
+                                "screened out; reload the page to go on")
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
-        study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")
+        study.db.set_excluded(participant.code, True, f"browser check: {verdict}", "browser check")
     return jsonify(_outcome(study, participant))
 
 

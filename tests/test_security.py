@@ -44,13 +44,15 @@ from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.server_secrets import SECRET_KEYS
 from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
-                                        trial_answer)
+                                        measured_display, trial_answer)
 from experiment_server.study import open_study, study_of
 
 PASSWORD = "correct horse battery"
 START_LIMIT = 20
 HONEST = 8
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+SMALL_SCREEN = measured_display(width=640, height=480)
+"""A browser check's measurements that fail it (the server screens out only on those)."""
 
 
 class Browser:
@@ -273,28 +275,80 @@ def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
 
 
 def test_a_scripted_session_is_marked_for_review(served):
-    """Every answer posted at once, with believable RTs: the completion code as for anyone, but the
-    admin page and the Prolific list say "review" with the reason, not "approve"."""
+    """Every answer posted at once, with RTs of 0.001 ms: the completion code as for anyone, but the
+    admin page and the Prolific list say "review" with both reasons, not "approve"."""
     pid = "5f" + "%022x" % int(served.server.port)
     scripted, token, plan = started(served, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="scripted")
     for trial in plan["trials"]:
-        assert scripted.post_json(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial)) == 201
+        answer = dict(trial_answer(trial), rt_ms=0.001)
+        assert scripted.post_json(f"/api/session/{token}/trial/{trial['index']}", answer) == 201
     status, _, outcome = scripted.request("POST", f"/api/session/{token}/complete", b"", "application/json")
     assert status == 200 and json.loads(outcome)["status"] == "finished"
     admin = served.browser()
     assert admin.login() == 302
     page = admin.request("GET", "/admin/")[2].decode()
     rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
-    assert "review: finished in" in page
-    assert [(r["action"], "less than its" in r["reason"]) for r in rows if r["participant_id"] == pid] == [
-        ("review", True)]
+    assert "review: finished in" in page and "100% of answers faster than 100 ms" in page
+    assert [(r["action"], "less than its" in r["reason"], "faster than 100 ms" in r["reason"])
+            for r in rows if r["participant_id"] == pid] == [("review", True, True)]
+
+
+@pytest.mark.validates("anticipation share of a session (review flag)", definition="share of answered trials with "
+                       "rt_ms < 100; review when > 0.1", source="Whelan 2008, Psychol. Rec. 58:475-482 (RT < 100 ms: "
+                       "anticipation)", reference="hand count over made-up rows", tolerance="exact")
+def test_answers_faster_than_a_person_mark_a_session_for_review():
+    """1 of 10 answers under 100 ms is a person's anticipation now and then; 2 of 11 (a timeout does not
+    count) is more than a tenth. The served session above shows the reason on the admin page."""
+    from experiment_server.plausibility import MAX_FAST_SHARE, fast_share
+
+    rows = [{"rt_ms": rt} for rt in [99.9] + [100.0] * 9]
+    assert fast_share(rows) == 0.1 and not fast_share(rows) > MAX_FAST_SHARE
+    rows += [{"rt_ms": None}, {"rt_ms": 20.0}]
+    assert fast_share(rows) == 2 / 11 and fast_share(rows) > MAX_FAST_SHARE
+    assert fast_share([{"rt_ms": None}]) == 0.0
+
+
+def test_a_screen_out_needs_the_check_to_fail_on_the_server(served):
+    """No screened-out code for a bare request, nor for measurements that pass the check: the session
+    goes on. Measurements that fail it end the session with the code; the exclusion says the
+    server's verdict."""
+    browser, token, _ = started(served, code="screen-claim")
+    path = f"/api/session/{token}/screen"
+    for body in ({"reason": "refresh rate 30 Hz"}, {"reason": "refresh rate 30 Hz", **measured_display(hz=60)},
+                 {"reason": "x", **measured_display(), "size": {"width": "1e999"}}):
+        assert browser.post_json(path, body) == 422
+    assert json.loads(browser.request("GET", f"/api/session/{token}")[2])["status"] == "in_progress"
+    status, _, outcome = browser.request("POST", path, json.dumps({"reason": "refresh rate 30 Hz",
+                                                                   **measured_display(hz=30)}), "application/json")
+    assert status == 200 and json.loads(outcome)["status"] == "screened_out" and json.loads(outcome)["code"]
+    exclusion = served.study().db.by_token(token).exclusion
+    assert exclusion.reason == "browser check: refresh rate 30.0 Hz"
+
+
+def test_the_server_judges_the_browser_check_as_the_task_does(served, browser):
+    """The server's rules (``screening``) and the task's (``judgeCheck`` in task.js, ``device.js``)
+    give the same verdict on the same measurements, in a real browser."""
+    from experiment_server.screening import check_failure
+
+    _, token, _ = started(served, code="judge")
+    page = browser.new_page()
+    page.goto(f"http://127.0.0.1:{served.server.port}/task/{token}")
+    page.wait_for_function("() => window.cuebenchTask !== undefined", timeout=10_000)
+    cases = [measured_display(), measured_display(hz=143.9), measured_display(hz=30), measured_display(hz=501),
+             measured_display(hz=None), measured_display(width=640, height=480), measured_display(touch=True),
+             {**measured_display(), "refresh": {"hz": 60.0, "outlier_share": 0.3}},
+             {**measured_display(), "size": {"width": 700, "height": 900, "screen_width": 1280, "screen_height": 500}}]
+    judged = page.evaluate("cases => cases.map(c => window.cuebenchTask.judgeCheck(c.refresh, c.size, c.pointer))",
+                           cases)
+    assert judged == [check_failure(case) for case in cases]
+    assert judged.count(None) == 3
 
 
 def test_an_ended_session_takes_no_more_reports(served):
     """/image-failed and /screen answer a token whose session has ended without reading its body:
     409, or the outcome again for a repeated screen-out (its reply may have been lost)."""
     browser, token, _ = started(served, code="ended")
-    assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small"}) == 200
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small", **SMALL_SCREEN}) == 200
     crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
     assert browser.post_json(f"/api/session/{token}/image-failed", crafted) == 409
     assert browser.post_json(f"/api/session/{token}/image-failed", {"url": "/stimuli/x.png"}) == 409
@@ -539,7 +593,7 @@ def test_sql_injection_is_stored_as_text_or_refused(served):
     injected = dict(trial_answer(trial), response="cat'); DROP TABLE responses; --")
     assert browser.post_json(f"/api/session/{token}/trial/{trial['index']}", injected) == 422
     reason = "'; DELETE FROM participants; --"
-    assert browser.post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": reason, **SMALL_SCREEN}) == 200
     study = served.study()
     assert study.db.by_token(token).screen_reason == reason
     assert len(study.db.participants(study.experiment.name)) > 1 and rows_of(served)
@@ -548,7 +602,7 @@ def test_sql_injection_is_stored_as_text_or_refused(served):
 def test_stored_xss_does_not_run_in_the_admin_page(served, browser):
     _, token, _ = started(served, code="xss")
     payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
-    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": payload}) == 200
+    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": payload, **SMALL_SCREEN}) == 200
     page = browser.new_page()
     base = f"http://127.0.0.1:{served.server.port}"
     page.goto(f"{base}/admin/login")
@@ -565,7 +619,7 @@ def test_csv_exports_neutralise_formulas(served):
     hyperlink = '=HYPERLINK("http://evil.example","click")'
     for code, reason in (("-2-3", hyperlink), ("semicolon", "x;" + hyperlink)):
         _, token, _ = started(served, code=code)
-        assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
+        assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": reason, **SMALL_SCREEN}) == 200
     admin = served.browser()
     assert admin.login() == 302
     _, _, body = admin.request("GET", "/admin/export/participants.csv")

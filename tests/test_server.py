@@ -26,7 +26,7 @@ from experiment_server import trial_types
 from experiment_server.study import ServerSetupError, study_of
 from experiment_server.trial_types import SERVED_TRIAL_TYPES
 from experiment_server.db import AlreadyParticipated
-from experiment_server.simulate import NONCE
+from experiment_server.simulate import NONCE, measured_display
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR, PEOPLE_TRIAL_TYPES
@@ -291,7 +291,7 @@ def test_failed_attention_and_screened_out_get_their_own_codes(env):
         client.post(f"/api/session/{careless}/trial/{trial['index']}", json=answer(trial, wrong))
     failed = client.post(f"/api/session/{careless}/complete").get_json()
     screened = client.post(f"/api/session/{start(client, code='oldscreen')}/screen",
-                           json={"reason": "refresh rate 30.0 Hz"}).get_json()
+                           json={"reason": "refresh rate 30.0 Hz", **measured_display(hz=30)}).get_json()
     codes = {study.completion_code(o) for o in ("finished", "screened_out", "failed_attention")}
     assert failed["status"] == "failed_attention" and screened["status"] == "screened_out"
     assert len(codes) == 3 and {failed["code"], screened["code"]} < codes
@@ -533,9 +533,9 @@ def test_a_screen_out_is_a_logged_exclusion(env):
     app, client, _ = env
     study = study_of(app)
     screened = start(client, code="screened")
-    client.post(f"/api/session/{screened}/screen", json={"reason": "refresh rate 30 Hz"})
+    client.post(f"/api/session/{screened}/screen", json={"reason": "refresh rate 30 Hz", **measured_display(hz=30)})
     event = study.db.by_token(screened).exclusion
-    assert (event.by, event.reason) == ("browser check", "refresh rate 30 Hz")
+    assert (event.by, event.reason) == ("browser check", "browser check: refresh rate 30.0 Hz")
 
 
 def test_prolific_list(env, tmp_path):
@@ -549,7 +549,7 @@ def test_prolific_list(env, tmp_path):
     clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
-    client.post(f"/api/session/{gone}/screen", json={"reason": "no fullscreen"})
+    client.post(f"/api/session/{gone}/screen", json={"reason": "screen too small", **measured_display(width=640)})
     running = start(client, PROLIFIC_PID="cccccccccccccccccccccccc", STUDY_ID="s", SESSION_ID="3")
     start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", pilot="1")
     study.db.set_excluded(study.db.by_token(running).code, True, "typed nonsense", "admin")
