@@ -71,12 +71,14 @@ def prolific_action(p: Participant, now: float) -> tuple[str, str]:
     """What to do with a Prolific submission, and why: approve who finished and counts; reject
     only a failed attention check (Prolific's own rule); ask the screened out to return the
     study; leave admin exclusions, abandoned (expired) sessions and sessions finished faster than their
-    trials can be shown (``plausibility``) for a person to review; wait for running sessions."""
+    trials can be shown (``plausibility``) and sessions sharing a Prolific ID (``db.shared_id_note``) for a
+    person to review; wait for running sessions."""
     if status_now(p, now) == EXPIRED:
         return "review", "session abandoned: no answer within the reservation" + (
             f"; {p.exclusion.label}" if p.exclusion else "")
     if p.status == "in_progress":
-        return "wait", "session still running"
+        return ("review", f"session still running; {p.review_reason}") if p.review_reason else \
+            ("wait", "session still running")
     if p.status == "failed_attention":
         return "reject", p.exclusion.label if p.exclusion else "failed the attention check"
     if p.status == "screened_out":

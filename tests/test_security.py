@@ -385,13 +385,33 @@ def test_replayed_answers_and_start_forms_are_refused(served):
         (served.study().experiment.name, plan["participant"], "1", trial["index"])]
 
 
-def test_an_entry_code_resumes_only_in_the_browser_that_started_it(served):
+def test_an_entry_code_tells_nobody_whether_it_was_used(served):
+    """The same browser resumes its session; another browser gets a session of its own, answered
+    exactly as a fresh code is (no "already used" to learn from), and both are marked for review."""
     first = served.browser()
     status, token = first.start(code="shared-code")
     assert status == 303 and first.start(code="shared-code") == (303, token)
-    other = served.browser()
-    status, page = other.start(code="shared-code")
-    assert status == 409 and "another browser" in page and "new entry code" in page
+    answers = [served.browser().start(code=code) for code in ("shared-code", "never-used-code")]
+    assert [status for status, _ in answers] == [303, 303] and len({token, *(t for _, t in answers)}) == 3
+    assert len({len(t) for _, t in answers}) == 1
+    shared = [p for p in served.study().db.participants(served.study().experiment.name) if p.entry_code == "shared-code"]
+    assert len(shared) == 2 and all("one of 2 sessions with this entry code" in p.review_reason for p in shared)
+
+
+def test_nobody_can_squat_a_prolific_id(served):
+    """Someone who knows a person's Prolific ID starts first, with a SESSION_ID of their own: the
+    person still starts (their link's SESSION_ID is a session of its own), and prolific.csv says
+    "review" for both rows, each naming its SESSION_ID, so the researcher approves the submission's."""
+    pid = "6a" + "%022x" % (int(served.server.port) + 1)
+    squatter = served.browser().start(PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="made-up")
+    owner = served.browser().start(PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="the-real-one")
+    assert [squatter[0], owner[0]] == [303, 303] and squatter[1] != owner[1]
+    admin = served.browser()
+    assert admin.login() == 302
+    rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
+    mine = sorted((r["action"], r["reason"].split("SESSION_ID ")[1].split(":")[0]) for r in rows
+                  if r["participant_id"] == pid)
+    assert mine == [("review", "made-up"), ("review", "the-real-one")]
 
 
 def test_entry_codes_from_the_cli_are_long_random_and_accepted(served, capsys):

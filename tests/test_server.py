@@ -25,7 +25,6 @@ from experiment_server.app import create_app
 from experiment_server import trial_types
 from experiment_server.study import ServerSetupError, study_of
 from experiment_server.trial_types import SERVED_TRIAL_TYPES
-from experiment_server.db import AlreadyParticipated
 from experiment_server.simulate import NONCE, measured_display
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
@@ -213,20 +212,19 @@ def test_duplicate_post_is_stored_once_and_a_changed_answer_refused(env):
     assert plan(client, token)["answered"] == [0]
 
 
-def test_second_session_with_same_prolific_id_is_refused(env):
+def test_a_second_session_with_the_same_prolific_id_is_its_own_and_marked_for_review(env):
+    """Another SESSION_ID under a Prolific ID is a session of its own (a start is never refused for
+    what a link names: that would let anyone who knows the ID lock its owner out); both are
+    marked for review, naming their SESSION_ID. A Prolific link without SESSION_ID is refused."""
     app, client, _ = env
-    start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="one")
-    again = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "SESSION_ID": "two",
-                                        "start_nonce": consent_nonce(client)})
-    assert again.status_code == 409 and b"already taken part" in again.data
+    first = start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="one")
+    second = start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="two")
     study = study_of(app)
-    with pytest.raises(AlreadyParticipated):
-        study.db.start(study.experiment.name, 2, prolific_pid="abc123")
-    with pytest.raises(sqlite3.IntegrityError):
-        study.db.db.conn.execute("INSERT INTO participants(code, experiment, token_hash, grp, status, session, "
-                                 "prolific_pid, created_at) VALUES ('X', ?, 'h', 0, 'in_progress', '1', 'abc123', 0)",
-                                 [study.experiment.name])
-    assert len(study.db.participants(study.experiment.name)) == 1
+    people = study.db.participants(study.experiment.name)
+    assert first != second and len(people) == 2
+    assert ["SESSION_ID one:" in people[0].review_reason, "SESSION_ID two:" in people[1].review_reason] == [True, True]
+    bare = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "start_nonce": consent_nonce(client)})
+    assert bare.status_code == 400 and b"SESSION_ID" in bare.data
 
 
 def test_a_repeated_start_returns_the_same_session(env):
@@ -238,9 +236,6 @@ def test_a_repeated_start_returns_the_same_session(env):
     assert start(client, code="retry1") == start(client, code="retry1")
     prolific = {"PROLIFIC_PID": "pid77", "STUDY_ID": "s", "SESSION_ID": "attempt1"}
     assert start(client, **prolific) == start(client, **prolific)
-    again = client.post("/start", data={"consent": "yes", **prolific, "SESSION_ID": "attempt2",
-                                        "start_nonce": consent_nonce(client)})
-    assert again.status_code == 409
     assert len(study_of(app).db.participants(study_of(app).experiment.name)) == 4
 
 
@@ -270,7 +265,7 @@ def test_mask_is_server_made_deterministic_and_per_trial(env):
 def test_completion_code_only_after_every_trial(env):
     app, client, _ = env
     study = study_of(app)
-    token = start(client, PROLIFIC_PID="pid42")
+    token = start(client, PROLIFIC_PID="pid42", STUDY_ID="s", SESSION_ID="attempt1")
     trials = plan(client, token)["trials"]
     client.post(f"/api/session/{token}/trial/0", json=answer(trials[0]))
     early = client.post(f"/api/session/{token}/complete")
