@@ -102,7 +102,7 @@ class Participant:
 
     @property
     def observer_kind(self) -> str:
-        """What the response rows call this person: a pilot (``pilot=1`` link) never counts as a human."""
+        """What the response rows call this person: a pilot (``serve codes --pilot``) never counts as a human."""
         return "pilot" if self.pilot else "human"
 
     @property

@@ -47,10 +47,10 @@ from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_
 bp = Blueprint("participant", __name__)
 log = logging.getLogger("cuebench.serve")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code", "pilot")
-PILOT_VALUES = ("1", "true", "yes")
-"""``?pilot=1`` on the entry link, or an entry code made by ``cuebench serve codes --pilot``: a
-pilot session, stored as ``observer_kind = "pilot"``."""
+ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
+"""What an entry link may carry. A pilot session (stored as ``observer_kind = "pilot"``) comes only
+from an entry code the researcher made with ``cuebench serve codes --pilot`` (stored in the
+database): nothing a participant can add to their own link makes one."""
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
 BROWSER_COOKIE = "cuebench_browser"
@@ -173,8 +173,7 @@ def start():
     _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                               study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
                               entry_code=values["code"], identity=identity, token=study.start_token(identity),
-                              pilot=(values["pilot"] or "").lower() in PILOT_VALUES
-                              or study.db.is_pilot_code(study.experiment.name, values["code"]))
+                              pilot=study.db.is_pilot_code(study.experiment.name, values["code"]))
     return redirect(url_for("participant.task", token=token), code=303)
 
 

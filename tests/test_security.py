@@ -424,6 +424,21 @@ def test_entry_codes_from_the_cli_are_long_random_and_accepted(served, capsys):
     assert served.browser().start(code=codes[0])[0] == 303
 
 
+def test_only_the_researcher_makes_pilot_sessions(served, capsys):
+    """``pilot=1`` added to a participant's own link changes nothing (a person, holding a slot, in the
+    people's statistics); a code from ``serve codes --pilot`` starts a pilot session."""
+    browser, token, plan = started(served, code="self-made-pilot", pilot="1")
+    assert browser.post_json(f"/api/session/{token}/trial/0", trial_answer(plan["trials"][0])) == 201
+    args = _serve_args("codes", served.expdir, "-n", "1", "--pilot", database=served.database)
+    assert args.func(args) == 0
+    _, pilot_token, _ = started(served, code=capsys.readouterr().out.strip())
+    db = served.study().db
+    assert [db.by_token(token).observer_kind, db.by_token(pilot_token).observer_kind] == ["human", "pilot"]
+    assert {k[1] for k in rows_of(served)} >= {plan["participant"]}
+    with ResponseStore(served.database or served.expdir / "responses.sqlite") as store:
+        assert {r["observer_kind"] for r in store.rows("observer=?", [plan["participant"]])} == {"human"}
+
+
 def test_admin_sessions_end_on_logout_password_change_and_rotation(served):
     admin = served.browser()
     assert admin.login() == 302
@@ -673,6 +688,42 @@ def test_path_traversal_is_refused(served):
                  "/stimuli/x%00.png"):
         status, _, body = browser.request("GET", path)
         assert status in (400, 404) and b"secret_key" not in body and b"assignment" not in body, path
+
+
+def _with_hidden_data(kind: str) -> tuple[bytes, bytes]:
+    """An image file (``progressive-jpeg`` or ``png``) with data a viewer never shows: a comment
+    between a progressive JPEG's scans, or a chunk after PNG's IEND, and bytes after the end;
+    and the file as encoded, without them."""
+    import numpy as np
+    from PIL import Image
+
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8))
+    buf = io.BytesIO()
+    picture.save(buf, "JPEG", quality=90, progressive=True) if kind == "progressive-jpeg" else picture.save(buf, "PNG")
+    clean = buf.getvalue()
+    if kind == "progressive-jpeg":
+        second_scan = clean.find(b"\xff\xda", clean.find(b"\xff\xda") + 2)
+        hidden = clean[:second_scan] + b"\xff\xfe\x00\x0dHIDDEN-NOTE" + clean[second_scan:]
+    else:
+        hidden = clean + b"\x00\x00\x00\x0bIDATHIDDEN-NOTE\x00\x00\x00\x00"
+    return hidden + b"HIDDEN-TAIL", clean
+
+
+def test_no_image_is_served_with_data_after_its_end(served):
+    """A stimulus file with bytes after JPEG's EOI or PNG's IEND, or a comment between a progressive
+    JPEG's scans, is served without them, and decodes to the same pixels."""
+    from PIL import Image
+
+    for kind, suffix in (("progressive-jpeg", ".jpg"), ("png", ".png")):
+        hidden, clean = _with_hidden_data(kind)
+        path = served.expdir / "stimuli" / f"zz-hidden{suffix}"
+        path.write_bytes(hidden)
+        try:
+            status, _, body = served.browser().request("GET", f"/stimuli/{path.name}")
+        finally:
+            path.unlink()
+        assert status == 200 and b"HIDDEN" not in body, kind
+        assert Image.open(io.BytesIO(body)).tobytes() == Image.open(io.BytesIO(clean)).tobytes(), kind
 
 
 def test_cross_site_requests_are_refused(served):

@@ -512,10 +512,11 @@ def test_exclusion_log_frees_the_slot_and_marks_every_export(env, tmp_path):
     assert "admin: saw the stimuli before" in page and "Un-exclude" in page
 
 
-def test_pilot_links_hold_no_slot_and_are_stored_as_pilots(env):
+def test_pilot_codes_hold_no_slot_and_are_stored_as_pilots(env):
     app, client, _ = env
     study = study_of(app)
-    token = start(client, code="tryout", pilot="1")
+    study.db.add_pilot_codes(study.experiment.name, ["pilot-tryout"])
+    token = start(client, code="pilot-tryout")
     finish_all(app, client, token)
     client.post(f"/api/session/{token}/complete")
     participant = study.db.by_token(token)
@@ -546,7 +547,8 @@ def test_prolific_list(env, tmp_path):
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
     client.post(f"/api/session/{gone}/screen", json={"reason": "screen too small", **measured_display(width=640)})
     running = start(client, PROLIFIC_PID="cccccccccccccccccccccccc", STUDY_ID="s", SESSION_ID="3")
-    start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", pilot="1")
+    study.db.add_pilot_codes(study.experiment.name, ["pilot-preview"])
+    start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", code="pilot-preview")
     study.db.set_excluded(study.db.by_token(running).code, True, "typed nonsense", "admin")
     rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "prolific.csv")[0])))
     # sorted: the test's clock stands still, so the starts tie on their time, the export's order
