@@ -612,6 +612,16 @@ def test_a_secrets_file_others_can_read_is_made_owner_only(tmp_path, caplog):
     assert not list(tmp_path.glob(".exp.secrets.json.*.tmp"))
 
 
+def test_exports_of_participants_data_are_owner_only(served, tmp_path):
+    """``cuebench export`` (its ``export``) writes every file 0600, like the database it reads."""
+    from cuebench.export import export
+
+    started(served, PROLIFIC_PID="6b" + "%022x" % int(served.server.port), STUDY_ID="s", SESSION_ID="perm")
+    for fmt, name in (("csv", "r.csv"), ("parquet", "r.parquet"), ("participants", "p.csv"), ("prolific", "l.csv")):
+        for path in export(served.expdir, fmt, tmp_path / name, served.database):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, fmt
+
+
 def _serve_args(*words, database: str | None = None):
     parser = argparse.ArgumentParser()
     server_cli.register(parser.add_subparsers())
