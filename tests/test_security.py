@@ -486,6 +486,19 @@ def test_completion_codes_can_come_from_the_environment(monkeypatch):
                                                  "failed_attention": None}
 
 
+def test_the_database_password_stays_off_the_command_line(monkeypatch, capsys):
+    """A password in ``--database`` is warned about (``ps`` shows it); ``$CUEBENCH_DATABASE`` gives
+    the URL instead, and libpq reads the password from ~/.pgpass or ``$PGPASSWORD``."""
+    monkeypatch.setenv("CUEBENCH_DATABASE", "postgresql://study@db.example.org/cue_study")
+    assert server_cli.database_url(None) == "postgresql://study@db.example.org/cue_study"
+    assert capsys.readouterr().err == ""
+    assert server_cli.database_url("postgresql://study:hunter2@db/cue") == "postgresql://study:hunter2@db/cue"
+    warning = capsys.readouterr().err
+    assert "holds a password" in warning and "~/.pgpass" in warning and "hunter2" not in warning
+    monkeypatch.delenv("CUEBENCH_DATABASE")
+    assert server_cli.database_url(None) is None
+
+
 def test_secrets_stay_out_of_the_data(served):
     study = served.study()
     path = study.secrets.path
