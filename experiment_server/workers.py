@@ -41,20 +41,21 @@ HEAD_LIMIT = 64 * 1024
 """A head this long without its end goes to a thread anyway, whose parser refuses it (the
 ``limit_request_*`` settings below) without waiting for more."""
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d{1,12})[ \t]*\r\n", re.IGNORECASE)
-_CHUNKED = re.compile(rb"\r\ntransfer-encoding:", re.IGNORECASE)
+_BODY_READ_BY_THREAD = re.compile(rb"\r\n(transfer-encoding:|expect:[ \t]*100-continue)", re.IGNORECASE)
+"""A chunked body, or one the client sends only after gunicorn's "100 Continue" (curl's large posts)."""
 
 
 def request_complete(received: bytes, max_body: int) -> bool:
     """Whether ``received`` holds a whole request (head, and as much body as it announces), or as
     much as the server will wait for: a head beyond ``HEAD_LIMIT``, a chunked body (read by the
-    thread, ``SOCKET_TIMEOUT_S`` per read) or a body beyond ``max_body`` (refused from its
-    Content-Length without being read)."""
+    thread, ``SOCKET_TIMEOUT_S`` per read, as is one announced with ``Expect: 100-continue``) or a
+    body beyond ``max_body`` (refused from its Content-Length without being read)."""
     end = received.find(b"\r\n\r\n")
     if end < 0:
         return len(received) > HEAD_LIMIT
     head = received[:end + 2]
     length = _CONTENT_LENGTH.search(head)
-    if _CHUNKED.search(head) or length is None or int(length.group(1)) > max_body:
+    if _BODY_READ_BY_THREAD.search(head) or length is None or int(length.group(1)) > max_body:
         return True
     return len(received) >= end + 4 + int(length.group(1))
 
