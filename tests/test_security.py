@@ -296,6 +296,24 @@ def test_a_scripted_session_is_marked_for_review(served):
 @pytest.mark.validates("anticipation share of a session (review flag)", definition="share of answered trials with "
                        "rt_ms < 100; review when > 0.1", source="Whelan 2008, Psychol. Rec. 58:475-482 (RT < 100 ms: "
                        "anticipation)", reference="hand count over made-up rows", tolerance="exact")
+def test_a_failed_attention_check_is_for_the_researcher_to_review(served):
+    """An attention trial answered against its instruction: the failed-attention code, and
+    "review" naming the check in prolific.csv (a rejection is Prolific's rule to apply)."""
+    pid = "6c" + "%022x" % int(served.server.port)
+    careless, token, plan = started(served, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="careless")
+    for trial in plan["trials"]:
+        answer = trial_answer(trial)
+        if trial["instruction"]:
+            answer["response"] = next(c for c in trial["choices"] if c != answer["response"])
+        assert careless.post_json(f"/api/session/{token}/trial/{trial['index']}", answer) == 201
+    outcome = json.loads(careless.request("POST", f"/api/session/{token}/complete", b"", "application/json")[2])
+    admin = served.browser()
+    assert admin.login() == 302
+    rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
+    assert outcome["status"] == "failed_attention"
+    assert [(r["action"], "attention" in r["reason"]) for r in rows if r["participant_id"] == pid] == [("review", True)]
+
+
 def test_answers_faster_than_a_person_mark_a_session_for_review():
     """1 of 10 answers under 100 ms is a person's anticipation now and then; 2 of 11 (a timeout does not
     count) is more than a tenth. The served session above shows the reason on the admin page."""
