@@ -28,7 +28,7 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-dropped-frames", type=int, default=None,
                         help="exclude trials with more dropped frames than this (default: keep all)")
     parser.add_argument("--include-pilots", action="store_true",
-                        help="count pilot sessions (lab --simulate, pilot=1 web links) as people")
+                        help="count pilot sessions (lab --simulate, web sessions of `serve codes --pilot` codes) as people")
     parser.add_argument("--n-choices", type=int, default=None,
                         help="answer choices C for chance correction (default: the experiment's label count, "
                              "else the number of categories)")
