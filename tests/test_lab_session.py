@@ -257,11 +257,11 @@ def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment
     assert "(6 in this run)" in resumed.stdout
 
 
-def test_the_lab_has_one_row_per_trial_type_of_the_contract():
-    from cuebench.trials import PEOPLE_TRIAL_TYPES
+def test_the_lab_has_one_row_per_response_a_trial_type_card_can_name():
+    from cuebench.trial_types import RESPONSES, cards
     from human_tasks.lab.session import RESPONSE_MODES
 
-    assert set(RESPONSE_MODES) == set(PEOPLE_TRIAL_TYPES)
+    assert set(RESPONSE_MODES) == set(RESPONSES) >= {c.response for c in cards().values() if c.for_people}
 
 
 def relabel(expdir: Path, keep) -> None:

@@ -36,12 +36,14 @@ from cuebench.expdir import ExperimentDir
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
 from cuebench.responses import ResponseStore, score, trial_row
 from cuebench.segmentation import refuse_for_people
+from cuebench.trial_types import card
 from cuebench.trials import Experiment, Trial
 from cuebench.images import decode_image
 
-from ..layout import ODDITY_KEYS, LayoutError, ResponseGrid, oddity_positions, response_grid
+from ..layout import LayoutError, ResponseGrid, row_positions, response_grid
 from ..masks import pink_noise_mask, trial_mask_seed
 from ..psychopy_csv import write_psychopy_csv
+from ..words import say
 from ..timing import TIMED_PHASES, FrameCount, dropped_frames, phase_frames
 from .questionnaire import LabQuestionnaire, check_answerable
 from .simulate import Screen, Script
@@ -288,20 +290,18 @@ FEEDBACK_SECONDS = 1.0
 
 def practice_feedback(trial: Trial, response: str | None) -> str:
     """What a practice trial says after the answer (the web task uses the same words)."""
-    return "Correct" if response == trial.correct else f"Not quite: the answer was \u201c{trial.correct}\u201d"
+    return say("feedback_correct") if response == trial.correct else say("feedback_wrong", answer=trial.correct)
 
 
 @dataclass(frozen=True)
 class ResponseMode:
-    """How the lab explains, shows and reads one trial type: a row of the dispatch table ``RESPONSE_MODES``,
-    so a new trial type is one more row, not a branch in every phase. The callables that need the window
-    take the running ``_Runner`` first."""
+    """How the lab shows and reads one way of answering that a trial type's card names (``card.response``,
+    one of ``cuebench.trial_types.RESPONSES``): a row of ``RESPONSE_MODES``. The card gives the answers, keys
+    and words; the callables that need the window take the running ``_Runner`` first."""
 
     keys: Callable[["_Runner", Trial], tuple[str, ...]]
     """The keys that answer the trial."""
-    positions: Callable[["_Runner", Trial], list[float]]
-    """Horizontal centre of each of the trial's images."""
-    draw_response: Callable[["_Runner"], None]
+    draw_response: Callable[["_Runner", Trial], None]
     """The response screen."""
     clicks: bool
     """Whether a mouse click on the response grid answers."""
@@ -312,18 +312,16 @@ class ResponseMode:
     simulated participant presses."""
     key_per_label: bool
     """Whether the keyboard answers with one key per label (then every label needs a keyed place)."""
-    how_to_answer: Callable[[str], str]
-    """The lab's words on how to answer with an input mode (``mouse``/``keyboard``), after the study's
-    instructions; "" where the response screen says it."""
 
 
 def response_mode(trial: Trial) -> ResponseMode:
-    """The row of ``RESPONSE_MODES`` for the trial's type; a type the lab cannot show is named."""
+    """The row of ``RESPONSE_MODES`` for the response the trial's card names; one the lab cannot show is named."""
     try:
-        return RESPONSE_MODES[trial.trial_type]
+        return RESPONSE_MODES[trial.card.response]
     except KeyError:
-        raise LabError(f"trial {trial.trial_id!r} has trial type {trial.trial_type!r}, which the lab runner "
-                       f"cannot show (it shows {', '.join(RESPONSE_MODES)})") from None
+        raise LabError(f"trial {trial.trial_id!r} has trial type {trial.trial_type!r}, whose response "
+                       f"{trial.card.response!r} the lab runner cannot show (it shows "
+                       f"{', '.join(RESPONSE_MODES)})") from None
 
 
 class _Restart(Exception):
@@ -380,11 +378,10 @@ class _Runner:
             "frame_pacing": self.refresh.pacing, "simulated": options.simulation is not None,
         }
         self.text = visual.TextStim(self.win, text="", height=26, wrapWidth=1000, color=(1, 1, 1))
-        self.oddity_prompt = visual.TextStim(self.win,
-                                             text="Which image is different from the other two? Press 1, 2 or 3.",
-                                             height=26, wrapWidth=1000, color=(1, 1, 1))
+        self.prompt = visual.TextStim(self.win, text="", height=26, wrapWidth=1000, color=(1, 1, 1))
         self.fixation = visual.TextStim(self.win, text="+", height=48, color=(1, 1, 1))
-        self.images = [visual.ImageStim(self.win, image=None) for _ in ODDITY_KEYS]
+        self.images = [visual.ImageStim(self.win, image=None)
+                       for _ in range(max(len(t.stimuli) for t in experiment.trials))]
         self.stimulus_px = stimulus_width_px(experiment.provenance.get("display"), int(self.win.size[0]))
         if self.stimulus_px:
             display = experiment.provenance["display"]
@@ -470,11 +467,10 @@ class _Runner:
         from tqdm import tqdm
 
         trials = [self.experiment.trial(t) for ids in block.trials_by_level.values() for t in ids]
-        facts = {"classify": texts.typical_timing([t.timing for t in trials]), "oddity": None,
-                 "not_clear": self.experiment.label_set.not_clear}
+        facts = {"types": texts.trial_type_timings(trials), "not_clear": self.experiment.label_set.not_clear}
         self._continue_screen("The next part adapts to your answers: the images get easier or harder. "
                               + " ".join(texts.task_sentences(facts)) + "\n\n"
-                              + self._how_to_answer({"classify"}))
+                              + self._how_to_answer({t.trial_type for t in trials}))
         progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.options.participant} "
                         f"{block.session}", unit="trial", file=sys.stderr)
         while not block.finished:
@@ -507,8 +503,8 @@ class _Runner:
 
     def _how_to_answer(self, types: set[str]) -> str:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
-        return "".join(mode.how_to_answer(self.options.input_mode) for kind, mode in RESPONSE_MODES.items()
-                       if kind in types) + "Press Escape to pause."
+        return "".join(card(kind).how_to_answer.get(self.options.input_mode, "") for kind in sorted(types)) \
+            + "Press Escape to pause."
 
     def _log_rounding(self, trials: list[Trial]) -> None:
         for timing in dict.fromkeys(t.timing for t in trials):
@@ -588,7 +584,7 @@ class _Runner:
         from PIL import Image
 
         stims = []
-        for stim_id, stim, x in zip(trial.stimuli, self.images, response_mode(trial).positions(self, trial)):
+        for stim_id, stim, x in zip(trial.stimuli, self.images, self._positions(trial)):
             record = self.experiment.stimuli[stim_id]
             pixels = decode_image(self.expdir.stimulus_path(record))
             stim.image = Image.fromarray(pixels)
@@ -607,9 +603,12 @@ class _Runner:
         self.win.clearBuffer()  # drawing once uploads the textures now, not on the first timed frame
         return stims
 
-    def _oddity_positions(self, trial: Trial) -> list[float]:
+    def _positions(self, trial: Trial) -> list[float]:
+        """Horizontal centre of each of the trial's images: one in the middle, or a row (the card's ``images``)."""
+        if trial.card.images == "one":
+            return [0.0]
         width = self.stimulus_px or self.experiment.stimuli[trial.stimuli[0]].width or 224
-        return oddity_positions(len(trial.stimuli), width)
+        return row_positions(len(trial.stimuli), width)
 
     def _grid_answer(self, trial: Trial, key: str) -> str | None:
         label = self.grid.label_for_key(key)
@@ -641,7 +640,7 @@ class _Runner:
                         self.input.start()
                 answer = self._read(trial, keys, from_onset and "stimulus" in onsets, answer)
         def response_draw() -> None:
-            mode.draw_response(self)
+            mode.draw_response(self, trial)
 
         response_screen = Screen("response", trial, answer_input=lambda answer: mode.answer_input(self, trial, answer))
         onsets["response"] = self._frame(response_screen, response_draw)
@@ -686,13 +685,14 @@ class _Runner:
                 answer = (label, press.rt)
         return answer
 
-    def _draw_grid(self) -> None:
+    def _draw_grid(self, trial: Trial) -> None:
         for rect, label in self.cells:
             rect.draw()
             label.draw()
 
-    def _draw_oddity_prompt(self) -> None:
-        self.oddity_prompt.draw()
+    def _draw_prompt(self, trial: Trial) -> None:
+        self.prompt.text = trial.card.prompt or ""
+        self.prompt.draw()
 
     def _blank(self, count: FrameCount) -> None:
         screen = Screen("trial")
@@ -705,17 +705,17 @@ def _grid_input(runner: _Runner, trial: Trial, answer: str) -> tuple[str, tuple[
     return cell.key, (cell.x, cell.y)
 
 
+def _key_answer(runner: _Runner, trial: Trial, key: str) -> str | None:
+    return next((answer for answer, k in trial.card.answer_keys(trial).items() if k == key), None)
+
+
 RESPONSE_MODES: dict[str, ResponseMode] = {
-    "classify": ResponseMode(
-        keys=lambda runner, trial: tuple(runner.grid.keys), positions=lambda runner, trial: [0.0],
-        draw_response=_Runner._draw_grid, clicks=True, answer_for_key=_Runner._grid_answer, answer_input=_grid_input,
-        key_per_label=True,
-        how_to_answer=lambda input_mode: ("Click the label of your answer. " if input_mode == "mouse" else
-                                          "Press the key shown next to the label of your answer. ")),
-    "oddity": ResponseMode(
-        keys=lambda runner, trial: ODDITY_KEYS[:len(trial.stimuli)], positions=_Runner._oddity_positions,
-        draw_response=_Runner._draw_oddity_prompt, clicks=False, answer_for_key=lambda runner, trial, key: key,
-        answer_input=lambda runner, trial, answer: (answer, None), key_per_label=False,
-        how_to_answer=lambda input_mode: ""),
+    "label-grid": ResponseMode(
+        keys=lambda runner, trial: tuple(runner.grid.keys), draw_response=_Runner._draw_grid, clicks=True,
+        answer_for_key=_Runner._grid_answer, answer_input=_grid_input, key_per_label=True),
+    "keys": ResponseMode(
+        keys=lambda runner, trial: tuple(trial.card.answer_keys(trial).values()), draw_response=_Runner._draw_prompt,
+        clicks=False, answer_for_key=_key_answer,
+        answer_input=lambda runner, trial, answer: (trial.card.answer_keys(trial)[answer], None), key_per_label=False),
 }
-"""The lab's dispatch table: how it explains, shows and reads each trial type."""
+"""The lab's dispatch table: how it shows and reads each response a trial type's card can name."""

@@ -572,12 +572,11 @@
     gridEl.hidden = false;
   }
 
-  /* How each trial type is shown and answered, one row per type (the lab runner's ResponseMode
-   * table): onStimulus runs at stimulus onset, respond shows the response screen after the mask and
-   * returns the time the response period began. */
-  const TRIAL_TYPES = {
-    classify: {
-      numbered: false,
+  /* The two ways of answering a trial's card can name (cuebench.trial_types.RESPONSES; the lab runner has
+   * the same two): onStimulus runs at stimulus onset, respond shows the response screen after the mask
+   * and returns the time the response period began. The card's keys, prompt and numbering come in the plan. */
+  const RESPONSES = {
+    "label-grid": {
       onStimulus: (trial) => state("stimulus", trial.index),
       respond: (trial, win, t) => {
         clear();
@@ -587,22 +586,30 @@
         return t;
       },
     },
-    oddity: {  // keys 1/2/3 answer from stimulus onset
-      numbered: true,
+    keys: { // from stimulus onset where the timing counts the answer from there (DiST), else after the mask
       onStimulus: (trial, win) => {
-        state("response-keys", trial.index);
-        keyHandler = (e) => { if (trial.choices.includes(e.key)) win.answer(e.key, e.timeStamp); };
+        if (trial.timing.response_from_onset) listenForKeys(trial, win);
+        else state("stimulus", trial.index);
       },
       respond: (trial, win, t, stimulusOnset) => {
-        drawPrompt("Which image is different from the other two? Press 1, 2 or 3.");
-        return stimulusOnset;
+        drawPrompt(trial.prompt || "");
+        if (trial.timing.response_from_onset) return stimulusOnset;
+        listenForKeys(trial, win);
+        win.startClock(t, trial.timing.response_window);
+        return t;
       },
     },
   };
+  /* Each key of the card's answer -> key map answers with its answer. */
+  function listenForKeys(trial, win) {
+    state("response-keys", trial.index);
+    const answers = new Map(Object.entries(trial.keys).map(([answer, key]) => [key, answer]));
+    keyHandler = (e) => { if (answers.has(e.key)) win.answer(answers.get(e.key), e.timeStamp); };
+  }
 
   async function runTrial(trial, hz, device) {
-    const mode = TRIAL_TYPES[trial.type];
-    if (!mode) throw new Error(`trial ${trial.index + 1} has trial type "${trial.type}", which this task cannot show`);
+    const mode = RESPONSES[trial.response];
+    if (!mode) throw new Error(`trial ${trial.index + 1} is answered by "${trial.response}", which this task cannot show`);
     trialEvents = [];
     const log = { measured: {}, frames: {}, phases: [], dropped: 0 };
     const timing = trial.timing;
@@ -622,7 +629,7 @@
       if (timing.response_from_onset) win.startClock(t, timing.response_window);
     };
     phases.push({ name: "stimulus", frames: msToFrames(timing.stimulus, hz),
-                  draw: () => drawImages(images, mode.numbered), onOnset: onStimulus });
+                  draw: () => drawImages(images, trial.numbered), onOnset: onStimulus });
     if (trial.mask) phases.push({ name: "mask", frames: msToFrames(timing.mask, hz), draw: () => drawImages([bitmaps.get(trial.mask)], false) });
     const t = await runPhases(phases, hz, log);
     const responseOnset = mode.respond(trial, win, t, stimulusOnset);
