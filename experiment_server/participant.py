@@ -225,7 +225,7 @@ def _uniform_png(data: bytes) -> bytes:
 
 @bp.post("/api/session/<token>/image-failed")
 def image_failed(token: str):
-    """The web task gave up loading an image (``task.js``'s bounded retries) and told the participant:
+    """The web task gave up loading an image (``task/images.js``'s bounded retries) and told the participant:
     logged once per image, with what the server knows of it."""
     study = _study()
     participant = _participant(token)

@@ -182,9 +182,9 @@ def test_oddity_timeout_is_stored_as_timeout(env):
 def test_every_response_a_card_can_name_has_a_row_in_the_web_task():
     """The web task has a row per response of the cards (``RESPONSES``; the lab runner's rows are checked
     by the lab session tests), and every card people take names one of them."""
-    task_js = Path(human_tasks.web.__file__).parent.joinpath("static", "task.js").read_text()
-    table = task_js[task_js.index("const RESPONSES = {"):]
-    web_rows = set(re.findall(r'^    "?([\w-]+)"?: \{', table[:table.index("\n  };")], flags=re.M))
+    task_js = Path(human_tasks.web.__file__).parent.joinpath("static", "task", "responses.js").read_text()
+    table = task_js[task_js.index("export const RESPONSES = {"):]
+    web_rows = set(re.findall(r'^  "?([\w-]+)"?: \{', table[:table.index("\n};")], flags=re.M))
     assert web_rows == set(RESPONSES) >= {c.response for c in cards().values() if c.for_people}
 
 

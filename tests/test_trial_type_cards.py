@@ -1,17 +1,18 @@
-"""A new trial type is one card: a toy same/different task, added as a third-party plug-in does it
-(one module and its entry point, nothing else), runs through the web task (a real server and
+"""A new trial type is one card: the toy same/different task of docs/architecture.md, added as a
+third-party plug-in does it (one module and its entry point, nothing else), runs through the web task (a real server and
 chromium), the lab runner (PsychoPy under Xvfb, a simulated participant), a model (the card's own
 choice rule on a plug-in observer's features) and the report (accuracy from the card's scoring)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
-import importlib.util
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,37 +27,15 @@ from experiment_server.simulate import ServerProcess, free_port
 from plugin_and_data_helpers import plugin_package
 from test_observers import observer_example
 
-SAME_DIFFERENT = '''
-"""Same/different: two images side by side; are they the same picture? (a toy 2AFC)"""
-
-import numpy as np
-
-from cuebench.trial_types import TrialTypeCard, answer_time, seconds
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
 
-class SameDifferent(TrialTypeCard):
-    """Two images side by side: the same picture twice, or two different ones (two-alternative forced choice)."""
+def trial_type_example() -> str:
+    """The one-module trial type of docs/architecture.md ("A trial type: one card"), so the docs run as written."""
+    text = ARCHITECTURE.read_text(encoding="utf-8").split("<!-- trial-type-example -->", 1)[1]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
 
-    name = "same-different"
-    images = "row"
-    answers = ("same", "different")
-    response = "keys"
-    keys = {"same": "s", "different": "d"}
-    timing = {"fixation": 100, "stimulus": 200, "mask": None, "response_window": None, "iti": 100,
-              "response_from_onset": False}
-    prompt = "The same picture twice? Press S for same, D for different."
-    choice_rule = "same-if-equal-features"
-    choice_rule_words = "same when the two images' features are equal, else different"
-    needs = "features"
 
-    def decide(self, trial, features):
-        distance = float(np.linalg.norm(features[0] - features[1]))
-        return ("same" if distance <= 1e-6 else "different"), {"distance": distance}
-
-    def task_sentence(self, timing, facts):
-        return (f"two images appear side by side for {seconds(timing.stimulus)}; press **S** if they are the same "
-                f"picture, **D** if not. {answer_time(timing, 'the images appear')}")
-'''
 PHOTOS = ("astronaut", "camera", "coffee", "rocket")
 SESSION_DEADLINE_S = 120
 
@@ -67,7 +46,7 @@ def toy_package(tmp_path_factory):
     return plugin_package(tmp_path_factory.mktemp("toy"), "toysamedifferent",
                           {"cuebench.trial_types": {"same-different": "same_different:SameDifferent"},
                            "cuebench.observers": {"toy-first": "toy_observer:FirstLabel"}},
-                          {"same_different.py": SAME_DIFFERENT, "toy_observer.py": observer_example()})
+                          {"same_different.py": trial_type_example(), "toy_observer.py": observer_example()})
 
 
 @pytest.fixture()
