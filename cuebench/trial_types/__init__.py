@@ -24,8 +24,6 @@ from ..registry import Registry
 RESPONSES = ("label-grid", "keys")
 """How people answer: the label grid of the lab's response screen (buttons or their keys), or one key per
 answer (the key says which; a prompt says what to press). Each runner implements these two, not each type."""
-IMAGES = ("one", "row")
-"""A single image in the centre, or the trial's images side by side (left to right in ``stimuli`` order)."""
 
 
 class TrialTypeCard:
@@ -38,11 +36,13 @@ class TrialTypeCard:
     trial that names none. ``choice_rule`` names the decision rule a model answers with by default
     (``cuebench list decision-rules``); a card whose rule is its own sets ``decide`` (and ``needs``,
     the observer output it reads: ``features`` or ``probabilities``) and the rule is registered under
-    ``choice_rule`` from the card. ``response`` None: people do not take this type (models only).
+    ``choice_rule`` from the card. ``score`` says how an answer is scored. ``response`` None: people do
+    not take this type (models only).
     """
 
     name: ClassVar[str]
     images: ClassVar[str] = "one"
+    """``one``: a single image in the centre; ``row``: the trial's images side by side (``stimuli`` order)."""
     numbered: ClassVar[bool] = False
     """Whether each image is numbered 1..k below it (the answer names a position)."""
     answers: ClassVar[str | tuple[str, ...]] = "labels"
@@ -56,10 +56,7 @@ class TrialTypeCard:
     how_to_answer: ClassVar[dict[str, str]] = {}
     """The lab's words after the study's instructions, per input mode (``mouse``, ``keyboard``)."""
     choice_rule: ClassVar[str]
-    choice_rule_words: ClassVar[str] = ""
-    """How a model (or an ideal observer) decides, in words, with the paper and equation."""
     needs: ClassVar[str | None] = None
-    scoring: ClassVar[str] = "correct when the answer is the trial's correct answer; a timeout is wrong"
 
     # ------------------------------------------------------------------ what a trial of this type is
     def check(self, trial) -> tuple[str, str] | None:
@@ -76,10 +73,6 @@ class TrialTypeCard:
         if self.answers == "positions":
             return {c: c for c in trial.choices}
         return {c: self.keys[c] for c in trial.choices}
-
-    def chance(self, trial) -> float:
-        """The accuracy of guessing among the trial's answers ("not clear" is no guess)."""
-        return 1 / len([c for c in trial.choices if c != NOT_CLEAR])
 
     def score(self, trial, response: str | None) -> int | None:
         """1 if the answer is the trial's correct one, 0 if not (a timeout or "not clear" is wrong),

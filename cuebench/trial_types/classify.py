@@ -20,8 +20,6 @@ class Classify(TrialTypeCard):
     how_to_answer = {"mouse": "Click the label of your answer. ",
                      "keyboard": "Press the key shown next to the label of your answer. "}
     choice_rule = "16class-mean"
-    choice_rule_words = ("softmax over the ImageNet classes, mean probability over each label's classes, argmax "
-                         "over the trial's labels (model-vs-human; Geirhos et al. 2019)")
 
     def task_sentence(self, timing, facts):
         masked = " and is then covered by noise" if timing.mask else ""

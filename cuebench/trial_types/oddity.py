@@ -21,8 +21,6 @@ class Oddity(TrialTypeCard):
     and is answered within 2000 ms of its onset."""
     prompt = "Which image is different from the other two? Press 1, 2 or 3."
     choice_rule = "oddity"
-    choice_rule_words = ("the image with the largest mean cosine distance of z-scored penultimate features to the "
-                         "others (Wen et al. 2024, Eq. 2)")
 
     def task_sentence(self, timing, facts):
         return (f"three images appear side by side for {seconds(timing.stimulus)}: two of them are alike and one is "

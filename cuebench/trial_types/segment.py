@@ -16,9 +16,6 @@ class Segment(TrialTypeCard):
     answers = (SEGMENT_ANSWER,)
     response = None
     choice_rule = "confusion"
-    choice_rule_words = ("the image's confusion matrix against its label mask, from which analysis accumulates mIoU "
-                         "(Heinert et al. Sec. IV-B)")
-    scoring = "pixel by pixel: mIoU accumulated from each image's confusion matrix; no trial is right or wrong"
 
     def check(self, trial):
         if trial.label_mask is None or trial.choices != self.answers:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cuebench.trials import Trial
 
+from ..words import say
 from ..timing import TIMED_PHASES, FrameCount, dropped_frames, phase_frames
 from .responses import Outcome, response_mode
 from .simulate import Screen
@@ -36,7 +37,7 @@ class Pacing:
 
     def _continue_screen(self, message: str) -> None:
         """Text until space (or a click, with the mouse); Escape pauses (``Quit`` if confirmed)."""
-        prompt = "Click or press space to continue." if self.options.input_mode == "mouse" else "Press space to continue."
+        prompt = say(f"lab_continue_{self.options.input_mode}")
         while True:
             self.text.text = f"{message}\n\n{prompt}"
             self.input.clear()
@@ -53,8 +54,7 @@ class Pacing:
     def _pause(self) -> None:
         """Escape: Y confirms quitting (raises ``Quit``), N goes on."""
         self.logging.exp("paused (Escape)")
-        self.text.text = ("Paused.\n\nPress Y to end the session. Everything answered so far is saved; "
-                          "run the same command again to resume.\n\nPress N to continue.")
+        self.text.text = say("lab_paused")
         self.input.clear()
         screen = Screen("pause")
         while True:

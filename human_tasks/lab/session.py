@@ -38,6 +38,7 @@ from cuebench.trials import Experiment, Trial
 
 from ..layout import LayoutError, response_grid
 from ..psychopy_csv import write_psychopy_csv
+from ..words import say
 from .errors import LabError
 from .pacing import Pacing, Quit
 from .presentation import Presentation
@@ -289,8 +290,7 @@ class _Runner(Presentation, Pacing, Responses):
         has_practice = any(s.block == 0 for s in sequence)
         opening = texts.plain(self.expdir, "instructions") + "\n\n" + self._how_to_answer(types)
         if answered:
-            opening = (f"Welcome back. The session continues at trial {remaining[0].index + 1} of {len(sequence)}."
-                       "\n\n" + opening)
+            opening = say("lab_welcome_back", k=remaining[0].index + 1, n=len(sequence)) + "\n\n" + opening
         self._continue_screen(opening)
         progress = tqdm(remaining, desc=f"{self.options.participant} session {self.session}", unit="trial",
                         file=sys.stderr)
@@ -298,9 +298,9 @@ class _Runner(Presentation, Pacing, Responses):
             trial = self.experiment.trial(scheduled.trial_id)
             if scheduled.block > 0 and has_practice and not practice_done:
                 practice_done = True
-                self._continue_screen("The practice is over. The experiment starts now.")
+                self._continue_screen(say("lab_practice_over"))
             if scheduled.break_before:
-                self._continue_screen("Time for a break. Rest your eyes as long as you like.")
+                self._continue_screen(say("lab_break"))
             outcome, restarts = self._present(scheduled.index, trial)
             self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
             if trial.role == "practice":
@@ -316,8 +316,7 @@ class _Runner(Presentation, Pacing, Responses):
 
         trials = [self.experiment.trial(t) for ids in block.trials_by_level.values() for t in ids]
         facts = {"types": texts.trial_type_timings(trials), "not_clear": self.experiment.label_set.not_clear}
-        self._continue_screen("The next part adapts to your answers: the images get easier or harder. "
-                              + " ".join(texts.task_sentences(facts)) + "\n\n"
+        self._continue_screen(say("lab_adaptive") + " " + " ".join(texts.task_sentences(facts)) + "\n\n"
                               + self._how_to_answer({t.trial_type for t in trials}))
         progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.options.participant} "
                         f"{block.session}", unit="trial", file=sys.stderr)
@@ -332,16 +331,13 @@ class _Runner(Presentation, Pacing, Responses):
 
     def _questionnaire(self, questionnaire: Questionnaire) -> None:
         """The study's questions (``human_tasks.lab.questionnaire``), stored once with the participant."""
-        self._continue_screen("A few questions to finish.")
+        self._continue_screen(say("lab_questions"))
         answers = LabQuestionnaire(self.win, self.input, self._frame, self._pause,
                                    self.logging.exp).ask_all(questionnaire)
         store_answers(self.store.conn, self.experiment.name, self.options.participant, answers, runner="lab")
         self.logging.exp(f"questionnaire answered: {len(answers)} of {len(questionnaire.questions)} items")
 
-
     def _how_to_answer(self, types: set[str]) -> str:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
         return "".join(card(kind).how_to_answer.get(self.options.input_mode, "") for kind in sorted(types)) \
-            + "Press Escape to pause."
-
-
+            + say("lab_pause_key")
