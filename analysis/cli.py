@@ -15,6 +15,18 @@ MAIN_TABLES = ("exclusion_summary", "catch_per_person", "group_accuracy", "group
 SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
 
 
+class MetricNames:
+    """``--metric``'s choices, read from the report sections only when argparse checks a value or prints
+    help: loading every section imports SciPy, pingouin and matplotlib, about two seconds that every
+    other ``cuebench`` command would otherwise pay at start-up."""
+
+    def __contains__(self, name) -> bool:
+        return name in all_metrics()
+
+    def __iter__(self):
+        return iter(all_metrics())
+
+
 def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-attention-failures", type=int, default=0,
                         help="a participant failing more attention checks than this is excluded entirely")
@@ -66,9 +78,9 @@ def register(sub) -> None:
         description="Quick look at responses in the terminal. --metric shape-bias prints "
                     "observer,shape_bias,n_shape,n_texture.")
     analyze.add_argument("sources", nargs="+", type=user_path, help="experiment directories, response files, raw CSV folders")
-    analyze.add_argument("--metric", choices=all_metrics(), default=None,
-                         help="print only this table (each report section offers its own, see cuebench list "
-                              "report-sections)")
+    analyze.add_argument("--metric", choices=MetricNames(), default=None, metavar="METRIC",
+                         help="print only this table: %(choices)s (each report section offers its own, see "
+                              "cuebench list report-sections)")
     analyze.add_argument("--correlate", nargs=2, metavar=("X", "Y"), default=None,
                          help="Spearman rank correlation of two per-observer metric columns over the models "
                               "(--model-set, default all; columns of --metric observers, e.g. S_cd shape_bias, or of "

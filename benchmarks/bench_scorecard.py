@@ -63,9 +63,10 @@ def main() -> None:
 
         def answer_and_score() -> tuple[float, float]:
             answering = scoring = 0.0
+            loaded = {}  # as one `cuebench benchmark` run: the model loads once for every benchmark
             for name, expdir, digest in built:
                 start = time.perf_counter()
-                observers = answer(expdir, [MODEL], settings)
+                observers = answer(expdir, [MODEL], settings, loaded)
                 middle = time.perf_counter()
                 score_model(name, expdir, digest, observers[MODEL], n_boot=200)
                 answering, scoring = answering + middle - start, scoring + time.perf_counter() - middle

@@ -87,6 +87,7 @@ def run(args) -> int:
     explicit = args.benchmarks != parser_default()
     cards = {model: [] for model in args.models}
     provenance = {model: [] for model in args.models}
+    loaded = {}  # each model loads once per run, not once per benchmark
     for name in names:
         bench = BENCHMARKS[name]
         if bench.shared and not (shared / bench.shared).is_dir():
@@ -96,7 +97,7 @@ def run(args) -> int:
             print(f"{name}: skipped, {shared / bench.shared} is missing")
             continue
         expdir, digest = prepare(name, bench, shared, args.cache, args.per_class, args.eed_steps)
-        observers = answer(expdir, args.models, args)
+        observers = answer(expdir, args.models, args, loaded)
         for model in args.models:
             entries, record = score_model(name, expdir, digest, observers[model], args.n_boot)
             cards[model] += entries
@@ -177,9 +178,10 @@ def prepare(name: str, bench: Benchmark, shared: Path, cache: Path, per_class: i
     return expdir, digest
 
 
-def answer(expdir: Path, models: list[str], args) -> dict[str, dict]:
+def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) -> dict[str, dict]:
     """Each model answers the trials it has not answered; one that answered all of them is not loaded. Returns
-    spec -> ``{"observer", "weights"}``, kept in ``scorecard_observers.json`` beside the responses."""
+    spec -> ``{"observer", "weights"}``, kept in ``scorecard_observers.json`` beside the responses. ``loaded``
+    keeps the models loaded here for the run's next benchmark."""
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore
     from model_eval.cli import evaluate
@@ -195,7 +197,7 @@ def answer(expdir: Path, models: list[str], args) -> dict[str, dict]:
     if todo:
         settings = {"rule": None, "batch_size": args.batch_size, "device": args.device, "policy": "as-is",
                     "mapping_file": None, "workers": None, "database": None}
-        summary = evaluate(expdir, todo, settings, args.executor, args.executor_option, progress=False)
+        summary = evaluate(expdir, todo, settings, args.executor, args.executor_option, progress=False, loaded=loaded)
         for spec, run in zip(todo, summary.runs):
             known[spec] = {"observer": run.observer, "weights": run.weights_source}
             print(f"{expdir.name}: {run.observer} answered {run.answered_now} trials, {run.skipped} stored before")

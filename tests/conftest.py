@@ -21,6 +21,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 HOME_VARIABLES = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HF_HOME", "TORCH_HOME",
                   "MPLCONFIGDIR")
 AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
 def pytest_configure(config):
@@ -29,15 +30,25 @@ def pytest_configure(config):
     Everything the tests start (Ray, PostgreSQL, browsers, PsychoPy, subprocesses) inherits a fresh
     ``HOME`` with empty cache and config folders, and no ``RAY_AUTH_*``/``RAY_ADDRESS`` of the user's;
     tests that need one set it themselves. Set before any test module is imported.
+
+    NumPy's and SciPy's OpenBLAS run one thread (unless the user set ``OPENBLAS_NUM_THREADS``): the suite
+    keeps both cores of a small machine busy with servers, browsers and documented commands side by side,
+    and a threaded BLAS call on a small array then waits for a core (``scipy.stats.gaussian_kde`` of four
+    values: 0.7 ms on one thread, 15-55 ms on two threads of a busy 2-core machine).
     """
     home = Path(tempfile.mkdtemp(prefix="cuebench-home-"))
-    config._cuebench_user_env = {key: os.environ.get(key) for key in (*HOME_VARIABLES, *AUTH_VARIABLES)}
+    config._cuebench_user_env = {key: os.environ.get(key)
+                                 for key in (*HOME_VARIABLES, *AUTH_VARIABLES, BLAS_THREADS)}
     for key in AUTH_VARIABLES:
         os.environ.pop(key, None)
     os.environ["HOME"] = str(home)
     for key, folder in zip(HOME_VARIABLES[1:], (".cache", ".config", ".local/share", ".cache/huggingface",
                                                ".cache/torch", ".config/matplotlib")):
         os.environ[key] = str(home / folder)
+    os.environ.setdefault(BLAS_THREADS, "1")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(int(os.environ[BLAS_THREADS]), user_api="blas")
 
 
 def pytest_unconfigure(config):
@@ -83,9 +94,10 @@ def photos() -> dict[str, np.ndarray]:
     return {img.name: fit_to_stimulus(img.read()) for img in default_images()}
 
 
-@pytest.fixture()
-def browser():
-    """Debian's headless chromium driven by playwright (never a downloaded browser)."""
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's headless chromium driven by playwright (never a downloaded browser), started once per
+    test module: playwright's driver and the browser take seconds to start."""
     if not CHROMIUM.exists():
         unavailable("Debian's chromium (/usr/bin/chromium) is not installed")
     from playwright.sync_api import sync_playwright
@@ -94,6 +106,15 @@ def browser():
         launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture()
+def browser(chromium):
+    """The module's chromium; every page a test opened (each in a context of its own, so no cookies or
+    storage are shared) is closed after it, so nothing of one test runs on into the next."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
 
 
 def check_validation_marks(items) -> None:
