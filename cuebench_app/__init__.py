@@ -2,5 +2,5 @@
 several stages (texture synthesis against a model's features, the train-cues study).
 
 It sits above every package of the data flow and is the only code that may import several of
-them; the packages below it import nothing from here (``tests/test_layering.py``).
+them; the packages below it import nothing from here (``tests/system/test_layering.py``).
 """

@@ -5,7 +5,7 @@ screen size, pointer) before the instructions and screens out a device that fail
 screened-out completion code is handed out only when the server, from those measurements,
 finds the same failure; a request that merely says "screen me out" (a script after the
 code, or a forged reason) gets none. The rules mirror the task's ``CHECK`` (``static/task/check.js``)
-and the device rules of ``device.js``; ``tests/test_web.py`` compares both verdicts in
+and the device rules of ``device.js``; ``tests/human_tasks/test_web.py`` compares both verdicts in
 a real browser.
 """
 

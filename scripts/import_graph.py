@@ -3,7 +3,7 @@ and those made by name (``importlib.import_module("stimuli.cli")``, ``"stimuli.s
 
 ``python scripts/import_graph.py`` prints which package imports which; ``--write FILE`` puts the
 graph between the ``import-graph`` markers of FILE (docs/architecture.md), so the picture in the
-docs is made from the code, and ``tests/test_layering.py`` checks that it still is.
+docs is made from the code, and ``tests/system/test_layering.py`` checks that it still is.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ checks it against (a published value, a reference implementation, a hand computa
 documented model written without the project's code), the tolerance or coverage asked for, and the test.
 
 Generated from the tests' `@pytest.mark.validates(...)` marks by `python scripts/validation_table.py`; do not
-edit by hand (`tests/test_validation_table.py` fails when this file is out of date). A statistic without a row
+edit by hand (`tests/system/test_validation_table.py` fails when this file is out of date). A statistic without a row
 is not finished.
 
 | statistic | definition and source | independent reference | tolerance or coverage | test |

@@ -19,7 +19,7 @@ from cuebench.responses import ResponseStore
 from cuebench.trials import Experiment, LabelSet, Schedule, SchemaError, Timing, Trial
 from stimuli.suppression import suppress
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHORT = Timing(fixation=100, stimulus=100, mask=100, iti=100)
 IMAGES = {"astronaut": "astronaut", "camera": "camera", "coffee": "coffee", "chelsea": "cat"}
 GRIDS = (2, 4, 8, 16)

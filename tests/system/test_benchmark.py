@@ -15,7 +15,7 @@ import pytest
 
 from analysis import scorecard
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cuebench(*argv, cwd: Path, shared: Path) -> str:

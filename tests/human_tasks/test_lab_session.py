@@ -30,7 +30,7 @@ from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial
 from experiment_server.db import ServerDB
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)
 ODDITY = Timing(fixation=100, stimulus=300, mask=None, response_window=3000, iti=100, response_from_onset=True)
 WINDOW = ["--window-size", "1024", "768"]

@@ -26,7 +26,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.export import export_mvh
 from cuebench.responses import ResponseStore, trial_row
 from stimuli.designs import DESIGNS
-from plugin_and_data_helpers import dist_subset
+from support import dist_subset
 
 CLASSES = {"tabby cat": ("chelsea", "coffee", "rocket"), "T-rex_2.0": ("motorcycle", "astronaut", "camera")}
 GEIRHOS_CLASSES = ("airplane", "bear", "bicycle")
@@ -57,7 +57,7 @@ and the methods paragraph (timing and devices have no raw column)."""
 
 MODEL_ONLY_DESIGNS = {"seg-cue-decomposition"}
 """Designs whose answers the raw format cannot hold (per-image confusion matrices of segmentation): their build,
-evaluation and report run from the documented commands in tests/test_segmentation.py."""
+evaluation and report run from the documented commands in tests/model_eval/test_segmentation.py."""
 
 
 def test_every_registered_design_is_covered():

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from plugin_and_data_helpers import plugin_package
+from support import plugin_package
 
 PAGE = REPO / "docs" / "extending.md"
 EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```python\n(.*?)```", re.S)

@@ -24,10 +24,10 @@ from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.trials import AssignmentPlan, Experiment, LabelSet, Schedule
 from experiment_server.simulate import ServerProcess, free_port
-from plugin_and_data_helpers import plugin_package
+from support import plugin_package
 from test_observers import observer_example
 
-ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
 
 def trial_type_example() -> str:
@@ -188,7 +188,7 @@ def test_every_word_the_web_task_and_the_lab_say_is_in_the_one_catalogue():
 
     from human_tasks.words import words
 
-    root = Path(__file__).resolve().parents[1] / "human_tasks"
+    root = Path(__file__).resolve().parents[2] / "human_tasks"
     code = "".join(p.read_text() for p in [*root.glob("web/static/task/*.js"), *root.glob("**/*.py")])
     used = set(re.findall(r"""say\(f?["']([\w{}.]+)["']""", code))
     keys = {k.replace("{self.options.input_mode}", mode) for k in used for mode in ("mouse", "keyboard")}

@@ -677,7 +677,7 @@ def test_the_bytes_of_an_oddity_trial_do_not_tell_the_odd_one(shared, tmp_path):
     """DiST's original photo compresses differently from its two texture syntheses, so the file
     whose size is furthest from the other two was the odd one in most triplets. Served, the three
     images of a trial have the same size, and that guess is right no more often than chance."""
-    from plugin_and_data_helpers import dist_subset
+    from support import dist_subset
 
     from cuebench_app.cli import main as cuebench
 

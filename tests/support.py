@@ -1,4 +1,9 @@
-"""A labelled segmentation set the tests make, and two tiny segmenters trained on it in seconds.
+"""Real inputs the tests share (the fixtures live in conftest.py).
+
+- a cut of the DiST release in its own layout (``dist_subset``);
+- a plug-in package installed only by being on PYTHONPATH (``plugin_package``: its dist-info names the
+  entry points);
+- a labelled segmentation set and two tiny segmenters trained on it in seconds:
 
 The set: 64 x 64 photos of a disk and a square on a background, each region with its own
 luminance and its own fine texture (background: horizontal stripes, disk: a checkerboard,
@@ -16,6 +21,7 @@ one cue each through a fixed front end and learn only a per-pixel linear head:
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +134,30 @@ def save_segmenter(kind: str, path: Path) -> Path:
     torch.jit.save(torch.jit.script(tiny_segmenter(kind)), str(path))
     path.with_suffix(".json").write_text(json.dumps({"classes": CLASSES, "mean": [0, 0, 0], "std": [1, 1, 1]}))
     return path
+
+def dist_subset(release: Path, subset: Path, photos: int) -> Path:
+    """The first ``photos`` originals of the DiST release: every folder (original, set1, set2) and
+    labels.csv cut to the same photos, so the importer reads the release's own layout."""
+    keep = sorted(path.name for path in (release / "original").iterdir())[:photos]
+    for folder in sorted(path for path in release.iterdir() if path.is_dir()):
+        (subset / folder.name).mkdir(parents=True)
+        for name in keep:
+            shutil.copy(folder / name, subset / folder.name / name)
+    stems = {Path(name).stem for name in keep}
+    header, *rows = (release / "labels.csv").read_text().splitlines()
+    (subset / "labels.csv").write_text("\n".join([header, *(row for row in rows if row.split(",")[0] in stems)]) + "\n")
+    return subset
+
+
+def plugin_package(root: Path, name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str]) -> Path:
+    """``root`` holding the modules (file name -> code) and ``NAME-1.0.dist-info`` whose
+    entry_points.txt lists ``group -> {entry name: "module:attr"}``; put ``root`` on PYTHONPATH."""
+    dist = root / f"{name.replace('-', '_')}-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{entry} = {target}\n" for entry, target in entries.items())
+        for group, entries in entry_points.items()))
+    for filename, code in modules.items():
+        (root / filename).write_text(code)
+    return root

@@ -18,11 +18,11 @@ from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.trials import NOT_CLEAR
-from plugin_and_data_helpers import dist_subset, plugin_package
+from support import dist_subset, plugin_package
 
 DIST_TRIPLETS = 4
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "models.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 
 def observer_example() -> str:

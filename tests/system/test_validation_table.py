@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from validation_table import MarkError, collect, file_rows, render  # noqa: E402
 
@@ -47,7 +47,7 @@ REPORTED = {
 }
 """Each table a report section prints -> how a validation row names its statistic."""
 NOT_STATISTICS = {"exclusion_summary": "counts of excluded trials by reason",
-                  "methods": "the methods paragraph (its numbers: tests/test_methods_paragraph.py)",
+                  "methods": "the methods paragraph (its numbers: tests/analysis/test_methods_paragraph.py)",
                   "observer_summary": "one row per observer gathering the other tables' values",
                   "segmentation_summary": "one row per segmentation model gathering the other tables' values"}
 ALSO_REPORTED = {"effect sizes of the t-tests": r"d_z", "DiagViB-6 factor aggregates": r"FAAvg",

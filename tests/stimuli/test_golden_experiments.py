@@ -11,7 +11,7 @@ on scikit-image's grayscale and numpy's seeded generator), so the files hold on 
 
 When a change is intended, regenerate and review the diff before committing it:
 
-    PYTHONPATH=. .venv/bin/python tests/test_golden_experiments.py
+    PYTHONPATH=. .venv/bin/python tests/stimuli/test_golden_experiments.py
     git diff tests/data/golden/
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 BUILDS = {
     "suppression": ["--design", "suppression", "--conditions", "channel_shuffle"],
     "corruptions": ["--design", "corruptions", "--corruptions", "contrast,uniform_noise"],

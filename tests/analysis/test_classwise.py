@@ -103,7 +103,7 @@ def test_kde_overlap_matches_the_analytic_overlap_of_two_normals():
 
 
 def test_the_classwise_section_computes_for_each_model_and_draws_its_strip_plot():
-    """The report's section (its full report: tests/test_report_sections.py::test_sections_follow_the_design)."""
+    """The report's section (its full report: tests/analysis/test_report_sections.py::test_sections_follow_the_design)."""
     from analysis.load import conform
     from analysis.sections import SECTIONS
 

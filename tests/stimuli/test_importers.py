@@ -50,7 +50,7 @@ def test_dist_import_holds_out_practice_catch_and_attention_triplets(shared, tmp
     """DiST's protocol on the release: a catch trial after every 10 standard trials (the original, its mirror
     image and one disrupted version; the disrupted one is correct), practice triplets and attention checks,
     each from an original no standard trial shows."""
-    from plugin_and_data_helpers import dist_subset
+    from support import dist_subset
 
     images = dist_subset(shared / "data/dist", tmp_path / "dist", 14)
     assert main(["stimuli", "build", "--design", "dist-import", "--images", str(images), "--out", str(tmp_path / "x"),

@@ -13,7 +13,7 @@ import pytest
 from cuebench_app.cli import main as cuebench
 from cuebench.responses import ResponseStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_plan import calibration  # noqa: E402
 
 

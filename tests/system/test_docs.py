@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from plugin_and_data_helpers import dist_subset
+from support import dist_subset
 
 pytestmark = pytest.mark.slow
 
@@ -129,13 +129,13 @@ SKIPPED = {
     ('README.md', 'bash scripts/test.sh'): "scripts/test.sh runs this whole suite (and installs system packages)",
     ('docs/cue_decomposition.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --out exp/cd --eed-device cuda'): GPU,
     ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eed.py            # CPU, 224x224, ratio + agreement after 512 steps'): f"{BENCHMARK}; its last line needs a GPU",
-    ('docs/cue_decomposition.md', 'cuebench stimuli build --design seg-cue-decomposition --images shapes --convention generic --eed-steps 64 --voronoi-cells 16,32 --corruptions low_pass --out exp --workers 1'): "tests/test_segmentation.py runs these commands on the labelled set and segmenters it makes",
+    ('docs/cue_decomposition.md', 'cuebench stimuli build --design seg-cue-decomposition --images shapes --convention generic --eed-steps 64 --voronoi-cells 16,32 --corruptions low_pass --out exp --workers 1'): "tests/model_eval/test_segmentation.py runs these commands on the labelled set and segmenters it makes",
     ('docs/cue_decomposition.md', 'cuebench stimuli build --design seg-cue-decomposition --images /shared/cityscapes-val --convention cityscapes \\'): f"{GPU}; {CLUSTER}; Cityscapes, ADE20k and the weights are the user's",
     ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_seg_cues.py --images 8 --steps 32'): f"{BENCHMARK}; its last line needs a GPU",
     ('docs/diagvib.md', 'cuebench train studies/full --device cuda --amp --executor submitit \\'): CLUSTER,
     ('docs/dist.md', 'cuebench stimuli build --design dist --images default --out exp/dist-ps --synthesis ps'):
         "Portilla-Simoncelli synthesis of the 16 versions ran over 8 minutes on 2 CPU cores here even with "
-        "--synthesis-steps 2; tests/test_synthesis.py runs the backend on small images",
+        "--synthesis-steps 2; tests/stimuli/test_synthesis.py runs the backend on small images",
     ('docs/dist.md', 'cuebench stimuli build --design dist --images photos/ --out exp/dist-gpu \\'): f"{GPU}; VGG-19 weights are not in this machine's torch hub cache",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-device cuda --out exp/cue-dec'): GPU,
     ('docs/scale.md', 'ray start --head --num-gpus 4'): CLUSTER,
@@ -148,7 +148,7 @@ SKIPPED = {
     ('docs/models.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64'): f"{BENCHMARK}; its last line needs a GPU",
     ('docs/suppression.md', 'OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_stimuli.py --images default'): BENCHMARK,
     ('docs/models.md', 'cuebench eval --experiment exp --model tf_efficientnet_lite0:studies/cues/training/checkpoints/JOB.pth'): "JOB.pth stands for a checkpoint of the reader's own train-cues run",
-    ('docs/models.md', 'hf download laion/CLIP-ViT-B-32-laion2B-s34B-b79K open_clip_model.safetensors'): "fetches CLIP and MAE weights from the Hugging Face hub (the random-weight line is tests/test_vlm_observers.py)",
+    ('docs/models.md', 'hf download laion/CLIP-ViT-B-32-laion2B-s34B-b79K open_clip_model.safetensors'): "fetches CLIP and MAE weights from the Hugging Face hub (the random-weight line is tests/model_eval/test_vlm_observers.py)",
     ('docs/models.md', 'cuebench eval --model alexnet --experiment runs/demo'): "fetches torchvision's alexnet weights from the internet (the first line fails on purpose)",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-steps 16384 --out exp/cue-dec'): "exp/diagvib and photos/ of a real study (16,384 EED steps): built in README, minutes here",
     ('docs/training.md', 'cuebench train-cues studies/cues --photos PHOTOS --dist DIST_RELEASE \\'): "a synopsis with placeholders (PHOTOS, DIST_RELEASE, GEIRHOS); docs/training.md:163 is it concrete",
@@ -160,14 +160,14 @@ SKIPPED = {
     ('docs/training.md', 'python benchmarks/bench_distinguish.py runs/table3 --imagefolder imagenette2/train --dist DIST_RELEASE \\'):
         f"{GPU}; Imagenette and the DiST release are placeholders",
     ('docs/training.md', 'python -c "import csv, os; [os.makedirs(f\'dist-classes/{r[\\"imagenet_index\\"]}\', exist_ok=True) or os.symlink(os.path.abspath(f\'../shared/data/dist/original/{r[\\"image\\"]}.jpg\'), f\'dist-classes/{r[\\"imagenet_index\\"]}/{r[\\"image\\"]}.jpg\') for r in csv.DictReader(open(\'../shared/data/dist/labels.csv\'))]"'):
-        "the reduced Table 3 run takes 13 minutes or more on 2 CPU cores; tests/test_bench_distinguish.py runs the same script at toy size",
+        "the reduced Table 3 run takes 13 minutes or more on 2 CPU cores; tests/system/test_bench_distinguish.py runs the same script at toy size",
     ('docs/web.md', 'cuebench serve codes study/ -n 50 > codes.txt          # entry codes to hand out'): "placeholder study/ and a secrets file under /etc",
     ('docs/web.md', 'cuebench serve admin-password study/                 # once'): "placeholder study/ (the page's own experiment is web-sample)",
     ('docs/adaptive.md', 'cuebench analyze demo-output --metric thresholds --out thresholds.csv'): DEMO,
     ('docs/analysis.md', 'cuebench analyze ../shared/data/geirhos2019/raw-data/cue-conflict --metric shape-bias'): f"{DEMO}; other-model-responses.csv is the reader's own file",
     ('docs/analysis.md', 'cuebench plan demo-output --effect 0.1 --power 0.8'): DEMO,
     ('docs/web.md', 'createuser study && createdb --owner study cue_study'): "needs a PostgreSQL server at the placeholder db.example.org",
-    ('docs/web.md', '.venv/bin/python -m pytest tests/test_server.py tests/test_server_config.py tests/test_server_launch.py \\'): "runs six test files of this suite and two load benchmarks",
+    ('docs/web.md', '.venv/bin/python -m pytest tests/experiment_server/test_server.py tests/experiment_server/test_server_config.py tests/experiment_server/test_server_launch.py \\'): "runs six test files of this suite and two load benchmarks",
     ('docs/web.md', '.venv/bin/python benchmarks/bench_server_load.py --participants 50 200 [--workers 4] [--database URL]'): f"{BENCHMARK} (a synopsis with [optional] arguments)",
 }
 

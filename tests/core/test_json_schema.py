@@ -15,9 +15,9 @@ from cuebench.contract_cli import SCHEMAS, json_schema, schema_text
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment
 from stimuli.web_sample import build_sample_experiment
-from plugin_and_data_helpers import dist_subset
+from support import dist_subset
 
-DOCS_SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
+DOCS_SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 DESIGN_BUILDS = [
     pytest.param("suppression", ["--conditions", "grayscale"], id="suppression"),
     pytest.param("corruptions", ["--corruptions", "contrast"], id="corruptions"),
@@ -141,6 +141,6 @@ def test_response_rows_validate_as_stored_and_as_exported(sample, tmp_path):
 
 def test_an_experiment_json_of_schema_version_1_loads_and_writes_back_unchanged():
     """``data/experiment_v1.json`` is the web sample as written before the models were pydantic models."""
-    path = Path(__file__).parent / "data" / "experiment_v1.json"
+    path = Path(__file__).resolve().parents[1] / "data" / "experiment_v1.json"
     experiment = Experiment.load(path)
     assert experiment.schema_version == 1 and experiment.to_json() == path.read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from import_graph import (BEGIN, ENTRANCES, PACKAGES, block_in, imported_modules, imports_of,  # noqa: E402
                           project_modules, render)

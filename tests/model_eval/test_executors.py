@@ -27,7 +27,7 @@ from cuebench.executors import (ExecutorError, ExecutorSpec, Shard, ShardsFailed
                                 run_shards)
 from cuebench.responses import ResponseStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shard(tmp: Path, name: str) -> Shard:

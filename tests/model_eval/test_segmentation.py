@@ -23,8 +23,7 @@ from cuebench.images import decode_image
 from cuebench.segmentation import IGNORE, SegmentationSetError, labelled_set, read_mask_file, refuse_for_people
 from stimuli.texture_cues import shuffle_with_mask, voronoi_source
 
-sys.path.insert(0, str(Path(__file__).parent))
-from segmentation_helpers import CLASSES, save_segmenter, write_set  # noqa: E402
+from support import CLASSES, save_segmenter, write_set  # noqa: E402
 
 
 def save(path: Path, array: np.ndarray) -> None:

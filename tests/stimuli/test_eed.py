@@ -22,7 +22,7 @@ from stimuli.quality import quality_metrics
 from conftest import unavailable
 
 PHOTOS = ("chelsea", "coffee", "astronaut", "rocket")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def small(photo: np.ndarray, size: int) -> np.ndarray:

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from cuebench.registry import ALL, Registry, UnknownName
-from plugin_and_data_helpers import plugin_package
+from support import plugin_package
 
 
 def test_decorator_registers_and_lookup_suggests_close_names():

@@ -11,7 +11,7 @@ from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16
 from cuebench.responses import ResponseStore
-from plugin_and_data_helpers import dist_subset
+from support import dist_subset
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared]
 
