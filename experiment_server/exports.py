@@ -16,7 +16,7 @@ from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.questionnaire import ANSWER_COLUMN_PREFIX, load_questionnaire
 from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" export format)
 
-from .db import Participant, ServerDB
+from .db import EXPIRED, Participant, ServerDB
 
 PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "runner", "prolific_pid", "study_id",
                        "prolific_session", "entry_code", "started_at", "finished_at", "duration_s", "screen_reason",
@@ -29,9 +29,6 @@ CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing
 moved the card slider at all; False means the pixels per mm are the default, not measured; empty when a
 session from before this was recorded)."""
 PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
-EXPIRED = "expired"
-"""What a web session still in progress is called once its reservation has lapsed: abandoned, its group slot
-free again (a person who comes back still resumes it)."""
 
 
 def status_now(p: Participant, now: float) -> str:
@@ -72,6 +69,8 @@ def prolific_action(p: Participant, now: float) -> tuple[str, str]:
     only a failed attention check (Prolific's own rule); ask the screened out to return the
     study; leave admin exclusions, abandoned (expired) sessions and sessions finished faster than their
     trials can be shown (``plausibility``) for a person to review; wait for running sessions."""
+    if p.status == EXPIRED:
+        return "review", "session ended at the time limit (--time-limit)"
     if status_now(p, now) == EXPIRED:
         return "review", "session abandoned: no answer within the reservation" + (
             f"; {p.exclusion.label}" if p.exclusion else "")

@@ -27,6 +27,7 @@
    * frames; a tenth of the intervals doubling is common there and harmless for timing. */
   const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
                   timeoutMs: 15000 };
+  Object.assign(CHECK, { minHz: window.cuebenchDevice.RULES.minHz, maxHz: window.cuebenchDevice.RULES.maxHz }); // serve --refresh-hz
   const IMAGE_CSS_PX = 224; // without a size in degrees: the images' own 224 px, in CSS pixels
   const CARD_MM = { width: 85.6, height: 53.98 }; // ISO/IEC 7810 ID-1: a credit, bank or ID card
   const CARD_DEFAULT_CSS_PX = 323; // the card's width at 96 CSS px per inch
@@ -344,14 +345,15 @@
 
   function showOutcome(outcome) {
     showProgress("", 0);
-    const text = outcome.status === "screened_out"
+    const text = outcome.message ? `<div id="ended-text">${outcome.message}</div>` : outcome.status === "screened_out"
       ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
         "requirements of the study, so the study ends here.</p>" +
         `<p id="screen-fix">${escapeHtml(screenFix(outcome.reason))}</p>`
       : `<div id="completion-text">${texts.completion || ""}</div><div id="debrief-text">${texts.debrief || ""}</div>`;
     const link = outcome.redirect ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">Return to Prolific</a></p>` : "";
-    showScreen(`${text}<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
-               `${escapeHtml(outcome.code)}</p>${link}`, null, "done");
+    const code = outcome.code ? `<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
+                 `${escapeHtml(outcome.code)}</p>` : `<p id="code" data-status="${outcome.status}" hidden></p>`; // no code: time up
+    showScreen(`${text}${code}${link}`, null, "done");
     if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
     if (outcome.redirect) setTimeout(() => { window.location.href = outcome.redirect; }, 5000);
   }
@@ -379,6 +381,7 @@
    * A 4xx other than 429 is final (the server named the problem), anything else retries. */
   const queue = (() => { try { return JSON.parse(localStorage.getItem(QUEUE_KEY)) || {}; } catch (e) { return {}; } })();
   const refused = [];
+  let ended = null; // the outcome of a session the server ended early (serve --time-limit, --end-on-failed-attention)
   let flushing = null;
   const saveQueue = () => localStorage.setItem(QUEUE_KEY, JSON.stringify(queue));
   function enqueue(index, payload) {
@@ -392,6 +395,7 @@
       const result = await withRetry(() => requestJSON(`${C.api}/trial/${index}`,
         { method: "POST", body: JSON.stringify(queue[index]) }));
       if (!result.ok) refused.push({ index, status: result.status, error: result.body.error });
+      if (result.body.outcome) ended = result.body.outcome; // the server ended the session (time limit, attention)
       delete queue[index];
       saveQueue();
       statusEl.textContent = "";
@@ -664,11 +668,12 @@
   async function postNow(trial, payload) {
     const result = await withRetry(() => requestJSON(trial.post, { method: "POST", body: JSON.stringify(payload) }));
     if (!result.ok) refused.push({ index: trial.index, status: result.status, error: result.body.error });
+    if (result.body.outcome) ended = result.body.outcome; // the server ended the session
     statusEl.textContent = "";
   }
   async function runAdaptive(plan, hz, device) {
     const fixed = plan.trials.filter((t) => !t.practice).length;
-    for (let first = true; !refused.length; first = false) {
+    for (let first = true; !refused.length && !ended; first = false) {
       const next = await withRetry(() => requestJSON(`${C.api}/adaptive`));
       if (!next.ok || next.body.done) return;
       if (first) await showScreen("<h1>Next part</h1><p>The images now get easier or harder depending on your " +
@@ -771,8 +776,11 @@
       if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
       showProgress(...progressText(plan, i));
       await runTrial(trial, hz, device);
+      if (trial.instruction) await flush(); // an attention trial's answer may end the session
+      if (ended) return showOutcome(ended); // the server ended the session early
     }
     await runAdaptive(plan, hz, device);
+    if (ended) return showOutcome(ended); // the server ended the session early
     if (plan.questionnaire) await askQuestionnaire(plan.questionnaire);
     await finish();
   }
