@@ -445,6 +445,8 @@ def post_trial(token: str, index: int):
     trial = _scheduled_trial(study, participant, index)
     measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id),
                                 parse_json_body(request.get_data()))
+    if "card_moved" in (participant.calibration or {}):  # the server's record: the methods say "not measured"
+        measured["device"] = {**measured["device"], "card_moved": participant.calibration["card_moved"]}
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)

@@ -3,9 +3,11 @@ from a fresh working folder with relative paths, participants in a real chromium
 
 photos/<class>/ (folder names matched to ImageNet classes at build time) -> build with a size in
 degrees -> edit the consent text, add a questionnaire -> serve -> two Prolific participants (one
-reloads mid-block) and one told before consent to enlarge her window -> the admin excludes one, takes
-it back (the person counts again), excludes again -> a model answers without --mapping -> report, analyze and every
-export: the excluded person is absent from every human statistic and marked in every export.
+reloads mid-block), one told before consent to enlarge her window and a phone refused before consent ->
+the admin excludes one, takes it back (the person counts again), excludes again -> a model answers
+without --mapping -> report, analyze and every export: the excluded person is absent from every human statistic and marked in every export. Served again
+with a recruitment target already reached and --end-on-failed-attention: a latecomer gets the closed page,
+and a pilot who ignores the attention trial's instruction sees the session end early.
 A DiST oddity study is taken the same way. Screenshots of what participants see go to
 ``$CUEBENCH_SCREENSHOTS/<study>/`` when that is set (else the test's temporary folder).
 """
@@ -80,10 +82,11 @@ def wait_until_up(base: str, server: subprocess.Popen) -> None:
 class Served:
     """``cuebench serve EXPDIR`` from the study's folder, as the README runs it."""
 
-    def __init__(self, work: Path, expdir: str):
+    def __init__(self, work: Path, expdir: str, *options: str):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "cuebench", "serve", expdir, "--port", str(self.port)],
+        self.process = subprocess.Popen([sys.executable, "-m", "cuebench", "serve", expdir, "--port", str(self.port),
+                                         *options],
                                         cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def __enter__(self) -> "Served":
@@ -129,10 +132,11 @@ def answer_questionnaire(page, shots: Path | None) -> None:
     page.click("#continue")
 
 
-def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at: int | None = None) -> dict:
-    """Consent, instructions, calibration, every trial (the attention trial as instructed, oddity
-    trials with key 1), the questionnaire, until the code shows. Returns the progress texts seen per
-    trial index, the stimulus URLs the browser loaded and what the pages said."""
+def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at: int | None = None,
+              ignore_attention: bool = False) -> dict:
+    """Consent, instructions, calibration, every trial (the attention trial as instructed, unless
+    ``ignore_attention``; oddity trials with key 1), the questionnaire, until the code shows. Returns the
+    progress texts seen per trial index, the stimulus URLs the browser loaded and what the pages said."""
     loaded: dict[str, int] = {}
     page.on("response", lambda r: loaded.__setitem__(r.url, r.status) if "/stimuli/" in r.url else None)
     page.goto(f"{base}/?{entry}")
@@ -161,7 +165,11 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
         elif now == "response-grid" and index not in answered:
             progress[index] = page.inner_text("#progress")
             shoot(page, shots, "5-trial-answer-with-progress.png")
-            page.click(f"#grid button[data-label='{instructed or 'cat'}']")
+            label = instructed or "cat"
+            if instructed and ignore_attention:  # any label but the one asked for
+                label = next(other for other in page.eval_on_selector_all("#grid button", "els => els.map(e => "
+                                                                          "e.dataset.label)") if other != instructed)
+            page.click(f"#grid button[data-label='{label}']")
             instructed = None
             answered.add(index)
         elif now == "response-keys" and index not in answered:
@@ -231,6 +239,9 @@ def test_researcher_journey(tmp_path, browser):
         carol = browser.new_page(viewport={"width": 640, "height": 480})  # told what to change before consent
         carol.goto(f"{base}/?code=carol")
         assert "at least 800 \u00d7 600" in carol.inner_text("#device-fix") and not carol.is_visible("#consent")
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True).new_page()
+        phone.goto(f"{base}/?code=dave")  # a phone: refused before consent, with what to use instead
+        assert "use a computer" in phone.inner_text("#device-fix") and not phone.is_visible("#consent")
         people = people_of(work)
         excluded = people[alice_pid]["code"]
 
@@ -248,6 +259,16 @@ def test_researcher_journey(tmp_path, browser):
         assert "yes:" not in admin.inner_text(f"#participants tr[data-code='{excluded}'] td.excluded")
         admin_action(admin, base, excluded, "Exclude", "said she had seen the photos before")
         admin.screenshot(path=str(shots / "8-admin.png"), full_page=True)
+
+    # the study closes at its target: bob counts (alice is excluded), so a latecomer gets the closed page; a
+    # pilot still gets in, and with --end-on-failed-attention a wrong answer to the attention trial ends it
+    with Served(work, EXPDIR, "--target-n", "1", "--end-on-failed-attention") as served:
+        late = browser.new_page(viewport={"width": 1280, "height": 800})
+        late.goto(f"{served.base}/?{prolific('e' * 24)}")
+        assert "all the participants it needs" in late.inner_text("#closed") and not late.is_visible("#consent")
+        pilot = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "pilot=1&code=p1",
+                          ignore_attention=True)
+    assert pilot["status"] == "failed_attention" and "The study has ended" in pilot["page"]
 
     # the participants' side: the researcher's texts, every image served, progress shown
     experiment = ExperimentDir(work / EXPDIR).load()
