@@ -260,16 +260,6 @@ def test_researcher_journey(tmp_path, browser):
         admin_action(admin, base, excluded, "Exclude", "said she had seen the photos before")
         admin.screenshot(path=str(shots / "8-admin.png"), full_page=True)
 
-    # the study closes at its target: bob counts (alice is excluded), so a latecomer gets the closed page; a
-    # pilot still gets in, and with --end-on-failed-attention a wrong answer to the attention trial ends it
-    with Served(work, EXPDIR, "--target-n", "1", "--end-on-failed-attention") as served:
-        late = browser.new_page(viewport={"width": 1280, "height": 800})
-        late.goto(f"{served.base}/?{prolific('e' * 24)}")
-        assert "all the participants it needs" in late.inner_text("#closed") and not late.is_visible("#consent")
-        pilot = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "pilot=1&code=p1",
-                          ignore_attention=True)
-    assert pilot["status"] == "failed_attention" and "The study has ended" in pilot["page"]
-
     # the participants' side: the researcher's texts, every image served, progress shown
     experiment = ExperimentDir(work / EXPDIR).load()
     assert CONSENT_ADDITION in alice["consent"]
@@ -333,6 +323,17 @@ def test_researcher_journey(tmp_path, browser):
     assert excluded not in observers and people[bob_pid]["code"] in observers and "tf_efficientnet_lite0" in observers
     html = (reports / "report.html").read_text()
     assert "Excluded observers: who and why" in html and reason in html
+
+    # served again with a target (after the report, which the pilot would join): bob counts, alice is excluded,
+    # so a latecomer gets the closed page; a pilot still gets in, and with --end-on-failed-attention a wrong
+    # answer to the attention trial ends the session at once
+    with Served(work, EXPDIR, "--target-n", "1", "--end-on-failed-attention") as served:
+        late = browser.new_page(viewport={"width": 1280, "height": 800})
+        late.goto(f"{served.base}/?{prolific('e' * 24)}")
+        assert "all the participants it needs" in late.inner_text("#closed") and not late.is_visible("#consent")
+        pilot = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "pilot=1&code=p1",
+                          ignore_attention=True)
+    assert pilot["status"] == "failed_attention" and "The study has ended" in pilot["page"]
 
 
 def test_a_dist_oddity_study_as_a_participant_takes_it(tmp_path, browser, shared):
