@@ -197,6 +197,45 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     assert participant.status == "screened_out" and "screen too small" in participant.screen_reason
 
 
+def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser):
+    """``serve --browsers firefox --refresh-hz 100-200``: chromium is told which browser to use, and (once it may
+    use any browser) a 60 Hz display is told the refresh rate it needs, each before the consent form shows; the
+    rules' other verdicts are checked on made-up devices."""
+    from waitress.server import create_server
+
+    from experiment_server.study_rules import DeviceRules, StudyRules
+
+    build_sample_experiment(tmp_path)
+    servers = []
+    for browsers in (("firefox",), ()):
+        rules = StudyRules(device=DeviceRules(min_hz=100, max_hz=200, browsers=browsers))
+        server = create_server(create_app(tmp_path, rules=rules), host="127.0.0.1", port=0, threads=2)
+        threading.Thread(target=server.run, daemon=True).start()
+        servers.append(server)
+    try:
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{servers[0].effective_port}/?code=rules1")
+        assert page.get_attribute("#device-check", "data-reason") == "browser not allowed (Chrome)"
+        assert "open your study link in Firefox" in page.inner_text("#device-fix")
+        page.goto(f"http://127.0.0.1:{servers[1].effective_port}/?code=rules2")
+        page.wait_for_function("() => document.body.dataset.refreshChecked === '1'", timeout=15_000)
+        assert page.get_attribute("#device-check", "data-reason").startswith("refresh rate")
+        assert "needs 100\u2013200 Hz" in page.inner_text("#device-fix") and not page.is_visible("#consent-form")
+        good = {"width": 1280, "height": 720, "screen_width": 1280, "screen_height": 720}
+        verdicts = page.evaluate("""([size, cases]) => cases.map(([browser, hz]) =>
+            (window.cuebenchDevice.deviceProblem(size, {fine: true, touch: false}, browser, hz) || {}).reason || null)""",
+                                 [good, [["chrome", 150], ["firefox", 60], ["safari", None]]])
+        assert verdicts == [None, "refresh rate 60.0 Hz", None]
+        agents = ["Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36 "
+                  "Edg/120.0", "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0",
+                  "Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15"]
+        assert page.evaluate("agents => agents.map(window.cuebenchDevice.browserOf)", agents) == [
+            "edge", "firefox", "safari"]
+    finally:
+        for server in servers:
+            server.close()
+
+
 def test_browser_rules(live_server, browser):
     """The web task's ms -> frames conversion is the lab runner's (human_tasks.timing.ms_to_frames),
     and the browser check passes 60/144 Hz displays with a few dropped frames but not slow,

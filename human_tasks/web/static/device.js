@@ -43,7 +43,7 @@
                     `(it is ${size.width} \u00d7 ${size.height} now): maximise it, or use a computer with a larger ` +
                     "screen." };
     }
-    if (hz !== undefined && (hz < RULES.minHz || hz > RULES.maxHz)) {
+    if (hz != null && (hz < RULES.minHz || hz > RULES.maxHz)) {
       return { reason: `refresh rate ${hz.toFixed(1)} Hz`,
                fix: `Your display refreshes ${hz.toFixed(0)} times a second; the study needs ${RULES.minHz}\u2013` +
                     `${RULES.maxHz} Hz. Set the display's refresh rate in your computer's display settings, or use ` +
