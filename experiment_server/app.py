@@ -228,6 +228,7 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
             "closed until `cuebench serve admin-password EXPDIR`"
         print(f"  admin:        {base}/admin/   ({admin_state})")
         print(f"  secrets:      {study.secrets.path}")
+        print(f"  rules:        {rules.describe()}")
         print("Press Ctrl+C to stop; every stored trial is committed.", flush=True)
     study.close()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -154,7 +154,8 @@ class Study:
         return {name: self.text(name) for name in TEXT_NAMES}
 
     def text(self, name: str) -> str:
-        """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its default."""
+        """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
+        default."""
         if not text_path(self.expdir, name).exists():
             write_default_texts(self.expdir, self.experiment)
         return render(self.expdir, name)

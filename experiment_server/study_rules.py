@@ -11,7 +11,7 @@ kept in one process's memory that another would need), and what they decide is s
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from cuebench.errors import CuebenchError
 
@@ -77,9 +77,15 @@ class StudyRules:
         return (self.target_n is not None and sum(fill) >= self.target_n) or (
             self.target_per_group is not None and min(fill) >= self.target_per_group)
 
-    def summary(self) -> dict:
-        """The rules as the admin page lists them."""
-        return asdict(self)
+    def describe(self) -> str:
+        """The rules in one line, for the server's start message."""
+        parts = [f"target {self.target_n}" if self.target_n else "", f"{self.target_per_group} per group"
+                 if self.target_per_group else "", f"time limit {self.time_limit_min:g} min" if self.time_limit_min
+                 else "", "a failed attention check ends the session" if self.end_on_failed_attention else ""]
+        d = self.device
+        parts.append(f"devices: window >= {d.min_width}x{d.min_height}, {d.min_hz:g}-{d.max_hz:g} Hz, browsers "
+                     f"{','.join(d.browsers) or 'any'}, touch {'allowed' if d.allow_touch else 'refused'}")
+        return "; ".join(p for p in parts if p)
 
 
 def window_size(text: str) -> tuple[int, int]:

@@ -6,8 +6,7 @@ degrees -> edit the consent text, add a questionnaire -> serve -> two Prolific p
 reloads mid-block), one told before consent to enlarge her window and a phone refused before consent ->
 the admin excludes one, takes it back (the person counts again), excludes again -> a model answers
 without --mapping -> report, analyze and every export: the excluded person is absent from every human statistic and marked in every export. Served again
-with a recruitment target already reached and --end-on-failed-attention: a latecomer gets the closed page,
-and a pilot who ignores the attention trial's instruction sees the session end early.
+with a recruitment target already reached, a latecomer gets the closed page.
 A DiST oddity study is taken the same way. Screenshots of what participants see go to
 ``$CUEBENCH_SCREENSHOTS/<study>/`` when that is set (else the test's temporary folder).
 """
@@ -132,11 +131,10 @@ def answer_questionnaire(page, shots: Path | None) -> None:
     page.click("#continue")
 
 
-def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at: int | None = None,
-              ignore_attention: bool = False) -> dict:
-    """Consent, instructions, calibration, every trial (the attention trial as instructed, unless
-    ``ignore_attention``; oddity trials with key 1), the questionnaire, until the code shows. Returns the
-    progress texts seen per trial index, the stimulus URLs the browser loaded and what the pages said."""
+def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at: int | None = None) -> dict:
+    """Consent, instructions, calibration, every trial (the attention trial as instructed, oddity
+    trials with key 1), the questionnaire, until the code shows. Returns the progress texts seen per
+    trial index, the stimulus URLs the browser loaded and what the pages said."""
     loaded: dict[str, int] = {}
     page.on("response", lambda r: loaded.__setitem__(r.url, r.status) if "/stimuli/" in r.url else None)
     page.goto(f"{base}/?{entry}")
@@ -165,11 +163,7 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
         elif now == "response-grid" and index not in answered:
             progress[index] = page.inner_text("#progress")
             shoot(page, shots, "5-trial-answer-with-progress.png")
-            label = instructed or "cat"
-            if instructed and ignore_attention:  # any label but the one asked for
-                label = next(other for other in page.eval_on_selector_all("#grid button", "els => els.map(e => "
-                                                                          "e.dataset.label)") if other != instructed)
-            page.click(f"#grid button[data-label='{label}']")
+            page.click(f"#grid button[data-label='{instructed or 'cat'}']")
             instructed = None
             answered.add(index)
         elif now == "response-keys" and index not in answered:
@@ -324,16 +318,12 @@ def test_researcher_journey(tmp_path, browser):
     html = (reports / "report.html").read_text()
     assert "Excluded observers: who and why" in html and reason in html
 
-    # served again with a target (after the report, which the pilot would join): bob counts, alice is excluded,
-    # so a latecomer gets the closed page; a pilot still gets in, and with --end-on-failed-attention a wrong
-    # answer to the attention trial ends the session at once
-    with Served(work, EXPDIR, "--target-n", "1", "--end-on-failed-attention") as served:
+    # served again with a target (after the report): bob counts, alice is excluded, so a latecomer gets the
+    # researcher's closed page instead of the consent form
+    with Served(work, EXPDIR, "--target-n", "1") as served:
         late = browser.new_page(viewport={"width": 1280, "height": 800})
         late.goto(f"{served.base}/?{prolific('e' * 24)}")
         assert "all the participants it needs" in late.inner_text("#closed") and not late.is_visible("#consent")
-        pilot = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "pilot=1&code=p1",
-                          ignore_attention=True)
-    assert pilot["status"] == "failed_attention" and "The study has ended" in pilot["page"]
 
 
 def test_a_dist_oddity_study_as_a_participant_takes_it(tmp_path, browser, shared):

@@ -107,7 +107,8 @@ def _take_part(page, base: str, outage_s: float = 0.0, screens: dict | None = No
         elif state == "feedback":
             result["feedback"] = page.inner_text("#feedback")
         elif state == "done":
-            return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"))
+            return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"),
+                        page=page.inner_text("#screen"))
         time.sleep(0.02)
     raise AssertionError(f"the session did not finish within {SESSION_DEADLINE_S} s (last state {_state(page)})")
 
@@ -234,6 +235,29 @@ def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser
     finally:
         for server in servers:
             server.close()
+
+
+def test_a_failed_attention_check_ends_the_session_in_the_browser(tmp_path, browser):
+    """``serve --end-on-failed-attention``: the participant clicks "cat" where the attention trial asks for "dog";
+    the task stops there and shows the researcher's ended_early text with the failed-attention code."""
+    from waitress.server import create_server
+
+    from experiment_server.study_rules import StudyRules
+
+    build_sample_experiment(tmp_path)
+    app = create_app(tmp_path, rules=StudyRules(end_on_failed_attention=True))
+    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    threading.Thread(target=server.run, daemon=True).start()
+    try:  # the instruction screen is only clicked through: the answer to the attention trial is "cat"
+        seen = _take_part(browser.new_page(), f"http://127.0.0.1:{server.effective_port}",
+                          screens={"instruction": lambda page: page.is_visible("#continue") and page.click("#continue")}, code="inattentive")
+    finally:
+        server.close()
+    study = study_of(app)
+    assert seen["status"] == "failed_attention" and seen["code"] == study.completion_code("failed_attention")
+    assert "The study has ended" in seen["page"] and "Thank you!" not in seen["page"]
+    person = study.db.participants(study.experiment.name)[0]
+    assert person.status == "failed_attention" and person.exclusion.by == "attention check"
 
 
 def test_browser_rules(live_server, browser):

@@ -27,7 +27,8 @@
    * frames; a tenth of the intervals doubling is common there and harmless for timing. */
   const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
                   timeoutMs: 15000 };
-  Object.assign(CHECK, { minHz: window.cuebenchDevice.RULES.minHz, maxHz: window.cuebenchDevice.RULES.maxHz }); // serve --refresh-hz
+  // serve --refresh-hz
+  Object.assign(CHECK, { minHz: window.cuebenchDevice.RULES.minHz, maxHz: window.cuebenchDevice.RULES.maxHz });
   const IMAGE_CSS_PX = 224; // without a size in degrees: the images' own 224 px, in CSS pixels
   const CARD_MM = { width: 85.6, height: 53.98 }; // ISO/IEC 7810 ID-1: a credit, bank or ID card
   const CARD_DEFAULT_CSS_PX = 323; // the card's width at 96 CSS px per inch
@@ -345,14 +346,17 @@
 
   function showOutcome(outcome) {
     showProgress("", 0);
-    const text = outcome.message ? `<div id="ended-text">${outcome.message}</div>` : outcome.status === "screened_out"
+    const text = outcome.message ? `<div id="ended-text">${outcome.message}</div>` // the server ended it early
+      : outcome.status === "screened_out"
       ? "<h1>Thank you for your interest</h1><p>Unfortunately this computer or browser does not meet the " +
         "requirements of the study, so the study ends here.</p>" +
         `<p id="screen-fix">${escapeHtml(screenFix(outcome.reason))}</p>`
       : `<div id="completion-text">${texts.completion || ""}</div><div id="debrief-text">${texts.debrief || ""}</div>`;
     const link = outcome.redirect ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">Return to Prolific</a></p>` : "";
-    const code = outcome.code ? `<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
-                 `${escapeHtml(outcome.code)}</p>` : `<p id="code" data-status="${outcome.status}" hidden></p>`; // no code: time up
+    const code = outcome.code  // none for a session past the time limit
+      ? `<p>Your completion code is</p><p class="code" id="code" data-status="${outcome.status}">` +
+        `${escapeHtml(outcome.code)}</p>`
+      : `<p id="code" data-status="${outcome.status}" hidden></p>`;
     showScreen(`${text}${code}${link}`, null, "done");
     if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
     if (outcome.redirect) setTimeout(() => { window.location.href = outcome.redirect; }, 5000);
