@@ -2,8 +2,8 @@
 the researcher's page), a session time limit (``expired``), an early end on a failed attention check, the
 device rules handed to the consent page, and the admin page's paged list and live data-quality panel.
 
-In-process (``create_app`` with an injected clock) where time must pass; the target also against real
-``cuebench serve`` processes, waitress and ``--workers 2``, since it is counted across processes."""
+In-process (``create_app`` with an injected clock) where time must pass; the target and the early end also
+against real ``cuebench serve`` processes, waitress and ``--workers 2``, since they are decided across processes."""
 
 from __future__ import annotations
 
@@ -223,13 +223,24 @@ def test_the_admin_list_is_paged_and_the_quality_panel_reports_each_person(make_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2], ids=["waitress", "workers2"])
-def test_a_served_study_closes_at_its_target_across_processes(tmp_path, workers):
-    """``cuebench serve --target-n 1``: once one session finished, every process refuses the next start."""
+def test_a_served_study_ends_failed_checks_and_closes_at_its_target_across_processes(tmp_path, workers):
+    """``cuebench serve --target-n 1 --end-on-failed-attention``: a wrong answer to the attention trial ends that
+    session (which then holds no place), and once one session finished every process refuses the next start."""
     build_sample_experiment(tmp_path / "exp")
     server = ServerProcess(tmp_path / "exp", free_port(), workers=workers, threads=2,
-                           extra_args=("--target-n", "1"), log_file=tmp_path / "server.log")
+                           extra_args=("--target-n", "1", "--end-on-failed-attention"),
+                           log_file=tmp_path / "server.log")
     server.start()
     try:
+        careless = SimulatedParticipant(server.port, {"code": "careless"}, ClientLog())
+        token = careless.start()
+        for trial in careless.request("GET", f"/api/session/{token}").json()["trials"]:
+            wrong = trial["instruction"] and next(c for c in trial["choices"] if c != ATTENTION_ANSWER)
+            body = json.dumps({**trial_answer(trial), **({"response": wrong} if wrong else {})}).encode()
+            reply = careless.request("POST", f"/api/session/{token}/trial/{trial['index']}", body, "application/json")
+            if wrong:
+                assert reply.json()["outcome"]["status"] == "failed_attention"
+                break
         assert SimulatedParticipant(server.port, {"code": "first"}, ClientLog()).run()["status"] == "finished"
         pages = [SimulatedParticipant(server.port, {"code": f"late{k}"}, ClientLog()).request("GET", "/?code=x").body
                  for k in range(2 * workers)]
