@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cuebench.commands import add_command
 from cuebench.paths import user_path
 
 from .sections import all_metrics, metric_table
@@ -27,7 +28,7 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-dropped-frames", type=int, default=None,
                         help="exclude trials with more dropped frames than this (default: keep all)")
     parser.add_argument("--include-pilots", action="store_true",
-                        help="count pilot sessions (lab --simulate, pilot=1 web links) as people")
+                        help="count pilot sessions (lab --simulate, web sessions of `serve codes --pilot` codes) as people")
     parser.add_argument("--n-choices", type=int, default=None,
                         help="answer choices C for chance correction (default: the experiment's label count, "
                              "else the number of categories)")
@@ -42,9 +43,8 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub) -> None:
-    report = sub.add_parser(
-        "report", help="HTML report with plots, tables and every number as CSV/JSON",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    report = add_command(
+        sub, "report", help="HTML report with plots, tables and every number as CSV/JSON",
         description="Analyse an experiment directory, a response file (CSV/Parquet/SQLite) or a folder of "
                     "model-vs-human raw CSVs and write report.html (self-contained), tables/*.csv, results.json "
                     "and provenance.json. A folder with a study.json is reported as a factor study.")
@@ -61,9 +61,8 @@ def register(sub) -> None:
     _analysis_options(report)
     report.set_defaults(func=run_report)
 
-    analyze = sub.add_parser(
-        "analyze", help="print the main analysis tables, or one metric",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    analyze = add_command(
+        sub, "analyze", help="print the main analysis tables, or one metric",
         description="Quick look at responses in the terminal. --metric shape-bias prints "
                     "observer,shape_bias,n_shape,n_texture.")
     analyze.add_argument("sources", nargs="+", type=user_path, help="experiment directories, response files, raw CSV folders")
@@ -81,12 +80,45 @@ def register(sub) -> None:
     _register_domain(sub)
     _register_selection(sub)
     _register_curate(sub)
+    _register_multilabel(sub)
+
+
+def _register_multilabel(sub) -> None:
+    multilabel = sub.add_parser(
+        "multilabel", help="mean average precision of a multi-label set's answers, with its chance level and "
+                           "reliance (Burgert et al. Sec. 5.2)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Per model, condition and level: mAP over the labels the images carry (scikit-learn's AP), "
+                    "the exact expected mAP of random answers as chance, and each suppressed cell on the chance-0 / "
+                    "original-1 scale (analysis.multilabel).")
+    multilabel.add_argument("source", type=user_path, help="experiment directory a model answered")
+    multilabel.add_argument("--out", type=user_path, default=Path("multilabel"), help="output folder")
+    multilabel.set_defaults(func=run_multilabel)
+
+
+def run_multilabel(args) -> int:
+    from cuebench.csvsafe import frame_csv
+    from cuebench.expdir import ExperimentDir, atomic_write
+
+    from .load import load_responses
+    from .metrics import BASELINE
+    from .multilabel import map_reliance, map_table
+
+    labels = ExperimentDir(args.source).load().label_set.labels
+    table = map_table(load_responses(args.source), labels)
+    outputs = {"map.csv": table}
+    if (table["condition"] == BASELINE).any() and (table["condition"] != BASELINE).any():
+        outputs["map_reliance.csv"] = map_reliance(table)
+    for name, frame in outputs.items():
+        atomic_write(args.out / name, frame_csv(frame))
+        print(f"wrote {args.out / name}")
+    print(table.to_string(index=False))
+    return 0
 
 
 def _register_domain(sub) -> None:
-    domain = sub.add_parser(
-        "domain-report", help="reliance curves averaged over the data sets of a domain (Burgert et al. Exp. II)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    domain = add_command(
+        sub, "domain-report", help="reliance curves averaged over the data sets of a domain (Burgert et al. Exp. II)",
         description="One suppression experiment per data set of a domain, each answered by the models trained on "
                     "it: chance-corrected relative accuracy with each set's own C, runs averaged per set, then the "
                     "sets averaged per model architecture (analysis.domains).")
@@ -104,10 +136,9 @@ def run_domain(args) -> int:
 
 
 def _register_selection(sub) -> None:
-    selection = sub.add_parser(
-        "selection", help="BiasBed model selection (best-val, last-N, oracle), variability and rank tests of a "
-                          "per-epoch training log",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    selection = add_command(
+        sub, "selection", help="BiasBed model selection (best-val, last-N, oracle), variability and rank tests of a "
+                               "per-epoch training log",
         description="From a per-epoch log (algorithm, run, epoch, split, accuracy; split 'val' selects): the score "
                     "of each run per test set by each selection, mean and sd over runs (CSV and LaTeX), intra- and "
                     "inter-run variability with a figure, and the Friedman/Nemenyi test with the data sets as "
@@ -156,10 +187,9 @@ def run_selection(args) -> int:
 
 
 def _register_curate(sub) -> None:
-    curate = sub.add_parser(
-        "curate", help="the images per class a model is most confident on (Burgert et al. App. A), as a list for "
-                       "'cuebench stimuli build --only'",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    curate = add_command(
+        sub, "curate", help="the images per class a model is most confident on (Burgert et al. App. A), as a list for "
+                            "'cuebench stimuli build --only'",
         description="From a model's stored answers to a labelled-set experiment: per class the --per-class images with "
                     "the model's highest score for their true class (analysis.curation).")
     curate.add_argument("source", type=user_path, help="experiment directory the model answered")
@@ -183,9 +213,8 @@ def run_curate(args) -> int:
 
 
 def _register_plan(sub) -> None:
-    plan = sub.add_parser(
-        "plan", help="participants needed for the report's human-model t-tests, simulated from a pilot",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    plan = add_command(
+        sub, "plan", help="participants needed for the report's human-model t-tests, simulated from a pilot",
         description="Simulate the test the report runs (per model, condition and level, paired by item, Holm-"
                     "corrected over all of them) for studies of N people, from how much the pilot's items and "
                     "people differ, and print the smallest N whose expected power reaches --power for --effect "

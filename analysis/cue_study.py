@@ -35,8 +35,8 @@ from cuebench.version import __version__
 from cuebench.csvsafe import frame_csv
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write
+from cuebench.studies import CUE_TRAINING_TABLE as TABLE_FILE
 
-TABLE_FILE = "cue_training.csv"
 MEASURES = {"dist_accuracy": "DiST oddity accuracy", "shape_bias": "cue-conflict shape bias",
             "original_accuracy": "original-photo accuracy (top-1)"}
 MEASURE_UNITS = {"dist_accuracy": "fraction of triplets right", "shape_bias": "shape / (shape + texture) decisions",

@@ -4,7 +4,8 @@ that set, and the reliance curves averaged over the sets.
 
 Each set's experiment has its own classes, so its own chance 1/C: relative accuracy is put on the
 chance-0 / original-1 scale per set, (A_sup − 1/C) / (A_orig − 1/C) (Burgert et al., Sec. 5.2;
-``analysis.metrics.relative_accuracy`` with the set's C), before sets are averaged. A model's
+``analysis.metrics.relative_accuracy`` with the set's C), before sets are averaged; a multi-label set is
+put on the same scale with its models' mAP and the mAP of random answers (``analysis.multilabel``). A model's
 identity across sets is its architecture (the observer id up to ``:``; a checkpoint trained per set
 answers as ``NAME:file-<hash>``): its runs on one set are averaged first, then the sets, each set
 weighing the same (``n_sets``, ``sd_sets``). People keep their own observer id.
@@ -17,10 +18,12 @@ from pathlib import Path
 import pandas as pd
 
 from cuebench.expdir import ExperimentDir
+from cuebench.labels import category_labels
 
 from . import metrics
 from .exclusions import apply_exclusions
 from .load import load_responses
+from .multilabel import map_reliance, map_table
 
 VALUES = ("relative_accuracy", "chance_corrected")
 
@@ -37,23 +40,38 @@ def model_of(observer: str, kind: str) -> str:
     return str(observer).split(":", 1)[0] if kind == "model" else str(observer)
 
 
+def set_reliance(rows: pd.DataFrame, labels: tuple[str, ...]) -> pd.DataFrame:
+    """One set's reliance per observer, condition and level from its stored answers: accuracy against 1/C
+    over the scored trials, or, for a multi-label set (an image with several labels, whose trials have no
+    one right answer), the models' mAP against its value under random answers (``analysis.multilabel``:
+    ``relative_accuracy`` = mAP_sup / mAP_orig, ``chance_corrected`` the reliance); ``measure`` says which."""
+    tests = rows[(rows["trial_type"] == "classify") & (rows["role"] == "test")]
+    if any(len(category_labels(c)) > 1 for c in tests["category"].dropna()):
+        rel = map_reliance(map_table(tests, labels))
+        return rel.assign(observer_kind="model", relative_accuracy=rel["mAP"] / rel["mAP_original"],
+                          chance_corrected=rel["reliance"], measure="mAP")
+    scored = apply_exclusions(rows).scored
+    classify = scored[(scored["trial_type"] == "classify") & (scored["role"] == "test")]
+    rel = metrics.relative_accuracy(metrics.accuracy(classify), len(labels))
+    return rel[rel["condition"] != metrics.BASELINE].assign(measure="accuracy")
+
+
 def per_set_reliance(sources: list[Path]) -> pd.DataFrame:
     """Per data set, model (runs averaged), condition and level: relative and chance-corrected accuracy with
-    the set's own C, and how many runs (observers) were averaged."""
+    the set's own C (mAP with its chance level for a multi-label set), and how many runs (observers) were
+    averaged."""
     frames = []
     for source, name in zip(sources, set_names(sources)):
-        n_choices = len(ExperimentDir(source).load().label_set.labels)
-        scored = apply_exclusions(load_responses(source)).scored
-        classify = scored[(scored["trial_type"] == "classify") & (scored["role"] == "test")]
-        rel = metrics.relative_accuracy(metrics.accuracy(classify), n_choices)
-        rel = rel[rel["condition"] != metrics.BASELINE]
+        labels = tuple(ExperimentDir(source).load().label_set.labels)
+        n_choices = len(labels)
+        rel = set_reliance(load_responses(source), labels)
         rel = rel.assign(data_set=name, n_classes=n_choices,
                          model=[model_of(o, k) for o, k in zip(rel["observer"], rel["observer_kind"])])
         frames.append(rel)
     if not frames:
         raise ValueError("a domain needs at least one experiment")
     runs = pd.concat(frames, ignore_index=True)
-    keys = ["data_set", "n_classes", "model", "observer_kind", "condition", "level"]
+    keys = ["data_set", "n_classes", "measure", "model", "observer_kind", "condition", "level"]
     return (runs.groupby(keys, as_index=False)
             .agg(relative_accuracy=("relative_accuracy", "mean"), chance_corrected=("chance_corrected", "mean"),
                  n_runs=("observer", "nunique")))

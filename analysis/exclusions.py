@@ -17,7 +17,7 @@ exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024
   ``max_dropped_frames``, are excluded (browser/refresh failures);
 - timeouts are excluded (``timeouts="exclude"``) or scored wrong (``"error"``);
 - "not clear" is an error (Burgert's protocol) unless ``not_clear="exclude"``;
-- pilot sessions (``observer_kind = "pilot"``: lab ``--simulate``, ``pilot=1`` web links)
+- pilot sessions (``observer_kind = "pilot"``: lab ``--simulate``, web sessions of ``serve codes --pilot`` codes)
   never count, unless ``include_pilots`` counts them as people;
 - people excluded after collection (admin, browser check, attention check: the exclusion
   log of ``cuebench.exclusions``) arrive with ``excluded = 1`` and the decision as reason.

@@ -25,7 +25,7 @@ import pandas as pd
 
 from cuebench.version import __version__
 from cuebench.csvsafe import frame_csv
-from cuebench.studies import StudyDir
+from cuebench.studies import FACTOR_TRAINING_TABLE as TABLE_FILE, StudyDir
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write
 
@@ -35,7 +35,6 @@ STUDY_ORDER = ("ZSO", "FGO-20", "FGO-10", "FGO-5", "CGO-3", "CGO-2", "CGO-1", "C
 """Studies from most to fewest generalisation opportunities (the x axis of Fig. 4b)."""
 SELECTIONS = ("best_val", "last_n", "oracle")
 CHANCE = 1 / 3
-TABLE_FILE = "training.csv"
 REQUIRED = ("study", "target", "correlated", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
             "epoch", "split", "accuracy", "per_class_accuracy")
 KEYS = ["study", "model", "algorithm", "target", "correlated", "dataset_sample"]

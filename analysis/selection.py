@@ -9,7 +9,8 @@ split is a test set (ImageNet's own test images, cue conflict, DiST, edges, silh
 Per (algorithm, run, test split), one score by
 
 - ``best-val``: the test score at the epoch of the best validation accuracy (the earliest on a tie),
-  "the most rigorous one";
+  "the most rigorous one"; where the log has a ``selectable`` column (``train-cues``: InfoDrop's ``shi``
+  protocol selects among its fine-tuning epochs only), among the selectable epochs;
 - ``last-N``: the mean test score over the last N epochs;
 - ``oracle``: the best test score over all epochs, each split at its own epoch: cherry-picking, reported
   only to show how much selection matters, and always named ``oracle`` (BiasBed: "should be discouraged").
@@ -67,6 +68,8 @@ def select(log: pd.DataFrame, method: str) -> pd.DataFrame:
     rows = []
     for (algorithm, run), runlog in log.groupby(["algorithm", "run"], sort=True):
         val = runlog[runlog["split"] == VALIDATION].sort_values("epoch")
+        if "selectable" in val.columns and val["selectable"].astype(bool).any():
+            val = val[val["selectable"].astype(bool)]
         best_epoch = int(val.loc[val["accuracy"].idxmax(), "epoch"])  # idxmax: the first maximum, earliest epoch
         for split, test in runlog[runlog["split"] != VALIDATION].groupby("split", sort=True):
             test = test.sort_values("epoch")

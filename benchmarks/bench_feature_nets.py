@@ -60,7 +60,7 @@ def oddity_accuracy(observer, originals: np.ndarray, versions: np.ndarray) -> fl
 
 
 def summary(originals: np.ndarray, versions: np.ndarray, band: np.ndarray, observer) -> dict:
-    from cuebench.app.train_cues import texture_ratios
+    from stimuli.cue_training_sets import texture_ratios
     from stimuli.quality import quality_metrics
 
     flat_originals = np.repeat(originals, 2, axis=0)
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from cuebench.app.feature_nets import load_feature_net
+    from cuebench_app.feature_nets import load_feature_net
     from model_eval.observers import load_observer
     from stimuli.texture_synthesis import NOISE_SCALE, synthesize
 
@@ -115,7 +115,7 @@ def main() -> None:
 
 def band_of(root: Path, start: int, stop: int) -> np.ndarray:
     """The 5-95 % band of the release's own LV and HFE ratios over its originals ``start``..``stop``-1."""
-    from cuebench.app.train_cues import SYNTHESIS_SIZE, resize_all, texture_ratios
+    from stimuli.cue_training_sets import SYNTHESIS_SIZE, resize_all, texture_ratios
     from cuebench.images import decode_image
 
     names = sorted(f.name for f in (root / "original").iterdir())[start:stop]

@@ -15,7 +15,10 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Iterator
 
 import cv2
 import numpy as np
@@ -74,12 +77,27 @@ def encode_png(pixels: np.ndarray) -> bytes:
     return encoded.tobytes()
 
 
+_PRIVATE_WRITES: ContextVar[bool] = ContextVar("private_writes", default=False)
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """Within it, ``atomic_write`` makes files only their owner can read (0600): exports of
+    participants' data, like the database they come from."""
+    token = _PRIVATE_WRITES.set(True)
+    try:
+        yield
+    finally:
+        _PRIVATE_WRITES.reset(token)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename: never half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a written file gets the usual mode
+        if not _PRIVATE_WRITES.get():  # mkstemp makes 0600; a written file gets the usual mode
+            os.chmod(tmp, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

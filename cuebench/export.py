@@ -14,13 +14,14 @@ The model-vs-human raw format (Geirhos et al.; one file per observer and session
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 from . import exclusions, questionnaire
 from .csvsafe import csv_text
 from .errors import CuebenchError
-from .expdir import ExperimentDir, atomic_write
+from .expdir import ExperimentDir, atomic_write, private_files
 from .registry import Registry
 from .responses import COLUMNS, ResponseStore
 from .trials import ROLES
@@ -67,9 +68,9 @@ def export_parquet(expdir: ExperimentDir, out: str | Path, database: str | None 
     with _store(expdir, database) as store:
         frame = store.dataframe()
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    frame.to_parquet(tmp, index=False)
-    tmp.replace(out)
+    buf = io.BytesIO()
+    frame.to_parquet(buf, index=False)
+    atomic_write(out, buf.getvalue())
     return out
 
 
@@ -208,6 +209,12 @@ def export_questionnaire(expdir: ExperimentDir, out: str | Path, database: str |
 
 def export(expdir: str | Path, fmt: str, out: str | Path, database: str | None = None) -> list[Path]:
     """Export in ``fmt`` (an ``EXPORT_FORMATS`` name); ``database`` is a ``postgresql://`` URL
-    when the responses are not in the folder."""
-    written = EXPORT_FORMATS[fmt](ExperimentDir(expdir), Path(out), database)
-    return written if isinstance(written, list) else [written]
+    when the responses are not in the folder. Every file holds participants' data, so it is
+    made 0600 like the database (``private_files``; a format that writes without
+    ``atomic_write`` gets its files' mode set after)."""
+    with private_files():
+        written = EXPORT_FORMATS[fmt](ExperimentDir(expdir), Path(out), database)
+    written = written if isinstance(written, list) else [written]
+    for path in written:
+        Path(path).chmod(0o600)
+    return written

@@ -63,7 +63,9 @@ APPn (EXIF, XMP, IPTC, ICC) and COM segment is metadata."""
 
 
 def strip_metadata(data: bytes) -> bytes:
-    """The file with every metadata chunk/segment removed (PNG, JPEG); other formats unchanged."""
+    """The file with every metadata chunk/segment removed (PNG, JPEG), and nothing after its end
+    (PNG's IEND, JPEG's EOI), where a file can carry anything unseen by a viewer; other formats
+    unchanged. Linear in the file's size."""
     if data.startswith(PNG_SIGNATURE):
         return _strip_png(data)
     if data.startswith(b"\xff\xd8"):
@@ -78,21 +80,57 @@ def _strip_png(data: bytes) -> bytes:
         end = pos + 12 + length
         if kind in PNG_PICTURE_CHUNKS:
             out.append(data[pos:end])
+        if kind == b"IEND":
+            break
         pos = end
     return b"".join(out)
+
+
+JPEG_EOI = b"\xff\xd9"
+JPEG_STANDALONE = {0x01, *range(0xD0, 0xD8)}
+"""Markers without a length: TEM and the restart markers RST0-7."""
 
 
 def _strip_jpeg(data: bytes) -> bytes:
+    """Segment by segment (ITU T.81, B.1): the picture's segments and each scan's entropy-coded
+    data are kept, APPn and COM segments dropped wherever they stand (a progressive file has
+    several scans, with segments between them), and reading stops at EOI."""
     out, pos = [data[:2]], 2
-    while pos + 4 <= len(data) and data[pos] == 0xFF:
+    while pos + 2 <= len(data) and data[pos] == 0xFF:
         marker = data[pos + 1]
-        if marker == 0xDA:  # start of scan: entropy-coded data to the end
-            out.append(data[pos:])
-            return b"".join(out)
-        length = struct.unpack(">H", data[pos + 2:pos + 4])[0]
-        end = pos + 2 + length
-        if not (0xE0 <= marker <= 0xEF or marker == 0xFE) or marker in JPEG_KEPT_MARKERS:
+        if marker == 0xFF:  # a fill byte before a marker
+            pos += 1
+            continue
+        if marker == 0xD9:
+            break
+        if marker in JPEG_STANDALONE:
+            out.append(data[pos:pos + 2])
+            pos += 2
+            continue
+        if pos + 4 > len(data):
+            break
+        end = pos + 2 + struct.unpack(">H", data[pos + 2:pos + 4])[0]
+        if marker == 0xDA:  # start of scan: its header, then entropy-coded data up to the next marker
+            end = _scan_end(data, end)
+            out.append(data[pos:end])
+        elif not (0xE0 <= marker <= 0xEF or marker == 0xFE) or marker in JPEG_KEPT_MARKERS:
             out.append(data[pos:end])
         pos = end
-    out.append(data[pos:])
+    out.append(JPEG_EOI)
     return b"".join(out)
+
+
+def _scan_end(data: bytes, pos: int) -> int:
+    """Where the entropy-coded data from ``pos`` ends: at the first marker other than a stuffed
+    0xFF00 or a restart marker (or at the end of the file)."""
+    while True:
+        pos = data.find(b"\xff", pos)
+        if pos < 0 or pos + 1 >= len(data):
+            return len(data)
+        following = data[pos + 1]
+        if following == 0x00 or 0xD0 <= following <= 0xD7:
+            pos += 2
+        elif following == 0xFF:
+            pos += 1
+        else:
+            return pos

@@ -18,6 +18,21 @@ IMAGENET16 = ("airplane", "bear", "bicycle", "bird", "boat", "bottle", "car", "c
 """The 16 entry-level classes of Geirhos et al. (2019) / model-vs-human ("16-class-ImageNet")."""
 IMAGENET16_NAME = "imagenet16"
 
+LABEL_SEPARATOR = ";"
+"""Between the labels of a multi-label image in a labels CSV's ``category`` cell (``street;car;person``),
+kept so in the trial's and response's ``category``; such a trial has no single right answer (``correct``
+null) and is scored by mean average precision (``analysis.multilabel``)."""
+
+
+def category_labels(category: str | None) -> tuple[str, ...]:
+    """The labels of a ``category``: one for a single-label image, several for a multi-label one."""
+    return tuple(part.strip() for part in (category or "").split(LABEL_SEPARATOR) if part.strip())
+
+
+def single_answer(category: str | None) -> str | None:
+    """The one right answer of an image of ``category``; None for a multi-label image."""
+    return None if len(category_labels(category)) > 1 else category
+
 
 @dataclass(frozen=True)
 class ImageNetClass:

@@ -27,6 +27,18 @@ from .trials import Model
 FACTOR_STUDY_FILE = "study.json"
 CUE_STUDY_FILE = "cue_study.json"
 FACTOR_STUDY_FORMAT = "cuebench-diagvib-study"
+FACTOR_TRAINING_TABLE = "training.csv"
+"""A factor study's training table: a row per job, epoch and split (written by ``model_eval``, read by ``analysis``)."""
+CUE_PHOTOS_FILE = "photos.npz"
+"""A cue study's photos, split and resized, and the disrupted training images (written by ``stimuli``, trained on by
+``model_eval``)."""
+CUE_MAPPING_FILE = "cue_conflict_mapping.json"
+"""Label -> ImageNet indices with which a cue study's checkpoints answer the cue-conflict trials (the 16-class
+categories the trained classes fall into)."""
+CUE_EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
+"""A cue study's experiment folders and the design each is built with."""
+CUE_TRAINING_TABLE = "cue_training.csv"
+"""A cue study's training table: a row per job, epoch and split (written by ``model_eval``, read by ``analysis``)."""
 StudyKind = Literal["factor", "cue"]
 
 

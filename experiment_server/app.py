@@ -242,7 +242,7 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
         from .workers import run_gunicorn
 
         allow_open_files(CONNECTION_LIMIT + 100)
-        run_gunicorn(make_app, host, port, workers, threads, IDLE_TIMEOUT_S, CONNECTION_LIMIT)
+        run_gunicorn(make_app, host, port, workers, threads, IDLE_TIMEOUT_S, CONNECTION_LIMIT, MAX_REQUEST_BYTES)
         return
     from waitress import serve as waitress_serve
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
+from cuebench.storage import redacted
 from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
@@ -28,6 +29,8 @@ CODE_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 CODE_GROUPS = 4
 CODE_GROUP_LENGTH = 4
 """16 characters of 31: 79 bits, beyond guessing even at the start rate limit."""
+DATABASE_VARIABLE = "CUEBENCH_DATABASE"
+"""Where the database URL may come from instead of ``--database`` (out of ``ps``)."""
 PILOT_CODE_PREFIX = "pilot-"
 """What a test-mode code starts with, so that nobody hands one to a real participant by mistake."""
 
@@ -60,7 +63,8 @@ def register(subparsers) -> None:
                         help="server processes; more than 1 runs gunicorn (Linux), 1 runs waitress")
     parser.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB for responses and server tables, e.g. to serve one study "
-                             "from several hosts (default: the folder's responses.sqlite)")
+                             f"from several hosts (default: ${DATABASE_VARIABLE}, else the folder's responses.sqlite); "
+                             "its password belongs in ~/.pgpass or $PGPASSWORD, which `ps` does not show")
     parser.add_argument("--secrets", metavar="FILE",
                         help="the server's secrets (cookie key, admin password hash, completion codes), created "
                              "0600 (default: $CUEBENCH_SECRETS, else EXPDIR.secrets.json beside the folder)")
@@ -131,6 +135,7 @@ def _options_between_positionals(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    args.database = database_url(args.database)
     if args.target[0] in ACTIONS:
         if len(args.target) != 2:
             raise CuebenchError(f"usage: cuebench serve {args.target[0]} EXPDIR")
@@ -169,6 +174,17 @@ def study_rules(args) -> StudyRules:
                          browsers=browser_list(args.browsers) if args.browsers else (), allow_touch=args.allow_touch)
     return StudyRules(target_n=args.target_n, target_per_group=args.target_per_group, time_limit_min=args.time_limit,
                       end_on_failed_attention=args.end_on_failed_attention, device=device)
+
+
+def database_url(given: str | None) -> str | None:
+    """``--database``, else ``$CUEBENCH_DATABASE``. A password in the URL is visible to every user of
+    the machine in ``ps`` for as long as the server runs: warned about, naming where it belongs
+    (libpq reads ``~/.pgpass`` and ``$PGPASSWORD`` by itself)."""
+    url = given or os.environ.get(DATABASE_VARIABLE) or None
+    if given and redacted(given) != given:
+        print(f"warning: the --database URL holds a password, which `ps` shows to every user of this machine; "
+              f"put it in ~/.pgpass or $PGPASSWORD, or the whole URL in ${DATABASE_VARIABLE}", file=sys.stderr)
+    return url
 
 
 def code_variable(outcome: str) -> str:

@@ -5,8 +5,18 @@ part, in which group, with which session token, the settings that are not secret
 experiment the database serves, the admin sessions' generation) and the recent requests
 that rate limits count. Secrets are not here (``server_secrets``). Same database (the experiment's
 responses.sqlite or PostgreSQL, ``cuebench.storage``), separate tables, same durability.
-One participation per Prolific ID (and per entry code) is a UNIQUE index, so the database
-refuses a second session even under concurrent requests. Session tokens are stored only as SHA-256 hashes.
+Session tokens are stored only as SHA-256 hashes.
+
+A Prolific ID or an entry code never refuses a start: what the link names is not proof of who
+opens it. Someone who learnt another person's Prolific ID could otherwise start first with
+any SESSION_ID and lock that person out ("already taken part"), and a refusal of a code
+"already used" would tell anyone trying codes which ones are handed out. A session is what
+its start request carried (``resume_hash``, UNIQUE): the Prolific ID with Prolific's
+per-attempt SESSION_ID (which is the submission's id in Prolific, and only the person's own
+link carries it), or the entry code with the browser's id. A second session under one
+Prolific ID or entry code is a session of its own, and every session sharing that ID is
+marked for review (``shared_id_note``): Prolific lets each account submit once, so the
+researcher approves the one whose SESSION_ID is the submission's.
 
 A session is resumed through a server-side map, not through its token: ``resume_hash`` is
 the SHA-256 of what the start request carried (Prolific ID and SESSION_ID, entry code and
@@ -58,10 +68,6 @@ class ForeignDatabase(CuebenchError):
     """The database already holds the server tables or responses of another experiment."""
 
 
-class AlreadyParticipated(CuebenchError):
-    """This Prolific ID or entry code has already started a session of this experiment."""
-
-
 class StudyFull(CuebenchError):
     """The study has reached its recruitment target (``study_rules.StudyRules.full``): no new session starts.
     ``for_good`` when the finished sessions alone reach it, else live sessions hold the places (one may lapse)."""
@@ -109,7 +115,7 @@ class Participant:
 
     @property
     def observer_kind(self) -> str:
-        """What the response rows call this person: a pilot (``pilot=1`` link) never counts as a human."""
+        """What the response rows call this person: a pilot (``serve codes --pilot``) never counts as a human."""
         return "pilot" if self.pilot else "human"
 
     @property
@@ -183,10 +189,13 @@ class ServerDB:
             for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
                 if column not in conn.columns(PARTICIPANTS):
                     conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
-            for columns, unique in ((("token_hash",), True), (("experiment", "prolific_pid"), True),
-                                    (("experiment", "entry_code"), True), (("experiment", "resume_hash"), True)):
+            for columns in (("experiment", "prolific_pid"), ("experiment", "entry_code")):  # unique indexes of older tables
+                conn.execute(f"DROP INDEX IF EXISTS idx_{PARTICIPANTS}_{'_'.join(columns)}")
+            for columns, unique in ((("token_hash",), True), (("experiment", "resume_hash"), True),
+                                    (("experiment", "prolific_pid"), False), (("experiment", "entry_code"), False)):
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
-                             f"idx_{PARTICIPANTS}_{'_'.join(columns)} ON {PARTICIPANTS} ({', '.join(columns)})")
+                             f"idx_{PARTICIPANTS}_{'_'.join(columns)}{'' if unique else '_any'} "
+                             f"ON {PARTICIPANTS} ({', '.join(columns)})")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {RATE_EVENTS} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
                          "address TEXT NOT NULL, at FLOAT NOT NULL)")
@@ -270,38 +279,44 @@ class ServerDB:
 
         ``identity`` is what the start request carried (``participant._start_identity``) and
         ``token`` the one derived from it: a repeated start request (a double click, a retry
-        after a lost reply, the link opened again) returns the participant it created instead
-        of refusing the person as "already taken part", with that token, or through the resume
-        map (``resume_hash``) with a new one when the keys changed since. An entry-code session
-        from before the map is taken over by the first browser that opens its link (as then).
-        Excluded people and pilots hold no slot, so their group is refilled by the next real participant.
-        ``full`` (``study_rules.StudyRules.full``) closes the study: counted in the same transaction as the
-        insert, so concurrent arrivals cannot overshoot the target; a pilot, and a person coming back to
-        their own session, still get in; anyone else gets :class:`StudyFull`."""
+        after a lost reply, the link opened again) returns the participant it created, with
+        that token, or through the resume map (``resume_hash``) with a new one when the keys
+        changed since. An entry-code session from before the map is taken over by the first
+        browser that opens its link (as then). Another identity under the same Prolific ID or
+        entry code is a new session (module docstring). Excluded people and pilots hold no
+        slot, so their group is refilled by the next real participant. ``full``
+        (``study_rules.StudyRules.full``) closes the study: counted in the same transaction as the
+        insert, so concurrent arrivals cannot overshoot the target; a pilot, and a person coming back
+        to their own session, still get in; anyone else gets :class:`StudyFull`."""
         token = token or secrets.token_urlsafe(24)
         resume = hash_token(identity) if identity else None
         code = "P" + secrets.token_hex(6).upper()
         now = self.clock()
         try:
             with self.db.write_transaction() as conn:  # count and insert in one write transaction: no two arrivals race
-                holders = self._slot_holders(conn, experiment)
-                fill = group_fill(n_groups, holders, now)
-                if full is not None and not pilot and full(fill) and not self._known(conn, experiment, token, resume):
-                    raise StudyFull(full(finished_fill(n_groups, holders)))
-                group = least_filled(fill)
-                conn.execute(
-                    f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
-                    "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner, resume_hash) "
-                    "VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web', ?)",
-                    [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session, entry_code,
-                     now + self.reservation_seconds, now, int(pilot), resume])
-        except self.db.integrity_errors:
-            again = self.by_token(token) or (resume and self._resume(experiment, resume, entry_code, token))
-            if again is not None and again.experiment == experiment:
-                return again, token
-            who = f"Prolific ID {prolific_pid!r}" if prolific_pid else f"entry code {entry_code!r}"
-            raise AlreadyParticipated(f"{who} has already taken part in experiment {experiment!r}") from None
-        return self.get(code), token
+                taken_over = resume is not None and entry_code is not None and conn.execute(
+                    f"UPDATE {PARTICIPANTS} SET token_hash=?, resume_hash=? WHERE experiment=? AND entry_code=? AND "
+                    "resume_hash IS NULL AND COALESCE(runner, 'web')='web'",
+                    [hash_token(token), resume, experiment, entry_code]).rowcount
+                if not taken_over:
+                    holders = self._slot_holders(conn, experiment)
+                    fill = group_fill(n_groups, holders, now)
+                    if full is not None and not pilot and full(fill) and not self._known(conn, experiment, token,
+                                                                                          resume):
+                        raise StudyFull(full(finished_fill(n_groups, holders)))
+                    group = least_filled(fill)
+                    conn.execute(
+                        f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
+                        "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner, "
+                        "resume_hash) VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web', ?)",
+                        [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session,
+                         entry_code, now + self.reservation_seconds, now, int(pilot), resume])
+        except self.db.integrity_errors:  # this identity started a session already
+            again = self.by_token(token) or (resume and self._resume(experiment, resume, token))
+            if again is None or again.experiment != experiment:
+                raise
+            return again, token
+        return (self.by_token(token) if taken_over else self.get(code)), token
 
     @staticmethod
     def _known(conn: Database, experiment: str, token: str, resume: str | None) -> bool:
@@ -309,16 +324,10 @@ class ServerDB:
         return conn.execute(f"SELECT 1 FROM {PARTICIPANTS} WHERE experiment=? AND (token_hash=? OR resume_hash=?)",
                             [experiment, hash_token(token), resume]).fetchone() is not None
 
-    def _resume(self, experiment: str, resume: str, entry_code: str | None, token: str) -> Participant | None:
-        """The session this start request's identity started (or the entry-code session from before
-        the resume map that it takes over), now reached by ``token``; None when there is none."""
-        with self.db.write_transaction() as conn:
-            cursor = conn.execute(f"UPDATE {PARTICIPANTS} SET token_hash=? WHERE experiment=? AND resume_hash=?",
-                                  [hash_token(token), experiment, resume])
-            if cursor.rowcount == 0 and entry_code is not None:
-                cursor = conn.execute(f"UPDATE {PARTICIPANTS} SET token_hash=?, resume_hash=? WHERE experiment=? AND "
-                                      "entry_code=? AND resume_hash IS NULL AND COALESCE(runner, 'web')='web'",
-                                      [hash_token(token), resume, experiment, entry_code])
+    def _resume(self, experiment: str, resume: str, token: str) -> Participant | None:
+        """The session this start request's identity started, now reached by ``token``; None when there is none."""
+        cursor = self.db.execute(f"UPDATE {PARTICIPANTS} SET token_hash=? WHERE experiment=? AND resume_hash=?",
+                                 [hash_token(token), experiment, resume])
         return self.by_token(token) if cursor.rowcount else None
 
     def retire_tokens(self) -> int:
@@ -360,7 +369,7 @@ class ServerDB:
         return self._one("token_hash=?", [hash_token(token)])
 
     def _one(self, where: str, params: list) -> Participant | None:
-        rows = self.db.dicts(f"SELECT * FROM {PARTICIPANTS} WHERE {where}", params)
+        rows = self.db.dicts(f"{_WITH_SHARED_IDS} WHERE {where}", params)
         if not rows:
             return None
         experiment = rows[0]["experiment"]
@@ -373,7 +382,7 @@ class ServerDB:
         answered = questionnaire.stored_answers(self.db, experiment)
         page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
         return [_participant(r, excluded, answered) for r in self.db.dicts(
-            f"SELECT * FROM {PARTICIPANTS} WHERE experiment=? ORDER BY created_at, code{page}", [experiment])]
+            f"{_WITH_SHARED_IDS} WHERE experiment=? ORDER BY created_at, code{page}", [experiment])]
 
     def standings(self, experiment: str) -> list[Standing]:
         """What the admin page's counts need of every participant, without their answers or calibration:
@@ -513,6 +522,23 @@ class ServerDB:
             self._local.db = None
 
 
+_WITH_SHARED_IDS = (f"SELECT p.*, (SELECT COUNT(*) FROM {PARTICIPANTS} q WHERE q.experiment=p.experiment AND "
+                    f"q.prolific_pid=p.prolific_pid) AS same_pid, (SELECT COUNT(*) FROM {PARTICIPANTS} q WHERE "
+                    f"q.experiment=p.experiment AND q.entry_code=p.entry_code) AS same_code FROM {PARTICIPANTS} p")
+"""Participants with how many sessions share their Prolific ID and their entry code (``shared_id_note``)."""
+
+
+def shared_id_note(row: dict) -> str | None:
+    """Why a session whose Prolific ID or entry code started other sessions too needs a look (module docstring)."""
+    if (row.get("same_pid") or 0) > 1:
+        return (f"one of {row['same_pid']} sessions with this Prolific ID; this one has SESSION_ID "
+                f"{row['prolific_session']}: approve only the session whose SESSION_ID is the submission's ID in "
+                "Prolific")
+    if (row.get("same_code") or 0) > 1:
+        return f"one of {row['same_code']} sessions with this entry code, each in another browser: a shared code?"
+    return None
+
+
 def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered: dict[str, dict]) -> Participant:
     return Participant(
         code=row["code"], experiment=row["experiment"], group=row["grp"], status=row["status"], session=row["session"],
@@ -522,4 +548,5 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered:
         exclusion=excluded.get(row["code"]),
         calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
         questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None,
-        runner=row.get("runner") or "web", review_reason=row.get("review_reason"))
+        runner=row.get("runner") or "web",
+        review_reason="; ".join(filter(None, (row.get("review_reason"), shared_id_note(row)))) or None)

@@ -65,19 +65,23 @@ def participant_record(p: Participant, now: float) -> dict:
 
 
 def prolific_action(p: Participant, now: float) -> tuple[str, str]:
-    """What to do with a Prolific submission, and why: approve who finished and counts; reject
-    only a failed attention check (Prolific's own rule); ask the screened out to return the
-    study; leave admin exclusions, abandoned (expired) sessions and sessions finished faster than their
-    trials can be shown (``plausibility``) for a person to review; wait for running sessions."""
+    """What to do with a Prolific submission, and why: approve who finished and counts; ask the
+    screened out to return the study; leave failed attention checks (Prolific allows a rejection
+    only under its own attention-check rules), admin exclusions, abandoned (expired) sessions,
+    sessions finished faster than their trials can be shown or answered faster than a person can
+    (``plausibility``) and sessions sharing a Prolific ID (``db.shared_id_note``) for a person to
+    review (and sessions ended at the time limit); wait for running sessions."""
     if p.status == EXPIRED:
         return "review", "session ended at the time limit (--time-limit)"
     if status_now(p, now) == EXPIRED:
         return "review", "session abandoned: no answer within the reservation" + (
             f"; {p.exclusion.label}" if p.exclusion else "")
     if p.status == "in_progress":
-        return "wait", "session still running"
+        return ("review", f"session still running; {p.review_reason}") if p.review_reason else \
+            ("wait", "session still running")
     if p.status == "failed_attention":
-        return "reject", p.exclusion.label if p.exclusion else "failed the attention check"
+        return "review", (f"{p.exclusion.label if p.exclusion else 'failed the attention check'}: reject only as "
+                          "Prolific's attention-check policy allows")
     if p.status == "screened_out":
         return "return", f"screened out: {p.screen_reason or 'browser check'}"
     if p.review_reason:

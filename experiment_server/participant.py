@@ -7,9 +7,9 @@ browser check, a screen calibration where the experiment sets the stimulus size 
 practice, the blocks and the study's questionnaire, if it has one. The token in the task URL is the participant's
 only credential (stored hashed). An entry code is not one: starting again with it resumes
 the session only in the browser that started it (the token is derived from the code *and*
-the browser's id), and the start form's nonce is bound to that browser too, so another
-site cannot start a session in a participant's browser (CSRF). Starts are rate-limited
-per client address.
+the browser's id; in another browser it starts a new session, marked for review), and the
+start form's nonce is bound to that browser too, so another site cannot start a session in a
+participant's browser (CSRF). Starts are rate-limited per client address.
 The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
 correct answers (but a practice trial's, its feedback), trial ids, conditions or the assignment plan; each trial is
 posted on its own and checked before it is stored.
@@ -37,9 +37,10 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
-from .db import EXPIRED, AlreadyParticipated, Participant, StudyFull, hash_token, prolific_identity
+from .db import EXPIRED, Participant, StudyFull, hash_token, prolific_identity
 from .study_rules import StudyRules
 from .plausibility import review_reason
+from .screening import check_failure
 from .trial_types import allowed_responses, served
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
@@ -47,10 +48,10 @@ from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_
 bp = Blueprint("participant", __name__)
 log = logging.getLogger("cuebench.serve")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code", "pilot")
-PILOT_VALUES = ("1", "true", "yes")
-"""``?pilot=1`` on the entry link, or an entry code made by ``cuebench serve codes --pilot``: a
-pilot session, stored as ``observer_kind = "pilot"``."""
+ENTRY_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "code")
+"""What an entry link may carry. A pilot session (stored as ``observer_kind = "pilot"``) comes only
+from an entry code the researcher made with ``cuebench serve codes --pilot`` (stored in the
+database): nothing a participant can add to their own link makes one."""
 SCREEN_REASON_MAX = 500
 START_NONCE = "start_nonce"
 BROWSER_COOKIE = "cuebench_browser"
@@ -128,9 +129,8 @@ def _closed_page():
 
 
 def _is_pilot(study: Study, values: dict[str, str | None]) -> bool:
-    """``?pilot=1``, or an entry code of ``cuebench serve codes --pilot``."""
-    return (values["pilot"] or "").lower() in PILOT_VALUES or study.db.is_pilot_code(study.experiment.name,
-                                                                                      values["code"])
+    """An entry code of ``cuebench serve codes --pilot``."""
+    return study.db.is_pilot_code(study.experiment.name, values["code"])
 
 
 def _returning(study: Study, values: dict[str, str | None], browser: str | None) -> bool:
@@ -167,7 +167,9 @@ def _start_identity(values: dict[str, str | None], browser: str) -> str:
     "already taken part": the Prolific ID with Prolific's per-attempt SESSION_ID (a second
     factor only the participant's link carries), else the entry code together with this
     browser's id, else the form's one-time nonce. The session token is derived from it with
-    the server's key; the session is found again by it (``db.ServerDB.start``)."""
+    the server's key; the session is found again by it (``db.ServerDB.start``). Another
+    identity under the same Prolific ID or code starts a session of its own, marked for review
+    (``db`` module docstring): a start is never refused for what a link names."""
     if values["PROLIFIC_PID"] and values["SESSION_ID"]:
         return prolific_identity(values["PROLIFIC_PID"], values["SESSION_ID"])
     if values["PROLIFIC_PID"] is None and values["code"]:
@@ -213,13 +215,14 @@ def start():
                                device_rules=_rules().device.for_page(),
                                nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400
+    if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
+        raise Rejected(400, "This Prolific link lacks its SESSION_ID. Please open the study from Prolific again.")
     identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
                                   entry_code=values["code"], identity=identity, token=study.start_token(identity),
-                                  pilot=_is_pilot(study, values),
-                                  full=_rules().full if _rules().capped else None)
+                                  pilot=_is_pilot(study, values), full=_rules().full if _rules().capped else None)
     except StudyFull as err:
         if err.for_good:
             return _closed_page()
@@ -227,15 +230,6 @@ def start():
                                message="Every place of this study is taken by people taking part at the moment. "
                                        "A place frees up when someone does not finish: please try your link again "
                                        "in half an hour."), 200
-    except AlreadyParticipated as err:
-        if values["PROLIFIC_PID"] is None and values["code"]:
-            return render_template(
-                "message.html", title="Entry code already in use",
-                message=f"The entry code {values['code']} was used to start this study in another browser. "
-                        "A session goes on only in the browser it was started in: open your link there. "
-                        "If you cannot, ask the researcher for a new entry code."), 409
-        return render_template("message.html", title="Already taken part",
-                               message=f"{err}. Each person can take part once."), 409
     return redirect(url_for("participant.task", token=token), code=303)
 
 
@@ -464,15 +458,22 @@ def post_trial(token: str, index: int):
 
 @bp.post("/api/session/<token>/screen")
 def screen_out(token: str):
-    """The browser check failed: end the session with the screened-out code and free the group slot.
-    Sent again (a reply lost on the way), it answers the same outcome without reading the body."""
+    """The browser check failed: end the session with the screened-out code and free the group slot,
+    once the server has found the failure in the check's measurements (``screening``): the
+    exclusion records the server's verdict, the status the reason the browser showed. Sent again
+    (a reply lost on the way), it answers the same outcome without reading the body."""
     study = _study()
     participant = _participant(token)
     if participant.status != "screened_out":
         _in_progress(participant)
-        reason = required_text(parse_json_body(request.get_data()), "reason", "why the browser check failed")
+        payload = parse_json_body(request.get_data())
+        reason = required_text(payload, "reason", "why the browser check failed")
+        verdict = check_failure(payload)
+        if verdict is None:
+            raise Rejected(422, "the browser check's measurements meet the study's rules, so this session is not "
+                                "screened out; reload the page to go on")
         participant = study.db.set_status(participant.code, "screened_out", reason[:SCREEN_REASON_MAX])
-        study.db.set_excluded(participant.code, True, reason[:SCREEN_REASON_MAX], "browser check")
+        study.db.set_excluded(participant.code, True, f"browser check: {verdict}", "browser check")
     return jsonify(_outcome(study, participant))
 
 

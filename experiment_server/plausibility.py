@@ -8,6 +8,14 @@ the browser reported from that moment, or the whole response window when the tri
 out. A session that finished sooner did not show its trials: it is marked for review (the
 admin page says why; the Prolific export says "review" instead of "approve"), not excluded,
 so the researcher decides.
+
+A person's answers also cannot come faster than a physiological floor: an answer within
+about 100 ms of the response screen was made before the screen could be seen and acted on,
+an anticipation (Whelan 2008, "Effective analysis of reaction time data", The Psychological
+Record 58:475-482, recommends treating RTs under 100 ms as anticipations; Luce 1986,
+"Response Times", Oxford University Press, on the lower bound of simple visual RTs). A
+person anticipates now and then; a session with more than ``MAX_FAST_SHARE`` of its answers
+under ``RT_FLOOR_MS`` is marked for review as well.
 """
 
 from __future__ import annotations
@@ -26,10 +34,27 @@ def shortest_session_s(experiment: Experiment, rows: list[dict]) -> float:
     return total_ms / 1000
 
 
+RT_FLOOR_MS = 100.0
+"""Faster than this after the response screen appears, an answer is an anticipation (Whelan 2008)."""
+MAX_FAST_SHARE = 0.1
+"""The share of a session's answers that may be anticipations before it is marked for review."""
+
+
+def fast_share(rows: list[dict]) -> float:
+    """The share of answered rows (an RT recorded) with an RT under ``RT_FLOOR_MS``."""
+    rts = [row["rt_ms"] for row in rows if row["rt_ms"] is not None]
+    return sum(rt < RT_FLOOR_MS for rt in rts) / len(rts) if rts else 0.0
+
+
 def review_reason(experiment: Experiment, rows: list[dict], took_s: float) -> str | None:
     """Why a session that lasted ``took_s`` seconds for these answers needs a look, or None."""
+    reasons = []
     shortest = shortest_session_s(experiment, rows)
     if took_s < shortest:
-        return (f"finished in {took_s:.1f} s, less than its {len(rows)} trials take to show and answer "
-                f"({shortest:.1f} s): answers sent by a script?")
-    return None
+        reasons.append(f"finished in {took_s:.1f} s, less than its {len(rows)} trials take to show and answer "
+                       f"({shortest:.1f} s): answers sent by a script?")
+    share = fast_share(rows)
+    if share > MAX_FAST_SHARE:
+        reasons.append(f"{100 * share:.0f}% of answers faster than {RT_FLOOR_MS:.0f} ms, quicker than a person can "
+                       "see and respond")
+    return "; ".join(reasons) or None

@@ -168,6 +168,14 @@ class SimulatedParticipant:
         return dict(done.json(), participant=plan["participant"], trials=len(plan["trials"]))
 
 
+def measured_display(hz: float | None = 60.0, width: int = 1280, height: int = 800, touch: bool = False) -> dict:
+    """The measurements the web task's browser check posts with a screen-out (``screening``):
+    ``hz`` None as from a window that drew no frames."""
+    return {"refresh": None if hz is None else {"hz": hz, "outlier_share": 0.0, "median_ms": 1000 / hz, "n": 150},
+            "size": {"width": width, "height": height, "screen_width": width, "screen_height": height},
+            "pointer": {"fine": not touch, "touch": touch}}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -20,7 +20,7 @@ from typing import Callable
 
 from flask import Flask
 
-from cuebench.design import ScheduledTrial, participant_sequence
+from cuebench.counterbalance import ScheduledTrial, participant_sequence
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir, OutsideExperimentError
 from cuebench.responses import ResponseStore
@@ -123,7 +123,7 @@ class Study:
         return self._local.store
 
     def sequence(self, participant: Participant) -> list[ScheduledTrial]:
-        """The participant's trial sequence (``cuebench.design.participant_sequence``), cached."""
+        """The participant's trial sequence (``cuebench.counterbalance.participant_sequence``), cached."""
         return list(self._sequences(participant.group, participant.code, participant.session))
 
     def start_token(self, identity: str) -> str:

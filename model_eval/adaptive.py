@@ -8,7 +8,7 @@ the next level is chosen. A re-run replays the stored answers and continues the 
 
 from __future__ import annotations
 
-from cuebench.design import adaptive_blocks
+from cuebench.counterbalance import adaptive_blocks
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score
 from cuebench.trials import Experiment

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
+from cuebench.commands import add_command
 from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
@@ -13,9 +12,8 @@ from .preprocess import POLICIES
 
 
 def register(sub) -> None:
-    parser = sub.add_parser(
-        "eval", help="let models answer an experiment's trials (or list the models available here)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = add_command(
+        sub, "eval", help="let models answer an experiment's trials (or list the models available here)",
         description="Each --model answers every trial of the experiment it has not answered yet; answers go into "
                     "the experiment's responses.sqlite with observer_kind=model, committed batch by batch, so an "
                     "interrupted run resumes where it stopped. Stimuli are decoded once into the experiment's "

@@ -20,7 +20,7 @@ Classification trials (one image, choose a label):
 
 The ``16class-*`` names apply to any label set: its labels' ImageNet index lists come from
 a mapping file, the experiment's ``label_set.imagenet_indices``, or, for the 16 entry-level
-classes, model-vs-human's lists (``imagenet16.py``). An observer whose probabilities are over
+classes, model-vs-human's lists (``cuebench/imagenet16.py``). An observer whose probabilities are over
 its own named classes (e.g. the experiment's labels, CLIP-style) maps each label to its own
 output (``own_classes_mapping``), so the same rules apply unchanged.
 
@@ -43,12 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.errors import CuebenchError
+from cuebench.imagenet16 import IMAGENET16_INDICES
 from cuebench.labels import IMAGENET16_NAME
 from cuebench.registry import Registry
 from cuebench.segmentation import IGNORE
 from cuebench.trials import NOT_CLEAR, SEGMENT_ANSWER, Experiment, LabelSet, Trial
-
-from .imagenet16 import IMAGENET16_INDICES
 
 DEFAULT_RULES = {"classify": "16class-mean", "oddity": "oddity", "segment": "confusion"}
 """Trial type -> the rule that answers it unless another rule for that trial type is asked for."""

@@ -388,34 +388,31 @@ def _declared_indices(value, path: Path) -> tuple[int, ...] | None:
 
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            value = None
-    elif isinstance(value, torch.Tensor) and not value.dtype.is_floating_point and value.dtype != torch.bool:
+    if isinstance(value, torch.Tensor) and not value.dtype.is_floating_point and value.dtype != torch.bool:
         value = value.flatten().tolist()
-    if not isinstance(value, (list, tuple)) or not value or not all(
-            isinstance(i, int) and not isinstance(i, bool) for i in value):
-        raise WeightsMismatch(f"checkpoint {path}: imagenet_indices must be a non-empty list of ImageNet indices")
-    if len(set(value)) != len(value):
-        raise WeightsMismatch(f"checkpoint {path}: imagenet_indices names a class twice")
-    return tuple(value)
+    return _distinct_list(value, path, "imagenet_indices", "ImageNet indices",
+                          lambda i: isinstance(i, int) and not isinstance(i, bool))
 
 
 def _declared_names(value, path: Path) -> tuple[str, ...] | None:
     """``class_names`` as a tuple of distinct non-empty names: a list or (safetensors) its JSON text."""
     if value is None:
         return None
+    return _distinct_list(value, path, "class_names", "class names", lambda n: isinstance(n, str) and bool(n))
+
+
+def _distinct_list(value, path: Path, field: str, what: str, valid) -> tuple:
+    """A checkpoint's per-class list ``field`` (a list, or its JSON text: safetensors keeps metadata as text)
+    as a tuple: non-empty, every item ``valid``, no class named twice."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
             value = None
-    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(n, str) and n for n in value):
-        raise WeightsMismatch(f"checkpoint {path}: class_names must be a non-empty list of class names")
+    if not isinstance(value, (list, tuple)) or not value or not all(valid(item) for item in value):
+        raise WeightsMismatch(f"checkpoint {path}: {field} must be a non-empty list of {what}")
     if len(set(value)) != len(value):
-        raise WeightsMismatch(f"checkpoint {path}: class_names names a class twice")
+        raise WeightsMismatch(f"checkpoint {path}: {field} names a class twice")
     return tuple(value)
 
 

@@ -3,15 +3,20 @@ fine-tuned on a labelled image set (``SET/train/<class>/``; ``model_eval.trainin
 
 from __future__ import annotations
 
-import argparse
-
+from cuebench.commands import add_command
 from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
 
-def add_optimizer_arguments(parser, adam_lr: float) -> None:
-    """``--optimizer``, ``--lr`` and ``--weight-decay`` (of ``train`` and ``train-cues``): each algorithm's own
-    optimiser unless one is named, each optimiser's defaults unless a value is given."""
+def add_training_arguments(parser, *, runs_of: str, epochs: int, batch_size: int, adam_lr: float,
+                           device_use: str = "") -> None:
+    """What ``train`` and ``train-cues`` both take: the seeded runs (``--runs`` per ``runs_of``, ``--seed``),
+    ``--epochs``, ``--batch-size``, the optimiser (each algorithm's own unless one is named, each optimiser's
+    defaults unless a value is given), the device (``device_use``: what runs on it) and where the jobs run."""
+    parser.add_argument("--runs", type=int, default=3, help=f"seeded runs per {runs_of}")
+    parser.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--batch-size", type=int, default=batch_size)
     parser.add_argument("--optimizer", default="auto", choices=("auto", "adam", "sgd"),
                         help="auto: each algorithm's own (SGD for sagnet, as Nam et al. 2021 and BiasBed; Adam for "
                              "the others); recorded in every result row")
@@ -19,14 +24,17 @@ def add_optimizer_arguments(parser, adam_lr: float) -> None:
                         help=f"learning rate (default: Adam {adam_lr:g}; SGD 0.004, Nam et al.'s SagNet)")
     parser.add_argument("--weight-decay", type=float, default=None,
                         help="weight decay (default: Adam 0; SGD 1e-4, Nam et al.'s SagNet)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N" + device_use)
+    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
+    parser.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
+    add_executor_arguments(parser, "training jobs")
 
 
 def register(sub) -> None:
     from .training.jobs import TrainConfig
 
-    train = sub.add_parser(
-        "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    train = add_command(
+        sub, "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
         description="Train a timm model from scratch to predict each entry's target factor, several seeded runs, "
                     "evaluating validation and test after every epoch into STUDYDIR/training.csv. "
                     "Finished jobs are skipped on a re-run.")
@@ -43,16 +51,9 @@ def register(sub) -> None:
     train.add_argument("--padain-p", type=float, default=None,
                        help="pAdaIN: probability of a swap per step (the same as --algorithm-option p=P; default 0.01; "
                             "other algorithms ignore it)")
-    train.add_argument("--runs", type=int, default=3, help="seeded runs per entry")
-    train.add_argument("--epochs", type=int, default=10)
-    train.add_argument("--batch-size", type=int, default=128)
-    add_optimizer_arguments(train, adam_lr=TrainConfig.lr)
+    add_training_arguments(train, runs_of="entry", epochs=10, batch_size=128, adam_lr=TrainConfig.lr)
     train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
-    train.add_argument("--seed", type=int, default=0, help="base seed; run r uses seed*1000 + r")
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
-    train.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    train.add_argument("--amp", action="store_true", help="bfloat16 autocast on CUDA")
-    train.add_argument("--workers", type=int, default=1, help="local executor: parallel jobs")
     labelled = train.add_argument_group("labelled sets (a folder with train/<class>/ image folders)")
     labelled.add_argument("--weights", default="scratch",
                           help="'scratch' (random initialisation), or the WEIGHTS of --model NAME:WEIGHTS to fine-tune "
@@ -63,7 +64,6 @@ def register(sub) -> None:
     labelled.add_argument("--out", type=user_path, default=None,
                           help="folder for the runs, checkpoints, set_training.csv and models.txt "
                                "(default: runs/<set name>)")
-    add_executor_arguments(train, "training jobs")
     train.set_defaults(func=run_train)
 
 

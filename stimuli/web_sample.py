@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cuebench.design import latin_square_plan
+from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial

@@ -13,7 +13,7 @@ import pytest
 
 from cuebench.adaptive import plan_for_grid, session_name
 from cuebench_app.cli import main as cuebench
-from cuebench.design import latin_square_plan
+from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.trials import Experiment, LabelSet, Schedule, SchemaError, Timing, Trial

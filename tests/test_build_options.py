@@ -14,7 +14,7 @@ from pydantic import Field
 
 from cuebench_app.api import build as api_build
 from cuebench_app.cli import main
-from cuebench.design import participant_sequence
+from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from stimuli.designs import DESIGNS
 from stimuli.designs.corruptions import Corruptions, CorruptionsOptions

@@ -22,21 +22,22 @@ from PIL import Image
 
 from conftest import REPO
 from cuebench_app.cli import main
-from model_eval.imagenet16 import IMAGENET16_INDICES
+from cuebench.imagenet16 import IMAGENET16_INDICES
 from model_eval.models import WeightsMismatch, load_model
 from analysis.cue_study import ALGORITHM_ORDER
-from cuebench_app.train_cues import (TrainingError, check_disruption, choose_feature_net, dist_reference_band,
-                                     read_photos, split_photos, texture_ratios)
+from cuebench_app.feature_nets import choose_feature_net
+from stimuli.cue_training_sets import (CueSetError, check_disruption, dist_reference_band, read_photos, split_photos,
+                                       subset_mapping, texture_ratios)
 from model_eval.training.algorithms import ALGORITHMS
-from model_eval.training.cue_study import head_labels, subset_head, subset_mapping
+from model_eval.training.cue_study import head_labels, subset_head
 from model_eval.training.jobs import build_model
 
 
 def test_photos_need_imagenet_labels_and_split_within_each_class(tmp_path):
-    with pytest.raises(TrainingError, match="labels.csv"):
+    with pytest.raises(CueSetError, match="labels.csv"):
         read_photos(tmp_path)
     (tmp_path / "labels.csv").write_text("image,imagenet_index\nmissing.jpg,3\n")
-    with pytest.raises(TrainingError, match="no image 'missing'"):
+    with pytest.raises(CueSetError, match="no image 'missing'"):
         read_photos(tmp_path)
     photos = [(f"a{i}", None, 7) for i in range(10)] + [(f"b{i}", None, 3) for i in range(4)] + \
         [(f"c{i}", None, 5) for i in range(2)]
@@ -46,7 +47,7 @@ def test_photos_need_imagenet_labels_and_split_within_each_class(tmp_path):
     # by hand: 10 photos -> test round(2.5) = 2, val round(1.5) = 2, train 6; 4 -> 1, 1, 2; 2 -> 0, 0, 2
     assert count == {"test": {7: 2, 3: 1, 5: 0}, "val": {7: 2, 3: 1, 5: 0}, "train": {7: 6, 3: 2, 5: 2}}
     assert split_photos(photos, seed=0) == splits and split_photos(photos, seed=1) != splits
-    with pytest.raises(TrainingError, match="no test and no val photo"):
+    with pytest.raises(CueSetError, match="no test and no val photo"):
         split_photos([(f"p{i}", None, i) for i in range(10)], seed=0)  # one photo per class: all train
 
 
@@ -174,16 +175,16 @@ def test_disrupted_images_that_look_like_noise_are_refused_with_the_numbers(shar
                            "share_inside_band", "passed"}
     assert report["passed"] is True and report["share_inside_band"] >= 0.5
     noise = np.random.default_rng(0).integers(0, 256, originals.shape, dtype=np.uint8)
-    with pytest.raises(TrainingError, match=r"LV ratio median \d+\.\d+ outside DiST's 5-95 % band"):
+    with pytest.raises(CueSetError, match=r"LV ratio median \d+\.\d+ outside DiST's 5-95 % band"):
         check_disruption(texture_ratios(originals, noise), band)
     assert check_disruption(texture_ratios(originals, noise), band, refuse=False)["passed"] is False
     flat = np.full_like(originals, 128)
-    with pytest.raises(TrainingError, match="HFE ratio median 0.00"):
+    with pytest.raises(CueSetError, match="HFE ratio median 0.00"):
         check_disruption(texture_ratios(originals, flat), band)
     # a set whose medians lie inside the bands but most of whose images do not: 3 images at the bands'
     # middle, 2 below and 2 above them -> medians in the middle, 3 of 7 = 43 % inside
     mixed = np.stack([band.mean(axis=1)] * 3 + [band[:, 0] * 0.5] * 2 + [band[:, 1] * 2] * 2)
-    with pytest.raises(TrainingError, match=r"^[^;]*\(43% of the images inside both bands, fewer than 50%\)"):
+    with pytest.raises(CueSetError, match=r"^[^;]*\(43% of the images inside both bands, fewer than 50%\)"):
         check_disruption(mixed, band)
     checker = np.indices((224, 224)).sum(axis=0) % 2 * 2 - 1  # +-1, all its energy at the Nyquist corner
     pattern = np.stack([100 + 20 * checker] * 3, axis=-1).astype(np.uint8)

@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from cuebench.design import participant_sequence
+from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from stimuli.sources import default_images
 

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import unavailable
 from human_tasks.lab.session import LabError, LabOptions, default_group, resolve_group, run_lab_session
-from cuebench.design import latin_square_plan, participant_sequence
+from cuebench.counterbalance import latin_square_plan, participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial

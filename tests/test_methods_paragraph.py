@@ -221,7 +221,7 @@ def pilot_experiment(root):
     with people (the demo itself has only models)."""
     from cuebench import exclusions
     from cuebench_app.cli import main
-    from cuebench.design import participant_sequence
+    from cuebench.counterbalance import participant_sequence
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore, trial_row
 

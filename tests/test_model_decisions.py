@@ -9,7 +9,7 @@ import pytest
 
 from model_eval.decisions import (DecisionError, LabelMapping, aggregate, decide_classify, decide_oddity,
                                   label_mapping, mean_cosine_distances, read_mapping_file, zscore)
-from model_eval.imagenet16 import IMAGENET16_INDICES
+from cuebench.imagenet16 import IMAGENET16_INDICES
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import NOT_CLEAR, LabelSet
 from stimuli.sources import DEFAULT_LABEL_INDICES
@@ -151,7 +151,7 @@ def test_choice_without_indices_is_an_error():
 
 
 def _experiment(label_set: LabelSet, *trial_types: str):
-    from cuebench.design import everyone_plan
+    from cuebench.counterbalance import everyone_plan
     from cuebench.trials import Experiment, Stimulus, Trial
 
     stimuli = {f"s{k}": Stimulus(id=f"s{k}", path=f"stimuli/s{k}.png") for k in range(3)}

@@ -12,7 +12,7 @@ from PIL import Image
 from cuebench_app.cli import main
 from model_eval import models
 from model_eval.decisions import LabelMapping, decide_classify
-from model_eval.imagenet16 import IMAGENET16_INDICES
+from cuebench.imagenet16 import IMAGENET16_INDICES
 from model_eval.models import (ModelError, UnknownArchitecture, WeightsMismatch, WeightsNotFound, load_model,
                                parse_spec, resolve_device)
 from model_eval.preprocess import Normalise, PreprocessError, ToUint8Tensor, check_policy, preprocess_paths

@@ -44,13 +44,15 @@ from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.server_secrets import SECRET_KEYS
 from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
-                                        trial_answer)
+                                        measured_display, trial_answer)
 from experiment_server.study import open_study, study_of
 
 PASSWORD = "correct horse battery"
 START_LIMIT = 20
 HONEST = 8
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+SMALL_SCREEN = measured_display(width=640, height=480)
+"""A browser check's measurements that fail it (the server screens out only on those)."""
 
 
 class Browser:
@@ -273,28 +275,79 @@ def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
 
 
 def test_a_scripted_session_is_marked_for_review(served):
-    """Every answer posted at once, with believable RTs: the completion code as for anyone, but the
-    admin page and the Prolific list say "review" with the reason, not "approve"."""
+    """Every answer posted at once, with RTs of 0.001 ms: the completion code as for anyone, but the
+    admin page and the Prolific list say "review" with both reasons, not "approve"."""
     pid = "5f" + "%022x" % int(served.server.port)
     scripted, token, plan = started(served, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="scripted")
     for trial in plan["trials"]:
-        assert scripted.post_json(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial)) == 201
+        answer = dict(trial_answer(trial), rt_ms=0.001)
+        assert scripted.post_json(f"/api/session/{token}/trial/{trial['index']}", answer) == 201
     status, _, outcome = scripted.request("POST", f"/api/session/{token}/complete", b"", "application/json")
     assert status == 200 and json.loads(outcome)["status"] == "finished"
     admin = served.browser()
     assert admin.login() == 302
     page = admin.request("GET", "/admin/")[2].decode()
     rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
-    assert "review: finished in" in page
-    assert [(r["action"], "less than its" in r["reason"]) for r in rows if r["participant_id"] == pid] == [
-        ("review", True)]
+    assert "review: finished in" in page and "100% of answers faster than 100 ms" in page
+    assert [(r["action"], "less than its" in r["reason"], "faster than 100 ms" in r["reason"])
+            for r in rows if r["participant_id"] == pid] == [("review", True, True)]
+
+
+@pytest.mark.validates("anticipation share of a session (review flag)", definition="share of answered trials with "
+                       "rt_ms < 100; review when > 0.1", source="Whelan 2008, Psychol. Rec. 58:475-482 (RT < 100 ms: "
+                       "anticipation)", reference="hand count over made-up rows", tolerance="exact")
+def test_a_failed_attention_check_is_for_the_researcher_to_review(served):
+    """An attention trial answered against its instruction: the failed-attention code, and
+    "review" naming the check in prolific.csv (a rejection is Prolific's rule to apply)."""
+    pid = "6c" + "%022x" % int(served.server.port)
+    careless, token, plan = started(served, PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="careless")
+    for trial in plan["trials"]:
+        answer = trial_answer(trial)
+        if trial["instruction"]:
+            answer["response"] = next(c for c in trial["choices"] if c != answer["response"])
+        assert careless.post_json(f"/api/session/{token}/trial/{trial['index']}", answer) == 201
+    outcome = json.loads(careless.request("POST", f"/api/session/{token}/complete", b"", "application/json")[2])
+    admin = served.browser()
+    assert admin.login() == 302
+    rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
+    assert outcome["status"] == "failed_attention"
+    assert [(r["action"], "attention" in r["reason"]) for r in rows if r["participant_id"] == pid] == [("review", True)]
+
+
+def test_answers_faster_than_a_person_mark_a_session_for_review():
+    """1 of 10 answers under 100 ms is a person's anticipation now and then; 2 of 11 (a timeout does not
+    count) is more than a tenth. The served session above shows the reason on the admin page."""
+    from experiment_server.plausibility import MAX_FAST_SHARE, fast_share
+
+    rows = [{"rt_ms": rt} for rt in [99.9] + [100.0] * 9]
+    assert fast_share(rows) == 0.1 and not fast_share(rows) > MAX_FAST_SHARE
+    rows += [{"rt_ms": None}, {"rt_ms": 20.0}]
+    assert fast_share(rows) == 2 / 11 and fast_share(rows) > MAX_FAST_SHARE
+    assert fast_share([{"rt_ms": None}]) == 0.0
+
+
+def test_a_screen_out_needs_the_check_to_fail_on_the_server(served):
+    """No screened-out code for a bare request, nor for measurements that pass the check: the session
+    goes on. Measurements that fail it end the session with the code; the exclusion says the
+    server's verdict."""
+    browser, token, _ = started(served, code="screen-claim")
+    path = f"/api/session/{token}/screen"
+    for body in ({"reason": "refresh rate 30 Hz"}, {"reason": "refresh rate 30 Hz", **measured_display(hz=60)},
+                 {"reason": "x", **measured_display(), "size": {"width": "1e999"}}):
+        assert browser.post_json(path, body) == 422
+    assert json.loads(browser.request("GET", f"/api/session/{token}")[2])["status"] == "in_progress"
+    status, _, outcome = browser.request("POST", path, json.dumps({"reason": "refresh rate 30 Hz",
+                                                                   **measured_display(hz=30)}), "application/json")
+    assert status == 200 and json.loads(outcome)["status"] == "screened_out" and json.loads(outcome)["code"]
+    exclusion = served.study().db.by_token(token).exclusion
+    assert exclusion.reason == "browser check: refresh rate 30.0 Hz"
 
 
 def test_an_ended_session_takes_no_more_reports(served):
     """/image-failed and /screen answer a token whose session has ended without reading its body:
     409, or the outcome again for a repeated screen-out (its reply may have been lost)."""
     browser, token, _ = started(served, code="ended")
-    assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small"}) == 200
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small", **SMALL_SCREEN}) == 200
     crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
     assert browser.post_json(f"/api/session/{token}/image-failed", crafted) == 409
     assert browser.post_json(f"/api/session/{token}/image-failed", {"url": "/stimuli/x.png"}) == 409
@@ -331,13 +384,33 @@ def test_replayed_answers_and_start_forms_are_refused(served):
         (served.study().experiment.name, plan["participant"], "1", trial["index"])]
 
 
-def test_an_entry_code_resumes_only_in_the_browser_that_started_it(served):
+def test_an_entry_code_tells_nobody_whether_it_was_used(served):
+    """The same browser resumes its session; another browser gets a session of its own, answered
+    exactly as a fresh code is (no "already used" to learn from), and both are marked for review."""
     first = served.browser()
     status, token = first.start(code="shared-code")
     assert status == 303 and first.start(code="shared-code") == (303, token)
-    other = served.browser()
-    status, page = other.start(code="shared-code")
-    assert status == 409 and "another browser" in page and "new entry code" in page
+    answers = [served.browser().start(code=code) for code in ("shared-code", "never-used-code")]
+    assert [status for status, _ in answers] == [303, 303] and len({token, *(t for _, t in answers)}) == 3
+    assert len({len(t) for _, t in answers}) == 1
+    shared = [p for p in served.study().db.participants(served.study().experiment.name) if p.entry_code == "shared-code"]
+    assert len(shared) == 2 and all("one of 2 sessions with this entry code" in p.review_reason for p in shared)
+
+
+def test_nobody_can_squat_a_prolific_id(served):
+    """Someone who knows a person's Prolific ID starts first, with a SESSION_ID of their own: the
+    person still starts (their link's SESSION_ID is a session of its own), and prolific.csv says
+    "review" for both rows, each naming its SESSION_ID, so the researcher approves the submission's."""
+    pid = "6a" + "%022x" % (int(served.server.port) + 1)
+    squatter = served.browser().start(PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="made-up")
+    owner = served.browser().start(PROLIFIC_PID=pid, STUDY_ID="s", SESSION_ID="the-real-one")
+    assert [squatter[0], owner[0]] == [303, 303] and squatter[1] != owner[1]
+    admin = served.browser()
+    assert admin.login() == 302
+    rows = list(csv.DictReader(io.StringIO(admin.request("GET", "/admin/export/prolific.csv")[2].decode())))
+    mine = sorted((r["action"], r["reason"].split("SESSION_ID ")[1].split(":")[0]) for r in rows
+                  if r["participant_id"] == pid)
+    assert mine == [("review", "made-up"), ("review", "the-real-one")]
 
 
 def test_entry_codes_from_the_cli_are_long_random_and_accepted(served, capsys):
@@ -348,6 +421,21 @@ def test_entry_codes_from_the_cli_are_long_random_and_accepted(served, capsys):
     codes = capsys.readouterr().out.split()
     assert len(set(codes)) == 50 and all(re.fullmatch(r"([a-z2-9]{4}-){3}[a-z2-9]{4}", c) for c in codes)
     assert served.browser().start(code=codes[0])[0] == 303
+
+
+def test_only_the_researcher_makes_pilot_sessions(served, capsys):
+    """``pilot=1`` added to a participant's own link changes nothing (a person, holding a slot, in the
+    people's statistics); a code from ``serve codes --pilot`` starts a pilot session."""
+    browser, token, plan = started(served, code="self-made-pilot", pilot="1")
+    assert browser.post_json(f"/api/session/{token}/trial/0", trial_answer(plan["trials"][0])) == 201
+    args = _serve_args("codes", served.expdir, "-n", "1", "--pilot", database=served.database)
+    assert args.func(args) == 0
+    _, pilot_token, _ = started(served, code=capsys.readouterr().out.strip())
+    db = served.study().db
+    assert [db.by_token(token).observer_kind, db.by_token(pilot_token).observer_kind] == ["human", "pilot"]
+    assert {k[1] for k in rows_of(served)} >= {plan["participant"]}
+    with ResponseStore(served.database or served.expdir / "responses.sqlite") as store:
+        assert {r["observer_kind"] for r in store.rows("observer=?", [plan["participant"]])} == {"human"}
 
 
 def test_admin_sessions_end_on_logout_password_change_and_rotation(served):
@@ -395,6 +483,19 @@ def test_completion_codes_can_come_from_the_environment(monkeypatch):
     args = _serve_args("study", "--code-screened-out", "CARG5678")
     assert server_cli.completion_codes(args) == {"finished": "CENV1234", "screened_out": "CARG5678",
                                                  "failed_attention": None}
+
+
+def test_the_database_password_stays_off_the_command_line(monkeypatch, capsys):
+    """A password in ``--database`` is warned about (``ps`` shows it); ``$CUEBENCH_DATABASE`` gives
+    the URL instead, and libpq reads the password from ~/.pgpass or ``$PGPASSWORD``."""
+    monkeypatch.setenv("CUEBENCH_DATABASE", "postgresql://study@db.example.org/cue_study")
+    assert server_cli.database_url(None) == "postgresql://study@db.example.org/cue_study"
+    assert capsys.readouterr().err == ""
+    assert server_cli.database_url("postgresql://study:hunter2@db/cue") == "postgresql://study:hunter2@db/cue"
+    warning = capsys.readouterr().err
+    assert "holds a password" in warning and "~/.pgpass" in warning and "hunter2" not in warning
+    monkeypatch.delenv("CUEBENCH_DATABASE")
+    assert server_cli.database_url(None) is None
 
 
 def test_secrets_stay_out_of_the_data(served):
@@ -463,7 +564,8 @@ def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, 
     holds the old key) forges no admin cookie and computes no session token; the password and
     the completion codes move to the secrets file; the sessions in progress go on through the
     resume map, the Prolific one from its link and the entry-code one from the first browser
-    that opens its link; ``rotate-secret`` then renews both keys, with the same effect."""
+    that opens its link (another browser gets a session of its own); ``rotate-secret`` then
+    renews both keys, with the same effect."""
     database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
     old = previous_version_folder(tmp_path, database)
     if database is None:
@@ -498,7 +600,9 @@ def test_an_upgraded_folder_gets_new_keys_and_its_sessions_go_on(kind, backend, 
         status, token = first.start(code="old-code")
         assert status == 303 and json.loads(first.request("GET", f"/api/session/{token}")[2])["participant"] == entry
         assert first.start(code="old-code") == (303, token)
-        assert Browser(server.port, "203.0.113.4").start(code="old-code")[0] == 409
+        second = Browser(server.port, "203.0.113.4")
+        status, token = second.start(code="old-code")  # a session of its own (no "already used" oracle)
+        assert status == 303 and json.loads(second.request("GET", f"/api/session/{token}")[2])["participant"] != entry
         assert admin.login() == 302 and admin.request("GET", "/admin/")[0] == 200
     finally:
         server.stop()
@@ -523,6 +627,16 @@ def test_a_secrets_file_others_can_read_is_made_owner_only(tmp_path, caplog):
     assert not list(tmp_path.glob(".exp.secrets.json.*.tmp"))
 
 
+def test_exports_of_participants_data_are_owner_only(served, tmp_path):
+    """``cuebench export`` (its ``export``) writes every file 0600, like the database it reads."""
+    from cuebench.export import export
+
+    started(served, PROLIFIC_PID="6b" + "%022x" % int(served.server.port), STUDY_ID="s", SESSION_ID="perm")
+    for fmt, name in (("csv", "r.csv"), ("parquet", "r.parquet"), ("participants", "p.csv"), ("prolific", "l.csv")):
+        for path in export(served.expdir, fmt, tmp_path / name, served.database):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, fmt
+
+
 def _serve_args(*words, database: str | None = None):
     parser = argparse.ArgumentParser()
     server_cli.register(parser.add_subparsers())
@@ -539,7 +653,7 @@ def test_sql_injection_is_stored_as_text_or_refused(served):
     injected = dict(trial_answer(trial), response="cat'); DROP TABLE responses; --")
     assert browser.post_json(f"/api/session/{token}/trial/{trial['index']}", injected) == 422
     reason = "'; DELETE FROM participants; --"
-    assert browser.post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
+    assert browser.post_json(f"/api/session/{token}/screen", {"reason": reason, **SMALL_SCREEN}) == 200
     study = served.study()
     assert study.db.by_token(token).screen_reason == reason
     assert len(study.db.participants(study.experiment.name)) > 1 and rows_of(served)
@@ -548,7 +662,7 @@ def test_sql_injection_is_stored_as_text_or_refused(served):
 def test_stored_xss_does_not_run_in_the_admin_page(served, browser):
     _, token, _ = started(served, code="xss")
     payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
-    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": payload}) == 200
+    assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": payload, **SMALL_SCREEN}) == 200
     page = browser.new_page()
     base = f"http://127.0.0.1:{served.server.port}"
     page.goto(f"{base}/admin/login")
@@ -565,7 +679,7 @@ def test_csv_exports_neutralise_formulas(served):
     hyperlink = '=HYPERLINK("http://evil.example","click")'
     for code, reason in (("-2-3", hyperlink), ("semicolon", "x;" + hyperlink)):
         _, token, _ = started(served, code=code)
-        assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": reason}) == 200
+        assert served.browser().post_json(f"/api/session/{token}/screen", {"reason": reason, **SMALL_SCREEN}) == 200
     admin = served.browser()
     assert admin.login() == 302
     _, _, body = admin.request("GET", "/admin/export/participants.csv")
@@ -601,6 +715,42 @@ def test_path_traversal_is_refused(served):
         assert status in (400, 404) and b"secret_key" not in body and b"assignment" not in body, path
 
 
+def _with_hidden_data(kind: str) -> tuple[bytes, bytes]:
+    """An image file (``progressive-jpeg`` or ``png``) with data a viewer never shows: a comment
+    between a progressive JPEG's scans, or a chunk after PNG's IEND, and bytes after the end;
+    and the file as encoded, without them."""
+    import numpy as np
+    from PIL import Image
+
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8))
+    buf = io.BytesIO()
+    picture.save(buf, "JPEG", quality=90, progressive=True) if kind == "progressive-jpeg" else picture.save(buf, "PNG")
+    clean = buf.getvalue()
+    if kind == "progressive-jpeg":
+        second_scan = clean.find(b"\xff\xda", clean.find(b"\xff\xda") + 2)
+        hidden = clean[:second_scan] + b"\xff\xfe\x00\x0dHIDDEN-NOTE" + clean[second_scan:]
+    else:
+        hidden = clean + b"\x00\x00\x00\x0bIDATHIDDEN-NOTE\x00\x00\x00\x00"
+    return hidden + b"HIDDEN-TAIL", clean
+
+
+def test_no_image_is_served_with_data_after_its_end(served):
+    """A stimulus file with bytes after JPEG's EOI or PNG's IEND, or a comment between a progressive
+    JPEG's scans, is served without them, and decodes to the same pixels."""
+    from PIL import Image
+
+    for kind, suffix in (("progressive-jpeg", ".jpg"), ("png", ".png")):
+        hidden, clean = _with_hidden_data(kind)
+        path = served.expdir / "stimuli" / f"zz-hidden{suffix}"
+        path.write_bytes(hidden)
+        try:
+            status, _, body = served.browser().request("GET", f"/stimuli/{path.name}")
+        finally:
+            path.unlink()
+        assert status == 200 and b"HIDDEN" not in body, kind
+        assert Image.open(io.BytesIO(body)).tobytes() == Image.open(io.BytesIO(clean)).tobytes(), kind
+
+
 def test_cross_site_requests_are_refused(served):
     """Another site's form posts without the victim's cookies (SameSite) and cannot know a nonce."""
     victim = served.browser()
@@ -630,6 +780,46 @@ def test_open_redirects_are_refused(served):
 
 
 # limits and headers -----------------------------------------------------------------------
+
+SLOW_HEADS = (b"", b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+"""What a slow connection sends before it falls silent: nothing, or half a request head."""
+
+
+def test_slow_connections_hold_no_thread(served):
+    """Five times as many silent connections as the server has threads (idle, or half a request
+    head sent) while a new participant opens the consent page: answered within 2 s. A request
+    that arrives in pieces, head and body, and the next request on its kept-alive connection,
+    are answered as usual."""
+    held = []
+    try:
+        for k in range(80):
+            sock = socket.create_connection(("127.0.0.1", served.server.port), timeout=5)
+            sock.sendall(SLOW_HEADS[k % 2])
+            held.append(sock)
+        time.sleep(0.3)
+        conn = http.client.HTTPConnection("127.0.0.1", served.server.port, timeout=2)
+        conn.request("GET", "/?code=newcomer", headers={"X-Forwarded-For": "203.0.113.250"})
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        for sock in held:
+            sock.close()
+    _, token, plan = started(served, code="in-pieces")
+    body = json.dumps(trial_answer(plan["trials"][0])).encode()
+    head = (f"POST /api/session/{token}/trial/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"X-Forwarded-For: 203.0.113.251\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as sock:
+        for piece in (head[:20], head[20:], body[:10], body[10:]):
+            sock.sendall(piece)
+            time.sleep(0.05)
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        reply.read()
+        sock.sendall(f"GET /api/session/{token} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        again = http.client.HTTPResponse(sock)
+        again.begin()
+        assert (reply.status, again.status, json.loads(again.read())["answered"]) == (201, 200, [0])
+
 
 def test_an_oversized_body_is_refused_before_it_is_sent(served):
     with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as sock:

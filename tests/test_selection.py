@@ -35,7 +35,8 @@ def hand_log() -> pd.DataFrame:
 
 @pytest.mark.validates("BiasBed model selection: best validation, last-n epochs, oracle",
                        definition="best-val: test score at the epoch of the best validation accuracy (earliest on a "
-                                  "tie); last-n: mean test score of the last n epochs; oracle: best test score over "
+                                  "tie; among the selectable epochs where the log marks them); "
+                                  "last-n: mean test score of the last n epochs; oracle: best test score over "
                                   "epochs (marked oracle)",
                        source="Kalischek et al. 2023 (BiasBed), Sec. 5 'Model selection', Tables 1-3",
                        reference="hand computation on a hand-written per-epoch log", tolerance="exact")
@@ -58,6 +59,11 @@ def test_selections_by_hand():
     assert table.loc[("oracle", "erm", "edges"), "mean"] == pytest.approx((.5 + .4) / 2)
     with pytest.raises(SelectionError, match="unknown selection"):
         select(log, "last-0")
+    # a run whose protocol lets selection pick only some epochs (train-cues' selectable: InfoDrop's last ones)
+    gated = log.assign(selectable=log["epoch"] >= 3)
+    best = select(gated, "best-val").set_index(["algorithm", "run", "split"])
+    assert best.loc[("erm", 0, "edges"), "epochs"] == "4"  # val .6, .7 at epochs 3, 4: the .7 of epoch 2 is not allowed
+    assert best.loc[("sagnet", 0, "edges"), "score"] == pytest.approx(.2)  # val .5 at 3 beats .4 at 4
 
 
 @pytest.mark.validates("intra-run and inter-run variability",

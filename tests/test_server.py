@@ -25,8 +25,7 @@ from experiment_server.app import create_app
 from experiment_server import trial_types
 from experiment_server.study import ServerSetupError, study_of
 from experiment_server.trial_types import SERVED_TRIAL_TYPES
-from experiment_server.db import AlreadyParticipated
-from experiment_server.simulate import NONCE
+from experiment_server.simulate import NONCE, measured_display
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR, PEOPLE_TRIAL_TYPES
@@ -213,20 +212,19 @@ def test_duplicate_post_is_stored_once_and_a_changed_answer_refused(env):
     assert plan(client, token)["answered"] == [0]
 
 
-def test_second_session_with_same_prolific_id_is_refused(env):
+def test_a_second_session_with_the_same_prolific_id_is_its_own_and_marked_for_review(env):
+    """Another SESSION_ID under a Prolific ID is a session of its own (a start is never refused for
+    what a link names: that would let anyone who knows the ID lock its owner out); both are
+    marked for review, naming their SESSION_ID. A Prolific link without SESSION_ID is refused."""
     app, client, _ = env
-    start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="one")
-    again = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "SESSION_ID": "two",
-                                        "start_nonce": consent_nonce(client)})
-    assert again.status_code == 409 and b"already taken part" in again.data
+    first = start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="one")
+    second = start(client, PROLIFIC_PID="abc123", STUDY_ID="s", SESSION_ID="two")
     study = study_of(app)
-    with pytest.raises(AlreadyParticipated):
-        study.db.start(study.experiment.name, 2, prolific_pid="abc123")
-    with pytest.raises(sqlite3.IntegrityError):
-        study.db.db.conn.execute("INSERT INTO participants(code, experiment, token_hash, grp, status, session, "
-                                 "prolific_pid, created_at) VALUES ('X', ?, 'h', 0, 'in_progress', '1', 'abc123', 0)",
-                                 [study.experiment.name])
-    assert len(study.db.participants(study.experiment.name)) == 1
+    people = study.db.participants(study.experiment.name)
+    assert first != second and len(people) == 2
+    assert ["SESSION_ID one:" in people[0].review_reason, "SESSION_ID two:" in people[1].review_reason] == [True, True]
+    bare = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "start_nonce": consent_nonce(client)})
+    assert bare.status_code == 400 and b"SESSION_ID" in bare.data
 
 
 def test_a_repeated_start_returns_the_same_session(env):
@@ -238,9 +236,6 @@ def test_a_repeated_start_returns_the_same_session(env):
     assert start(client, code="retry1") == start(client, code="retry1")
     prolific = {"PROLIFIC_PID": "pid77", "STUDY_ID": "s", "SESSION_ID": "attempt1"}
     assert start(client, **prolific) == start(client, **prolific)
-    again = client.post("/start", data={"consent": "yes", **prolific, "SESSION_ID": "attempt2",
-                                        "start_nonce": consent_nonce(client)})
-    assert again.status_code == 409
     assert len(study_of(app).db.participants(study_of(app).experiment.name)) == 4
 
 
@@ -270,7 +265,7 @@ def test_mask_is_server_made_deterministic_and_per_trial(env):
 def test_completion_code_only_after_every_trial(env):
     app, client, _ = env
     study = study_of(app)
-    token = start(client, PROLIFIC_PID="pid42")
+    token = start(client, PROLIFIC_PID="pid42", STUDY_ID="s", SESSION_ID="attempt1")
     trials = plan(client, token)["trials"]
     client.post(f"/api/session/{token}/trial/0", json=answer(trials[0]))
     early = client.post(f"/api/session/{token}/complete")
@@ -291,7 +286,7 @@ def test_failed_attention_and_screened_out_get_their_own_codes(env):
         client.post(f"/api/session/{careless}/trial/{trial['index']}", json=answer(trial, wrong))
     failed = client.post(f"/api/session/{careless}/complete").get_json()
     screened = client.post(f"/api/session/{start(client, code='oldscreen')}/screen",
-                           json={"reason": "refresh rate 30.0 Hz"}).get_json()
+                           json={"reason": "refresh rate 30.0 Hz", **measured_display(hz=30)}).get_json()
     codes = {study.completion_code(o) for o in ("finished", "screened_out", "failed_attention")}
     assert failed["status"] == "failed_attention" and screened["status"] == "screened_out"
     assert len(codes) == 3 and {failed["code"], screened["code"]} < codes
@@ -517,10 +512,11 @@ def test_exclusion_log_frees_the_slot_and_marks_every_export(env, tmp_path):
     assert "admin: saw the stimuli before" in page and "Un-exclude" in page
 
 
-def test_pilot_links_hold_no_slot_and_are_stored_as_pilots(env):
+def test_pilot_codes_hold_no_slot_and_are_stored_as_pilots(env):
     app, client, _ = env
     study = study_of(app)
-    token = start(client, code="tryout", pilot="1")
+    study.db.add_pilot_codes(study.experiment.name, ["pilot-tryout"])
+    token = start(client, code="pilot-tryout")
     finish_all(app, client, token)
     client.post(f"/api/session/{token}/complete")
     participant = study.db.by_token(token)
@@ -533,9 +529,9 @@ def test_a_screen_out_is_a_logged_exclusion(env):
     app, client, _ = env
     study = study_of(app)
     screened = start(client, code="screened")
-    client.post(f"/api/session/{screened}/screen", json={"reason": "refresh rate 30 Hz"})
+    client.post(f"/api/session/{screened}/screen", json={"reason": "refresh rate 30 Hz", **measured_display(hz=30)})
     event = study.db.by_token(screened).exclusion
-    assert (event.by, event.reason) == ("browser check", "refresh rate 30 Hz")
+    assert (event.by, event.reason) == ("browser check", "browser check: refresh rate 30.0 Hz")
 
 
 def test_prolific_list(env, tmp_path):
@@ -549,9 +545,10 @@ def test_prolific_list(env, tmp_path):
     clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
-    client.post(f"/api/session/{gone}/screen", json={"reason": "no fullscreen"})
+    client.post(f"/api/session/{gone}/screen", json={"reason": "screen too small", **measured_display(width=640)})
     running = start(client, PROLIFIC_PID="cccccccccccccccccccccccc", STUDY_ID="s", SESSION_ID="3")
-    start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", pilot="1")
+    study.db.add_pilot_codes(study.experiment.name, ["pilot-preview"])
+    start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", code="pilot-preview")
     study.db.set_excluded(study.db.by_token(running).code, True, "typed nonsense", "admin")
     rows = list(csv.DictReader(open(export(study.expdir.root, "prolific", tmp_path / "prolific.csv")[0])))
     # sorted: the test's clock stands still, so the starts tie on their time, the export's order

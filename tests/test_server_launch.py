@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cuebench.design import participant_sequence
+from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import KEY, ResponseStore
 from stimuli.web_sample import build_sample_experiment

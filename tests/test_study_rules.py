@@ -97,7 +97,8 @@ def test_a_target_closes_the_study_counting_live_sessions_so_it_is_not_overshot(
     assert 'id="closed"' in page and "has all the participants it needs" in page and "consent" not in page.lower()
     # who started before comes back to their session; a pilot still gets in
     assert token_of(start(clients["b"], **prolific("b"))) == tokens["b"]
-    assert token_of(start(app.test_client(), code="try1", pilot="1"))
+    study_of(app).db.add_pilot_codes(study_of(app).experiment.name, ["pilot-try1"])
+    assert token_of(start(app.test_client(), code="pilot-try1"))
     # the researcher's text, edited while serving, is what latecomers read
     (study_of(app).expdir.root / "texts" / "closed.md").write_text("# Recruitment over\n\nThanks, we are done.\n")
     assert "we are done" in app.test_client().get("/").get_data(as_text=True)

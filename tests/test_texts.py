@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cuebench.design import participant_sequence
+from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.texts import (TextsContradictError, check_texts, contradictions, default_texts, refresh_texts, render,
                             stale_warning, study_facts, text_path, write_default_texts)

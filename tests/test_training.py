@@ -13,7 +13,8 @@ import torch
 
 from cuebench_app.cli import main
 from model_eval import train_cli
-from model_eval.training.algorithms import ALGORITHMS, PAdaIN, candidate_layers, permute_adain
+from model_eval.training.algorithms import ALGORITHMS
+from model_eval.training.algorithms.padain import PAdaIN, candidate_layers, permute_adain
 from cuebench.executors import ExecutorError
 from cuebench.registry import UnknownName
 from model_eval.training.executors import run_jobs

@@ -7,9 +7,10 @@ import re
 import pytest
 import torch
 
-from model_eval.training.algorithms import (ALGORITHMS, InfoDrop, SagNet, content_randomize, distinguish_labels,
-                                            drop_log_probabilities, info_dropout, stage_module, stride4_stage,
-                                            style_randomize)
+from model_eval.training.algorithms import ALGORITHMS
+from model_eval.training.algorithms.distinguish import distinguish_labels
+from model_eval.training.algorithms.infodrop import InfoDrop, drop_log_probabilities, info_dropout, stride4_stage
+from model_eval.training.algorithms.sagnet import SagNet, content_randomize, stage_module, style_randomize
 from model_eval.training.jobs import build_model
 
 

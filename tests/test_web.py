@@ -15,6 +15,7 @@ import time
 import pytest
 
 from experiment_server.app import create_app
+from experiment_server.screening import check_failure
 from experiment_server.study import study_of
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.timing import ms_to_frames
@@ -263,7 +264,7 @@ def test_a_failed_attention_check_ends_the_session_in_the_browser(tmp_path, brow
 def test_browser_rules(live_server, browser):
     """The web task's ms -> frames conversion is the lab runner's (human_tasks.timing.ms_to_frames),
     and the browser check passes 60/144 Hz displays with a few dropped frames but not slow,
-    irregular or small ones."""
+    irregular or small ones, nor phones, with the verdicts the server gives (``screening``)."""
     base, study = live_server
     _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="framecheck")
     page = browser.new_page()
@@ -274,16 +275,17 @@ def test_browser_rules(live_server, browser):
     assert browser_frames == [ms_to_frames(ms, hz).frames for ms, hz in cases]
     good = {"width": 1280, "height": 720, "screen_width": 1280, "screen_height": 720}
     small = {"width": 640, "height": 480, "screen_width": 640, "screen_height": 480}
-    verdicts = page.evaluate("""cases => cases.map(([refresh, size]) => window.cuebenchTask.judgeCheck(refresh, size))""", [
-        [{"hz": 60.0, "outlier_share": 0.1}, good],
-        [{"hz": 143.9, "outlier_share": 0.0}, good],
-        [{"hz": 30.0, "outlier_share": 0.0}, good],
-        [{"hz": 60.0, "outlier_share": 0.3}, good],
-        [{"hz": 60.0, "outlier_share": 0.0}, small],
-        [None, good],
-    ])
+    desktop, phone = {"fine": True, "touch": False}, {"fine": False, "touch": True}
+    cases = [[{"hz": 60.0, "outlier_share": 0.1}, good, desktop], [{"hz": 143.9, "outlier_share": 0.0}, good, desktop],
+             [{"hz": 30.0, "outlier_share": 0.0}, good, desktop], [{"hz": 60.0, "outlier_share": 0.3}, good, desktop],
+             [{"hz": 60.0, "outlier_share": 0.0}, small, desktop], [None, good, desktop],
+             [{"hz": 501.0, "outlier_share": 0.0}, good, desktop], [{"hz": 60.0, "outlier_share": 0.0}, good, phone]]
+    verdicts = page.evaluate("cases => cases.map(([refresh, size, pointer]) => "
+                             "window.cuebenchTask.judgeCheck(refresh, size, pointer))", cases)
     assert verdicts[:2] == [None, None]
-    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "screen", "the"]
+    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "screen", "the", "refresh", "phone"]
+    # the server judges a screen-out's measurements by the same rules (experiment_server.screening)
+    assert verdicts == [check_failure({"refresh": r, "size": size, "pointer": p}) for r, size, p in cases]
 
 
 def test_practice_feedback_names_the_right_answer(live_server, browser):

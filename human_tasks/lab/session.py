@@ -1,6 +1,6 @@
 """One participant's lab session: the trial sequence on screen, each answer committed at once.
 
-The sequence is ``cuebench.design.participant_sequence`` (the web task uses the same), so
+The sequence is ``cuebench.counterbalance.participant_sequence`` (the web task uses the same), so
 a participant gets the same trials in the same order in the lab or online. Every answer
 is written to the experiment's ``responses.sqlite`` (``cuebench.responses.ResponseStore``,
 synchronous commits) before the next trial starts: a crash or power cut loses at most
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cuebench.design import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
+from cuebench.counterbalance import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
 from cuebench import texts
 from cuebench.errors import CuebenchError
 from cuebench.exclusions import note_attention_answer

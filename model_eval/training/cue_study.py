@@ -1,8 +1,8 @@
 """The training half of a cue-reliance study: fine-tune an ImageNet model with several algorithms,
 several runs each, and measure every selected checkpoint on the same trials as any other observer.
 
-A study directory is prepared once by the ``train-cues`` workflow of the app layer
-(``cuebench_app.train_cues``: photos, their structure-disrupted versions, two experiments). A job
+A study directory is prepared once by ``stimuli.cue_training_sets`` (photos, their structure-disrupted
+versions, two experiments, in the files ``cuebench.studies`` names; ``cuebench train-cues`` runs it). A job
 (algorithm x run) fine-tunes from the offline ImageNet weights on ``photos.npz`` with a head over
 the n classes of the training photos (2n for DiSTinguish: each class and its disrupted twin), as
 Wen et al. (2024, App. A.2) train "simple 10-class supervised learning"; it selects the epoch with
@@ -12,7 +12,7 @@ it answer both experiments through ``cuebench eval``'s ``evaluate_experiment``
 (``NAME:checkpoint``), so DiST accuracy and shape bias come from the stored responses like any
 observer's. Loaded that way, the n answers sit at their ImageNet indices and the other classes
 are never answered; cue-conflict trials are decided over the 16-class categories the n classes
-fall into (``subset_mapping``). Jobs run through ``jobs.run_job`` on the configured executor,
+fall into (``CUE_MAPPING_FILE``). Jobs run through ``jobs.run_job`` on the configured executor,
 each writing its own result file; a re-run skips finished jobs.
 """
 
@@ -28,26 +28,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cuebench.expdir import atomic_write, canonical_json
-from cuebench.studies import StudyDir
+from cuebench.studies import (CUE_EXPERIMENTS as EXPERIMENTS, CUE_MAPPING_FILE as MAPPING_FILE,
+                              CUE_PHOTOS_FILE as DATA_FILE, CUE_TRAINING_TABLE as TABLE_FILE, StudyDir)
 
-from ..imagenet16 import IMAGENET16_INDICES
 from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
 
 if TYPE_CHECKING:
     from .algorithms import AlgorithmOptions, OptimizerRequest
+    from .ood_eval import OodPlan
 
-DATA_FILE = "photos.npz"
 CHECKPOINTS_DIR = "training/checkpoints"
-TABLE_FILE = "cue_training.csv"
-MAPPING_FILE = "cue_conflict_mapping.json"
-"""Label -> ImageNet indices with which the study's checkpoints answer the cue-conflict trials (``subset_mapping``)."""
-EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
-           "observer", "checkpoint", "job_id", "algorithm_options", "optimizer")
+           "selectable", "observer", "checkpoint", "job_id", "algorithm_options", "optimizer", "epoch_observer")
 """One row per job, epoch and split (val, test: top-1 accuracy over the study's n classes on held-out
-original photos); ``selected`` marks the best-validation epoch, whose checkpoint answered the trials as
-``observer``; ``algorithm_options`` the algorithm's options, defaults included, as JSON; ``optimizer``
-the optimiser's name, lr, weight decay and momentum, as JSON."""
+original photos; with an out-of-distribution schedule also one per set and evaluated epoch, ``ood_eval``,
+whose ``epoch_observer`` answered it); ``selected`` marks the best-validation epoch, whose checkpoint
+answered the trials as ``observer``; ``selectable`` whether model selection may pick the epoch (InfoDrop's
+``shi`` protocol: its fine-tuning epochs only); ``algorithm_options`` the algorithm's options, defaults
+included, as JSON; ``optimizer`` the optimiser's name, lr, weight decay and momentum, as JSON. The table is
+the per-epoch log ``cuebench selection`` reads."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +85,16 @@ class CueJob:
     runtime: Runtime = Runtime()
     options: tuple[tuple[str, Any], ...] = ()
     """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
+    ood: "OodPlan | None" = None
+    """The out-of-distribution sets answered during training and when (``ood_eval``); None: none."""
 
     @property
     def job_id(self) -> str:
         key = self.config.key()
-        if self.options:
-            key = hashlib.sha256(canonical_json({**self.config.identity(), "options": dict(self.options)}).encode()
-                                 ).hexdigest()[:8]
+        extra = {**({"options": dict(self.options)} if self.options else {}),
+                 **({"ood": self.ood.identity()} if self.ood else {})}
+        if extra:  # without them the name is the configuration's, as jobs were named before either existed
+            key = hashlib.sha256(canonical_json({**self.config.identity(), **extra}).encode()).hexdigest()[:8]
         return f"cues--{self.config.model}--{self.algorithm}--r{self.run}--{key}"
 
     @property
@@ -109,10 +111,10 @@ class CueJob:
 
 def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, config: CueConfig = CueConfig(),
                   runtime: Runtime = Runtime(), options: dict[str, "AlgorithmOptions"] | None = None,
-                  optimizer: "OptimizerRequest | None" = None) -> list[CueJob]:
+                  optimizer: "OptimizerRequest | None" = None, ood: "OodPlan | None" = None) -> list[CueJob]:
     """Every (algorithm x run) job; ``options``: validated options per algorithm (defaults for the others);
     ``optimizer``: what the command asked for, settled per algorithm (SGD for SagNet unless another is
-    named; Adam's lr is ``config.lr``)."""
+    named; Adam's lr is ``config.lr``); ``ood``: out-of-distribution sets answered during training."""
     from .algorithms import ALGORITHMS, OptimizerRequest
 
     for name in algorithms:
@@ -135,8 +137,32 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
     for name in algorithms:
         settled = request.settle(ALGORITHMS[name], adam_lr=config.lr)
         configs[name] = replace(config, optimizer=settled.name, lr=settled.lr, weight_decay=settled.weight_decay)
-    return [CueJob(str(study_dir), a, r, configs[a], runtime, changed.get(a, ())) for a in algorithms
+    return [CueJob(str(study_dir), a, r, configs[a], runtime, changed.get(a, ()), ood) for a in algorithms
             for r in range(runs)]
+
+
+def ood_request(study_dir: str | Path, every: int | None, schedule: str | None, experiments: list[str | Path],
+                epochs: int) -> "OodPlan | None":
+    """What ``--ood-every`` / ``--ood-schedule`` and ``--ood-set`` ask for, checked before the study is prepared:
+    the schedule within the run and each named experiment built; None when no schedule is given. Sets of the 16
+    entry-level classes are answered with the study's mapping, as its cue-conflict trials are."""
+    from .ood_eval import OodSchedule, experiment_set, plan
+
+    if every is None and schedule is None:
+        if experiments:
+            raise TrainingError("--ood-set needs a schedule: --ood-every N or --ood-schedule EPOCHS")
+        return None
+    mapping = Path(study_dir) / MAPPING_FILE
+    return plan(OodSchedule.parse(every, schedule), [experiment_set(path, mapping) for path in experiments], epochs)
+
+
+def study_ood_plan(study_dir: str | Path, request: "OodPlan") -> "OodPlan":
+    """The prepared study's own DiST and cue-conflict experiments, then the requested sets, on its schedule."""
+    from .ood_eval import experiment_set, plan
+
+    study = Path(study_dir)
+    return plan(request.schedule, [experiment_set(study / name, study / MAPPING_FILE) for name in EXPERIMENTS]
+                + list(request.sets))
 
 
 def subset_head(model, classes: np.ndarray, width: int) -> None:
@@ -155,23 +181,6 @@ def subset_head(model, classes: np.ndarray, width: int) -> None:
         new.bias[:len(index)] = old.bias[index]
 
 
-def subset_mapping(classes) -> tuple[dict[str, list[int]], list[str]]:
-    """(label -> ImageNet indices, covered labels) with which a model over ``classes`` (ImageNet
-    indices) answers 16-class trials: a category with trained classes among model-vs-human's index
-    lists (Geirhos et al. 2019) scores with those classes only, as the 16class rules average or sum
-    over a category's indices; a category without any keeps its list, whose classes the model never
-    answers, so it scores 0 and is never chosen. Averaging over the full lists instead would divide
-    each category's evidence by how many ImageNet classes it has (dog: 109, truck: 8)."""
-    trained = {int(c) for c in classes}
-    mapping, covered = {}, []
-    for label, indices in IMAGENET16_INDICES.items():
-        own = [i for i in indices if i in trained]
-        mapping[label] = own or list(indices)
-        if own:
-            covered.append(label)
-    return mapping, covered
-
-
 def head_labels(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """ImageNet indices -> positions in ``classes`` (-1 for a class the head does not have)."""
     position = {int(c): k for k, c in enumerate(classes)}
@@ -188,7 +197,9 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
 
     from ..evaluate import evaluate_experiment
     from ..models import load_model
-    from .algorithms import ALGORITHMS, distinguish_labels
+    from .algorithms import ALGORITHMS
+    from .algorithms.distinguish import distinguish_labels
+    from .ood_eval import answer_sets, forget_unfinished
 
     if job.runtime.threads:
         torch.set_num_threads(job.runtime.threads)
@@ -231,29 +242,51 @@ def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
                           for b in images.split(job.runtime.eval_batch_size)])
         return float((pred == labels).float().mean())
 
+    twin_head = {"original_classes": n} if width != n else {}
+
+    def checkpoint_bytes(state: dict, epoch: int) -> bytes:
+        """A checkpoint of ``state`` in the layout ``cuebench eval`` loads (``NAME:path``)."""
+        buf = io.BytesIO()
+        torch.save({"state_dict": state, "imagenet_indices": [int(c) for c in classes], **twin_head,
+                    "algorithm": job.algorithm, "algorithm_options": options, "optimizer": optimizer,
+                    "epoch": epoch}, buf)
+        return buf.getvalue()
+
+    def ood_rows(state: dict, epoch: int, losses: list[float]) -> list[dict]:
+        """The sets answered by ``state``; torch's random state is restored after loading the answering
+        model, so a run trains the same with a schedule as without."""
+        with torch.random.fork_rng(devices=[torch.device(device).index or 0] if device.startswith("cuda") else []):
+            answered = answer_sets(job.ood, cfg.model, checkpoint_bytes(state, epoch), study, job.job_id, device)
+        return [{**common, "epoch": epoch, "train_loss": float(np.mean(losses)),
+                 "selectable": algorithm.selectable(epoch, cfg.epochs), **row} for row in answered]
+
+    if job.ood:
+        forget_unfinished(study, job.job_id)
+    common = {"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "job_id": job.job_id,
+              "algorithm_options": json.dumps(options, sort_keys=True),
+              "optimizer": json.dumps(optimizer, sort_keys=True)}
     shuffle = torch.Generator().manual_seed(job.seed)
-    rows, best, best_state, best_epoch = [], -1.0, None, None
+    rows, best, best_state, best_epoch, best_losses, evaluated = [], -1.0, None, None, [], set()
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
         algorithm.start_epoch(epoch, cfg.epochs)
         losses = [algorithm.update(normalise(x_train[b]), y_train[b].to(device))
                   for b in torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)]
         scores = {split: accuracy(split) for split in ("val", "test")}
-        if algorithm.selectable(epoch, cfg.epochs) and scores["val"] > best:
-            best, best_epoch = scores["val"], epoch
+        selectable = algorithm.selectable(epoch, cfg.epochs)
+        if selectable and scores["val"] > best:
+            best, best_epoch, best_losses = scores["val"], epoch, losses
             best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         for split, value in scores.items():
-            rows.append({"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "epoch": epoch, "split": split,
-                         "accuracy": value, "n_images": len(data[f"{split}_labels"]),
-                         "train_loss": float(np.mean(losses)), "job_id": job.job_id,
-                         "algorithm_options": json.dumps(options, sort_keys=True),
-                         "optimizer": json.dumps(optimizer, sort_keys=True)})
+            rows.append({**common, "epoch": epoch, "split": split, "accuracy": value,
+                         "n_images": len(data[f"{split}_labels"]), "train_loss": float(np.mean(losses)),
+                         "selectable": selectable})
+        if job.ood and job.ood.schedule.due(epoch, cfg.epochs):
+            rows += ood_rows(model.state_dict(), epoch, losses)
+            evaluated.add(epoch)
+    if job.ood and best_epoch not in evaluated:  # best-val selection needs the selected epoch's scores
+        rows += ood_rows(best_state, best_epoch, best_losses)
     checkpoint = study / CHECKPOINTS_DIR / f"{job.job_id}.pth"
-    buf = io.BytesIO()
-    twin_head = {"original_classes": n} if width != n else {}
-    torch.save({"state_dict": best_state, "imagenet_indices": [int(c) for c in classes], **twin_head,
-                "algorithm": job.algorithm, "algorithm_options": options, "optimizer": optimizer,
-                "epoch": best_epoch}, buf)
-    atomic_write(checkpoint, buf.getvalue())
+    atomic_write(checkpoint, checkpoint_bytes(best_state, best_epoch))
     observer = None
     for name in EXPERIMENTS:
         mapping = study / MAPPING_FILE if name == "cue_conflict" else None

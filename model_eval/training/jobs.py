@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cuebench.csvsafe import frame_csv
-from cuebench.studies import StudyDir, load_split
+from cuebench.studies import FACTOR_TRAINING_TABLE as TABLE_FILE, StudyDir, load_split
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write, canonical_json
 
 if TYPE_CHECKING:
     from .algorithms import AlgorithmOptions, OptimizerSettings
 
-TABLE_FILE = "training.csv"
 RUNS_DIR = "training/runs"
 COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
            "seed", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss",

@@ -15,9 +15,9 @@ import numpy as np
 
 from cuebench.version import __version__
 from cuebench.adaptive import plan_for_grid, stimulus_axis
-from cuebench.labels import IMAGENET16, IMAGENET16_NAME, imagenet_mapping
+from cuebench.labels import IMAGENET16, IMAGENET16_NAME, category_labels, imagenet_mapping, single_answer
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
-from cuebench.design import latin_square_plan
+from cuebench.counterbalance import latin_square_plan
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
 from ..options import OptionError, parse_timing
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
@@ -27,7 +27,7 @@ def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
     """The answer labels: the 16 ImageNet entry-level classes when the images use them,
     the embedded default's labels (with their ImageNet indices), or the folder's classes with
     the ImageNet classes their names match (``cuebench.labels.imagenet_mapping``)."""
-    categories = sorted({s.category for s in sources if s.category})
+    categories = sorted({label for s in sources for label in category_labels(s.category)})
     if not categories:
         raise BuildError(f"images from {spec!r} have no classes: use a folder with one sub-folder per class, "
                          "or a flat folder with --labels labels.csv (columns image,category)")
@@ -139,7 +139,7 @@ def adaptive_plans(specs: list[str], plan: list[Arm], n_labels: int) -> tuple:
 
 def checks_per_person(tests: int, every: int) -> int:
     """How many checks a schedule of one after every ``every`` test trials puts in a sequence of ``tests``
-    (``cuebench.design.participant_sequence``: one per full ``every``, and one when there are fewer)."""
+    (``cuebench.counterbalance.participant_sequence``: one per full ``every``, and one when there are fewer)."""
     return max(1, tests // every) if every else 0
 
 
@@ -240,7 +240,7 @@ def unchanged_trials(role: str, label_set: LabelSet, made: list[tuple[SourceImag
     """``classify`` trials of unchanged held-out photos: ``practice`` (the runners give feedback) or ``catch``
     (a known answer that checks the task is done as meant); neither enters accuracy."""
     return [Trial(trial_id=f"{role}--{slug(src.name)}", trial_type="classify", role=role, stimuli=(sid,),
-                  choices=tuple(label_set.displayed()), correct=src.category, condition=role,
+                  choices=tuple(label_set.displayed()), correct=single_answer(src.category), condition=role,
                   source_image=src.name, category=src.category, timing=timing,
                   mask_seed=stimulus_seed(seed, src.name, f"mask:{role}", {}))
             for src, sid in made]
@@ -286,7 +286,7 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
             trials.append(Trial(
                 trial_id=f"{slug(src.name)}--{cond}" + ("" if level is None else f"--{level}"),
                 trial_type="classify", role="test", stimuli=(stim.id,), choices=tuple(label_set.displayed()),
-                correct=src.category, condition=cond, params=params, level=level, source_image=src.name,
+                correct=single_answer(src.category), condition=cond, params=params, level=level, source_image=src.name,
                 category=src.category, timing=timing,
                 mask_seed=stimulus_seed(common.seed, src.name, f"mask:{cond}", {"level": level}),
             ))

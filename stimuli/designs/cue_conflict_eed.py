@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ..build import BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from cuebench.images import decode_image
 

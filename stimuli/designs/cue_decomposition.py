@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from ..build import RESIZE_POLICY, BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
-from cuebench.design import latin_square_plan
+from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Stimulus, Trial
 from ..sources import SourceImage, fit_to_stimulus, resolve_images

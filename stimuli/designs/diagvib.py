@@ -16,7 +16,7 @@ import json
 from pydantic import Field, model_validator
 
 from ..build import BuildError
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
 from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT, FactorStudy, StudyDir
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
 from ..diagvib import FACTORS

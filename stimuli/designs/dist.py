@@ -25,7 +25,7 @@ from pydantic import Field, model_validator
 
 from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.csvsafe import csv_text
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Timing, Trial
 from cuebench.images import decode_image
@@ -36,7 +36,7 @@ from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
 from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS, STEPS_PER_DIST_STEP
 from . import DESIGNS, Design
 from .common import build_provenance, hold_out, slug, study_timing
-from .imports import POSITIONS
+from .imported_sets import POSITIONS
 
 BACKENDS = ("gram", "ps")
 QUALITY_FILE = "synthesis_quality.csv"

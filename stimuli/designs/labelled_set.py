@@ -1,9 +1,11 @@
 """Any labelled image set as a plain classification study: ``--design labelled-set``.
 
 The set is a folder with one sub-folder per class, or a flat folder with ``--labels`` (a CSV
-``image,category``); its own classes are the answer labels (the 16 entry-level classes when the
-set uses them, else the folder's classes with the ImageNet-1k classes their names match,
-``stimuli.designs.common.label_set_for``), so chance is 1/C of the set's own C. Every image is
+``image,category``; a multi-label image lists its labels in one cell, ``street;car;person``, and its
+trials have no single right answer: they are scored by mean average precision, ``analysis.multilabel``);
+its own classes are the answer labels (the 16 entry-level classes when the set uses them, else the
+folder's classes with the ImageNet-1k classes their names match, ``stimuli.designs.common.label_set_for``),
+so chance is 1/C of the set's own C. Every image is
 one ``classify`` trial of one condition, the set's name (the folder's, or ``--condition``), and
 every participant sees every image (as in Geirhos et al.'s edge and silhouette experiments).
 
@@ -23,7 +25,8 @@ from pathlib import PurePath
 
 from pydantic import Field
 
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
+from cuebench.labels import category_labels, single_answer
 from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
@@ -63,7 +66,8 @@ def set_trials(sources: list[SourceImage], report, label_set, condition: str, ti
             continue
         trials.append(Trial(
             trial_id=f"{slug(condition)}--{slug(src.name)}", trial_type="classify", role="test", stimuli=(stim.id,),
-            choices=tuple(label_set.displayed()), correct=src.category, condition=condition, source_image=src.name,
+            choices=tuple(label_set.displayed()), correct=single_answer(src.category), condition=condition,
+            source_image=src.name,
             category=src.category, timing=timing, mask_seed=stimulus_seed(seed, src.name, f"mask:{condition}", {}),
         ))
     return trials
@@ -88,6 +92,9 @@ class LabelledSet(Design):
         timing = study_timing(common, CLASSIFY_TIMING)
         catch_every = common.catch_every or 0
         held = study_hold_out(sources, common, catch_every)
+        if held.attention and any(len(category_labels(s.category)) > 1 for s in sources):
+            raise BuildError(f"{common.labels or common.images}: a multi-label set (several labels in a category cell) "
+                             "has no one class an attention check could name: build it with --attention 0")
         report = run_jobs(expdir, [SourceJob(src, [Task("original", {}, None)]) for src in sources],
                           workers=common.workers, on_error=common.on_error,
                           existing=expdir.load() if expdir.exists() else None)

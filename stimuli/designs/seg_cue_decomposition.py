@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.segmentation import CONVENTIONS, IGNORE, LabelledImage, labelled_set
 from cuebench.trials import SEGMENT_ANSWER, Experiment, LabelSet, Stimulus, Trial

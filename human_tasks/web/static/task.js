@@ -433,7 +433,7 @@
     screenEl.hidden = true;
     const { size, pointer } = window.cuebenchDevice.measure();
     const reason = judgeCheck(refresh, size, pointer);
-    return { ok: reason === null, reason, refresh, size };
+    return { ok: reason === null, reason, refresh, size, pointer };
   }
   /* Why a measured display fails the check, or null when it passes: the device rules of the consent
    * page (device.js) and a steady refresh rate. */
@@ -746,7 +746,8 @@
                      refresh: check.refresh, size: check.size };
     if (!check.ok) {
       const result = await withRetry(() => requestJSON(`${C.api}/screen`,
-        { method: "POST", body: JSON.stringify({ reason: check.reason }) }));
+        { method: "POST", body: JSON.stringify({ reason: check.reason, refresh: check.refresh, size: check.size,
+                                                 pointer: check.pointer }) })); // the server judges them again
       return showOutcome(result.body);
     }
     await showScreen(resumed ? "<h1>Welcome back</h1><p>You continue where you left off.</p>"

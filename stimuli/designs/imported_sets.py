@@ -28,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..build import BuildError
-from cuebench.design import everyone_plan
+from cuebench.counterbalance import everyone_plan
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image

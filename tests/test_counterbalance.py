@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from cuebench.design import latin_square_plan, participant_sequence
+from cuebench.counterbalance import latin_square_plan, participant_sequence
 from cuebench.trials import Experiment, LabelSet, Schedule, SchemaError, Stimulus, Trial
 
 LABELS = LabelSet("toy", ("a", "b"))

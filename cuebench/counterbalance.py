@@ -1,4 +1,5 @@
-"""Experiment design: the Latin-square assignment plan and each participant's trial sequence.
+"""Counterbalancing: the Latin-square assignment plan and each participant's trial sequence (how trials
+are spread over people, not how stimuli are made: that is a design in ``stimuli/designs/``).
 
 The web server and the PsychoPy runner both call ``participant_sequence`` so a
 participant gets the same trials in the same order whichever runner shows them, and
