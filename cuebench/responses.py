@@ -311,11 +311,9 @@ def decode_row(row: dict) -> dict:
 
 
 def score(trial, response: str | None) -> int | None:
-    """1 if the answer is the trial's correct one, 0 if not (a timeout or "not clear" is
-    wrong), None when the trial has no correct answer."""
-    if trial.correct is None:
-        return None
-    return int(response == trial.correct)
+    """How the trial's card scores an answer (``TrialTypeCard.score``: 1 if it is the correct one, 0 if
+    not, a timeout or "not clear" wrong; None when the trial has no correct answer)."""
+    return trial.card.score(trial, response)
 
 
 def trial_row(experiment, trial, *, observer: str, observer_kind: str, session: str | int, trial_index: int,

@@ -255,9 +255,9 @@ class PeopleCannotAnswer(CuebenchError):
 
 
 def refuse_for_people(experiment, runner: str) -> None:
-    """The web server and the lab runner refuse an experiment with segmentation trials, in one line."""
-    from .trials import MODEL_ONLY_TRIAL_TYPES
-
-    if any(t.trial_type in MODEL_ONLY_TRIAL_TYPES for t in experiment.trials):
-        raise PeopleCannotAnswer(f"{runner} refuses experiment {experiment.name!r}: people do not take segmentation "
-                                 "trials (the answer is a class for every pixel); evaluate it with `cuebench eval`")
+    """The web server and the lab runner refuse an experiment with trials only models answer (their card has
+    no response for people, as segmentation's), in one line."""
+    models_only = next((t.card for t in experiment.trials if not t.card.for_people), None)
+    if models_only is not None:
+        raise PeopleCannotAnswer(f"{runner} refuses experiment {experiment.name!r}: people do not take "
+                                 f"{models_only.name!r} trials, only models answer them; evaluate it with `cuebench eval`")

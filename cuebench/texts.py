@@ -23,6 +23,7 @@ from pathlib import Path
 from .counterbalance import participant_sequence
 from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
+from .trial_types import card, seconds
 from .trials import Experiment, Timing
 
 TEXTS_DIR = "texts"
@@ -51,12 +52,6 @@ def trial_ms(timing) -> int:
     return (timing.fixation or 0) + (max(shown, answer) if timing.response_from_onset else shown + answer) + timing.iti
 
 
-def seconds(ms: int) -> str:
-    """A duration as a participant reads it: ``0.2 seconds``, ``1 second``, ``2.5 seconds``."""
-    value = f"{ms / 1000:g}"
-    return f"{value} second{'' if value == '1' else 's'}"
-
-
 def typical_timing(timings: list) -> Timing | None:
     """The timing most of a kind's test trials have (the texts describe the usual trial)."""
     return Counter(timings).most_common(1)[0][0] if timings else None
@@ -74,14 +69,20 @@ def study_facts(experiment: Experiment) -> dict:
     tests = [t for t in trials if t.role == "test"] or trials
     adaptive = adaptive_stand_ins(experiment)
     total_ms = sum(trial_ms(t.timing) for t in trials + adaptive)
-    return {"classify": typical_timing([t.timing for t in tests if t.trial_type == "classify"]),
-            "oddity": typical_timing([t.timing for t in tests if t.trial_type == "oddity"]),
+    return {"types": trial_type_timings(tests),
             "windows": {t.timing.response_window for t in tests + adaptive},
             "not_clear": experiment.label_set.not_clear,
             "practice": sum(t.role == "practice" for t in trials), "breaks": breaks,
             "attention": any(t.role == "attention" for t in trials), "trials": len(trials) + len(adaptive),
             "adaptive": len(adaptive), "may_stop_early": any(p.stop_ci_width for p in experiment.adaptive),
             "minutes": math.ceil(total_ms / 60000 + SETUP_MINUTES + breaks * BREAK_MINUTES)}
+
+
+def trial_type_timings(trials: list) -> dict[str, Timing]:
+    """Each trial type among ``trials`` -> the timing most of its trials have, types in name order (what the
+    texts describe per type)."""
+    kinds = sorted({t.trial_type for t in trials})
+    return {kind: typical_timing([t.timing for t in trials if t.trial_type == kind]) for kind in kinds}
 
 
 def adaptive_stand_ins(experiment: Experiment) -> list:
@@ -94,32 +95,13 @@ def adaptive_stand_ins(experiment: Experiment) -> list:
     return out
 
 
-def _answer_time(timing: Timing, shown: str) -> str:
-    """The sentence on how long there is to answer."""
-    if timing.response_window is None:
-        return "There is no time limit for the answer."
-    since = f"from the moment {shown}" if timing.response_from_onset else "once the answer screen appears"
-    return f"You have {seconds(timing.response_window)} to answer, counted {since}; later answers do not count."
-
-
 def task_sentences(facts: dict) -> list[str]:
-    """What a participant does in one trial, per trial type, each sentence following from its timing."""
-    out = []
-    classify, oddity = facts["classify"], facts["oddity"]
-    if classify is not None:
-        masked = " and is then covered by noise" if classify.mask else ""
-        unsure = "guess if you are unsure" + ("; choose \"not clear\" only if you saw nothing"
-                                              if facts["not_clear"] else "")
-        out.append(f"a photograph appears for {seconds(classify.stimulus)}{masked}; then you click the label of "
-                   f"what it showed ({unsure}). {_answer_time(classify, 'the photograph appears')}")
-    if oddity is not None:
-        out.append(f"three images appear side by side for {seconds(oddity.stimulus)}: two of them are alike and one "
-                   "is different from the other two. Press **1**, **2** or **3** (left, middle, right) for the one "
-                   f"that is different. {_answer_time(oddity, 'the images appear')}")
+    """What a participant does in one trial, per trial type (its card's sentence, from its timing)."""
+    out = [card(kind).task_sentence(timing, facts) for kind, timing in facts["types"].items()]
     if not out:
         out.append("an image appears; then you give your answer")
-    if len(out) == 2:
-        return [f"In some trials, {out[0]}", f"In other trials, {out[1]}"]
+    if len(out) > 1:
+        return [f"In some trials, {out[0]}", *(f"In other trials, {sentence}" for sentence in out[1:])]
     return [out[0][0].upper() + out[0][1:]]
 
 

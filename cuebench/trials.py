@@ -25,20 +25,15 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, Vali
                       model_validator)
 
 from .errors import SchemaError
+from .trial_types import NOT_CLEAR, TRIAL_TYPES, UnknownTrialType, card
+from .trial_types.classify import Classify
+from .trial_types.oddity import Oddity
+from .trial_types.segment import SEGMENT_ANSWER
 
 SCHEMA_VERSION = 1
-TrialType = Literal["classify", "oddity", "segment"]
 Role = Literal["test", "practice", "catch", "attention"]
-TRIAL_TYPES = get_args(TrialType)
-MODEL_ONLY_TRIAL_TYPES = ("segment",)
-"""Trial types only models answer (a class for every pixel); the runners for people refuse them."""
-PEOPLE_TRIAL_TYPES = tuple(t for t in TRIAL_TYPES if t not in MODEL_ONLY_TRIAL_TYPES)
-"""The trial types the web task and the lab runner show."""
 ROLES = get_args(Role)
 SCORED_ROLES = ("test",)
-NOT_CLEAR = "not clear"
-SEGMENT_ANSWER = "label map"
-"""The one choice of a ``segment`` trial: the answer is a label map, scored pixel by pixel."""
 
 Milliseconds = Annotated[StrictInt, Field(ge=0)]
 TrialCount = Annotated[StrictInt, Field(gt=0)]
@@ -101,11 +96,10 @@ class Timing(Model):
     response_from_onset: bool = False
 
 
-CLASSIFY_TIMING = Timing()
-"""Burgert et al. 2025: fixation 300 ms, image 200 ms, pink-noise mask 200 ms."""
-ODDITY_TIMING = Timing(fixation=300, stimulus=800, mask=None, response_window=2000, response_from_onset=True)
-"""Wen et al. 2024 (DiST, App. A.4): the triplet appears after a 300 ms delay (the fixation), stays 800 ms,
-and is answered within 2000 ms of its onset."""
+CLASSIFY_TIMING = Timing(**Classify.timing)
+"""The classify card's default (Burgert et al. 2025: fixation 300 ms, image 200 ms, pink-noise mask 200 ms)."""
+ODDITY_TIMING = Timing(**Oddity.timing)
+"""The oddity card's default (Wen et al. 2024, DiST: 300 ms delay, the triplet for 800 ms, 2000 ms from onset)."""
 
 
 class Stimulus(Model):
@@ -139,17 +133,18 @@ class Stimulus(Model):
 class Trial(Model):
     """One question put to an observer.
 
-    ``classify``: ``choices`` are labels and ``correct`` is a label. ``oddity``: ``choices``
-    are 1-based positions as strings (``"1"``, ``"2"``, ``"3"``) and ``correct`` is the
-    position of the odd image. ``segment`` (models only): the answer is a class per pixel over
-    the label set, scored against ``label_mask``; ``choices`` is ``("label map",)`` and
-    ``correct`` is null. ``attention`` trials carry an ``instruction`` shown before
+    The trial type's card (``cuebench.trial_types``) says what its choices are: ``classify``:
+    labels, and ``correct`` is a label; ``oddity``: 1-based positions as strings (``"1"``,
+    ``"2"``, ``"3"``) and ``correct`` is the position of the odd image; ``segment`` (models
+    only): the answer is a class per pixel over the label set, scored against ``label_mask``;
+    ``choices`` is ``("label map",)`` and ``correct`` is null. ``attention`` trials carry an ``instruction`` shown before
     the image and their ``correct`` is the instructed answer; ``catch`` and ``attention``
     trials never enter accuracy.
     """
 
     trial_id: str
-    trial_type: TrialType
+    trial_type: str
+    """A registered trial type, whose card (``cuebench.trial_types``) says what the trial shows and asks."""
     role: Role
     stimuli: tuple[str, ...] = Field(min_length=1)
     """Stimulus ids, in the order shown (left to right for oddity triplets)."""
@@ -170,21 +165,30 @@ class Trial(Model):
     label_mask: str | None = None
     """``segment`` trials: the stimulus id of the ground-truth label mask (``cuebench.segmentation``)."""
 
+    @field_validator("trial_type")
+    @classmethod
+    def _has_a_card(cls, trial_type: str) -> str:
+        try:
+            card(trial_type)
+        except UnknownTrialType as err:
+            raise ValueError(str(err)) from None
+        return trial_type
+
     @model_validator(mode="before")
     @classmethod
     def _standard_timing(cls, data: Any) -> Any:
+        """No timing: the card's default timing of the trial's type."""
         if isinstance(data, dict) and data.get("timing") is None:
-            return {**data, "timing": ODDITY_TIMING if data.get("trial_type") == "oddity" else CLASSIFY_TIMING}
+            kind = data.get("trial_type")
+            default = card(kind).timing if isinstance(kind, str) and kind in TRIAL_TYPES else {}
+            return {**data, "timing": Timing(**default)}
         return data
 
     @model_validator(mode="after")
     def _answers_are_choices(self) -> "Trial":
-        positions = tuple(str(i + 1) for i in range(len(self.stimuli)))
-        if self.trial_type == "oddity" and self.choices != positions:
-            raise SchemaError("choices", f"an oddity trial's choices are the positions 1..{len(self.stimuli)}")
-        if self.trial_type == "segment" and (self.label_mask is None or self.choices != (SEGMENT_ANSWER,)):
-            raise SchemaError("label_mask", f"a segment trial needs its label mask and the one choice "
-                                            f"{SEGMENT_ANSWER!r}")
+        problem = card(self.trial_type).check(self)
+        if problem is not None:
+            raise SchemaError(*problem)
         if self.correct is not None and self.correct not in self.choices:
             raise SchemaError("correct", f"{self.correct!r} is not one of the choices")
         return self
@@ -192,6 +196,11 @@ class Trial(Model):
     @property
     def scored(self) -> bool:
         return self.role in SCORED_ROLES
+
+    @property
+    def card(self):
+        """The card of this trial's type (``cuebench.trial_types``)."""
+        return card(self.trial_type)
 
 
 class LabelSet(Model):
@@ -360,7 +369,7 @@ class Experiment(Model):
             unknown = [sid for sid in (*trial.stimuli, *filter(None, [trial.label_mask])) if sid not in self.stimuli]
             if unknown:
                 raise SchemaError(f"trials[{i}].stimuli", f"unknown stimulus id {unknown[0]!r}")
-            foreign = [c for c in trial.choices if c not in allowed] if trial.trial_type == "classify" else []
+            foreign = [c for c in trial.choices if c not in allowed] if trial.card.answers == "labels" else []
             if foreign:
                 raise SchemaError(f"trials[{i}].choices", f"{foreign[0]!r} is not in the label set")
         for g, group in enumerate(self.assignment.groups if self.assignment else ()):

@@ -29,6 +29,7 @@ from flask import (Blueprint, abort, current_app, jsonify, make_response, redire
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
+from human_tasks.words import words
 from cuebench.exclusions import ATTENTION_CHECK, note_attention_answer
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
@@ -41,7 +42,7 @@ from .db import EXPIRED, Participant, StudyFull, hash_token, prolific_identity
 from .study_rules import StudyRules
 from .plausibility import review_reason
 from .screening import check_failure
-from .trial_types import allowed_responses, served
+from .trial_types import allowed_responses, presentation
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
 
@@ -274,7 +275,7 @@ def _uniform_png(data: bytes) -> bytes:
 
 @bp.post("/api/session/<token>/image-failed")
 def image_failed(token: str):
-    """The web task gave up loading an image (``task.js``'s bounded retries) and told the participant:
+    """The web task gave up loading an image (``task/images.js``'s bounded retries) and told the participant:
     logged once per image, with what the server knows of it."""
     study = _study()
     participant = _participant(token)
@@ -298,7 +299,7 @@ def image_failed(token: str):
 def grid_places(study: Study, trial) -> list[dict] | None:
     """Where each answer button of a classification trial sits: the cells of the lab's response
     screen (``human_tasks.layout.response_grid``), so both show the same grid in the same order."""
-    if not served(trial).on_label_grid:
+    if trial.card.response != "label-grid":
         return None
     allowed = set(allowed_responses(study.experiment, trial))
     return [{"label": c.label, "row": c.row, "col": c.col} for c in study.grid.cells if c.label in allowed]
@@ -319,9 +320,10 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         "break_before": scheduled.break_before,
         "images": images,
         "mask": url_for("participant.mask", token=token, index=scheduled.index)
-        if served(trial).masked and timing.mask else None,
+        if trial.card.masked and timing.mask else None,
         "choices": allowed_responses(experiment, trial),
         "grid": grid_places(study, trial),
+        **presentation(trial),
         "instruction": trial.instruction,
         "timing": {"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
                    "response_window": timing.response_window, "iti": timing.iti,
@@ -341,6 +343,7 @@ def plan(token: str):
         "adaptive_trials": [block.trials for block in study.experiment.adaptive],
         "answered": sorted(answered),
         "texts": study.texts(),
+        "words": words(),
         "display": study.display and {**{k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
                                       "blind_spot_degrees": BLIND_SPOT_DEGREES},
         "calibration": participant.calibration,

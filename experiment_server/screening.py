@@ -4,7 +4,7 @@ The web task measures the display (refresh rate over 150 animation frames, windo
 screen size, pointer) before the instructions and screens out a device that fails. The
 screened-out completion code is handed out only when the server, from those measurements,
 finds the same failure; a request that merely says "screen me out" (a script after the
-code, or a forged reason) gets none. The rules mirror the task's ``CHECK`` (``task.js``)
+code, or a forged reason) gets none. The rules mirror the task's ``CHECK`` (``static/task/check.js``)
 and the device rules of ``device.js``; ``tests/test_web.py`` compares both verdicts in
 a real browser.
 """
@@ -17,9 +17,9 @@ from typing import Any
 from .validation import Rejected
 
 REFRESH_HZ = (48.0, 500.0)
-"""task.js ``CHECK.minHz``/``maxHz``."""
+"""check.js ``CHECK.minHz``/``maxHz``."""
 MAX_OUTLIER_SHARE = 0.2
-"""task.js ``CHECK.maxOutlierShare``."""
+"""check.js ``CHECK.maxOutlierShare``."""
 MIN_SIZE = (800, 600)
 """device.js ``RULES.minWidth``/``minHeight`` (CSS pixels of the window or the screen)."""
 SIZE_FIELDS = ("width", "height", "screen_width", "screen_height")

@@ -3,7 +3,7 @@
 A ``SimulatedParticipant`` goes through what the web task does over HTTP: the consent page
 (for the start form's nonce and the browser cookie it is bound to), start, the plan, one POST per trial, the completion code;
 each request with a timeout and, on a network error, a 5xx or a 429, retried with the web
-task's back-off (``human_tasks/web/static/task.js``: 0.5 s, doubling); any other 4xx is
+task's back-off (``human_tasks/web/static/task/server.js``: 0.5 s, doubling); any other 4xx is
 final. A ``ServerProcess`` is ``cuebench serve`` in its own process group, so a test can
 SIGKILL it (gunicorn master and workers alike) in the middle of a run and start it again.
 """

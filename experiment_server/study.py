@@ -35,7 +35,7 @@ from .assignment import RESERVATION_SECONDS, finished_fill
 from .db import OUTCOMES, Participant, ServerDB
 from .group_commit import GroupCommit
 from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
-from .trial_types import UnservedTrialType, served
+from .trial_types import UnservedTrialType, check_served
 
 log = logging.getLogger("cuebench.serve")
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
@@ -270,7 +270,7 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     refuse_for_people(experiment, "cuebench serve")
     try:
         for trial in experiment.trials:
-            served(trial)
+            check_served(trial)
     except UnservedTrialType as err:
         raise ServerSetupError(f"{folder.experiment_file}: {err}") from None
     check_stimulus_files(folder, experiment)

@@ -8,8 +8,8 @@ y pointing up (PsychoPy's ``pix`` units), so the runner draws and hit-tests the 
 
 Keyboard mapping: the grid mirrors the 4x4 block of keys at the left of a QWERTY
 keyboard, row by row — ``1 2 3 4`` / ``q w e r`` / ``a s d f`` / ``z x c v`` — and the
-space bar answers "not clear". Oddity trials are answered with ``1``, ``2``, ``3`` (the
-image's position from the left), as in DiST.
+space bar answers "not clear". Trial types answered by other keys (oddity: ``1``, ``2``, ``3``,
+the image's position from the left, as in DiST) name them on their cards (``cuebench.trial_types``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from cuebench.trials import NOT_CLEAR, LabelSet
 
 KEY_ROWS = ("1234", "qwer", "asdf", "zxcv")
 NOT_CLEAR_KEY = "space"
-ODDITY_KEYS = ("1", "2", "3")
 COLUMNS = 4
 
 
@@ -103,7 +102,7 @@ def response_grid(label_set: LabelSet, cell_width: float = 200, cell_height: flo
     return ResponseGrid(tuple(cells))
 
 
-def oddity_positions(count: int, image_width: float, gap: float = 40) -> list[float]:
+def row_positions(count: int, image_width: float, gap: float = 40) -> list[float]:
     """Horizontal centres (px) of ``count`` images side by side, centred on the screen."""
     pitch = image_width + gap
     return [(i - (count - 1) / 2) * pitch for i in range(count)]

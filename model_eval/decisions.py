@@ -2,7 +2,8 @@
 
 Each rule is a small class in ``DECISION_RULES`` (``cuebench list decision-rules``) that
 reads one kind of observer output (probabilities or features) and answers the trials of
-one type; ``DecisionTable`` is the one dispatch from trial type to rule.
+one type; ``DecisionTable`` is the one dispatch from trial type to rule, each type answered by
+its card's ``choice_rule`` (``cuebench.trial_types``) unless another rule is asked for.
 
 Classification trials (one image, choose a label):
 
@@ -47,10 +48,9 @@ from cuebench.imagenet16 import IMAGENET16_INDICES
 from cuebench.labels import IMAGENET16_NAME
 from cuebench.registry import Registry
 from cuebench.segmentation import IGNORE
+from cuebench.trial_types import TrialTypeCard, cards
 from cuebench.trials import NOT_CLEAR, SEGMENT_ANSWER, Experiment, LabelSet, Trial
 
-DEFAULT_RULES = {"classify": "16class-mean", "oddity": "oddity", "segment": "confusion"}
-"""Trial type -> the rule that answers it unless another rule for that trial type is asked for."""
 BURGERT_THRESHOLD = 0.5
 DECISION_RULES: Registry[type["DecisionRule"]] = Registry("decision-rules")
 """Rule name -> rule class; ``cuebench list decision-rules`` shows them."""
@@ -185,10 +185,33 @@ def rule(name: str):
 
 
 def rule_named(name: str) -> DecisionRule:
-    """The rule registered as ``name``, or a DecisionError naming the known ones."""
-    if name not in DECISION_RULES:
-        raise DecisionError(f"unknown decision rule {name!r}; choose one of {', '.join(DECISION_RULES.names())}")
-    return DECISION_RULES[name]()
+    """The rule registered as ``name``, or the own choice rule of the trial type card that names it
+    (``CardRule``), or a DecisionError naming the known ones."""
+    if name in DECISION_RULES:
+        return DECISION_RULES[name]()
+    own = {c.choice_rule: c for c in cards().values() if c.decide is not None}
+    if name in own:
+        return CardRule(own[name])
+    raise DecisionError(f"unknown decision rule {name!r}; choose one of "
+                        f"{', '.join(sorted({*DECISION_RULES.names(), *own}))}")
+
+
+def default_rules() -> dict[str, str]:
+    """Trial type -> the rule that answers it unless another rule for that trial type is asked for: its card's
+    ``choice_rule``."""
+    return {name: c.choice_rule for name, c in cards().items()}
+
+
+class CardRule(DecisionRule):
+    """A trial type's own choice rule, carried on its card (``TrialTypeCard.decide``): each trial decided
+    from the ``needs`` outputs of its images, stacked in the order shown."""
+
+    def __init__(self, card: TrialTypeCard):
+        self.card, self.name, self.trial_type, self.needs = card, card.choice_rule, card.name, card.needs
+
+    def decide(self, trials, outputs, mapping):
+        decided = [self.card.decide(t, np.stack([outputs[s] for s in t.stimuli])) for t in trials]
+        return [Decision(response, numbers) for response, numbers in decided]
 
 
 class ClassifyRule(DecisionRule):
@@ -448,7 +471,7 @@ class DecisionTable:
     @classmethod
     def choose(cls, rule_name: str | None, trial_types: set[str]) -> "DecisionTable":
         """The default rule per trial type, ``rule_name`` replacing the default of its own trial type."""
-        rules = {kind: rule_named(name) for kind, name in DEFAULT_RULES.items()}
+        rules = {kind: rule_named(name) for kind, name in default_rules().items()}
         if rule_name is not None:
             chosen = rule_named(rule_name)
             if chosen.trial_type == "oddity" and "classify" in trial_types:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from human_tasks.layout import KEY_ROWS, NOT_CLEAR_KEY, LayoutError, oddity_positions, response_grid
+from human_tasks.layout import KEY_ROWS, NOT_CLEAR_KEY, LayoutError, row_positions, response_grid
 from cuebench.labels import IMAGENET16
 from cuebench.trials import NOT_CLEAR, LabelSet
 
@@ -62,4 +62,4 @@ def test_given_order_without_not_clear_and_label_sets_larger_than_the_keys():
 
 
 def test_oddity_images_are_side_by_side_and_centred():
-    assert oddity_positions(3, 224, gap=40) == [-264, 0, 264]
+    assert row_positions(3, 224, gap=40) == [-264, 0, 264]

@@ -257,11 +257,11 @@ def test_keyboard_escape_pause_continue_then_confirm_quit_then_resume(experiment
     assert "(6 in this run)" in resumed.stdout
 
 
-def test_the_lab_has_one_row_per_trial_type_of_the_contract():
-    from cuebench.trials import PEOPLE_TRIAL_TYPES
-    from human_tasks.lab.session import RESPONSE_MODES
+def test_the_lab_has_one_row_per_response_a_trial_type_card_can_name():
+    from cuebench.trial_types import RESPONSES, cards
+    from human_tasks.lab.responses import RESPONSE_MODES
 
-    assert set(RESPONSE_MODES) == set(PEOPLE_TRIAL_TYPES)
+    assert set(RESPONSE_MODES) == set(RESPONSES) >= {c.response for c in cards().values() if c.for_people}
 
 
 def relabel(expdir: Path, keep) -> None:
@@ -312,7 +312,7 @@ def test_stimulus_size_in_degrees_sets_the_image_width(tmp_path):
     that is 3.98097 * 1024 / 53 = 76.9 -> 77 px (a window spanning the screen). Checked on what the build records
     and what the runner sizes images from, without a display: Xvfb's refresh rate is not a real one, and a run there
     is refused or not depending on how stably it happens to measure."""
-    from human_tasks.lab.session import stimulus_width_px
+    from human_tasks.lab.presentation import stimulus_width_px
 
     expdir = tmp_path / "sized"
     built = subprocess.run([sys.executable, "-m", "cuebench", "stimuli", "build", "--design", "suppression",

@@ -256,7 +256,7 @@ def test_people_cannot_take_segmentation_trials(segmentation_study):
     from experiment_server.study import open_study
 
     experiment = ExperimentDir(segmentation_study / "exp").load()
-    with pytest.raises(CuebenchError, match="people do not take segmentation trials"):
+    with pytest.raises(CuebenchError, match="people do not take 'segment' trials"):
         refuse_for_people(experiment, "cuebench lab run")
     with pytest.raises(CuebenchError, match="cuebench serve refuses"):
         open_study(segmentation_study / "exp")

@@ -22,17 +22,17 @@ from cuebench import exclusions
 from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
-from experiment_server import trial_types
 from experiment_server.study import ServerSetupError, study_of
-from experiment_server.trial_types import SERVED_TRIAL_TYPES
+from cuebench.trial_types import RESPONSES, cards
+from cuebench.trial_types.oddity import Oddity
 from experiment_server.simulate import NONCE, measured_display
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from cuebench.trials import NOT_CLEAR, PEOPLE_TRIAL_TYPES
+from cuebench.trials import NOT_CLEAR
 
 PASSWORD = "correct horse battery"
 PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "feedback", "block", "break_before", "images", "mask",
-                   "choices", "grid", "instruction", "timing"}
+                   "choices", "grid", "instruction", "timing", "response", "numbered", "prompt", "keys"}
 
 
 class Clock:
@@ -112,8 +112,8 @@ def test_plan_hides_answers_and_assignment(env):
     app, client, _ = env
     token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")
     body = plan(client, token)
-    assert set(body) == {"participant", "status", "trials", "answered", "texts", "display", "calibration", "questionnaire",
-                         "adaptive_trials"}
+    assert set(body) == {"participant", "status", "trials", "answered", "texts", "words", "display", "calibration",
+                         "questionnaire", "adaptive_trials"}
     assert body["display"] is None and body["calibration"] is None and body["questionnaire"] is None
     assert all(set(t) == PLAN_TRIAL_KEYS for t in body["trials"])
     study = study_of(app)
@@ -178,21 +178,21 @@ def test_oddity_timeout_is_stored_as_timeout(env):
     assert row["timed_out"] == 1 and row["response"] == "" and row["correct"] == 0 and row["rt_ms"] is None
 
 
-def test_every_trial_type_of_the_contract_has_a_row_in_the_server_and_web_tables():
-    """A trial type the contract allows is served by the server and shown by the web task (one
-    table row each; the lab runner's rows are checked by the lab session tests)."""
-    task_js = Path(human_tasks.web.__file__).parent.joinpath("static", "task.js").read_text()
-    table = task_js[task_js.index("const TRIAL_TYPES = {"):]
-    web_rows = set(re.findall(r"^    (\w+): \{", table[:table.index("\n  };")], flags=re.M))
-    assert set(SERVED_TRIAL_TYPES) == set(PEOPLE_TRIAL_TYPES) == web_rows
+def test_every_response_a_card_can_name_has_a_row_in_the_web_task():
+    """The web task has a row per response of the cards (``RESPONSES``; the lab runner's rows are checked
+    by the lab session tests), and every card people take names one of them."""
+    task_js = Path(human_tasks.web.__file__).parent.joinpath("static", "task", "responses.js").read_text()
+    table = task_js[task_js.index("export const RESPONSES = {"):]
+    web_rows = set(re.findall(r'^  "?([\w-]+)"?: \{', table[:table.index("\n};")], flags=re.M))
+    assert web_rows == set(RESPONSES) >= {c.response for c in cards().values() if c.for_people}
 
 
-def test_an_experiment_with_a_trial_type_the_server_lacks_is_refused_at_start(template, tmp_path, monkeypatch):
-    monkeypatch.setattr(trial_types, "SERVED_TRIAL_TYPES", {"classify": SERVED_TRIAL_TYPES["classify"]})
+def test_an_experiment_with_a_trial_type_the_server_cannot_show_is_refused_at_start(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(Oddity, "response", "drawing")
     root = tmp_path / "exp"
     shutil.copytree(template, root)
-    with pytest.raises(ServerSetupError, match=r"experiment\.json: trial .* has trial type 'oddity', which the web "
-                                               r"server cannot serve \(it serves classify\)"):
+    with pytest.raises(ServerSetupError, match=r"experiment\.json: trial .* has trial type 'oddity', whose response "
+                                               r"'drawing' the web task cannot show \(it shows label-grid, keys\)"):
         create_app(root)
 
 

@@ -146,7 +146,7 @@ def test_a_stimulus_deleted_while_serving_is_logged_once(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_the_participant_is_told_when_an_image_cannot_be_loaded(tmp_path, browser, caplog):
-    """task.js gives up on a 404 at once (and on other failures after bounded retries), tells the
+    """The web task (task/images.js) gives up on a 404 at once (and on other failures after bounded retries), tells the
     server, and shows the participant what happened instead of "loading images, retrying..." forever."""
     from waitress.server import create_server
 

@@ -37,7 +37,7 @@ def test_defaults_describe_this_experiment(sample):
     facts = study_facts(experiment)
     assert facts["trials"] == len(sequence) and facts["breaks"] == breaks > 0
     assert facts["minutes"] == math.ceil(ms / 60000 + 3 + 0.5 * breaks)
-    assert facts["practice"] == 1 and facts["oddity"] and facts["classify"] and facts["attention"]
+    assert facts["practice"] == 1 and set(facts["types"]) == {"classify", "oddity"} and facts["attention"]
     instructions = default_texts(experiment)["instructions"]
     assert f"**{len(sequence)} trials** (practice included)" in instructions
     assert "The first trial is practice." in instructions

@@ -26,7 +26,7 @@ OUTAGE_S = 4.0
 OUTAGE_AT_INDEX = 4
 """The first trial of the last block: its images are loaded, so the participant can go on offline."""
 QUEUE = "JSON.parse(localStorage.getItem('cuebench-queue:' + document.getElementById('session').dataset.token) || '{}')"
-"""The task page's queue of answers not yet acknowledged (task.js keeps it in localStorage)."""
+"""The task page's queue of answers not yet acknowledged (task/server.js keeps it in localStorage)."""
 
 pytestmark = pytest.mark.slow
 

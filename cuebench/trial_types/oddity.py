@@ -1,0 +1,28 @@
+"""Oddity: pick the odd one of k images shown side by side (DiST, Wen et al. 2024)."""
+
+from __future__ import annotations
+
+from . import TrialTypeCard, trial_type, answer_time, seconds
+
+
+@trial_type
+class Oddity(TrialTypeCard):
+    """The trial's images side by side; the answer is the position (1..k, from the left) of the odd one."""
+
+    name = "oddity"
+    images = "row"
+    numbered = True
+    answers = "positions"
+    response = "keys"
+    masked = False
+    timing = {"fixation": 300, "stimulus": 800, "mask": None, "response_window": 2000, "iti": 500,
+              "response_from_onset": True}
+    """Wen et al. 2024 (DiST, App. A.4): the triplet appears after a 300 ms delay (the fixation), stays 800 ms,
+    and is answered within 2000 ms of its onset."""
+    prompt = "Which image is different from the other two? Press 1, 2 or 3."
+    choice_rule = "oddity"
+
+    def task_sentence(self, timing, facts):
+        return (f"three images appear side by side for {seconds(timing.stimulus)}: two of them are alike and one is "
+                "different from the other two. Press **1**, **2** or **3** (left, middle, right) for the one that is "
+                f"different. {answer_time(timing, 'the images appear')}")

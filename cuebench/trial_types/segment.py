@@ -1,0 +1,23 @@
+"""Segmentation: a class for every pixel, models only (Heinert et al.)."""
+
+from __future__ import annotations
+
+from . import TrialTypeCard, trial_type
+
+SEGMENT_ANSWER = "label map"
+"""The one choice of a ``segment`` trial: the answer is a label map, scored pixel by pixel."""
+
+
+@trial_type
+class Segment(TrialTypeCard):
+    """Segmentation: the answer is a class for every pixel, scored against the trial's label mask."""
+
+    name = "segment"
+    answers = (SEGMENT_ANSWER,)
+    response = None
+    choice_rule = "confusion"
+
+    def check(self, trial):
+        if trial.label_mask is None or trial.choices != self.answers:
+            return "label_mask", f"a segment trial needs its label mask and the one choice {SEGMENT_ANSWER!r}"
+        return None

@@ -1,0 +1,113 @@
+"""How the lab reads answers: one row per response a trial type's card can name (``RESPONSE_MODES``),
+the answer among a frame's presses, practice feedback, and each answer committed to the response store
+before the next trial."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cuebench.exclusions import note_attention_answer
+from cuebench.responses import trial_row
+from cuebench.trials import Trial
+
+from ..words import say
+from .errors import LabError
+
+
+@dataclass
+class Outcome:
+    """What one trial gave: the answer (None: none in time), its RT, the phases' measured ms and frames, the
+    dropped frames."""
+
+    response: str | None
+    rt_ms: float | None
+    measured: dict
+    frames: dict
+    dropped: int
+
+
+FEEDBACK_SECONDS = 1.0
+"""How long a practice trial's feedback stays up (the web task shows it as long)."""
+
+
+def practice_feedback(trial: Trial, response: str | None) -> str:
+    """What a practice trial says after the answer (the web task uses the same words)."""
+    return say("feedback_correct") if response == trial.correct else say("feedback_wrong", answer=trial.correct)
+
+
+@dataclass(frozen=True)
+class ResponseMode:
+    """How the lab shows and reads one way of answering that a trial type's card names (``card.response``,
+    one of ``cuebench.trial_types.RESPONSES``): a row of ``RESPONSE_MODES``. The card gives the answers, keys
+    and words; the callables that need the window take the running session (``session._Runner``) first."""
+
+    keys: Callable[[Any, Trial], tuple[str, ...]]
+    """The keys that answer the trial."""
+    draw_response: Callable[[Any, Trial], None]
+    """The response screen."""
+    clicks: bool
+    """Whether a mouse click on the response grid answers."""
+    answer_for_key: Callable[[Any, Trial, str], str | None]
+    """The answer a key press gives (None: not an answer to this trial)."""
+    answer_input: Callable[[Any, Trial, str], tuple[str, tuple[float, float] | None]]
+    """The key, and the place to click (None where clicks do not answer), that give an answer: what a
+    simulated participant presses."""
+    key_per_label: bool
+    """Whether the keyboard answers with one key per label (then every label needs a keyed place)."""
+
+
+def response_mode(trial: Trial) -> ResponseMode:
+    """The row of ``RESPONSE_MODES`` for the response the trial's card names; one the lab cannot show is named."""
+    try:
+        return RESPONSE_MODES[trial.card.response]
+    except KeyError:
+        raise LabError(f"trial {trial.trial_id!r} has trial type {trial.trial_type!r}, whose response "
+                       f"{trial.card.response!r} the lab runner cannot show (it shows "
+                       f"{', '.join(RESPONSE_MODES)})") from None
+
+
+def _grid_answer(runner, trial: Trial, key: str) -> str | None:
+    label = runner.grid.label_for_key(key)
+    return label if label in trial.choices else None
+
+
+def _grid_input(runner, trial: Trial, answer: str) -> tuple[str, tuple[float, float]]:
+    cell = runner.grid.cell(answer)
+    return cell.key, (cell.x, cell.y)
+
+
+def _key_answer(runner, trial: Trial, key: str) -> str | None:
+    return next((answer for answer, k in trial.card.answer_keys(trial).items() if k == key), None)
+
+
+RESPONSE_MODES: dict[str, ResponseMode] = {
+    "label-grid": ResponseMode(
+        keys=lambda runner, trial: tuple(runner.grid.keys), draw_response=lambda runner, trial: runner.draw_grid(),
+        clicks=True, answer_for_key=_grid_answer, answer_input=_grid_input, key_per_label=True),
+    "keys": ResponseMode(
+        keys=lambda runner, trial: tuple(trial.card.answer_keys(trial).values()),
+        draw_response=lambda runner, trial: runner.draw_prompt(trial.card.prompt), clicks=False,
+        answer_for_key=_key_answer,
+        answer_input=lambda runner, trial, answer: (trial.card.answer_keys(trial)[answer], None), key_per_label=False),
+}
+"""The lab's dispatch table: how it shows and reads each response a trial type's card can name."""
+
+
+class Responses:
+    """Reading and storing the answers of one run."""
+
+    def _commit(self, trial: Trial, outcome: Outcome, restarts: int, session: str, trial_index: int,
+                **fields) -> None:
+        events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
+        observer_kind = "pilot" if self.options.simulation is not None else "human"
+        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind=observer_kind,
+                        session=session, trial_index=trial_index, response=outcome.response,
+                        rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
+                        timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
+                        refresh_hz=self.hz, device=self.device, group=self.group, events=events or None, **fields)
+        self.store.write(row)
+        if note_attention_answer(self.store.conn, row) is not None:
+            self.logging.exp(f"attention check {trial.trial_id} failed: {self.options.participant} is excluded")
+        self.logging.exp(f"committed trial {trial_index} of session {session} ({trial.trial_id}): response "
+                         f"{outcome.response!r}, rt {outcome.rt_ms} ms, dropped {outcome.dropped}")

@@ -1,0 +1,58 @@
+/* The browser check before the instructions: a steady refresh rate and the device rules of the consent
+ * page (device.js). */
+import { screenEl, sleep, state } from "./dom.js";
+import { nextFrame } from "./timing.js";
+import { say } from "./words.js";
+
+/* Median of CHECK.intervals rAF intervals after a warm-up; unstable when more than maxOutlierShare of
+ * the intervals are off the median by more than a factor `outlier` (a dropped frame doubles an
+ * interval). Headless and busy browsers drop a few frames; a tenth of the intervals doubling is common
+ * there and harmless for timing. */
+export const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
+                       timeoutMs: 15000 };
+// serve --refresh-hz
+Object.assign(CHECK, { minHz: window.cuebenchDevice.RULES.minHz, maxHz: window.cuebenchDevice.RULES.maxHz });
+
+async function measureRefresh() {
+  const intervals = [];
+  let last = await nextFrame();
+  for (let i = 0; i < CHECK.warmup + CHECK.intervals; i++) {
+    const t = await nextFrame();
+    if (i >= CHECK.warmup) intervals.push(t - last);
+    last = t;
+  }
+  const sorted = intervals.slice().sort((a, b) => a - b);
+  const mid = sorted.length / 2;
+  const median = sorted.length % 2 ? sorted[Math.floor(mid)] : (sorted[mid - 1] + sorted[mid]) / 2;
+  const outliers = intervals.filter((x) => x > CHECK.outlier * median || x < median / CHECK.outlier).length;
+  return { hz: 1000 / median, median_ms: median, outlier_share: outliers / intervals.length, n: intervals.length };
+}
+export async function browserCheck() {
+  state("check");
+  screenEl.innerHTML = `<p>${say("checking_display")}</p>`;
+  screenEl.hidden = false;
+  const refresh = await Promise.race([measureRefresh(), sleep(CHECK.timeoutMs).then(() => null)]);
+  screenEl.hidden = true;
+  const { size, pointer } = window.cuebenchDevice.measure();
+  const reason = judgeCheck(refresh, size, pointer);
+  return { ok: reason === null, reason, refresh, size, pointer };
+}
+/* Why a measured display fails the check, or null when it passes: the device rules of the consent
+ * page (device.js) and a steady refresh rate. */
+export function judgeCheck(refresh, size, pointer) {
+  if (!refresh) return "the browser drew no animation frames (hidden window?)";
+  if (refresh.hz < CHECK.minHz || refresh.hz > CHECK.maxHz) return `refresh rate ${refresh.hz.toFixed(1)} Hz`;
+  if (refresh.outlier_share > CHECK.maxOutlierShare)
+    return `unstable frame timing (${(100 * refresh.outlier_share).toFixed(0)}% irregular frames)`;
+  const problem = window.cuebenchDevice.deviceProblem(size, pointer);
+  return problem ? problem.reason : null;
+}
+/* What a screened-out participant can change, from the reason the check gave. */
+export function screenFix(reason) {
+  if (/^refresh rate|^unstable|animation frames/.test(reason || "")) {
+    return say("display_fix", { reason, min: CHECK.minHz, max: CHECK.maxHz });
+  }
+  const { size, pointer } = window.cuebenchDevice.measure();
+  const problem = window.cuebenchDevice.deviceProblem(size, pointer);
+  return problem ? problem.fix : "";
+}
