@@ -46,6 +46,9 @@ QUESTIONNAIRE = {"questions": [
 DISPLAY = ("--stimulus-degrees", "6", "--viewing-distance", "57", "--screen-width", "53")
 CARD_SLIDER_PX, DISTANCE_CM = 400, 60
 SESSION_DEADLINE_S = 150
+PERSON_RT_MS = 150
+"""How long the scripted participant looks before answering: faster than a person can respond (100 ms,
+``experiment_server.plausibility``) is marked for review."""
 RELOAD_AT_INDEX = 2
 STATISTICS_EXEMPT = {"exclusions", "excluded_observers", "exclusion_summary"}
 """Report tables that list who was left out (the only places the excluded person may appear)."""
@@ -163,12 +166,14 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
         elif now == "response-grid" and index not in answered:
             progress[index] = page.inner_text("#progress")
             shoot(page, shots, "5-trial-answer-with-progress.png")
+            page.wait_for_timeout(PERSON_RT_MS)
             page.click(f"#grid button[data-label='{instructed or 'cat'}']")
             instructed = None
             answered.add(index)
         elif now == "response-keys" and index not in answered:
             progress[index] = page.inner_text("#progress")
             shoot(page, shots, "4-trial-images-with-progress.png")  # the triplet shows from this state on
+            page.wait_for_timeout(PERSON_RT_MS)
             page.keyboard.press("1")
             answered.add(index)
         elif now == "iti" and index == reload_at and not reloaded:
