@@ -95,6 +95,18 @@ def logged_exclusions(sources, database: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(records, columns=["observer", "reason", "by"])
 
 
+def withdrawal_count(sources, database: str | None = None) -> int:
+    """How many people withdrew from the experiment directories among ``sources`` (``cuebench withdraw``: their
+    data are gone, the count stays, ``cuebench.exclusions.withdrawals``), for the methods paragraph."""
+    count = 0
+    for path in map(Path, [sources] if isinstance(sources, (str, Path)) else sources):
+        if (path / EXPERIMENT_FILE).is_file() and (database or (path / RESPONSES_FILE).is_file()):
+            name = json.loads((path / EXPERIMENT_FILE).read_text(encoding="utf-8"))["name"]
+            with ResponseStore(database or path / RESPONSES_FILE) as store:
+                count += exclusions.withdrawals(store.conn, name)
+    return count
+
+
 def read_source(path: Path, database: str | None = None) -> tuple[list[pd.DataFrame], list[tuple[Path, pd.DataFrame]]]:
     """One source: (frames already in the common schema, raw model-vs-human files still to map)."""
     if not path.exists():

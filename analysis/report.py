@@ -34,7 +34,7 @@ from . import factor_studies, figure_style, sections
 from . import reference as published
 from .design_record import experiment_of, experiment_record
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance
-from .load import fixed_level_rows, load_responses, logged_exclusions
+from .load import fixed_level_rows, load_responses, logged_exclusions, withdrawal_count
 from .ranking import FriedmanResult
 from .sections.reliance import suppressed_conditions
 from .tables import html_table
@@ -91,7 +91,8 @@ def category_count(df: pd.DataFrame) -> int:
 
 
 def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: bool = False,
-            only: set[str] | None = None, logged: pd.DataFrame | None = None, design: dict | None = None) -> Analysis:
+            only: set[str] | None = None, logged: pd.DataFrame | None = None, design: dict | None = None,
+            withdrawals: int = 0) -> Analysis:
     """Every section that applies to the responses (see :mod:`analysis.sections`), as named tables.
     ``only`` limits the work to some sections (plus what they depend on). Which sections apply is
     decided by the design's test trials as collected, before exclusions: a section whose answers were
@@ -99,7 +100,8 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     support leaves a one-line note in ``notes`` (and in ``missing`` under its name) instead of numbers.
     ``logged``: the exclusion logs' ``observer, reason, by`` (:func:`analysis.load.logged_exclusions`), who
     is excluded although the responses may hold no answer of theirs; ``design``: the experiment as built
-    (:func:`analysis.design_record.experiment_record`), kept in ``summary["design"]`` for the methods."""
+    (:func:`analysis.design_record.experiment_record`), kept in ``summary["design"]`` for the methods;
+    ``withdrawals``: how many people withdrew (:func:`analysis.load.withdrawal_count`), for the methods too."""
     options = options or AnalysisOptions()
     cleaned = apply_exclusions(df, options.exclusions)
     scored = cleaned.scored
@@ -117,6 +119,8 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
                            "n_choices": n_choices})
     if design is not None:
         result.summary["design"] = design
+    if withdrawals:
+        result.summary["withdrawals"] = withdrawals
     if scored.empty and cleaned.segments.empty:
         result.notes.append("no scored test trials are left after exclusions")
     designed = df[df["role"] == "test"]
@@ -162,7 +166,8 @@ def analyze_sources(sources, options: AnalysisOptions | None = None, compare=Non
         options = replace(options, n_choices=n_choices_of(sources, df))
     experiment = experiment_of(sources)
     analysis = analyze(df, options, progress=progress, only=only, logged=logged_exclusions(sources, database),
-                       design=None if experiment is None else experiment_record(experiment))
+                       design=None if experiment is None else experiment_record(experiment),
+                       withdrawals=withdrawal_count(sources, database))
     return analysis, options
 
 

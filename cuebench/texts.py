@@ -27,7 +27,9 @@ from .trial_types import card, seconds
 from .trials import Experiment, Timing
 
 TEXTS_DIR = "texts"
-NAMES = ("consent", "instructions", "debrief", "completion")
+NAMES = ("consent", "instructions", "debrief", "completion", "closed", "time_up", "ended_early")
+"""The texts a participant may read: the last three are the pages of a study that ends a session early or takes
+nobody more (``cuebench serve --target-n``, ``--time-limit``, ``--end-on-failed-attention``)."""
 RESPONSE_ALLOWANCE_MS = 1500
 """Time assumed for an answer without a response window, for the duration estimate."""
 SETUP_MINUTES = 3
@@ -185,6 +187,13 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
         "debrief": f"# About this study\n\n{debrief_sentence(experiment)} Comparing your answers with those of "
                    "computer vision models shows which visual information people and models rely on.\n",
         "completion": "# Thank you!\n\nYou have completed the study.\n",
+        "closed": "# The study is full\n\nThank you for your interest. This study has all the participants it "
+                  "needs, so it takes nobody more. Nothing about you has been stored.\n\nIf you came from "
+                  "Prolific, please return the study there (do not submit it).\n",
+        "time_up": "# Time is up\n\nThe time allowed for this study has passed, so your session has ended. The "
+                   "answers you gave are kept.\n",
+        "ended_early": "# The study has ended\n\nOne of the trials told you which answer to give, and the answer "
+                       "given was a different one, so the study ends here. Thank you for your time.\n",
     }
 
 

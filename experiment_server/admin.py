@@ -23,16 +23,19 @@ from collections import Counter
 from functools import wraps
 from pathlib import Path
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, send_file, session, url_for
+from flask import (Blueprint, abort, current_app, jsonify, redirect, render_template, request, send_file, session,
+                   url_for)
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from cuebench.errors import CuebenchError
 from cuebench.exclusions import ExclusionError
 from cuebench.responses import TABLE as RESPONSES
 
+from .assignment import finished_fill, group_fill
 from .study import Study, study_of
 from .db import ADMIN_GENERATION
 from .exports import EXPIRED, participant_record, status_now
+from .quality import page_quality
 from .validation import Rejected
 
 bp = Blueprint("admin", __name__)
@@ -148,37 +151,80 @@ def progress_column(p, now: float) -> str:
     return "excluded" if p.exclusion is not None else status_now(p, now)
 
 
-def progress(study: Study) -> list[dict]:
-    """Per group: participants by :data:`PROGRESS_COLUMNS`, live reservations, and trials stored."""
-    people = study.db.participants(study.experiment.name)
+def progress(study: Study, people: list | None = None, fill: list[int] | None = None) -> list[dict]:
+    """Per group: ``people`` (``ServerDB.standings``; default: everyone) by :data:`PROGRESS_COLUMNS`, live
+    reservations, trials stored, and the ``fill`` (default: ``ServerDB.fill``)."""
+    people = study.db.standings(study.experiment.name) if people is None else people
+    fill = study.db.fill(study.experiment.name, study.n_groups) if fill is None else fill
     now = study.db.clock()
     counts = Counter((p.group, progress_column(p, now)) for p in people)
     live = Counter(p.group for p in people if p.status == "in_progress" and (p.reserved_until or 0) > now)
     stored = dict(study.store.conn.execute(
         f'SELECT "group", COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind=\'human\' GROUP BY "group"',
         [study.experiment.name]).fetchall())
-    fill = study.db.fill(study.experiment.name, study.n_groups)
     return [{"group": g, "fill": fill[g], "reserved": live[g], "trials": stored.get(g, 0),
              **{s: counts[(g, s)] for s in PROGRESS_COLUMNS}} for g in range(study.n_groups)]
+
+
+PAGE_SIZE = 50
+"""Participants per page of the admin list and the quality panel: a study of 20,000 sessions stays one fast page."""
+
+
+def _page(total: int) -> tuple[int, int]:
+    """(the page asked for by ``?page=``, clamped to those there are; the number of pages)."""
+    pages = max(1, -(-total // PAGE_SIZE))
+    try:
+        page = int(request.args.get("page", "1"))
+    except ValueError:
+        raise Rejected(400, f"?page={request.args.get('page')!r} is not a page number") from None
+    return min(max(page, 1), pages), pages
+
+
+def recruitment(study: Study, holders: list[tuple[int, str, float | None]]) -> tuple[dict, list[int]]:
+    """The recruitment target's state (``study_rules``) from the slot ``holders`` (``ServerDB.slot_holders``):
+    sessions that count now (finished or live, neither pilot nor excluded), finished alone, whether new people
+    are refused for now (``full``) or for good (``closed``); and the groups' fill it was counted from."""
+    rules = current_app.config["CUEBENCH_RULES"]
+    fill = group_fill(study.n_groups, holders, study.db.clock())
+    finished = finished_fill(study.n_groups, holders)
+    return {"rules": rules, "counting": sum(fill), "finished": sum(finished),
+            "full": rules.capped and rules.full(fill), "closed": rules.capped and rules.full(finished)}, fill
 
 
 @bp.get("/")
 @login_required
 def dashboard():
     study = _study()
-    people = study.db.participants(study.experiment.name)
-    answered = dict(study.store.conn.execute(
-        f"SELECT observer, COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind IN ('human', 'pilot') "
-        "GROUP BY observer",
-        [study.experiment.name]).fetchall())
+    standings = study.db.standings(study.experiment.name)
+    page, pages = _page(len(standings))
+    people = study.db.participants(study.experiment.name, (page - 1) * PAGE_SIZE, PAGE_SIZE)
+    quality = page_quality(study.store.conn, study.experiment.name, people)
+    state, fill = recruitment(study, study.db.slot_holders(study.experiment.name))
     study.questionnaire()  # a broken live edit shows here even before a participant reaches it
     adaptive = sum(plan.trials for plan in study.experiment.adaptive)  # QUEST+ answers, at most
-    return render_template("admin.html", experiment=study.experiment, groups=progress(study), people=people,
-                           faults=study.faults(),
+    return render_template("admin.html", experiment=study.experiment, groups=progress(study, standings, fill),
+                           people=people, page=page, pages=pages, total=len(standings), faults=study.faults(),
                            records={p.code: participant_record(p, study.db.clock()) for p in people},
-                           answered=answered, lengths={p.code: len(study.sequence(p)) + adaptive for p in people},
+                           answered={code: q["trials"] for code, q in quality.items()},
+                           lengths={p.code: len(study.sequence(p)) + adaptive for p in people},
+                           recruitment=state,
                            statuses=PROGRESS_COLUMNS, exports=EXPORT_FILES, free_disk_mb=study.free_disk_mb(),
                            min_free_disk_mb=current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
+
+
+@bp.get("/quality.json")
+@login_required
+def quality():
+    """The live data-quality panel of one page of participants (``quality``), which the admin page polls."""
+    study = _study()
+    standings = study.db.standings(study.experiment.name)
+    page, pages = _page(len(standings))
+    people = study.db.participants(study.experiment.name, (page - 1) * PAGE_SIZE, PAGE_SIZE)
+    rows = page_quality(study.store.conn, study.experiment.name, people)
+    now = study.db.clock()
+    return jsonify(page=page, pages=pages, total=len(standings),
+                   flagged=sum(p.review_reason is not None or p.exclusion is not None for p in standings),
+                   people=[{**rows[p.code], "group": p.group, "status": status_now(p, now)} for p in people])
 
 
 @bp.post("/exclude")

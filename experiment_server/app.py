@@ -39,6 +39,7 @@ from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
 from .participant import MIN_FREE_DISK_MB, START_LIMIT
 from .study import ServerSetupError, open_study, study_of
+from .study_rules import StudyRules
 from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024
@@ -113,7 +114,8 @@ class _RotatingKeySessions(SecureCookieSessionInterface):
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
                reservation_seconds: float = RESERVATION_SECONDS, insecure_cookies: bool = False,
                database: str | None = None, secrets_path: str | Path | None = None, trusted_proxies: int = 0,
-               start_limit: int = START_LIMIT, min_free_disk_mb: int = MIN_FREE_DISK_MB) -> Flask:
+               start_limit: int = START_LIMIT, min_free_disk_mb: int = MIN_FREE_DISK_MB,
+               rules: StudyRules = StudyRules()) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; cookies are ``Secure`` by
     ``cookie_policy``'s rule, never with ``insecure_cookies`` (a plain-HTTP lab network);
@@ -122,7 +124,8 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
     client's; a forwarded header is then ignored, since anyone can send one);
     ``start_limit``: session starts per client address per 10 minutes; ``min_free_disk_mb``: new
-    sessions are refused while the database's disk has less free (``Study.low_on_disk``)."""
+    sessions are refused while the database's disk has less free (``Study.low_on_disk``); ``rules``: recruitment
+    targets, session time limit, early end and device rules (``study_rules``)."""
     study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
@@ -140,6 +143,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     app.extensions["cuebench"] = study
     app.config["CUEBENCH_START_LIMIT"] = start_limit
     app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
+    app.config["CUEBENCH_RULES"] = rules
     app.register_blueprint(participant.bp)
     app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
@@ -154,7 +158,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     @app.errorhandler(Rejected)
     def rejected(err: Rejected):
         if request.path.startswith("/api/"):
-            return jsonify(error=str(err)), err.status
+            return jsonify(error=str(err), **getattr(err, "details", {})), err.status
         return render_template("message.html", title="Request refused", message=str(err)), err.status
 
     @app.errorhandler(Exception)
@@ -202,7 +206,7 @@ def check_port_free(host: str, port: int) -> None:
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
           threads: int = 8, insecure_cookies: bool = False, workers: int = 1, database: str | None = None,
           secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT,
-          min_free_disk_mb: int = MIN_FREE_DISK_MB) -> None:
+          min_free_disk_mb: int = MIN_FREE_DISK_MB, rules: StudyRules = StudyRules()) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
     ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
     if workers < 1:
@@ -224,13 +228,15 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
             "closed until `cuebench serve admin-password EXPDIR`"
         print(f"  admin:        {base}/admin/   ({admin_state})")
         print(f"  secrets:      {study.secrets.path}")
+        print(f"  rules:        {rules.describe()}")
         print("Press Ctrl+C to stop; every stored trial is committed.", flush=True)
     study.close()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     def make_app() -> Flask:
         return create_app(expdir, insecure_cookies=insecure_cookies, database=database, secrets_path=secrets_path,
-                          trusted_proxies=trusted_proxies, start_limit=start_limit, min_free_disk_mb=min_free_disk_mb)
+                          trusted_proxies=trusted_proxies, start_limit=start_limit, min_free_disk_mb=min_free_disk_mb,
+                          rules=rules)
 
     if workers > 1:
         from .workers import run_gunicorn

@@ -35,3 +35,9 @@ def group_fill(n_groups: int, participants: Iterable[tuple[int, str, float | Non
 def least_filled(fill: list[int]) -> int:
     """The group with the fewest filled slots; the lowest index wins a tie."""
     return min(range(len(fill)), key=lambda g: (fill[g], g))
+
+
+def finished_fill(n_groups: int, participants: Iterable[tuple[int, str, float | None]]) -> list[int]:
+    """Per group: the slots held for good (:data:`FILLING_STATUSES`), live reservations left out: whether a
+    recruitment target is reached for good, not only until a reservation lapses."""
+    return group_fill(n_groups, [p for p in participants if p[1] in FILLING_STATUSES], 0.0)

@@ -17,6 +17,8 @@ from cuebench.texts import ALLOW_FLAG
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
 from .participant import MIN_FREE_DISK_MB, START_LIMIT
+from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, DeviceRules, StudyRules, browser_list,
+                          refresh_range, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -73,6 +75,26 @@ def register(subparsers) -> None:
                         help="session starts per client address per 10 minutes")
     parser.add_argument("--min-free-disk", type=int, default=MIN_FREE_DISK_MB, metavar="MB",
                         help="refuse new participants while the disk of responses.sqlite has less free space")
+    parser.add_argument("--target-n", type=int, metavar="N",
+                        help="close the study once N sessions count (finished, neither pilot nor excluded, live "
+                             "sessions included so it is not overshot); latecomers see texts/closed.md")
+    parser.add_argument("--target-per-group", type=int, metavar="N",
+                        help="the same per Latin-square group: the study closes when every group has N")
+    parser.add_argument("--time-limit", type=float, metavar="MINUTES",
+                        help="end a web session this many minutes after its start (status 'expired', the "
+                             "participant sees texts/time_up.md)")
+    parser.add_argument("--end-on-failed-attention", action="store_true",
+                        help="a wrong answer to an attention trial ends the session at once (status "
+                             "'failed_attention', the participant sees texts/ended_early.md)")
+    parser.add_argument("--min-window", default="x".join(map(str, DEFAULT_MIN_WINDOW)), metavar="WxH",
+                        help="device rule: the smallest browser window (CSS px), checked before consent")
+    parser.add_argument("--refresh-hz", default="-".join(f"{v:g}" for v in DEFAULT_REFRESH_HZ), metavar="MIN-MAX",
+                        help="device rule: the display refresh rates allowed, measured before consent")
+    parser.add_argument("--browsers", metavar="LIST",
+                        help=f"device rule: the browsers allowed, comma-separated from {', '.join(BROWSERS)} "
+                             "(default: any)")
+    parser.add_argument("--allow-touch", action="store_true",
+                        help="device rule: let phones and tablets (touch screen, no mouse) take part")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
     parser.add_argument("--pilot", action="store_true",
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
@@ -128,6 +150,7 @@ def run(args) -> int:
     from .app import check_port_free, serve
     from .study import open_study
 
+    rules = study_rules(args)
     if not args.allow_text_mismatch:
         check_study_texts(expdir)
     codes = completion_codes(args)
@@ -139,8 +162,18 @@ def run(args) -> int:
     serve(expdir, host=args.host, port=args.port, threads=args.threads,
           insecure_cookies=args.insecure_cookies, workers=args.workers, database=args.database,
           secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit,
-          min_free_disk_mb=args.min_free_disk)
+          min_free_disk_mb=args.min_free_disk, rules=rules)
     return 0
+
+
+def study_rules(args) -> StudyRules:
+    """The recruitment, time and device rules the command line gives (``study_rules``)."""
+    width, height = window_size(args.min_window)
+    low, high = refresh_range(args.refresh_hz)
+    device = DeviceRules(min_width=width, min_height=height, min_hz=low, max_hz=high,
+                         browsers=browser_list(args.browsers) if args.browsers else (), allow_touch=args.allow_touch)
+    return StudyRules(target_n=args.target_n, target_per_group=args.target_per_group, time_limit_min=args.time_limit,
+                      end_on_failed_attention=args.end_on_failed_attention, device=device)
 
 
 def database_url(given: str | None) -> str | None:

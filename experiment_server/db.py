@@ -42,7 +42,7 @@ from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
 
-from .assignment import FILLING_STATUSES, RESERVATION_SECONDS, group_fill, least_filled
+from .assignment import FILLING_STATUSES, RESERVATION_SECONDS, finished_fill, group_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
@@ -54,7 +54,10 @@ LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "r
 """Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
-STATUSES = ("in_progress", *OUTCOMES)
+EXPIRED = "expired"
+"""A web session that ended without finishing: stored when it ran past ``cuebench serve --time-limit``, and what
+the admin page and the exports call a session still in progress whose reservation lapsed (``exports.status_now``)."""
+STATUSES = ("in_progress", *OUTCOMES, EXPIRED)
 
 
 LAB = "lab"
@@ -63,6 +66,16 @@ LAB = "lab"
 
 class ForeignDatabase(CuebenchError):
     """The database already holds the server tables or responses of another experiment."""
+
+
+class StudyFull(CuebenchError):
+    """The study has reached its recruitment target (``study_rules.StudyRules.full``): no new session starts.
+    ``for_good`` when the finished sessions alone reach it, else live sessions hold the places (one may lapse)."""
+
+    def __init__(self, for_good: bool):
+        super().__init__("the study has all the participants it needs" if for_good else
+                         "every place of the study is taken by people taking part now")
+        self.for_good = for_good
 
 
 class CodeTaken(CuebenchError):
@@ -112,6 +125,20 @@ class Participant:
     @property
     def exclusion_reason(self) -> str | None:
         return self.exclusion.reason if self.exclusion else None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A participant as the admin page counts them (``ServerDB.standings``): the fields of :class:`Participant`
+    that ``exports.status_now`` and ``admin.progress_column`` read."""
+    code: str
+    group: int
+    status: str
+    runner: str
+    pilot: bool
+    reserved_until: float | None
+    exclusion: exclusions.Exclusion | None
+    review_reason: str | None
 
 
 def hash_token(token: str) -> str:
@@ -246,7 +273,8 @@ class ServerDB:
     # participants ---------------------------------------------------------------------
     def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
               prolific_session: str | None = None, entry_code: str | None = None, identity: str | None = None,
-              token: str | None = None, pilot: bool = False) -> tuple[Participant, str]:
+              token: str | None = None, pilot: bool = False,
+              full: Callable[[list[int]], bool] | None = None) -> tuple[Participant, str]:
         """Create a participant in the least filled group with a live reservation; returns it and its secret token.
 
         ``identity`` is what the start request carried (``participant._start_identity``) and
@@ -256,7 +284,10 @@ class ServerDB:
         changed since. An entry-code session from before the map is taken over by the first
         browser that opens its link (as then). Another identity under the same Prolific ID or
         entry code is a new session (module docstring). Excluded people and pilots hold no
-        slot, so their group is refilled by the next real participant."""
+        slot, so their group is refilled by the next real participant. ``full``
+        (``study_rules.StudyRules.full``) closes the study: counted in the same transaction as the
+        insert, so concurrent arrivals cannot overshoot the target; a pilot, and a person coming back
+        to their own session, still get in; anyone else gets :class:`StudyFull`."""
         token = token or secrets.token_urlsafe(24)
         resume = hash_token(identity) if identity else None
         code = "P" + secrets.token_hex(6).upper()
@@ -268,7 +299,12 @@ class ServerDB:
                     "resume_hash IS NULL AND COALESCE(runner, 'web')='web'",
                     [hash_token(token), resume, experiment, entry_code]).rowcount
                 if not taken_over:
-                    group = least_filled(group_fill(n_groups, self._slot_holders(conn, experiment), now))
+                    holders = self._slot_holders(conn, experiment)
+                    fill = group_fill(n_groups, holders, now)
+                    if full is not None and not pilot and full(fill) and not self._known(conn, experiment, token,
+                                                                                          resume):
+                        raise StudyFull(full(finished_fill(n_groups, holders)))
+                    group = least_filled(fill)
                     conn.execute(
                         f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
                         "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner, "
@@ -281,6 +317,12 @@ class ServerDB:
                 raise
             return again, token
         return (self.by_token(token) if taken_over else self.get(code)), token
+
+    @staticmethod
+    def _known(conn: Database, experiment: str, token: str, resume: str | None) -> bool:
+        """Whether a start request belongs to a session that exists (the person comes back to it)."""
+        return conn.execute(f"SELECT 1 FROM {PARTICIPANTS} WHERE experiment=? AND (token_hash=? OR resume_hash=?)",
+                            [experiment, hash_token(token), resume]).fetchone() is not None
 
     def _resume(self, experiment: str, resume: str, token: str) -> Participant | None:
         """The session this start request's identity started, now reached by ``token``; None when there is none."""
@@ -334,11 +376,22 @@ class ServerDB:
         return _participant(rows[0], exclusions.current(self.db, experiment),
                             questionnaire.stored_answers(self.db, experiment))
 
-    def participants(self, experiment: str) -> list[Participant]:
+    def participants(self, experiment: str, offset: int = 0, limit: int | None = None) -> list[Participant]:
+        """The participants in the order they started; ``offset``/``limit``: one page of them (the admin page)."""
         excluded = exclusions.current(self.db, experiment)
         answered = questionnaire.stored_answers(self.db, experiment)
+        page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
         return [_participant(r, excluded, answered) for r in self.db.dicts(
-            f"{_WITH_SHARED_IDS} WHERE experiment=? ORDER BY created_at", [experiment])]
+            f"{_WITH_SHARED_IDS} WHERE experiment=? ORDER BY created_at, code{page}", [experiment])]
+
+    def standings(self, experiment: str) -> list[Standing]:
+        """What the admin page's counts need of every participant, without their answers or calibration:
+        a study of 20,000 sessions is counted in one light query."""
+        excluded = exclusions.current(self.db, experiment)
+        return [Standing(code, group, status, runner or "web", bool(pilot), until, excluded.get(code), review)
+                for code, group, status, runner, pilot, until, review in self.db.execute(
+                    f"SELECT code, grp, status, runner, pilot, reserved_until, review_reason FROM {PARTICIPANTS} "
+                    "WHERE experiment=?", [experiment]).fetchall()]
 
     @staticmethod
     def _slot_holders(conn: Database, experiment: str) -> list[tuple[int, str, float | None]]:
@@ -356,6 +409,15 @@ class ServerDB:
             [experiment, experiment]).fetchall() if conn.columns(RESPONSES) else []
         return [(group, status, until) for code, group, status, until in rows if code not in excluded] + \
             [(group, FILLING_STATUSES[0], None) for observer, group in lab if observer not in excluded]
+
+    def slot_holders(self, experiment: str) -> list[tuple[int, str, float | None]]:
+        """``_slot_holders`` on this thread's connection (the recruitment target counts them)."""
+        return self._slot_holders(self.db, experiment)
+
+    def started(self, experiment: str, resume: str) -> bool:
+        """Whether a session was started with this resume hash (the person comes back to it)."""
+        return self.db.execute(f"SELECT 1 FROM {PARTICIPANTS} WHERE experiment=? AND resume_hash=?",
+                               [experiment, resume]).fetchone() is not None
 
     def renew(self, codes: list[str], conn: Database | None = None) -> None:
         """Extend in-progress participants' reservations (on every stored trial); ``conn`` runs

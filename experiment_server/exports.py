@@ -16,7 +16,7 @@ from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.questionnaire import ANSWER_COLUMN_PREFIX, load_questionnaire
 from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" export format)
 
-from .db import Participant, ServerDB
+from .db import EXPIRED, Participant, ServerDB
 
 PARTICIPANT_COLUMNS = ("code", "group", "status", "observer_kind", "runner", "prolific_pid", "study_id",
                        "prolific_session", "entry_code", "started_at", "finished_at", "duration_s", "screen_reason",
@@ -29,9 +29,6 @@ CALIBRATION_COLUMNS = {"px_per_mm": "px_per_mm", "viewing_distance_cm": "viewing
 moved the card slider at all; False means the pixels per mm are the default, not measured; empty when a
 session from before this was recorded)."""
 PROLIFIC_COLUMNS = ("participant_id", "action", "reason")
-EXPIRED = "expired"
-"""What a web session still in progress is called once its reservation has lapsed: abandoned, its group slot
-free again (a person who comes back still resumes it)."""
 
 
 def status_now(p: Participant, now: float) -> str:
@@ -73,7 +70,9 @@ def prolific_action(p: Participant, now: float) -> tuple[str, str]:
     only under its own attention-check rules), admin exclusions, abandoned (expired) sessions,
     sessions finished faster than their trials can be shown or answered faster than a person can
     (``plausibility``) and sessions sharing a Prolific ID (``db.shared_id_note``) for a person to
-    review; wait for running sessions."""
+    review (and sessions ended at the time limit); wait for running sessions."""
+    if p.status == EXPIRED:
+        return "review", "session ended at the time limit (--time-limit)"
     if status_now(p, now) == EXPIRED:
         return "review", "session abandoned: no answer within the reservation" + (
             f"; {p.exclusion.label}" if p.exclusion else "")

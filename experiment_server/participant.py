@@ -38,7 +38,8 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
-from .db import Participant, prolific_identity
+from .db import EXPIRED, Participant, StudyFull, hash_token, prolific_identity
+from .study_rules import StudyRules
 from .plausibility import review_reason
 from .screening import check_failure
 from .trial_types import allowed_responses, presentation
@@ -82,20 +83,39 @@ def _entry_values(source) -> dict[str, str | None]:
     return values
 
 
+def _rules() -> StudyRules:
+    return current_app.config["CUEBENCH_RULES"]
+
+
 def _participant(token: str) -> Participant:
-    participant = _study().db.by_token(token)
+    """The session of a token; one past ``--time-limit`` ends here, as ``expired``, at its next request."""
+    study = _study()
+    participant = study.db.by_token(token)
     if participant is None:
         raise Rejected(403, "unknown session token; open the study link you were given again (what you "
                             "answered is kept)")
+    limit = _rules().time_limit_min
+    if limit is not None and participant.status == "in_progress" and participant.runner == "web" and \
+            study.db.clock() - participant.created_at > limit * 60:
+        log.warning("participant %s: session ended at the time limit of %g minutes", participant.code, limit)
+        participant = study.db.set_status(participant.code, EXPIRED)
     return participant
 
 
+ENDED_TEXTS = {EXPIRED: "time_up", "failed_attention": "ended_early"}
+"""A status that ends a session before its last trial -> the text (``texts/NAME.md``) its page shows."""
+
+
 def _outcome(study: Study, participant: Participant) -> dict:
-    """What the completion page shows: the code for the participant's final status, and Prolific's redirect."""
-    code = study.completion_code(participant.status)
-    redirect_url = PROLIFIC_COMPLETE_URL.format(code=code) if participant.is_prolific else None
-    return {"status": participant.status, "code": code, "redirect": redirect_url,
-            **({"reason": participant.screen_reason} if participant.status == "screened_out" else {})}
+    """What the completion page shows: the code for the participant's final status (none for a session that
+    ran past the time limit), Prolific's redirect, and the researcher's text for a session that ended early."""
+    status = participant.status
+    code = study.completion_code(status) if status != EXPIRED else None
+    redirect_url = PROLIFIC_COMPLETE_URL.format(code=code) if participant.is_prolific and code else None
+    early = status == EXPIRED or (status == "failed_attention" and _rules().end_on_failed_attention)
+    return {"status": status, "code": code, "redirect": redirect_url,
+            **({"reason": participant.screen_reason} if status == "screened_out" else {}),
+            **({"message": study.text(ENDED_TEXTS[status])} if early else {})}
 
 
 def _browser_id() -> str | None:
@@ -103,12 +123,39 @@ def _browser_id() -> str | None:
     return value if BROWSER_ID.match(value) else None
 
 
+def _closed_page():
+    """The latecomers' page (``texts/closed.md``): the study has reached its recruitment target."""
+    return render_template("message.html", title="The study is full", html=_study().text("closed"),
+                           page_id="closed"), 200
+
+
+def _is_pilot(study: Study, values: dict[str, str | None]) -> bool:
+    """An entry code of ``cuebench serve codes --pilot``."""
+    return study.db.is_pilot_code(study.experiment.name, values["code"])
+
+
+def _returning(study: Study, values: dict[str, str | None], browser: str | None) -> bool:
+    """Whether the entry link leads back to a session that exists (it resumes, whatever the target)."""
+    if values["PROLIFIC_PID"] and values["SESSION_ID"]:
+        identity = prolific_identity(values["PROLIFIC_PID"], values["SESSION_ID"])
+    elif values["code"] and browser:
+        identity = f"code:{values['code']}:browser:{browser}"
+    else:
+        return False
+    return study.db.started(study.experiment.name, hash_token(identity))
+
+
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
+    study = _study()
+    if _rules().capped and not _is_pilot(study, values) and study.closed(_rules()) and \
+            not _returning(study, values, _browser_id()):
+        return _closed_page()
     browser = _browser_id() or secrets.token_urlsafe(24)
     response = make_response(render_template("consent.html", entry=values,
                                              consent=_study().texts()["consent"],
+                                             device_rules=_rules().device.for_page(),
                                              nonce=_study().start_nonce(browser)))
     response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
                         samesite="Lax", secure=secure_cookie())
@@ -166,22 +213,31 @@ def start():
     if request.form.get("consent") != "yes":
         return render_template("consent.html", entry=values,
                                consent=study.texts()["consent"],
+                               device_rules=_rules().device.for_page(),
                                nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
         raise Rejected(400, "This Prolific link lacks its SESSION_ID. Please open the study from Prolific again.")
     identity = _start_identity(values, browser)
-    _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
-                              study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
-                              entry_code=values["code"], identity=identity, token=study.start_token(identity),
-                              pilot=study.db.is_pilot_code(study.experiment.name, values["code"]))
+    try:
+        _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
+                                  study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
+                                  entry_code=values["code"], identity=identity, token=study.start_token(identity),
+                                  pilot=_is_pilot(study, values), full=_rules().full if _rules().capped else None)
+    except StudyFull as err:
+        if err.for_good:
+            return _closed_page()
+        return render_template("message.html", title="The study is full for now",
+                               message="Every place of this study is taken by people taking part at the moment. "
+                                       "A place frees up when someone does not finish: please try your link again "
+                                       "in half an hour."), 200
     return redirect(url_for("participant.task", token=token), code=303)
 
 
 @bp.get("/task/<token>")
 def task(token: str):
     _participant(token)
-    return render_template("task.html", token=token)
+    return render_template("task.html", token=token, device_rules=_rules().device.for_page())
 
 
 @bp.get("/stimuli/<path:filename>")
@@ -365,9 +421,17 @@ def _scheduled_trial(study: Study, participant: Participant, index: int):
     return study.experiment.trial(sequence[index].trial_id)
 
 
+class SessionEnded(Rejected):
+    """A request of a session that has ended: 409, with the outcome the web task then shows."""
+
+    def __init__(self, participant: Participant):
+        super().__init__(409, f"this session has ended ({participant.status}); nothing more is stored")
+        self.details = {"outcome": _outcome(_study(), participant)}
+
+
 def _in_progress(participant: Participant) -> None:
     if participant.status != "in_progress":
-        raise Rejected(409, f"this session has ended ({participant.status}); nothing more is stored")
+        raise SessionEnded(participant)
 
 
 @bp.post("/api/session/<token>/trial/<int:index>")
@@ -378,6 +442,8 @@ def post_trial(token: str, index: int):
     trial = _scheduled_trial(study, participant, index)
     measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id),
                                 parse_json_body(request.get_data()))
+    if "card_moved" in (participant.calibration or {}):  # the server's record: the methods say "not measured"
+        measured["device"] = {**measured["device"], "card_moved": participant.calibration["card_moved"]}
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     session=participant.session, trial_index=index, response=measured.pop("response"),
                     group=participant.group, **measured)
@@ -387,6 +453,9 @@ def post_trial(token: str, index: int):
         raise Rejected(409, str(err)) from None
     if result.stored:
         note_attention_answer(study.store.conn, row)
+    if result.stored and row["role"] == "attention" and row["correct"] == 0 and _rules().end_on_failed_attention:
+        ended = study.db.set_status(participant.code, "failed_attention")
+        return jsonify(index=index, stored=True, outcome=_outcome(study, ended)), 201
     return jsonify(index=index, stored=result.stored), 201 if result.stored else 200
 
 

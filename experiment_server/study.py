@@ -27,11 +27,11 @@ from cuebench.responses import ResponseStore
 from cuebench.segmentation import refuse_for_people
 from cuebench.storage import is_database_url
 from cuebench.questionnaire import QUESTIONNAIRE_FILE, Questionnaire, QuestionnaireError, load_questionnaire
-from cuebench.texts import NAMES as TEXT_NAMES, render, write_default_texts
+from cuebench.texts import NAMES as TEXT_NAMES, render, text_path, write_default_texts
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
 
-from .assignment import RESERVATION_SECONDS
+from .assignment import RESERVATION_SECONDS, finished_fill
 from .db import OUTCOMES, Participant, ServerDB
 from .group_commit import GroupCommit
 from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
@@ -151,7 +151,19 @@ class Study:
 
     def texts(self) -> dict[str, str]:
         """The study's texts as HTML, read from the folder on each call: an edit shows at the next page load."""
-        return {name: render(self.expdir, name) for name in TEXT_NAMES}
+        return {name: self.text(name) for name in TEXT_NAMES}
+
+    def text(self, name: str) -> str:
+        """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
+        default."""
+        if not text_path(self.expdir, name).exists():
+            write_default_texts(self.expdir, self.experiment)
+        return render(self.expdir, name)
+
+    def closed(self, rules) -> bool:
+        """Whether the study has reached its recruitment target with finished sessions alone
+        (``study_rules.StudyRules.full``): latecomers then see the closed page before any consent."""
+        return rules.full(finished_fill(self.n_groups, self.db.slot_holders(self.experiment.name)))
 
     def questionnaire(self) -> Questionnaire | None:
         """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call. A live

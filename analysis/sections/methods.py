@@ -15,12 +15,14 @@ import pandas as pd
 
 from ..load import params_of
 from ..psychometric import fixed_level_rows
-from .base import ALL, Section, ordered, recorded_method, register
+from .base import ALL, Section, ordered, record_method, recorded_method, register
 
 PHASES = ("fixation", "stimulus", "mask", "response_window", "iti")
 PHASE_NAMES = {"response_window": "response window", "iti": "inter-trial interval"}
 DESIGN = "design"
 """``summary`` key of the experiment as built (:func:`analysis.design_record.experiment_record`)."""
+WITHDRAWALS = "withdrawals"
+"""``summary`` key of how many people withdrew (:func:`analysis.load.withdrawal_count`)."""
 
 
 def _json(value) -> dict:
@@ -134,17 +136,32 @@ def _people(n: int) -> str:
     return f"{n} {'person' if n == 1 else 'people'}"
 
 
-def display_sentence(humans: pd.DataFrame) -> str | None:
-    """The image size in degrees of visual angle and how it was set, from what each runner recorded
-    in its rows' ``device``: the lab's declared viewing distance and screen width, the web task's
-    per-person calibration (pixels per mm from a card, viewing distance entered or measured from the
-    blind spot)."""
+def _sized_people(humans: pd.DataFrame) -> pd.DataFrame | None:
+    """One ``device`` record per person whose images had a size in degrees; None when nobody's had."""
     devices = pd.DataFrame([_json(v) for v in humans.get("device", [])])
     if "stimulus_degrees" not in devices or devices["stimulus_degrees"].isna().all():
         return None
     sized = devices.dropna(subset=["stimulus_degrees"]).assign(observer=humans["observer"].to_numpy()[
         devices["stimulus_degrees"].notna().to_numpy()])
-    people = sized.drop_duplicates("observer")
+    return sized.drop_duplicates("observer")
+
+
+def _web_people(humans: pd.DataFrame) -> pd.DataFrame:
+    """The people of :func:`_sized_people` calibrated in the browser (they have pixels per mm)."""
+    people = _sized_people(humans)
+    if people is None or "px_per_mm" not in people:
+        return pd.DataFrame(columns=["px_per_mm"])
+    return people.dropna(subset=["px_per_mm"])
+
+
+def display_sentence(humans: pd.DataFrame) -> str | None:
+    """The image size in degrees of visual angle and how it was set, from what each runner recorded
+    in its rows' ``device``: the lab's declared viewing distance and screen width, the web task's
+    per-person calibration (pixels per mm from a card, viewing distance entered or measured from the
+    blind spot)."""
+    people = _sized_people(humans)
+    if people is None:
+        return None
     parts = []
     if "screen_width_cm" in people:
         lab = people.dropna(subset=["screen_width_cm"])
@@ -155,11 +172,31 @@ def display_sentence(humans: pd.DataFrame) -> str | None:
     if "px_per_mm" in people:
         web = people.dropna(subset=["px_per_mm"])
         if len(web):
-            parts.append(f"in the browser after a screen calibration with a credit card (median "
-                         f"{web['px_per_mm'].median():.2f} px/mm, {_viewing_distance(web)}, images "
-                         f"{web['stimulus_css_px'].median():.0f} CSS px; {_people(len(web))})")
+            parts.append(_web_calibration(web))
     degrees = people["stimulus_degrees"].median()
     return f"Images were {degrees:g} degrees of visual angle wide, " + " and ".join(parts) + "."
+
+
+def card_not_moved(web: pd.DataFrame) -> pd.Series:
+    """Per person of the browser: whether the card slider was never moved (``card_moved`` False, recorded by the
+    server from the calibration), so the pixels per mm are the browser's default, not a measure. Rows from
+    before it was recorded count as measured."""
+    return web.get("card_moved", pd.Series(index=web.index, dtype=object)).map(lambda moved: moved is False)
+
+
+def _web_calibration(web: pd.DataFrame) -> str:
+    """The browser's calibration: the card's median pixels per mm over the people who matched it, and "not
+    measured" for those who left the slider where it started."""
+    unmoved = card_not_moved(web)
+    matched = web[~unmoved]
+    tail = f"{_viewing_distance(web)}, images {web['stimulus_css_px'].median():.0f} CSS px; {_people(len(web))}"
+    if not len(matched):
+        return (f"in the browser with the card calibration not measured (nobody moved the card slider, so the "
+                f"browser's default {web['px_per_mm'].median():.2f} px/mm stood; {tail})")
+    skipped = f", not measured for {_people(int(unmoved.sum()))} who left the card slider unmoved" if unmoved.any() \
+        else ""
+    return (f"in the browser after a screen calibration with a credit card (median {matched['px_per_mm'].median():.2f} "
+            f"px/mm{skipped}, {tail})")
 
 
 def _viewing_distance(web: pd.DataFrame) -> str:
@@ -201,9 +238,10 @@ def runners_of(humans: pd.DataFrame) -> dict[str, int]:
     return {where: len(who) for where, who in seen.items() if who}
 
 
-def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame) -> str:
-    """People analysed and where they took part, and every person excluded entirely by cause (those screened
-    out before their first trial too: the analysis merges the exclusion log in)."""
+def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame, withdrawals: int = 0) -> str:
+    """People analysed and where they took part, every person excluded entirely by cause (those screened
+    out before their first trial too: the analysis merges the exclusion log in), and how many withdrew after
+    taking part (``cuebench withdraw`` erased their data and kept only the count)."""
     humans = scored[scored["observer_kind"] == "human"]
     count = humans["observer"].nunique()
     text = f"{count} {'participant was' if count == 1 else 'participants were'} analysed"
@@ -213,6 +251,9 @@ def participants_sentence(scored: pd.DataFrame, excluded: pd.DataFrame) -> str:
     if len(excluded):
         causes = pd.Series([exclusion_cause(row) for row in excluded.itertuples()], dtype=object).value_counts()
         text += "; excluded entirely: " + "; ".join(f"{n} {cause}" for cause, n in sorted(causes.items()))
+    if withdrawals:
+        text += (f"; {_people(withdrawals)} withdrew after taking part and {'their' if withdrawals > 1 else 'the'} "
+                 f"data were erased")
     return text + "."
 
 
@@ -276,10 +317,18 @@ def paragraph(result, scored: pd.DataFrame) -> str:
     humans = scored[scored["observer_kind"] == "human"]
     excluded = result.tables.get("excluded_observers", pd.DataFrame(columns=["observer", "reason"]))
     record = result.summary.get(DESIGN)
+    withdrawals = int(result.summary.get(WITHDRAWALS, 0))
+    people = participants_sentence(scored, excluded, withdrawals)
+    record_method(result, "participants", people, analysed=int(humans["observer"].nunique()),
+                  excluded=int(len(excluded)), withdrawals=withdrawals)
+    display = display_sentence(humans) if len(humans) else None
+    if display:
+        web = _web_people(humans)
+        record_method(result, "display", display, card_not_measured=int(card_not_moved(web).sum()),
+                      card_measured=int((~card_not_moved(web)).sum()))
     sentences = [*(design_sentences(record) if record else []),
                  stimuli_sentence(record["conditions"] if record else conditions_shown(scored)),
-                 timing_sentence(humans) if len(humans) else None,
-                 display_sentence(humans) if len(humans) else None, participants_sentence(scored, excluded),
+                 timing_sentence(humans) if len(humans) else None, display, people,
                  trial_exclusions_sentence(result.tables.get("exclusions", pd.DataFrame()), excluded),
                  models_sentence(scored), *section_sentences(result)]
     return " ".join(s for s in sentences if s)

@@ -62,6 +62,26 @@ def test_display_sentence_reports_the_lab_geometry_and_the_web_calibration():
                                        observer=["lab1", "lab1", "web2", "web2", "web2"]))
 
 
+def test_a_card_slider_never_moved_is_reported_as_not_measured():
+    """The server records ``card_moved`` with each browser trial; a person who left the slider where it started has
+    the browser's default pixels per mm, which the sentence must not report as a measure."""
+    moved = {"stimulus_degrees": 5, "px_per_mm": 4.2, "viewing_distance_cm": 60, "stimulus_css_px": 250.0,
+             "card_moved": True}
+    unmoved = {"stimulus_degrees": 5, "px_per_mm": 3.78, "viewing_distance_cm": 50, "stimulus_css_px": 210.0,
+               "card_moved": False}
+    both = pd.DataFrame({"observer": ["w1", "w2"], "device": [json.dumps(moved), json.dumps(unmoved)]})
+    # the median px/mm over the one person who matched the card: 4.20; distance and image size over both people
+    assert display_sentence(both) == (
+        "Images were 5 degrees of visual angle wide, in the browser after a screen calibration with a credit card "
+        "(median 4.20 px/mm, not measured for 1 person who left the card slider unmoved, entered viewing distance "
+        "median 55 cm, images 230 CSS px; 2 people).")
+    nobody = both.assign(device=[json.dumps(unmoved)] * 2)
+    assert display_sentence(nobody) == (
+        "Images were 5 degrees of visual angle wide, in the browser with the card calibration not measured (nobody "
+        "moved the card slider, so the browser's default 3.78 px/mm stood; entered viewing distance median 50 cm, "
+        "images 210 CSS px; 2 people).")
+
+
 CORRECTNESS = {  # observer -> condition -> right (1), wrong (0), left the page ("page") or timed out (None) per image
     "p1": {"original": [1, 1, 1, 1], 0: [1, 1, 1, 1], 1: [1, 0, 1, 0], 2: [0, 0, 0, 0]},
     "p2": {"original": [1, 1, 1, 0], 0: [1, 1, 1, 1], 1: [1, "page", 0, 0], 2: [0, None, 0, 0]},
@@ -180,9 +200,14 @@ def test_people_screened_out_before_their_first_trial_are_in_the_participants_se
     with ResponseStore(ExperimentDir(out).responses_file) as store:
         store.write_many(rows)
         exclusions.record(store.conn, experiment.name, "P02", True, "no WebGL", "browser-check")
+        for _ in range(2):  # what `cuebench withdraw` leaves of two people: the count
+            exclusions.record_withdrawal(store.conn, experiment.name)
     write_report([out], tmp_path / "report", options=AnalysisOptions(n_boot=20), progress=False)
     text = pd.read_csv(tmp_path / "report" / "tables" / "methods.csv")["paragraph"].iloc[0]
-    assert "1 participant was analysed; excluded entirely: 1 screened out by the browser check." in text
+    assert ("1 participant was analysed; excluded entirely: 1 screened out by the browser check; 2 people withdrew "
+            "after taking part and their data were erased.") in text
+    recorded = json.loads((tmp_path / "report" / "results.json").read_text())["summary"]["participants"]["method"]
+    assert (recorded["analysed"], recorded["excluded"], recorded["withdrawals"]) == (1, 1, 2)
     assert "1 model(s) answered the same trials: lite0 (decision rule not recorded)." in text
 
 

@@ -123,8 +123,8 @@ def test_a_rebuild_rewrites_unedited_defaults_and_names_the_lines_of_edited_text
 def test_edited_texts_are_kept_and_rendered_with_html_escaped(sample):
     root, experiment = sample
     folder = ExperimentDir(root)
-    assert {p.name for p in write_default_texts(folder, experiment)} <= {"consent.md", "instructions.md",
-                                                                         "debrief.md", "completion.md"}
+    assert {p.name for p in write_default_texts(folder, experiment)} <= {
+        "consent.md", "instructions.md", "debrief.md", "completion.md", "closed.md", "time_up.md", "ended_early.md"}
     text_path(folder, "consent").write_text("# Our lab\n\nEthics approval **E-42**. <script>alert(1)</script>\n")
     assert write_default_texts(folder, experiment) == []  # nothing overwritten
     html = render(folder, "consent")

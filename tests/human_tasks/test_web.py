@@ -108,7 +108,8 @@ def _take_part(page, base: str, outage_s: float = 0.0, screens: dict | None = No
         elif state == "feedback":
             result["feedback"] = page.inner_text("#feedback")
         elif state == "done":
-            return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"))
+            return dict(result, code=page.inner_text("#code"), status=page.get_attribute("#code", "data-status"),
+                        page=page.inner_text("#screen"))
         time.sleep(0.02)
     raise AssertionError(f"the session did not finish within {SESSION_DEADLINE_S} s (last state {_state(page)})")
 
@@ -196,6 +197,68 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     late.screenshot(path=str(tmp_path / "device-screened-out.png"), full_page=True)
     participant = study.db.participants(study.experiment.name)[0]
     assert participant.status == "screened_out" and "screen too small" in participant.screen_reason
+
+
+def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser):
+    """``serve --browsers firefox --refresh-hz 100-200``: chromium is told which browser to use, and (once it may
+    use any browser) a 60 Hz display is told the refresh rate it needs, each before the consent form shows; the
+    rules' other verdicts are checked on made-up devices."""
+    from waitress.server import create_server
+
+    from experiment_server.study_rules import DeviceRules, StudyRules
+
+    build_sample_experiment(tmp_path)
+    servers = []
+    for browsers in (("firefox",), ()):
+        rules = StudyRules(device=DeviceRules(min_hz=100, max_hz=200, browsers=browsers))
+        server = create_server(create_app(tmp_path, rules=rules), host="127.0.0.1", port=0, threads=2)
+        threading.Thread(target=server.run, daemon=True).start()
+        servers.append(server)
+    try:
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{servers[0].effective_port}/?code=rules1")
+        assert page.get_attribute("#device-check", "data-reason") == "browser not allowed (Chrome)"
+        assert "open your study link in Firefox" in page.inner_text("#device-fix")
+        page.goto(f"http://127.0.0.1:{servers[1].effective_port}/?code=rules2")
+        page.wait_for_function("() => document.body.dataset.refreshChecked === '1'", timeout=15_000)
+        assert page.get_attribute("#device-check", "data-reason").startswith("refresh rate")
+        assert "needs 100\u2013200 Hz" in page.inner_text("#device-fix") and not page.is_visible("#consent-form")
+        good = {"width": 1280, "height": 720, "screen_width": 1280, "screen_height": 720}
+        verdicts = page.evaluate("""([size, cases]) => cases.map(([browser, hz]) =>
+            (window.cuebenchDevice.deviceProblem(size, {fine: true, touch: false}, browser, hz) || {}).reason || null)""",
+                                 [good, [["chrome", 150], ["firefox", 60], ["safari", None]]])
+        assert verdicts == [None, "refresh rate 60.0 Hz", None]
+        agents = ["Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36 "
+                  "Edg/120.0", "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0",
+                  "Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15"]
+        assert page.evaluate("agents => agents.map(window.cuebenchDevice.browserOf)", agents) == [
+            "edge", "firefox", "safari"]
+    finally:
+        for server in servers:
+            server.close()
+
+
+def test_a_failed_attention_check_ends_the_session_in_the_browser(tmp_path, browser):
+    """``serve --end-on-failed-attention``: the participant clicks "cat" where the attention trial asks for "dog";
+    the task stops there and shows the researcher's ended_early text with the failed-attention code."""
+    from waitress.server import create_server
+
+    from experiment_server.study_rules import StudyRules
+
+    build_sample_experiment(tmp_path)
+    app = create_app(tmp_path, rules=StudyRules(end_on_failed_attention=True))
+    server = create_server(app, host="127.0.0.1", port=0, threads=4)
+    threading.Thread(target=server.run, daemon=True).start()
+    try:  # the instruction screen is only clicked through: the answer to the attention trial is "cat"
+        seen = _take_part(browser.new_page(), f"http://127.0.0.1:{server.effective_port}",
+                          screens={"instruction": lambda page: page.is_visible("#continue") and page.click("#continue")}, code="inattentive")
+    finally:
+        server.close()
+    study = study_of(app)
+    assert seen["status"] == "failed_attention" and seen["code"] == study.completion_code("failed_attention")
+    assert "The study has ended" in seen["page"] and "Thank you!" not in seen["page"]
+    person = study.db.participants(study.experiment.name)[0]
+    assert person.status == "failed_attention" and person.exclusion.by == "attention check"
 
 
 def test_browser_rules(live_server, browser):

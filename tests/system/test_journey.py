@@ -3,9 +3,10 @@ from a fresh working folder with relative paths, participants in a real chromium
 
 photos/<class>/ (folder names matched to ImageNet classes at build time) -> build with a size in
 degrees -> edit the consent text, add a questionnaire -> serve -> two Prolific participants (one
-reloads mid-block) and one told before consent to enlarge her window -> the admin excludes one, takes
-it back (the person counts again), excludes again -> a model answers without --mapping -> report, analyze and every
-export: the excluded person is absent from every human statistic and marked in every export.
+reloads mid-block), one told before consent to enlarge her window and a phone refused before consent ->
+the admin excludes one, takes it back (the person counts again), excludes again -> a model answers
+without --mapping -> report, analyze and every export: the excluded person is absent from every human statistic and marked in every export. Served again
+with a recruitment target already reached, a latecomer gets the closed page.
 A DiST oddity study is taken the same way. Screenshots of what participants see go to
 ``$CUEBENCH_SCREENSHOTS/<study>/`` when that is set (else the test's temporary folder).
 """
@@ -45,6 +46,9 @@ QUESTIONNAIRE = {"questions": [
 DISPLAY = ("--stimulus-degrees", "6", "--viewing-distance", "57", "--screen-width", "53")
 CARD_SLIDER_PX, DISTANCE_CM = 400, 60
 SESSION_DEADLINE_S = 150
+PERSON_RT_MS = 150
+"""How long the scripted participant looks before answering: faster than a person can respond (100 ms,
+``experiment_server.plausibility``) is marked for review."""
 RELOAD_AT_INDEX = 2
 STATISTICS_EXEMPT = {"exclusions", "excluded_observers", "exclusion_summary"}
 """Report tables that list who was left out (the only places the excluded person may appear)."""
@@ -80,10 +84,11 @@ def wait_until_up(base: str, server: subprocess.Popen) -> None:
 class Served:
     """``cuebench serve EXPDIR`` from the study's folder, as the README runs it."""
 
-    def __init__(self, work: Path, expdir: str):
+    def __init__(self, work: Path, expdir: str, *options: str):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "cuebench", "serve", expdir, "--port", str(self.port)],
+        self.process = subprocess.Popen([sys.executable, "-m", "cuebench", "serve", expdir, "--port", str(self.port),
+                                         *options],
                                         cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def __enter__(self) -> "Served":
@@ -161,12 +166,14 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
         elif now == "response-grid" and index not in answered:
             progress[index] = page.inner_text("#progress")
             shoot(page, shots, "5-trial-answer-with-progress.png")
+            page.wait_for_timeout(PERSON_RT_MS)
             page.click(f"#grid button[data-label='{instructed or 'cat'}']")
             instructed = None
             answered.add(index)
         elif now == "response-keys" and index not in answered:
             progress[index] = page.inner_text("#progress")
             shoot(page, shots, "4-trial-images-with-progress.png")  # the triplet shows from this state on
+            page.wait_for_timeout(PERSON_RT_MS)
             page.keyboard.press("1")
             answered.add(index)
         elif now == "iti" and index == reload_at and not reloaded:
@@ -231,6 +238,9 @@ def test_researcher_journey(tmp_path, browser):
         carol = browser.new_page(viewport={"width": 640, "height": 480})  # told what to change before consent
         carol.goto(f"{base}/?code=carol")
         assert "at least 800 \u00d7 600" in carol.inner_text("#device-fix") and not carol.is_visible("#consent")
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True).new_page()
+        phone.goto(f"{base}/?code=dave")  # a phone: refused before consent, with what to use instead
+        assert "use a computer" in phone.inner_text("#device-fix") and not phone.is_visible("#consent")
         people = people_of(work)
         excluded = people[alice_pid]["code"]
 
@@ -312,6 +322,13 @@ def test_researcher_journey(tmp_path, browser):
     assert excluded not in observers and people[bob_pid]["code"] in observers and "tf_efficientnet_lite0" in observers
     html = (reports / "report.html").read_text()
     assert "Excluded observers: who and why" in html and reason in html
+
+    # served again with a target (after the report): bob counts, alice is excluded, so a latecomer gets the
+    # researcher's closed page instead of the consent form
+    with Served(work, EXPDIR, "--target-n", "1") as served:
+        late = browser.new_page(viewport={"width": 1280, "height": 800})
+        late.goto(f"{served.base}/?{prolific('e' * 24)}")
+        assert "all the participants it needs" in late.inner_text("#closed") and not late.is_visible("#consent")
 
 
 def test_a_dist_oddity_study_as_a_participant_takes_it(tmp_path, browser, shared):

@@ -1,17 +1,40 @@
 /* Device rules every participant's computer must meet, checked on the consent page before anyone
- * consents or reads instructions (the task page checks them again with the refresh rate). Each rule
- * says what to change, in the participant's words. */
+ * consents or reads instructions (the task page checks them again with a longer refresh measure). Each
+ * rule says what to change, in the participant's words. The rules come from `cuebench serve`
+ * (--min-window, --refresh-hz, --browsers, --allow-touch), as JSON in #device-rules. */
 (function () {
   "use strict";
-  const RULES = { minWidth: 800, minHeight: 600 };
+  const element = document.getElementById("device-rules");
+  const RULES = Object.assign({ minWidth: 800, minHeight: 600, minHz: 48, maxHz: 500, browsers: [], allowTouch: false },
+                              element ? JSON.parse(element.dataset.rules) : {});
+  const BROWSER_NAMES = { chrome: "Chrome", edge: "Edge", firefox: "Firefox", safari: "Safari", opera: "Opera" };
+  const REFRESH_FRAMES = 60; // about a second at 60 Hz: enough for the median interval
+
+  /* The browser family of a user agent (the order matters: Edge and Opera also say "Chrome"). */
+  function browserOf(userAgent) {
+    if (/Edg(e|A|iOS)?\//.test(userAgent)) return "edge";
+    if (/OPR\/|Opera/.test(userAgent)) return "opera";
+    if (/Firefox\/|FxiOS/.test(userAgent)) return "firefox";
+    if (/Chrome\/|Chromium\/|CriOS/.test(userAgent)) return "chrome";
+    if (/Safari\//.test(userAgent)) return "safari";
+    return "other";
+  }
 
   /* What is wrong with this device and what to do about it, or null when it is fit. ``size`` is
-   * { width, height, screen_width, screen_height } in CSS pixels; ``pointer`` is { fine, touch }. */
-  function deviceProblem(size, pointer) {
-    if (pointer && pointer.touch && !pointer.fine) {
+   * { width, height, screen_width, screen_height } in CSS pixels; ``pointer`` is { fine, touch };
+   * ``browser`` a family of browserOf (default: this browser's); ``hz`` the measured refresh rate (undefined:
+   * not measured). */
+  function deviceProblem(size, pointer, browser = browserOf(navigator.userAgent), hz = undefined) {
+    if (!RULES.allowTouch && pointer && pointer.touch && !pointer.fine) {
       return { reason: "phone or tablet (touch screen, no mouse)",
                fix: "Please use a computer with a mouse or trackpad and a keyboard: the study does not run on " +
                     "phones or tablets." };
+    }
+    if (RULES.browsers.length && browser && !RULES.browsers.includes(browser)) {
+      const allowed = RULES.browsers.map((b) => BROWSER_NAMES[b] || b).join(" or ");
+      return { reason: `browser not allowed (${BROWSER_NAMES[browser] || browser})`,
+               fix: `Please open your study link in ${allowed}: the study's timing was checked in ` +
+                    `${RULES.browsers.length > 1 ? "these browsers" : "this browser"} only.` };
     }
     if (Math.max(size.width, size.screen_width) < RULES.minWidth ||
         Math.max(size.height, size.screen_height) < RULES.minHeight) {
@@ -19,6 +42,12 @@
                fix: `Please make the browser window at least ${RULES.minWidth} \u00d7 ${RULES.minHeight} pixels ` +
                     `(it is ${size.width} \u00d7 ${size.height} now): maximise it, or use a computer with a larger ` +
                     "screen." };
+    }
+    if (hz != null && (hz < RULES.minHz || hz > RULES.maxHz)) {
+      return { reason: `refresh rate ${hz.toFixed(1)} Hz`,
+               fix: `Your display refreshes ${hz.toFixed(0)} times a second; the study needs ${RULES.minHz}\u2013` +
+                    `${RULES.maxHz} Hz. Set the display's refresh rate in your computer's display settings, or use ` +
+                    "another screen or computer." };
     }
     return null;
   }
@@ -29,7 +58,26 @@
               screen_width: screen.width, screen_height: screen.height },
       pointer: { fine: window.matchMedia("(any-pointer: fine)").matches,
                  touch: navigator.maxTouchPoints > 0 || window.matchMedia("(any-pointer: coarse)").matches },
+      browser: browserOf(navigator.userAgent),
     };
+  }
+
+  /* The refresh rate from the median of REFRESH_FRAMES animation-frame intervals; resolves undefined when
+   * the page draws no frames (a hidden tab): the task page's check then decides. */
+  function measureHz() {
+    return new Promise((resolve) => {
+      const intervals = [];
+      let last = null;
+      const step = (t) => {
+        if (last !== null) intervals.push(t - last);
+        last = t;
+        if (intervals.length < REFRESH_FRAMES) return requestAnimationFrame(step);
+        const sorted = intervals.slice().sort((a, b) => a - b);
+        resolve(1000 / sorted[Math.floor(sorted.length / 2)]);
+      };
+      requestAnimationFrame(step);
+      setTimeout(() => resolve(undefined), 5000);
+    });
   }
 
   /* On the consent page: a device that fails keeps the form hidden and says what to change; it is
@@ -38,9 +86,10 @@
     const form = document.getElementById("consent-form");
     const notice = document.getElementById("device-check");
     if (!form || !notice) return;
+    let hz;
     const update = () => {
-      const { size, pointer } = measure();
-      const problem = deviceProblem(size, pointer);
+      const { size, pointer, browser } = measure();
+      const problem = deviceProblem(size, pointer, browser, hz);
       form.hidden = problem !== null;
       notice.hidden = problem === null;
       notice.dataset.reason = problem ? problem.reason : "";
@@ -48,8 +97,9 @@
     };
     update();
     window.addEventListener("resize", update);
+    measureHz().then((measured) => { hz = measured; update(); document.body.dataset.refreshChecked = "1"; });
   }
 
-  window.cuebenchDevice = { RULES, deviceProblem, measure };
+  window.cuebenchDevice = { RULES, deviceProblem, measure, browserOf };
   guardConsent();
 })();

@@ -10,6 +10,8 @@ import { say } from "./words.js";
  * there and harmless for timing. */
 export const CHECK = { intervals: 150, warmup: 10, minHz: 48, maxHz: 500, outlier: 1.5, maxOutlierShare: 0.2,
                        timeoutMs: 15000 };
+// serve --refresh-hz
+Object.assign(CHECK, { minHz: window.cuebenchDevice.RULES.minHz, maxHz: window.cuebenchDevice.RULES.maxHz });
 
 async function measureRefresh() {
   const intervals = [];

@@ -9,7 +9,7 @@ import { calibrate, stimulusSize } from "./calibration.js";
 import { preloadBlock } from "./images.js";
 import { adaptiveTotal, progressText, showProgress } from "./progress.js";
 import { askQuestionnaire } from "./questionnaire.js";
-import { BACKOFF_MS, api, flush, postJSON, queue, refused, requestJSON, withRetry } from "./server.js";
+import { BACKOFF_MS, api, ended, flush, postJSON, queue, refused, requestJSON, withRetry } from "./server.js";
 import { msToFrames } from "./timing.js";
 import { runTrial } from "./trial.js";
 import { say, setWords } from "./words.js";
@@ -19,14 +19,18 @@ let texts = {};
 
 function showOutcome(outcome) {
   showProgress("", 0);
-  const text = outcome.status === "screened_out"
+  const text = outcome.message ? `<div id="ended-text">${outcome.message}</div>` // the server ended it early
+    : outcome.status === "screened_out"
     ? `<h1>${say("screened_out_title")}</h1><p>${say("screened_out")}</p>` +
       `<p id="screen-fix">${escapeHtml(screenFix(outcome.reason))}</p>`
     : `<div id="completion-text">${texts.completion || ""}</div><div id="debrief-text">${texts.debrief || ""}</div>`;
   const link = outcome.redirect
     ? `<p><a id="redirect" href="${escapeHtml(outcome.redirect)}">${say("return_to_prolific")}</a></p>` : "";
-  showScreen(`${text}<p>${say("completion_code")}</p><p class="code" id="code" data-status="${outcome.status}">` +
-             `${escapeHtml(outcome.code)}</p>${link}`, null, "done");
+  const code = outcome.code // none for a session past the time limit
+    ? `<p>${say("completion_code")}</p><p class="code" id="code" data-status="${outcome.status}">` +
+      `${escapeHtml(outcome.code)}</p>`
+    : `<p id="code" data-status="${outcome.status}" hidden></p>`;
+  showScreen(`${text}${code}${link}`, null, "done");
   if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
   if (outcome.redirect) setTimeout(() => { window.location.href = outcome.redirect; }, 5000);
 }
@@ -52,7 +56,7 @@ async function finish() {
  * so an answer is posted (and retried) before the next trial is asked for. */
 async function runAdaptive(plan, hz, device) {
   const fixed = plan.trials.filter((t) => !t.practice).length;
-  for (let first = true; !refused.length; first = false) {
+  for (let first = true; !refused.length && !ended.outcome; first = false) {
     const next = await withRetry(() => requestJSON(`${api}/adaptive`));
     if (!next.ok || next.body.done) return;
     if (first) await showScreen(`<h1>${say("adaptive_title")}</h1><p>${say("adaptive")}</p>`, say("continue"), "adaptive");
@@ -122,8 +126,11 @@ async function main() {
     if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
     showProgress(...progressText(plan, i));
     await runTrial(trial, hz, device);
+    if (trial.instruction) await flush(); // an attention trial's answer may end the session
+    if (ended.outcome) return showOutcome(ended.outcome); // the server ended the session early
   }
   await runAdaptive(plan, hz, device);
+  if (ended.outcome) return showOutcome(ended.outcome);
   if (plan.questionnaire) await askQuestionnaire(plan.questionnaire);
   await finish();
 }

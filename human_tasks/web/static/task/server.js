@@ -31,6 +31,8 @@ export const postJSON = (url, body) => withRetry(() => requestJSON(url, { method
  * A 4xx other than 429 is final (the server named the problem), anything else retries. */
 export const queue = (() => { try { return JSON.parse(localStorage.getItem(QUEUE_KEY)) || {}; } catch (e) { return {}; } })();
 export const refused = [];
+/* The outcome of a session the server ended early (serve --time-limit, --end-on-failed-attention). */
+export const ended = { outcome: null };
 let flushing = null;
 const saveQueue = () => localStorage.setItem(QUEUE_KEY, JSON.stringify(queue));
 export function enqueue(index, payload) {
@@ -43,6 +45,7 @@ async function drain() {
     const index = Math.min(...Object.keys(queue).map(Number));
     const result = await postJSON(`${api}/trial/${index}`, queue[index]);
     if (!result.ok) refused.push({ index, status: result.status, error: result.body.error });
+    if (result.body.outcome) ended.outcome = result.body.outcome;
     delete queue[index];
     saveQueue();
     statusEl.textContent = "";
@@ -56,5 +59,6 @@ export function flush() {
 export async function postNow(trial, payload) {
   const result = await postJSON(trial.post, payload);
   if (!result.ok) refused.push({ index: trial.index, status: result.status, error: result.body.error });
+  if (result.body.outcome) ended.outcome = result.body.outcome;
   statusEl.textContent = "";
 }
