@@ -3,6 +3,9 @@
 - a cut of the DiST release in its own layout (``dist_subset``);
 - a plug-in package installed only by being on PYTHONPATH (``plugin_package``: its dist-info names the
   entry points);
+- the docs' one-file observer (``observer_example``), three classes of DiST photos (``three_class_photos``),
+  a command run in this process (``cuebench_in_process``: spares a torch start-up per command);
+- a participant's and the admin's requests to a Flask test client (``start``, ``plan``, ``login``, ...);
 - a labelled segmentation set and two tiny segmenters trained on it in seconds:
 
 The set: 64 x 64 photos of a disk and a square on a background, each region with its own
@@ -20,12 +23,20 @@ one cue each through a fixed front end and learn only a per-pixel linear head:
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import io
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIN_PASSWORD = "correct horse battery"
+"""The admin password the server tests set."""
 
 CLASSES = ["background", "disk", "square"]
 LUMINANCE = (70, 190, 130)
@@ -161,3 +172,64 @@ def plugin_package(root: Path, name: str, entry_points: dict[str, dict[str, str]
     for filename, code in modules.items():
         (root / filename).write_text(code)
     return root
+
+
+def observer_example() -> str:
+    """The one-file observer of docs/models.md ("Adding an observer"), so the docs run as written."""
+    text = (REPO / "docs" / "models.md").read_text(encoding="utf-8").split("<!-- observer-example -->", 1)[1]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def three_class_photos(shared, folder, per_class: int = 4):
+    """DiST originals of two bird classes and the wine bottle (``per_class`` each) with labels.csv:
+    classes of two 16-class categories, so that cue-conflict trials exist for them."""
+    rows = [row for row in csv.DictReader((shared / "data" / "dist" / "labels.csv").open(encoding="utf-8"))]
+    folder.mkdir()
+    chosen = [(row["image"], row["imagenet_index"]) for index in ("87", "82", "907")
+              for row in [r for r in rows if r["imagenet_index"] == index][:per_class]]
+    for image, _ in chosen:
+        (folder / f"{image}.jpg").symlink_to(shared / "data" / "dist" / "original" / f"{image}.jpg")
+    with (folder / "labels.csv").open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([("image", "imagenet_index"), *chosen])
+    return folder
+
+
+def cuebench_in_process(cwd: Path, *args: str) -> str:
+    """``cuebench ARGS`` run in ``cwd`` as the command line runs it (in this process, to spare a start-up of
+    torch per command); its printed output."""
+    from cuebench_app.cli import main
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.chdir(cwd)
+        assert main(list(args)) == 0
+    return out.getvalue()
+
+
+# ------------------------------------------- a participant's and the admin's requests to a test client
+
+
+def consent_nonce(client) -> str:
+    """The start form's nonce from the consent page (it also gives the client its browser cookie)."""
+    from experiment_server.simulate import NONCE
+
+    return NONCE.search(client.get("/").get_data(as_text=True)).group(1)
+
+
+def start(client, **params) -> str:
+    response = client.post("/start", data={"consent": "yes", "start_nonce": consent_nonce(client), **params})
+    assert response.status_code == 303, response.data
+    return response.headers["Location"].rsplit("/", 1)[1]
+
+
+def plan(client, token) -> dict:
+    response = client.get(f"/api/session/{token}")
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def login(client) -> None:
+    page = client.get("/admin/login")
+    token = page.get_data(as_text=True).split('name="csrf_token" value="')[1].split('"')[0]
+    r = client.post("/admin/login", data={"password": ADMIN_PASSWORD, "csrf_token": token})
+    assert r.status_code == 302, r.data

@@ -114,7 +114,7 @@ def test_map_and_reliance_of_a_constructed_response_table():
 def test_a_multi_label_set_builds_without_a_single_answer_and_a_model_is_scored_by_map(photos, tmp_path):
     from analysis.load import load_responses
     from cuebench.expdir import ExperimentDir
-    from test_labelled_sets import cuebench
+    from support import cuebench_in_process as cuebench
 
     assert category_labels(" car; road ") == ("car", "road") and single_answer("car;road") is None
     names = sorted(photos)[:4]

@@ -49,7 +49,7 @@ def test_a_typo_in_a_live_edit_keeps_participants_going_and_shows_on_the_admin_p
     valid questionnaire and can answer it, the admin page shows the fault, and the log says it once."""
     from experiment_server.admin import set_admin_password
     from experiment_server.study import study_of
-    from test_server import consent_nonce, login, plan, start
+    from support import consent_nonce, login, plan, start
 
     build_sample_experiment(tmp_path)
     write(tmp_path, [{"id": "age", "kind": "number", "prompt": "Your age", "min": 18, "max": 99}])

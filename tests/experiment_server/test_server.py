@@ -25,12 +25,12 @@ from experiment_server.app import create_app
 from experiment_server.study import ServerSetupError, study_of
 from cuebench.trial_types import RESPONSES, cards
 from cuebench.trial_types.oddity import Oddity
-from experiment_server.simulate import NONCE, measured_display
+from experiment_server.simulate import measured_display
+from support import ADMIN_PASSWORD as PASSWORD, consent_nonce, login, plan, start
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
-PASSWORD = "correct horse battery"
 PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "feedback", "block", "break_before", "images", "mask",
                    "choices", "grid", "instruction", "timing", "response", "numbered", "prompt", "keys"}
 
@@ -60,23 +60,6 @@ def env(template, tmp_path):
     clock = Clock()
     app = create_app(root, clock=clock, reservation_seconds=60)
     return app, app.test_client(), clock
-
-
-def consent_nonce(client) -> str:
-    """The start form's nonce from the consent page (it also gives the client its browser cookie)."""
-    return NONCE.search(client.get("/").get_data(as_text=True)).group(1)
-
-
-def start(client, **params) -> str:
-    response = client.post("/start", data={"consent": "yes", "start_nonce": consent_nonce(client), **params})
-    assert response.status_code == 303, response.data
-    return response.headers["Location"].rsplit("/", 1)[1]
-
-
-def plan(client, token) -> dict:
-    response = client.get(f"/api/session/{token}")
-    assert response.status_code == 200
-    return response.get_json()
 
 
 def answer(trial: dict, response: str | None = None, **overrides) -> dict:
@@ -222,7 +205,9 @@ def test_a_second_session_with_the_same_prolific_id_is_its_own_and_marked_for_re
     study = study_of(app)
     people = study.db.participants(study.experiment.name)
     assert first != second and len(people) == 2
-    assert ["SESSION_ID one:" in people[0].review_reason, "SESSION_ID two:" in people[1].review_reason] == [True, True]
+    # both started at the same (injected) time, so their order is their random codes'
+    assert all(f"SESSION_ID {p.prolific_session}:" in p.review_reason for p in people)
+    assert {p.prolific_session for p in people} == {"one", "two"}
     bare = client.post("/start", data={"consent": "yes", "PROLIFIC_PID": "abc123", "start_nonce": consent_nonce(client)})
     assert bare.status_code == 400 and b"SESSION_ID" in bare.data
 
@@ -357,13 +342,6 @@ def test_assignment_balanced_when_sessions_are_abandoned(env):
 
 
 # ---------------------------------------------------------------- admin
-
-
-def login(client) -> None:
-    page = client.get("/admin/login")
-    token = page.get_data(as_text=True).split('name="csrf_token" value="')[1].split('"')[0]
-    r = client.post("/admin/login", data={"password": PASSWORD, "csrf_token": token})
-    assert r.status_code == 302, r.data
 
 
 def csrf_of(client, path="/admin/") -> str:

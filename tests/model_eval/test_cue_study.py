@@ -5,7 +5,6 @@ checkpoints of every common layout answering trials through ``cuebench eval``.""
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -21,6 +20,7 @@ import torch
 from PIL import Image
 
 from conftest import REPO
+from support import three_class_photos
 from cuebench_app.cli import main
 from cuebench.imagenet16 import IMAGENET16_INDICES
 from model_eval.models import WeightsMismatch, load_model
@@ -256,20 +256,6 @@ def test_cuebench_eval_names_the_shapes_of_a_checkpoint_that_does_not_fit(tmp_pa
     assert len(lines) == 1 and lines[0].startswith("cuebench eval: error: checkpoint ")
     assert "fc.weight has shape (3, 96), test_resnet's has (1000, 96)" in lines[0]
     assert "original_classes" in lines[0] and "imagenet_indices" in lines[0]
-
-
-def three_class_photos(shared, folder, per_class: int = 4):
-    """DiST originals of two bird classes and the wine bottle (``per_class`` each) with labels.csv:
-    classes of two 16-class categories, so that cue-conflict trials exist for them."""
-    rows = [row for row in csv.DictReader((shared / "data" / "dist" / "labels.csv").open(encoding="utf-8"))]
-    folder.mkdir()
-    chosen = [(row["image"], row["imagenet_index"]) for index in ("87", "82", "907")
-              for row in [r for r in rows if r["imagenet_index"] == index][:per_class]]
-    for image, _ in chosen:
-        (folder / f"{image}.jpg").symlink_to(shared / "data" / "dist" / "original" / f"{image}.jpg")
-    with (folder / "labels.csv").open("w", newline="", encoding="utf-8") as fh:
-        csv.writer(fh).writerows([("image", "imagenet_index"), *chosen])
-    return folder
 
 
 @pytest.mark.slow

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,17 +17,10 @@ from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
 from cuebench.trials import NOT_CLEAR
-from support import dist_subset, plugin_package
+from support import dist_subset, observer_example, plugin_package
 
 DIST_TRIPLETS = 4
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
-
-
-def observer_example() -> str:
-    """The one-file observer of docs/models.md ("Adding an observer"), so the docs run as written."""
-    text = DOCS.read_text(encoding="utf-8").split("<!-- observer-example -->", 1)[1]
-    return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.fixture(scope="module")

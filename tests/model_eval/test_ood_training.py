@@ -15,7 +15,7 @@ import pytest
 from cuebench_app.cli import main
 from model_eval.training.jobs import TrainingError
 from model_eval.training.ood_eval import OodSchedule, OodSet, experiment_set, plan
-from test_cue_study import three_class_photos
+from support import three_class_photos
 
 
 def test_schedules_name_the_epochs_they_answer_at(tmp_path):

@@ -17,22 +17,9 @@ from PIL import Image
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16
 
+from support import cuebench_in_process as cuebench
+
 GEIRHOS_SETS = ("edges", "silhouettes")
-
-
-def cuebench(cwd: Path, *args: str) -> str:
-    """``cuebench ARGS`` run in ``cwd`` as the command line runs it (in this process, to spare a start-up of
-    torch per command); its printed output."""
-    import contextlib
-    import io
-
-    from cuebench_app.cli import main
-
-    out = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
-        patch.chdir(cwd)
-        assert main(list(args)) == 0
-    return out.getvalue()
 
 
 def first_of_each_class(source: Path, target: Path) -> Path:

@@ -25,7 +25,7 @@ from cuebench.responses import ResponseStore
 from cuebench.trials import AssignmentPlan, Experiment, LabelSet, Schedule
 from experiment_server.simulate import ServerProcess, free_port
 from support import plugin_package
-from test_observers import observer_example
+from support import observer_example
 
 ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
