@@ -80,16 +80,17 @@ def run(args) -> int:
 
 
 def evaluate(experiment, specs: list[str], settings: dict, executor: str = "local",
-             executor_options: list[str] = (), progress: bool = True):
+             executor_options: list[str] = (), progress: bool = True, loaded: dict | None = None):
     """``cuebench eval``'s work without its printing: every spec answers every trial it has not answered yet,
-    here or on the executor (``settings``: ``evaluate_experiment``'s keyword arguments); the summary."""
+    here or on the executor (``settings``: ``evaluate_experiment``'s keyword arguments); the summary.
+    ``loaded``: observers kept between calls here (``evaluate_experiment``); shards load their own."""
     from cuebench.executors import parse_executor
 
     from .evaluate import evaluate_experiment
 
     spec = parse_executor(executor, list(executor_options))
     if spec.name == "local" and not spec.options:
-        return evaluate_experiment(experiment, specs, progress=progress, **settings)
+        return evaluate_experiment(experiment, specs, progress=progress, loaded=loaded, **settings)
     from .eval_shards import evaluate_sharded
 
     return evaluate_sharded(experiment, specs, settings, spec)

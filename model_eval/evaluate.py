@@ -73,7 +73,7 @@ class EvalSummary:
 def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None, batch_size: int = 64,
                         device: str = "auto", policy: str = DEFAULT_POLICY, progress: bool = True,
                         mapping_file: str | Path | None = None, workers: int | None = None,
-                        database: str | None = None) -> EvalSummary:
+                        database: str | None = None, loaded: dict[str, Observer] | None = None) -> EvalSummary:
     """Let each model answer every trial of ``expdir`` it has not answered yet; return the accuracy summary.
 
     ``rule`` replaces the default rule of its trial type (classification: ``16class-mean``;
@@ -83,6 +83,8 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     GPU machine, none on a CPU). Models run one after the other; each one's answers are
     committed as its batches finish.
     ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
+    ``loaded``: spec -> observer already loaded on ``device``, kept between calls: a spec found there is
+    not loaded again, one loaded here is added (``cuebench benchmark`` loads each model once per run).
     """
     if not model_specs:
         raise ModelError("no model to evaluate: give at least one model spec NAME[:WEIGHTS]")
@@ -108,7 +110,9 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     with ResponseStore(database or expdir.responses_file) as store:
         for spec in dict.fromkeys(model_specs):
             start = time.perf_counter()
-            observer = load_observer(spec, device)
+            observer = loaded[spec] if loaded is not None and spec in loaded else load_observer(spec, device)
+            if loaded is not None:
+                loaded[spec] = observer
             observer.prepare(experiment)
             observer.decisions = table.prepared(observer, experiment, mapping_file)
             seconds_loading = time.perf_counter() - start
