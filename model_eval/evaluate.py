@@ -9,7 +9,7 @@ person's answer would be; accuracy summaries count only the scored (``test``) tr
 Stimuli are decoded once per experiment into a uint8 cache (``stimulus_cache.py``) that
 every later run and every other model reads; each unique stimulus goes through a model
 once, resized, cropped and normalised in its batch on the model's device
-(``preprocess.DevicePreprocess``). On a GPU the model runs channels-last under bfloat16
+(``preprocess.DevicePreprocess``). The model runs channels-last; on a GPU under bfloat16
 autocast, fed from pinned memory, and the answers to one batch are decided and stored
 while the next batch runs; on a CPU freed activation memory is kept for the next batch
 (``allocator.py``).
