@@ -5,7 +5,8 @@ scorecard per model (``analysis.scorecard``) beside the published values of the 
 Each benchmark's experiment is built once into ``CACHE/<benchmark>-<hash>/``, where the hash covers the design,
 its options and every source image's bytes: a changed stimulus set is a new benchmark version in a new
 folder, and an unchanged one is never rebuilt. Responses accumulate in that folder's response table, and a
-model that has answered every trial is not even loaded again (a warm re-run does no model work).
+model that has answered every trial is not even loaded again (a warm re-run does no model work). A model
+is loaded once per run, at the first benchmark it has trials to answer, and answers the rest with it.
 """
 
 from __future__ import annotations
@@ -85,9 +86,7 @@ def run(args) -> int:
         raise CuebenchError(f"--per-class must be at least 1, got {args.per_class}")
     shared = args.shared or Path(os.environ.get("CUEBENCH_SHARED", "../shared")).absolute()
     explicit = args.benchmarks != parser_default()
-    cards = {model: [] for model in args.models}
-    provenance = {model: [] for model in args.models}
-    loaded = {}  # each model loads once per run, not once per benchmark
+    built = []
     for name in names:
         bench = BENCHMARKS[name]
         if bench.shared and not (shared / bench.shared).is_dir():
@@ -96,10 +95,22 @@ def run(args) -> int:
                                     "(--shared or CUEBENCH_SHARED names the shared data folder)")
             print(f"{name}: skipped, {shared / bench.shared} is missing")
             continue
-        expdir, digest = prepare(name, bench, shared, args.cache, args.per_class, args.eed_steps)
-        observers = answer(expdir, args.models, args, loaded)
+        built.append((name, *prepare(name, bench, shared, args.cache, args.per_class, args.eed_steps)))
+    # here, one model at a time goes through every benchmark: it is loaded once, and only it is in memory;
+    # an executor gets all models of a benchmark at once (one shard each, each loading its own)
+    here = args.executor == "local" and not args.executor_option
+    observers = {}
+    for group in ([[model] for model in args.models] if here else [args.models]):
+        loaded = {}
+        for name, expdir, _ in built:
+            for model, observer in answer(expdir, group, args, loaded).items():
+                observers[name, model] = observer
+        del loaded
+    cards = {model: [] for model in args.models}
+    provenance = {model: [] for model in args.models}
+    for name, expdir, digest in built:
         for model in args.models:
-            entries, record = score_model(name, expdir, digest, observers[model], args.n_boot)
+            entries, record = score_model(name, expdir, digest, observers[name, model], args.n_boot)
             cards[model] += entries
             provenance[model].append(record)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -179,9 +190,9 @@ def prepare(name: str, bench: Benchmark, shared: Path, cache: Path, per_class: i
 
 
 def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) -> dict[str, dict]:
-    """Each model answers the trials it has not answered; one that answered all of them is not loaded. Returns
-    spec -> ``{"observer", "weights"}``, kept in ``scorecard_observers.json`` beside the responses. ``loaded``
-    keeps the models loaded here for the run's next benchmark."""
+    """Each model answers the trials it has not answered; one that answered all of them is not loaded, and one
+    in ``loaded`` (spec -> observer, filled as models load) is not loaded again. Returns spec ->
+    ``{"observer", "weights"}`` of ``models``, kept in ``scorecard_observers.json`` beside the responses."""
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore
     from model_eval.cli import evaluate
@@ -197,7 +208,8 @@ def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) ->
     if todo:
         settings = {"rule": None, "batch_size": args.batch_size, "device": args.device, "policy": "as-is",
                     "mapping_file": None, "workers": None, "database": None}
-        summary = evaluate(expdir, todo, settings, args.executor, args.executor_option, progress=False, loaded=loaded)
+        summary = evaluate(expdir, todo, settings, args.executor, args.executor_option, progress=False,
+                           loaded=loaded)
         for spec, run in zip(todo, summary.runs):
             known[spec] = {"observer": run.observer, "weights": run.weights_source}
             print(f"{expdir.name}: {run.observer} answered {run.answered_now} trials, {run.skipped} stored before")
@@ -205,7 +217,7 @@ def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) ->
     for spec in models:
         if spec not in todo:
             print(f"{expdir.name}: {known[spec]['observer']} has answered every trial (no model work)")
-    return known
+    return {spec: known[spec] for spec in models}
 
 
 def score_model(name: str, expdir: Path, digest: str, observer: dict, n_boot: int) -> tuple[list[dict], dict]:

@@ -83,7 +83,7 @@ def evaluate(experiment, specs: list[str], settings: dict, executor: str = "loca
              executor_options: list[str] = (), progress: bool = True, loaded: dict | None = None):
     """``cuebench eval``'s work without its printing: every spec answers every trial it has not answered yet,
     here or on the executor (``settings``: ``evaluate_experiment``'s keyword arguments); the summary.
-    ``loaded``: observers kept from one call to the next here (an executor loads its own)."""
+    ``loaded``: observers kept between calls here (``evaluate_experiment``); shards load their own."""
     from cuebench.executors import parse_executor
 
     from .evaluate import evaluate_experiment

@@ -9,7 +9,7 @@ person's answer would be; accuracy summaries count only the scored (``test``) tr
 Stimuli are decoded once per experiment into a uint8 cache (``stimulus_cache.py``) that
 every later run and every other model reads; each unique stimulus goes through a model
 once, resized, cropped and normalised in its batch on the model's device
-(``preprocess.DevicePreprocess``). On a GPU the model runs channels-last under bfloat16
+(``preprocess.DevicePreprocess``). The model runs channels-last; on a GPU under bfloat16
 autocast, fed from pinned memory, and the answers to one batch are decided and stored
 while the next batch runs; on a CPU freed activation memory is kept for the next batch
 (``allocator.py``).
@@ -73,7 +73,7 @@ class EvalSummary:
 def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None, batch_size: int = 64,
                         device: str = "auto", policy: str = DEFAULT_POLICY, progress: bool = True,
                         mapping_file: str | Path | None = None, workers: int | None = None,
-                        database: str | None = None, loaded: dict | None = None) -> EvalSummary:
+                        database: str | None = None, loaded: dict[str, Observer] | None = None) -> EvalSummary:
     """Let each model answer every trial of ``expdir`` it has not answered yet; return the accuracy summary.
 
     ``rule`` replaces the default rule of its trial type (classification: ``16class-mean``;
@@ -83,8 +83,8 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     GPU machine, none on a CPU). Models run one after the other; each one's answers are
     committed as its batches finish.
     ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
-    ``loaded``: observers already on ``device`` by spec, used and filled in, so that a caller answering
-    several experiments (``cuebench benchmark``) loads each model once.
+    ``loaded``: spec -> observer already loaded on ``device``, kept between calls: a spec found there is
+    not loaded again, one loaded here is added (``cuebench benchmark`` loads each model once per run).
     """
     if not model_specs:
         raise ModelError("no model to evaluate: give at least one model spec NAME[:WEIGHTS]")

@@ -70,6 +70,49 @@ def test_scorecard_reproduces_the_separate_commands_and_a_warm_rerun_does_no_mod
     assert [m["value"] for m in warm["metrics"]] == [m["value"] for m in card["metrics"]]
 
 
+@pytest.mark.slow
+def test_a_run_loads_each_model_once_for_all_its_benchmarks(photos, tmp_path, monkeypatch):
+    """Two benchmarks answered with one ``loaded`` dict: one load, every trial of both answered, as one
+    benchmark alone answers them."""
+    import shutil
+    from types import SimpleNamespace
+
+    import model_eval.evaluate
+    from cuebench.expdir import ExperimentDir
+    from cuebench.responses import ResponseStore
+    from cuebench.trials import Experiment, LabelSet, Trial
+    from cuebench_app.benchmark import answer
+    from stimuli.sources import DEFAULT_LABEL_INDICES
+
+    labels = LabelSet("default", tuple(DEFAULT_LABEL_INDICES), imagenet_indices=DEFAULT_LABEL_INDICES)
+    first = ExperimentDir(tmp_path / "first")
+    stimuli = {name: first.write_stimulus(photos[name], {"source_image": name, "transform": "original", "params": {}})
+               for name in ("chelsea", "coffee")}
+    trials = [Trial(trial_id=name, trial_type="classify", role="test", stimuli=(stim.id,),
+                    choices=tuple(labels.displayed()), correct=correct, condition="original", category=correct)
+              for (name, stim), correct in zip(stimuli.items(), ("cat", "coffee"))]
+    first.save(Experiment(name="tiny", design="test", label_set=labels,
+                          stimuli={s.id: s for s in stimuli.values()}, trials=trials))
+    shutil.copytree(first.root, tmp_path / "second")
+    shutil.copytree(first.root, tmp_path / "alone")
+    loads = []
+    load_observer = model_eval.evaluate.load_observer
+    monkeypatch.setattr(model_eval.evaluate, "load_observer",
+                        lambda spec, device: loads.append(spec) or load_observer(spec, device))
+    args = SimpleNamespace(batch_size=8, device="cpu", executor="local", executor_option=[])
+    loaded = {}
+    observers = [answer(tmp_path / name, ["tf_efficientnet_lite0"], args, loaded) for name in ("first", "second")]
+    assert loads == ["tf_efficientnet_lite0"] and list(loaded) == ["tf_efficientnet_lite0"]
+    answer(tmp_path / "alone", ["tf_efficientnet_lite0"], args)
+
+    def stored(name):
+        with ResponseStore(tmp_path / name / "responses.sqlite") as store:
+            return {r["trial_id"]: (r["response"], r["model_outputs"]) for r in store.rows()}
+
+    assert stored("first") == stored("second") == stored("alone") and len(stored("alone")) == 2
+    assert observers[0] == observers[1]
+
+
 def test_a_changed_stimulus_set_is_a_new_benchmark_version(tmp_path):
     from cuebench_app.benchmark import Benchmark, source_files, stimulus_hash
 
