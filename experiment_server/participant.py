@@ -348,6 +348,7 @@ def plan(token: str):
                                       "blind_spot_degrees": BLIND_SPOT_DEGREES},
         "calibration": participant.calibration,
         "questionnaire": _open_questionnaire(study, participant),
+        "ends_on_failed_attention": _rules().end_on_failed_attention,
     }
     if participant.status != "in_progress":
         body["outcome"] = _outcome(study, participant)

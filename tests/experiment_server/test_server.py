@@ -96,7 +96,7 @@ def test_plan_hides_answers_and_assignment(env):
     token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")
     body = plan(client, token)
     assert set(body) == {"participant", "status", "trials", "answered", "texts", "words", "display", "calibration",
-                         "questionnaire", "adaptive_trials"}
+                         "questionnaire", "adaptive_trials", "ends_on_failed_attention"}
     assert body["display"] is None and body["calibration"] is None and body["questionnaire"] is None
     assert all(set(t) == PLAN_TRIAL_KEYS for t in body["trials"])
     study = study_of(app)

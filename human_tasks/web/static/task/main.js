@@ -126,7 +126,9 @@ async function main() {
     if (newBlock) await preloadBlock(plan.trials.filter((t) => t.index >= i && t.block === trial.block));
     showProgress(...progressText(plan, i));
     await runTrial(trial, hz, device);
-    if (trial.instruction) await flush(); // an attention trial's answer may end the session
+    // an attention trial's answer may end the session (serve --end-on-failed-attention): wait for the server's
+    // verdict then; otherwise answers flow through the queue and an outage does not hold the participant up
+    if (trial.instruction && plan.ends_on_failed_attention) await flush();
     if (ended.outcome) return showOutcome(ended.outcome); // the server ended the session early
   }
   await runAdaptive(plan, hz, device);
