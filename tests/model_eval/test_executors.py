@@ -87,7 +87,7 @@ def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: s
     ray = Path(sys.executable).with_name("ray")
     wrapped = f"ip link set lo up && {{ {script}; }}; code=$?; {ray} stop --force >/dev/null 2>&1; exit $code"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
-    paths = [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]
+    paths = [str(REPO), str(Path(__file__).parent), os.environ.get("PYTHONPATH")]  # executor_scenarios.py
     full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0",
                 "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env}
     done = subprocess.run(["unshare", "--net", "--", "bash", "-c", wrapped], env=full_env, timeout=timeout,
@@ -264,7 +264,7 @@ def test_ray_evaluates_as_the_local_executor(ray_run, local_eval):
 def importable_scenarios(monkeypatch):
     """submitit's local jobs are fresh Python processes: let them import the scenario module."""
     pytest.importorskip("submitit", reason="the 'scale' extra (submitit) is not installed")
-    paths = [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]
+    paths = [str(REPO), str(Path(__file__).parent), os.environ.get("PYTHONPATH")]  # executor_scenarios.py
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
 
 
