@@ -2,7 +2,10 @@
 
 They live in ``EXPDIR/texts/NAME.md`` (DESIGN.md, "Experiment directory"), so an ethics
 board reviews, and the researcher edits, exactly what participants read, with no change to
-the installed package. The build writes defaults that describe *this* experiment (its task,
+the installed package. A study in another language than English (``Experiment.language``) reads
+``EXPDIR/texts/LANG/NAME.md`` (an English one reads ``texts/en/NAME.md`` where it exists), so one
+folder holds a set per language. The build writes defaults, in the study's language from its
+catalogue (``cuebench.words``), that describe *this* experiment (its task,
 practice and its feedback, breaks, the image and answer times, "not clear", the trial count and
 an estimated duration from its timing). A rebuild rewrites the defaults the researcher never
 edited; an edited file is never overwritten, and while it contradicts the experiment (trial
@@ -25,6 +28,7 @@ from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write
 from .trial_types import card, seconds
 from .trials import Experiment, Timing
+from .words import LANGUAGE, say, words
 
 TEXTS_DIR = "texts"
 NAMES = ("consent", "instructions", "debrief", "completion", "closed", "time_up", "ended_early")
@@ -40,8 +44,16 @@ DEFAULTS_RECORD = ".defaults.json"
 whose defaults differ can tell an unedited kept file (rewritten) from an edited one (kept, checked)."""
 
 
-def text_path(expdir: ExperimentDir, name: str) -> Path:
-    return expdir.root / TEXTS_DIR / f"{name}.md"
+def texts_dir(expdir: ExperimentDir, language: str = LANGUAGE) -> Path:
+    """Where a language's texts are written: ``texts/`` for English (as before languages), ``texts/LANG/``."""
+    return expdir.root / TEXTS_DIR / ("" if language == LANGUAGE else language)
+
+
+def text_path(expdir: ExperimentDir, name: str, language: str = LANGUAGE) -> Path:
+    """The file of one text in ``language``: ``texts/LANG/NAME.md``, for English ``texts/NAME.md`` unless
+    ``texts/en/NAME.md`` exists."""
+    own = expdir.root / TEXTS_DIR / language / f"{name}.md"
+    return own if own.exists() else texts_dir(expdir, language) / f"{name}.md"
 
 
 def trial_ms(timing) -> int:
@@ -95,105 +107,65 @@ def adaptive_stand_ins(experiment: Experiment) -> list:
     return out
 
 
-def task_sentences(facts: dict) -> list[str]:
+def task_sentences(facts: dict, language: str = LANGUAGE) -> list[str]:
     """What a participant does in one trial, per trial type (its card's sentence, from its timing)."""
-    out = [card(kind).task_sentence(timing, facts) for kind, timing in facts["types"].items()]
+    out = [card(kind).task_sentence(timing, facts, language) for kind, timing in facts["types"].items()]
     if not out:
-        out.append("an image appears; then you give your answer")
+        out.append(say("task_unknown", language))
     if len(out) > 1:
-        return [f"In some trials, {out[0]}", *(f"In other trials, {sentence}" for sentence in out[1:])]
+        return [say("task_some", language, sentence=out[0]),
+                *(say("task_other", language, sentence=sentence) for sentence in out[1:])]
     return [out[0][0].upper() + out[0][1:]]
 
 
-SUPPRESSED = {
-    "grayscale": "colour was taken away", "channel_shuffle": "the colours were swapped",
-    "bilateral": "fine texture was smoothed away", "gaussian_blur": "the image was blurred",
-    "box_blur": "the image was blurred", "median_blur": "fine texture was smoothed away",
-    "nonlocal_means": "fine texture was smoothed away",
-    "patch_shuffle": "the image was cut into tiles that were shuffled, which breaks up the object's shape",
-    "patch_rotation": "the image was cut into tiles that were turned, which breaks up the object's shape",
-    "grid_overlay": "a grid of lines was drawn over the image",
-}
-"""Suppression conditions as the debrief names them: what each took away (Burgert et al. 2025)."""
-
-ODDITY_DEBRIEF = ("In the trials with three images, two were versions of the same photograph that kept its "
-                  "textures and colours but scrambled how its parts are arranged; the odd one out was the "
-                  "photograph itself. Finding it needs the global structure of the image.")
-"""DiST (Wen et al. 2024): what the oddity trials tested, said only after the last trial."""
-
-DESIGN_DEBRIEFS = {
-    "cue-conflict-import": "Most images combined the shape of one object with the texture of another (for example "
-                           "the outline of a cat filled with elephant skin). Which of the two you named tells "
-                           "whether you went by shape or by texture.",
-    "cue-conflict-eed": "Most images combined the outline of one object with the surface texture of another. "
-                        "Which of the two you named tells whether you went by shape or by texture.",
-    "cue-decomposition": "Some images kept only an object's outlines and others only its surface texture, so each "
-                         "answer tells which of the two was enough to recognise it.",
-    "dist": ODDITY_DEBRIEF,
-    "dist-import": ODDITY_DEBRIEF,
-    "corruptions": "The photographs were degraded, by noise, blur or other distortions of increasing strength, "
-                   "to measure how well recognition holds up as they get stronger.",
-    "diagvib": "The images varied in shape, texture, colour, brightness, position and size, to find out which of "
-               "these you use to tell them apart.",
-}
-"""What each design changed, in words a participant follows (the papers in DESIGN.md)."""
+DESIGN_DEBRIEFS = {"cue-conflict-import": "debrief_cue_conflict_import", "cue-conflict-eed": "debrief_cue_conflict_eed",
+                   "cue-decomposition": "debrief_cue_decomposition", "dist": "debrief_oddity",
+                   "dist-import": "debrief_oddity", "corruptions": "debrief_corruptions", "diagvib": "debrief_diagvib"}
+"""Design -> the catalogue key of what it changed, in words a participant follows (the papers in DESIGN.md)."""
 
 
 def debrief_sentence(experiment: Experiment) -> str:
-    """What this study's images had changed: the design's own sentence, or, for feature suppression and
-    mixed studies, one clause per suppression condition its test trials use and the oddity sentence."""
+    """What this study's images had changed, in the study's language: the design's own sentence
+    (:data:`DESIGN_DEBRIEFS`), or, for feature suppression and mixed studies, one clause per suppression
+    condition its test trials use (``suppressed_NAME``: what it took away, Burgert et al. 2025) and the oddity
+    sentence (DiST, Wen et al. 2024: what the oddity trials tested, said only after the last trial)."""
+    catalogue = words(experiment.language)
     if experiment.design in DESIGN_DEBRIEFS:
-        return DESIGN_DEBRIEFS[experiment.design]
+        return catalogue[DESIGN_DEBRIEFS[experiment.design]]
     tests = [t for t in experiment.trials if t.role == "test"]
-    changes = list(dict.fromkeys(SUPPRESSED[t.condition] for t in tests if t.condition in SUPPRESSED))
-    parts = [f"Some photographs were shown unchanged; in others {'; in others '.join(changes)}."] if changes else []
+    changes = list(dict.fromkeys(catalogue[f"suppressed_{t.condition}"] for t in tests
+                                 if f"suppressed_{t.condition}" in catalogue))
+    parts = [say("debrief_changes", experiment.language, changes=catalogue["debrief_and"].join(changes))] \
+        if changes else []
     if any(t.trial_type == "oddity" for t in tests):
-        parts.append(ODDITY_DEBRIEF)
-    return " ".join(parts) or "Some of the images were changed so that part of their visual information was taken away."
+        parts.append(catalogue["debrief_oddity"])
+    return " ".join(parts) or catalogue["debrief_unknown"]
 
 
 def default_texts(experiment: Experiment) -> dict[str, str]:
-    """Per-design default Markdown for each of :data:`NAMES`, every sentence from :func:`study_facts`."""
-    f = study_facts(experiment)
-    what = " ".join(sentence if sentence.endswith(".") else sentence + "." for sentence in task_sentences(f))
-    counted = " (practice included)" if f["practice"] else ""
-    up_to = "up to " if f["may_stop_early"] else ""
-    structure = [f"There are {up_to}**{f['trials']} trials**{counted} and the study takes about **{f['minutes']} "
-                 "minutes**."]
-    structure.append((f"The first {f['practice']} trials are practice." if f["practice"] > 1 else
-                      "The first trial is practice.") if f["practice"] else "There is no practice part.")
-    structure.append(f"You can rest during {f['breaks']} short break{'s' if f['breaks'] != 1 else ''}."
-                     if f["breaks"] else "There are no breaks; the study is short.")
+    """Per-design default Markdown for each of :data:`NAMES` in the study's language, every sentence from
+    :func:`study_facts`."""
+    f, language = study_facts(experiment), experiment.language
+
+    def text(key: str, **values) -> str:
+        return say(key, language, **values)
+
+    what = " ".join(sentence if sentence.endswith(".") else sentence + "."
+                    for sentence in task_sentences(f, language))
+    structure = [text("text_trials", up_to=text("text_up_to") if f["may_stop_early"] else "", trials=f["trials"],
+                      counted=text("text_practice_included") if f["practice"] else "", minutes=f["minutes"])]
+    structure.append((text("text_practice_many", n=f["practice"]) if f["practice"] > 1 else
+                      text("text_practice_one")) if f["practice"] else text("text_no_practice"))
+    structure.append(text("text_break_one" if f["breaks"] == 1 else "text_breaks_many", n=f["breaks"])
+                     if f["breaks"] else text("text_no_breaks"))
     if f["attention"]:
-        structure.append("Some trials tell you which answer to give: please follow them.")
-    feedback = ("The practice trials tell you whether your answer was right; the other trials give no feedback."
-                if f["practice"] else "There is no feedback.")
+        structure.append(text("text_attention"))
+    feedback = text("text_feedback_practice") if f["practice"] else text("text_no_feedback")
     return {
-        "consent": f"# Welcome\n\nIn this study you look at images on the screen. {what} "
-                   f"It takes about {f['minutes']} minutes and needs a computer with a keyboard, a mouse and a "
-                   "browser that can go fullscreen.\n\n## Consent\n\n"
-                   "- Taking part is voluntary; you can stop at any time by closing the window.\n"
-                   "- We store your answers, response times, the timing your browser achieved, your screen size "
-                   "and browser name, and the ID or entry code you came with. We store no name or e-mail "
-                   "address, and not your internet (IP) address: to stop repeated starts, the server keeps only a "
-                   "coded form of it that cannot be turned back into the address.\n"
-                   "- You can withdraw later: send the researchers the ID or entry code you came with, and "
-                   "everything stored about you is deleted.\n"
-                   "- The data are used for research on visual perception and may be published without anything "
-                   "that identifies you.\n",
-        "instructions": f"# Instructions\n\nEach trial starts with a small cross in the middle of the screen: look "
-                        f"at it. {what}\n\n" + " ".join(structure) + "\n\nAnswer as quickly and accurately as "
-                        f"you can. {feedback}\n",
-        "debrief": f"# About this study\n\n{debrief_sentence(experiment)} Comparing your answers with those of "
-                   "computer vision models shows which visual information people and models rely on.\n",
-        "completion": "# Thank you!\n\nYou have completed the study.\n",
-        "closed": "# The study is full\n\nThank you for your interest. This study has all the participants it "
-                  "needs, so it takes nobody more. Nothing about you has been stored.\n\nIf you came from "
-                  "Prolific, please return the study there (do not submit it).\n",
-        "time_up": "# Time is up\n\nThe time allowed for this study has passed, so your session has ended. The "
-                   "answers you gave are kept.\n",
-        "ended_early": "# The study has ended\n\nOne of the trials told you which answer to give, and the answer "
-                       "given was a different one, so the study ends here. Thank you for your time.\n",
+        "consent": text("text_consent", task=what, minutes=f["minutes"]),
+        "instructions": text("text_instructions", task=what, structure=" ".join(structure), feedback=feedback),
+        "debrief": text("text_debrief", changes=debrief_sentence(experiment)),
+        **{name: text(f"text_{name}") for name in ("completion", "closed", "time_up", "ended_early")},
     }
 
 
@@ -201,35 +173,38 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _record_path(expdir: ExperimentDir) -> Path:
-    return expdir.root / TEXTS_DIR / DEFAULTS_RECORD
+def _record_path(expdir: ExperimentDir, language: str) -> Path:
+    return texts_dir(expdir, language) / DEFAULTS_RECORD
 
 
-def _read_record(expdir: ExperimentDir) -> dict[str, str]:
+def _read_record(expdir: ExperimentDir, language: str) -> dict[str, str]:
     try:
-        record = json.loads(_record_path(expdir).read_text(encoding="utf-8"))
+        record = json.loads(_record_path(expdir, language).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
 
 
-def _write_record(expdir: ExperimentDir, record: dict[str, str]) -> None:
-    atomic_write(_record_path(expdir), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+def _write_record(expdir: ExperimentDir, language: str, record: dict[str, str]) -> None:
+    atomic_write(_record_path(expdir, language),
+                 (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def refresh_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | None = None) -> dict[str, str]:
-    """Bring the texts up to this build: write each missing file from the defaults (``written``), rewrite a
-    kept default the researcher never edited when this experiment's default differs (``rewritten``: a
-    rebuild with a new timing or trial count must not leave "There is no time limit" behind), and keep an
-    edited one (``edited``: :func:`contradictions` then checks its numbers). Returns name -> what happened,
-    for the files that changed or went stale; the record (:data:`DEFAULTS_RECORD`) then holds this build's
-    defaults, so each change is reported once."""
+    """Bring the texts of the study's language up to this build: write each missing file from the defaults
+    (``written``), rewrite a kept default the researcher never edited when this experiment's default differs
+    (``rewritten``: a rebuild with a new timing or trial count must not leave "There is no time limit"
+    behind), and keep an edited one (``edited``: :func:`contradictions` then checks its numbers). Returns
+    name -> what happened, for the files that changed or went stale; the record (:data:`DEFAULTS_RECORD`, one
+    per language's folder) then holds this build's defaults, so each change is reported once."""
     expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
-    record = _read_record(expdir)
-    defaults = default_texts(experiment or expdir.load())
+    experiment = experiment or expdir.load()
+    language = experiment.language
+    record = _read_record(expdir, language)
+    defaults = default_texts(experiment)
     done = {}
     for name in NAMES:
-        path, digest = text_path(expdir, name), _digest(defaults[name])
+        path, digest = text_path(expdir, name, language), _digest(defaults[name])
         if not path.exists():
             done[name] = "written"
         elif record.get(name) not in (None, digest):
@@ -240,17 +215,19 @@ def refresh_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | N
             atomic_write(path, defaults[name].encode("utf-8"))
         record[name] = digest
     if done:
-        _write_record(expdir, record)
+        _write_record(expdir, language, record)
     return done
 
 
 def write_default_texts(expdir: str | Path | ExperimentDir, experiment: Experiment | None = None) -> list[Path]:
     """The files :func:`refresh_texts` wrote (missing ones, and unedited defaults of an earlier build)."""
     expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
-    return [text_path(expdir, name) for name, done in refresh_texts(expdir, experiment).items() if done != "edited"]
+    experiment = experiment or expdir.load()
+    return [text_path(expdir, name, experiment.language)
+            for name, done in refresh_texts(expdir, experiment).items() if done != "edited"]
 
 
-def stale_warning(expdir: ExperimentDir, done: dict[str, str]) -> str | None:
+def stale_warning(expdir: ExperimentDir, done: dict[str, str], language: str = LANGUAGE) -> str | None:
     """One line telling the researcher which kept texts this build rewrote or left stale, and what to do;
     None when there are none."""
     rewritten = [f"{n}.md" for n, what in done.items() if what == "rewritten"]
@@ -260,7 +237,8 @@ def stale_warning(expdir: ExperimentDir, done: dict[str, str]) -> str | None:
     todo = ([f"rewrote {', '.join(rewritten)} (unedited defaults) to match"] if rewritten else []) \
         + ([f"check the numbers in your edited {', '.join(edited)}: `cuebench serve` and `cuebench lab run` refuse "
             "while a text contradicts the study"] if edited else [])
-    return (f"note: {expdir.root.name}/{TEXTS_DIR}/ held texts written for an earlier build, and this build's "
+    folder = texts_dir(expdir, language).relative_to(expdir.root).as_posix()
+    return (f"note: {expdir.root.name}/{folder}/ held texts written for an earlier build, and this build's "
             f"trial count, timing or task differ: {'; '.join(todo)}")
 
 
@@ -269,51 +247,56 @@ class TextsContradictError(CuebenchError):
     experiment no longer does."""
 
 
-def _claims(line: str, facts: dict) -> list[tuple[str, str]]:
+def _number(match: re.Match) -> float:
+    """The number a claim names (its first group that holds one; a decimal comma read as a point)."""
+    return next(float(g.replace(",", ".")) for g in match.groups() if g and g[0].isdigit())
+
+
+def _claims(line: str, facts: dict, language: str = LANGUAGE) -> list[tuple[str, str]]:
     """(the words, what the experiment has instead) for each claim of a text's line about the study that
-    the experiment contradicts."""
+    the experiment contradicts; how a language states each fact is its catalogue's ``claim_*`` patterns."""
     text = line.replace("*", "")
+
+    def find(key: str) -> list[re.Match]:
+        return list(re.finditer(say(key, language), text, re.I))
+
     found = []
     total, practice = facts["trials"], facts["practice"]
-    for m in re.finditer(r"\b(?:(first|every|each|last)\s+)?(\d+)\s+trials\b(\s+are\s+practice)?", text, re.I):
-        before, n = (m.group(1) or "").lower(), int(m.group(2))
-        if (before == "first" or m.group(3)) and n != practice:
+    qualified = find("claim_practice_trials") + find("claim_some_trials")
+    for m in find("claim_practice_trials"):
+        if _number(m) != practice:
             found.append((m.group(0), f"the experiment has {practice} practice trials"))
-        elif not before and not m.group(3) and n not in (total, total - practice):
+    for m in find("claim_trials"):
+        inside = any(q.start() <= m.start() and m.end() <= q.end() for q in qualified)
+        if not inside and _number(m) not in (total, total - practice):
             adaptive = f" ({facts['adaptive']} of them adaptive, QUEST+, at most)" if facts["adaptive"] else ""
             found.append((m.group(0), f"a participant answers {total}{adaptive}"))
-    for pattern, wrong in ((r"\bfirst trial is practice\b", practice != 1), (r"\bno practice\b", practice != 0)):
-        m = re.search(pattern, text, re.I)
-        if m and wrong:
-            found.append((m.group(0), f"the experiment has {practice} practice trials"))
-    for m in re.finditer(r"\b(\d+|no)\s+(?:short\s+)?breaks?\b", text, re.I):
-        if (0 if m.group(1).lower() == "no" else int(m.group(1))) != facts["breaks"]:
-            found.append((m.group(0), f"a participant gets {facts['breaks']} breaks"))
+    for key, wrong in (("claim_one_practice", practice != 1), ("claim_no_practice", practice != 0)):
+        found += [(m.group(0), f"the experiment has {practice} practice trials") for m in find(key)[:1] if wrong]
+    breaks = [(m, _number(m)) for m in find("claim_breaks")] + [(m, 0) for m in find("claim_no_breaks")]
+    found += [(m.group(0), f"a participant gets {facts['breaks']} breaks") for m, n in breaks if n != facts["breaks"]]
     windows = facts["windows"]
     limits = " or ".join(sorted(seconds(w) for w in windows if w is not None)) or "no time limit"
-    m = re.search(r"\bno time limit\b", text, re.I)
-    if m and None not in windows:
-        found.append((m.group(0), f"the answer must come within {limits}"))
-    for m in re.finditer(r"(\d+(?:\.\d+)?)\s+seconds?\s+to\s+answer", text, re.I):
-        if round(float(m.group(1)) * 1000) not in windows:
-            found.append((m.group(0), f"the experiment allows {limits}"))
-    for m in re.finditer(r"\babout\s+(\d+)\s+minutes\b", text, re.I):
-        if abs(int(m.group(1)) - facts["minutes"]) > max(2, facts["minutes"] / 4):
-            found.append((m.group(0), f"the trials and breaks take about {facts['minutes']} minutes"))
+    if None not in windows:
+        found += [(m.group(0), f"the answer must come within {limits}") for m in find("claim_no_time_limit")[:1]]
+    found += [(m.group(0), f"the experiment allows {limits}") for m in find("claim_answer_seconds")
+              if round(_number(m) * 1000) not in windows]
+    found += [(m.group(0), f"the trials and breaks take about {facts['minutes']} minutes")
+              for m in find("claim_minutes") if abs(_number(m) - facts["minutes"]) > max(2, facts["minutes"] / 4)]
     return found
 
 
 def contradictions(expdir: ExperimentDir, experiment: Experiment) -> list[str]:
-    """Every claim in the texts about the trial count, practice, time limit, breaks or duration that the
-    experiment contradicts, as ``texts/NAME.md:LINE: "WORDS", but FACT``."""
-    facts = study_facts(experiment)
+    """Every claim in the texts of the study's language about the trial count, practice, time limit, breaks or
+    duration that the experiment contradicts, as ``texts/NAME.md:LINE: "WORDS", but FACT``."""
+    facts, language = study_facts(experiment), experiment.language
     out = []
     for name in NAMES:
-        path = text_path(expdir, name)
+        path = text_path(expdir, name, language)
         if path.exists():
+            where = path.relative_to(expdir.root).as_posix()
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                out += [f'{TEXTS_DIR}/{name}.md:{number}: "{words}", but {fact}'
-                        for words, fact in _claims(line, facts)]
+                out += [f'{where}:{number}: "{words}", but {fact}' for words, fact in _claims(line, facts, language)]
     return out
 
 
@@ -327,20 +310,22 @@ def check_texts(expdir: ExperimentDir, experiment: Experiment) -> None:
     refresh_texts(expdir, experiment)
     problems = contradictions(expdir, experiment)
     if problems:
+        folder = texts_dir(expdir, experiment.language).relative_to(expdir.root).as_posix()
         raise TextsContradictError(
-            f"{expdir.root.name}/{TEXTS_DIR}/ contradicts experiment.json in {len(problems)} place(s); fix these lines "
+            f"{expdir.root.name}/{folder}/ contradicts experiment.json in {len(problems)} place(s); fix these lines "
             f"(or delete an unedited file to get this build's default), or pass {ALLOW_FLAG} to run anyway:\n  "
             + "\n  ".join(problems))
 
 
-def render(expdir: ExperimentDir, name: str) -> str:
+def render(expdir: ExperimentDir, name: str, language: str = LANGUAGE) -> str:
     """The text as HTML (CommonMark; raw HTML in the file is shown escaped, never run)."""
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False}).render(text_path(expdir, name).read_text(encoding="utf-8"))
+    return MarkdownIt("commonmark", {"html": False}).render(
+        text_path(expdir, name, language).read_text(encoding="utf-8"))
 
 
-def plain(expdir: ExperimentDir, name: str) -> str:
+def plain(expdir: ExperimentDir, name: str, language: str = LANGUAGE) -> str:
     """The text for a screen that shows plain text (the PsychoPy lab runner): Markdown marks dropped."""
-    lines = text_path(expdir, name).read_text(encoding="utf-8").splitlines()
+    lines = text_path(expdir, name, language).read_text(encoding="utf-8").splitlines()
     return "\n".join(line.lstrip("#").strip().replace("**", "") for line in lines).strip()

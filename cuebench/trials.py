@@ -25,6 +25,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, Vali
                       model_validator)
 
 from .errors import SchemaError
+from .words import LANGUAGE, UnknownWords, check_language
 from .trial_types import NOT_CLEAR, TRIAL_TYPES, UnknownTrialType, card
 from .trial_types.classify import Classify
 from .trial_types.oddity import Oddity
@@ -325,6 +326,9 @@ class Experiment(Model):
     """Required in a file; code that builds an experiment gets the current version."""
     name: str
     design: str
+    language: str = LANGUAGE
+    """The language participants read (``cuebench.words``' catalogues: ``en``, ``de``, ...): the runners'
+    words, the default texts and ``texts/LANG/``. Written only when not English."""
     label_set: LabelSet
     schedule: Schedule = Field(default_factory=Schedule)
     assignment: AssignmentPlan | None = None
@@ -352,6 +356,14 @@ class Experiment(Model):
             raise ValueError(f"{version} is newer than this cuebench understands ({SCHEMA_VERSION}); "
                              "update cuebench to read this file")
         return version
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, language: str) -> str:
+        try:
+            return check_language(language)
+        except UnknownWords as err:
+            raise ValueError(str(err)) from None
 
     @model_validator(mode="after")
     def _references_resolve(self) -> "Experiment":
@@ -418,6 +430,8 @@ class Experiment(Model):
         data["stimuli"] = dict(sorted(data["stimuli"].items()))
         if not data["adaptive"]:
             del data["adaptive"]  # experiments without adaptive blocks keep their byte-identical file
+        if data["language"] == LANGUAGE:
+            del data["language"]  # so do English ones
         for trial in data["trials"]:
             if trial["label_mask"] is None:
                 del trial["label_mask"]  # only segment trials have one; other files keep their bytes

@@ -32,6 +32,7 @@ except ImportError:  # PostgreSQL support is an extra
     psycopg = None
 
 from cuebench.storage import StorageError
+from cuebench.words import LANGUAGE, say, words
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
@@ -145,6 +146,16 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
     app.config["CUEBENCH_RULES"] = rules
     app.register_blueprint(participant.bp)
+
+    @app.context_processor
+    def page_language():
+        """Every participant's page's ``lang`` and words (``say``) in the study's language; the admin pages, for
+        the researcher, stay English."""
+        language = LANGUAGE if request.path.startswith("/admin") else study.experiment.language
+        catalogue = words(language)
+        return {"language": language, "say": lambda key, **values: say(key, language, **values),
+                "device_words": {key: text for key, text in catalogue.items() if key.startswith("device_")}}
+
     app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
 
@@ -155,11 +166,14 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         if (request.content_length or 0) > MAX_REQUEST_BYTES:
             raise Rejected(413, f"the request body is larger than {MAX_REQUEST_BYTES} bytes")
 
+    def say_on_page(key: str) -> str:
+        return page_language()["say"](key)
+
     @app.errorhandler(Rejected)
     def rejected(err: Rejected):
         if request.path.startswith("/api/"):
             return jsonify(error=str(err), **getattr(err, "details", {})), err.status
-        return render_template("message.html", title="Request refused", message=str(err)), err.status
+        return render_template("message.html", title=say_on_page("refused_title"), message=str(err)), err.status
 
     @app.errorhandler(Exception)
     def failed(err: Exception):
@@ -175,8 +189,8 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         status, retry = (503, {"Retry-After": str(RETRY_AFTER_S)}) if unavailable else (500, {})
         if request.path.startswith("/api/"):
             return jsonify(error="the server failed; try again"), status, retry
-        return render_template("message.html", title="Server error", message="The server failed; try again."), \
-            status, retry
+        return render_template("message.html", title=say_on_page("server_error_title"),
+                               message=say_on_page("server_error")), status, retry
 
     @app.after_request
     def headers(response):

@@ -29,7 +29,7 @@ from flask import (Blueprint, abort, current_app, jsonify, make_response, redire
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from human_tasks.words import words
+from cuebench.words import words
 from cuebench.exclusions import ATTENTION_CHECK, note_attention_answer
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
@@ -77,8 +77,7 @@ def _entry_values(source) -> dict[str, str | None]:
     for name in ENTRY_PARAMS:
         value = (source.get(name) or "").strip()
         if value and not ID_PATTERN.match(value):
-            raise Rejected(400, f"URL parameter {name}={value!r} is not a valid id (letters, digits, '-' and '_', "
-                                "at most 64)")
+            raise Rejected(400, _study().say("bad_link_parameter", name=name, value=repr(value), max=64))
         values[name] = value or None
     return values
 
@@ -92,8 +91,7 @@ def _participant(token: str) -> Participant:
     study = _study()
     participant = study.db.by_token(token)
     if participant is None:
-        raise Rejected(403, "unknown session token; open the study link you were given again (what you "
-                            "answered is kept)")
+        raise Rejected(403, study.say("unknown_session"))
     limit = _rules().time_limit_min
     if limit is not None and participant.status == "in_progress" and participant.runner == "web" and \
             study.db.clock() - participant.created_at > limit * 60:
@@ -125,7 +123,7 @@ def _browser_id() -> str | None:
 
 def _closed_page():
     """The latecomers' page (``texts/closed.md``): the study has reached its recruitment target."""
-    return render_template("message.html", title="The study is full", html=_study().text("closed"),
+    return render_template("message.html", title=_study().say("closed_title"), html=_study().text("closed"),
                            page_id="closed"), 200
 
 
@@ -183,8 +181,7 @@ def _refuse_foreign_start(study: Study) -> str:
     site's form, an old page, cookies off)."""
     browser, nonce = _browser_id(), request.form.get(START_NONCE, "")
     if browser is None or not study.nonce_matches(nonce, browser):
-        raise Rejected(400, "This start form was not opened in this browser (or cookies are off). Open the study "
-                            "link you were given again, with cookies allowed for this site.")
+        raise Rejected(400, study.say("foreign_start"))
     return browser
 
 
@@ -196,7 +193,7 @@ def _refuse_when_disk_low(study: Study) -> None:
         if study.first_report("low disk"):
             log.error("only %d MB free on the disk of %s: new participants are refused until there is %d MB",
                       free_mb, study.expdir.responses_file, current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
-        raise Rejected(503, "The study cannot take new participants at the moment. Please try again later.")
+        raise Rejected(503, study.say("no_new_participants"))
 
 
 @bp.post("/start")
@@ -205,9 +202,8 @@ def start():
     _refuse_when_disk_low(study)
     if study.db.take_slot("start", request.remote_addr or "", current_app.config["CUEBENCH_START_LIMIT"],
                           START_WINDOW_S) is None:
-        return render_template("message.html", title="Too many starts",
-                               message="Too many sessions were started from your network in the last minutes. "
-                                       "Please wait 10 minutes and open your link again."), 429
+        return render_template("message.html", title=study.say("too_many_starts_title"),
+                               message=study.say("too_many_starts")), 429
     values = _entry_values(request.form)
     browser = _refuse_foreign_start(study)
     if request.form.get("consent") != "yes":
@@ -215,9 +211,9 @@ def start():
                                consent=study.texts()["consent"],
                                device_rules=_rules().device.for_page(),
                                nonce=request.form[START_NONCE],
-                               error="Please tick the consent box to take part."), 400
+                               error=study.say("consent_missing")), 400
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
-        raise Rejected(400, "This Prolific link lacks its SESSION_ID. Please open the study from Prolific again.")
+        raise Rejected(400, study.say("prolific_no_session"))
     identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
@@ -227,10 +223,8 @@ def start():
     except StudyFull as err:
         if err.for_good:
             return _closed_page()
-        return render_template("message.html", title="The study is full for now",
-                               message="Every place of this study is taken by people taking part at the moment. "
-                                       "A place frees up when someone does not finish: please try your link again "
-                                       "in half an hour."), 200
+        return render_template("message.html", title=study.say("full_for_now_title"),
+                               message=study.say("full_for_now")), 200
     return redirect(url_for("participant.task", token=token), code=303)
 
 
@@ -323,7 +317,7 @@ def _trial_plan(study: Study, token: str, scheduled) -> dict:
         if trial.card.masked and timing.mask else None,
         "choices": allowed_responses(experiment, trial),
         "grid": grid_places(study, trial),
-        **presentation(trial),
+        **presentation(trial, experiment.language),
         "instruction": trial.instruction,
         "timing": {"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
                    "response_window": timing.response_window, "iti": timing.iti,
@@ -343,7 +337,7 @@ def plan(token: str):
         "adaptive_trials": [block.trials for block in study.experiment.adaptive],
         "answered": sorted(answered),
         "texts": study.texts(),
-        "words": words(),
+        "words": words(study.experiment.language),
         "display": study.display and {**{k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
                                       "blind_spot_degrees": BLIND_SPOT_DEGREES},
         "calibration": participant.calibration,

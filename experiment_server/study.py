@@ -28,6 +28,7 @@ from cuebench.segmentation import refuse_for_people
 from cuebench.storage import is_database_url
 from cuebench.questionnaire import QUESTIONNAIRE_FILE, Questionnaire, QuestionnaireError, load_questionnaire
 from cuebench.texts import NAMES as TEXT_NAMES, render, text_path, write_default_texts
+from cuebench.words import say
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
 
@@ -156,9 +157,13 @@ class Study:
     def text(self, name: str) -> str:
         """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
         default."""
-        if not text_path(self.expdir, name).exists():
+        if not text_path(self.expdir, name, self.experiment.language).exists():
             write_default_texts(self.expdir, self.experiment)
-        return render(self.expdir, name)
+        return render(self.expdir, name, self.experiment.language)
+
+    def say(self, key: str, **values) -> str:
+        """A participant's words in the study's language (``cuebench.words``)."""
+        return say(key, self.experiment.language, **values)
 
     def closed(self, rules) -> bool:
         """Whether the study has reached its recruitment target with finished sessions alone

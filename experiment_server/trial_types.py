@@ -7,6 +7,7 @@ from __future__ import annotations
 from cuebench.errors import CuebenchError
 from cuebench.trial_types import RESPONSES
 from cuebench.trials import NOT_CLEAR, Experiment, Trial
+from cuebench.words import LANGUAGE, say
 
 
 class UnservedTrialType(CuebenchError):
@@ -29,10 +30,11 @@ def allowed_responses(experiment: Experiment, trial: Trial) -> list[str]:
     return list(trial.choices)
 
 
-def presentation(trial: Trial) -> dict:
+def presentation(trial: Trial, language: str = LANGUAGE) -> dict:
     """The card's constants and words the browser shows a trial with: its response (``label-grid``: buttons
-    in ``grid``; ``keys``: ``keys`` maps each answer to its key, ``prompt`` says what to press) and whether
-    its images are numbered."""
+    in ``grid``; ``keys``: ``keys`` maps each answer to its key, ``prompt`` says what to press, in the study's
+    ``language``) and whether its images are numbered."""
     card = trial.card
-    return {"response": card.response, "numbered": card.numbered, "prompt": card.prompt,
+    return {"response": card.response, "numbered": card.numbered,
+            "prompt": say(card.prompt, language) if card.prompt else None,
             "keys": card.answer_keys(trial) if card.response == "keys" else None}

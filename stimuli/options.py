@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cuebench.errors import CuebenchError, describe
 from cuebench.trials import Timing
+from cuebench.words import LANGUAGE, check_language, languages
 
 
 class OptionError(CuebenchError):
@@ -110,6 +111,13 @@ class BuildOptions(Options):
                                                                     "(with --viewing-distance and --screen-width)")
     viewing_distance: float | None = Field(None, gt=0, description="eye-to-screen distance in cm (lab)")
     screen_width: float | None = Field(None, gt=0, description="visible screen width in cm (lab)")
+    language: str = Field(LANGUAGE, description=f"the language participants read ({', '.join(languages())}): the "
+                                               "task's words and the default texts, written to texts/LANG/")
+
+    @field_validator("language")
+    @classmethod
+    def _language_known(cls, language: str) -> str:
+        return check_language(language)
 
     @field_validator("timing")
     @classmethod

@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar
 
 from ..errors import CuebenchError
 from ..registry import Registry
+from ..words import LANGUAGE, say
 
 RESPONSES = ("label-grid", "keys")
 """How people answer: the label grid of the lab's response screen (buttons or their keys), or one key per
@@ -52,9 +53,11 @@ class TrialTypeCard:
     """Whether a noise mask may follow the images (the trial's timing decides whether one does)."""
     timing: ClassVar[dict[str, Any]] = {}
     prompt: ClassVar[str | None] = None
-    """The response screen's words (the ``keys`` response): what to press."""
+    """The catalogue key (``cuebench.words``) of the response screen's words (the ``keys`` response): what to
+    press."""
     how_to_answer: ClassVar[dict[str, str]] = {}
-    """The lab's words after the study's instructions, per input mode (``mouse``, ``keyboard``)."""
+    """The catalogue keys of the lab's words after the study's instructions, per input mode (``mouse``,
+    ``keyboard``)."""
     choice_rule: ClassVar[str]
     needs: ClassVar[str | None] = None
 
@@ -82,9 +85,10 @@ class TrialTypeCard:
         return int(response == trial.correct)
 
     # ------------------------------------------------------------------ what a participant reads
-    def task_sentence(self, timing, facts: dict) -> str:
+    def task_sentence(self, timing, facts: dict, language: str = LANGUAGE) -> str:
         """One trial of this type in the default instructions: what appears, for how long, how to answer."""
-        return f"an image appears for {seconds(timing.stimulus)}; then you give your answer. {answer_time(timing)}"
+        return say("task_any", language, seconds=seconds(timing.stimulus, language),
+                   answer_time=answer_time(timing, "since_image", language))
 
     # ------------------------------------------------------------------ how a model decides
     decide: ClassVar[Callable | None] = None
@@ -100,18 +104,20 @@ NOT_CLEAR = "not clear"
 """The answer "I saw nothing" a label set may offer after its labels (``cuebench.trials`` exports it too)."""
 
 
-def seconds(ms: int) -> str:
+def seconds(ms: int, language: str = LANGUAGE) -> str:
     """A duration as a participant reads it: ``0.2 seconds``, ``1 second``, ``2.5 seconds``."""
     value = f"{ms / 1000:g}"
-    return f"{value} second{'' if value == '1' else 's'}"
+    return say("seconds_one" if value == "1" else "seconds_many", language,
+               value=value.replace(".", say("decimal_point", language)))
 
 
-def answer_time(timing, shown: str = "the image appears") -> str:
-    """The sentence on how long there is to answer."""
+def answer_time(timing, shown: str = "since_image", language: str = LANGUAGE) -> str:
+    """The sentence on how long there is to answer; ``shown`` is the catalogue key of "from the moment the
+    image appears" (the words for what appears)."""
     if timing.response_window is None:
-        return "There is no time limit for the answer."
-    since = f"from the moment {shown}" if timing.response_from_onset else "once the answer screen appears"
-    return f"You have {seconds(timing.response_window)} to answer, counted {since}; later answers do not count."
+        return say("answer_no_limit", language)
+    since = say(shown if timing.response_from_onset else "since_answer_screen", language)
+    return say("answer_window", language, seconds=seconds(timing.response_window, language), since=since)
 
 
 TRIAL_TYPES: Registry[type[TrialTypeCard]] = Registry("trial-types", entry_point_group="cuebench.trial_types")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..words import say
 from . import TrialTypeCard, trial_type, answer_time, seconds
 
 
@@ -17,13 +18,11 @@ class Classify(TrialTypeCard):
     timing = {"fixation": 300, "stimulus": 200, "mask": 200, "response_window": None, "iti": 500,
               "response_from_onset": False}
     """Burgert et al. 2025: fixation 300 ms, image 200 ms, pink-noise mask 200 ms."""
-    how_to_answer = {"mouse": "Click the label of your answer. ",
-                     "keyboard": "Press the key shown next to the label of your answer. "}
+    how_to_answer = {"mouse": "classify_how_mouse", "keyboard": "classify_how_keyboard"}
     choice_rule = "16class-mean"
 
-    def task_sentence(self, timing, facts):
-        masked = " and is then covered by noise" if timing.mask else ""
-        unsure = "guess if you are unsure" + ("; choose \"not clear\" only if you saw nothing"
-                                              if facts["not_clear"] else "")
-        return (f"a photograph appears for {seconds(timing.stimulus)}{masked}; then you click the label of what it "
-                f"showed ({unsure}). {answer_time(timing, 'the photograph appears')}")
+    def task_sentence(self, timing, facts, language):
+        return say("classify_task", language, seconds=seconds(timing.stimulus, language),
+                   masked=say("classify_masked", language) if timing.mask else "",
+                   unsure=say("classify_unsure_not_clear" if facts["not_clear"] else "classify_unsure", language),
+                   answer_time=answer_time(timing, "since_photograph", language))

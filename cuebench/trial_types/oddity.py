@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..words import say
 from . import TrialTypeCard, trial_type, answer_time, seconds
 
 
@@ -19,10 +20,9 @@ class Oddity(TrialTypeCard):
               "response_from_onset": True}
     """Wen et al. 2024 (DiST, App. A.4): the triplet appears after a 300 ms delay (the fixation), stays 800 ms,
     and is answered within 2000 ms of its onset."""
-    prompt = "Which image is different from the other two? Press 1, 2 or 3."
+    prompt = "oddity_prompt"
     choice_rule = "oddity"
 
-    def task_sentence(self, timing, facts):
-        return (f"three images appear side by side for {seconds(timing.stimulus)}: two of them are alike and one is "
-                "different from the other two. Press **1**, **2** or **3** (left, middle, right) for the one that is "
-                f"different. {answer_time(timing, 'the images appear')}")
+    def task_sentence(self, timing, facts, language):
+        return say("oddity_task", language, seconds=seconds(timing.stimulus, language),
+                   answer_time=answer_time(timing, "since_images", language))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from cuebench.trials import Trial
 
-from ..words import say
 from ..timing import TIMED_PHASES, FrameCount, dropped_frames, phase_frames
 from .responses import Outcome, response_mode
 from .simulate import Screen
@@ -37,7 +36,7 @@ class Pacing:
 
     def _continue_screen(self, message: str) -> None:
         """Text until space (or a click, with the mouse); Escape pauses (``Quit`` if confirmed)."""
-        prompt = say(f"lab_continue_{self.options.input_mode}")
+        prompt = self.say(f"lab_continue_{self.options.input_mode}")
         while True:
             self.text.text = f"{message}\n\n{prompt}"
             self.input.clear()
@@ -54,7 +53,7 @@ class Pacing:
     def _pause(self) -> None:
         """Escape: Y confirms quitting (raises ``Quit``), N goes on."""
         self.logging.exp("paused (Escape)")
-        self.text.text = say("lab_paused")
+        self.text.text = self.say("lab_paused")
         self.input.clear()
         screen = Screen("pause")
         while True:

@@ -13,6 +13,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.images import decode_image
 from cuebench.responses import ResponseStore
 from cuebench.trials import Experiment, Trial
+from cuebench.words import say
 
 from ..layout import ResponseGrid, row_positions
 from ..masks import pink_noise_mask, trial_mask_seed
@@ -30,6 +31,10 @@ def stimulus_width_px(display: dict | None, screen_px: int) -> int | None:
 
 class Presentation:
     """The window and what is drawn on it during one run."""
+
+    def say(self, key: str, **values) -> str:
+        """A screen's words in the study's language (``cuebench.words``)."""
+        return say(key, self.experiment.language, **values)
 
     def __init__(self, options, expdir: ExperimentDir, experiment: Experiment, store: ResponseStore,
                  group: int, grid: ResponseGrid, log_path: Path, out):

@@ -58,6 +58,8 @@ class LabQuestionnaire:
     frame: Callable[[Screen, Callable[[], None]], float]
     pause: Callable[[], None]
     log: Callable[[str], None]
+    say: Callable[..., str]
+    """The screen's words in the study's language (the runner's ``say``)."""
 
     def ask_all(self, questionnaire: Questionnaire) -> dict:
         """Every question in turn; the answers as ``Questionnaire.check_answers`` stores them."""
@@ -80,13 +82,13 @@ class LabQuestionnaire:
                 self.log(f"questionnaire: {question.id!r} left empty ({how})")
                 if not question.required:
                     return None
-                error = "Please answer this question."
+                error = self.say("lab_question_required")
                 continue
             try:
                 value = question.check(raw)
             except QuestionnaireError as err:
                 self.log(f"questionnaire: {err}; asked again")
-                error = _what_fits(question)
+                error = self._what_fits(question)
                 continue
             self.log(f"questionnaire: {question.id!r} answered {value!r} ({how})")
             return value
@@ -96,7 +98,7 @@ class LabQuestionnaire:
 
         prompt = visual.TextStim(self.win, text=question.prompt + (" *" if question.required else ""),
                                  pos=(0, PROMPT_Y), height=28, wrapWidth=1000, color=(1, 1, 1), autoLog=False)
-        skip = "" if question.required else "  Press Enter to skip this question."
+        skip = "" if question.required else self.say("lab_question_skip")
         return [prompt, visual.TextStim(self.win, text=hint + skip, pos=(0, HINT_Y), height=20, wrapWidth=1000,
                                         color=(1, 1, 1), autoLog=False),
                 visual.TextStim(self.win, text=error, pos=(0, ERROR_Y), height=22, wrapWidth=1000,
@@ -114,7 +116,7 @@ class LabQuestionnaire:
                                   pos=pos, height=22, color=(1, 1, 1), autoLog=False))
                  for k, (value, pos) in enumerate(zip(values, positions))]
         stims = [s for box in boxes for s in box] + self._texts(
-            question, "Click your answer or press its number.", error)
+            question, self.say("lab_question_click"), error)
         if question.kind == "likert" and question.anchors:
             (x_first, y), (x_last, _) = positions[0], positions[-1]
             stims += [visual.TextStim(self.win, text=anchor, pos=(x, y - 50), height=18, color=(1, 1, 1), autoLog=False)
@@ -139,7 +141,7 @@ class LabQuestionnaire:
                               letterHeight=24, color=(1, 1, 1), fillColor=(-0.6, -0.6, -0.6),
                               borderColor=(0.6, 0.6, 0.6), placeholder="", autoLog=False)
         self.win.currentEditable = box
-        stims = [box, *self._texts(question, "Type your answer and press Enter.", error)]
+        stims = [box, *self._texts(question, self.say("lab_question_type"), error)]
         screen = Screen("question", question=question)
         try:
             while not any(p.key == SUBMIT_KEY for p in self._presses(screen, stims, (SUBMIT_KEY,), clicks=False)):
@@ -164,11 +166,10 @@ class LabQuestionnaire:
             return []
         return presses
 
-
-def _what_fits(question: Question) -> str:
-    """What the screen says when an answer does not fit the question's declaration."""
-    if question.kind == "number":
-        bounds = [f"from {question.min:g}" if question.min is not None else "",
-                  f"to {question.max:g}" if question.max is not None else ""]
-        return " ".join(["Please type a number", *filter(None, bounds)]) + "."
-    return "Please give a shorter answer."
+    def _what_fits(self, question: Question) -> str:
+        """What the screen says when an answer does not fit the question's declaration."""
+        if question.kind == "number":
+            bounds = (self.say("lab_question_from", min=f"{question.min:g}") if question.min is not None else "") \
+                + (self.say("lab_question_to", max=f"{question.max:g}") if question.max is not None else "")
+            return self.say("lab_question_number", bounds=bounds)
+        return self.say("lab_question_shorter")

@@ -11,7 +11,7 @@ from cuebench.exclusions import note_attention_answer
 from cuebench.responses import trial_row
 from cuebench.trials import Trial
 
-from ..words import say
+from cuebench.words import say
 from .errors import LabError
 
 
@@ -31,9 +31,10 @@ FEEDBACK_SECONDS = 1.0
 """How long a practice trial's feedback stays up (the web task shows it as long)."""
 
 
-def practice_feedback(trial: Trial, response: str | None) -> str:
+def practice_feedback(trial: Trial, response: str | None, language: str) -> str:
     """What a practice trial says after the answer (the web task uses the same words)."""
-    return say("feedback_correct") if response == trial.correct else say("feedback_wrong", answer=trial.correct)
+    return say("feedback_correct", language) if response == trial.correct else \
+        say("feedback_wrong", language, answer=trial.correct)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ RESPONSE_MODES: dict[str, ResponseMode] = {
         clicks=True, answer_for_key=_grid_answer, answer_input=_grid_input, key_per_label=True),
     "keys": ResponseMode(
         keys=lambda runner, trial: tuple(trial.card.answer_keys(trial).values()),
-        draw_response=lambda runner, trial: runner.draw_prompt(trial.card.prompt), clicks=False,
+        draw_response=lambda runner, trial: runner.draw_prompt(runner.say(trial.card.prompt)), clicks=False,
         answer_for_key=_key_answer,
         answer_input=lambda runner, trial, answer: (trial.card.answer_keys(trial)[answer], None), key_per_label=False),
 }

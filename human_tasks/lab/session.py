@@ -38,7 +38,6 @@ from cuebench.trials import Experiment, Trial
 
 from ..layout import LayoutError, response_grid
 from ..psychopy_csv import write_psychopy_csv
-from ..words import say
 from .errors import LabError
 from .pacing import Pacing, Quit
 from .presentation import Presentation
@@ -277,7 +276,7 @@ class _Runner(Presentation, Pacing, Responses):
                 self._questionnaire(questionnaire)
         except Quit:
             return True
-        self._show_for(texts.plain(self.expdir, "completion"), END_SCREEN_S)
+        self._show_for(texts.plain(self.expdir, "completion", self.experiment.language), END_SCREEN_S)
         return False
 
     def _run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> None:
@@ -288,9 +287,10 @@ class _Runner(Presentation, Pacing, Responses):
         types = {t.trial_type for t in trials}
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
-        opening = texts.plain(self.expdir, "instructions") + "\n\n" + self._how_to_answer(types)
+        opening = texts.plain(self.expdir, "instructions", self.experiment.language) + "\n\n" \
+            + self._how_to_answer(types)
         if answered:
-            opening = say("lab_welcome_back", k=remaining[0].index + 1, n=len(sequence)) + "\n\n" + opening
+            opening = self.say("lab_welcome_back", k=remaining[0].index + 1, n=len(sequence)) + "\n\n" + opening
         self._continue_screen(opening)
         progress = tqdm(remaining, desc=f"{self.options.participant} session {self.session}", unit="trial",
                         file=sys.stderr)
@@ -298,13 +298,13 @@ class _Runner(Presentation, Pacing, Responses):
             trial = self.experiment.trial(scheduled.trial_id)
             if scheduled.block > 0 and has_practice and not practice_done:
                 practice_done = True
-                self._continue_screen(say("lab_practice_over"))
+                self._continue_screen(self.say("lab_practice_over"))
             if scheduled.break_before:
-                self._continue_screen(say("lab_break"))
+                self._continue_screen(self.say("lab_break"))
             outcome, restarts = self._present(scheduled.index, trial)
             self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
             if trial.role == "practice":
-                feedback = practice_feedback(trial, outcome.response)
+                feedback = practice_feedback(trial, outcome.response, self.experiment.language)
                 self.logging.exp(f"practice feedback for trial {scheduled.index}: {feedback}")
                 self._show_for(feedback, FEEDBACK_SECONDS)
         progress.close()
@@ -316,7 +316,8 @@ class _Runner(Presentation, Pacing, Responses):
 
         trials = [self.experiment.trial(t) for ids in block.trials_by_level.values() for t in ids]
         facts = {"types": texts.trial_type_timings(trials), "not_clear": self.experiment.label_set.not_clear}
-        self._continue_screen(say("lab_adaptive") + " " + " ".join(texts.task_sentences(facts)) + "\n\n"
+        sentences = texts.task_sentences(facts, self.experiment.language)
+        self._continue_screen(self.say("lab_adaptive") + " " + " ".join(sentences) + "\n\n"
                               + self._how_to_answer({t.trial_type for t in trials}))
         progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.options.participant} "
                         f"{block.session}", unit="trial", file=sys.stderr)
@@ -331,13 +332,13 @@ class _Runner(Presentation, Pacing, Responses):
 
     def _questionnaire(self, questionnaire: Questionnaire) -> None:
         """The study's questions (``human_tasks.lab.questionnaire``), stored once with the participant."""
-        self._continue_screen(say("lab_questions"))
-        answers = LabQuestionnaire(self.win, self.input, self._frame, self._pause,
-                                   self.logging.exp).ask_all(questionnaire)
+        self._continue_screen(self.say("lab_questions"))
+        answers = LabQuestionnaire(self.win, self.input, self._frame, self._pause, self.logging.exp,
+                                   self.say).ask_all(questionnaire)
         store_answers(self.store.conn, self.experiment.name, self.options.participant, answers, runner="lab")
         self.logging.exp(f"questionnaire answered: {len(answers)} of {len(questionnaire.questions)} items")
 
     def _how_to_answer(self, types: set[str]) -> str:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
-        return "".join(card(kind).how_to_answer.get(self.options.input_mode, "") for kind in sorted(types)) \
-            + say("lab_pause_key")
+        keys = [card(kind).how_to_answer.get(self.options.input_mode) for kind in sorted(types)]
+        return "".join(self.say(key) for key in keys if key) + self.say("lab_pause_key")

@@ -100,6 +100,7 @@ def build_experiment(design_name: str, out: str | Path, options: DesignOptions |
         if before_build is not None:
             before_build(chosen, request)
         experiment = chosen.build(request)
+        experiment.language = common.language  # before the commit writes the default texts in it
         staging.commit(experiment)
     return experiment
 

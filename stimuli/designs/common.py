@@ -19,6 +19,7 @@ from cuebench.labels import IMAGENET16, IMAGENET16_NAME, category_labels, imagen
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from cuebench.counterbalance import latin_square_plan
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
+from cuebench.words import LANGUAGE, say
 from ..options import OptionError, parse_timing
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
@@ -66,13 +67,13 @@ def display_geometry(common) -> dict:
 
 
 def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], seed: int,
-                     timing: Timing = CLASSIFY_TIMING) -> list[Trial]:
+                     timing: Timing = CLASSIFY_TIMING, language: str = LANGUAGE) -> list[Trial]:
     """Burgert et al. 2025, appendix E.2: "you will see an A; click B". ``originals`` are
     (source image, stimulus id, category A) of photos held out of the test trials (``hold_out``), one
     trial each, so a check never shows the intact original of a photo the person sees suppressed; B is
     another label, drawn by seed without repeats until every label has been used, so the instructed answer
     moves over the response grid. The image is an original photo of class A: the check tests reading,
-    not recognition."""
+    not recognition. The instruction is in the study's ``language``."""
     rng = random.Random(seed)
     labels = [lab for lab in label_set.displayed() if lab != NOT_CLEAR]
     answers: list[str] = []
@@ -86,7 +87,7 @@ def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]],
             trial_id=f"attention-{k + 1:03d}", trial_type="classify", role="attention", stimuli=(sid,),
             choices=tuple(label_set.displayed()), correct=b, condition="attention", source_image=source,
             category=a, timing=timing,
-            instruction=f"Attention check: the next image shows a {a}. Please click \u201c{b}\u201d.",
+            instruction=say("attention_classify", language, shown=a, answer=b),
         ))
     return trials
 
@@ -297,7 +298,7 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
         stimuli.update((stim.id, stim) for _, stim in made)
         trials += unchanged_trials(role, label_set, [(src, stim.id) for src, stim in made], timing, common.seed)
     trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed,
-                               timing)
+                               timing, common.language)
     print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} source images skipped")
     schedule = classify_schedule(common).model_copy(update={"catch_every": catch_every or None})
     return Experiment(

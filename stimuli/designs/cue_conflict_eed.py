@@ -172,7 +172,8 @@ def build(request) -> Experiment:
         if job.source.name not in failed:
             original = report.get(job.source, job.tasks[0])
             stimuli[original.id] = original
-    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed, timing)
+    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed, timing,
+                               common.language)
     print(f"stimuli: {len(plan)} cue-conflict images from {len(usable)} source images, "
           f"{len(report.failed)} skipped")
     return Experiment(

@@ -250,7 +250,8 @@ def build(request) -> Experiment:
                 source_image=src.name, category=src.category, timing=timing,
                 mask_seed=stimulus_seed(common.seed, src.name, f"mask:{condition}", {}),
             ))
-    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed, timing)
+    trials += attention_trials(label_set, held_originals(held.attention, report, failed, stimuli), common.seed, timing,
+                               common.language)
     print(f"stimuli: {len(stimuli)} in the experiment, {len(report.failed)} source images skipped")
     return Experiment(
         name=request.name, design=request.design, label_set=label_set, stimuli=stimuli,

@@ -31,6 +31,7 @@ from ..build import BuildError
 from cuebench.counterbalance import everyone_plan
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from cuebench.words import say
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
 from ..sources import SourceError, SourceImage
 from . import DESIGNS, Design
@@ -157,7 +158,7 @@ def build_dist(request) -> Experiment:
                 stimuli=tuple(s.id for s in order), choices=POSITIONS.labels, correct=correct,
                 condition="dist" if role == "test" else role, params={}, source_image=src.name,
                 category=src.category, timing=timing,
-                instruction=f"Attention check: whatever the images show, please press {correct}."
+                instruction=say("attention_press", args.language, answer=correct)
                 if role == "attention" else None,
             ))
     return _finish(request, POSITIONS, stimuli, trials, failed,

@@ -107,7 +107,7 @@ class LabelledSet(Design):
             trials += unchanged_trials(role, label_set, [(src, stim.id) for src, stim in made], timing, common.seed)
         originals = [(src.name, stim.id, src.category) for src in held.attention
                      if (stim := report.get(src, Task("original", {}, None))) is not None]
-        trials += attention_trials(label_set, originals, common.seed, timing)
+        trials += attention_trials(label_set, originals, common.seed, timing, common.language)
         used = {sid for t in trials for sid in t.stimuli}
         stimuli = {stim.id: stim for stim in report.stimuli.values() if stim.id in used}
         print(f"stimuli: {report.made} made, {report.reused} already there, {len(report.failed)} images skipped")

@@ -1,12 +1,14 @@
 /* Device rules every participant's computer must meet, checked on the consent page before anyone
  * consents or reads instructions (the task page checks them again with a longer refresh measure). Each
  * rule says what to change, in the participant's words. The rules come from `cuebench serve`
- * (--min-window, --refresh-hz, --browsers, --allow-touch), as JSON in #device-rules. */
+ * (--min-window, --refresh-hz, --browsers, --allow-touch), as JSON in #device-rules, with the words in the
+ * study's language (the catalogue's device_* texts, cuebench/words). */
 (function () {
   "use strict";
   const element = document.getElementById("device-rules");
   const RULES = Object.assign({ minWidth: 800, minHeight: 600, minHz: 48, maxHz: 500, browsers: [], allowTouch: false },
                               element ? JSON.parse(element.dataset.rules) : {});
+  const WORDS = element && element.dataset.words ? JSON.parse(element.dataset.words) : {};
   const BROWSER_NAMES = { chrome: "Chrome", edge: "Edge", firefox: "Firefox", safari: "Safari", opera: "Opera" };
   const REFRESH_FRAMES = 60; // about a second at 60 Hz: enough for the median interval
 
@@ -20,34 +22,37 @@
     return "other";
   }
 
+  /* ``text`` with each {name} replaced by values[name] (the task's words.js fills its texts the same way). */
+  function fill(text, values) {
+    return text.replace(/\{(\w+)\}/g, (place, name) => (values && name in values ? String(values[name]) : place));
+  }
+
+  function say(key, values) {
+    return key in WORDS ? fill(WORDS[key], values) : key;
+  }
+
   /* What is wrong with this device and what to do about it, or null when it is fit. ``size`` is
    * { width, height, screen_width, screen_height } in CSS pixels; ``pointer`` is { fine, touch };
    * ``browser`` a family of browserOf (default: this browser's); ``hz`` the measured refresh rate (undefined:
    * not measured). */
   function deviceProblem(size, pointer, browser = browserOf(navigator.userAgent), hz = undefined) {
     if (!RULES.allowTouch && pointer && pointer.touch && !pointer.fine) {
-      return { reason: "phone or tablet (touch screen, no mouse)",
-               fix: "Please use a computer with a mouse or trackpad and a keyboard: the study does not run on " +
-                    "phones or tablets." };
+      return { reason: "phone or tablet (touch screen, no mouse)", fix: say("device_touch") };
     }
     if (RULES.browsers.length && browser && !RULES.browsers.includes(browser)) {
-      const allowed = RULES.browsers.map((b) => BROWSER_NAMES[b] || b).join(" or ");
+      const allowed = RULES.browsers.map((b) => BROWSER_NAMES[b] || b).join(say("device_or"));
       return { reason: `browser not allowed (${BROWSER_NAMES[browser] || browser})`,
-               fix: `Please open your study link in ${allowed}: the study's timing was checked in ` +
-                    `${RULES.browsers.length > 1 ? "these browsers" : "this browser"} only.` };
+               fix: say(RULES.browsers.length > 1 ? "device_browser_many" : "device_browser_one", { allowed }) };
     }
     if (Math.max(size.width, size.screen_width) < RULES.minWidth ||
         Math.max(size.height, size.screen_height) < RULES.minHeight) {
       return { reason: `screen too small (${size.screen_width}x${size.screen_height})`,
-               fix: `Please make the browser window at least ${RULES.minWidth} \u00d7 ${RULES.minHeight} pixels ` +
-                    `(it is ${size.width} \u00d7 ${size.height} now): maximise it, or use a computer with a larger ` +
-                    "screen." };
+               fix: say("device_size", { min_width: RULES.minWidth, min_height: RULES.minHeight, width: size.width,
+                                         height: size.height }) };
     }
     if (hz != null && (hz < RULES.minHz || hz > RULES.maxHz)) {
       return { reason: `refresh rate ${hz.toFixed(1)} Hz`,
-               fix: `Your display refreshes ${hz.toFixed(0)} times a second; the study needs ${RULES.minHz}\u2013` +
-                    `${RULES.maxHz} Hz. Set the display's refresh rate in your computer's display settings, or use ` +
-                    "another screen or computer." };
+               fix: say("device_refresh", { hz: hz.toFixed(0), min: RULES.minHz, max: RULES.maxHz }) };
     }
     return null;
   }
@@ -100,6 +105,6 @@
     measureHz().then((measured) => { hz = measured; update(); document.body.dataset.refreshChecked = "1"; });
   }
 
-  window.cuebenchDevice = { RULES, deviceProblem, measure, browserOf };
+  window.cuebenchDevice = { RULES, deviceProblem, measure, browserOf, fill };
   guardConsent();
 })();
