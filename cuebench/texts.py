@@ -147,25 +147,25 @@ def default_texts(experiment: Experiment) -> dict[str, str]:
     :func:`study_facts`."""
     f, language = study_facts(experiment), experiment.language
 
-    def text(key: str, **values) -> str:
+    def phrase(key: str, **values) -> str:
         return say(key, language, **values)
 
     what = " ".join(sentence if sentence.endswith(".") else sentence + "."
                     for sentence in task_sentences(f, language))
-    structure = [text("text_trials", up_to=text("text_up_to") if f["may_stop_early"] else "", trials=f["trials"],
-                      counted=text("text_practice_included") if f["practice"] else "", minutes=f["minutes"])]
-    structure.append((text("text_practice_many", n=f["practice"]) if f["practice"] > 1 else
-                      text("text_practice_one")) if f["practice"] else text("text_no_practice"))
-    structure.append(text("text_break_one" if f["breaks"] == 1 else "text_breaks_many", n=f["breaks"])
-                     if f["breaks"] else text("text_no_breaks"))
+    structure = [phrase("text_trials", up_to=phrase("text_up_to") if f["may_stop_early"] else "", trials=f["trials"],
+                        counted=phrase("text_practice_included") if f["practice"] else "", minutes=f["minutes"])]
+    structure.append((phrase("text_practice_many", n=f["practice"]) if f["practice"] > 1 else
+                      phrase("text_practice_one")) if f["practice"] else phrase("text_no_practice"))
+    structure.append(phrase("text_break_one" if f["breaks"] == 1 else "text_breaks_many", n=f["breaks"])
+                     if f["breaks"] else phrase("text_no_breaks"))
     if f["attention"]:
-        structure.append(text("text_attention"))
-    feedback = text("text_feedback_practice") if f["practice"] else text("text_no_feedback")
+        structure.append(phrase("text_attention"))
+    feedback = phrase("text_feedback_practice") if f["practice"] else phrase("text_no_feedback")
     return {
-        "consent": text("text_consent", task=what, minutes=f["minutes"]),
-        "instructions": text("text_instructions", task=what, structure=" ".join(structure), feedback=feedback),
-        "debrief": text("text_debrief", changes=debrief_sentence(experiment)),
-        **{name: text(f"text_{name}") for name in ("completion", "closed", "time_up", "ended_early")},
+        "consent": phrase("text_consent", task=what, minutes=f["minutes"]),
+        "instructions": phrase("text_instructions", task=what, structure=" ".join(structure), feedback=feedback),
+        "debrief": phrase("text_debrief", changes=debrief_sentence(experiment)),
+        **{name: phrase(f"text_{name}") for name in ("completion", "closed", "time_up", "ended_early")},
     }
 
 

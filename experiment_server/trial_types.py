@@ -7,7 +7,7 @@ from __future__ import annotations
 from cuebench.errors import CuebenchError
 from cuebench.trial_types import RESPONSES
 from cuebench.trials import NOT_CLEAR, Experiment, Trial
-from cuebench.words import LANGUAGE, say
+from cuebench.words import LANGUAGE
 
 
 class UnservedTrialType(CuebenchError):
@@ -36,5 +36,5 @@ def presentation(trial: Trial, language: str = LANGUAGE) -> dict:
     ``language``) and whether its images are numbered."""
     card = trial.card
     return {"response": card.response, "numbered": card.numbered,
-            "prompt": say(card.prompt, language) if card.prompt else None,
+            "prompt": card.say(card.prompt, language) if card.prompt else None,
             "keys": card.answer_keys(trial) if card.response == "keys" else None}

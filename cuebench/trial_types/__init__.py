@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar
 
 from ..errors import CuebenchError
 from ..registry import Registry
-from ..words import LANGUAGE, say
+from ..words import LANGUAGE, say, words
 
 RESPONSES = ("label-grid", "keys")
 """How people answer: the label grid of the lab's response screen (buttons or their keys), or one key per
@@ -53,11 +53,10 @@ class TrialTypeCard:
     """Whether a noise mask may follow the images (the trial's timing decides whether one does)."""
     timing: ClassVar[dict[str, Any]] = {}
     prompt: ClassVar[str | None] = None
-    """The catalogue key (``cuebench.words``) of the response screen's words (the ``keys`` response): what to
-    press."""
+    """The response screen's words (the ``keys`` response): what to press. Like ``how_to_answer``, a key of the
+    catalogue (``cuebench.words``: the built-in cards', translated there) or a plug-in's own words (:meth:`say`)."""
     how_to_answer: ClassVar[dict[str, str]] = {}
-    """The catalogue keys of the lab's words after the study's instructions, per input mode (``mouse``,
-    ``keyboard``)."""
+    """The lab's words after the study's instructions, per input mode (``mouse``, ``keyboard``)."""
     choice_rule: ClassVar[str]
     needs: ClassVar[str | None] = None
 
@@ -85,8 +84,14 @@ class TrialTypeCard:
         return int(response == trial.correct)
 
     # ------------------------------------------------------------------ what a participant reads
+    def say(self, text: str, language: str = LANGUAGE) -> str:
+        """One of the card's words (``prompt``, ``how_to_answer``) in the study's ``language``: the catalogue's
+        text when ``text`` is one of its keys, else ``text`` as the card wrote it (a plug-in's own words)."""
+        return words(language).get(text, text)
+
     def task_sentence(self, timing, facts: dict, language: str = LANGUAGE) -> str:
-        """One trial of this type in the default instructions: what appears, for how long, how to answer."""
+        """One trial of this type in the default instructions, in ``language``: what appears, for how long, how to
+        answer."""
         return say("task_any", language, seconds=seconds(timing.stimulus, language),
                    answer_time=answer_time(timing, "since_image", language))
 

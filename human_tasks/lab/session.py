@@ -340,5 +340,5 @@ class _Runner(Presentation, Pacing, Responses):
 
     def _how_to_answer(self, types: set[str]) -> str:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
-        keys = [card(kind).how_to_answer.get(self.options.input_mode) for kind in sorted(types)]
-        return "".join(self.say(key) for key in keys if key) + self.say("lab_pause_key")
+        return "".join(card(kind).say(card(kind).how_to_answer.get(self.options.input_mode, ""),
+                                      self.experiment.language) for kind in sorted(types)) + self.say("lab_pause_key")

@@ -179,18 +179,3 @@ def test_a_trial_names_a_type_with_a_card_and_follows_its_rules():
         Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2"), "1")
     assert Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2", "3"), "1").timing == ODDITY_TIMING
     assert {"classify", "oddity", "segment"} <= set(TRIAL_TYPES.names())
-
-
-def test_every_word_the_web_task_and_the_lab_say_is_in_the_one_catalogue():
-    """The screens' words are looked up by key (``say``) in human_tasks/words/en.json, so a translation is that
-    file with the same keys: every key used exists, and every key is used."""
-    import re
-
-    from human_tasks.words import words
-
-    root = Path(__file__).resolve().parents[2] / "human_tasks"
-    code = "".join(p.read_text() for p in [*root.glob("web/static/task/*.js"), *root.glob("**/*.py")])
-    used = set(re.findall(r"""say\(f?["']([\w{}.]+)["']""", code))
-    keys = {k.replace("{self.options.input_mode}", mode) for k in used for mode in ("mouse", "keyboard")}
-    assert keys - set(words()) == set()
-    assert set(words()) - keys == set()
