@@ -27,8 +27,6 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 BACKOFF_FIRST_S = 0.5
-INSTRUCTED = re.compile(r"click [\"\u201c]?([^\"\u201d.]+)")
-"""The answer an attention trial asks for: ``click dog.`` or ``click \u201ccoffee mug\u201d.``"""
 NONCE = re.compile(r'name="start_nonce" value="([^"]+)"')
 
 
@@ -66,10 +64,17 @@ class ClientLog:
                     self.later_latencies_ms.append(ms)
 
 
+def instructed_answer(trial: dict) -> str | None:
+    """The answer an attention trial asks for, in any language: the choice its instruction names last ("the
+    next image shows a cat. Please click \u201cdog\u201d", "... dr\u00fccken Sie bitte 2"), the longest at a place."""
+    named = [(m.start(), len(choice), choice) for choice in trial["choices"]
+             for m in re.finditer(rf"(?<!\w){re.escape(choice)}(?!\w)", trial["instruction"] or "")]
+    return max(named)[2] if named else None
+
+
 def trial_answer(trial: dict) -> dict:
     """A plausible trial post: the instructed answer on attention trials, else the first choice."""
-    instructed = INSTRUCTED.search(trial["instruction"] or "")
-    response = instructed.group(1) if instructed else trial["choices"][0]
+    response = instructed_answer(trial) or trial["choices"][0]
     return {"trial_key": trial["trial_key"], "response": response, "timed_out": False, "rt_ms": 612.0,
             "timing_measured": {"fixation": 300.1, "stimulus": 200.2}, "frames": {"fixation": 18, "stimulus": 12},
             "dropped_frames": 0, "refresh_hz": 60.0, "device": {"user_agent": "simulated"}, "events": []}

@@ -79,7 +79,8 @@ class Staging:
         check_replaceable(ExperimentDir(self.out), experiment)
         staged = ExperimentDir(self.root)
         staged.save(experiment)
-        warning = stale_warning(ExperimentDir(self.out), refresh_texts(staged, experiment))  # edited texts kept
+        warning = stale_warning(ExperimentDir(self.out), refresh_texts(staged, experiment),  # edited texts kept
+                                experiment.language)
         if warning:
             print(warning, file=sys.stderr)
         staged.clear_shards()

@@ -40,7 +40,7 @@ def check_language(language: str) -> str:
         close = difflib.get_close_matches(language, known, n=2, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownWords(f"no words for language {language!r} (there are: {', '.join(known)}){hint}; a translation "
-                           f"is a copy of {HERE.name}/{LANGUAGE}.json with every text translated")
+                           f"is a copy of cuebench/words/{LANGUAGE}.json with every text translated")
     return language
 
 

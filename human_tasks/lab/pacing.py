@@ -37,6 +37,7 @@ class Pacing:
     def _continue_screen(self, message: str) -> None:
         """Text until space (or a click, with the mouse); Escape pauses (``Quit`` if confirmed)."""
         prompt = self.say(f"lab_continue_{self.options.input_mode}")
+        self.logging.exp("screen: " + " ".join(f"{message}\n\n{prompt}".split()))  # what the participant read
         while True:
             self.text.text = f"{message}\n\n{prompt}"
             self.input.clear()
@@ -67,6 +68,7 @@ class Pacing:
                 return
 
     def _show_for(self, message: str, seconds: float) -> None:
+        self.logging.exp("screen: " + " ".join(message.split()))
         self.text.text = message
         screen = Screen("trial")
         for _ in range(max(1, round(seconds * self.hz))):

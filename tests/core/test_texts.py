@@ -130,3 +130,35 @@ def test_edited_texts_are_kept_and_rendered_with_html_escaped(sample):
     html = render(folder, "consent")
     assert "<h1>Our lab</h1>" in html and "<strong>E-42</strong>" in html
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_german_study_gets_german_defaults_in_texts_de_and_its_stale_texts_are_caught(sample, tmp_path):
+    """``language: de``: the defaults are written, in German, to texts/de/ beside the English folder's files
+    (which stay as they are); an unedited German text is rewritten after a rebuild, an edited one that still
+    claims "kein Zeitlimit" and a wrong trial count is named by line."""
+    _, experiment = sample
+    folder = ExperimentDir(tmp_path / "exp")
+    english = text_path(folder, "consent")
+    english.parent.mkdir(parents=True)
+    english.write_text("# Welcome\n")
+    german = experiment.model_copy(update={"language": "de"})
+    assert set(refresh_texts(folder, german).values()) == {"written"}
+    consent = text_path(folder, "consent", "de")
+    assert consent == tmp_path / "exp" / "texts" / "de" / "consent.md" and english.read_text() == "# Welcome\n"
+    assert consent.read_text().startswith("# Willkommen") and "0,2 Sekunden" in consent.read_text()
+    assert contradictions(folder, german) == []
+    consent.write_text(consent.read_text() + "\nEs gibt kein Zeitlimit und 12 Durchgänge; die ersten 3 Durchgänge "
+                                             "sind Übung.\n")
+    n = len(consent.read_text().splitlines())
+    classify = only(german, lambda t: t.trial_type == "classify" and t.role == "test", response_window=2000)
+    assert refresh_texts(folder, classify)["instructions"] == "rewritten"
+    instructions = text_path(folder, "instructions", "de").read_text()
+    assert "Sie haben 2 Sekunden Zeit zum Antworten" in instructions and "Es gibt keinen Übungsteil." in instructions
+    trials = study_facts(classify)["trials"]
+    assert contradictions(folder, classify) == [
+        'texts/de/consent.md:3: "kein Zeitlimit", but the answer must come within 2 seconds',
+        f'texts/de/consent.md:{n}: "ersten 3 Durchgänge sind Übung", but the experiment has 0 practice trials',
+        f'texts/de/consent.md:{n}: "12 Durchgänge", but a participant answers {trials}',
+        f'texts/de/consent.md:{n}: "kein Zeitlimit", but the answer must come within 2 seconds']
+    with pytest.raises(TextsContradictError, match=r"exp/texts/de/ contradicts"):
+        check_texts(folder, classify)

@@ -28,6 +28,7 @@ from cuebench.counterbalance import latin_square_plan, participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial
+from cuebench.words import say, words
 from experiment_server.db import ServerDB
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def _gray(pixels: np.ndarray) -> np.ndarray:
     return np.stack([g] * 3, axis=-1)
 
 
-def build_experiment(root: Path, photos: dict) -> Experiment:
+def build_experiment(root: Path, photos: dict, language: str = "en") -> Experiment:
     expdir = ExperimentDir(root)
     categories = {"astronaut": "astronaut", "camera": "camera", "coffee": "coffee", "rocket": "rocket",
                   "motorcycle": "motorcycle", "flower": "flower", "chelsea": "cat", "china": "temple"}
@@ -74,7 +75,8 @@ def build_experiment(root: Path, photos: dict) -> Experiment:
     trials.append(Trial("practice-cat", "classify", "practice", (cat,), labels, "cat", source_image="chelsea",
                         category="cat", timing=CLASSIFY))
     trials.append(Trial("attention-cat", "classify", "attention", (cat,), labels, "rocket", source_image="chelsea",
-                        category="cat", timing=CLASSIFY, instruction='The next image shows a cat; click "rocket".'))
+                        category="cat", timing=CLASSIFY, instruction='The next image shows a cat; click "rocket".'
+                        if language == "en" else say("attention_classify", language, shown="cat", answer="rocket")))
     temple = photos["china"]
     catch = (store("china", "original", temple), store("china", "mirror", np.ascontiguousarray(temple[:, ::-1])),
              store("china", "halves_swapped", np.concatenate([temple[112:], temple[:112]])))
@@ -82,7 +84,7 @@ def build_experiment(root: Path, photos: dict) -> Experiment:
                         category="temple", timing=ODDITY))
     experiment = Experiment(name="labtest", design="test", label_set=LabelSet("photos", labels), stimuli=stimuli,
                             trials=trials, schedule=Schedule(break_every=4, catch_every=4, attention_every=5),
-                            assignment=latin_square_plan(trials))
+                            assignment=latin_square_plan(trials), language=language)
     expdir.save(experiment)
     return experiment
 
@@ -208,6 +210,31 @@ def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_
     assert (registered.runner, registered.status, registered.observer_kind, registered.group) == \
         ("lab", "finished", "pilot", rows[0]["group"])
 
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("display")
+def test_a_german_study_runs_in_german_in_the_lab(tmp_path, photos):
+    """``language: de``: every screen the simulated participant is shown (instructions from texts/de/, how to
+    answer, the pause key, practice feedback, practice over, breaks, the completion) is German, and none holds a
+    sentence of the English catalogue."""
+    expdir = tmp_path / "exp"
+    build_experiment(expdir, photos, language="de")
+    done = run_lab(expdir, "D01", "--simulate", "--refresh-hz", "60")
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_complete_session(expdir, "D01")
+    screens = [line.split("screen: ", 1)[1] for line in (expdir / "data" / "D01_labtest_session1.log").read_text(
+        encoding="utf-8").splitlines() if "screen: " in line]
+    shown = " ".join(screens)
+    assert screens[0].startswith("Anleitung Jeder Durchgang beginnt mit einem kleinen Kreuz")
+    for german in ("Klicken Sie auf die Bezeichnung Ihrer Antwort.", "Mit Escape pausieren Sie.",
+                   "Klicken oder die Leertaste drücken, um weiterzumachen.", "Die Übung ist vorbei.",
+                   "Zeit für eine Pause.", "Vielen Dank!"):
+        assert german in shown
+    assert re.search(r"\b(Richtig|Nicht ganz: Die Antwort war „cat“)", shown)
+    english = [piece.strip() for text in words("en").values() for piece in re.split(r"\{\w+\}", text)
+               if len(piece.split()) >= 3]
+    assert [piece for piece in english if piece in shown] == []
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("display")
