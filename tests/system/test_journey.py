@@ -53,6 +53,7 @@ RELOAD_AT_INDEX = 2
 STATISTICS_EXEMPT = {"exclusions", "excluded_observers", "exclusion_summary"}
 """Report tables that list who was left out (the only places the excluded person may appear)."""
 DIST_PHOTOS = 4
+REPO_WORDS = Path(__file__).resolve().parents[2] / "cuebench" / "words"
 
 
 def cuebench(cwd: Path, *args: str, stdin: str | None = None) -> str:
@@ -155,7 +156,8 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
                 instructions = page.inner_text("#screen")
                 shoot(page, shots, "2-instructions.png", full_page=True)
             if now == "instruction":
-                instructed = re.search("click \u201c([^\u201d]+)\u201d", page.inner_text("#instruction")).group(1)
+                instructed = re.findall("[\u201c\u201e]([^\u201c\u201d\u201e]+)[\u201c\u201d]",  # “B” or „B“
+                                        page.inner_text("#instruction"))[-1]
             page.click("#continue")
         elif now == "calibration" and page.is_visible("#card"):
             calibrate(page, shots)
@@ -351,3 +353,33 @@ def test_a_dist_oddity_study_as_a_participant_takes_it(tmp_path, browser, shared
     assert seen["status"] == "finished" and seen["progress"]
     assert "different from the other two" in seen["instructions"] and "noise" not in seen["instructions"]
     assert all(re.fullmatch(r"trial \d+ of \d+", text) for text in seen["progress"].values())
+
+
+def test_a_german_study_as_a_participant_meets_it(tmp_path, browser):
+    """``--language de``: the consent page (``lang``, consent text, checkbox, button, the device check's advice),
+    instructions, progress counter, attention check and the completion page are German, with no sentence of the
+    English catalogue on them; the texts sit in texts/de/."""
+    work = tmp_path / "study"
+    make_photo_folder(work / "photos")
+    cuebench(work, "stimuli", "build", "--design", "suppression", "--images", "photos", "--out", "exp/de",
+             "--grid", "human", "--workers", "1", "--practice", "1", "--language", "de")
+    assert (work / "exp/de/texts/de/consent.md").read_text(encoding="utf-8").startswith("# Willkommen")
+    english = [piece.strip() for text in json.loads((REPO_WORDS / "en.json").read_text(encoding="utf-8")).values()
+               for piece in re.split(r"\{\w+\}", text) if len(piece.split()) >= 3]
+    with Served(work, "exp/de") as served:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{served.base}/?code=de0")
+        consent = page.inner_text("body")
+        assert page.get_attribute("html", "lang") == "de"
+        assert "Ich habe die Informationen oben gelesen" in consent and page.inner_text("#start") == "Starten"
+        advice = page.evaluate("window.cuebenchDevice.deviceProblem({width: 500, height: 400, screen_width: 500, "
+                               "screen_height: 400}, {fine: true, touch: false}).fix")
+        assert advice.startswith("Bitte machen Sie das Browserfenster mindestens 800 × 600 Pixel groß")
+        seen = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "code=de1")
+    assert seen["status"] == "finished"
+    assert seen["instructions"].startswith("Anleitung") and "0,2 Sekunden" in seen["instructions"]
+    assert "Weiter" in seen["instructions"]
+    assert all(re.fullmatch(r"(Übung|Durchgang) \d+ von \d+", text) for text in seen["progress"].values())
+    assert "Vielen Dank!" in seen["page"] and "Ihr Abschlusscode lautet" in seen["page"]
+    shown = " ".join([consent, advice, seen["instructions"], *seen["progress"].values(), seen["page"]])
+    assert [piece for piece in english if piece in shown] == []
