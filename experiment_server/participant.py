@@ -29,7 +29,7 @@ from flask import (Blueprint, abort, current_app, jsonify, make_response, redire
 from PIL import Image
 
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
-from cuebench.words import words
+from cuebench.words import browser_words
 from cuebench.exclusions import ATTENTION_CHECK, note_attention_answer
 from cuebench.expdir import OutsideExperimentError
 from cuebench.images import strip_metadata
@@ -337,7 +337,7 @@ def plan(token: str):
         "adaptive_trials": [block.trials for block in study.experiment.adaptive],
         "answered": sorted(answered),
         "texts": study.texts(),
-        "words": words(study.experiment.language),
+        "words": browser_words(study.experiment.language),
         "display": study.display and {**{k: study.display[k] for k in ("stimulus_degrees", "viewing_distance_cm")},
                                       "blind_spot_degrees": BLIND_SPOT_DEGREES},
         "calibration": participant.calibration,

@@ -50,6 +50,16 @@ def words(language: str = LANGUAGE) -> dict[str, str]:
     return json.loads((HERE / f"{check_language(language)}.json").read_text(encoding="utf-8"))
 
 
+BUILD_ONLY = ("text_", "debrief_", "suppressed_", "claim_", "lab_")
+"""Key prefixes of words no browser needs: the default texts' sentences and debrief clauses (which name the
+conditions a plan must not reveal), the stale-text patterns and the lab's screens."""
+
+
+def browser_words(language: str = LANGUAGE) -> dict[str, str]:
+    """The catalogue less :data:`BUILD_ONLY`'s keys: what the web task's screens say (sent in the plan)."""
+    return {key: text for key, text in words(language).items() if not key.startswith(BUILD_ONLY)}
+
+
 def say(key: str, language: str = LANGUAGE, **values) -> str:
     """The text under ``key`` with its ``{name}`` places filled from ``values``."""
     try:

@@ -38,13 +38,14 @@ def open_window(fullscreen: bool, screen: int, size: tuple[int, int]):
                          checkTiming=False)
 
 
-def measure_refresh(win, declared_hz: float | None, simulated: bool = False) -> Refresh:
-    """Measure the refresh rate, settle on the rate to use, and decide on pacing."""
+def measure_refresh(win, declared_hz: float | None, simulated: bool, message: str) -> Refresh:
+    """Measure the refresh rate (``message`` on the screen meanwhile), settle on the rate to use, and decide on
+    pacing."""
     from psychopy import core
 
     measurements = tuple(
         _as_float(win.getActualFrameRate(nIdentical=20, nMaxFrames=120, nWarmUpFrames=10, threshold=1,
-                                         infoMsg="Measuring the display's refresh rate ..."))
+                                         infoMsg=message))
         for _ in range(MEASUREMENTS))
     hz, source = settle_refresh_rate(measurements, declared_hz, simulated)
     stamps = []

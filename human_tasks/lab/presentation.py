@@ -57,7 +57,8 @@ class Presentation:
         self.refresh_record: dict = {}
         self.win = open_window(options.fullscreen, options.screen, options.window_size)
         try:
-            self.refresh = measure_refresh(self.win, options.refresh_hz, options.simulation is not None)
+            self.refresh = measure_refresh(self.win, options.refresh_hz, options.simulation is not None,
+                                           self.say("lab_measuring_refresh"))
         except CuebenchError:
             self.close()
             raise
