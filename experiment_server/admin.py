@@ -191,14 +191,20 @@ def recruitment(study: Study, holders: list[tuple[int, str, float | None]]) -> t
             "full": rules.capped and rules.full(fill), "closed": rules.capped and rules.full(finished)}, fill
 
 
-@bp.get("/")
-@login_required
-def dashboard():
+def _requested_page():
+    """The study, every session's standing, and the participants and quality rows of the page the request
+    asks for (``?page=``): what the dashboard and its polled quality panel both show."""
     study = _study()
     standings = study.db.standings(study.experiment.name)
     page, pages = _page(len(standings))
     people = study.db.participants(study.experiment.name, (page - 1) * PAGE_SIZE, PAGE_SIZE)
-    quality = page_quality(study.store.conn, study.experiment.name, people)
+    return study, standings, page, pages, people, page_quality(study.store.conn, study.experiment.name, people)
+
+
+@bp.get("/")
+@login_required
+def dashboard():
+    study, standings, page, pages, people, quality = _requested_page()
     state, fill = recruitment(study, study.db.slot_holders(study.experiment.name))
     study.questionnaire()  # a broken live edit shows here even before a participant reaches it
     adaptive = sum(plan.trials for plan in study.experiment.adaptive)  # QUEST+ answers, at most
@@ -216,11 +222,7 @@ def dashboard():
 @login_required
 def quality():
     """The live data-quality panel of one page of participants (``quality``), which the admin page polls."""
-    study = _study()
-    standings = study.db.standings(study.experiment.name)
-    page, pages = _page(len(standings))
-    people = study.db.participants(study.experiment.name, (page - 1) * PAGE_SIZE, PAGE_SIZE)
-    rows = page_quality(study.store.conn, study.experiment.name, people)
+    study, standings, page, pages, people, rows = _requested_page()
     now = study.db.clock()
     return jsonify(page=page, pages=pages, total=len(standings),
                    flagged=sum(p.review_reason is not None or p.exclusion is not None for p in standings),

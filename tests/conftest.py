@@ -147,10 +147,29 @@ def check_validation_marks(items) -> None:
                 f"source=..., reference=..., tolerance=...) decorator on the test or its class")
 
 
+# Modules that start or stop Ray on this machine: ``ray stop --force`` in one ends every Ray instance
+# of the machine, so under pytest-xdist they run one after another on the same worker.
+RAY_MODULES = ("model_eval/test_executors.py", "model_eval/test_training.py", "system/test_docs.py")
+
+
+def group_for_workers(items) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (scripts/test.sh) a worker takes whole modules: their
+    module- and session-scoped fixtures (a browser, a built experiment, the docs runner's pool of every
+    documented block) are made once, and the modules that start Ray share one worker."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        path = Path(str(item.fspath))
+        module = path.relative_to(REPO / "tests").as_posix() if path.is_relative_to(REPO / "tests") else str(path)
+        item.add_marker(pytest.mark.xdist_group("ray" if module in RAY_MODULES else module))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Every ``validates`` mark is readable for docs/validation.md (:func:`check_validation_marks`); ``gpu`` tests
-    run only where torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
+    """Every ``validates`` mark is readable for docs/validation.md (:func:`check_validation_marks`); modules
+    stay whole on one worker under pytest-xdist (:func:`group_for_workers`); ``gpu`` tests run only where
+    torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
     check_validation_marks(items)
+    group_for_workers(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
@@ -230,3 +249,20 @@ def postgres_url(postgres_server):
     with psycopg.connect(postgres_server.url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_server.url.replace("/postgres?", f"/{name}?")
+
+
+BLOCK_SECONDS = "docs_block_seconds"
+"""The user property a docs-runner test records: its block's own run time (the test's duration also counts
+the wait for the pool that runs pages side by side)."""
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Beside pytest's slowest tests, the documented blocks that took longest to run themselves."""
+    timed = [(dict(report.user_properties)[BLOCK_SECONDS], report.nodeid)
+             for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+             if report.when == "call" and BLOCK_SECONDS in dict(report.user_properties)]
+    if timed:
+        terminalreporter.write_sep("=", f"slowest documented blocks ({sum(t for t, _ in timed):.0f} s in all)")
+        for seconds, nodeid in sorted(timed, reverse=True)[:10]:
+            terminalreporter.write_line(f"{seconds:8.2f}s  {nodeid}")
+

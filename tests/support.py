@@ -5,7 +5,8 @@
   entry points);
 - the docs' one-file observer (``observer_example``), three classes of DiST photos (``three_class_photos``),
   a command run in this process (``cuebench_in_process``: spares a torch start-up per command);
-- a participant's and the admin's requests to a Flask test client (``start``, ``plan``, ``login``, ...);
+- a participant's and the admin's requests to a Flask test client (``start``, ``plan``, ``login``, ...), and an
+  injectable ``Clock`` for the app, so reservations lapse when a test says so;
 - a labelled segmentation set and two tiny segmenters trained on it in seconds:
 
 The set: 64 x 64 photos of a disk and a square on a background, each region with its own
@@ -207,6 +208,17 @@ def cuebench_in_process(cwd: Path, *args: str) -> str:
 
 
 # ------------------------------------------- a participant's and the admin's requests to a test client
+
+
+class Clock:
+    """An injectable clock for ``create_app(clock=...)``: reservations lapse when the test says so, not after
+    real waiting."""
+
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def consent_nonce(client) -> str:

@@ -26,23 +26,13 @@ from experiment_server.study import ServerSetupError, study_of
 from cuebench.trial_types import RESPONSES, cards
 from cuebench.trial_types.oddity import Oddity
 from experiment_server.simulate import measured_display
-from support import ADMIN_PASSWORD as PASSWORD, consent_nonce, login, plan, start
+from support import ADMIN_PASSWORD as PASSWORD, Clock, consent_nonce, login, plan, start
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.trials import NOT_CLEAR
 
 PLAN_TRIAL_KEYS = {"index", "trial_key", "type", "practice", "feedback", "block", "break_before", "images", "mask",
                    "choices", "grid", "instruction", "timing", "response", "numbered", "prompt", "keys"}
-
-
-class Clock:
-    """An injectable clock: reservations lapse when the test says so, not after real waiting."""
-
-    def __init__(self):
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

@@ -21,18 +21,10 @@ from experiment_server.simulate import NONCE, ClientLog, ServerProcess, Simulate
 from experiment_server.study import study_of
 from experiment_server.study_rules import DeviceRules, RulesError, StudyRules
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
+from support import ADMIN_PASSWORD as PASSWORD, Clock
 
-PASSWORD = "correct horse battery"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 DEVICE_RULES = re.compile(r"data-rules='([^']+)'")
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

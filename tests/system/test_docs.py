@@ -16,13 +16,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import BLOCK_SECONDS, REPO
 from support import dist_subset
 
 pytestmark = pytest.mark.slow
@@ -249,10 +250,18 @@ def block_environment() -> dict[str, str]:
     return env
 
 
-def run_block(block: Block, work: Path) -> subprocess.CompletedProcess:
+@dataclass(frozen=True)
+class BlockRun:
+    result: subprocess.CompletedProcess
+    seconds: float  # the block's own run time (a test's duration also counts its wait for the pool)
+
+
+def run_block(block: Block, work: Path) -> BlockRun:
     script = "set -euo pipefail\n" + PREAMBLE + prepared(block.text) + "\n"
-    return subprocess.run(["bash", "-c", script], cwd=work, env=block_environment(), capture_output=True, text=True,
-                          timeout=BLOCK_TIMEOUT_S)
+    started = time.monotonic()
+    result = subprocess.run(["bash", "-c", script], cwd=work, env=block_environment(), capture_output=True,
+                            text=True, timeout=BLOCK_TIMEOUT_S)
+    return BlockRun(result, time.monotonic() - started)
 
 
 @pytest.fixture(scope="session")
@@ -282,10 +291,12 @@ def block_runs(request, page_folders):
 
 
 @pytest.mark.parametrize("block", [pytest.param(block, id=block.id) for block in BLOCKS])
-def test_documented_block_runs(block: Block, block_runs):
+def test_documented_block_runs(block: Block, block_runs, record_property):
     if block.key in SKIPPED:
         pytest.skip(SKIPPED[block.key])
-    result = block_runs[block.id].result()
+    run = block_runs[block.id].result()
+    record_property(BLOCK_SECONDS, run.seconds)
+    result = run.result
     if result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         pytest.fail(f"{block.id} exited with {result.returncode}\n--- as run here:\n{prepared(block.text)}\n"

@@ -122,9 +122,19 @@ target = torch.full((6, 4), 0.1 / 4)
 target[torch.arange(6), y] += 0.9
 by_hand = float(-(target * log_p).sum(dim=1).mean())
 algorithm = ALGORITHMS["label-smoothing"](model, lr=0.0)
-print(by_hand, algorithm.update(x, y))
+target = torch.full((6, 4), 0.2 / 4)  # eps as the command line gives it: a string
+target[torch.arange(6), y] += 0.8
+by_hand_02 = float(-(target * log_p).sum(dim=1).mean())
+print(by_hand, algorithm.update(x, y), by_hand_02, ALGORITHMS["label-smoothing"](model, lr=0.0, eps="0.2").update(x, y))
+try:
+    ALGORITHMS["label-smoothing"](model, eps="1.5")
+except ValueError as err:
+    print(err)
 """
     done = run(plugins, tmp_path, code=check)
     assert done.returncode == 0, done.stderr
-    by_hand, reported = map(float, done.stdout.split())
+    numbers, refusal = done.stdout.splitlines()
+    by_hand, reported, by_hand_02, reported_02 = map(float, numbers.split())
     assert reported == pytest.approx(by_hand, rel=1e-5)
+    assert reported_02 == pytest.approx(by_hand_02, rel=1e-5)
+    assert refusal.startswith("label-smoothing option eps:"), refusal
