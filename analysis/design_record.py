@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir
 from cuebench.trials import Experiment
+from cuebench.words import LANGUAGE
 
 
 def experiment_of(sources) -> Experiment | None:
@@ -53,4 +54,5 @@ def experiment_record(experiment: Experiment) -> dict:
                       "spreads": list(plan.spreads), "lapses": list(plan.lapses), "prior_mean": plan.prior_mean,
                       "prior_sd": plan.prior_sd, "stop_ci_width": plan.stop_ci_width}
                      for plan in experiment.adaptive],
+        **({"language": experiment.language} if experiment.language != LANGUAGE else {}),  # English: as before
     }

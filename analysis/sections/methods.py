@@ -13,6 +13,8 @@ import json
 
 import pandas as pd
 
+from cuebench.words import say
+
 from ..load import params_of
 from ..psychometric import fixed_level_rows
 from .base import ALL, Section, ordered, record_method, recorded_method, register
@@ -97,6 +99,9 @@ def design_sentences(record: dict) -> list[str]:
                    f"for {plan['trials']} trials{stop}, with guess rate {plan['guess_rate']:.3g}, {count} "
                    f"threshold(s) from {low:g} to {high:g}, spreads {', '.join(_value(v) for v in plan['spreads'])}, "
                    f"lapse rates {', '.join(_value(v) for v in plan['lapses'])} and {prior}.")
+    if record.get("language"):
+        out.append(f"Participants read the study in {say('language_name', record['language'])}: its texts and "
+                   "every screen of the task.")
     return out
 
 

@@ -291,3 +291,16 @@ def test_report_and_analyze_give_one_paragraph_that_matches_the_experiment_and_r
         assert sentence.startswith(fixed) or sentence in recorded, sentence
     ttests = pd.read_csv(tmp_path / "report" / "tables" / "ttests.csv")
     assert set(ttests.dropna(subset=["p"])["parameters"]) >= {"grid 3", "grid 6"}
+
+
+def test_the_methods_name_the_language_of_a_study_not_in_english():
+    """A German study's design sentences end with the language participants read; an English one's say nothing."""
+    from analysis.design_record import experiment_record
+    from analysis.sections.methods import design_sentences
+    from cuebench.trials import Experiment, LabelSet
+
+    english = Experiment(name="x", design="suppression", label_set=LabelSet("s", ("a", "b")), stimuli={}, trials=[])
+    assert "language" not in experiment_record(english)
+    german = design_sentences(experiment_record(english.model_copy(update={"language": "de"})))
+    assert german[-1] == "Participants read the study in German: its texts and every screen of the task."
+    assert not any("German" in s for s in design_sentences(experiment_record(english)))

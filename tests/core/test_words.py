@@ -15,7 +15,7 @@ from cuebench.words import LANGUAGE, UnknownWords, check_language, languages, sa
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [*ROOT.glob("cuebench/**/*.py"), *ROOT.glob("stimuli/**/*.py"), *ROOT.glob("human_tasks/**/*.py"),
-           *ROOT.glob("experiment_server/*.py"), *ROOT.glob("human_tasks/web/static/**/*.js"),
+           *ROOT.glob("experiment_server/*.py"), *ROOT.glob("analysis/**/*.py"), *ROOT.glob("human_tasks/web/static/**/*.js"),
            *ROOT.glob("human_tasks/web/templates/*.html")]
 """Where participant words are looked up."""
 
