@@ -113,9 +113,20 @@ def task_sentences(facts: dict, language: str = LANGUAGE) -> list[str]:
     if not out:
         out.append(say("task_unknown", language))
     if len(out) > 1:
-        return [say("task_some", language, sentence=out[0]),
-                *(say("task_other", language, sentence=sentence) for sentence in out[1:])]
-    return [out[0][0].upper() + out[0][1:]]
+        return [_lead_in("task_some", out[0], language),
+                *(_lead_in("task_other", sentence, language) for sentence in out[1:])]
+    return [_capitalised(out[0])]
+
+
+def _capitalised(sentence: str) -> str:
+    return sentence[0].upper() + sentence[1:]
+
+
+def _lead_in(key: str, sentence: str, language: str) -> str:
+    """A card's sentence after the catalogue's lead-in ("In some trials, ..."); a lead-in that ends in a colon
+    ("In manchen Durchgängen gilt: ...") is followed by a whole sentence, capitalised."""
+    lead = words(language)[key]
+    return say(key, language, sentence=_capitalised(sentence) if ": {sentence}" in lead else sentence)
 
 
 DESIGN_DEBRIEFS = {"cue-conflict-import": "debrief_cue_conflict_import", "cue-conflict-eed": "debrief_cue_conflict_eed",
