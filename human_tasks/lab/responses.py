@@ -88,7 +88,9 @@ RESPONSE_MODES: dict[str, ResponseMode] = {
         clicks=True, answer_for_key=_grid_answer, answer_input=_grid_input, key_per_label=True),
     "keys": ResponseMode(
         keys=lambda runner, trial: tuple(trial.card.answer_keys(trial).values()),
-        draw_response=lambda runner, trial: runner.draw_prompt(trial.card.say(trial.card.prompt, runner.experiment.language)), clicks=False,
+        draw_response=lambda runner, trial: runner.draw_prompt(trial.card.say(trial.card.prompt,
+                                                                              runner.experiment.language)),
+        clicks=False,
         answer_for_key=_key_answer,
         answer_input=lambda runner, trial, answer: (trial.card.answer_keys(trial)[answer], None), key_per_label=False),
 }
