@@ -154,7 +154,7 @@ def entry():
         return _closed_page()
     browser = _browser_id() or secrets.token_urlsafe(24)
     response = make_response(render_template("consent.html", entry=values,
-                                             consent=_study().texts()["consent"],
+                                             consent=_study().text("consent"),
                                              device_rules=_rules().device.for_page(),
                                              nonce=_study().start_nonce(browser)))
     response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
@@ -212,7 +212,7 @@ def start():
     browser = _refuse_foreign_start(study)
     if request.form.get("consent") != "yes":
         return render_template("consent.html", entry=values,
-                               consent=study.texts()["consent"],
+                               consent=study.text("consent"),
                                device_rules=_rules().device.for_page(),
                                nonce=request.form[START_NONCE],
                                error="Please tick the consent box to take part."), 400

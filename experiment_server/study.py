@@ -74,6 +74,7 @@ class Study:
         self._report_lock = threading.Lock()
         self._faults: dict[str, str] = {}
         self._last_questionnaire: Questionnaire | None = None
+        self._rendered_texts: dict[str, tuple[tuple[int, ...], str]] = {}
         self.questionnaire()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
@@ -150,15 +151,24 @@ class Study:
         return hmac.new(self.derive_key, trial_id.encode(), hashlib.sha256).hexdigest()[:20]
 
     def texts(self) -> dict[str, str]:
-        """The study's texts as HTML, read from the folder on each call: an edit shows at the next page load."""
+        """The study's texts as HTML, as the folder has them now: an edit shows at the next page load."""
         return {name: self.text(name) for name in TEXT_NAMES}
 
     def text(self, name: str) -> str:
         """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
-        default."""
-        if not text_path(self.expdir, name).exists():
+        default. Rendered again only when the file changed (its ``stat`` differs): reading and rendering
+        every text on each consent page and plan was most of their cost when participants arrive together."""
+        path = text_path(self.expdir, name)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
             write_default_texts(self.expdir, self.experiment)
-        return render(self.expdir, name)
+            stat = path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+        cached = self._rendered_texts.get(name)
+        if cached is None or cached[0] != stamp:
+            cached = self._rendered_texts[name] = (stamp, render(self.expdir, name))
+        return cached[1]
 
     def closed(self, rules) -> bool:
         """Whether the study has reached its recruitment target with finished sessions alone
