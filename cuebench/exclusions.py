@@ -98,7 +98,7 @@ def note_attention_answer(db: Database, row: dict) -> Exclusion | None:
     row is no failed check of a person, or the person is excluded already."""
     if row.get("role") != "attention" or row.get("observer_kind") != "human" or row.get("correct") != 0:
         return None
-    if row["observer"] in current(db, row["experiment"]):
+    if current(db, row["experiment"], row["observer"]):
         return None
     return record(db, row["experiment"], row["observer"], True,
                   f"attention trial {row['trial_id']} answered {row.get('response') or 'nothing'!r}, "
