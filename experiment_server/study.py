@@ -38,6 +38,8 @@ from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_pa
 from .trial_types import UnservedTrialType, check_served
 
 log = logging.getLogger("cuebench.serve")
+TEXT_SETTLE_NS = 2_000_000_000
+"""How long after a text's last change its rendering is kept (``Study.text``): beyond any file system's time step."""
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
 
@@ -157,7 +159,9 @@ class Study:
     def text(self, name: str) -> str:
         """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
         default. Rendered again only when the file changed (its ``stat`` differs): reading and rendering
-        every text on each consent page and plan was most of their cost when participants arrive together."""
+        every text on each consent page and plan was most of their cost when participants arrive together.
+        A file changed within ``TEXT_SETTLE_NS`` of its rendering is rendered again each time until it is
+        older (a second edit within one tick of the file system's clock leaves the same times)."""
         path = text_path(self.expdir, name)
         try:
             stat = path.stat()
@@ -167,7 +171,9 @@ class Study:
         stamp = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
         cached = self._rendered_texts.get(name)
         if cached is None or cached[0] != stamp:
-            cached = self._rendered_texts[name] = (stamp, render(self.expdir, name))
+            settled = time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) > TEXT_SETTLE_NS
+            cached = (stamp if settled else None, render(self.expdir, name))
+            self._rendered_texts[name] = cached
         return cached[1]
 
     def closed(self, rules) -> bool:
