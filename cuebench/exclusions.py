@@ -65,7 +65,7 @@ def record(db: Database, experiment: str, observer: str, excluded: bool, reason:
 
 def history(db: Database, experiment: str | None = None, observer: str | None = None) -> list[Exclusion]:
     """Every event in the order recorded (of one experiment, or of all; of one observer of it, or of all)."""
-    if not db.columns(TABLE):
+    if not db.has_table(TABLE):
         return []
     filters = {column: value for column, value in (("experiment", experiment), ("observer", observer)) if value is not None}
     where = f" WHERE {' AND '.join(f'{column}=?' for column in filters)}" if filters else ""
@@ -132,6 +132,6 @@ def record_withdrawal(db: Database, experiment: str) -> None:
 
 def withdrawals(db: Database, experiment: str) -> int:
     """How many participants withdrew from ``experiment`` (their data are gone; the count stays)."""
-    if not db.columns(WITHDRAWALS):
+    if not db.has_table(WITHDRAWALS):
         return 0
     return db.execute(f'SELECT COUNT(*) FROM "{WITHDRAWALS}" WHERE experiment=?', [experiment]).fetchone()[0]

@@ -190,7 +190,7 @@ def store_answers(db: Database, experiment: str, observer: str, answers: dict, r
 def stored_answers(db: Database, experiment: str, observer: str | None = None) -> dict[str, dict]:
     """Observer -> ``{"answers", "runner", "at"}`` of everyone who answered the questionnaire (``observer``:
     of that one only)."""
-    if not db.columns(ANSWERS_TABLE):
+    if not db.has_table(ANSWERS_TABLE):
         return {}
     one = " AND observer=?" if observer is not None else ""
     rows = db.execute(f'SELECT observer, answers, runner, "at" FROM "{ANSWERS_TABLE}" WHERE experiment=?{one} '
