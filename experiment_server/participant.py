@@ -145,9 +145,18 @@ def _returning(study: Study, values: dict[str, str | None], browser: str | None)
     return study.db.started(study.experiment.name, hash_token(identity))
 
 
+def _refuse_another_prolific_study(values: dict[str, str | None]) -> None:
+    """A Prolific link naming a study other than the one the server collects for (``--prolific-study-id``)."""
+    expected = _rules().prolific_study_id
+    if expected and values["PROLIFIC_PID"] and values["STUDY_ID"] != expected:
+        raise Rejected(403, "This link belongs to another Prolific study, so it cannot start this one. Please go "
+                            "back to Prolific and open the study from its own page there.")
+
+
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
+    _refuse_another_prolific_study(values)
     study = _study()
     if _rules().capped and not _is_pilot(study, values) and study.closed(_rules()) and \
             not _returning(study, values, _browser_id()):
@@ -218,6 +227,7 @@ def start():
                                error="Please tick the consent box to take part."), 400
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
         raise Rejected(400, "This Prolific link lacks its SESSION_ID. Please open the study from Prolific again.")
+    _refuse_another_prolific_study(values)
     identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
