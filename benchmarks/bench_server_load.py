@@ -246,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         r = run_load(n, args.workers, args.threads, (low, high), args.database)
         ok &= r["sent"] == r["stored"] and r["errors"] == 0
         print(f"{r['participants']:>5} {r['sent']:>6} {r['stored']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-              f"{r['later_p99_ms']:>9.1f} {r['later_max_ms']:>9.1f} {r['direct_p50_ms']:>10.2f} {r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
+              f"{r['later_p99_ms']:>9.1f} {r['later_max_ms']:>9.1f} {r['direct_p50_ms']:>10.2f} "
+              f"{r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
               f"{r['posts_per_s']:>8.1f} {r['direct_per_s']:>8.1f} {r['errors']:>7}", flush=True)
-        print(f"      later-trial p99 at {n} participants: {r['later_p99_ms']:.1f} ms (goal < {LATER_P99_GOAL_MS:g} ms); "
+        print(f"      later-trial p99 at {n} participants: {r['later_p99_ms']:.1f} ms "
+              f"(goal < {LATER_P99_GOAL_MS:g} ms); "
               f"slowest later trial {r['later_max_ms']:.1f} ms (goal: no request stalls another by more than "
               f"{STALL_GOAL_MS:g} ms)", flush=True)
     print("count check (acknowledged == stored, no 5xx or network errors):", "OK" if ok else "FAILED")

@@ -67,7 +67,8 @@ def history(db: Database, experiment: str | None = None, observer: str | None = 
     """Every event in the order recorded (of one experiment, or of all; of one observer of it, or of all)."""
     if not db.has_table(TABLE):
         return []
-    filters = {column: value for column, value in (("experiment", experiment), ("observer", observer)) if value is not None}
+    filters = {column: value for column, value in (("experiment", experiment), ("observer", observer))
+               if value is not None}
     where = f" WHERE {' AND '.join(f'{column}=?' for column in filters)}" if filters else ""
     rows = db.execute(f'SELECT experiment, observer, excluded, reason, "at", "by" FROM "{TABLE}"{where} '
                       f"ORDER BY {db.row_order}", list(filters.values())).fetchall()

@@ -29,7 +29,8 @@ def test_answers_go_before_queued_pages_but_never_keep_them_out():
 
 def test_a_request_waitress_could_not_parse_waits_in_the_ordinary_lane():
     queue = AnswersFirst()
-    broken, answer = SimpleNamespace(requests=[SimpleNamespace(command=None, path=None)]), channel("POST", "/api/session/t/complete")
+    broken = SimpleNamespace(requests=[SimpleNamespace(command=None, path=None)])
+    answer = channel("POST", "/api/session/t/complete")
     queue.append(broken)
     queue.append(answer)
     assert [queue.popleft(), queue.popleft()] == [answer, broken]
