@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from experiment_server.answers_first import ANSWERS_IN_A_ROW, AnswersFirst
+from experiment_server.answers_first import ANSWERS_IN_A_ROW, AnswersFirst, head_is_answer
 
 
 def channel(command: str, path: str) -> SimpleNamespace:
@@ -34,3 +34,9 @@ def test_a_request_waitress_could_not_parse_waits_in_the_ordinary_lane():
     queue.append(broken)
     queue.append(answer)
     assert [queue.popleft(), queue.popleft()] == [answer, broken]
+
+
+def test_gunicorns_worker_tells_an_answer_from_the_raw_request():
+    assert head_is_answer(b"POST /api/session/tok/trial/3 HTTP/1.1\r\nHost: x\r\n\r\n{}")
+    assert not head_is_answer(bytearray(b"GET /api/session/tok HTTP/1.1\r\n\r\n"))  # the plan
+    assert not head_is_answer(b"POST /start HTTP/1.1\r\n\r\n") and not head_is_answer(b"POS")
