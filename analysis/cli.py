@@ -271,11 +271,16 @@ def options_from(args):
 
 
 def run_report(args) -> int:
+    """Every file of the report is made 0600 (``private_files``): its tables hold each participant's
+    results, like the database and ``cuebench export``'s files."""
+    from cuebench.expdir import private_files
+
     from .report import write_report
 
-    path = write_report([args.source], args.out, compare=args.compare or None,
-                        reference=None if args.reference == "none" else args.reference, options=options_from(args),
-                        database=args.database)
+    with private_files():
+        path = write_report([args.source], args.out, compare=args.compare or None,
+                            reference=None if args.reference == "none" else args.reference,
+                            options=options_from(args), database=args.database)
     print(f"report: {path}")
     return 0
 
@@ -284,7 +289,7 @@ def run_analyze(args) -> int:
     import pandas as pd
 
     from cuebench.csvsafe import frame_csv
-    from cuebench.expdir import atomic_write
+    from cuebench.expdir import atomic_write, private_files
 
     from .comparison import rank_correlation
     from .report import ReportError, analyze_sources
@@ -319,6 +324,7 @@ def run_analyze(args) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 30, "display.precision", 3):
         print(table.to_string(index=False))
     if args.out:
-        atomic_write(args.out, frame_csv(table))
+        with private_files():  # participants' results, 0600 like the report's files
+            atomic_write(args.out, frame_csv(table))
         print(f"written: {args.out}")
     return 0

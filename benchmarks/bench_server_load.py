@@ -7,9 +7,14 @@ post every trial of their sequence, pausing between trials as a person would: a 
 drawn uniformly from ``--trial-interval-ms LOW HIGH`` (default 1000 3000; one value: every
 participant in step, the worst case; 0: back to back). Reports p50/p99 of the trial POSTs,
 the p99 of all but each participant's first trial (the first ones queue behind
-everybody's consent page, start and plan requests of the arrival), throughput and the
+everybody's consent page, start and plan requests of the arrival) and the slowest of those
+later trials (no request may hold up another by more than 100 ms), throughput and the
 count check (answers acknowledged = rows stored). Every 201 is sent after the answer is
-committed with ``synchronous=FULL``.
+committed with ``synchronous=FULL``. Latencies are what a participant's browser sees: from
+sending the request over HTTP on loopback to the last byte of the answer. The participants are
+threads of this one process; over a 200-participant run they use about a fifth of the CPU the
+server does (1.4 s against 6.5 s), so the client is not what the numbers measure, but on a
+2-core machine it shares the CPUs with the server, as anything else running there does.
 
 Baseline, in the same run: the same rows written one after another straight into a fresh
 ``ResponseStore`` on the same backend (no HTTP, one durable transaction each); the ratios
@@ -99,12 +104,15 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: tuple[
     latencies = log.latencies_ms
     return {"participants": n_participants, "sent": len(latencies), "stored": stored,
             "p50_ms": statistics.median(latencies), "p99_ms": percentile(latencies, 99),
-            "later_p99_ms": percentile(log.later_latencies_ms, 99),
+            "later_p99_ms": percentile(log.later_latencies_ms, 99), "later_max_ms": max(log.later_latencies_ms),
             "posts_per_s": len(latencies) / wall, "direct_p50_ms": statistics.median(baseline),
             "direct_per_s": 1000 * len(baseline) / sum(baseline), "errors": sum(
                 n for s, n in log.statuses.items() if s == "network error" or s >= 500)}
 
 
+LATER_P99_GOAL_MS = 20.0
+STALL_GOAL_MS = 100.0
+"""The slowest later trial, end to end, bounds how long any request was held up by the others."""
 CRAFTED_BODY = b'"' + b'\\"' * (MAX_REQUEST_BYTES // 2 - 1)
 CONSENT_WITHIN_S = 2.0
 
@@ -231,15 +239,20 @@ def main(argv: list[str] | None = None) -> int:
     backend = "PostgreSQL" if args.database else "SQLite"
     print(f"server: {backend}, {args.workers} process(es) x {args.threads} threads; "
           f"trial interval {' to '.join(f'{v:g}' for v in dict.fromkeys(args.trial_interval_ms))} ms")
-    print(f"{'N':>5} {'sent':>6} {'stored':>6} {'p50 ms':>8} {'p99 ms':>8} {'later p99':>9} {'direct p50':>10} "
-          f"{'p50 ratio':>9} {'posts/s':>8} {'direct/s':>8} {'5xx/net':>7}")
+    print(f"{'N':>5} {'sent':>6} {'stored':>6} {'p50 ms':>8} {'p99 ms':>8} {'later p99':>9} {'later max':>9} "
+          f"{'direct p50':>10} {'p50 ratio':>9} {'posts/s':>8} {'direct/s':>8} {'5xx/net':>7}")
     ok = True
     for n in args.participants:
         r = run_load(n, args.workers, args.threads, (low, high), args.database)
         ok &= r["sent"] == r["stored"] and r["errors"] == 0
         print(f"{r['participants']:>5} {r['sent']:>6} {r['stored']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-              f"{r['later_p99_ms']:>9.1f} {r['direct_p50_ms']:>10.2f} {r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
+              f"{r['later_p99_ms']:>9.1f} {r['later_max_ms']:>9.1f} {r['direct_p50_ms']:>10.2f} "
+              f"{r['p50_ms'] / r['direct_p50_ms']:>8.1f}x "
               f"{r['posts_per_s']:>8.1f} {r['direct_per_s']:>8.1f} {r['errors']:>7}", flush=True)
+        print(f"      later-trial p99 at {n} participants: {r['later_p99_ms']:.1f} ms "
+              f"(goal < {LATER_P99_GOAL_MS:g} ms); "
+              f"slowest later trial {r['later_max_ms']:.1f} ms (goal: no request stalls another by more than "
+              f"{STALL_GOAL_MS:g} ms)", flush=True)
     print("count check (acknowledged == stored, no 5xx or network errors):", "OK" if ok else "FAILED")
     attacks = run_attacks(args.workers, args.threads, args.database)
     print(f"crafted 256 KiB body: answered {attacks['crafted_statuses']} in at most {attacks['crafted_max_ms']:.1f} ms; "

@@ -63,25 +63,28 @@ def record(db: Database, experiment: str, observer: str, excluded: bool, reason:
     return event
 
 
-def history(db: Database, experiment: str | None = None) -> list[Exclusion]:
-    """Every event in the order recorded (of one experiment, or of all)."""
-    if not db.columns(TABLE):
+def history(db: Database, experiment: str | None = None, observer: str | None = None) -> list[Exclusion]:
+    """Every event in the order recorded (of one experiment, or of all; of one observer of it, or of all)."""
+    if not db.has_table(TABLE):
         return []
-    where = " WHERE experiment=?" if experiment is not None else ""
+    filters = {column: value for column, value in (("experiment", experiment), ("observer", observer))
+               if value is not None}
+    where = f" WHERE {' AND '.join(f'{column}=?' for column in filters)}" if filters else ""
     rows = db.execute(f'SELECT experiment, observer, excluded, reason, "at", "by" FROM "{TABLE}"{where} '
-                      f"ORDER BY {db.row_order}", [experiment] if experiment is not None else []).fetchall()
+                      f"ORDER BY {db.row_order}", list(filters.values())).fetchall()
     return [Exclusion(e, o, bool(x), r, a, b) for e, o, x, r, a, b in rows]
 
 
-def current(db: Database, experiment: str) -> dict[str, Exclusion]:
-    """Observer -> the exclusion in force (the latest event per observer, when it excludes)."""
-    return {o: e for o, e in latest(db, experiment).items() if e.excluded}
+def current(db: Database, experiment: str, observer: str | None = None) -> dict[str, Exclusion]:
+    """Observer -> the exclusion in force (the latest event per observer, when it excludes); ``observer``:
+    that one's alone (a server request reads one participant's, not the whole study's)."""
+    return {o: e for o, e in latest(db, experiment, observer).items() if e.excluded}
 
 
-def latest(db: Database, experiment: str | None = None) -> dict:
+def latest(db: Database, experiment: str | None = None, observer: str | None = None) -> dict:
     """The latest event per observer; keyed by observer for one experiment, else by (experiment, observer)."""
     out: dict = {}
-    for event in history(db, experiment):
+    for event in history(db, experiment, observer):
         out[event.observer if experiment is not None else (event.experiment, event.observer)] = event
     return out
 
@@ -96,7 +99,7 @@ def note_attention_answer(db: Database, row: dict) -> Exclusion | None:
     row is no failed check of a person, or the person is excluded already."""
     if row.get("role") != "attention" or row.get("observer_kind") != "human" or row.get("correct") != 0:
         return None
-    if row["observer"] in current(db, row["experiment"]):
+    if current(db, row["experiment"], row["observer"]):
         return None
     return record(db, row["experiment"], row["observer"], True,
                   f"attention trial {row['trial_id']} answered {row.get('response') or 'nothing'!r}, "
@@ -130,6 +133,6 @@ def record_withdrawal(db: Database, experiment: str) -> None:
 
 def withdrawals(db: Database, experiment: str) -> int:
     """How many participants withdrew from ``experiment`` (their data are gone; the count stays)."""
-    if not db.columns(WITHDRAWALS):
+    if not db.has_table(WITHDRAWALS):
         return 0
     return db.execute(f'SELECT COUNT(*) FROM "{WITHDRAWALS}" WHERE experiment=?', [experiment]).fetchone()[0]

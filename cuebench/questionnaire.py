@@ -187,11 +187,13 @@ def store_answers(db: Database, experiment: str, observer: str, answers: dict, r
     return cursor.rowcount == 1
 
 
-def stored_answers(db: Database, experiment: str) -> dict[str, dict]:
-    """Observer -> ``{"answers", "runner", "at"}`` of everyone who answered the questionnaire."""
-    if not db.columns(ANSWERS_TABLE):
+def stored_answers(db: Database, experiment: str, observer: str | None = None) -> dict[str, dict]:
+    """Observer -> ``{"answers", "runner", "at"}`` of everyone who answered the questionnaire (``observer``:
+    of that one only)."""
+    if not db.has_table(ANSWERS_TABLE):
         return {}
-    rows = db.execute(f'SELECT observer, answers, runner, "at" FROM "{ANSWERS_TABLE}" WHERE experiment=? '
-                      'ORDER BY "at", observer', [experiment]).fetchall()
+    one = " AND observer=?" if observer is not None else ""
+    rows = db.execute(f'SELECT observer, answers, runner, "at" FROM "{ANSWERS_TABLE}" WHERE experiment=?{one} '
+                      'ORDER BY "at", observer', [experiment, *([observer] if observer is not None else [])]).fetchall()
     return {observer: {"answers": json.loads(answers), "runner": runner, "at": at}
             for observer, answers, runner, at in rows}

@@ -164,7 +164,9 @@ def _json_default(value):
 _COMPARED = tuple(c for c in COLUMNS if c not in ("created_at",))
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "FLOAT"}
 _QUOTED_COLUMNS = ",".join(f'"{c}"' for c in COLUMNS)
-_INSERT = f'INSERT INTO "{TABLE}" ({_QUOTED_COLUMNS}) VALUES ({",".join("?" for _ in COLUMNS)})'
+_INSERT_NEW = (f'INSERT INTO "{TABLE}" ({_QUOTED_COLUMNS}) VALUES ({",".join("?" for _ in COLUMNS)}) '
+               "ON CONFLICT DO NOTHING")
+"""Inserts unless the key (the unique index on ``KEY``) is taken; ``rowcount`` says which."""
 
 
 class ResponseStore:
@@ -220,12 +222,14 @@ class ResponseStore:
                 raise refused
         return results
 
-    def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[Database], None] | None = None
-                   ) -> list[WriteResult | ResponseConflict]:
+    def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[Database], None] | None = None,
+                   normalised: bool = False) -> list[WriteResult | ResponseConflict]:
         """Group commit: store answers from several writers in one transaction (one fsync), each
         judged on its own. A conflicting row is refused (its ``ResponseConflict`` is returned in
-        its place) while the others are stored; ``also(conn)`` runs in the same transaction."""
-        clean = [normalise(r) for r in rows]
+        its place) while the others are stored; ``also(conn)`` runs in the same transaction.
+        ``normalised``: the rows came through ``normalise`` already (each writer checks its own
+        before its turn, so the one committing a batch does not check everybody's again)."""
+        clean = list(rows) if normalised else [normalise(r) for r in rows]
         with self._lock, self.database.write_transaction() as db:
             results = [self._insert(row) for row in clean]
             if also is not None:
@@ -233,18 +237,18 @@ class ResponseStore:
         return results
 
     def _insert(self, row: dict) -> WriteResult | ResponseConflict:
-        """Insert a normalised row inside the caller's transaction, unless its key is taken."""
+        """Insert a normalised row inside the caller's transaction, unless its key is taken: one
+        statement for a new answer; the stored row is read only when the key was taken."""
+        if self.database.execute(_INSERT_NEW, [row[c] for c in COLUMNS]).rowcount == 1:
+            return WriteResult(stored=True)
         existing = self._get(row)
-        if existing is not None:
-            diffs = [c for c in _COMPARED if not _same(existing.get(c), row.get(c))]
-            if diffs:
-                return ResponseConflict(
-                    f"trial {row['trial_index']} of {row['observer']} session {row['session']} is already "
-                    f"stored with a different {diffs[0]!r} ({existing.get(diffs[0])!r} vs {row.get(diffs[0])!r}); "
-                    "the stored answer is kept")
-            return WriteResult(stored=False)
-        self.database.execute(_INSERT, [row[c] for c in COLUMNS])
-        return WriteResult(stored=True)
+        diffs = [c for c in _COMPARED if not _same(existing.get(c), row.get(c))]
+        if diffs:
+            return ResponseConflict(
+                f"trial {row['trial_index']} of {row['observer']} session {row['session']} is already "
+                f"stored with a different {diffs[0]!r} ({existing.get(diffs[0])!r} vs {row.get(diffs[0])!r}); "
+                "the stored answer is kept")
+        return WriteResult(stored=False)
 
     def _get(self, row: dict) -> dict | None:
         found = self.database.execute(

@@ -73,6 +73,7 @@ class Database:
         self.conn = conn
         self.dialect = dialect
         self.where = where
+        self._tables: set[str] = set()
         if dialect == "postgresql":
             import psycopg
 
@@ -119,6 +120,13 @@ class Database:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    def has_table(self, table: str) -> bool:
+        """Whether the table exists; a yes is remembered, since no table is ever dropped (a request
+        that reads an optional table, exclusions or questionnaire answers, asks the catalogue once)."""
+        if table not in self._tables and self.columns(table):
+            self._tables.add(table)
+        return table in self._tables
 
     def columns(self, table: str) -> list[str]:
         """The table's column names, in order; empty when there is no such table."""

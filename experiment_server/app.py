@@ -258,14 +258,19 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
         allow_open_files(CONNECTION_LIMIT + 100)
         run_gunicorn(make_app, host, port, workers, threads, IDLE_TIMEOUT_S, CONNECTION_LIMIT, MAX_REQUEST_BYTES)
         return
-    from waitress import serve as waitress_serve
+    from waitress import create_server
+
+    from .answers_first import serve_answers_first
 
     allow_open_files(CONNECTION_LIMIT + 100)
     # poll, not select: select cannot watch a socket numbered beyond 1023
-    waitress_serve(make_app(), host=host, port=port, threads=threads, ident="cuebench",
-                   connection_limit=CONNECTION_LIMIT, channel_timeout=IDLE_TIMEOUT_S, cleanup_interval=5,
-                   asyncore_use_poll=True, max_request_body_size=MAX_REQUEST_BYTES,
-                   **waitress_proxy_settings(trusted_proxies))
+    server = create_server(make_app(), host=host, port=port, threads=threads, ident="cuebench",
+                           connection_limit=CONNECTION_LIMIT, channel_timeout=IDLE_TIMEOUT_S, cleanup_interval=5,
+                           asyncore_use_poll=True, max_request_body_size=MAX_REQUEST_BYTES,
+                           **waitress_proxy_settings(trusted_proxies))
+    serve_answers_first(server)
+    server.print_listen("Serving on http://{}:{}")
+    server.run()
 
 
 def allow_open_files(needed: int) -> None:

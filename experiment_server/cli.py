@@ -86,6 +86,8 @@ def register(subparsers) -> None:
     parser.add_argument("--end-on-failed-attention", action="store_true",
                         help="a wrong answer to an attention trial ends the session at once (status "
                              "'failed_attention', the participant sees texts/ended_early.md)")
+    parser.add_argument("--prolific-study-id", metavar="ID",
+                        help="the Prolific study's ID: a Prolific link with another STUDY_ID is refused before consent")
     parser.add_argument("--min-window", default="x".join(map(str, DEFAULT_MIN_WINDOW)), metavar="WxH",
                         help="device rule: the smallest browser window (CSS px), checked before consent")
     parser.add_argument("--refresh-hz", default="-".join(f"{v:g}" for v in DEFAULT_REFRESH_HZ), metavar="MIN-MAX",
@@ -173,7 +175,8 @@ def study_rules(args) -> StudyRules:
     device = DeviceRules(min_width=width, min_height=height, min_hz=low, max_hz=high,
                          browsers=browser_list(args.browsers) if args.browsers else (), allow_touch=args.allow_touch)
     return StudyRules(target_n=args.target_n, target_per_group=args.target_per_group, time_limit_min=args.time_limit,
-                      end_on_failed_attention=args.end_on_failed_attention, device=device)
+                      end_on_failed_attention=args.end_on_failed_attention, device=device,
+                      prolific_study_id=args.prolific_study_id)
 
 
 def database_url(given: str | None) -> str | None:

@@ -372,9 +372,9 @@ class ServerDB:
         rows = self.db.dicts(f"{_WITH_SHARED_IDS} WHERE {where}", params)
         if not rows:
             return None
-        experiment = rows[0]["experiment"]
-        return _participant(rows[0], exclusions.current(self.db, experiment),
-                            questionnaire.stored_answers(self.db, experiment))
+        experiment, code = rows[0]["experiment"], rows[0]["code"]
+        return _participant(rows[0], exclusions.current(self.db, experiment, code),
+                            questionnaire.stored_answers(self.db, experiment, code))
 
     def participants(self, experiment: str, offset: int = 0, limit: int | None = None) -> list[Participant]:
         """The participants in the order they started; ``offset``/``limit``: one page of them (the admin page)."""

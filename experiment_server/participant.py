@@ -143,16 +143,24 @@ def _returning(study: Study, values: dict[str, str | None], browser: str | None)
     return study.db.started(study.experiment.name, hash_token(identity))
 
 
+def _refuse_another_prolific_study(values: dict[str, str | None]) -> None:
+    """A Prolific link naming a study other than the one the server collects for (``--prolific-study-id``)."""
+    expected = _rules().prolific_study_id
+    if expected and values["PROLIFIC_PID"] and values["STUDY_ID"] != expected:
+        raise Rejected(403, _study().say("prolific_other_study"))
+
+
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
+    _refuse_another_prolific_study(values)
     study = _study()
     if _rules().capped and not _is_pilot(study, values) and study.closed(_rules()) and \
             not _returning(study, values, _browser_id()):
         return _closed_page()
     browser = _browser_id() or secrets.token_urlsafe(24)
     response = make_response(render_template("consent.html", entry=values,
-                                             consent=_study().texts()["consent"],
+                                             consent=_study().text("consent"),
                                              device_rules=_rules().device.for_page(),
                                              nonce=_study().start_nonce(browser)))
     response.set_cookie(BROWSER_COOKIE, browser, max_age=BROWSER_COOKIE_DAYS * 24 * 3600, httponly=True,
@@ -208,12 +216,13 @@ def start():
     browser = _refuse_foreign_start(study)
     if request.form.get("consent") != "yes":
         return render_template("consent.html", entry=values,
-                               consent=study.texts()["consent"],
+                               consent=study.text("consent"),
                                device_rules=_rules().device.for_page(),
                                nonce=request.form[START_NONCE],
                                error=study.say("consent_missing")), 400
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
         raise Rejected(400, study.say("prolific_no_session"))
+    _refuse_another_prolific_study(values)
     identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],

@@ -39,6 +39,8 @@ from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_pa
 from .trial_types import UnservedTrialType, check_served
 
 log = logging.getLogger("cuebench.serve")
+TEXT_SETTLE_NS = 2_000_000_000
+"""How long after a text's last change its rendering is kept (``Study.text``): beyond any file system's time step."""
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
 
@@ -75,6 +77,7 @@ class Study:
         self._report_lock = threading.Lock()
         self._faults: dict[str, str] = {}
         self._last_questionnaire: Questionnaire | None = None
+        self._rendered_texts: dict[str, tuple[tuple[int, ...], str]] = {}
         self.questionnaire()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
@@ -151,15 +154,29 @@ class Study:
         return hmac.new(self.derive_key, trial_id.encode(), hashlib.sha256).hexdigest()[:20]
 
     def texts(self) -> dict[str, str]:
-        """The study's texts as HTML, read from the folder on each call: an edit shows at the next page load."""
+        """The study's texts as HTML, as the folder has them now: an edit shows at the next page load."""
         return {name: self.text(name) for name in TEXT_NAMES}
 
     def text(self, name: str) -> str:
         """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
-        default."""
-        if not text_path(self.expdir, name, self.experiment.language).exists():
+        default. Rendered again only when the file changed (its ``stat`` differs): reading and rendering
+        every text on each consent page and plan was most of their cost when participants arrive together.
+        A file changed within ``TEXT_SETTLE_NS`` of its rendering is rendered again each time until it is
+        older (a second edit within one tick of the file system's clock leaves the same times)."""
+        language = self.experiment.language
+        path = text_path(self.expdir, name, language)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
             write_default_texts(self.expdir, self.experiment)
-        return render(self.expdir, name, self.experiment.language)
+            stat = path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+        cached = self._rendered_texts.get(name)
+        if cached is None or cached[0] != stamp:
+            settled = time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) > TEXT_SETTLE_NS
+            cached = (stamp if settled else None, render(self.expdir, name, language))
+            self._rendered_texts[name] = cached
+        return cached[1]
 
     def say(self, key: str, **values) -> str:
         """A participant's words in the study's language (``cuebench.words``)."""

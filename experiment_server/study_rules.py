@@ -57,8 +57,14 @@ class StudyRules:
     end_on_failed_attention: bool = False
     """Whether a wrong answer to an attention trial ends the session at once (``failed_attention``)."""
     device: DeviceRules = DeviceRules()
+    prolific_study_id: str | None = None
+    """The Prolific study this server collects for: a Prolific link naming another ``STUDY_ID`` is refused
+    (a participant of another study, or a link copied into the wrong study, never takes a place here)."""
 
     def __post_init__(self):
+        if self.prolific_study_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.prolific_study_id):
+            raise RulesError(f"--prolific-study-id {self.prolific_study_id!r}: expected the study's ID as Prolific "
+                             "shows it (letters and digits)")
         for name in ("target_n", "target_per_group"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -81,7 +87,8 @@ class StudyRules:
         """The rules in one line, for the server's start message."""
         parts = [f"target {self.target_n}" if self.target_n else "", f"{self.target_per_group} per group"
                  if self.target_per_group else "", f"time limit {self.time_limit_min:g} min" if self.time_limit_min
-                 else "", "a failed attention check ends the session" if self.end_on_failed_attention else ""]
+                 else "", "a failed attention check ends the session" if self.end_on_failed_attention else "",
+                 f"Prolific study {self.prolific_study_id} only" if self.prolific_study_id else ""]
         d = self.device
         parts.append(f"devices: window >= {d.min_width}x{d.min_height}, {d.min_hz:g}-{d.max_hz:g} Hz, browsers "
                      f"{','.join(d.browsers) or 'any'}, touch {'allowed' if d.allow_touch else 'refused'}")

@@ -14,7 +14,9 @@ process (gunicorn's docs ask for a buffering proxy in front). ``BufferingThreadW
 reads each request whole in the worker's event loop first, as waitress does (and nginx in
 front of it), and only a complete request reaches a thread; a connection that has not
 sent one within ``IDLE_TIMEOUT_S`` is closed, and a thread's reads and writes on a socket
-time out after ``SOCKET_TIMEOUT_S``.
+time out after ``SOCKET_TIMEOUT_S``. A whole request waits for a free thread in the worker's
+event loop too, answers of running sessions first (``answers_first``), instead of in the thread
+pool's first-come queue.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Callable
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import TConn, ThreadWorker
+
+from .answers_first import AnswersFirst, head_is_answer
 
 REQUEST_TIMEOUT_S = 60
 """A worker silent for this long is restarted by the gunicorn master."""
@@ -89,7 +93,25 @@ class BufferingThreadWorker(ThreadWorker):
         if self.cfg.is_ssl:
             raise RuntimeError("BufferingThreadWorker reads plain HTTP; terminate TLS in the reverse proxy")
         self.log.error_log.addFilter(_not_a_timeout)
+        self.waiting = AnswersFirst(lambda conn: conn.answer)
+        self.free_threads = self.cfg.threads
         super().init_process()
+
+    def enqueue_req(self, conn: TConn) -> None:
+        """A whole request waits here for a free thread, answers first; called from the event loop only."""
+        self.waiting.append(conn)
+        self._hand_to_threads()
+
+    def finish_request(self, conn: TConn, fs) -> None:
+        """A thread is free again (the event loop runs this when a request is done)."""
+        self.free_threads += 1
+        super().finish_request(conn, fs)
+        self._hand_to_threads()
+
+    def _hand_to_threads(self) -> None:
+        while self.free_threads and self.waiting:
+            self.free_threads -= 1
+            super().enqueue_req(self.waiting.popleft())
 
     def accept(self, listener) -> None:
         try:
@@ -111,6 +133,7 @@ class BufferingThreadWorker(ThreadWorker):
         ``keepalive``) at most: ``murder_pending`` closes it after that."""
         conn.sock.setblocking(False)
         conn.received = bytearray()
+        conn.answer = False
         conn.timeout = time.monotonic() + self.cfg.keepalive
         self.pending_conns.append(conn)
         self.poller.register(conn.sock, EVENT_READ, partial(self._on_request_bytes, conn))
@@ -132,6 +155,7 @@ class BufferingThreadWorker(ThreadWorker):
             self.nr_conns -= 1
             conn.close()
             return
+        conn.answer = head_is_answer(conn.received)
         conn.init()  # the parser over the socket (plain HTTP/1: neither TLS nor h2c is configured)
         conn.parser.unreader.unread(bytes(conn.received))
         conn.data_ready = True

@@ -637,6 +637,57 @@ def test_exports_of_participants_data_are_owner_only(served, tmp_path):
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, fmt
 
 
+def test_reports_of_participants_data_are_owner_only(served):
+    """``cuebench report`` writes every file 0600, and so does ``cuebench analyze --out`` (SQLite: it reads
+    the folder), like ``cuebench export``."""
+    import subprocess
+    import sys
+
+    browser, token, plan = started(served, PROLIFIC_PID="6c" + "%022x" % int(served.server.port), STUDY_ID="s",
+                                   SESSION_ID="report")
+    for trial in plan["trials"]:
+        assert browser.post_json(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial)) == 201
+    commands = [["report", "exp", "--out", "private-report", "--reference", "none",
+                 *(("--database", served.database) if served.database else ())]]
+    if served.database is None:
+        commands.append(["analyze", "exp", "--metric", "accuracy", "--out", "private-accuracy.csv"])
+    for command in commands:
+        done = subprocess.run([sys.executable, "-m", "cuebench", *command], cwd=served.expdir.parent,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    written = [p for p in served.expdir.parent.glob("private-*") if p.is_file()] + \
+        [p for p in (served.expdir.parent / "private-report").rglob("*") if p.is_file()]
+    assert len(written) > 5 and (served.expdir.parent / "private-report" / "report.html") in written
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {p.name: "0o600" for p in written}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_prolific_link_of_another_study_is_refused_before_consent(kind, tmp_path):
+    """``cuebench serve --prolific-study-id``: a Prolific link whose STUDY_ID is another study's (or none) gets
+    a page saying so, at the consent page and at the start (a form sent with the STUDY_ID changed); the
+    study's own links and entry codes go on as before."""
+    build_sample_experiment(tmp_path / "exp")
+    server = ServerProcess(tmp_path / "exp", free_port(), workers=SERVERS[kind], start_limit=START_LIMIT,
+                           extra_args=("--prolific-study-id", "ours1"))
+    server.start()
+    try:
+        browser = Browser(server.port, "203.0.113.9")
+        entry = {"PROLIFIC_PID": "5f" + "ab" * 11, "SESSION_ID": "sess1"}
+        for study in ("theirs2", None):
+            status, page = browser.start(**entry, **({"STUDY_ID": study} if study else {}))
+            assert status == 403 and "belongs to another Prolific study" in page
+        status, _, consent = browser.request("GET", f"/?{urlencode({**entry, 'STUDY_ID': 'ours1'})}")
+        assert status == 200
+        forged = browser.form("/start", {"consent": "yes", **entry, "STUDY_ID": "theirs2",
+                                         "start_nonce": NONCE.search(consent.decode()).group(1)})
+        assert forged[0] == 403 and b"belongs to another Prolific study" in forged[2]
+        assert browser.start(**entry, STUDY_ID="ours1")[0] == 303
+        assert Browser(server.port, "203.0.113.10").start(code="lab-code")[0] == 303
+    finally:
+        server.stop()
+
+
 def _serve_args(*words, database: str | None = None):
     parser = argparse.ArgumentParser()
     server_cli.register(parser.add_subparsers())

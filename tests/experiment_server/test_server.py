@@ -81,6 +81,19 @@ def finish_all(app, client, token) -> None:
 # ---------------------------------------------------------------- participant API
 
 
+def test_a_text_edited_while_serving_shows_at_the_next_page_load_each_time(env):
+    """Rendered texts are kept between requests, but never past an edit: one of the same length
+    as before, and one right after another, each show at once."""
+    app, client, _ = env
+    consent = study_of(app).expdir.root / "texts" / "consent.md"
+    assert "Ethics approval" not in client.get("/").get_data(as_text=True)
+    for version in ("E-41", "E-42"):  # the second edit keeps the file's size
+        consent.write_text(consent.read_text(encoding="utf-8").split("\nEthics")[0] + f"\nEthics approval {version}.\n",
+                           encoding="utf-8")
+        assert f"Ethics approval {version}." in client.get("/").get_data(as_text=True)
+        assert f"Ethics approval {version}." in plan(client, start(client))["texts"]["consent"]
+
+
 def test_plan_hides_answers_and_assignment(env):
     app, client, _ = env
     token = start(client, PROLIFIC_PID="5f0a1b2c3d4e5f6a7b8c9d0e", STUDY_ID="s1", SESSION_ID="x1")

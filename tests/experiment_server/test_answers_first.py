@@ -1,0 +1,42 @@
+"""The waitress queue that serves answers of running sessions before newcomers' pages (``answers_first``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from experiment_server.answers_first import ANSWERS_IN_A_ROW, AnswersFirst, head_is_answer
+
+
+def channel(command: str, path: str) -> SimpleNamespace:
+    """What the queue reads of a waitress channel: its next request's method and path."""
+    return SimpleNamespace(requests=[SimpleNamespace(command=command, path=path)])
+
+
+def test_answers_go_before_queued_pages_but_never_keep_them_out():
+    queue = AnswersFirst()
+    pages = [channel("GET", f"/?code=p{n}") for n in range(3)] + [channel("GET", "/api/session/tok")]  # plan: a GET
+    answers = [channel("POST", f"/api/session/tok{n}/trial/1") for n in range(ANSWERS_IN_A_ROW + 2)]
+    for queued in (pages[0], pages[1], *answers, pages[2], pages[3]):
+        queue.append(queued)
+    assert len(queue) == len(pages) + len(answers)
+    served = [queue.popleft() for _ in range(len(queue))]
+    assert served[:ANSWERS_IN_A_ROW] == answers[:ANSWERS_IN_A_ROW]  # ahead of the pages that came first
+    assert served[ANSWERS_IN_A_ROW] is pages[0]  # then a waiting page gets its turn
+    assert served[ANSWERS_IN_A_ROW + 1:ANSWERS_IN_A_ROW + 3] == answers[ANSWERS_IN_A_ROW:]
+    assert served[ANSWERS_IN_A_ROW + 3:] == [pages[1], pages[2], pages[3]]  # in arrival order
+    assert not queue
+
+
+def test_a_request_waitress_could_not_parse_waits_in_the_ordinary_lane():
+    queue = AnswersFirst()
+    broken = SimpleNamespace(requests=[SimpleNamespace(command=None, path=None)])
+    answer = channel("POST", "/api/session/t/complete")
+    queue.append(broken)
+    queue.append(answer)
+    assert [queue.popleft(), queue.popleft()] == [answer, broken]
+
+
+def test_gunicorns_worker_tells_an_answer_from_the_raw_request():
+    assert head_is_answer(b"POST /api/session/tok/trial/3 HTTP/1.1\r\nHost: x\r\n\r\n{}")
+    assert not head_is_answer(bytearray(b"GET /api/session/tok HTTP/1.1\r\n\r\n"))  # the plan
+    assert not head_is_answer(b"POST /start HTTP/1.1\r\n\r\n") and not head_is_answer(b"POS")
