@@ -149,27 +149,39 @@ def check_validation_marks(items) -> None:
 
 # Modules that start or stop Ray on this machine: ``ray stop --force`` in one ends every Ray instance
 # of the machine, so under pytest-xdist they run one after another on the same worker.
-RAY_MODULES = ("model_eval/test_executors.py", "model_eval/test_training.py", "system/test_docs.py")
+RAY_MODULES = ("tests/model_eval/test_executors.py", "tests/model_eval/test_training.py", "tests/system/test_docs.py")
 
 
-def group_for_workers(items) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (scripts/test.sh) a worker takes whole modules: their
-    module- and session-scoped fixtures (a browser, a built experiment, the docs runner's pool of every
-    documented block) are made once, and the modules that start Ray share one worker."""
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        path = Path(str(item.fspath))
-        module = path.relative_to(REPO / "tests").as_posix() if path.is_relative_to(REPO / "tests") else str(path)
-        item.add_marker(pytest.mark.xdist_group("ray" if module in RAY_MODULES else module))
+def work_unit(nodeid: str) -> str:
+    """What one pytest-xdist worker runs as a whole: a test's module, or ``ray`` for the Ray modules."""
+    module = nodeid.split("::", 1)[0]
+    return "ray" if module in RAY_MODULES else module
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is not installed: the suite runs in one process
+    LoadScopeScheduling = None
+
+if LoadScopeScheduling is not None:
+    class ModuleScheduling(LoadScopeScheduling):
+        """Whole modules per worker (:func:`work_unit`): a module's module- and session-scoped fixtures (a
+        browser, a built experiment, the docs runner's pool of every documented block) are made once."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        """``pytest -n N`` (scripts/test.sh) hands out :func:`work_unit`\ s instead of single tests."""
+        if config.getvalue("dist") == "load":
+            return ModuleScheduling(config, log)
+        return None
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every ``validates`` mark is readable for docs/validation.md (:func:`check_validation_marks`); modules
-    stay whole on one worker under pytest-xdist (:func:`group_for_workers`); ``gpu`` tests run only where
-    torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
+    """Every ``validates`` mark is readable for docs/validation.md (:func:`check_validation_marks`); ``gpu`` tests
+    run only where torch sees a CUDA GPU (``pytest -m gpu`` on a GPU machine)."""
     check_validation_marks(items)
-    group_for_workers(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
