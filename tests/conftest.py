@@ -163,13 +163,27 @@ try:
 except ImportError:  # pytest-xdist is not installed: the suite runs in one process
     LoadScopeScheduling = None
 
+LONG_UNITS = ("ray", "tests/stimuli/test_synthesis.py", "tests/analysis/test_report_robust.py",
+              "tests/analysis/test_psychometric.py", "tests/experiment_server/test_server_launch.py",
+              "tests/system/test_journey.py", "tests/human_tasks/test_lab_session.py", "tests/stimuli/test_quality.py",
+              "tests/system/test_benchmark.py")
+"""Work units of a minute or more on 2 cores (the CI log's slowest tests), longest first: they start first, so
+the run does not end with one worker busy on a long module while the other waits."""
+
 if LoadScopeScheduling is not None:
     class ModuleScheduling(LoadScopeScheduling):
         """Whole modules per worker (:func:`work_unit`): a module's module- and session-scoped fixtures (a
-        browser, a built experiment, the docs runner's pool of every documented block) are made once."""
+        browser, a built experiment, the docs runner's pool of every documented block) are made once. The
+        :data:`LONG_UNITS` go out first, then the rest by their number of tests (pytest-xdist's order)."""
 
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            for unit in reversed(LONG_UNITS):
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
 
     def pytest_xdist_make_scheduler(config, log):
         """``pytest -n N`` (scripts/test.sh) hands out :func:`work_unit`\ s instead of single tests."""
