@@ -38,9 +38,8 @@ from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 from . import adaptive, admin, participant
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
-from .participant import MIN_FREE_DISK_MB, START_LIMIT
 from .study import ServerSetupError, open_study, study_of
-from .study_rules import StudyRules
+from .study_rules import MIN_FREE_DISK_MB, START_LIMIT, StudyRules
 from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024

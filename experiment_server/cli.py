@@ -16,9 +16,8 @@ from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
-from .participant import MIN_FREE_DISK_MB, START_LIMIT
-from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, DeviceRules, StudyRules, browser_list,
-                          refresh_range, window_size)
+from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_FREE_DISK_MB, START_LIMIT, DeviceRules,
+                          StudyRules, browser_list, refresh_range, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"

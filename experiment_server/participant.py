@@ -39,7 +39,7 @@ from cuebench.responses import ResponseConflict, trial_row
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
 from .db import EXPIRED, Participant, StudyFull, hash_token, prolific_identity
-from .study_rules import StudyRules
+from .study_rules import START_WINDOW_S, StudyRules
 from .plausibility import review_reason
 from .screening import check_failure
 from .trial_types import allowed_responses, presentation
@@ -58,13 +58,6 @@ START_NONCE = "start_nonce"
 BROWSER_COOKIE = "cuebench_browser"
 BROWSER_COOKIE_DAYS = 30
 BROWSER_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
-START_LIMIT = 60
-"""Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
-a script filling the admin page with anonymous sessions does not)."""
-START_WINDOW_S = 600
-MIN_FREE_DISK_MB = 1024
-"""New sessions are refused while the disk of responses.sqlite has less free space than this (MB),
-so that the sessions running can still store every answer (``--min-free-disk``)."""
 
 
 def _study() -> Study:

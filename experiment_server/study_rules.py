@@ -20,6 +20,13 @@ BROWSERS = ("chrome", "edge", "firefox", "safari", "opera")
 DEFAULT_MIN_WINDOW = (800, 600)
 DEFAULT_REFRESH_HZ = (48.0, 500.0)
 """A display below 48 Hz cannot show a 200 ms image to the frame; above 500 Hz the measure is not a refresh."""
+START_LIMIT = 60
+"""Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
+a script filling the admin page with anonymous sessions does not)."""
+START_WINDOW_S = 600
+MIN_FREE_DISK_MB = 1024
+"""New sessions are refused while the disk of responses.sqlite has less free space than this (MB),
+so that the sessions running can still store every answer (``--min-free-disk``)."""
 
 
 class RulesError(CuebenchError):

@@ -186,7 +186,7 @@ if LoadScopeScheduling is not None:
             super()._assign_work_unit(node)
 
     def pytest_xdist_make_scheduler(config, log):
-        """``pytest -n N`` (scripts/test.sh) hands out :func:`work_unit`\ s instead of single tests."""
+        """``pytest -n N`` (scripts/test.sh) hands out :func:`work_unit` values instead of single tests."""
         if config.getvalue("dist") == "load":
             return ModuleScheduling(config, log)
         return None

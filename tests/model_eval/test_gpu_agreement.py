@@ -57,16 +57,26 @@ def test_dist_decisions_on_cuda_agree_with_cpu(shared, tmp_path):
 
 
 def test_gram_synthesis_on_cuda_matches_cpu(photos):
+    """One step is the same computation on both (within a grey level's rounding). Later steps drift apart
+    pixel by pixel, as any optimiser does from float32 rounding (an H100 against a CPU: 5 steps, up to 8
+    grey levels in 11 % of the pixels), but reach the same Gram loss: 0.04-0.15 % apart on an H100, where
+    each of these early steps lowers it by about 12 %; the bound, 1 %, is under a tenth of one step's gain.
+    TF32 convolutions, torch's default on CUDA, gave 24 grey levels in 52 % of the pixels; synthesis turns
+    them off (``full_float32``)."""
     from cuebench_app.feature_nets import load_feature_net
     from stimuli.texture_synthesis import synthesize
 
     originals = np.stack([photos["chelsea"], photos["coffee"]])
-    on_cpu = synthesize(originals, [1, 2], load_feature_net(LITE0, "cpu"), steps=5).images.astype(int)
-    on_cuda = synthesize(originals, [1, 2], load_feature_net(LITE0, "cuda"), steps=5).images.astype(int)
-    diff = np.abs(on_cpu - on_cuda)
-    print(f"Gram synthesis, 5 L-BFGS steps: max |cuda - cpu| {diff.max()} grey levels, "
-          f"{(diff > 0).mean():.4%} of the pixels differ")
-    assert diff.max() <= 1
+    nets = {device: load_feature_net(LITE0, device) for device in ("cpu", "cuda")}
+    for steps, most in ((1, 1), (5, None)):
+        on = {device: synthesize(originals, [1, 2], net, steps=steps) for device, net in nets.items()}
+        diff = np.abs(on["cpu"].images.astype(int) - on["cuda"].images.astype(int))
+        loss_gap = np.abs(on["cpu"].losses - on["cuda"].losses) / on["cpu"].losses
+        print(f"Gram synthesis, {steps} L-BFGS step(s): max |cuda - cpu| {diff.max()} grey levels, "
+              f"{(diff > 0).mean():.4%} of the pixels differ; relative loss gap {loss_gap.max():.2e}")
+        if most is not None:
+            assert diff.max() <= most
+        assert loss_gap.max() <= 1e-2
 
 
 def test_a_cuda_device_that_does_not_exist_is_named():

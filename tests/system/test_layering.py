@@ -87,6 +87,29 @@ def test_importing_the_core_and_the_stages_never_imports_the_app_layer():
     assert out == ["[]", "cuebench_app.api True"]
 
 
+OPTIONAL_EXTRAS = ("flask", "waitress", "gunicorn", "psycopg", "psychopy", "torch", "timm", "torchvision", "ray",
+                   "submitit", "scipy", "matplotlib", "pingouin", "pyarrow", "psignifit")
+"""Modules of pyproject's optional extras (web, postgres, lab, models, scale, analysis)."""
+
+
+def test_the_command_builds_a_study_without_the_optional_extras(tmp_path):
+    """``pip install cuebench`` without extras gives a working ``cuebench``: every subcommand's parser is
+    made at start, so an extra imported there at module level would break every command."""
+    code = ("import sys\n"
+            "class Missing:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.split('.')[0] in {OPTIONAL_EXTRAS!r}:\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Missing())\n"
+            "from cuebench_app.cli import main\n"
+            "sys.exit(main(['stimuli', 'build', '--design', 'suppression', '--images', 'default', "
+            "'--conditions', 'grayscale', '--out', 'exp']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "exp" / "experiment.json").is_file()
+
+
 def test_stimuli_defines_no_part_of_the_contract():
     contract = {"trials", "schema", "responses", "expdir", "counterbalance", "export", "images", "labels", "studies"}
     assert not [p.name for p in (ROOT / "stimuli").glob("*.py") if p.stem in contract]
