@@ -12,9 +12,13 @@ later trials (no request may hold up another by more than 100 ms), throughput an
 count check (answers acknowledged = rows stored). Every 201 is sent after the answer is
 committed with ``synchronous=FULL``. Latencies are what a participant's browser sees: from
 sending the request over HTTP on loopback to the last byte of the answer. The participants are
-threads of this one process; over a 200-participant run they use about a fifth of the CPU the
-server does (1.4 s against 6.5 s), so the client is not what the numbers measure, but on a
-2-core machine it shares the CPUs with the server, as anything else running there does.
+threads of this one process. Over a whole run they use about a fifth of the CPU the server does
+(1.4 s against 6.5 s), but in the arrival burst their 200 threads want the CPUs at the same
+moment as the server: sharing two cores, they held the server back for up to 2.6 s in one run
+and the slowest later trial ranged from 37 ms to 2.6 s over three runs of the same code. Real
+participants' browsers run on their own machines, so on Linux the clients get one CPU and the
+server (every process and thread of it) the others (``--share-cpus``: no separation); the first
+line says which.
 
 Baseline, in the same run: the same rows written one after another straight into a fresh
 ``ResponseStore`` on the same backend (no HTTP, one durable transaction each); the ratios
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import socket
 import statistics
 import sys
@@ -81,11 +86,11 @@ def scratch_database(server_url: str | None) -> Iterator[str | None]:
 
 
 def run_load(n_participants: int, workers: int, threads: int, interval_s: tuple[float, float],
-             server_url: str | None) -> dict:
+             server_url: str | None, cpus: set[int] | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database, \
             scratch_database(server_url) as baseline_database:
         build_sample_experiment(tmp)
-        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads,
+        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads, cpus=cpus,
                                extra_args=("--database", database) if database else ())
         server.start()
         log = ClientLog()
@@ -178,10 +183,10 @@ def slow_connections_survived(port: int, steps: list[int], first_bytes: bytes) -
     return survived
 
 
-def run_attacks(workers: int, threads: int, server_url: str | None) -> dict:
+def run_attacks(workers: int, threads: int, server_url: str | None, cpus: set[int] | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database:
         build_sample_experiment(tmp)
-        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads,
+        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads, cpus=cpus,
                                extra_args=("--database", database) if database else ())
         server.start()
         try:
@@ -190,14 +195,15 @@ def run_attacks(workers: int, threads: int, server_url: str | None) -> dict:
             server.stop()
 
 
-def slow_connections_per_server(threads: int, slow_steps: list[int]) -> dict[str, dict[str, int]]:
+def slow_connections_per_server(threads: int, slow_steps: list[int],
+                                cpus: set[int] | None) -> dict[str, dict[str, int]]:
     """How many slow connections of each kind the default server (waitress) and ``--workers 2``
     (gunicorn) survive, each a fresh server on SQLite."""
     survived = {}
     for name, workers in (("waitress, 1 process", 1), ("gunicorn, --workers 2", 2)):
         with tempfile.TemporaryDirectory() as tmp:
             build_sample_experiment(tmp)
-            server = ServerProcess(tmp, free_port(), workers=workers, threads=threads)
+            server = ServerProcess(tmp, free_port(), workers=workers, threads=threads, cpus=cpus)
             server.start()
             try:
                 survived[name] = {kind: slow_connections_survived(server.port, slow_steps, sent)
@@ -205,6 +211,15 @@ def slow_connections_per_server(threads: int, slow_steps: list[int]) -> dict[str
             finally:
                 server.stop()
     return survived
+
+
+def separate_cpus() -> tuple[set[int], set[int]] | None:
+    """(the clients' CPUs, the server's): the first CPU this process may use for the clients, the
+    rest for the server; None where there is one CPU or no way to choose (not Linux)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    return ({usable[0]}, set(usable[1:])) if len(usable) > 1 else None
 
 
 def direct_writes(source_store: ResponseStore, location: str | Path) -> list[float]:
@@ -232,18 +247,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="slow connections held open at each step of the connection attack")
     parser.add_argument("--database", metavar="URL",
                         help="a PostgreSQL server to run against (a scratch database is made per run); default SQLite")
+    parser.add_argument("--share-cpus", action="store_true",
+                        help="let the simulated participants and the server share every CPU (default: the "
+                             "participants on one CPU, the server on the others, where the machine has several)")
     args = parser.parse_args(argv)
     if len(args.trial_interval_ms) > 2:
         parser.error("--trial-interval-ms takes LOW HIGH or one value")
     low, high = args.trial_interval_ms[0] / 1000, args.trial_interval_ms[-1] / 1000
     backend = "PostgreSQL" if args.database else "SQLite"
+    split = None if args.share_cpus else separate_cpus()
+    if split is not None:
+        os.sched_setaffinity(0, split[0])  # this process: the participants' threads
+    cpus = split[1] if split else None
+    where = (f"participants on CPU {', '.join(map(str, sorted(split[0])))}, server on CPU "
+             f"{', '.join(map(str, sorted(split[1])))}" if split else "participants and server share the CPUs")
     print(f"server: {backend}, {args.workers} process(es) x {args.threads} threads; "
-          f"trial interval {' to '.join(f'{v:g}' for v in dict.fromkeys(args.trial_interval_ms))} ms")
+          f"trial interval {' to '.join(f'{v:g}' for v in dict.fromkeys(args.trial_interval_ms))} ms; {where}")
     print(f"{'N':>5} {'sent':>6} {'stored':>6} {'p50 ms':>8} {'p99 ms':>8} {'later p99':>9} {'later max':>9} "
           f"{'direct p50':>10} {'p50 ratio':>9} {'posts/s':>8} {'direct/s':>8} {'5xx/net':>7}")
     ok = True
     for n in args.participants:
-        r = run_load(n, args.workers, args.threads, (low, high), args.database)
+        r = run_load(n, args.workers, args.threads, (low, high), args.database, cpus)
         ok &= r["sent"] == r["stored"] and r["errors"] == 0
         print(f"{r['participants']:>5} {r['sent']:>6} {r['stored']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
               f"{r['later_p99_ms']:>9.1f} {r['later_max_ms']:>9.1f} {r['direct_p50_ms']:>10.2f} "
@@ -254,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
               f"slowest later trial {r['later_max_ms']:.1f} ms (goal: no request stalls another by more than "
               f"{STALL_GOAL_MS:g} ms)", flush=True)
     print("count check (acknowledged == stored, no 5xx or network errors):", "OK" if ok else "FAILED")
-    attacks = run_attacks(args.workers, args.threads, args.database)
+    attacks = run_attacks(args.workers, args.threads, args.database, cpus)
     print(f"crafted 256 KiB body: answered {attacks['crafted_statuses']} in at most {attacks['crafted_max_ms']:.1f} ms; "
           f"20 participants meanwhile: trial POST p99 {attacks['others_p99_ms']:.1f} ms")
-    for server, kinds in slow_connections_per_server(args.threads, args.slow_steps).items():
+    for server, kinds in slow_connections_per_server(args.threads, args.slow_steps, cpus).items():
         for kind, survived in kinds.items():
             print(f"{server}: slow connections ({kind}) survived with a new participant's consent page within "
                   f"{CONSENT_WITHIN_S:g} s: {survived} (steps {' '.join(map(str, args.slow_steps))})")

@@ -223,14 +223,15 @@ class ResponseStore:
         return results
 
     def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[Database], None] | None = None,
-                   normalised: bool = False) -> list[WriteResult | ResponseConflict]:
+                   normalised: bool = False, urgent: bool = False) -> list[WriteResult | ResponseConflict]:
         """Group commit: store answers from several writers in one transaction (one fsync), each
         judged on its own. A conflicting row is refused (its ``ResponseConflict`` is returned in
         its place) while the others are stored; ``also(conn)`` runs in the same transaction.
         ``normalised``: the rows came through ``normalise`` already (each writer checks its own
-        before its turn, so the one committing a batch does not check everybody's again)."""
+        before its turn, so the one committing a batch does not check everybody's again); ``urgent``: people are
+        waiting for these answers to be stored, so this process's other writers wait (``storage.WriterGate``)."""
         clean = list(rows) if normalised else [normalise(r) for r in rows]
-        with self._lock, self.database.write_transaction() as db:
+        with self._lock, self.database.write_transaction(urgent) as db:
             results = [self._insert(row) for row in clean]
             if also is not None:
                 also(db)

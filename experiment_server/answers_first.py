@@ -11,10 +11,18 @@ trial answers, events, the completion) go before the others, but never more than
 requests merely looking like them: anyone can send one) cannot keep newcomers out. waitress
 gets this queue in place of its own (``serve_answers_first``); cuebench's gunicorn worker keeps
 its waiting requests in one (``workers.BufferingThreadWorker``).
+
+Once running, an answer still shares the process with the requests around it, and Python runs
+one thread at a time: with eight consent pages, starts and plans running side by side, a thread
+that let go of the interpreter for a database call or a write waits to get it back behind all of
+them, a write transaction held that way holds up every answer behind it, and answers took up to
+0.1-0.5 s. So the other requests run ``OTHERS_AT_ONCE`` at a time (``others_in_turn``, in both
+servers); the threads holding the rest sleep until it is their turn, and answers never wait there.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import Callable
 
@@ -22,6 +30,11 @@ ANSWERS_IN_A_ROW = 8
 """Answers served one after another at most before a waiting request of the other kind gets its turn."""
 SESSION_API = "/api/session/"
 ANSWER_HEAD = f"POST {SESSION_API}".encode()
+
+
+OTHERS_AT_ONCE = 2
+"""Requests other than answers running at the same time in one server process: two, so that one can
+wait for the disk or the database while the other computes."""
 
 
 def is_answer(channel) -> bool:
@@ -34,6 +47,25 @@ def is_answer(channel) -> bool:
 def head_is_answer(received: bytes | bytearray) -> bool:
     """The same for a request's raw bytes, as gunicorn's worker holds them before parsing."""
     return bytes(received[:len(ANSWER_HEAD)]) == ANSWER_HEAD
+
+
+def environ_is_answer(environ: dict) -> bool:
+    """The same for a request as the app sees it (its WSGI environ)."""
+    return environ.get("REQUEST_METHOD") == "POST" and environ.get("PATH_INFO", "").startswith(SESSION_API)
+
+
+def others_in_turn(app, at_once: int = OTHERS_AT_ONCE):
+    """WSGI middleware: requests other than answers run ``at_once`` at a time (module docstring); answers
+    go straight through. The turn ends when the app returns its response, before the body is sent."""
+    turns = threading.BoundedSemaphore(at_once)
+
+    def in_turn(environ, start_response):
+        if environ_is_answer(environ):
+            return app(environ, start_response)
+        with turns:
+            return app(environ, start_response)
+
+    return in_turn
 
 
 class AnswersFirst:
@@ -68,3 +100,4 @@ def serve_answers_first(server) -> None:
         if dispatcher.queue:
             raise RuntimeError("the server has queued requests already")
         dispatcher.queue = AnswersFirst()
+

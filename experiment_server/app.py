@@ -36,6 +36,7 @@ from cuebench.words import LANGUAGE, say, words
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
+from .answers_first import others_in_turn
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
 from .study import ServerSetupError, open_study, study_of
@@ -129,6 +130,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
+    app.wsgi_app = others_in_turn(app.wsgi_app)
     if trusted_proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted_proxies, x_proto=trusted_proxies)
     else:

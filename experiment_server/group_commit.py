@@ -81,7 +81,7 @@ class GroupCommit:
             if not self.store.database.usable:
                 self.store = self.open_store()
             return self.store.write_each(
-                [p.row for p in batch], normalised=True,
+                [p.row for p in batch], normalised=True, urgent=True,
                 also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn))
         except BaseException as err:
             return [err] * len(batch)

@@ -190,21 +190,25 @@ def free_port() -> int:
 class ServerProcess:
     """``cuebench serve EXPDIR`` on 127.0.0.1 in its own process group. Simulated participants
     all come from the loopback address, so the starts rate limit is ``start_limit`` (by
-    default lifted far beyond any simulated launch)."""
+    default lifted far beyond any simulated launch). ``cpus``: the CPUs the server (and every
+    thread and worker process it starts) may run on (Linux), away from a load test's clients."""
 
     def __init__(self, expdir: str | Path, port: int, *, workers: int = 1, threads: int = 8,
-                 extra_args: tuple[str, ...] = (), log_file: Path | None = None, start_limit: int = 10**6):
+                 extra_args: tuple[str, ...] = (), log_file: Path | None = None, start_limit: int = 10**6,
+                 cpus: set[int] | None = None):
         self.args = [sys.executable, "-m", "cuebench", "serve", str(expdir), "--host", "127.0.0.1", "--port", str(port),
                      "--workers", str(workers), "--threads", str(threads), "--start-limit", str(start_limit),
                      *extra_args]
         self.port = port
         self.log_file = log_file
+        self.cpus = cpus
         self.process: subprocess.Popen | None = None
 
     def start(self, ready_within_s: float = 60.0) -> None:
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                        preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None)
         deadline = time.monotonic() + ready_within_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from types import SimpleNamespace
 
-from experiment_server.answers_first import ANSWERS_IN_A_ROW, AnswersFirst, head_is_answer
+from experiment_server.answers_first import (ANSWERS_IN_A_ROW, OTHERS_AT_ONCE, AnswersFirst, head_is_answer,
+                                             others_in_turn)
 
 
 def channel(command: str, path: str) -> SimpleNamespace:
@@ -40,3 +43,36 @@ def test_gunicorns_worker_tells_an_answer_from_the_raw_request():
     assert head_is_answer(b"POST /api/session/tok/trial/3 HTTP/1.1\r\nHost: x\r\n\r\n{}")
     assert not head_is_answer(bytearray(b"GET /api/session/tok HTTP/1.1\r\n\r\n"))  # the plan
     assert not head_is_answer(b"POST /start HTTP/1.1\r\n\r\n") and not head_is_answer(b"POS")
+
+
+def test_other_requests_take_turns_while_answers_go_straight_through():
+    """Five consent pages at once: ``OTHERS_AT_ONCE`` run, the rest wait; an answer sent meanwhile runs
+    at once; then every page gets its turn."""
+    release = threading.Event()
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def app(environ, start_response):
+        if environ["REQUEST_METHOD"] == "GET":
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            release.wait(10)
+            with lock:
+                inside[0] -= 1
+        return [environ["PATH_INFO"].encode()]
+
+    wsgi = others_in_turn(app)
+    results = []
+    pages = [threading.Thread(target=lambda n=n: results.append(wsgi({"REQUEST_METHOD": "GET", "PATH_INFO": f"/{n}"},
+                                                                       None))) for n in range(5)]
+    for page in pages:
+        page.start()
+    deadline = time.monotonic() + 10
+    while inside[0] < OTHERS_AT_ONCE and time.monotonic() < deadline:
+        time.sleep(0.005)
+    answer = wsgi({"REQUEST_METHOD": "POST", "PATH_INFO": "/api/session/tok/trial/3"}, None)
+    assert answer == [b"/api/session/tok/trial/3"] and inside[0] == OTHERS_AT_ONCE and not results
+    release.set()
+    for page in pages:
+        page.join(10)
+    assert sorted(results) == [[f"/{n}".encode()] for n in range(5)] and most[0] == OTHERS_AT_ONCE
