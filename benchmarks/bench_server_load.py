@@ -89,8 +89,9 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: tuple[
              server_url: str | None, cpus: set[int] | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database, \
             scratch_database(server_url) as baseline_database:
-        build_sample_experiment(tmp)
-        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads, cpus=cpus,
+        study = Path(tmp) / "study"  # its secrets file goes beside it, inside tmp
+        build_sample_experiment(study)
+        server = ServerProcess(study, free_port(), workers=workers, threads=threads, cpus=cpus,
                                extra_args=("--database", database) if database else ())
         server.start()
         log = ClientLog()
@@ -103,7 +104,7 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: tuple[
             wall = time.perf_counter() - t0
         finally:
             server.stop()
-        with ResponseStore(database or Path(tmp) / "responses.sqlite") as store:
+        with ResponseStore(database or study / "responses.sqlite") as store:
             stored = store.count()
             baseline = direct_writes(store, baseline_database or Path(tmp) / "baseline.sqlite")
     latencies = log.latencies_ms
@@ -185,8 +186,9 @@ def slow_connections_survived(port: int, steps: list[int], first_bytes: bytes) -
 
 def run_attacks(workers: int, threads: int, server_url: str | None, cpus: set[int] | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database:
-        build_sample_experiment(tmp)
-        server = ServerProcess(tmp, free_port(), workers=workers, threads=threads, cpus=cpus,
+        study = Path(tmp) / "study"
+        build_sample_experiment(study)
+        server = ServerProcess(study, free_port(), workers=workers, threads=threads, cpus=cpus,
                                extra_args=("--database", database) if database else ())
         server.start()
         try:
@@ -202,8 +204,9 @@ def slow_connections_per_server(threads: int, slow_steps: list[int],
     survived = {}
     for name, workers in (("waitress, 1 process", 1), ("gunicorn, --workers 2", 2)):
         with tempfile.TemporaryDirectory() as tmp:
-            build_sample_experiment(tmp)
-            server = ServerProcess(tmp, free_port(), workers=workers, threads=threads, cpus=cpus)
+            study = Path(tmp) / "study"
+            build_sample_experiment(study)
+            server = ServerProcess(study, free_port(), workers=workers, threads=threads, cpus=cpus)
             server.start()
             try:
                 survived[name] = {kind: slow_connections_survived(server.port, slow_steps, sent)
