@@ -98,13 +98,15 @@ class Presentation:
                                    fillColor=(-0.6, -0.6, -0.6), lineColor=(0.6, 0.6, 0.6)),
                        visual.TextStim(self.win, text=self._cell_text(c), pos=(c.x, c.y), height=22, color=(1, 1, 1)))
                       for c in grid.cells]
+        self.logging.exp("response grid: " + " | ".join(label.text for _, label in self.cells))  # what answers read
         self.log_info(f"refresh {self.hz:.2f} Hz ({self.refresh.source}; measurements {self.refresh.measurements}; "
                       f"free-running flips {self.refresh.free_running_hz:.1f} Hz; pacing {self.refresh.pacing})")
 
     def _cell_text(self, cell) -> str:
-        if self.options.input_mode != "keyboard":
-            return cell.label
-        return f"{cell.label}  [{cell.key}]"
+        """The cell's answer as the participant reads it: "not clear" in the study's language (the stored
+        answer stays "not clear"), with its key where answers are typed."""
+        name = self.say("answer_not_clear") if cell.col is None else cell.label
+        return name if self.options.input_mode != "keyboard" else f"{name}  [{cell.key}]"
 
     def log_info(self, message: str) -> None:
         self.logging.exp(message)

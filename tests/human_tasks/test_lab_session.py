@@ -223,8 +223,8 @@ def test_a_german_study_runs_in_german_in_the_lab(tmp_path, photos):
     done = run_lab(expdir, "D01", "--simulate", "--refresh-hz", "60")
     assert done.returncode == 0, done.stderr[-3000:]
     check_complete_session(expdir, "D01")
-    screens = [line.split("screen: ", 1)[1] for line in (expdir / "data" / "D01_labtest_session1.log").read_text(
-        encoding="utf-8").splitlines() if "screen: " in line]
+    log = (expdir / "data" / "D01_labtest_session1.log").read_text(encoding="utf-8")
+    screens = [line.split("screen: ", 1)[1] for line in log.splitlines() if "screen: " in line]
     shown = " ".join(screens)
     assert screens[0].startswith("Anleitung Jeder Durchgang beginnt mit einem kleinen Kreuz")
     for german in ("Klicken Sie auf die Bezeichnung Ihrer Antwort.", "Mit Escape pausieren Sie.",
@@ -232,6 +232,8 @@ def test_a_german_study_runs_in_german_in_the_lab(tmp_path, photos):
                    "Zeit für eine Pause.", "Vielen Dank!"):
         assert german in shown
     assert re.search(r"\b(Richtig|Nicht ganz: Die Antwort war „cat“)", shown)
+    grid = next(line for line in log.splitlines() if "response grid: " in line)
+    assert "nicht erkennbar" in grid and "not clear" not in grid  # the stored answer stays "not clear"
     english = [piece.strip() for text in words("en").values() for piece in re.split(r"\{\w+\}", text)
                if len(piece.split()) >= 3]
     assert [piece for piece in english if piece in shown] == []

@@ -147,7 +147,7 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
     page.check("#consent")
     page.click("#start")
     progress: dict[int, str] = {}
-    instructed, answered, reloaded, instructions = None, set(), False, None
+    instructed, answered, reloaded, instructions, grid = None, set(), False, None, None
     deadline = time.monotonic() + SESSION_DEADLINE_S
     while time.monotonic() < deadline:
         now, index = state(page)
@@ -167,6 +167,7 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
             shoot(page, shots, "4-trial-image.png")
         elif now == "response-grid" and index not in answered:
             progress[index] = page.inner_text("#progress")
+            grid = grid or page.eval_on_selector_all("#grid button", "buttons => buttons.map(b => b.textContent)")
             shoot(page, shots, "5-trial-answer-with-progress.png")
             page.wait_for_timeout(PERSON_RT_MS)
             page.click(f"#grid button[data-label='{instructed or 'cat'}']")
@@ -185,7 +186,7 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
             shoot(page, shots, "7-completion.png", full_page=True)
             return {"progress": progress, "loaded": loaded, "consent": consent, "reloaded": reloaded,
                     "instructions": instructions, "status": page.get_attribute("#code", "data-status"),
-                    "page": page.inner_text("#screen")}
+                    "page": page.inner_text("#screen"), "grid": grid}
         time.sleep(0.02)
     raise AssertionError(f"{entry}: the session did not finish within {SESSION_DEADLINE_S} s (last state {state(page)})")
 
@@ -381,5 +382,6 @@ def test_a_german_study_as_a_participant_meets_it(tmp_path, browser):
     assert "Weiter" in seen["instructions"]
     assert all(re.fullmatch(r"(Übung|Durchgang) \d+ von \d+", text) for text in seen["progress"].values())
     assert "Vielen Dank!" in seen["page"] and "Ihr Abschlusscode lautet" in seen["page"]
+    assert "nicht erkennbar" in seen["grid"] and "not clear" not in seen["grid"]  # the stored answer stays "not clear"
     shown = " ".join([consent, advice, seen["instructions"], *seen["progress"].values(), seen["page"]])
     assert [piece for piece in english if piece in shown] == []

@@ -2,14 +2,16 @@
  * the same two). The card's keys, prompt and numbering come with each trial in the plan. */
 import { gridEl, keys, state } from "./dom.js";
 import { clear, drawPrompt } from "./display.js";
+import { say } from "./words.js";
 
 /* The lab's response screen (human_tasks/layout.py): each label in its cell of the 4-column
- * grid, "not clear" below it across the middle two columns. */
+ * grid, "not clear" below it across the middle two columns, named in the study's language (the
+ * answer stored stays "not clear"). */
 function showGrid(grid, win) {
   gridEl.innerHTML = "";
   grid.forEach(({ label, row, col }) => {
     const b = document.createElement("button");
-    b.textContent = label;
+    b.textContent = col === null ? say("answer_not_clear") : label;
     b.dataset.label = label;
     b.style.gridRow = String(row + 1);
     b.style.gridColumn = col === null ? "2 / span 2" : String(col + 1);
