@@ -31,7 +31,13 @@ MAX_TEXT_ANSWER = 2000
 
 
 class QuestionnaireError(CuebenchError, ValueError):
-    """A questionnaire file or a set of answers that does not fit the declaration."""
+    """A questionnaire file or a set of answers that does not fit the declaration; ``question``: the id of the
+    question an answer does not fit (the web task then asks the participant, in the study's language, to
+    check that answer, while the message is for the log)."""
+
+    def __init__(self, message: str, question: str | None = None):
+        super().__init__(message)
+        self.question = question
 
 
 class Question(BaseModel):
@@ -63,20 +69,20 @@ class Question(BaseModel):
         where = f"answer to {self.id!r}"
         if self.kind == "text":
             if not isinstance(value, str) or len(value) > MAX_TEXT_ANSWER:
-                raise QuestionnaireError(f"{where} must be text of at most {MAX_TEXT_ANSWER} characters")
+                raise QuestionnaireError(f"{where} must be text of at most {MAX_TEXT_ANSWER} characters", self.id)
             return value
         if self.kind == "choice":
             if value not in self.options:
-                raise QuestionnaireError(f"{where} must be one of {self.options}, got {value!r}")
+                raise QuestionnaireError(f"{where} must be one of {self.options}, got {value!r}", self.id)
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise QuestionnaireError(f"{where} must be a number, got {value!r}")
+            raise QuestionnaireError(f"{where} must be a number, got {value!r}", self.id)
         if self.kind == "likert":
             if value not in range(1, self.points + 1):
-                raise QuestionnaireError(f"{where} must be a whole number 1..{self.points}, got {value!r}")
+                raise QuestionnaireError(f"{where} must be a whole number 1..{self.points}, got {value!r}", self.id)
             return int(value)
         if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
-            raise QuestionnaireError(f"{where} must lie in [{self.min}, {self.max}], got {value!r}")
+            raise QuestionnaireError(f"{where} must lie in [{self.min}, {self.max}], got {value!r}", self.id)
         return value
 
 
@@ -110,7 +116,7 @@ class Questionnaire(BaseModel):
             value = answers.get(question.id)
             if value is None or value == "":
                 if question.required:
-                    raise QuestionnaireError(f"question {question.id!r} must be answered")
+                    raise QuestionnaireError(f"question {question.id!r} must be answered", question.id)
                 continue
             stored[question.id] = question.check(value)
         return stored

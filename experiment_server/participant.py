@@ -384,7 +384,9 @@ def post_questionnaire(token: str):
     try:
         answers = questionnaire.check_answers(parse_json_body(request.get_data()))
     except QuestionnaireError as err:
-        raise Rejected(422, str(err)) from None
+        refused = Rejected(422, str(err))
+        refused.details = {"question": err.question} if err.question else {}
+        raise refused from None
     stored = store_answers(study.db.db, study.experiment.name, participant.code, answers, runner="web")
     return jsonify(stored=stored), 201 if stored else 200
 

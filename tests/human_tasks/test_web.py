@@ -391,6 +391,10 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
             return
         page.click("#continue")  # the required age is missing: the page says so and stays
         seen["missing"] = page.inner_text("#questionnaire-error")
+        page.fill("[name=q-age]", "12")  # below the declared minimum: the server refuses, the page asks again
+        page.click("#continue")
+        page.wait_for_function("document.getElementById('questionnaire-error').textContent.includes('check')")
+        seen["refused"] = page.inner_text("#questionnaire-error")
         page.fill("[name=q-age]", "34")
         page.check("[name=q-hand][value=left]")
         page.check("[name=q-effort][value='4']")
@@ -404,6 +408,7 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     assert result["status"] == "finished"
     assert seen["card_css_px"] == pytest.approx(CARD_SLIDER_PX, abs=0.5)
     assert seen["missing"] == "Please answer: Your age in years"
+    assert seen["refused"] == "Please check your answer to: Your age in years"
     widths = set(round(w, 3) for w in page.evaluate("window.drawnWidths"))
     image_widths = {w for w in widths if abs(w - expected_px) <= 1}
     assert image_widths and widths - image_widths <= {round(float(page.viewport_size["width"]), 3)}, widths
@@ -550,6 +555,7 @@ def test_calibration_and_questionnaire_posts_are_checked(display_server):
                            ({"age": 12}, "'age'")):
         refused = client.post(f"{api}/questionnaire", json=answers)
         assert refused.status_code == 422 and named in refused.json()["error"], (answers, refused.json())
+        assert refused.json().get("question") == (None if named == "'shoe'" else named.strip("'"))
     assert client.post(f"{api}/questionnaire", json={"age": 30}).status_code == 201
     assert study.db.get(study.db.by_token(token).code).questionnaire == {"age": 30}
 

@@ -56,6 +56,8 @@ export async function askQuestionnaire(questions) {
     }
     const result = await postJSON(`${api}/questionnaire`, answers);
     if (result.ok) { screenEl.hidden = true; return; }
-    $("questionnaire-error").textContent = result.body.error || say("questions_not_saved", { status: result.status });
+    const unfit = questions.find((q) => q.id === (result.body && result.body.question));
+    $("questionnaire-error").textContent = unfit ? say("questions_invalid", { question: unfit.prompt })
+      : say("questions_not_saved", { status: result.status });
   }
 }
