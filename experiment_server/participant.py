@@ -470,7 +470,7 @@ def screen_out(token: str):
         _in_progress(participant)
         payload = parse_json_body(request.get_data())
         reason = required_text(payload, "reason", "why the browser check failed")
-        verdict = check_failure(payload)
+        verdict = check_failure(payload, _rules().device, request.headers.get("User-Agent", ""))
         if verdict is None:
             raise Rejected(422, "the browser check's measurements meet the study's rules, so this session is not "
                                 "screened out; reload the page to go on")

@@ -5,24 +5,32 @@ screen size, pointer) before the instructions and screens out a device that fail
 screened-out completion code is handed out only when the server, from those measurements,
 finds the same failure; a request that merely says "screen me out" (a script after the
 code, or a forged reason) gets none. The rules mirror the task's ``CHECK`` (``static/task/check.js``)
-and the device rules of ``device.js``; ``tests/human_tasks/test_web.py`` compares both verdicts in
-a real browser.
+and the device rules of ``device.js``, with the study's own (``serve --refresh-hz``, ``--min-window``,
+``--browsers``, ``--allow-touch``: ``study_rules.DeviceRules``), which the browser applies too;
+``tests/human_tasks/test_web.py`` compares both verdicts in a real browser.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
+from .study_rules import DeviceRules
 from .validation import Rejected
 
-REFRESH_HZ = (48.0, 500.0)
-"""check.js ``CHECK.minHz``/``maxHz``."""
 MAX_OUTLIER_SHARE = 0.2
 """check.js ``CHECK.maxOutlierShare``."""
-MIN_SIZE = (800, 600)
-"""device.js ``RULES.minWidth``/``minHeight`` (CSS pixels of the window or the screen)."""
 SIZE_FIELDS = ("width", "height", "screen_width", "screen_height")
+BROWSER_FAMILIES = (("edge", r"Edg(e|A|iOS)?/"), ("opera", r"OPR/|Opera"), ("firefox", r"Firefox/|FxiOS"),
+                    ("chrome", r"Chrome/|Chromium/|CriOS"), ("safari", r"Safari/"))
+"""device.js ``browserOf``, in its order (Edge and Opera also say "Chrome")."""
+BROWSER_NAMES = {"chrome": "Chrome", "edge": "Edge", "firefox": "Firefox", "safari": "Safari", "opera": "Opera"}
+
+
+def browser_of(user_agent: str) -> str:
+    """The browser family a user agent names, as device.js tells them apart ("other" for the rest)."""
+    return next((family for family, pattern in BROWSER_FAMILIES if re.search(pattern, user_agent)), "other")
 
 
 def _measure(record: Any, field: str, names: tuple[str, ...], kind: type) -> dict:
@@ -37,21 +45,26 @@ def _measure(record: Any, field: str, names: tuple[str, ...], kind: type) -> dic
     return values
 
 
-def check_failure(payload: dict) -> str | None:
-    """Why the measured device fails the browser check (the task's words), or None when it passes.
-    422 when the measurements are missing or malformed: without them the check did not run."""
+def check_failure(payload: dict, rules: DeviceRules = DeviceRules(), user_agent: str = "") -> str | None:
+    """Why the measured device fails the browser check under the study's ``rules`` (the task's words), or
+    None when it passes; ``user_agent``: the request's, for ``--browsers``. 422 when the measurements are
+    missing or malformed: without them the check did not run."""
     refresh = payload.get("refresh")
     size = _measure(payload.get("size"), "size", SIZE_FIELDS, float)
     pointer = _measure(payload.get("pointer"), "pointer", ("fine", "touch"), bool)
     if refresh is None:
         return "the browser drew no animation frames (hidden window?)"
     refresh = _measure(refresh, "refresh", ("hz", "outlier_share"), float)
-    if not REFRESH_HZ[0] <= refresh["hz"] <= REFRESH_HZ[1]:
+    if not rules.min_hz <= refresh["hz"] <= rules.max_hz:
         return f"refresh rate {refresh['hz']:.1f} Hz"
     if refresh["outlier_share"] > MAX_OUTLIER_SHARE:
         return f"unstable frame timing ({100 * refresh['outlier_share']:.0f}% irregular frames)"
-    if pointer["touch"] and not pointer["fine"]:
+    if not rules.allow_touch and pointer["touch"] and not pointer["fine"]:
         return "phone or tablet (touch screen, no mouse)"
-    if max(size["width"], size["screen_width"]) < MIN_SIZE[0] or max(size["height"], size["screen_height"]) < MIN_SIZE[1]:
+    browser = browser_of(user_agent)
+    if rules.browsers and browser not in rules.browsers:
+        return f"browser not allowed ({BROWSER_NAMES.get(browser, browser)})"
+    if max(size["width"], size["screen_width"]) < rules.min_width or \
+            max(size["height"], size["screen_height"]) < rules.min_height:
         return f"screen too small ({size['screen_width']:g}x{size['screen_height']:g})"
     return None

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from experiment_server.app import create_app
-from experiment_server.screening import check_failure
+from experiment_server.screening import browser_of, check_failure
 from experiment_server.study import study_of
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from human_tasks.timing import ms_to_frames
@@ -208,10 +208,11 @@ def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser
     from experiment_server.study_rules import DeviceRules, StudyRules
 
     build_sample_experiment(tmp_path)
-    servers = []
+    servers, apps = [], []
     for browsers in (("firefox",), ()):
         rules = StudyRules(device=DeviceRules(min_hz=100, max_hz=200, browsers=browsers))
-        server = create_server(create_app(tmp_path, rules=rules), host="127.0.0.1", port=0, threads=2)
+        apps.append(create_app(tmp_path, rules=rules))
+        server = create_server(apps[-1], host="127.0.0.1", port=0, threads=2)
         threading.Thread(target=server.run, daemon=True).start()
         servers.append(server)
     try:
@@ -232,7 +233,20 @@ def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser
                   "Edg/120.0", "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0",
                   "Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15"]
         assert page.evaluate("agents => agents.map(window.cuebenchDevice.browserOf)", agents) == [
-            "edge", "firefox", "safari"]
+            "edge", "firefox", "safari"] == [browser_of(agent) for agent in agents]
+        chromium = page.evaluate("navigator.userAgent")  # the server's verdict under the same rules
+        firefox_only = DeviceRules(min_hz=100, max_hz=200, browsers=("firefox",))
+        measured = {"refresh": {"hz": 150.0, "outlier_share": 0.0}, "size": good, "pointer": {"fine": True, "touch": False}}
+        assert check_failure(measured, firefox_only, chromium) == "browser not allowed (Chrome)"
+        assert check_failure({**measured, "refresh": {"hz": 60.0, "outlier_share": 0.0}}, firefox_only,
+                             chromium) == "refresh rate 60.0 Hz"
+        study = study_of(apps[1])  # a session started past the consent page: the task's own check screens it out
+        _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="rules3")
+        page.goto(f"http://127.0.0.1:{servers[1].effective_port}/task/{token}")
+        page.wait_for_selector("#code", timeout=30_000)
+        assert page.get_attribute("#code", "data-status") == "screened_out"
+        assert page.inner_text("#screen-fix").startswith("Your display refreshes 60 times a second; the study needs "
+                                                         "100–200 Hz.")
     finally:
         for server in servers:
             server.close()

@@ -47,11 +47,16 @@ export function judgeCheck(refresh, size, pointer) {
   const problem = window.cuebenchDevice.deviceProblem(size, pointer);
   return problem ? problem.reason : null;
 }
-/* What a screened-out participant can change, from the reason the check gave. */
+/* What a screened-out participant can change, in the study's language, from the reason the check gave
+ * (judgeCheck's words, which are stored for the researcher in English). */
 export function screenFix(reason) {
-  if (/^refresh rate|^unstable|animation frames/.test(reason || "")) {
-    return say("display_fix", { reason, min: CHECK.minHz, max: CHECK.maxHz });
-  }
+  const text = reason || "";
+  const range = { min: CHECK.minHz, max: CHECK.maxHz };
+  const hz = /^refresh rate ([\d.]+) Hz/.exec(text);
+  if (hz) return say("device_refresh", { hz: Number(hz[1]).toFixed(0), ...range });
+  const unsteady = /^unstable frame timing \((\d+)%/.exec(text);
+  if (unsteady) return say("display_fix", { problem: say("display_unsteady", { share: unsteady[1] }), ...range });
+  if (/animation frames/.test(text)) return say("display_fix", { problem: say("display_no_frames"), ...range });
   const { size, pointer } = window.cuebenchDevice.measure();
   const problem = window.cuebenchDevice.deviceProblem(size, pointer);
   return problem ? problem.fix : "";
