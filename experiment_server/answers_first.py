@@ -100,4 +100,3 @@ def serve_answers_first(server) -> None:
         if dispatcher.queue:
             raise RuntimeError("the server has queued requests already")
         dispatcher.queue = AnswersFirst()
-

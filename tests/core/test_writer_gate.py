@@ -81,11 +81,9 @@ def test_a_writer_kept_out_past_the_timeout_is_told_so(tmp_path):
 def test_a_transaction_inside_another_on_the_same_database_fails_at_once(tmp_path):
     path = tmp_path / "responses.sqlite"
     outer, inner = open_database(path), open_database(tmp_path / "." / "responses.sqlite")  # another spelling
-    t0 = time.monotonic()
     with outer.write_transaction():
-        with pytest.raises(StorageError, match="begun inside another on the same database"):
+        with pytest.raises(StorageError, match="begun inside another on the same database"):  # not the timeout's
             with inner.write_transaction():
                 pass
-    assert time.monotonic() - t0 < outer.timeout  # not after waiting for itself
     with inner.write_transaction():  # the gate is free again
         pass
