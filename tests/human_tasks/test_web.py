@@ -377,8 +377,8 @@ CanvasRenderingContext2D.prototype.drawImage = function (...args) {
 
 def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(display_server, browser, tmp_path):
     """The card is matched at 400 CSS px (85.6 mm) and the distance given as 60 cm: the images must be
-    2 * 600 mm * tan(2.5 deg) * 400/85.6 px wide; the questionnaire's answers end up with the person
-    and in the participants export (CSV-injection safe)."""
+    2 * 600 mm * tan(2.5 deg) * 400/85.6 px wide; the questionnaire's answers, sent through a network
+    outage with the form locked, end up with the person once and in the participants export (CSV-injection safe)."""
     import csv
     import math
 
@@ -414,7 +414,14 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
         page.check("[name=q-effort][value='4']")
         page.fill("[name=q-comments]", "=HYPERLINK(\"x\")")
         page.screenshot(path=str(tmp_path / "questionnaire.png"))
+        page.route("**/questionnaire", lambda route: route.abort("connectionreset"))  # the network drops
         page.click("#continue")
+        seen["while_sending"] = page.evaluate(
+            "() => [document.body.dataset.state, [...document.querySelectorAll("
+            "'#questionnaire input, #questionnaire textarea, #continue')].every((field) => field.disabled)]")
+        page.wait_for_timeout(1500)  # retried (BACKOFF_MS) while the form stays locked
+        seen["still_sending"] = _state(page)[0]
+        page.unroute("**/questionnaire")
         seen["done"] = True
 
     result = _take_part(page, base, screens={"calibration": calibrate, "questionnaire": answer}, code="calibrated1")
@@ -423,6 +430,9 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     assert seen["card_css_px"] == pytest.approx(CARD_SLIDER_PX, abs=0.5)
     assert seen["missing"] == "Please answer: Your age in years"
     assert seen["refused"] == "Please check your answer to: Your age in years"
+    # while the answers are on their way nothing can be changed or sent twice, however long the network is out
+    assert seen["while_sending"] == ["questionnaire-sending", True]
+    assert seen["still_sending"] == "questionnaire-sending"
     widths = set(round(w, 3) for w in page.evaluate("window.drawnWidths"))
     image_widths = {w for w in widths if abs(w - expected_px) <= 1}
     assert image_widths and widths - image_widths <= {round(float(page.viewport_size["width"]), 3)}, widths

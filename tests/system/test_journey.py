@@ -147,7 +147,7 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
     page.check("#consent")
     page.click("#start")
     progress: dict[int, str] = {}
-    instructed, answered, reloaded, instructions, grid = None, set(), False, None, None
+    instructed, answered, reloaded, instructions, grid, questioned = None, set(), False, None, None, False
     deadline = time.monotonic() + SESSION_DEADLINE_S
     while time.monotonic() < deadline:
         now, index = state(page)
@@ -161,8 +161,9 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
             page.click("#continue")
         elif now == "calibration" and page.is_visible("#card"):
             calibrate(page, shots)
-        elif now == "questionnaire" and page.is_visible("#questionnaire"):
+        elif now == "questionnaire" and page.is_visible("#questionnaire") and not questioned:
             answer_questionnaire(page, shots)
+            questioned = True
         elif now == "stimulus":
             shoot(page, shots, "4-trial-image.png")
         elif now == "response-grid" and index not in answered:

@@ -40,6 +40,21 @@ function questionnaireAnswers(questions) {
   return answers;
 }
 
+/* While the answers are on their way the form is locked and the page says so ("questionnaire-sending"):
+ * a second click or an edit then can neither post twice nor change what was sent. */
+async function sending(post) {
+  const fields = [...screenEl.querySelectorAll("#questionnaire input, #questionnaire textarea, #continue")];
+  const lock = (locked) => fields.forEach((field) => { field.disabled = locked; });
+  lock(true);
+  state("questionnaire-sending");
+  const result = await post(); // retried until the server answers (server.js)
+  if (!result.ok) { // refused: the participant corrects the answer the server named
+    state("questionnaire");
+    lock(false);
+  }
+  return result;
+}
+
 export async function askQuestionnaire(questions) {
   showProgress("", 0);
   state("questionnaire");
@@ -54,7 +69,7 @@ export async function askQuestionnaire(questions) {
       $("questionnaire-error").textContent = say("questions_missing", { missing: missing.map((q) => q.prompt).join("; ") });
       continue;
     }
-    const result = await postJSON(`${api}/questionnaire`, answers);
+    const result = await sending(() => postJSON(`${api}/questionnaire`, answers));
     if (result.ok) { screenEl.hidden = true; return; }
     const unfit = questions.find((q) => q.id === (result.body && result.body.question));
     $("questionnaire-error").textContent = unfit ? say("questions_invalid", { question: unfit.prompt })
