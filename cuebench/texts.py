@@ -21,6 +21,7 @@ import json
 import math
 import re
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 from .counterbalance import participant_sequence
@@ -329,11 +330,22 @@ def check_texts(expdir: ExperimentDir, experiment: Experiment) -> None:
 
 
 def render(expdir: ExperimentDir, name: str, language: str = LANGUAGE) -> str:
-    """The text as HTML (CommonMark; raw HTML in the file is shown escaped, never run)."""
+    """The text as HTML (:func:`to_html` of the file)."""
+    return to_html(text_path(expdir, name, language).read_text(encoding="utf-8"))
+
+
+def to_html(markdown: str) -> str:
+    """Markdown as HTML (CommonMark; raw HTML is shown escaped, never run)."""
+    return _markdown().render(markdown)
+
+
+@lru_cache(maxsize=1)
+def _markdown():
+    """One parser for every text: building one costs more than rendering a text with it, and rendering
+    keeps no state in it (so threads share it)."""
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False}).render(
-        text_path(expdir, name, language).read_text(encoding="utf-8"))
+    return MarkdownIt("commonmark", {"html": False})
 
 
 def plain(expdir: ExperimentDir, name: str, language: str = LANGUAGE) -> str:

@@ -27,7 +27,7 @@ from cuebench.responses import ResponseStore
 from cuebench.segmentation import refuse_for_people
 from cuebench.storage import is_database_url
 from cuebench.questionnaire import QUESTIONNAIRE_FILE, Questionnaire, QuestionnaireError, load_questionnaire
-from cuebench.texts import NAMES as TEXT_NAMES, render, text_path, write_default_texts
+from cuebench.texts import NAMES as TEXT_NAMES, text_path, to_html, write_default_texts
 from cuebench.words import say
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
@@ -77,7 +77,7 @@ class Study:
         self._report_lock = threading.Lock()
         self._faults: dict[str, str] = {}
         self._last_questionnaire: Questionnaire | None = None
-        self._rendered_texts: dict[str, tuple[tuple[int, ...], str]] = {}
+        self._rendered_texts: dict[str, tuple[tuple[int, ...] | None, str, str]] = {}  # stamp, markdown, html
         self.questionnaire()
         self._sequences = lru_cache(maxsize=4096)(
             lambda group, code, session: tuple(participant_sequence(experiment, group, code, session)))
@@ -159,10 +159,11 @@ class Study:
 
     def text(self, name: str) -> str:
         """One of the study's texts as HTML (:meth:`texts`); a folder served before the text existed gets its
-        default. Rendered again only when the file changed (its ``stat`` differs): reading and rendering
-        every text on each consent page and plan was most of their cost when participants arrive together.
-        A file changed within ``TEXT_SETTLE_NS`` of its rendering is rendered again each time until it is
-        older (a second edit within one tick of the file system's clock leaves the same times)."""
+        default. Rendered again only when the file changed: reading and rendering every text on each consent
+        page and plan was most of their cost when participants arrive together. An unchanged ``stat`` says
+        so; a file changed within ``TEXT_SETTLE_NS`` of its last reading is read again each time until it is
+        older (a second edit within one tick of the file system's clock leaves the same times), and rendered
+        again only if its words differ (a study served right after its build has texts that young)."""
         language = self.experiment.language
         path = text_path(self.expdir, name, language)
         try:
@@ -172,11 +173,13 @@ class Study:
             stat = path.stat()
         stamp = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
         cached = self._rendered_texts.get(name)
-        if cached is None or cached[0] != stamp:
-            settled = time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) > TEXT_SETTLE_NS
-            cached = (stamp if settled else None, render(self.expdir, name, language))
-            self._rendered_texts[name] = cached
-        return cached[1]
+        if cached is not None and cached[0] == stamp:
+            return cached[2]
+        settled = time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) > TEXT_SETTLE_NS
+        markdown = path.read_text(encoding="utf-8")
+        html = cached[2] if cached is not None and cached[1] == markdown else to_html(markdown)
+        self._rendered_texts[name] = (stamp if settled else None, markdown, html)
+        return html
 
     def say(self, key: str, **values) -> str:
         """A participant's words in the study's language (``cuebench.words``)."""
