@@ -329,11 +329,6 @@ def check_texts(expdir: ExperimentDir, experiment: Experiment) -> None:
             + "\n  ".join(problems))
 
 
-def render(expdir: ExperimentDir, name: str, language: str = LANGUAGE) -> str:
-    """The text as HTML (:func:`to_html` of the file)."""
-    return to_html(text_path(expdir, name, language).read_text(encoding="utf-8"))
-
-
 def to_html(markdown: str) -> str:
     """Markdown as HTML (CommonMark; raw HTML is shown escaped, never run)."""
     return _markdown().render(markdown)

@@ -8,7 +8,7 @@ import pytest
 
 from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
-from cuebench.texts import (TextsContradictError, check_texts, contradictions, default_texts, refresh_texts, render,
+from cuebench.texts import (TextsContradictError, check_texts, contradictions, default_texts, refresh_texts, to_html,
                             stale_warning, study_facts, text_path, write_default_texts)
 from stimuli.designs import DESIGNS
 from stimuli.web_sample import build_sample_experiment
@@ -127,7 +127,7 @@ def test_edited_texts_are_kept_and_rendered_with_html_escaped(sample):
         "consent.md", "instructions.md", "debrief.md", "completion.md", "closed.md", "time_up.md", "ended_early.md"}
     text_path(folder, "consent").write_text("# Our lab\n\nEthics approval **E-42**. <script>alert(1)</script>\n")
     assert write_default_texts(folder, experiment) == []  # nothing overwritten
-    html = render(folder, "consent")
+    html = to_html(text_path(folder, "consent").read_text(encoding="utf-8"))
     assert "<h1>Our lab</h1>" in html and "<strong>E-42</strong>" in html
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
