@@ -89,6 +89,7 @@ def register(sub) -> None:
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
     _register_plan(sub)
+    _register_prereg(sub)
     _register_domain(sub)
     _register_selection(sub)
     _register_curate(sub)
@@ -195,6 +196,54 @@ def run_selection(args) -> int:
     save(variability_figure(log), args.out / "variability")
     print(f"wrote {args.out / 'variability.png'}")
     print(table.to_string(index=False))
+    return 0
+
+
+def _register_prereg(sub) -> None:
+    prereg = add_command(
+        sub, "prereg", help="a preregistration written from the study, its exclusion rules and (with a pilot) its plan",
+        description="Writes the sections of the OSF Preregistration template (or AsPredicted's nine questions) from "
+                    "experiment.json, the analysis options given (the same as cuebench analyze takes), and, with "
+                    "--pilot, the N of cuebench plan and the tests the report runs (analysis.prereg).")
+    prereg.add_argument("expdir", type=user_path, help="the study's experiment directory")
+    prereg.add_argument("--pilot", type=user_path, default=None, help="a pilot's experiment directory or responses")
+    prereg.add_argument("--effect", type=float, default=None,
+                        help="with --pilot: the human - model accuracy difference to detect (as cuebench plan)")
+    prereg.add_argument("--power", type=float, default=0.8)
+    prereg.add_argument("--simulations", type=int, default=1000, help="simulated studies per sample size (plan)")
+    prereg.add_argument("--max-n", type=int, default=500, help="largest number of people searched (plan)")
+    prereg.add_argument("--format", choices=("osf", "aspredicted"), default="osf",
+                        help="osf: the OSF Preregistration template's sections; aspredicted: its nine questions")
+    prereg.add_argument("--out", type=user_path, default=Path("prereg.md"))
+    _analysis_options(prereg)
+    prereg.set_defaults(func=run_prereg)
+
+
+def run_prereg(args) -> int:
+    from cuebench.expdir import atomic_write
+
+    from .load import load_responses
+    from .prereg import PreregError, aspredicted, planned_sample, preregistration
+    from .report import analyze_sources
+    from .sections.methods import section_sentences
+
+    options = options_from(args)
+    sample, tests, models = None, None, set()
+    if args.pilot is not None:
+        if args.effect is None:
+            raise PreregError("--pilot needs --effect: the human - model accuracy difference the study should detect")
+        pilot = analyze_sources([args.pilot], options)[0]
+        sample = planned_sample(pilot.cleaned.scored, args.pilot, options, args.effect, args.power, args.simulations,
+                                args.max_n)
+        tests = section_sentences(pilot)
+        models |= set(pilot.cleaned.scored.query("observer_kind == 'model'")["observer"])
+    if (args.expdir / "responses.sqlite").is_file():
+        answered = load_responses(args.expdir)
+        models |= set(answered.loc[answered["observer_kind"] == "model", "observer"])
+    prereg = preregistration(args.expdir, options, sample, sorted(models), tests)
+    text = aspredicted(prereg) if args.format == "aspredicted" else prereg.markdown()
+    atomic_write(args.out, text.encode("utf-8"))
+    print(f"wrote {args.out}")
     return 0
 
 

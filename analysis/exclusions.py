@@ -63,6 +63,30 @@ class ExclusionOptions:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def rules(self) -> list[str]:
+        """The rules :func:`apply_exclusions` applies with these options, in its order, as a preregistration
+        states them (``cuebench prereg``): one sentence each, every number the option's value."""
+        catch = ("a person who answers more than {} catch trial(s) wrong (a timeout counts as wrong) is excluded "
+                 "entirely".format(self.max_catch_errors) if self.max_catch_errors is not None else
+                 "catch-trial performance is reported per person but excludes no one")
+        return [
+            "pilot sessions are counted as people" if self.include_pilots else
+            "pilot sessions (pilot entry codes, simulated lab sessions) are never counted",
+            f"a person who fails more than {self.max_attention_failures} attention check(s) is excluded entirely",
+            catch,
+            "people the experimenter excludes (with a logged reason, before unblinding to the results) are excluded "
+            "entirely and listed with the reason",
+            "trials during which the page lost focus or visibility or left fullscreen are excluded" if self.page_events
+            else "trials are kept when the page lost focus or visibility",
+            f"trials with more than {self.max_dropped_frames} dropped frame(s) are excluded"
+            if self.max_dropped_frames is not None else "trials are kept whatever frames they dropped",
+            "trials without an answer (timeouts) are excluded" if self.timeouts == "exclude" else
+            "trials without an answer (timeouts) are scored wrong",
+            "a 'not clear' answer is scored wrong" if self.not_clear == "error" else
+            "trials answered 'not clear' are excluded",
+            "practice and attention trials are never scored; catch trials never enter accuracy",
+        ]
+
 
 @dataclass
 class Cleaned:

@@ -11,6 +11,8 @@ from .paths import user_path
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMAS = ("experiment", "response")
+SHOWN_PATHS = 12
+"""Files an export lists one by one (a dataset with its stimuli names the rest by count)."""
 
 
 def register(sub) -> None:
@@ -20,11 +22,16 @@ def register(sub) -> None:
                         help="csv/parquet: the common schema; mvh: model-vs-human raw CSVs, one per observer "
                              "and session (--out is then a folder); psychopy: PsychoPy-style CSV; participants: "
                              "statuses, times and exclusions; prolific: approve/reject list (pilots left out); "
-                             "questionnaire: the answers (all: `cuebench list export-formats`); every format marks "
+                             "questionnaire: the answers; psych-ds: a Psych-DS dataset with its data dictionary "
+                             "(--out is a new folder; needs --author and --license); bids-beh: BIDS behavioural "
+                             "files (all: `cuebench list export-formats`); every format marks "
                              "the exclusions in force and tells pilots apart (observer_kind)")
     export.add_argument("--out", type=user_path, required=True)
     export.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB holding the responses (default: the folder's responses.sqlite)")
+    export.add_argument("--author", action="append", default=[], metavar="NAME",
+                        help="psych-ds/bids-beh: an author of the dataset (once per author, in order)")
+    export.add_argument("--license", metavar="LICENCE", help="psych-ds/bids-beh: the data's licence, e.g. CC-BY-4.0")
     export.set_defaults(func=run_export)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of experiment.json or of a response row")
@@ -45,8 +52,12 @@ def register(sub) -> None:
 def run_export(args) -> int:
     from .export import export
 
-    for path in export(args.expdir, args.format, args.out, args.database):
+    options = {"authors": tuple(args.author), "license": args.license} if args.author or args.license else {}
+    written = export(args.expdir, args.format, args.out, args.database, **options)
+    for path in written[:SHOWN_PATHS]:
         print(f"wrote {path}")
+    if len(written) > SHOWN_PATHS:
+        print(f"... and {len(written) - SHOWN_PATHS} more files under {args.out}")
     return 0
 
 

@@ -43,15 +43,17 @@ def safe_cell(value: Any) -> Any:
     return value
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Mapping[str, Any] | Sequence[Any]]) -> str:
+def csv_text(header: Sequence[str], rows: Iterable[Mapping[str, Any] | Sequence[Any]], delimiter: str = ",",
+             missing: str = "") -> str:
     """The CSV text of ``header`` and ``rows`` (mappings by column name, or sequences in
-    header order), every cell through ``safe_cell``; missing keys and None are empty."""
+    header order), every cell through ``safe_cell``; missing keys and None are ``missing``
+    (BIDS' TSV files write ``n/a``)."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv.writer(buf, lineterminator="\n", delimiter=delimiter)
     writer.writerow(header)
     for row in rows:
         cells = [row.get(name) for name in header] if isinstance(row, Mapping) else row
-        writer.writerow([safe_cell(cell) for cell in cells])
+        writer.writerow([missing if cell is None else safe_cell(cell) for cell in cells])
     return buf.getvalue()
 
 

@@ -14,6 +14,7 @@ The model-vs-human raw format (Geirhos et al.; one file per observer and session
 
 from __future__ import annotations
 
+import inspect
 import io
 import re
 from pathlib import Path
@@ -207,13 +208,18 @@ def export_questionnaire(expdir: ExperimentDir, out: str | Path, database: str |
     return out
 
 
-def export(expdir: str | Path, fmt: str, out: str | Path, database: str | None = None) -> list[Path]:
+def export(expdir: str | Path, fmt: str, out: str | Path, database: str | None = None, **options) -> list[Path]:
     """Export in ``fmt`` (an ``EXPORT_FORMATS`` name); ``database`` is a ``postgresql://`` URL
-    when the responses are not in the folder. Every file holds participants' data, so it is
+    when the responses are not in the folder; ``options`` go to the formats that take them (a dataset's
+    authors and licence). Every file holds participants' data, so it is
     made 0600 like the database (``private_files``; a format that writes without
     ``atomic_write`` gets its files' mode set after)."""
+    exporter = EXPORT_FORMATS[fmt]
+    unused = set(options) - set(inspect.signature(exporter).parameters)
+    if unused:
+        raise ExportError(f"the {fmt} format takes no {', '.join('--' + o.rstrip('s') for o in sorted(unused))}")
     with private_files():
-        written = EXPORT_FORMATS[fmt](ExperimentDir(expdir), Path(out), database)
+        written = exporter(ExperimentDir(expdir), Path(out), database, **options)
     written = written if isinstance(written, list) else [written]
     for path in written:
         Path(path).chmod(0o600)

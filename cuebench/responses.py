@@ -25,8 +25,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from . import exclusions
 from .errors import CuebenchError, describe
 from .storage import DEFAULT_TIMEOUT_S, Database, is_database_url, open_database, utc_now
+from .trials import ROLES
 
 TABLE = "responses"
+BINARY = {"levels": [0, 1]}
+"""Schema annotations read by the data dictionaries (``cuebench.psychds``): ``levels`` are a column's allowed
+values, ``unit`` its unit; validators ignore both keywords."""
 KEY = ("experiment", "observer", "session", "trial_index")
 
 
@@ -77,7 +81,7 @@ class ResponseRow(BaseModel):
     trial_index: Annotated[int, BeforeValidator(_integer), Column(int)] = Field(
         description="0-based position in the order shown")
     trial_id: Name = Field(description="stable trial id from experiment.json")
-    role: Name = Field(description="test, practice, catch or attention")
+    role: Name = Field(description="test, practice, catch or attention", json_schema_extra={"levels": list(ROLES)})
     trial_type: Text = Field(None, description="classify, oddity or segment")
     condition: Text = Field(None, description="e.g. patch_shuffle")
     level: Integer = Field(None, description="position on the condition's parameter grid")
@@ -88,15 +92,17 @@ class ResponseRow(BaseModel):
     imagename: Text = Field(None, description="file name of the (first) stimulus shown")
     response: Text = Field(None, description="label, 1-based position, 'not clear', or empty on timeout")
     correct_answer: Text = Field(None, description="the answer scored as correct")
-    correct: Integer = Field(None, description="1/0, empty when not scorable")
-    rt_ms: Real = Field(None, description="response time in ms from response-screen onset (humans)")
-    timed_out: Integer = Field(None, description="1 if no answer within the response window")
-    timing_planned: JsonText = Field(None, description="JSON: planned phase durations in ms")
-    timing_measured: JsonText = Field(None, description="JSON: measured phase durations in ms")
+    correct: Integer = Field(None, description="1/0, empty when not scorable", json_schema_extra=BINARY)
+    rt_ms: Real = Field(None, description="response time in ms from response-screen onset (humans)",
+                        json_schema_extra={"unit": "ms"})
+    timed_out: Integer = Field(None, description="1 if no answer within the response window", json_schema_extra=BINARY)
+    timing_planned: JsonText = Field(None, description="JSON: planned phase durations in ms", json_schema_extra={"unit": "ms"})
+    timing_measured: JsonText = Field(None, description="JSON: measured phase durations in ms",
+                                      json_schema_extra={"unit": "ms"})
     frames: JsonText = Field(None, description="JSON: frames each phase lasted")
     dropped_frames: Integer = Field(
         None, description="frames longer than 1.2x the refresh period during stimulus phases")
-    refresh_hz: Real = Field(None, description="measured refresh rate")
+    refresh_hz: Real = Field(None, description="measured refresh rate", json_schema_extra={"unit": "Hz"})
     device: JsonText = Field(None, description="JSON: browser/screen/OS (humans) or model/device/rule (models)")
     decision_rule: Text = Field(None, description="model decision rule, e.g. 16class-mean")
     model_outputs: JsonText = Field(None, description="JSON: per-choice probabilities or feature distances (models); "
@@ -105,7 +111,8 @@ class ResponseRow(BaseModel):
     events: JsonText = Field(None, description="JSON: blur/visibility/fullscreen-exit events during the trial")
     group: Integer = Field(None, description="assignment group")
     created_at: Text = Field(None, description="UTC ISO time the row was stored")
-    excluded: Integer = Field(None, description="1 if excluded at collection time")
+    excluded: Integer = Field(None, description="1 if excluded (at collection time or by a later exclusion in force)",
+                             json_schema_extra=BINARY)
     exclusion_reason: Text = Field(None, description="why")
     adaptive: JsonText = Field(None, description="JSON: QUEST+ posterior after this answer of an adaptive block "
                                                  "(quest_threshold, ci_low, ci_high, trials; rows stored before it was "
@@ -120,6 +127,21 @@ COLUMNS: dict[str, tuple[type, str]] = {
     name: (_column(name).kind, field.description) for name, field in ResponseRow.model_fields.items()}
 """name -> (stored Python type, description), in table order."""
 JSON_COLUMNS = tuple(name for name in COLUMNS if _column(name).json)
+
+
+def column_dictionary() -> list[dict]:
+    """Each column's ``name``, ``description``, JSON ``type`` (``"JSON text"`` for the JSON columns), ``unit`` and
+    allowed ``levels`` (None where the schema names none), in table order, from the response schema itself: the
+    data dictionaries of the Psych-DS and BIDS exports and ``cuebench schema response`` share this one source."""
+    properties = ResponseRow.model_json_schema()["properties"]
+    out = []
+    for name in COLUMNS:
+        schema = properties[name]
+        kinds = [s.get("type") for s in schema.get("anyOf", [schema]) if s.get("type") not in (None, "null")]
+        out.append({"name": name, "description": schema["description"],
+                    "type": "JSON text" if name in JSON_COLUMNS else (kinds[0] if kinds else "any"),
+                    "unit": schema.get("unit"), "levels": schema.get("levels") or schema.get("enum")})
+    return out
 
 
 class ResponseError(CuebenchError, ValueError):

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "cuebench_app.demo",
     "cuebench_app.benchmark",
     "cuebench_app.leaderboard",
+    "cuebench_app.archive",
 )
 
 

@@ -33,7 +33,7 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --upgrade pip setuptools wheel
 # torch first, from the CPU wheel, and constrained so nothing pulls a CUDA build.
 "${pip[@]}" torch==2.13.0
-extras=analysis,models,clip,synthesis,web,postgres,dev
+extras=analysis,models,clip,synthesis,web,postgres,openscience,dev
 # the test suite runs the executors against real Ray and submitit engines
 if [ "$want_test_tools" -eq 1 ]; then extras="$extras,scale"; fi
 "${pip[@]}" -c scripts/constraints.txt -e ".[$extras]"

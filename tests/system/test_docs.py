@@ -143,6 +143,9 @@ SKIPPED = {
     ('docs/scale.md', 'ray start --head --port 6379'): CLUSTER,
     ('docs/scale.md', 'ray get-auth-token --generate'): CLUSTER,
     ('docs/scale.md', 'cuebench train /shared/exp/diagvib --device cuda --runs 5 --executor submitit \\'): CLUSTER,
+    ('docs/open_science.md', 'OSF_TOKEN=... cuebench archive exp/suppression --osf abc12 --author "Ada Researcher" --license CC-BY-4.0 \\'):
+        "sends to osf.io, which cannot be reached from the test machines (tests/system/test_open_science.py sends to a "
+        "stand-in of OSF's storage API)",
     ('docs/lab.md', 'sudo apt-get install -y xvfb          # or: scripts/install.sh --with-test-tools'): "installs system packages with sudo apt-get",
     ('docs/lab.md', 'python -m venv .venv && . .venv/bin/activate      # Windows: .venv\\Scripts\\activate'): "makes a new virtual environment and installs into it (pip)",
     ('docs/models.md', 'pip install -e .                      # your package, beside cuebench'): "installs the reader's own plug-in package (pip install -e .)",
