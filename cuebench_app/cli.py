@@ -71,16 +71,28 @@ def least_filled_group(expdir, database: str | None = None) -> int:
 def record_lab_session(expdir, database: str | None, participant: str, session: str, group: int, pilot: bool,
                        finished: bool) -> None:
     """``cuebench lab run`` registers its session among the web server's participants (admin page,
-    exclusions, participants export), wired here like ``least_filled_group``."""
+    exclusions, participants export), wired here like ``least_filled_group``. A new session (not a pilot)
+    of a study that has reached the recruitment target of its stored rules (``study_rules``) is refused
+    before it starts, as a latecomer on the web is."""
+    from experiment_server.assignment import finished_fill
     from experiment_server.db import ServerDB
+    from experiment_server.study_rules import FLAGS, load_rules, rules_file
 
     from cuebench.expdir import ExperimentDir
 
     folder = ExperimentDir(expdir)
-    name = folder.load().name
-    db = ServerDB(database or folder.responses_file, name)
+    experiment = folder.load()
+    db = ServerDB(database or folder.responses_file, experiment.name)
     try:
-        db.record_lab_session(name, participant, session, group, pilot, finished)
+        rules = load_rules(folder.root)
+        if not (finished or pilot) and rules.capped and db.get(participant) is None and rules.full(
+                finished_fill(len(experiment.assignment.groups), db.slot_holders(experiment.name))):
+            target = ", ".join(f"{FLAGS[name]} {getattr(rules, name)}" for name in ("target_n", "target_per_group")
+                               if getattr(rules, name) is not None)
+            raise CuebenchError(f"the study has reached its recruitment target ({target} in {rules_file(folder.root)}): "
+                                "no new session starts; raise it with `cuebench serve EXPDIR --target-n N "
+                                "--update-rules`, or run a pilot with --simulate")
+        db.record_lab_session(experiment.name, participant, session, group, pilot, finished)
     finally:
         db.close()
 
