@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import secrets
 import sys
@@ -24,7 +25,8 @@ from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
 CODES = "codes"
-ACTIONS = (ADMIN_PASSWORD, ROTATE_SECRET, CODES)
+RULES = "rules"
+ACTIONS = (ADMIN_PASSWORD, ROTATE_SECRET, CODES, RULES)
 CODE_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 """Entry-code characters: no 0/o, 1/l/i to misread when a code is typed from paper."""
 CODE_GROUPS = 4
@@ -53,6 +55,7 @@ def register(subparsers) -> None:
                     "`cuebench serve admin-password EXPDIR`. New keys (ends every login and open page): "
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
+                    "Store the study's rules without serving, and show them: `cuebench serve rules EXPDIR --target-n 40`. "
                     "Options may stand before or after EXPDIR.",
         formatter_class=_DefaultsHelp)
     parser.add_argument("target", nargs="+", metavar="EXPDIR",
@@ -154,6 +157,8 @@ def run(args) -> int:
             return set_password(user_path(args.target[1]), args.password_stdin, args.database, args.secrets)
         if args.target[0] == ROTATE_SECRET:
             return rotate_secret(user_path(args.target[1]), args.database, args.secrets)
+        if args.target[0] == RULES:
+            return show_rules(user_path(args.target[1]), given_rules(args), args.update_rules)
         return print_codes(user_path(args.target[1]), args.n, args.pilot, args.database)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
@@ -195,6 +200,26 @@ def given_rules(args) -> dict[str, Any]:
             value = getattr(args, dest)
             given.update(zip(names, value) if len(names) > 1 else {names[0]: value})
     return given
+
+
+def show_rules(expdir: Path, given: dict[str, Any], update: bool) -> int:
+    """``serve rules EXPDIR [rule options]``: store the rules given (as ``serve`` would, without serving:
+    a service then starts ``serve`` with no rule options) and print those in force with their history."""
+    from cuebench.expdir import ExperimentDir
+
+    from .study_rules import load_record, rules_file
+
+    folder = ExperimentDir(expdir)
+    if not folder.exists():
+        raise CuebenchError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
+    rules = settle_rules(expdir, given, update)
+    record = load_record(expdir)
+    print(f"{rules_file(folder.root)}: {rules.describe()}" if record else f"the defaults (no {RULES_FILE} yet): "
+          f"{rules.describe()}")
+    for change in record.history if record else ():
+        print(f"  {change.at}: " + "; ".join(f"{name} {json.dumps(old)} -> {json.dumps(new)}"
+                                              for name, (old, new) in change.changed.items()))
+    return 0
 
 
 def database_url(given: str | None) -> str | None:
