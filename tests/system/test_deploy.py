@@ -19,9 +19,11 @@ import shlex
 import shutil
 import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import urllib.parse
@@ -33,7 +35,7 @@ import pytest
 from conftest import postgres_bin, unavailable
 from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
-from cuebench.responses import KEY, ResponseStore
+from cuebench.responses import KEY, ResponseStore, trial_row
 from cuebench.words import say
 from experiment_server.simulate import NONCE, free_port
 from experiment_server.study_rules import load_rules
@@ -188,10 +190,12 @@ def start_session(port: int, source: str, code: str, forwarded_for: str | None =
     return reply.status, reply.read().decode()
 
 
-def trickle(port: int, source: str, head: bytes, body_bytes: int, seconds: float) -> list[float | None]:
+def trickle(port: int, source: str, head: bytes, body_bytes: int, seconds: float, over: threading.Event
+            ) -> list[float | None]:
     """``ATTACKERS`` connections from ``source``, each sending ``head`` one byte a second (``body_bytes`` = 0) or
-    ``head`` at once and then its announced body one byte a second, for ``seconds``: when nginx closed each,
-    seconds after the start (None: still open at the end)."""
+    ``head`` at once and then its announced body one byte a second, for ``seconds`` or until ``over`` is set (a
+    head attack sets it when nginx has closed all of its connections): when nginx closed each, seconds after
+    the start (None: still open at the end)."""
     context = ssl._create_unverified_context()
     conns, closed = [], [None] * ATTACKERS
     for _ in range(ATTACKERS):
@@ -202,7 +206,7 @@ def trickle(port: int, source: str, head: bytes, body_bytes: int, seconds: float
         conn.settimeout(0.01)
         conns.append(conn)
     start, sent = time.monotonic(), 0
-    while time.monotonic() - start < seconds:
+    while time.monotonic() - start < seconds and not over.is_set():
         piece = head[sent:sent + 1] if not body_bytes else b"x"
         sent += 1
         for k, conn in enumerate(conns):
@@ -216,6 +220,8 @@ def trickle(port: int, source: str, head: bytes, body_bytes: int, seconds: float
                 pass
             except OSError:
                 closed[k] = time.monotonic() - start
+        if not body_bytes and None not in closed:
+            over.set()
         time.sleep(1.0)
     for conn in conns:
         conn.close()
@@ -255,11 +261,14 @@ def second_database(url: str) -> str:
     return re.sub(r"/[^/?]+\?", f"/{name}?", url, count=1)
 
 
-def exported(root: Path, database: str) -> bytes:
-    out = root / f"export-{uuid.uuid4().hex[:6]}.csv"
-    subprocess.run([sys.executable, "-m", "cuebench", "export", "study", "--database", database, "--format", "csv",
-                    "--out", out.name], cwd=root, check=True, capture_output=True)
-    return out.read_bytes()
+def contents(database: str) -> dict[str, list]:
+    """Every row of every table of the study (server tables included), in a fixed order."""
+    import psycopg
+
+    with psycopg.connect(database) as conn:
+        tables = [name for (name,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+        return {table: sorted(map(repr, conn.execute(f'SELECT * FROM "{table}"').fetchall())) for table in tables}
 
 
 def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_a_restore(tmp_path, nginx, browser,
@@ -305,9 +314,9 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
         attacks = {"head": (b"GET /?code=slow HTTP/1.1\r\nHost: study.example.org\r\nX-Padding: " + b"x" * 64, 0,
                             "127.0.0.4"), "body": (body, 4000, "127.0.0.5")}
         closed: dict[str, list] = {}
-        threads = [threading.Thread(target=lambda k=k, a=a: closed.__setitem__(k, trickle(port, a[2], a[0], a[1],
-                                                                                           attack_s)))
-                   for k, a in attacks.items()]
+        over = threading.Event()
+        threads = [threading.Thread(target=lambda k=k, a=a: closed.__setitem__(
+            k, trickle(port, a[2], a[0], a[1], attack_s, over))) for k, a in attacks.items()]
         for thread in threads:
             thread.start()
         honest = []
@@ -322,7 +331,7 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
             time.sleep(0.5)
         for thread in threads:
             thread.join()
-        assert len(honest) >= attack_s and all(status == 200 and form and took < HONEST_DEADLINE_S
+        assert len(honest) >= head_deadline and all(status == 200 and form and took < HONEST_DEADLINE_S
                                                for status, form, took in honest), honest
         assert all(at is not None and at <= head_deadline + ATTACK_MARGIN_S for at in closed["head"]), closed
         assert sum(at is None for at in closed["body"]) == ATTACKERS, closed["body"]  # nginx holds them, unanswered
@@ -339,8 +348,52 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
         subprocess.run([DEPLOY / "cuebench-restore.sh", dumps[0], tmp_path / "study"],
                        env={**os.environ, "CUEBENCH_DATABASE": restored, "PATH": path}, check=True,
                        capture_output=True)
-        assert exported(tmp_path, restored) == exported(tmp_path, postgres_url)
+        original = contents(postgres_url)
+        assert contents(restored) == original and len(original["responses"]) == len(keys)
     finally:
         service.stop()
     log = (nginx["root"] / "access.log").read_text()
     assert "/task/TOKEN" in log and "127.0.0.1" not in log and "deploy1" not in log
+
+
+def test_a_sqlite_backup_taken_while_answers_arrive_restores_a_consistent_study(tmp_path):
+    """The backup script without ``CUEBENCH_DATABASE`` copies responses.sqlite with SQLite's online backup while
+    another connection goes on committing answers (as a server does); the restore script puts it back in place
+    of the study's database (the one it replaces kept beside it), whole and with every answer it held."""
+    experiment = build_sample_experiment(tmp_path / "study")
+    (tmp_path / "study.secrets.json").write_text("{}")
+    written, stop = [], threading.Event()
+
+    def answer():
+        with ResponseStore(tmp_path / "study" / "responses.sqlite") as store:
+            for k in range(100_000):
+                if stop.is_set():
+                    return
+                store.write(trial_row(experiment, experiment.trials[k % len(experiment.trials)], observer=f"p{k}",
+                                      observer_kind="human", session="1", trial_index=0, response="cat", group=0))
+                written.append(k)
+
+    writer = threading.Thread(target=answer)
+    writer.start()
+    wait_for(lambda: len(written) >= 20, 30, "the first answers")
+    try:
+        subprocess.run([DEPLOY / "cuebench-backup.sh", "study", "backups"], cwd=tmp_path, check=True,
+                       capture_output=True, env={k: v for k, v in os.environ.items() if k != "CUEBENCH_DATABASE"})
+    finally:
+        stop.set()
+        writer.join()
+    copy = next((tmp_path / "backups").glob("responses-*.sqlite"))
+    assert oct(copy.stat().st_mode & 0o777) == "0o600"
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        held = sorted(int(o[1:]) for (o,) in conn.execute("SELECT observer FROM responses"))
+    assert held == list(range(len(held))) and 20 <= len(held) <= len(written)  # every answer up to a moment
+    with tarfile.open(next((tmp_path / "backups").glob("study-*.tar.gz"))) as archive:
+        names = archive.getnames()
+    assert "study/experiment.json" in names and not any("responses.sqlite" in name for name in names)
+    assert len(list((tmp_path / "backups").glob("secrets-*.json"))) == 1
+
+    subprocess.run([DEPLOY / "cuebench-restore.sh", copy, "study"], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "study" / "responses.sqlite.before-restore").exists()
+    with ResponseStore(tmp_path / "study" / "responses.sqlite") as store:
+        assert len(store.rows("experiment=?", [experiment.name])) == len(held)
