@@ -75,7 +75,7 @@ def unit_command(name: str, root: Path, database: str) -> tuple[list[str], dict[
     environment["CUEBENCH_DATABASE"] = database
     environment = {key: value.replace(PRODUCTION_ROOT, str(root)) for key, value in environment.items()}
     command = shlex.split(next(line for line in text.splitlines() if line.startswith("ExecStart=")).split("=", 1)[1])
-    cuebench = f"{PRODUCTION_ROOT}/.venv/bin/cuebench"
+    cuebench = f"{PRODUCTION_ROOT}/cuebench/.venv/bin/cuebench"
     command = [sys.executable, "-m", "cuebench", *command[1:]] if command[0] == cuebench else command
     return [word.replace(PRODUCTION_ROOT, str(root)) for word in command], environment
 
