@@ -49,7 +49,10 @@ NGINX = Path("/usr/sbin/nginx")
 PRODUCTION_ROOT = "/srv/cuebench"
 """Where the units keep the installation, the study folder and the backups (replaced by the test's folder)."""
 RULES = ("--target-n", "3", "--start-limit", "2")
-RESTART_AFTER_ANSWERS = 3
+RESTART_AFTER_ANSWERS = 2
+"""The sample study's blocks are [0], [1, 2, 3], [4, 5, 6]: the restart comes in the middle of a block whose images
+are loaded, so the server has the rest of that block plus the web task's image retries (about 8 s) to be back
+before the next block's images are fetched."""
 ATTACKERS = 30
 """Connections per attack (a head and a body attack, each from a loopback address of its own)."""
 HONEST_DEADLINE_S = 5.0
@@ -331,7 +334,7 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
             time.sleep(0.5)
         for thread in threads:
             thread.join()
-        assert len(honest) >= head_deadline and all(status == 200 and form and took < HONEST_DEADLINE_S
+        assert len(honest) >= 5 and all(status == 200 and form and took < HONEST_DEADLINE_S
                                                for status, form, took in honest), honest
         assert all(at is not None and at <= head_deadline + ATTACK_MARGIN_S for at in closed["head"]), closed
         assert sum(at is None for at in closed["body"]) == ATTACKERS, closed["body"]  # nginx holds them, unanswered
