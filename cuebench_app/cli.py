@@ -41,13 +41,21 @@ def build_parser() -> argparse.ArgumentParser:
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
                 "human_tasks.cli": {"lab_group_chooser": least_filled_group,
                                     "lab_session_recorder": record_lab_session},
-                "cuebench_app.demo": {"run_command": main}}
+                "cuebench_app.demo": {"run_command": main},
+                "cuebench.contract_cli": {"more_schemas": {"rules": rules_model}}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
     listing.add_argument("kind", nargs="?", help="which registry; without it, the kinds")
     listing.set_defaults(func=run_list)
     return parser
+
+
+def rules_model() -> type:
+    """``cuebench schema rules``: the model of a study's rules.json, which the server defines."""
+    from experiment_server.study_rules import RulesRecord
+
+    return RulesRecord
 
 
 def least_filled_group(expdir, database: str | None = None) -> int:

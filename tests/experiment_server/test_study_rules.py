@@ -14,10 +14,12 @@ import shutil
 import subprocess
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
 from cuebench.errors import SchemaError
+from cuebench_app.cli import main
 from experiment_server import cli as server_cli
 from experiment_server.admin import PAGE_SIZE, set_admin_password
 from experiment_server.app import create_app
@@ -213,6 +215,26 @@ def test_rules_are_stored_with_the_study_and_a_flag_that_would_change_one_is_ref
     (root / RULES_FILE).write_text(json.dumps({"rules": {"target_n": "forty"}}))
     with pytest.raises(SchemaError, match=r"rules.json: field 'rules.target_n'"):
         load_rules(root)
+
+
+def test_the_published_schema_of_rules_json_is_current_and_checks_the_file(template, tmp_path, capsys):
+    """``cuebench schema rules`` prints the JSON Schema of rules.json, published as docs/schemas/rules.schema.json;
+    a file ``serve`` wrote passes it (the ``jsonschema`` package), a wrong value does not."""
+    import jsonschema
+
+    assert main(["schema", "rules"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    published = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "rules.schema.json"
+    assert json.loads(published.read_text()) == schema, \
+        "rules.schema.json is out of date: run `cuebench schema rules --out docs/schemas/rules.schema.json`"
+    root = tmp_path / "exp"
+    shutil.copytree(template, root)
+    settle_rules(root, {"target_n": 40, "device.browsers": ("firefox",)})
+    checker = jsonschema.Draft202012Validator(schema)
+    stored = json.loads((root / RULES_FILE).read_text())
+    assert not list(checker.iter_errors(stored))
+    stored["rules"]["device"]["browsers"] = ["netscape"]
+    assert [e.json_path for e in checker.iter_errors(stored)] == ["$.rules.device.browsers[0]"]
 
 
 def test_the_admin_page_shows_the_stored_rules_and_their_history(make_app):
