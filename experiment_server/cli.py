@@ -19,8 +19,8 @@ from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
-from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_FREE_DISK_MB, RULES_FILE, START_LIMIT,
-                          browser_list, optional, refresh_range, settle_rules, window_size)
+from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, FLAGS, MIN_FREE_DISK_MB, RULES_FILE,
+                          START_LIMIT, browser_list, optional, refresh_range, settle_rules, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -184,19 +184,14 @@ def run(args) -> int:
     return 0
 
 
-RULE_OPTIONS = {"start_limit": ("start_limit",), "target_n": ("target_n",), "target_per_group": ("target_per_group",),
-                "time_limit": ("time_limit_min",), "end_on_failed_attention": ("end_on_failed_attention",),
-                "prolific_study_id": ("prolific_study_id",), "min_window": ("device.min_width", "device.min_height"),
-                "refresh_hz": ("device.min_hz", "device.max_hz"), "browsers": ("device.browsers",),
-                "allow_touch": ("device.allow_touch",)}
-"""Each rule option's destination -> the rules it sets (``study_rules.StudyRules.flat`` names)."""
-
-
 def given_rules(args) -> dict[str, Any]:
-    """The study rules the command line gives (only those given: the others stay as stored)."""
+    """The study rules the command line gives (only those given: the others stay as stored), by their
+    ``StudyRules.flat`` names; an option that sets two rules (``--min-window``) gives a pair."""
     given: dict[str, Any] = {}
-    for dest, names in RULE_OPTIONS.items():
+    for flag in dict.fromkeys(FLAGS.values()):
+        dest = flag.removeprefix("--").replace("-", "_")
         if dest in vars(args):
+            names = [name for name, its in FLAGS.items() if its == flag]
             value = getattr(args, dest)
             given.update(zip(names, value) if len(names) > 1 else {names[0]: value})
     return given

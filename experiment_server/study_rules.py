@@ -10,8 +10,9 @@ would change a stored rule is refused unless ``--update-rules`` is given; each c
 file's history with its time. What the rules decide is stored too: the ``expired`` and
 ``failed_attention`` statuses, the latecomer refused before a session exists.
 
-Adding a rule is one field of ``StudyRules`` (or ``DeviceRules``), with its default, and its flag in
-``FLAGS``; files written before it keep loading with the default.
+Adding a rule is one field of ``StudyRules`` (or ``DeviceRules``), with its default, its option in
+``FLAGS`` and the option itself in ``experiment_server.cli``; files written before it keep loading with
+the default.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ FLAGS = {"target_n": "--target-n", "target_per_group": "--target-per-group", "ti
          "start_limit": "--start-limit", "device.min_width": "--min-window", "device.min_height": "--min-window",
          "device.min_hz": "--refresh-hz", "device.max_hz": "--refresh-hz", "device.browsers": "--browsers",
          "device.allow_touch": "--allow-touch"}
-"""Each rule's option of ``cuebench serve``, for messages."""
+"""Each rule's option of ``cuebench serve`` (an option that sets two rules names both, in its value's order):
+what ``serve`` reads the rules from, and what messages name."""
 
 
 def _flatten(data: dict, prefix: str = ""):
