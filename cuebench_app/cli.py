@@ -97,9 +97,9 @@ def record_lab_session(expdir, database: str | None, participant: str, session: 
                 finished_fill(len(experiment.assignment.groups), db.slot_holders(experiment.name))):
             target = ", ".join(f"{FLAGS[name]} {getattr(rules, name)}" for name in ("target_n", "target_per_group")
                                if getattr(rules, name) is not None)
-            raise CuebenchError(f"the study has reached its recruitment target ({target} in {rules_file(folder.root)}): "
-                                "no new session starts; raise it with `cuebench serve EXPDIR --target-n N "
-                                "--update-rules`, or run a pilot with --simulate")
+            raise CuebenchError(f"the study has reached its recruitment target ({target} in "
+                                f"{rules_file(folder.root)}): no new session starts; raise it with `cuebench serve "
+                                "EXPDIR --target-n N --update-rules`, or run a pilot with --simulate")
         db.record_lab_session(experiment.name, participant, session, group, pilot, finished)
     finally:
         db.close()

@@ -55,7 +55,8 @@ def register(subparsers) -> None:
                     "`cuebench serve admin-password EXPDIR`. New keys (ends every login and open page): "
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
-                    "Store the study's rules without serving, and show them: `cuebench serve rules EXPDIR --target-n 40`. "
+                    "Store the study's rules without serving, and show them: "
+                    "`cuebench serve rules EXPDIR --target-n 40`. "
                     "Options may stand before or after EXPDIR.",
         formatter_class=_DefaultsHelp)
     parser.add_argument("target", nargs="+", metavar="EXPDIR",
