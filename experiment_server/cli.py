@@ -170,10 +170,10 @@ def run(args) -> int:
     from .study import open_study
 
     check_port_free(args.host, args.port)
-    if ExperimentDir(expdir).exists():  # else serve says what is missing
-        settle_rules(expdir, given_rules(args), args.update_rules)
     if not args.allow_text_mismatch:
         check_study_texts(expdir)
+    if ExperimentDir(expdir).exists():  # else serve says what is missing
+        settle_rules(expdir, given_rules(args), args.update_rules)
     codes = completion_codes(args)
     if any(codes.values()):
         study = open_study(expdir, database=args.database, secrets_path=args.secrets)
