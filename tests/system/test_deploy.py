@@ -289,6 +289,11 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
         # its start limit (2) refuses the third; a participant from 127.0.0.1 is not counted with them.
         spoofed = [start_session(port, "127.0.0.2", f"spoof{k}", f"198.51.100.{k}")[0] for k in range(3)]
         assert spoofed == [303, 303, 429]
+        large = https(port, "127.0.0.2")
+        large.putrequest("POST", "/start")
+        large.putheader("Content-Length", str(300 * 1024))
+        large.endheaders()
+        assert large.getresponse().status == 413  # refused from its announced length, nothing of it read
         plain = http.client.HTTPConnection("127.0.0.1", nginx["http"], timeout=5)
         plain.request("GET", "/?code=x")
         assert plain.getresponse().status == 301
