@@ -231,6 +231,13 @@ def trickle(port: int, source: str, head: bytes, body_bytes: int, seconds: float
     return closed
 
 
+def connections_to(port: int) -> int:
+    """Established TCP connections to 127.0.0.1:``port`` on this machine (Linux's /proc/net/tcp): how many
+    nginx holds open to the server."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[2].endswith(f":{port:04X}") and row.split()[3] == "01")
+
+
 def seconds_of(site: str, directive: str) -> float:
     return float(re.search(rf"^\s*{directive}\s+(\d+)s;", site, re.M).group(1))
 
@@ -327,9 +334,10 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
             k, trickle(port, a[2], a[0], a[1], attack_s, over))) for k, a in attacks.items()]
         for thread in threads:
             thread.start()
-        honest = []
+        honest, upstream, idle = [], [], connections_to(nginx["app"])  # idle: nginx's kept-alive ones
         time.sleep(1.0)
         while any(thread.is_alive() for thread in threads):
+            upstream.append(connections_to(nginx["app"]))
             t0 = time.monotonic()
             conn = https(port, "127.0.0.1")
             conn.request("GET", "/?code=honest")
@@ -343,6 +351,7 @@ def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_
                                                for status, form, took in honest), honest
         assert all(at is not None and at <= head_deadline + ATTACK_MARGIN_S for at in closed["head"]), closed
         assert sum(at is None for at in closed["body"]) == ATTACKERS, closed["body"]  # nginx holds them, unanswered
+        assert max(upstream) - idle < ATTACKERS / 2, (idle, upstream)  # and passes none of them on to the server
 
         # the nightly backup, then a restore into an empty database gives back every answer
         backup, backup_env = unit_command("cuebench-backup.service", tmp_path, postgres_url)
