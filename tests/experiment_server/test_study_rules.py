@@ -192,7 +192,7 @@ def test_the_command_line_rules_and_their_errors():
             StudyRules().changed(server_cli.given_rules(serve_args(*extra)))
 
 
-def test_rules_are_stored_with_the_study_and_a_flag_that_would_change_one_is_refused(template, tmp_path):
+def test_rules_are_stored_with_the_study_and_a_flag_that_would_change_one_is_refused(template, tmp_path, capsys):
     root = tmp_path / "exp"
     shutil.copytree(template, root)
     assert settle_rules(root, {"device.min_width": 800}) == StudyRules() and not (root / RULES_FILE).exists()
@@ -212,6 +212,12 @@ def test_rules_are_stored_with_the_study_and_a_flag_that_would_change_one_is_ref
     history = json.loads((root / RULES_FILE).read_text())["history"]
     assert history[-1]["changed"] == {"target_n": [40, None], "device.browsers": [[], ["firefox"]]}
     assert datetime.fromisoformat(history[-1]["at"]) >= before.replace(microsecond=0) and len(history) == 2
+    assert main(["serve", "rules", str(root)]) == 0  # what is in force, and each change with its time
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == (f"{root / RULES_FILE}: time limit 45 min; 60 starts per address per 10 min; devices: window "
+                        ">= 800x600, 48-500 Hz, browsers firefox, touch refused")
+    assert [line.split(": ", 1)[1] for line in shown[1:]] == [
+        "target_n null -> 40; time_limit_min null -> 45.0", 'target_n 40 -> null; device.browsers [] -> ["firefox"]']
     (root / RULES_FILE).write_text(json.dumps({"rules": {"target_n": "forty"}}))
     with pytest.raises(SchemaError, match=r"rules.json: field 'rules.target_n'"):
         load_rules(root)
