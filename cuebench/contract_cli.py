@@ -1,11 +1,14 @@
 """The contract's own commands: ``cuebench export`` (the response table in its export formats),
-``cuebench schema`` (the JSON Schema of experiment.json and of a response row) and
+``cuebench schema`` (the JSON Schema of experiment.json and of a response row, and of the files later
+stages define, handed in by the command: a study's rules.json) and
 ``cuebench labels search`` (the ImageNet classes a label may stand for)."""
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from .paths import user_path
 
@@ -15,7 +18,10 @@ SHOWN_PATHS = 12
 """Files an export lists one by one (a dataset with its stimuli names the rest by count)."""
 
 
-def register(sub) -> None:
+def register(sub, *, more_schemas: dict[str, Callable[[], type]] | None = None) -> None:
+    """``more_schemas``: kind -> a function returning the pydantic model of a file a later stage defines
+    (the core may not import it; ``cuebench_app.cli`` hands these in)."""
+    more_schemas = more_schemas or {}
     export = sub.add_parser("export", help="export an experiment's responses")
     export.add_argument("expdir", type=user_path, help="experiment directory")
     export.add_argument("--format", default="csv",
@@ -34,10 +40,11 @@ def register(sub) -> None:
     export.add_argument("--license", metavar="LICENCE", help="psych-ds/bids-beh: the data's licence, e.g. CC-BY-4.0")
     export.set_defaults(func=run_export)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of experiment.json or of a response row")
-    schema.add_argument("kind", choices=SCHEMAS, help="experiment: experiment.json; response: one response row")
+    schema = sub.add_parser("schema", help="print the JSON Schema of experiment.json, a response row or rules.json")
+    schema.add_argument("kind", choices=(*SCHEMAS, *more_schemas),
+                        help="experiment: experiment.json; response: one response row; rules: a study's rules.json")
     schema.add_argument("--out", type=Path, default=None, help="write the schema to this file instead")
-    schema.set_defaults(func=run_schema)
+    schema.set_defaults(func=partial(run_schema, more_schemas=more_schemas))
 
     labels = sub.add_parser("labels", help="find the ImageNet-1k classes (and indices) an experiment label stands for")
     labels_sub = labels.add_subparsers(dest="labels_command", metavar="ACTION", required=True)
@@ -61,21 +68,22 @@ def run_export(args) -> int:
     return 0
 
 
-def json_schema(kind: str) -> dict:
-    """The JSON Schema (draft 2020-12) generated from the contract's pydantic models."""
-    if kind == "experiment":
+def json_schema(kind: str, model: type | None = None) -> dict:
+    """The JSON Schema (draft 2020-12) generated from the contract's pydantic models (or ``model``'s)."""
+    if model is None and kind == "experiment":
         from .trials import Experiment as model
-    else:
+    elif model is None:
         from .responses import ResponseRow as model
     return {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema()}
 
 
-def schema_text(kind: str) -> str:
-    return json.dumps(json_schema(kind), indent=2, ensure_ascii=False) + "\n"
+def schema_text(kind: str, model: type | None = None) -> str:
+    return json.dumps(json_schema(kind, model), indent=2, ensure_ascii=False) + "\n"
 
 
-def run_schema(args) -> int:
-    text = schema_text(args.kind)
+def run_schema(args, more_schemas: dict[str, Callable[[], type]] | None = None) -> int:
+    more = more_schemas or {}
+    text = schema_text(args.kind, more[args.kind]() if args.kind in more else None)
     if args.out is None:
         print(text, end="")
         return 0

@@ -42,13 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
     services = {"stimuli.cli": {"feature_net_loader": load_feature_net},
                 "human_tasks.cli": {"lab_group_chooser": least_filled_group,
                                     "lab_session_recorder": record_lab_session},
-                "cuebench_app.demo": {"run_command": main}}
+                "cuebench_app.demo": {"run_command": main},
+                "cuebench.contract_cli": {"more_schemas": {"rules": rules_model}}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
     listing.add_argument("kind", nargs="?", help="which registry; without it, the kinds")
     listing.set_defaults(func=run_list)
     return parser
+
+
+def rules_model() -> type:
+    """``cuebench schema rules``: the model of a study's rules.json, which the server defines."""
+    from experiment_server.study_rules import RulesRecord
+
+    return RulesRecord
 
 
 def least_filled_group(expdir, database: str | None = None) -> int:
@@ -72,16 +80,28 @@ def least_filled_group(expdir, database: str | None = None) -> int:
 def record_lab_session(expdir, database: str | None, participant: str, session: str, group: int, pilot: bool,
                        finished: bool) -> None:
     """``cuebench lab run`` registers its session among the web server's participants (admin page,
-    exclusions, participants export), wired here like ``least_filled_group``."""
+    exclusions, participants export), wired here like ``least_filled_group``. A new session (not a pilot)
+    of a study that has reached the recruitment target of its stored rules (``study_rules``) is refused
+    before it starts, as a latecomer on the web is."""
+    from experiment_server.assignment import finished_fill
     from experiment_server.db import ServerDB
+    from experiment_server.study_rules import FLAGS, load_rules, rules_file
 
     from cuebench.expdir import ExperimentDir
 
     folder = ExperimentDir(expdir)
-    name = folder.load().name
-    db = ServerDB(database or folder.responses_file, name)
+    experiment = folder.load()
+    db = ServerDB(database or folder.responses_file, experiment.name)
     try:
-        db.record_lab_session(name, participant, session, group, pilot, finished)
+        rules = load_rules(folder.root)
+        if not (finished or pilot) and rules.capped and db.get(participant) is None and rules.full(
+                finished_fill(len(experiment.assignment.groups), db.slot_holders(experiment.name))):
+            target = ", ".join(f"{FLAGS[name]} {getattr(rules, name)}" for name in ("target_n", "target_per_group")
+                               if getattr(rules, name) is not None)
+            raise CuebenchError(f"the study has reached its recruitment target ({target} in "
+                                f"{rules_file(folder.root)}): no new session starts; raise it with `cuebench serve "
+                                "EXPDIR --target-n N --update-rules`, or run a pilot with --simulate")
+        db.record_lab_session(experiment.name, participant, session, group, pilot, finished)
     finally:
         db.close()
 

@@ -36,6 +36,7 @@ from .study import Study, study_of
 from .db import ADMIN_GENERATION
 from .exports import EXPIRED, participant_record, status_now
 from .quality import page_quality
+from .study_rules import RULES_FILE, load_record
 from .validation import Rejected
 
 bp = Blueprint("admin", __name__)
@@ -191,6 +192,14 @@ def recruitment(study: Study, holders: list[tuple[int, str, float | None]]) -> t
             "full": rules.capped and rules.full(fill), "closed": rules.capped and rules.full(finished)}, fill
 
 
+def stored_rules(study: Study) -> dict:
+    """Where the rules come from (``study_rules.RULES_FILE``), their recorded changes, newest first, and whether
+    the file now says other than this server runs by (changed with ``--update-rules`` since it started)."""
+    record = load_record(study.expdir.root)
+    return {"file": RULES_FILE, "history": list(reversed(record.history)) if record else [],
+            "stale": record is not None and record.rules != current_app.config["CUEBENCH_RULES"]}
+
+
 def _requested_page():
     """The study, every session's standing, and the participants and quality rows of the page the request
     asks for (``?page=``): what the dashboard and its polled quality panel both show."""
@@ -213,7 +222,7 @@ def dashboard():
                            records={p.code: participant_record(p, study.db.clock()) for p in people},
                            answered={code: q["trials"] for code, q in quality.items()},
                            lengths={p.code: len(study.sequence(p)) + adaptive for p in people},
-                           recruitment=state,
+                           recruitment=state, stored_rules=stored_rules(study),
                            statuses=PROGRESS_COLUMNS, exports=EXPORT_FILES, free_disk_mb=study.free_disk_mb(),
                            min_free_disk_mb=current_app.config["CUEBENCH_MIN_FREE_DISK_MB"])
 

@@ -41,7 +41,7 @@ from .answers_first import others_in_turn
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
 from .study import ServerSetupError, open_study, study_of
-from .study_rules import MIN_FREE_DISK_MB, START_LIMIT, StudyRules
+from .study_rules import MIN_FREE_DISK_MB, StudyRules, load_rules
 from .validation import Rejected
 
 MAX_REQUEST_BYTES = 256 * 1024
@@ -116,18 +116,17 @@ class _RotatingKeySessions(SecureCookieSessionInterface):
 def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
                reservation_seconds: float = RESERVATION_SECONDS, insecure_cookies: bool = False,
                database: str | None = None, secrets_path: str | Path | None = None, trusted_proxies: int = 0,
-               start_limit: int = START_LIMIT, min_free_disk_mb: int = MIN_FREE_DISK_MB,
-               rules: StudyRules = StudyRules()) -> Flask:
+               min_free_disk_mb: int = MIN_FREE_DISK_MB, rules: StudyRules | None = None) -> Flask:
     """The app for one experiment directory. ``clock`` and ``reservation_seconds`` exist so
     tests can let reservations lapse without waiting; cookies are ``Secure`` by
     ``cookie_policy``'s rule, never with ``insecure_cookies`` (a plain-HTTP lab network);
     ``database``: a ``postgresql://`` URL instead of the folder's responses.sqlite;
     ``secrets_path``: the secrets file (``server_secrets``); ``trusted_proxies``: how many
     reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
-    client's; a forwarded header is then ignored, since anyone can send one);
-    ``start_limit``: session starts per client address per 10 minutes; ``min_free_disk_mb``: new
+    client's; a forwarded header is then ignored, since anyone can send one); ``min_free_disk_mb``: new
     sessions are refused while the database's disk has less free (``Study.low_on_disk``); ``rules``: recruitment
-    targets, session time limit, early end and device rules (``study_rules``)."""
+    targets, session time limit, early end, device rules and start limit (``study_rules``), by default the
+    folder's ``rules.json``, read by every process that serves it."""
     study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
@@ -144,9 +143,8 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         MAX_CONTENT_LENGTH=MAX_REQUEST_BYTES,
     )
     app.extensions["cuebench"] = study
-    app.config["CUEBENCH_START_LIMIT"] = start_limit
     app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
-    app.config["CUEBENCH_RULES"] = rules
+    app.config["CUEBENCH_RULES"] = load_rules(study.expdir.root) if rules is None else rules
     app.register_blueprint(participant.bp)
 
     @app.context_processor
@@ -221,10 +219,11 @@ def check_port_free(host: str, port: int) -> None:
 
 def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_message: bool = True,
           threads: int = 8, insecure_cookies: bool = False, workers: int = 1, database: str | None = None,
-          secrets_path: str | Path | None = None, trusted_proxies: int = 0, start_limit: int = START_LIMIT,
-          min_free_disk_mb: int = MIN_FREE_DISK_MB, rules: StudyRules = StudyRules()) -> None:
+          secrets_path: str | Path | None = None, trusted_proxies: int = 0,
+          min_free_disk_mb: int = MIN_FREE_DISK_MB) -> None:
     """Serve the experiment until interrupted (blocking): waitress in this process, or
-    ``workers`` gunicorn processes (Linux) sharing the experiment's database."""
+    ``workers`` gunicorn processes (Linux) sharing the experiment's database; each reads the study's
+    rules from the folder (``study_rules.RULES_FILE``)."""
     if workers < 1:
         raise ServerSetupError(f"--workers must be at least 1, got {workers}")
     if workers > 1 and sys.platform == "win32":
@@ -244,15 +243,14 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
             "closed until `cuebench serve admin-password EXPDIR`"
         print(f"  admin:        {base}/admin/   ({admin_state})")
         print(f"  secrets:      {study.secrets.path}")
-        print(f"  rules:        {rules.describe()}")
+        print(f"  rules:        {load_rules(study.expdir.root).describe()}")
         print("Press Ctrl+C to stop; every stored trial is committed.", flush=True)
     study.close()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     def make_app() -> Flask:
         app = create_app(expdir, insecure_cookies=insecure_cookies, database=database, secrets_path=secrets_path,
-                         trusted_proxies=trusted_proxies, start_limit=start_limit, min_free_disk_mb=min_free_disk_mb,
-                         rules=rules)
+                         trusted_proxies=trusted_proxies, min_free_disk_mb=min_free_disk_mb)
         leave_out_of_garbage_collection()
         return app
 

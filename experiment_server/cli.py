@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import secrets
 import sys
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
@@ -16,13 +19,14 @@ from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
-from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_FREE_DISK_MB, START_LIMIT, DeviceRules,
-                          StudyRules, browser_list, refresh_range, window_size)
+from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, FLAGS, MIN_FREE_DISK_MB, RULES_FILE,
+                          START_LIMIT, browser_list, optional, refresh_range, settle_rules, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
 CODES = "codes"
-ACTIONS = (ADMIN_PASSWORD, ROTATE_SECRET, CODES)
+RULES = "rules"
+ACTIONS = (ADMIN_PASSWORD, ROTATE_SECRET, CODES, RULES)
 CODE_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 """Entry-code characters: no 0/o, 1/l/i to misread when a code is typed from paper."""
 CODE_GROUPS = 4
@@ -51,6 +55,8 @@ def register(subparsers) -> None:
                     "`cuebench serve admin-password EXPDIR`. New keys (ends every login and open page): "
                     "`cuebench serve rotate-secret EXPDIR`. Print entry codes to hand out: "
                     "`cuebench serve codes EXPDIR -n 50` (test-mode codes that start pilot sessions: `--pilot`). "
+                    "Store the study's rules without serving, and show them: "
+                    "`cuebench serve rules EXPDIR --target-n 40`. "
                     "Options may stand before or after EXPDIR.",
         formatter_class=_DefaultsHelp)
     parser.add_argument("target", nargs="+", metavar="EXPDIR",
@@ -70,32 +76,40 @@ def register(subparsers) -> None:
     parser.add_argument("--trusted-proxies", type=int, default=0, metavar="N",
                         help="reverse proxies in front that set X-Forwarded-For; the client address for rate "
                              "limits is then taken from it (0: the header is ignored)")
-    parser.add_argument("--start-limit", type=int, default=START_LIMIT, metavar="N",
-                        help="session starts per client address per 10 minutes")
     parser.add_argument("--min-free-disk", type=int, default=MIN_FREE_DISK_MB, metavar="MB",
                         help="refuse new participants while the disk of responses.sqlite has less free space")
-    parser.add_argument("--target-n", type=int, metavar="N",
-                        help="close the study once N sessions count (finished, neither pilot nor excluded, live "
-                             "sessions included so it is not overshot); latecomers see texts/closed.md")
-    parser.add_argument("--target-per-group", type=int, metavar="N",
-                        help="the same per Latin-square group: the study closes when every group has N")
-    parser.add_argument("--time-limit", type=float, metavar="MINUTES",
-                        help="end a web session this many minutes after its start (status 'expired', the "
-                             "participant sees texts/time_up.md)")
-    parser.add_argument("--end-on-failed-attention", action="store_true",
-                        help="a wrong answer to an attention trial ends the session at once (status "
-                             "'failed_attention', the participant sees texts/ended_early.md)")
-    parser.add_argument("--prolific-study-id", metavar="ID",
-                        help="the Prolific study's ID: a Prolific link with another STUDY_ID is refused before consent")
-    parser.add_argument("--min-window", default="x".join(map(str, DEFAULT_MIN_WINDOW)), metavar="WxH",
-                        help="device rule: the smallest browser window (CSS px), checked before consent")
-    parser.add_argument("--refresh-hz", default="-".join(f"{v:g}" for v in DEFAULT_REFRESH_HZ), metavar="MIN-MAX",
-                        help="device rule: the display refresh rates allowed, measured before consent")
-    parser.add_argument("--browsers", metavar="LIST",
-                        help=f"device rule: the browsers allowed, comma-separated from {', '.join(BROWSERS)} "
-                             "(default: any)")
-    parser.add_argument("--allow-touch", action="store_true",
-                        help="device rule: let phones and tablets (touch screen, no mouse) take part")
+    rules = parser.add_argument_group(
+        "study rules", f"stored in EXPDIR/{RULES_FILE} when first given and read by every later serve and lab run; "
+                       "a value that differs from the stored one is refused unless --update-rules; "
+                       "'none' switches a rule off")
+    rules.add_argument("--update-rules", action="store_true",
+                       help="apply rule options that differ from the stored rules (recorded with the time)")
+    rule = partial(rules.add_argument, default=argparse.SUPPRESS)
+    rule("--start-limit", type=int, metavar="N", help=f"session starts per client address per 10 minutes "
+                                                      f"(default {START_LIMIT})")
+    rule("--target-n", type=optional(int), metavar="N",
+         help="close the study once N sessions count (finished, neither pilot nor excluded, live "
+              "sessions included so it is not overshot); latecomers see texts/closed.md")
+    rule("--target-per-group", type=optional(int), metavar="N",
+         help="the same per Latin-square group: the study closes when every group has N")
+    rule("--time-limit", type=optional(float), metavar="MINUTES",
+         help="end a web session this many minutes after its start (status 'expired', the "
+              "participant sees texts/time_up.md)")
+    rule("--end-on-failed-attention", action=argparse.BooleanOptionalAction,
+         help="a wrong answer to an attention trial ends the session at once (status "
+              "'failed_attention', the participant sees texts/ended_early.md)")
+    rule("--prolific-study-id", type=optional(str), metavar="ID",
+         help="the Prolific study's ID: a Prolific link with another STUDY_ID is refused before consent")
+    rule("--min-window", type=window_size, metavar="WxH",
+         help="device rule: the smallest browser window (CSS px), checked before consent "
+              f"(default {'x'.join(map(str, DEFAULT_MIN_WINDOW))})")
+    rule("--refresh-hz", type=refresh_range, metavar="MIN-MAX",
+         help="device rule: the display refresh rates allowed, measured before consent "
+              f"(default {'-'.join(f'{v:g}' for v in DEFAULT_REFRESH_HZ)})")
+    rule("--browsers", type=browser_list, metavar="LIST",
+         help=f"device rule: the browsers allowed, comma-separated from {', '.join(BROWSERS)}, or 'any' (the default)")
+    rule("--allow-touch", action=argparse.BooleanOptionalAction,
+         help="device rule: let phones and tablets (touch screen, no mouse) take part")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
     parser.add_argument("--pilot", action="store_true",
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
@@ -144,38 +158,64 @@ def run(args) -> int:
             return set_password(user_path(args.target[1]), args.password_stdin, args.database, args.secrets)
         if args.target[0] == ROTATE_SECRET:
             return rotate_secret(user_path(args.target[1]), args.database, args.secrets)
+        if args.target[0] == RULES:
+            return show_rules(user_path(args.target[1]), given_rules(args), args.update_rules)
         return print_codes(user_path(args.target[1]), args.n, args.pilot, args.database)
     if len(args.target) != 1:
         raise CuebenchError(f"serve takes one experiment directory, got {len(args.target)}: {' '.join(args.target)}")
     expdir = user_path(args.target[0])
+    from cuebench.expdir import ExperimentDir
+
     from .app import check_port_free, serve
     from .study import open_study
 
-    rules = study_rules(args)
+    check_port_free(args.host, args.port)
     if not args.allow_text_mismatch:
         check_study_texts(expdir)
+    if ExperimentDir(expdir).exists():  # else serve says what is missing
+        settle_rules(expdir, given_rules(args), args.update_rules)
     codes = completion_codes(args)
     if any(codes.values()):
-        check_port_free(args.host, args.port)
         study = open_study(expdir, database=args.database, secrets_path=args.secrets)
         study.secrets.update({f"code_{outcome}": code for outcome, code in codes.items() if code})
         study.close()
     serve(expdir, host=args.host, port=args.port, threads=args.threads,
           insecure_cookies=args.insecure_cookies, workers=args.workers, database=args.database,
-          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, start_limit=args.start_limit,
-          min_free_disk_mb=args.min_free_disk, rules=rules)
+          secrets_path=args.secrets, trusted_proxies=args.trusted_proxies, min_free_disk_mb=args.min_free_disk)
     return 0
 
 
-def study_rules(args) -> StudyRules:
-    """The recruitment, time and device rules the command line gives (``study_rules``)."""
-    width, height = window_size(args.min_window)
-    low, high = refresh_range(args.refresh_hz)
-    device = DeviceRules(min_width=width, min_height=height, min_hz=low, max_hz=high,
-                         browsers=browser_list(args.browsers) if args.browsers else (), allow_touch=args.allow_touch)
-    return StudyRules(target_n=args.target_n, target_per_group=args.target_per_group, time_limit_min=args.time_limit,
-                      end_on_failed_attention=args.end_on_failed_attention, device=device,
-                      prolific_study_id=args.prolific_study_id)
+def given_rules(args) -> dict[str, Any]:
+    """The study rules the command line gives (only those given: the others stay as stored), by their
+    ``StudyRules.flat`` names; an option that sets two rules (``--min-window``) gives a pair."""
+    given: dict[str, Any] = {}
+    for flag in dict.fromkeys(FLAGS.values()):
+        dest = flag.removeprefix("--").replace("-", "_")
+        if dest in vars(args):
+            names = [name for name, its in FLAGS.items() if its == flag]
+            value = getattr(args, dest)
+            given.update(zip(names, value) if len(names) > 1 else {names[0]: value})
+    return given
+
+
+def show_rules(expdir: Path, given: dict[str, Any], update: bool) -> int:
+    """``serve rules EXPDIR [rule options]``: store the rules given (as ``serve`` would, without serving:
+    a service then starts ``serve`` with no rule options) and print those in force with their history."""
+    from cuebench.expdir import ExperimentDir
+
+    from .study_rules import load_record, rules_file
+
+    folder = ExperimentDir(expdir)
+    if not folder.exists():
+        raise CuebenchError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
+    rules = settle_rules(expdir, given, update)
+    record = load_record(expdir)
+    print(f"{rules_file(folder.root)}: {rules.describe()}" if record else f"the defaults (no {RULES_FILE} yet): "
+          f"{rules.describe()}")
+    for change in record.history if record else ():
+        print(f"  {change.at}: " + "; ".join(f"{name} {json.dumps(old)} -> {json.dumps(new)}"
+                                              for name, (old, new) in change.changed.items()))
+    return 0
 
 
 def database_url(given: str | None) -> str | None:

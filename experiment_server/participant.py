@@ -201,7 +201,7 @@ def _refuse_when_disk_low(study: Study) -> None:
 def start():
     study = _study()
     _refuse_when_disk_low(study)
-    if study.db.take_slot("start", request.remote_addr or "", current_app.config["CUEBENCH_START_LIMIT"],
+    if study.db.take_slot("start", request.remote_addr or "", _rules().start_limit,
                           START_WINDOW_S) is None:
         return render_template("message.html", title=study.say("too_many_starts_title"),
                                message=study.say("too_many_starts")), 429

@@ -191,23 +191,25 @@ class ServerProcess:
     """``cuebench serve EXPDIR`` on 127.0.0.1 in its own process group. Simulated participants
     all come from the loopback address, so the starts rate limit is ``start_limit`` (by
     default lifted far beyond any simulated launch). ``cpus``: the CPUs the server (and every
-    thread and worker process it starts) may run on (Linux), away from a load test's clients."""
+    thread and worker process it starts) may run on (Linux), away from a load test's clients; ``cwd``: the
+    folder it runs in (``expdir`` may be relative to it, as a user types it)."""
 
     def __init__(self, expdir: str | Path, port: int, *, workers: int = 1, threads: int = 8,
                  extra_args: tuple[str, ...] = (), log_file: Path | None = None, start_limit: int = 10**6,
-                 cpus: set[int] | None = None):
+                 cpus: set[int] | None = None, cwd: Path | None = None):
         self.args = [sys.executable, "-m", "cuebench", "serve", str(expdir), "--host", "127.0.0.1", "--port", str(port),
                      "--workers", str(workers), "--threads", str(threads), "--start-limit", str(start_limit),
                      *extra_args]
         self.port = port
         self.log_file = log_file
         self.cpus = cpus
+        self.cwd = cwd
         self.process: subprocess.Popen | None = None
 
     def start(self, ready_within_s: float = 60.0) -> None:
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                        cwd=self.cwd, env=dict(os.environ, PYTHONUNBUFFERED="1"),
                                         preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None)
         deadline = time.monotonic() + ready_within_s
         while time.monotonic() < deadline:

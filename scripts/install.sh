@@ -15,6 +15,9 @@ if [ "$want_test_tools" -eq 1 ]; then
   command -v xvfb-run >/dev/null 2>&1 || apt_packages+=(xvfb)
   # the storage tests start their own PostgreSQL server (initdb + pg_ctl under /usr/lib/postgresql)
   ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || apt_packages+=(postgresql)
+  # the deployment test runs docs/deploy/'s nginx site (TLS with a certificate made by openssl)
+  [ -x /usr/sbin/nginx ] || apt_packages+=(nginx)
+  command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
   # the Ray tests keep their head on loopback inside a network namespace
   command -v unshare >/dev/null 2>&1 || apt_packages+=(util-linux)
   command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)

@@ -41,6 +41,7 @@ from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
 from experiment_server.app import MAX_REQUEST_BYTES, _RotatingKeySessions, create_app
 from experiment_server.db import OUTCOMES, SETTINGS
 from experiment_server.group_commit import GroupCommit
+from experiment_server.study_rules import StudyRules
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.server_secrets import SECRET_KEYS
 from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
@@ -957,7 +958,7 @@ def test_a_proxy_the_server_does_not_trust_is_ignored_and_named_in_the_log(kind,
 
 def test_an_untrusted_client_cannot_choose_its_address(tmp_path):
     build_sample_experiment(tmp_path / "exp")
-    client = create_app(tmp_path / "exp", start_limit=2).test_client()
+    client = create_app(tmp_path / "exp", rules=StudyRules(start_limit=2)).test_client()
     statuses = []
     for k in range(3):
         nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)

@@ -11,15 +11,22 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
+from cuebench.errors import SchemaError
+from cuebench_app.cli import main
 from experiment_server import cli as server_cli
 from experiment_server.admin import PAGE_SIZE, set_admin_password
 from experiment_server.app import create_app
 from experiment_server.simulate import NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port, trial_answer
 from experiment_server.study import study_of
-from experiment_server.study_rules import DeviceRules, RulesError, StudyRules
+from experiment_server.study_rules import (RULES_FILE, DeviceRules, RulesError, StudyRules, load_rules,
+                                          settle_rules)
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
 from support import ADMIN_PASSWORD as PASSWORD, Clock
 
@@ -36,15 +43,16 @@ def template(tmp_path_factory):
 
 @pytest.fixture()
 def make_app(template, tmp_path):
-    """An app on a fresh copy of the sample experiment with the given rules (60 s reservations)."""
+    """An app on a fresh copy of the sample experiment (``make_app.root``) with the given rules, else those stored
+    in the folder (60 s reservations)."""
+    root = tmp_path / "exp"
+    shutil.copytree(template, root)
 
-    def make(rules: StudyRules = StudyRules()):
-        root = tmp_path / "exp"
-        if not root.exists():
-            shutil.copytree(template, root)
+    def make(rules: StudyRules | None = None):
         clock = Clock()
         return create_app(root, clock=clock, reservation_seconds=60, rules=rules), clock
 
+    make.root = root
     return make
 
 
@@ -166,16 +174,88 @@ def serve_args(*extra: str):
 
 
 def test_the_command_line_rules_and_their_errors():
-    rules = server_cli.study_rules(serve_args("--target-n", "40", "--time-limit", "45", "--min-window", "1024x768",
+    given = server_cli.given_rules(serve_args("--target-n", "40", "--time-limit", "45", "--min-window", "1024x768",
                                               "--refresh-hz", "59-61", "--browsers", "Chrome, firefox"))
-    assert (rules.target_n, rules.time_limit_min, rules.device.min_width, rules.device.min_height) == (40, 45, 1024, 768)
-    assert (rules.device.min_hz, rules.device.max_hz, rules.device.browsers) == (59, 61, ("chrome", "firefox"))
-    assert server_cli.study_rules(serve_args()) == StudyRules()
+    assert given == {"target_n": 40, "time_limit_min": 45.0, "device.min_width": 1024, "device.min_height": 768,
+                     "device.min_hz": 59.0, "device.max_hz": 61.0, "device.browsers": ("chrome", "firefox")}
+    assert server_cli.given_rules(serve_args()) == {}  # an option not given leaves its stored rule alone
+    assert server_cli.given_rules(serve_args("--target-n", "none", "--no-allow-touch", "--browsers", "any")) == {
+        "target_n": None, "device.allow_touch": False, "device.browsers": ()}
     for extra, words in ((("--min-window", "big"), "WIDTHxHEIGHT"), (("--refresh-hz", "61-59"), "MIN <= MAX"),
-                         (("--browsers", "netscape"), "unknown netscape"), (("--target-n", "0"), "at least 1"),
-                         (("--time-limit", "0"), "more than 0")):
+                         (("--browsers", "netscape"), "unknown netscape")):
         with pytest.raises(RulesError, match=words):
-            server_cli.study_rules(serve_args(*extra))
+            serve_args(*extra)
+    for extra, words in ((("--target-n", "0"), "--target-n 0: must be >= 1"),
+                         (("--time-limit", "0"), "--time-limit 0.0: must be > 0"),
+                         (("--prolific-study-id", "a b"), "as Prolific shows it")):
+        with pytest.raises(RulesError, match=words):
+            StudyRules().changed(server_cli.given_rules(serve_args(*extra)))
+
+
+def test_rules_are_stored_with_the_study_and_a_flag_that_would_change_one_is_refused(template, tmp_path, capsys):
+    root = tmp_path / "exp"
+    shutil.copytree(template, root)
+    assert settle_rules(root, {"device.min_width": 800}) == StudyRules() and not (root / RULES_FILE).exists()
+    capped = settle_rules(root, {"target_n": 40, "time_limit_min": 45.0})
+    stored = json.loads((root / RULES_FILE).read_text())
+    assert stored["rules"]["target_n"] == 40 and stored["rules"]["time_limit_min"] == 45
+    assert [change["changed"] for change in stored["history"]] == [{"target_n": [None, 40],
+                                                                    "time_limit_min": [None, 45]}]
+    assert load_rules(root) == capped and settle_rules(root, {}) == capped == settle_rules(root, {"target_n": 40})
+    with pytest.raises(RulesError) as refused:
+        settle_rules(root, {"target_n": 50})
+    assert "--target-n would change the stored rule target_n from 40 to 50" in str(refused.value)
+    assert "--update-rules" in str(refused.value) and "\n" not in str(refused.value) and load_rules(root) == capped
+    before = datetime.now(timezone.utc)
+    opened = settle_rules(root, {"target_n": None, "device.browsers": ("firefox",)}, update=True)
+    assert opened.target_n is None and opened.time_limit_min == 45 and load_rules(root) == opened
+    history = json.loads((root / RULES_FILE).read_text())["history"]
+    assert history[-1]["changed"] == {"target_n": [40, None], "device.browsers": [[], ["firefox"]]}
+    assert datetime.fromisoformat(history[-1]["at"]) >= before.replace(microsecond=0) and len(history) == 2
+    assert main(["serve", "rules", str(root)]) == 0  # what is in force, and each change with its time
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == (f"{root / RULES_FILE}: time limit 45 min; 60 starts per address per 10 min; devices: window "
+                        ">= 800x600, 48-500 Hz, browsers firefox, touch refused")
+    assert [line.split(": ", 1)[1] for line in shown[1:]] == [
+        "target_n null -> 40; time_limit_min null -> 45.0", 'target_n 40 -> null; device.browsers [] -> ["firefox"]']
+    (root / RULES_FILE).write_text(json.dumps({"rules": {"target_n": "forty"}}))
+    with pytest.raises(SchemaError, match=r"rules.json: field 'rules.target_n'"):
+        load_rules(root)
+
+
+def test_the_published_schema_of_rules_json_is_current_and_checks_the_file(template, tmp_path, capsys):
+    """``cuebench schema rules`` prints the JSON Schema of rules.json, published as docs/schemas/rules.schema.json;
+    a file ``serve`` wrote passes it (the ``jsonschema`` package), a wrong value does not."""
+    import jsonschema
+
+    assert main(["schema", "rules"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    published = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "rules.schema.json"
+    assert json.loads(published.read_text()) == schema, \
+        "rules.schema.json is out of date: run `cuebench schema rules --out docs/schemas/rules.schema.json`"
+    root = tmp_path / "exp"
+    shutil.copytree(template, root)
+    settle_rules(root, {"target_n": 40, "device.browsers": ("firefox",)})
+    checker = jsonschema.Draft202012Validator(schema)
+    stored = json.loads((root / RULES_FILE).read_text())
+    assert not list(checker.iter_errors(stored))
+    stored["rules"]["device"]["browsers"] = ["netscape"]
+    assert [e.json_path for e in checker.iter_errors(stored)] == ["$.rules.device.browsers[0]"]
+
+
+def test_the_admin_page_shows_the_stored_rules_and_their_history(make_app):
+    root = make_app.root
+    settle_rules(root, {"target_n": 3, "start_limit": 5})
+    settle_rules(root, {"target_n": 4}, update=True)
+    app, _ = make_app()  # the rules from the folder's file
+    assert app.config["CUEBENCH_RULES"] == StudyRules(target_n=4, start_limit=5)
+    page = admin_client(app).get("/admin/").get_data(as_text=True)
+    history = re.search(r'<ul id="rules-history">(.*?)</ul>', page, re.S).group(1)
+    assert "Target: 4 people" in page and "At most 5 session starts" in page and "changed 2 times" in page
+    assert history.index("<code>target_n</code> 3 → 4") < history.index("<code>target_n</code> null → 3")
+    assert 'id="rules-stale"' not in page
+    settle_rules(root, {"target_n": 6}, update=True)  # another serve --update-rules while this one runs
+    assert 'id="rules-stale"' in admin_client(app).get("/admin/").get_data(as_text=True)
 
 
 def admin_client(app):
@@ -216,14 +296,20 @@ def test_the_admin_list_is_paged_and_the_quality_panel_reports_each_person(make_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2], ids=["waitress", "workers2"])
-def test_a_served_study_ends_failed_checks_and_closes_at_its_target_across_processes(tmp_path, workers):
+def test_a_served_study_ends_failed_checks_and_closes_at_its_target_across_processes_and_restarts(tmp_path, workers):
     """``cuebench serve --target-n 1 --end-on-failed-attention``: a wrong answer to the attention trial ends that
-    session (which then holds no place), and once one session finished every process refuses the next start."""
+    session (which then holds no place), and once one session finished every process refuses the next start.
+    Restarted without the options (as a new user would), the study stays closed: every process reads the rules
+    from the folder; a different target is refused until ``--update-rules``, which opens the study again."""
     build_sample_experiment(tmp_path / "exp")
-    server = ServerProcess(tmp_path / "exp", free_port(), workers=workers, threads=2,
-                           extra_args=("--target-n", "1", "--end-on-failed-attention"),
-                           log_file=tmp_path / "server.log")
-    server.start()
+
+    def served(*options: str) -> ServerProcess:
+        server = ServerProcess("exp", free_port(), workers=workers, threads=2, extra_args=options,
+                               log_file=tmp_path / "server.log", cwd=tmp_path)
+        server.start()
+        return server
+
+    server = served("--target-n", "1", "--end-on-failed-attention")
     try:
         careless = SimulatedParticipant(server.port, {"code": "careless"}, ClientLog())
         token = careless.start()
@@ -240,3 +326,22 @@ def test_a_served_study_ends_failed_checks_and_closes_at_its_target_across_proce
     finally:
         server.stop()
     assert all(b'id="closed"' in page for page in pages)
+
+    server = served()  # no rule options: the stored ones
+    try:
+        pages = [SimulatedParticipant(server.port, {"code": f"again{k}"}, ClientLog()).request("GET", "/?code=x").body
+                 for k in range(2 * workers)]
+    finally:
+        server.stop()
+    assert all(b'id="closed"' in page for page in pages)
+
+    refused = subprocess.run([sys.executable, "-m", "cuebench", "serve", "exp", "--port", str(free_port()),
+                              "--target-n", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "target_n from 1 to 2" in refused.stderr and "--update-rules" in refused.stderr
+    server = served("--target-n", "2", "--update-rules")
+    try:
+        page = SimulatedParticipant(server.port, {"code": "reopened"}, ClientLog()).request("GET", "/?code=x").body
+    finally:
+        server.stop()
+    assert b'name="start_nonce"' in page and load_rules(tmp_path / "exp").target_n == 2

@@ -30,6 +30,7 @@ from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial
 from cuebench.words import say, words
 from experiment_server.db import ServerDB
+from experiment_server.study_rules import settle_rules
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)
@@ -181,6 +182,22 @@ def test_bad_participant_id_and_input_mode_are_refused_before_any_window(experim
         run_lab_session(LabOptions(expdir=experiment_dir, participant="../P01"))
     with pytest.raises(LabError, match="--input"):
         run_lab_session(LabOptions(expdir=experiment_dir, participant="P01", input_mode="joystick"))
+
+
+def test_a_new_lab_session_of_a_study_at_its_stored_target_is_refused_before_any_window(experiment_dir):
+    """The study's rules (``serve --target-n 1``, stored in EXPDIR/rules.json) hold in the lab too: once one
+    session finished, ``cuebench lab run`` of a new participant says so instead of starting."""
+    settle_rules(experiment_dir, {"target_n": 1})
+    db = ServerDB(experiment_dir / "responses.sqlite", ExperimentDir(experiment_dir).load().name)
+    try:
+        db.record_lab_session(db.experiment, "L01", "1", 0, False, True)
+    finally:
+        db.close()
+    refused = subprocess.run([sys.executable, "-m", "cuebench", "lab", "run", "exp", "--participant", "L02"],
+                             cwd=experiment_dir.parent, env=_env(), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "reached its recruitment target (--target-n 1 in " in refused.stderr, \
+        refused.stderr
+    assert "rules.json" in refused.stderr and stored_count(experiment_dir) == 0
 
 
 @pytest.mark.slow

@@ -95,7 +95,7 @@ SMALL_SIZES = [
      "the DiST release -> 6 photos and their triplets, same layout (made by the fixture)"),
     (r"(?m)^cuebench serve admin-password (\S+)", r"echo docs-password | cuebench serve admin-password --password-stdin \1",
      "nobody types the password twice here: it comes on stdin (the option before EXPDIR, as people type it)"),
-    (r"(?m)^cuebench serve (?!admin-password|codes|rotate-secret)(.*?)(?:[ \t]*#.*)?$", r"serve_answers \1",
+    (r"(?m)^cuebench serve (?!admin-password|codes|rotate-secret|rules)(.*?)(?:[ \t]*#.*)?$", r"serve_answers \1",
      "serve never exits: it runs in the background until its consent page answers, then stops"),
     (r"(?m)^(?:xvfb-run -a )?cuebench lab run (.*?)(?: --fullscreen| --screen \d+)*(?: --simulate)?(?:[ \t]*#.*)?$",
      r"xvfb-run -a cuebench lab run \1 --simulate --refresh-hz 60",
@@ -124,7 +124,16 @@ CLUSTER = "needs a Ray cluster or Slurm (--executor ray/submitit, placeholder HE
 BENCHMARK = "a benchmark (minutes; speed is measured in benchmarks/, not in the suite)"
 TRAIN_CUES = "train-cues fine-tunes every algorithm on ImageNet weights: minutes on 2 CPU cores, over this runner's budget"
 DEMO = "needs demo-output from `cuebench demo` (scripts/demo.sh): three models on 520 images, over budget"
+DEPLOY = "a production host's set-up as root (apt, systemd, /etc, /srv); tests/system/test_deploy.py runs the files of docs/deploy/"
 SKIPPED = {
+    ('docs/deploy.md', 'sudo apt-get install -y nginx postgresql certbot git'): DEPLOY,
+    ('docs/deploy.md', 'sudo -u postgres createuser cuebench'): DEPLOY,
+    ('docs/deploy.md', 'cd /srv/cuebench'): DEPLOY,
+    ('docs/deploy.md', 'sudo cp /srv/cuebench/cuebench/docs/deploy/cuebench.service /etc/systemd/system/'): DEPLOY,
+    ('docs/deploy.md', 'sudo rm /etc/nginx/sites-enabled/default'): DEPLOY,
+    ('docs/deploy.md', 'sudo cp /srv/cuebench/cuebench/docs/deploy/cuebench-backup.service /srv/cuebench/cuebench/docs/deploy/cuebench-backup.timer /etc/systemd/system/'): DEPLOY,
+    ('docs/deploy.md', 'sudo systemctl stop cuebench'): DEPLOY,
+    ('docs/deploy.md', 'sudo systemctl start cuebench-backup                                   # a backup from just before'): DEPLOY,
     ("docs/web.md", '.venv/bin/python -c "'): "reads from the server of the page's first block, running on port 8080",
     ('README.md', 'bash scripts/demo.sh'): "scripts/demo.sh installs the package into .venv first (pip); the suite runs the installed one",
     ('README.md', 'bash scripts/test.sh'): "scripts/test.sh runs this whole suite (and installs system packages)",

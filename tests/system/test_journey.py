@@ -156,8 +156,9 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
                 instructions = page.inner_text("#screen")
                 shoot(page, shots, "2-instructions.png", full_page=True)
             if now == "instruction":
-                instructed = re.findall("[\u201c\u201e]([^\u201c\u201d\u201e]+)[\u201c\u201d]",  # “B” or „B“
-                                        page.inner_text("#instruction"))[-1]
+                text = page.inner_text("#instruction")  # “B” or „B“, or the sample study's "Please click B."
+                instructed = (re.findall("[\u201c\u201e]([^\u201c\u201d\u201e]+)[\u201c\u201d]", text)
+                              or re.findall(r"click (\w+)", text))[-1]
             page.click("#continue")
         elif now == "calibration" and page.is_visible("#card"):
             calibrate(page, shots)
