@@ -128,7 +128,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     ``start_limit``: session starts per client address per 10 minutes; ``min_free_disk_mb``: new
     sessions are refused while the database's disk has less free (``Study.low_on_disk``); ``rules``: recruitment
     targets, session time limit, early end and device rules (``study_rules``)."""
-    study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
+    study = open_study(expdir, clock, reservation_seconds, database, secrets_path, rules.hold_min * 60)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
     app.wsgi_app = others_in_turn(app.wsgi_app)

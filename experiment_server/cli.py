@@ -15,9 +15,10 @@ from cuebench.storage import redacted
 from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
+from .assignment import HOLD_SECONDS
 from .db import OUTCOMES
-from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_FREE_DISK_MB, START_LIMIT, DeviceRules,
-                          StudyRules, browser_list, refresh_range, window_size)
+from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_FREE_DISK_MB, START_LIMIT,
+                          UNANSWERED_PER_ADDRESS, DeviceRules, StudyRules, browser_list, refresh_range, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -85,6 +86,12 @@ def register(subparsers) -> None:
     parser.add_argument("--end-on-failed-attention", action="store_true",
                         help="a wrong answer to an attention trial ends the session at once (status "
                              "'failed_attention', the participant sees texts/ended_early.md)")
+    parser.add_argument("--hold-minutes", type=float, default=HOLD_SECONDS / 60, metavar="MINUTES",
+                        help="how long a new session holds its place before its first stored answer")
+    parser.add_argument("--unanswered-per-address", type=int, default=UNANSWERED_PER_ADDRESS, metavar="N",
+                        help="live sessions without a stored answer one client address may hold")
+    parser.add_argument("--allow-repeat-completions", action="store_true",
+                        help="let a Prolific ID get a completion code from more than one session (default: one)")
     parser.add_argument("--prolific-study-id", metavar="ID",
                         help="the Prolific study's ID: a Prolific link with another STUDY_ID is refused before consent")
     parser.add_argument("--min-window", default="x".join(map(str, DEFAULT_MIN_WINDOW)), metavar="WxH",
@@ -175,7 +182,9 @@ def study_rules(args) -> StudyRules:
                          browsers=browser_list(args.browsers) if args.browsers else (), allow_touch=args.allow_touch)
     return StudyRules(target_n=args.target_n, target_per_group=args.target_per_group, time_limit_min=args.time_limit,
                       end_on_failed_attention=args.end_on_failed_attention, device=device,
-                      prolific_study_id=args.prolific_study_id)
+                      prolific_study_id=args.prolific_study_id, hold_min=args.hold_minutes,
+                      unanswered_per_address=args.unanswered_per_address,
+                      repeat_completions=args.allow_repeat_completions)
 
 
 def database_url(given: str | None) -> str | None:

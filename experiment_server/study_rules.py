@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from cuebench.errors import CuebenchError
 
+from .assignment import HOLD_SECONDS
+
 BROWSERS = ("chrome", "edge", "firefox", "safari", "opera")
 """Browser families ``--browsers`` may name (``device.js`` tells them apart from the user agent)."""
 DEFAULT_MIN_WINDOW = (800, 600)
@@ -24,6 +26,9 @@ START_LIMIT = 60
 """Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
 a script filling the admin page with anonymous sessions does not)."""
 START_WINDOW_S = 600
+UNANSWERED_PER_ADDRESS = 3
+"""Live sessions without an answer yet per client address: a person opening their link twice, a few
+people behind one router starting together, not a script holding a study's places (``--unanswered-per-address``)."""
 MIN_FREE_DISK_MB = 1024
 """New sessions are refused while the disk of responses.sqlite has less free space than this (MB),
 so that the sessions running can still store every answer (``--min-free-disk``)."""
@@ -67,6 +72,12 @@ class StudyRules:
     prolific_study_id: str | None = None
     """The Prolific study this server collects for: a Prolific link naming another ``STUDY_ID`` is refused
     (a participant of another study, or a link copied into the wrong study, never takes a place here)."""
+    hold_min: float = HOLD_SECONDS / 60
+    """Minutes a new session holds its place before its first stored answer (then the reservation renews)."""
+    unanswered_per_address: int = UNANSWERED_PER_ADDRESS
+    """Live sessions without a stored answer that one client address may hold at once."""
+    repeat_completions: bool = False
+    """Whether a Prolific ID may get a completion code from more than one session of the study."""
 
     def __post_init__(self):
         if self.prolific_study_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.prolific_study_id):
@@ -76,6 +87,10 @@ class StudyRules:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise RulesError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        if not self.hold_min > 0:
+            raise RulesError(f"--hold-minutes must be more than 0, got {self.hold_min:g}")
+        if self.unanswered_per_address < 1:
+            raise RulesError(f"--unanswered-per-address must be at least 1, got {self.unanswered_per_address}")
         if self.time_limit_min is not None and not self.time_limit_min > 0:
             raise RulesError(f"--time-limit must be more than 0 minutes, got {self.time_limit_min:g}")
 
@@ -95,7 +110,10 @@ class StudyRules:
         parts = [f"target {self.target_n}" if self.target_n else "", f"{self.target_per_group} per group"
                  if self.target_per_group else "", f"time limit {self.time_limit_min:g} min" if self.time_limit_min
                  else "", "a failed attention check ends the session" if self.end_on_failed_attention else "",
-                 f"Prolific study {self.prolific_study_id} only" if self.prolific_study_id else ""]
+                 f"Prolific study {self.prolific_study_id} only" if self.prolific_study_id else "",
+                 f"places held {self.hold_min:g} min until a first answer, {self.unanswered_per_address} such "
+                 "sessions per address", "repeat completion codes per Prolific ID" if self.repeat_completions else
+                 "one completion code per Prolific ID"]
         d = self.device
         parts.append(f"devices: window >= {d.min_width}x{d.min_height}, {d.min_hz:g}-{d.max_hz:g} Hz, browsers "
                      f"{','.join(d.browsers) or 'any'}, touch {'allowed' if d.allow_touch else 'refused'}")
