@@ -53,7 +53,7 @@ WITHDRAWALS_COUNTED = "places_withdrawals"
 """The setting holding how many withdrawals the place counts have taken in (``ServerDB._catch_up``)."""
 PLACE_COUNTS = "place_counts"
 """Per group, the places held for good (``assignment.FILLING_STATUSES`` and lab sessions, neither pilot nor
-excluded), kept as each changes (``ServerDB.count_places``), so a consent page or a start reads a few rows
+excluded), kept as each changes (``ServerDB.places``), so a consent page or a start reads a few rows
 instead of counting every session of the study."""
 COUNTED = "places_counted"
 """The exclusions column marking an event the place counts have taken in (``ServerDB._catch_up``)."""
@@ -565,20 +565,19 @@ class ServerDB:
                 latest[observer] = bool(excluded)
         return {code for code, excluded in latest.items() if excluded}
 
-    def places(self, n_groups: int) -> tuple[list[int], list[int]]:
-        """Per group: the places held for good, and those held by live reservations (the two parts of
-        ``assignment.group_fill``), from the counts and the live sessions alone. The counts are brought up
-        to date first when an exclusion or a withdrawal happened since (a write, rare)."""
+    def held_places(self, n_groups: int) -> list[int]:
+        """Per group, the places held for good (``places``' first part), as the consent page reads them."""
         conn = self.db
         if self._stale(conn):
             with conn.write_transaction() as writing:
                 self._catch_up(writing)
-        return self._held(conn, n_groups), self._live(conn, n_groups, self.clock())
+        return self._held(conn, n_groups)
 
-    def count_places(self) -> None:
-        """Take in exclusions made since (the admin's, the browser check's, ``cuebench exclude``'s)."""
-        with self.db.write_transaction() as conn:
-            self._catch_up(conn)
+    def places(self, n_groups: int) -> tuple[list[int], list[int]]:
+        """Per group: the places held for good, and those held by live reservations (the two parts of
+        ``assignment.group_fill``), from the counts and the live sessions alone. The counts are brought up
+        to date first when an exclusion or a withdrawal happened since (a write, rare)."""
+        return self.held_places(n_groups), self._live(self.db, n_groups, self.clock())
 
     def started(self, experiment: str, resume: str) -> bool:
         """Whether a session was started with this resume hash (the person comes back to it)."""

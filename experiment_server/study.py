@@ -190,7 +190,7 @@ class Study:
         (``study_rules.StudyRules.full``): latecomers then see the closed page before any consent. Read from
         the place counts (``db.ServerDB.places``), kept as sessions finish and exclusions change, never by
         counting the study's sessions: the consent page costs the same at 100 sessions as at 20,000."""
-        return rules.full(self.db.places(self.n_groups)[0])
+        return rules.full(self.db.held_places(self.n_groups))
 
     def questionnaire(self) -> Questionnaire | None:
         """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call. A live
