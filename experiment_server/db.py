@@ -342,7 +342,8 @@ class ServerDB:
             with self.db.write_transaction() as conn:  # count and insert in one write transaction: no two arrivals race
                 taken_over = resume is not None and entry_code is not None and conn.execute(
                     f"UPDATE {PARTICIPANTS} SET token_hash=?, resume_hash=? WHERE experiment=? AND entry_code=? AND "
-                    "resume_hash IS NULL AND COALESCE(runner, 'web')='web'",
+                    "COALESCE(resume_hash, '')='' AND COALESCE(runner, 'web')='web'",  # the entry-code index, not
+                    # the resume map's, whose NULL part (sessions from before the map) may be large
                     [hash_token(token), resume, experiment, entry_code]).rowcount
                 if not taken_over:
                     if self._stale(conn):
