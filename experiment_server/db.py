@@ -18,6 +18,12 @@ Prolific ID or entry code is a session of its own, and every session sharing tha
 marked for review (``shared_id_note``): Prolific lets each account submit once, so the
 researcher approves the one whose SESSION_ID is the submission's.
 
+Places: a new session *holds* its group slot for a few minutes (``hold_seconds``) until its first
+stored answer, then each answer renews a longer reservation; a client address may hold only a few
+never-answered live sessions (``start``). The slots held for good are counted per group in
+``place_counts`` as sessions finish and exclusions change (``places``), so a consent page or a start
+never counts the whole study; the live holds are an index search.
+
 A session is resumed through a server-side map, not through its token: ``resume_hash`` is
 the SHA-256 of what the start request carried (Prolific ID and SESSION_ID, entry code and
 browser id, or the form's nonce), so opening the link again finds the session even after
@@ -416,6 +422,7 @@ class ServerDB:
                     f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, created_at, "
                     "pilot, runner) VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?)",
                     [code, experiment, hash_token(secrets.token_urlsafe(24)), group, session, now, int(pilot), LAB])
+                self._hold_exclusions(conn)
                 if self._stale(conn):
                     self._catch_up(conn)
                 if not pilot and not self._excluded_among(conn, [code]):
@@ -474,9 +481,18 @@ class ServerDB:
             [(group, FILLING_STATUSES[0], None) for observer, group in lab if observer not in excluded]
 
     # places -----------------------------------------------------------------------------
+    @staticmethod
+    def _hold_exclusions(conn: Database) -> None:
+        """Make exclusion events wait until this transaction ends (PostgreSQL; SQLite's write transaction
+        already excludes every other writer): the place counts and the events they have taken in change
+        together, and no event commits between reading the log and marking what was read."""
+        if conn.dialect == "postgresql":
+            conn.execute(f'LOCK TABLE "{exclusions.TABLE}" IN SHARE ROW EXCLUSIVE MODE')
+
     def _recount_places(self, conn: Database) -> None:
         """Count the places held for good from every session (``_slot_holders``), once per opening and after
         a withdrawal; every exclusion event is then taken in."""
+        self._hold_exclusions(conn)
         holders = self._slot_holders(conn, self.experiment)
         held = finished_fill(1 + max((g for g, _, _ in holders), default=0), holders)
         conn.execute(f"DELETE FROM {PLACE_COUNTS}")
@@ -502,6 +518,7 @@ class ServerDB:
         (the latest event); a person holding a place for good gives it up or takes it back. An event another
         writer has not committed yet is simply taken in next time. A withdrawal (rows deleted by
         ``cuebench withdraw``) makes the counts again from the sessions."""
+        self._hold_exclusions(conn)
         stored = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [WITHDRAWALS_COUNTED]).fetchone()
         if stored is None or int(stored[0]) != exclusions.withdrawals(conn, self.experiment):
             self._recount_places(conn)
@@ -632,6 +649,8 @@ class ServerDB:
             row = conn.execute(f"SELECT grp, reserved_until, pilot, runner FROM {PARTICIPANTS} WHERE code=? AND "
                                "status='in_progress'", [code]).fetchone()
             holds = row is not None and status in FILLING_STATUSES and not row[2] and row[3] != LAB
+            if holds:
+                self._hold_exclusions(conn)
             if holds and self._stale(conn):
                 self._catch_up(conn)
             if holds and full is not None and (row[1] or 0) <= now and \

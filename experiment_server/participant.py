@@ -9,7 +9,8 @@ only credential (stored hashed). An entry code is not one: starting again with i
 the session only in the browser that started it (the token is derived from the code *and*
 the browser's id; in another browser it starts a new session, marked for review), and the
 start form's nonce is bound to that browser too, so another site cannot start a session in a
-participant's browser (CSRF). Starts are rate-limited per client address.
+participant's browser (CSRF). Starts are rate-limited per client address (counted once the nonce and
+consent passed), and an address may hold only a few live sessions that have not answered yet.
 The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
 correct answers (but a practice trial's, its feedback), trial ids, conditions or the assignment plan; each trial is
 posted on its own and checked before it is stored.

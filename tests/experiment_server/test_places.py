@@ -539,3 +539,46 @@ def test_the_consent_page_and_a_start_do_not_grow_with_the_study(make_app, backe
     answer_all(client, clock, token, 2)
     whole = statements_of(app, lambda: complete(client, token))
     assert full_scans(study.db.db, large + whole) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_place_counts_agree_with_counting_every_session(make_app, backend, request):
+    """The counts kept as things happen equal a count over every session (``ServerDB._slot_holders``, the way
+    the places were counted before), after each of a seeded run of starts, completions, lab sessions, pilots
+    and exclusions and their undoing, by the server and by another writer (``cuebench exclude`` writes the
+    log directly)."""
+    import random
+
+    from experiment_server.assignment import finished_fill
+
+    database = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+    app, _ = make_app(database=database)
+    study = study_of(app)
+    db, name, groups = study.db, study.experiment.name, study.n_groups
+    rng = random.Random(7)
+    people, excluded, done = [], set(), []
+    for step in range(40):
+        action = rng.choice(["start", "finish", "finish", "lab", "exclude", "include"])
+        if action == "start" or not people:
+            people.append(db.start(name, groups, entry_code=f"c{step}", pilot=rng.random() < 0.2)[0].code)
+        elif action == "finish":
+            db.set_status(rng.choice(people), "finished", n_groups=groups)
+        elif action == "lab":
+            people.append(db.record_lab_session(name, f"LAB{step}", "1", rng.randrange(groups), rng.random() < 0.2,
+                                                rng.random() < 0.5).code)
+        elif action == "exclude" and set(people) - excluded:
+            code = rng.choice(sorted(set(people) - excluded))
+            if rng.random() < 0.5:
+                db.set_excluded(code, True, "test", "admin")
+            else:
+                exclusions.record(study.store.conn, name, code, True, "test", "cli (tester)")
+            excluded.add(code)
+        elif action == "include" and excluded:
+            code = rng.choice(sorted(excluded))
+            exclusions.record(study.store.conn, name, code, False, "wrong person", "cli (tester)")
+            excluded.discard(code)
+        else:
+            action = "nothing to do"
+        assert db.held_places(groups) == finished_fill(groups, db._slot_holders(db.db, name)), (step, action)
+        done.append(action)
+    assert sum(db.held_places(groups)) > 0 and {"finish", "lab", "exclude", "include"} <= set(done)
