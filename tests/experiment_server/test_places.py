@@ -374,6 +374,10 @@ def test_a_bot_that_waits_out_the_session_and_posts_at_once_is_flagged(make_app)
         ("approve", "finished")
 
 
+@pytest.mark.validates("bunched-answer share of a session (review flag)", definition="share of answers after the first "
+                       "stored (server clock) sooner after the previous answer than their trial's fixation + image + "
+                       "mask + reported RT; review when > 0.25", source="cuebench rule (docs/web.md, Scripted "
+                       "sessions)", reference="hand count over made-up stamps", tolerance="exact")
 def test_bunched_answers_are_counted_from_the_server_stamps():
     """Hand count: trials needing 1.0 s each (rt 500 ms after 500 ms shown); stamps 0, 2, 2.5, 2.6, 5 s:
     gaps 2 (ok), 0.5 (short), 0.1 (short), 2.4 (ok): 2 of 4 short."""
