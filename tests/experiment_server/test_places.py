@@ -16,7 +16,6 @@ SQLite and PostgreSQL, and their number of statements does not grow with it (the
 from __future__ import annotations
 
 import html
-import http.client
 import json
 import re
 import shutil
@@ -36,6 +35,7 @@ from cuebench.responses import trial_row
 from cuebench.storage import Database
 from experiment_server.db import ServerDB
 from support import ADMIN_PASSWORD, Clock
+from test_security import Browser, fresh_postgres_database
 
 FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36"
@@ -45,48 +45,22 @@ IPHONE = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/60
 TARGET = 5
 HOLD_S = 6
 START_LIMIT = 12
-CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
-class Client:
-    """One browser with its cookies, its user agent and its own address (as the trusted proxy's X-Forwarded-For)."""
+class Client(Browser):
+    """A participant's browser with its own address (``test_security.Browser``) and a user agent (Firefox)."""
 
     def __init__(self, port: int, address: str, agent: str = FIREFOX):
-        self.port, self.address, self.agent = port, address, agent
-        self.cookies: dict[str, str] = {}
+        super().__init__(port, address)
+        self.agent = agent
 
-    def request(self, method: str, path: str, body: bytes | str | None = None,
-                content_type: str | None = None, agent: str | None = None) -> tuple[int, bytes]:
-        status, _, data = self.exchange(method, path, body, content_type, agent)
+    def request(self, method: str, path: str, body: bytes | str | None = None, content_type: str | None = None,
+                headers: dict | None = None) -> tuple[int, dict, bytes]:
+        return super().request(method, path, body, content_type, {"User-Agent": self.agent, **(headers or {})})
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        status, _, data = self.request("GET", path)
         return status, data
-
-    def exchange(self, method: str, path: str, body: bytes | str | None = None, content_type: str | None = None,
-                 agent: str | None = None) -> tuple[int, str | None, bytes]:
-        """One request: the status, the Location header and the body."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        headers = {"X-Forwarded-For": self.address, "User-Agent": agent or self.agent}
-        if content_type:
-            headers["Content-Type"] = content_type
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        conn.request(method, path, body=body, headers=headers)
-        reply = conn.getresponse()
-        for cookie in reply.headers.get_all("Set-Cookie") or []:
-            name, _, value = cookie.split(";", 1)[0].partition("=")
-            self.cookies[name] = value
-        status, location, data = reply.status, reply.getheader("Location"), reply.read()
-        conn.close()
-        return status, location, data
-
-    def start(self, **entry) -> tuple[int, str]:
-        """Consent page, then the start form: the status and the task token (or the page)."""
-        status, page = self.request("GET", f"/?{urlencode(entry)}")
-        nonce = NONCE.search(page.decode())
-        if status != 200 or not nonce:
-            return status, page.decode()
-        status, location, body = self.exchange("POST", "/start", urlencode(
-            {"consent": "yes", **entry, "start_nonce": nonce.group(1)}), "application/x-www-form-urlencoded")
-        return status, location.rsplit("/", 1)[1] if status == 303 else body.decode()
 
     def start_token(self, **entry) -> str:
         status, token = self.start(**entry)
@@ -94,12 +68,13 @@ class Client:
         return token
 
     def post(self, path: str, payload: dict, agent: str | None = None) -> tuple[int, dict]:
-        status, body = self.request("POST", path, json.dumps(payload), "application/json", agent)
+        status, _, body = self.request("POST", path, json.dumps(payload), "application/json",
+                                       {"User-Agent": agent} if agent else None)
         return status, json.loads(body or b"{}")
 
     def take_part(self, token: str) -> dict:
         """Every trial, then the completion; the outcome."""
-        _, body = self.request("GET", f"/api/session/{token}")
+        _, body = self.get(f"/api/session/{token}")
         for trial in json.loads(body)["trials"]:
             status, _ = self.post(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial))
             assert status == 201, status
@@ -129,8 +104,6 @@ def served(request, tmp_path_factory):
     the default cap of never-answered sessions per address, and an admin password."""
     from experiment_server.admin import set_admin_password
     from experiment_server.study import open_study
-    from test_security import fresh_postgres_database
-
     kind, backend = request.param
     expdir = tmp_path_factory.mktemp(f"places-{kind}") / "exp"
     build_sample_experiment(expdir)
@@ -150,10 +123,8 @@ def served(request, tmp_path_factory):
 def admin_groups(served: Served) -> dict[str, int]:
     """The admin page's progress table, summed over the groups: column -> count."""
     admin = served.client()
-    _, page = admin.request("GET", "/admin/login")
-    admin.request("POST", "/admin/login", urlencode({"password": ADMIN_PASSWORD, "csrf_token": CSRF.search(
-        page.decode()).group(1)}), "application/x-www-form-urlencoded")
-    _, page = admin.request("GET", "/admin/")
+    assert admin.login(ADMIN_PASSWORD) == 302
+    _, page = admin.get("/admin/")
     table = page.decode().split('<table id="groups">', 1)[1].split("</table>", 1)[0]
     header, *rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
     names = [html.unescape(c) for c in re.findall(r"<th>(.*?)</th>", header)]
@@ -183,11 +154,11 @@ def test_the_browser_and_touch_rules_are_checked_against_the_user_agent(served):
         assert status == 403 and words in page
     person = served.client()
     token = person.start_token(code="firefox-user")
-    _, body = person.request("GET", f"/api/session/{token}")
+    _, body = person.get(f"/api/session/{token}")
     trial = json.loads(body)["trials"][0]
     status, refused = person.post(f"/api/session/{token}/trial/{trial['index']}", trial_answer(trial), agent=CHROME)
     assert status == 403 and "browser not allowed (Chrome)" in refused["error"]
-    _, body = person.request("GET", f"/api/session/{token}")
+    _, body = person.get(f"/api/session/{token}")
     assert json.loads(body)["answered"] == []
     screen_out(person, token)
 
@@ -204,7 +175,7 @@ def test_a_refused_start_costs_the_address_nothing(served):
     cookie, a wrong nonce, consent not ticked) do not count against the address's --start-limit: after
     more of them than the limit, the address still starts a session."""
     person = served.client()
-    _, page = person.request("GET", "/?code=refused")
+    _, page = person.get("/?code=refused")
     nonce = NONCE.search(page.decode()).group(1)
     form = "application/x-www-form-urlencoded"
     statuses = [served.client().request("POST", "/start", urlencode({"consent": "yes", "start_nonce": nonce}),
@@ -243,7 +214,7 @@ def test_one_address_cannot_hold_the_places_and_real_participants_get_in(served)
     time.sleep(max(0.0, HOLD_S + 0.5 - (time.monotonic() - held_from)))  # the attacker's holds lapse: nobody began
     assert [p.take_part(p.start_token(**prolific(f"real{k}")))["status"]
             for k, p in enumerate(people[2:], start=2)] == ["finished"] * 3
-    latecomer = served.client().request("GET", f"/?{urlencode(prolific('late'))}")[1].decode()
+    latecomer = served.client().get(f"/?{urlencode(prolific('late'))}")[1].decode()
     assert 'id="closed"' in latecomer and 'name="start_nonce"' not in latecomer
     assert pilot.take_part(pilot_token)["status"] == "finished"  # a pilot still goes on and finishes
     groups = admin_groups(served)
