@@ -418,13 +418,16 @@ class ServerDB:
                 raise CodeTaken(f"participant code {code!r} belongs to a web participant of this database; "
                                 "give the lab participant another code")
             if row is None:
+                self._hold_exclusions(conn)
+                if self._stale(conn):  # before the session holds its place: its earlier events change nothing
+                    self._catch_up(conn)
+                legacy = self._holder_group(conn, code)  # counted by its answers, from a run before registration
+                if legacy is not None and not pilot and not self._excluded_among(conn, [code]):
+                    self._add_place(conn, legacy, -1)
                 conn.execute(
                     f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, created_at, "
                     "pilot, runner) VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?)",
                     [code, experiment, hash_token(secrets.token_urlsafe(24)), group, session, now, int(pilot), LAB])
-                self._hold_exclusions(conn)
-                if self._stale(conn):
-                    self._catch_up(conn)
                 if not pilot and not self._excluded_among(conn, [code]):
                     self._add_place(conn, group, 1)
             if finished:

@@ -530,8 +530,14 @@ def test_the_place_counts_agree_with_counting_every_session(make_app, backend, r
     app, _ = make_app(database=database)
     study = study_of(app)
     db, name, groups = study.db, study.experiment.name, study.n_groups
+    trial = study.experiment.trials[0]  # a lab run from before registration, counted by its answers
+    study.store.write(trial_row(study.experiment, trial, observer="OLDLAB", observer_kind="human", session="1",
+                                trial_index=0, response=trial.choices[0], group=1))
+    ServerDB(study.location, name).close()  # the next opening of the folder counts it
+    db.record_lab_session(name, "OLDLAB", "2", 0, False, False)  # its next session registers it, in group 0
+    assert db.held_places(groups) == finished_fill(groups, db._slot_holders(db.db, name)) == [1, 0]
     rng = random.Random(7)
-    people, excluded, done = [], set(), []
+    people, excluded, done = ["OLDLAB"], set(), []
     for step in range(40):
         action = rng.choice(["start", "finish", "finish", "lab", "exclude", "include"])
         if action == "start" or not people:
