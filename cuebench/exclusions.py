@@ -106,10 +106,20 @@ def note_attention_answer(db: Database, row: dict) -> Exclusion | None:
                   f"instructed {row.get('correct_answer') or 'another answer'!r}", ATTENTION_CHECK)
 
 
+FEW_OBSERVERS = 8
+"""Up to this many observers in the rows, ``mark`` reads their own events (a server request reading one
+session's answers), not the whole log, which grows with the study."""
+
+
 def mark(rows: list[dict], db: Database) -> list[dict]:
     """Response rows with ``excluded``/``exclusion_reason`` set for currently excluded observers;
     rows excluded when collected (refresh rate, browser check) keep their own reason."""
-    events = {key: e for key, e in latest(db).items() if e.excluded}
+    people = {(row["experiment"], row["observer"]) for row in rows}
+    if len(people) <= FEW_OBSERVERS:
+        events = {(experiment, observer): event for experiment, observer in people
+                  for event in current(db, experiment, observer).values()}
+    else:
+        events = {key: e for key, e in latest(db).items() if e.excluded}
     if not events:
         return rows
     for row in rows:

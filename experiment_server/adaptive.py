@@ -16,7 +16,8 @@ from cuebench.adaptive import ObserverBlock
 from cuebench.counterbalance import ScheduledTrial, adaptive_blocks
 from cuebench.responses import ResponseConflict, score, trial_row
 
-from .participant import _in_progress, _participant, _study, _trial_plan, mask_png
+from .participant import _in_progress, _keep_place, _participant, _refuse_unfit_agent, _study, _trial_plan, mask_png
+from .plausibility import server_time
 from .validation import Rejected, check_trial_post, parse_json_body
 
 bp = Blueprint("adaptive", __name__)
@@ -70,6 +71,8 @@ def post_trial(token: str, number: int, index: int):
     study = _study()
     block, participant = _block(token, number)
     _in_progress(participant)
+    _refuse_unfit_agent(study, participant)
+    _keep_place(study, participant)
     if index < block.index:
         return jsonify(index=index, stored=False), 200
     level, trial = _next(block, index)
@@ -78,7 +81,8 @@ def post_trial(token: str, number: int, index: int):
     response = measured.pop("response")
     fields = block.record(level, trial.trial_id, bool(score(trial, response)))
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
-                    response=response, group=participant.group, **fields, **measured)
+                    response=response, group=participant.group, created_at=server_time(study.db.clock()), **fields,
+                    **measured)
     try:
         result = study.store.write(row)
     except ResponseConflict as err:

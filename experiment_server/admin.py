@@ -31,7 +31,6 @@ from cuebench.errors import CuebenchError
 from cuebench.exclusions import ExclusionError
 from cuebench.responses import TABLE as RESPONSES
 
-from .assignment import finished_fill, group_fill
 from .study import Study, study_of
 from .db import ADMIN_GENERATION
 from .exports import EXPIRED, participant_record, status_now
@@ -138,9 +137,12 @@ def logout():
     return redirect(url_for("admin.login"))
 
 
-PROGRESS_COLUMNS = ("in_progress", EXPIRED, "finished", "screened_out", "failed_attention", "excluded", "pilot")
+NOT_BEGUN = "not_begun"
+PROGRESS_COLUMNS = (NOT_BEGUN, "in_progress", EXPIRED, "finished", "screened_out", "failed_attention", "excluded",
+                    "pilot")
 """The admin page's count columns per group: each person in one, so ``finished`` counts only people who
-finished and count (no pilot, no one excluded)."""
+finished and count (no pilot, no one excluded), and ``not_begun`` the live sessions holding a place
+without a stored answer yet (``--hold-minutes``), apart from those running."""
 
 
 def progress_column(p, now: float) -> str:
@@ -149,7 +151,10 @@ def progress_column(p, now: float) -> str:
         return "pilot"
     if p.status in ("screened_out", "failed_attention"):
         return p.status
-    return "excluded" if p.exclusion is not None else status_now(p, now)
+    if p.exclusion is not None:
+        return "excluded"
+    status = status_now(p, now)
+    return NOT_BEGUN if status == "in_progress" and p.runner != "lab" and p.first_answer_at is None else status
 
 
 def progress(study: Study, people: list | None = None, fill: list[int] | None = None) -> list[dict]:
@@ -159,7 +164,8 @@ def progress(study: Study, people: list | None = None, fill: list[int] | None = 
     fill = study.db.fill(study.experiment.name, study.n_groups) if fill is None else fill
     now = study.db.clock()
     counts = Counter((p.group, progress_column(p, now)) for p in people)
-    live = Counter(p.group for p in people if p.status == "in_progress" and (p.reserved_until or 0) > now)
+    live = Counter(p.group for p in people if p.status == "in_progress" and (p.reserved_until or 0) > now
+                   and not p.pilot and p.exclusion is None)
     stored = dict(study.store.conn.execute(
         f'SELECT "group", COUNT(*) FROM {RESPONSES} WHERE experiment=? AND observer_kind=\'human\' GROUP BY "group"',
         [study.experiment.name]).fetchall())
@@ -181,15 +187,15 @@ def _page(total: int) -> tuple[int, int]:
     return min(max(page, 1), pages), pages
 
 
-def recruitment(study: Study, holders: list[tuple[int, str, float | None]]) -> tuple[dict, list[int]]:
-    """The recruitment target's state (``study_rules``) from the slot ``holders`` (``ServerDB.slot_holders``):
-    sessions that count now (finished or live, neither pilot nor excluded), finished alone, whether new people
-    are refused for now (``full``) or for good (``closed``); and the groups' fill it was counted from."""
+def recruitment(study: Study) -> tuple[dict, list[int]]:
+    """The recruitment target's state (``study_rules``) from the place counts (``ServerDB.places``): sessions
+    that count now (finished or live, neither pilot nor excluded), finished alone, whether new people are
+    refused for now (``full``) or for good (``closed``); and the groups' fill it was counted from."""
     rules = current_app.config["CUEBENCH_RULES"]
-    fill = group_fill(study.n_groups, holders, study.db.clock())
-    finished = finished_fill(study.n_groups, holders)
-    return {"rules": rules, "counting": sum(fill), "finished": sum(finished),
-            "full": rules.capped and rules.full(fill), "closed": rules.capped and rules.full(finished)}, fill
+    held, live = study.db.places(study.n_groups)
+    fill = [h + n for h, n in zip(held, live)]
+    return {"rules": rules, "counting": sum(fill), "finished": sum(held),
+            "full": rules.capped and rules.full(fill), "closed": rules.capped and rules.full(held)}, fill
 
 
 def stored_rules(study: Study) -> dict:
@@ -214,7 +220,7 @@ def _requested_page():
 @login_required
 def dashboard():
     study, standings, page, pages, people, quality = _requested_page()
-    state, fill = recruitment(study, study.db.slot_holders(study.experiment.name))
+    state, fill = recruitment(study)
     study.questionnaire()  # a broken live edit shows here even before a participant reaches it
     adaptive = sum(plan.trials for plan in study.experiment.adaptive)  # QUEST+ answers, at most
     return render_template("admin.html", experiment=study.experiment, groups=progress(study, standings, fill),

@@ -125,9 +125,10 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     reverse proxies in front set ``X-Forwarded-For`` (0: the connection's address is the
     client's; a forwarded header is then ignored, since anyone can send one); ``min_free_disk_mb``: new
     sessions are refused while the database's disk has less free (``Study.low_on_disk``); ``rules``: recruitment
-    targets, session time limit, early end, device rules and start limit (``study_rules``), by default the
+    targets, session time limit, early end, device rules, start limit and places (``study_rules``), by default the
     folder's ``rules.json``, read by every process that serves it."""
-    study = open_study(expdir, clock, reservation_seconds, database, secrets_path)
+    rules = load_rules(expdir) if rules is None else rules
+    study = open_study(expdir, clock, reservation_seconds, database, secrets_path, rules.hold_min * 60)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
     app.wsgi_app = others_in_turn(app.wsgi_app)
@@ -144,7 +145,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     )
     app.extensions["cuebench"] = study
     app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
-    app.config["CUEBENCH_RULES"] = load_rules(study.expdir.root) if rules is None else rules
+    app.config["CUEBENCH_RULES"] = rules
     app.register_blueprint(participant.bp)
 
     @app.context_processor

@@ -2,8 +2,9 @@
 
 Burgert et al. 2025 rotate conditions over groups so every image x condition cell is
 seen by the same number of people. Online, people abandon sessions, so a group slot is
-*reserved* for a limited time when a session starts and is renewed by every stored
-trial; a reservation that lapses frees the slot for the next arrival. A group's fill is
+*held* for a few minutes when a session starts (``HOLD_SECONDS``: a start costs a client
+nothing, so places must not stay with sessions that never begin) and *reserved* by every
+stored trial; a reservation that lapses frees the slot for the next arrival. A group's fill is
 its finished participants plus its live reservations; the next participant joins the
 least filled group (lowest index on ties), which keeps finished counts balanced.
 """
@@ -14,6 +15,9 @@ from typing import Iterable
 
 RESERVATION_SECONDS = 30 * 60
 """A session that stores no trial for this long gives its group slot back."""
+HOLD_SECONDS = 5 * 60
+"""How long a new session holds its slot before its first stored answer (``serve --hold-minutes``): time to
+read the instructions, pass the browser check and calibrate the screen."""
 
 FILLING_STATUSES = ("finished",)
 """Statuses that keep a slot for good; failed-attention and screened-out sessions are refilled."""

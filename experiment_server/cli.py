@@ -18,9 +18,11 @@ from cuebench.storage import redacted
 from cuebench.texts import ALLOW_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
+from .assignment import HOLD_SECONDS
 from .db import OUTCOMES
 from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, FLAGS, MIN_FREE_DISK_MB, RULES_FILE,
-                          START_LIMIT, browser_list, optional, refresh_range, settle_rules, window_size)
+                          START_LIMIT, UNANSWERED_PER_ADDRESS, browser_list, optional, refresh_range, settle_rules,
+                          window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -110,6 +112,12 @@ def register(subparsers) -> None:
          help=f"device rule: the browsers allowed, comma-separated from {', '.join(BROWSERS)}, or 'any' (the default)")
     rule("--allow-touch", action=argparse.BooleanOptionalAction,
          help="device rule: let phones and tablets (touch screen, no mouse) take part")
+    rule("--hold-minutes", type=float, metavar="MINUTES",
+         help=f"how long a new session holds its place before its first stored answer (default {HOLD_SECONDS // 60})")
+    rule("--unanswered-per-address", type=int, metavar="N",
+         help=f"live sessions without a stored answer one client address may hold (default {UNANSWERED_PER_ADDRESS})")
+    rule("--allow-repeat-completions", action=argparse.BooleanOptionalAction,
+         help="let a Prolific ID get a completion code from more than one session (default: one)")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
     parser.add_argument("--pilot", action="store_true",
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "

@@ -18,6 +18,12 @@ Prolific ID or entry code is a session of its own, and every session sharing tha
 marked for review (``shared_id_note``): Prolific lets each account submit once, so the
 researcher approves the one whose SESSION_ID is the submission's.
 
+Places: a new session *holds* its group slot for a few minutes (``hold_seconds``) until its first
+stored answer, then each answer renews a longer reservation; a client address may hold only a few
+never-answered live sessions (``start``). The slots held for good are counted per group in
+``place_counts`` as sessions finish and exclusions change (``places``), so a consent page or a start
+never counts the whole study; the live holds are an index search.
+
 A session is resumed through a server-side map, not through its token: ``resume_hash`` is
 the SHA-256 of what the start request carried (Prolific ID and SESSION_ID, entry code and
 browser id, or the form's nonce), so opening the link again finds the session even after
@@ -42,15 +48,23 @@ from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
 
-from .assignment import FILLING_STATUSES, RESERVATION_SECONDS, finished_fill, group_fill, least_filled
+from .assignment import FILLING_STATUSES, HOLD_SECONDS, RESERVATION_SECONDS, finished_fill, least_filled
 
 PARTICIPANTS = "participants"
 SETTINGS = "server_settings"
 RATE_EVENTS = "rate_limit_events"
 PILOT_CODES = "pilot_codes"
 ADMIN_GENERATION = "admin_generation"
+WITHDRAWALS_COUNTED = "places_withdrawals"
+"""The setting holding how many withdrawals the place counts have taken in (``ServerDB._catch_up``)."""
+PLACE_COUNTS = "place_counts"
+"""Per group, the places held for good (``assignment.FILLING_STATUSES`` and lab sessions, neither pilot nor
+excluded), kept as each changes (``ServerDB.places``), so a consent page or a start reads a few rows
+instead of counting every session of the study."""
+COUNTED = "places_counted"
+"""The exclusions column marking an event the place counts have taken in (``ServerDB._catch_up``)."""
 LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "resume_hash": "TEXT",
-                 "review_reason": "TEXT"}
+                 "review_reason": "TEXT", "first_answer_at": "FLOAT", "start_address": "TEXT"}
 """Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
@@ -76,6 +90,17 @@ class StudyFull(CuebenchError):
         super().__init__("the study has all the participants it needs" if for_good else
                          "every place of the study is taken by people taking part now")
         self.for_good = for_good
+
+
+class TooManyWaiting(CuebenchError):
+    """The client's address holds as many live sessions without an answer as it may (``--unanswered-per-address``)."""
+
+    def __init__(self):
+        super().__init__("sessions started from this address have not begun yet")
+
+
+class PlaceLost(CuebenchError):
+    """A session whose reservation lapsed comes back while every place of the study is taken."""
 
 
 class CodeTaken(CuebenchError):
@@ -108,6 +133,8 @@ class Participant:
     """``web`` (started through the server) or ``lab`` (``cuebench lab run``, registered by ``record_lab_session``)."""
     review_reason: str | None = None
     """Why a finished session needs a look before it is approved (``plausibility``), if it does."""
+    first_answer_at: float | None = None
+    """When the session's first answer was stored; None while it only holds its place (``ServerDB.start``)."""
 
     @property
     def is_prolific(self) -> bool:
@@ -139,6 +166,8 @@ class Standing:
     reserved_until: float | None
     exclusion: exclusions.Exclusion | None
     review_reason: str | None
+    first_answer_at: float | None = None
+    """When the session's first answer was stored; None while it only holds its place (``ServerDB.start``)."""
 
 
 def hash_token(token: str) -> str:
@@ -159,11 +188,14 @@ class ServerDB:
     request depends on is kept in a process's memory."""
 
     def __init__(self, location: str | Path, experiment: str, clock: Callable[[], float] = time.time,
-                 reservation_seconds: float = RESERVATION_SECONDS, timeout: float = DEFAULT_TIMEOUT_S):
+                 reservation_seconds: float = RESERVATION_SECONDS, timeout: float = DEFAULT_TIMEOUT_S,
+                 hold_seconds: float = HOLD_SECONDS):
         self.location = location
         self.experiment = experiment
         self.clock = clock
         self.reservation_seconds = reservation_seconds
+        self.hold_seconds = min(hold_seconds, reservation_seconds)
+        """How long a new session holds its place before its first stored answer (``assignment.HOLD_SECONDS``)."""
         self.timeout = timeout
         self._local = threading.local()
         self._ensure_schema()
@@ -177,7 +209,10 @@ class ServerDB:
         return self._local.db
 
     def _ensure_schema(self) -> None:
-        """Create the tables once and record which experiment they serve; all or nothing."""
+        """Create the tables once and record which experiment they serve; all or nothing. The place counts
+        are made again from the sessions on every opening, so nothing a writer outside the server did
+        (``cuebench withdraw``) can leave them wrong."""
+        exclusions.ensure_table(self.db)
         with self.db.write_transaction() as conn:
             self._refuse_foreign(conn)
             conn.execute(
@@ -185,25 +220,38 @@ class ServerDB:
                 "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
                 "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
                 "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
-                "calibration TEXT, runner TEXT, resume_hash TEXT, review_reason TEXT)")
+                "calibration TEXT, runner TEXT, resume_hash TEXT, review_reason TEXT, first_answer_at FLOAT, "
+                "start_address TEXT)")
             for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
                 if column not in conn.columns(PARTICIPANTS):
                     conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
             for columns in (("experiment", "prolific_pid"), ("experiment", "entry_code")):  # unique indexes of older tables
                 conn.execute(f"DROP INDEX IF EXISTS idx_{PARTICIPANTS}_{'_'.join(columns)}")
             for columns, unique in ((("token_hash",), True), (("experiment", "resume_hash"), True),
-                                    (("experiment", "prolific_pid"), False), (("experiment", "entry_code"), False)):
+                                    (("experiment", "prolific_pid"), False), (("experiment", "entry_code"), False),
+                                    (("experiment", "status", "reserved_until"), False),
+                                    (("start_address", "reserved_until"), False)):
                 conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
                              f"idx_{PARTICIPANTS}_{'_'.join(columns)}{'' if unique else '_any'} "
                              f"ON {PARTICIPANTS} ({', '.join(columns)})")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {RATE_EVENTS} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
                          "address TEXT NOT NULL, at FLOAT NOT NULL)")
+            for columns in (("kind", "address"), ("kind", "at")):
+                conn.execute(f"CREATE INDEX IF NOT EXISTS idx_{RATE_EVENTS}_{'_'.join(columns)} ON {RATE_EVENTS} "
+                             f"({', '.join(columns)})")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {PLACE_COUNTS} (grp INTEGER PRIMARY KEY, held INTEGER NOT NULL)")
+            if COUNTED not in conn.columns(exclusions.TABLE):
+                conn.execute(f'ALTER TABLE "{exclusions.TABLE}" ADD COLUMN {COUNTED} INTEGER')
+            for columns in (("experiment", "observer"), (COUNTED,)):
+                conn.execute(f'CREATE INDEX IF NOT EXISTS "idx_{exclusions.TABLE}_{"_".join(columns)}" '
+                             f'ON "{exclusions.TABLE}" ({", ".join(columns)})')
             conn.execute(f"CREATE TABLE IF NOT EXISTS {PILOT_CODES} (experiment TEXT NOT NULL, code TEXT NOT NULL, "
                          "created_at FLOAT NOT NULL, PRIMARY KEY (experiment, code))")
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
             self._map_prolific_sessions(conn)
+            self._recount_places(conn)
         if "questionnaire" in self.db.columns(PARTICIPANTS):
             self._adopt_questionnaire_column()
 
@@ -274,7 +322,7 @@ class ServerDB:
     def start(self, experiment: str, n_groups: int, *, prolific_pid: str | None = None, study_id: str | None = None,
               prolific_session: str | None = None, entry_code: str | None = None, identity: str | None = None,
               token: str | None = None, pilot: bool = False,
-              full: Callable[[list[int]], bool] | None = None) -> tuple[Participant, str]:
+              full: Callable[[list[int]], bool] | None = None, address: str | None = None, unanswered_cap: int | None = None) -> tuple[Participant, str]:
         """Create a participant in the least filled group with a live reservation; returns it and its secret token.
 
         ``identity`` is what the start request carried (``participant._start_identity``) and
@@ -287,7 +335,11 @@ class ServerDB:
         slot, so their group is refilled by the next real participant. ``full``
         (``study_rules.StudyRules.full``) closes the study: counted in the same transaction as the
         insert, so concurrent arrivals cannot overshoot the target; a pilot, and a person coming back
-        to their own session, still get in; anyone else gets :class:`StudyFull`."""
+        to their own session, still get in; anyone else gets :class:`StudyFull`. A new session holds its
+        place for ``hold_seconds`` until its first stored answer (``renew``);
+        ``address`` (the client's, stored as its keyed digest until that first answer) may hold at most
+        ``unanswered_cap`` such never-answered live sessions, else :class:`TooManyWaiting`. A pilot holds
+        no place and is never capped. Reads the place counts and the live sessions, never every session."""
         token = token or secrets.token_urlsafe(24)
         resume = hash_token(identity) if identity else None
         code = "P" + secrets.token_hex(6).upper()
@@ -296,27 +348,40 @@ class ServerDB:
             with self.db.write_transaction() as conn:  # count and insert in one write transaction: no two arrivals race
                 taken_over = resume is not None and entry_code is not None and conn.execute(
                     f"UPDATE {PARTICIPANTS} SET token_hash=?, resume_hash=? WHERE experiment=? AND entry_code=? AND "
-                    "resume_hash IS NULL AND COALESCE(runner, 'web')='web'",
+                    "COALESCE(resume_hash, '')='' AND COALESCE(runner, 'web')='web'",  # the entry-code index, not
+                    # the resume map's, whose NULL part (sessions from before the map) may be large
                     [hash_token(token), resume, experiment, entry_code]).rowcount
                 if not taken_over:
-                    holders = self._slot_holders(conn, experiment)
-                    fill = group_fill(n_groups, holders, now)
-                    if full is not None and not pilot and full(fill) and not self._known(conn, experiment, token,
-                                                                                          resume):
-                        raise StudyFull(full(finished_fill(n_groups, holders)))
+                    if self._stale(conn):
+                        self._catch_up(conn)
+                    held = self._held(conn, n_groups)
+                    fill = [h + live for h, live in zip(held, self._live(conn, n_groups, now))]
+                    digest = self.address_digest(address) if address is not None and not pilot else None
+                    refusal = None if pilot else StudyFull(full(held)) if full is not None and full(fill) else \
+                        TooManyWaiting() if digest is not None and unanswered_cap is not None and \
+                        self._waiting(conn, digest, now) >= unanswered_cap else None
+                    if refusal is not None and not self._known(conn, experiment, token, resume):
+                        raise refusal
                     group = least_filled(fill)
                     conn.execute(
                         f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, prolific_pid, "
                         "study_id, prolific_session, entry_code, reserved_until, created_at, pilot, runner, "
-                        "resume_hash) VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web', ?)",
+                        "resume_hash, start_address) VALUES (?, ?, ?, ?, 'in_progress', '1', ?, ?, ?, ?, ?, ?, ?, 'web', "
+                        "?, ?)",
                         [code, experiment, hash_token(token), group, prolific_pid, study_id, prolific_session,
-                         entry_code, now + self.reservation_seconds, now, int(pilot), resume])
+                         entry_code, now + self.hold_seconds, now, int(pilot),
+                         resume, digest])
         except self.db.integrity_errors:  # this identity started a session already
             again = self.by_token(token) or (resume and self._resume(experiment, resume, token))
             if again is None or again.experiment != experiment:
                 raise
             return again, token
         return (self.by_token(token) if taken_over else self.get(code)), token
+
+    def _waiting(self, conn: Database, digest: str, now: float) -> int:
+        """The live never-answered sessions an address (its digest) started: the address's part of an index."""
+        return conn.execute(f"SELECT COUNT(*) FROM {PARTICIPANTS} WHERE start_address=? AND reserved_until>? AND "
+                            "status='in_progress' AND experiment=?", [digest, now, self.experiment]).fetchone()[0]
 
     @staticmethod
     def _known(conn: Database, experiment: str, token: str, resume: str | None) -> bool:
@@ -353,10 +418,18 @@ class ServerDB:
                 raise CodeTaken(f"participant code {code!r} belongs to a web participant of this database; "
                                 "give the lab participant another code")
             if row is None:
+                self._hold_exclusions(conn)
+                if self._stale(conn):  # before the session holds its place: its earlier events change nothing
+                    self._catch_up(conn)
+                legacy = self._holder_group(conn, code)  # counted by its answers, from a run before registration
+                if legacy is not None and not pilot and not self._excluded_among(conn, [code]):
+                    self._add_place(conn, legacy, -1)
                 conn.execute(
                     f"INSERT INTO {PARTICIPANTS}(code, experiment, token_hash, grp, status, session, created_at, "
                     "pilot, runner) VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?)",
                     [code, experiment, hash_token(secrets.token_urlsafe(24)), group, session, now, int(pilot), LAB])
+                if not pilot and not self._excluded_among(conn, [code]):
+                    self._add_place(conn, group, 1)
             if finished:
                 conn.execute(f"UPDATE {PARTICIPANTS} SET status='finished', finished_at=? "
                              "WHERE code=? AND status='in_progress'", [now, code])
@@ -388,10 +461,10 @@ class ServerDB:
         """What the admin page's counts need of every participant, without their answers or calibration:
         a study of 20,000 sessions is counted in one light query."""
         excluded = exclusions.current(self.db, experiment)
-        return [Standing(code, group, status, runner or "web", bool(pilot), until, excluded.get(code), review)
-                for code, group, status, runner, pilot, until, review in self.db.execute(
-                    f"SELECT code, grp, status, runner, pilot, reserved_until, review_reason FROM {PARTICIPANTS} "
-                    "WHERE experiment=?", [experiment]).fetchall()]
+        return [Standing(code, group, status, runner or "web", bool(pilot), until, excluded.get(code), review, first)
+                for code, group, status, runner, pilot, until, review, first in self.db.execute(
+                    f"SELECT code, grp, status, runner, pilot, reserved_until, review_reason, first_answer_at FROM "
+                    f"{PARTICIPANTS} WHERE experiment=?", [experiment]).fetchall()]
 
     @staticmethod
     def _slot_holders(conn: Database, experiment: str) -> list[tuple[int, str, float | None]]:
@@ -410,9 +483,122 @@ class ServerDB:
         return [(group, status, until) for code, group, status, until in rows if code not in excluded] + \
             [(group, FILLING_STATUSES[0], None) for observer, group in lab if observer not in excluded]
 
-    def slot_holders(self, experiment: str) -> list[tuple[int, str, float | None]]:
-        """``_slot_holders`` on this thread's connection (the recruitment target counts them)."""
-        return self._slot_holders(self.db, experiment)
+    # places -----------------------------------------------------------------------------
+    @staticmethod
+    def _hold_exclusions(conn: Database) -> None:
+        """Make exclusion events wait until this transaction ends (PostgreSQL; SQLite's write transaction
+        already excludes every other writer): the place counts and the events they have taken in change
+        together, and no event commits between reading the log and marking what was read."""
+        if conn.dialect == "postgresql":
+            conn.execute(f'LOCK TABLE "{exclusions.TABLE}" IN SHARE ROW EXCLUSIVE MODE')
+
+    def _recount_places(self, conn: Database) -> None:
+        """Count the places held for good from every session (``_slot_holders``), once per opening and after
+        a withdrawal; every exclusion event is then taken in."""
+        self._hold_exclusions(conn)
+        holders = self._slot_holders(conn, self.experiment)
+        held = finished_fill(1 + max((g for g, _, _ in holders), default=0), holders)
+        conn.execute(f"DELETE FROM {PLACE_COUNTS}")
+        conn.executemany(f"INSERT INTO {PLACE_COUNTS}(grp, held) VALUES (?, ?)", list(enumerate(held)))
+        conn.execute(f'UPDATE "{exclusions.TABLE}" SET {COUNTED}=1 WHERE {COUNTED} IS NULL')
+        self._set_setting(conn, WITHDRAWALS_COUNTED, str(exclusions.withdrawals(conn, self.experiment)))
+
+    @staticmethod
+    def _set_setting(conn: Database, key: str, value: str) -> None:
+        conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) "
+                     "ON CONFLICT(key) DO UPDATE SET value=excluded.value", [key, value])
+
+    def _stale(self, conn: Database) -> bool:
+        """Whether an exclusion or a withdrawal happened that the place counts have not taken in: two reads
+        of an index and a small table, whatever the study's size."""
+        stored = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [WITHDRAWALS_COUNTED]).fetchone()
+        return conn.execute(f'SELECT 1 FROM "{exclusions.TABLE}" WHERE {COUNTED} IS NULL LIMIT 1').fetchone() \
+            is not None or stored is None or int(stored[0]) != exclusions.withdrawals(conn, self.experiment)
+
+    def _catch_up(self, conn: Database) -> None:
+        """Take the exclusion events not yet counted into the place counts (inside a write transaction): for
+        each person they name, the state the counts knew (the latest counted event) against the state now
+        (the latest event); a person holding a place for good gives it up or takes it back. An event another
+        writer has not committed yet is simply taken in next time. A withdrawal (rows deleted by
+        ``cuebench withdraw``) makes the counts again from the sessions."""
+        self._hold_exclusions(conn)
+        stored = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [WITHDRAWALS_COUNTED]).fetchone()
+        if stored is None or int(stored[0]) != exclusions.withdrawals(conn, self.experiment):
+            self._recount_places(conn)
+            return
+        named = {o for (o,) in conn.execute(f'SELECT DISTINCT observer FROM "{exclusions.TABLE}" WHERE experiment=? '
+                                            f"AND {COUNTED} IS NULL", [self.experiment]).fetchall()}
+        for observer in sorted(named):
+            events = conn.execute(f'SELECT excluded, {COUNTED} FROM "{exclusions.TABLE}" WHERE experiment=? AND '
+                                  f"observer=? ORDER BY {conn.row_order}", [self.experiment, observer]).fetchall()
+            counted = [bool(x) for x, done in events if done]
+            before, now = bool(counted and counted[-1]), bool(events[-1][0])
+            group = self._holder_group(conn, observer)
+            if before != now and group is not None:
+                self._add_place(conn, group, -1 if now else 1)
+            conn.execute(f'UPDATE "{exclusions.TABLE}" SET {COUNTED}=1 WHERE experiment=? AND observer=?',
+                         [self.experiment, observer])
+        conn.execute(f'UPDATE "{exclusions.TABLE}" SET {COUNTED}=1 WHERE {COUNTED} IS NULL AND experiment<>?',
+                     [self.experiment])
+
+    def _holder_group(self, conn: Database, code: str) -> int | None:
+        """The group whose place ``code`` holds for good (a finished web session or a lab session, no pilot),
+        or None; a lab observer from before registration by their stored answers."""
+        row = conn.execute(f"SELECT grp, status, runner, pilot FROM {PARTICIPANTS} WHERE code=?", [code]).fetchone()
+        if row is not None:
+            group, status, runner, pilot = row
+            return group if not pilot and (status in FILLING_STATUSES or runner == LAB) else None
+        if not conn.has_table(RESPONSES):
+            return None
+        found = conn.execute(f'SELECT "group" FROM "{RESPONSES}" WHERE experiment=? AND observer=? AND '
+                             "observer_kind='human' AND \"group\" IS NOT NULL LIMIT 1", [self.experiment, code]).fetchone()
+        return found[0] if found else None
+
+    @staticmethod
+    def _add_place(conn: Database, group: int, change: int) -> None:
+        conn.execute(f"INSERT INTO {PLACE_COUNTS}(grp, held) VALUES (?, ?) "
+                     f"ON CONFLICT(grp) DO UPDATE SET held={PLACE_COUNTS}.held + excluded.held", [group, change])
+
+    def _held(self, conn: Database, n_groups: int) -> list[int]:
+        held = dict(conn.execute(f"SELECT grp, held FROM {PLACE_COUNTS}").fetchall())
+        return [held.get(g, 0) for g in range(n_groups)]
+
+    def _live(self, conn: Database, n_groups: int, now: float) -> list[int]:
+        """Per group, the web sessions in progress with a live reservation, neither pilot nor excluded: a
+        search of the live part of an index, however many sessions the study has had."""
+        rows = conn.execute(f"SELECT code, grp FROM {PARTICIPANTS} WHERE experiment=? AND status='in_progress' AND "
+                            "reserved_until>? AND COALESCE(pilot, 0)=0", [self.experiment, now]).fetchall()
+        excluded = self._excluded_among(conn, [code for code, _ in rows])
+        live = [0] * n_groups
+        for code, group in rows:
+            if code not in excluded:
+                live[group] += 1
+        return live
+
+    def _excluded_among(self, conn: Database, codes: list[str]) -> set[str]:
+        """Which of ``codes`` are excluded now (their latest exclusion event excludes)."""
+        latest: dict[str, bool] = {}
+        for k in range(0, len(codes), 500):
+            chunk = codes[k:k + 500]
+            for observer, excluded in conn.execute(
+                    f'SELECT observer, excluded FROM "{exclusions.TABLE}" WHERE experiment=? AND observer IN '
+                    f"({','.join('?' for _ in chunk)}) ORDER BY {conn.row_order}", [self.experiment, *chunk]).fetchall():
+                latest[observer] = bool(excluded)
+        return {code for code, excluded in latest.items() if excluded}
+
+    def held_places(self, n_groups: int) -> list[int]:
+        """Per group, the places held for good (``places``' first part), as the consent page reads them."""
+        conn = self.db
+        if self._stale(conn):
+            with conn.write_transaction() as writing:
+                self._catch_up(writing)
+        return self._held(conn, n_groups)
+
+    def places(self, n_groups: int) -> tuple[list[int], list[int]]:
+        """Per group: the places held for good, and those held by live reservations (the two parts of
+        ``assignment.group_fill``), from the counts and the live sessions alone. The counts are brought up
+        to date first when an exclusion or a withdrawal happened since (a write, rare)."""
+        return self.held_places(n_groups), self._live(self.db, n_groups, self.clock())
 
     def started(self, experiment: str, resume: str) -> bool:
         """Whether a session was started with this resume hash (the person comes back to it)."""
@@ -421,21 +607,70 @@ class ServerDB:
 
     def renew(self, codes: list[str], conn: Database | None = None) -> None:
         """Extend in-progress participants' reservations (on every stored trial); ``conn`` runs
-        it inside a caller's transaction, so the answers and the renewal share one commit."""
-        until = self.clock() + self.reservation_seconds
+        it inside a caller's transaction, so the answers and the renewal share one commit. The first
+        answer turns a session's short hold into a reservation and forgets the address it started from."""
+        now = self.clock()
         (conn or self.db).executemany(
-            f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=? AND status='in_progress'",
-            [(until, code) for code in codes])
+            f"UPDATE {PARTICIPANTS} SET reserved_until=?, first_answer_at=COALESCE(first_answer_at, ?), "
+            "start_address=NULL WHERE code=? AND status='in_progress'",
+            [(now + self.reservation_seconds, now, code) for code in codes])
 
-    def set_status(self, code: str, status: str, screen_reason: str | None = None) -> Participant:
-        """Move an in-progress participant to a final status; a final status never changes again."""
+    def keep_place(self, participant: Participant, n_groups: int, full: Callable[[list[int]], bool] | None) -> None:
+        """A session whose reservation lapsed takes a place again before it stores more, if one is free
+        (``full`` says whether the study takes nobody more; None: uncapped); else :class:`PlaceLost`. A live
+        session, a pilot and a lab session go on as they are. Counted in one write transaction with the
+        taking, like a start, so returning sessions cannot overshoot the target."""
+        now = self.clock()
+        if participant.pilot or participant.runner == LAB or (participant.reserved_until or 0) > now:
+            return
+        with self.db.write_transaction() as conn:
+            row = conn.execute(f"SELECT reserved_until, first_answer_at FROM {PARTICIPANTS} WHERE code=? AND "
+                               "status='in_progress'", [participant.code]).fetchone()
+            if row is None or (row[0] or 0) > now:
+                return
+            if full is not None:
+                if self._stale(conn):
+                    self._catch_up(conn)
+                fill = [h + live for h, live in zip(self._held(conn, n_groups), self._live(conn, n_groups, now))]
+                if full(fill):
+                    raise PlaceLost("every place of the study is taken")
+            conn.execute(f"UPDATE {PARTICIPANTS} SET reserved_until=? WHERE code=?",
+                         [now + (self.reservation_seconds if row[1] is not None else self.hold_seconds),
+                          participant.code])
+
+    def set_status(self, code: str, status: str, screen_reason: str | None = None, *, n_groups: int = 1,
+                   full: Callable[[list[int]], bool] | None = None) -> Participant:
+        """Move an in-progress participant to a final status; a final status never changes again. A web
+        session that finishes takes its place for good in the place counts, in the same transaction; when
+        its reservation lapsed and ``full`` (the recruitment target) says every place is taken, it does not
+        finish (:class:`PlaceLost`): finished sessions never overshoot the target."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
-        finished_at = self.clock() if status != "in_progress" else None
-        self.db.execute(
-            f"UPDATE {PARTICIPANTS} SET status=?, finished_at=?, screen_reason=?, reserved_until=NULL "
-            "WHERE code=? AND status='in_progress'", [status, finished_at, screen_reason, code])
+        now = self.clock()
+        finished_at = now if status != "in_progress" else None
+        with self.db.write_transaction() as conn:
+            row = conn.execute(f"SELECT grp, reserved_until, pilot, runner FROM {PARTICIPANTS} WHERE code=? AND "
+                               "status='in_progress'", [code]).fetchone()
+            holds = row is not None and status in FILLING_STATUSES and not row[2] and row[3] != LAB
+            if holds:
+                self._hold_exclusions(conn)
+            if holds and self._stale(conn):
+                self._catch_up(conn)
+            if holds and full is not None and (row[1] or 0) <= now and \
+                    full([h + live for h, live in zip(self._held(conn, n_groups), self._live(conn, n_groups, now))]):
+                raise PlaceLost("every place of the study is taken")
+            conn.execute(f"UPDATE {PARTICIPANTS} SET status=?, finished_at=?, screen_reason=?, reserved_until=NULL, "
+                         "start_address=NULL WHERE code=? AND status='in_progress'",
+                         [status, finished_at, screen_reason, code])
+            if holds and not self._excluded_among(conn, [code]):
+                self._add_place(conn, row[0], 1)
         return self.get(code)
+
+    def ended_sessions(self, prolific_pid: str, other_than: str, statuses: tuple[str, ...]) -> int:
+        """How many sessions of this Prolific ID, besides ``other_than``, have one of ``statuses``."""
+        return self.db.execute(f"SELECT COUNT(*) FROM {PARTICIPANTS} WHERE experiment=? AND prolific_pid=? AND code<>? "
+                               f"AND status IN ({','.join('?' for _ in statuses)})",
+                               [self.experiment, prolific_pid, other_than, *statuses]).fetchone()[0]
 
     def set_review(self, code: str, reason: str) -> None:
         """Mark a finished session for review (``plausibility``): the Prolific export says "review"."""
@@ -513,7 +748,8 @@ class ServerDB:
         self.db.execute(f"DELETE FROM {RATE_EVENTS} WHERE id=?", [slot])
 
     def fill(self, experiment: str, n_groups: int) -> list[int]:
-        return group_fill(n_groups, self._slot_holders(self.db, experiment), self.clock())
+        """Per group: places held for good plus live reservations (``assignment.group_fill``), from ``places``."""
+        return [h + live for h, live in zip(*self.places(n_groups))]
 
     def close(self) -> None:
         """Close this thread's connection."""
@@ -548,5 +784,5 @@ def _participant(row: dict, excluded: dict[str, exclusions.Exclusion], answered:
         exclusion=excluded.get(row["code"]),
         calibration=json.loads(row["calibration"]) if row.get("calibration") else None,
         questionnaire=answered[row["code"]]["answers"] if row["code"] in answered else None,
-        runner=row.get("runner") or "web",
+        runner=row.get("runner") or "web", first_answer_at=row.get("first_answer_at"),
         review_reason="; ".join(filter(None, (row.get("review_reason"), shared_id_note(row)))) or None)

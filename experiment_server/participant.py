@@ -9,7 +9,8 @@ only credential (stored hashed). An entry code is not one: starting again with i
 the session only in the browser that started it (the token is derived from the code *and*
 the browser's id; in another browser it starts a new session, marked for review), and the
 start form's nonce is bound to that browser too, so another site cannot start a session in a
-participant's browser (CSRF). Starts are rate-limited per client address.
+participant's browser (CSRF). Starts are rate-limited per client address (counted once the nonce and
+consent passed), and an address may hold only a few live sessions that have not answered yet.
 The plan the browser receives has image URLs, choices, timing and opaque trial keys, never
 correct answers (but a practice trial's, its feedback), trial ids, conditions or the assignment plan; each trial is
 posted on its own and checked before it is stored.
@@ -38,10 +39,10 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
-from .db import EXPIRED, Participant, StudyFull, hash_token, prolific_identity
+from .db import EXPIRED, OUTCOMES, Participant, PlaceLost, StudyFull, TooManyWaiting, hash_token, prolific_identity
 from .study_rules import START_WINDOW_S, StudyRules
-from .plausibility import review_reason
-from .screening import check_failure
+from .plausibility import review_reason, server_time
+from .screening import agent_refusal, check_failure
 from .trial_types import allowed_responses, presentation
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
@@ -197,14 +198,25 @@ def _refuse_when_disk_low(study: Study) -> None:
         raise Rejected(503, study.say("no_new_participants"))
 
 
+def _agent_refused(study: Study) -> tuple[str, str] | None:
+    """(the verdict, the participant's words) when the request's user agent breaks the study's browser or
+    touch rules (``screening.agent_refusal``), else None."""
+    refusal = agent_refusal(_rules().device, request.headers.get("User-Agent", ""))
+    if refusal is None:
+        return None
+    verdict, key, values = refusal
+    if "allowed" in values:
+        values = {**values, "allowed": study.say("device_or").join(values["allowed"])}
+    return verdict, study.say(key, **values)
+
+
 @bp.post("/start")
 def start():
+    """Start (or resume) a session. The start allowance of the client's address is spent only by a start
+    that passed the form's nonce and consent checks: another site's form or a replayed page costs nobody
+    their starts."""
     study = _study()
     _refuse_when_disk_low(study)
-    if study.db.take_slot("start", request.remote_addr or "", _rules().start_limit,
-                          START_WINDOW_S) is None:
-        return render_template("message.html", title=study.say("too_many_starts_title"),
-                               message=study.say("too_many_starts")), 429
     values = _entry_values(request.form)
     browser = _refuse_foreign_start(study)
     if request.form.get("consent") != "yes":
@@ -216,17 +228,28 @@ def start():
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
         raise Rejected(400, study.say("prolific_no_session"))
     _refuse_another_prolific_study(values)
+    pilot = _is_pilot(study, values)
+    refused = None if pilot else _agent_refused(study)
+    if refused is not None:
+        return render_template("message.html", title=study.say("device_unfit_title"), message=refused[1]), 403
+    if study.db.take_slot("start", request.remote_addr or "", _rules().start_limit, START_WINDOW_S) is None:
+        return render_template("message.html", title=study.say("too_many_starts_title"),
+                               message=study.say("too_many_starts")), 429
     identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],
                                   study_id=values["STUDY_ID"], prolific_session=values["SESSION_ID"],
                                   entry_code=values["code"], identity=identity, token=study.start_token(identity),
-                                  pilot=_is_pilot(study, values), full=_rules().full if _rules().capped else None)
+                                  pilot=pilot, full=_rules().full if _rules().capped else None,
+                                  address=request.remote_addr or "", unanswered_cap=_rules().unanswered_per_address)
     except StudyFull as err:
         if err.for_good:
             return _closed_page()
         return render_template("message.html", title=study.say("full_for_now_title"),
                                message=study.say("full_for_now")), 200
+    except TooManyWaiting:
+        return render_template("message.html", title=study.say("too_many_waiting_title"),
+                               message=study.say("too_many_waiting")), 429
     return redirect(url_for("participant.task", token=token), code=303)
 
 
@@ -433,11 +456,37 @@ def _in_progress(participant: Participant) -> None:
         raise SessionEnded(participant)
 
 
+def _refuse_unfit_agent(study: Study, participant: Participant) -> None:
+    """403 for an answer from a user agent the study's browser and touch rules refuse (a pilot is exempt)."""
+    refused = None if participant.pilot else _agent_refused(study)
+    if refused is not None:
+        raise Rejected(403, f"{refused[1]} ({refused[0]}; nothing was stored)")
+
+
+def _place_lost(study: Study) -> Rejected:
+    """409 with the outcome the web task shows: the session's place lapsed and the study filled up since."""
+    lost = Rejected(409, "this session's place lapsed and every place of the study is taken; nothing more is stored")
+    lost.details = {"outcome": {"status": EXPIRED, "code": None, "redirect": None, "message":
+                                f"<h1>{study.say('closed_title')}</h1><p>{study.say('place_lost')}</p>"}}
+    return lost
+
+
+def _keep_place(study: Study, participant: Participant) -> None:
+    """A session whose reservation lapsed goes on only while the study has a place for it (``docs/web.md``,
+    "Recruitment targets"): it takes the place again, or is told the study is full."""
+    try:
+        study.db.keep_place(participant, study.n_groups, _rules().full if _rules().capped else None)
+    except PlaceLost:
+        raise _place_lost(study) from None
+
+
 @bp.post("/api/session/<token>/trial/<int:index>")
 def post_trial(token: str, index: int):
     study = _study()
     participant = _participant(token)
     _in_progress(participant)
+    _refuse_unfit_agent(study, participant)
+    _keep_place(study, participant)
     trial = _scheduled_trial(study, participant, index)
     measured = check_trial_post(study.experiment, trial, study.trial_key(trial.trial_id),
                                 parse_json_body(request.get_data()))
@@ -445,7 +494,7 @@ def post_trial(token: str, index: int):
         measured["device"] = {**measured["device"], "card_moved": participant.calibration["card_moved"]}
     row = trial_row(study.experiment, trial, observer=participant.code, observer_kind=participant.observer_kind,
                     session=participant.session, trial_index=index, response=measured.pop("response"),
-                    group=participant.group, **measured)
+                    group=participant.group, created_at=server_time(study.db.clock()), **measured)
     try:
         result = study.answers.write(row, participant.code)
     except ResponseConflict as err:
@@ -488,19 +537,49 @@ def _review_if_implausible(study: Study, participant: Participant) -> None:
         study.db.set_review(participant.code, reason)
 
 
+def _questions_unanswered(study: Study, participant: Participant) -> bool:
+    """Whether the study's questionnaire has a required question and this session stored no answers yet."""
+    questionnaire = study.questionnaire()
+    return questionnaire is not None and participant.questionnaire is None and \
+        any(q.required for q in questionnaire.questions)
+
+
+def _completed_before(study: Study, participant: Participant) -> bool:
+    """Whether another session of this Prolific ID ended with a completion code, or at the time limit
+    (``--allow-repeat-completions`` lifts it): Prolific pays one submission per person and study, and a new
+    SESSION_ID must not get round the time limit."""
+    return participant.is_prolific and not _rules().repeat_completions and study.db.ended_sessions(
+        participant.prolific_pid, participant.code, (*OUTCOMES, EXPIRED)) > 0
+
+
 @bp.post("/api/session/<token>/complete")
 def complete(token: str):
-    """Hand out the completion code, only once every trial of the sequence is stored."""
+    """Hand out the completion code, only once every trial of the sequence and the required questions are
+    stored, the session holds a place (``_keep_place``), and its Prolific ID had no code before."""
     study = _study()
     participant = _participant(token)
     if participant.status == "in_progress":
         missing = study.missing_indices(participant)
         if missing:
             return jsonify(error=f"{len(missing)} trials are not stored yet", missing=missing), 409
+        if _questions_unanswered(study, participant):
+            return jsonify(error="the questionnaire's required questions are not answered yet",
+                           questionnaire=True), 409
+        if _completed_before(study, participant):
+            log.warning("participant %s: refused a second completion code for Prolific ID %s", participant.code,
+                        participant.prolific_pid)
+            return jsonify(error="this Prolific ID received a completion code for this study before",
+                           outcome={"status": participant.status, "code": None, "redirect": None,
+                                    "message": f"<p>{study.say('already_completed')}</p>"}), 409
         attention = study.store.rows("experiment=? AND observer=? AND session=? AND role='attention'",
                                      [study.experiment.name, participant.code, participant.session])
         failed = sum(r["correct"] == 0 for r in attention)
-        participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished")
+        try:
+            participant = study.db.set_status(participant.code, "failed_attention" if failed else "finished",
+                                              n_groups=study.n_groups,
+                                              full=_rules().full if _rules().capped else None)
+        except PlaceLost:
+            raise _place_lost(study) from None
         if failed and participant.exclusion is None:  # excluded when the check was answered, before this release
             study.db.set_excluded(participant.code, True, f"{failed} of {len(attention)} attention trials wrong",
                                   ATTENTION_CHECK)

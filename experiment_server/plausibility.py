@@ -16,22 +16,53 @@ Record 58:475-482, recommends treating RTs under 100 ms as anticipations; Luce 1
 "Response Times", Oxford University Press, on the lower bound of simple visual RTs). A
 person anticipates now and then; a session with more than ``MAX_FAST_SHARE`` of its answers
 under ``RT_FLOOR_MS`` is marked for review as well.
+
+A script can also wait out the whole session and then post every answer at once: the total passes,
+the spacing does not. The server stamps each answer as it stores it (``created_at``), and a person's
+answers reach it one trial apart; a session with more than ``MAX_BUNCHED_SHARE`` of its answers
+stored sooner after the previous one than their trial takes is marked for review too.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from cuebench.trials import Experiment
+
+
+def shortest_answer_s(experiment: Experiment, row: dict) -> float:
+    """The least time, in seconds, a person needs for the answer of ``row``: what the trial shows before the
+    answer may come, and the response time reported from then (the response window for a timeout)."""
+    timing = experiment.trial(row["trial_id"]).timing
+    shown = (timing.fixation or 0) + (0 if timing.response_from_onset else timing.stimulus + (timing.mask or 0))
+    answered_after = row["rt_ms"] if row["rt_ms"] is not None else (timing.response_window or 0)
+    return (shown + answered_after) / 1000
 
 
 def shortest_session_s(experiment: Experiment, rows: list[dict]) -> float:
     """The least time, in seconds, in which a person could have given the answers of ``rows``."""
-    total_ms = 0.0
-    for row in rows:
-        timing = experiment.trial(row["trial_id"]).timing
-        shown = (timing.fixation or 0) + (0 if timing.response_from_onset else timing.stimulus + (timing.mask or 0))
-        answered_after = row["rt_ms"] if row["rt_ms"] is not None else (timing.response_window or 0)
-        total_ms += shown + answered_after
-    return total_ms / 1000
+    return sum(shortest_answer_s(experiment, row) for row in rows)
+
+
+def server_time(stamp: float) -> str:
+    """The server clock's time as the response rows' ``created_at`` (UTC ISO-8601, milliseconds): the web
+    server stamps each answer as it receives it, with its own clock."""
+    return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds")
+
+
+MAX_BUNCHED_SHARE = 0.25
+"""The share of a session's answers that may reach the server sooner after the one before than their trial
+takes. A person's answers arrive one trial apart; a lost connection sends a few at once when it is back,
+and a script that waited out the session's whole length and then posted everything sends them all."""
+
+
+def bunched_share(experiment: Experiment, rows: list[dict]) -> float:
+    """The share of answers after the first that the server stored (its own ``created_at`` clock, not the
+    browser's) sooner after the answer stored before them than their trial takes to show and answer."""
+    stamped = sorted(((datetime.fromisoformat(row["created_at"]).timestamp(), row) for row in rows
+                      if row.get("created_at")), key=lambda pair: pair[0])
+    gaps = [(later - earlier, row) for (earlier, _), (later, row) in zip(stamped, stamped[1:])]
+    return sum(gap < shortest_answer_s(experiment, row) for gap, row in gaps) / len(gaps) if gaps else 0.0
 
 
 RT_FLOOR_MS = 100.0
@@ -53,6 +84,10 @@ def review_reason(experiment: Experiment, rows: list[dict], took_s: float) -> st
     if took_s < shortest:
         reasons.append(f"finished in {took_s:.1f} s, less than its {len(rows)} trials take to show and answer "
                        f"({shortest:.1f} s): answers sent by a script?")
+    bunched = bunched_share(experiment, rows)
+    if bunched > MAX_BUNCHED_SHARE:
+        reasons.append(f"{100 * bunched:.0f}% of answers reached the server sooner after the one before than "
+                       "their trial takes: sent together by a script?")
     share = fast_share(rows)
     if share > MAX_FAST_SHARE:
         reasons.append(f"{100 * share:.0f}% of answers faster than {RT_FLOOR_MS:.0f} ms, quicker than a person can "

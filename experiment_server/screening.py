@@ -26,6 +26,10 @@ BROWSER_FAMILIES = (("edge", r"Edg(e|A|iOS)?/"), ("opera", r"OPR/|Opera"), ("fir
                     ("chrome", r"Chrome/|Chromium/|CriOS"), ("safari", r"Safari/"))
 """device.js ``browserOf``, in its order (Edge and Opera also say "Chrome")."""
 BROWSER_NAMES = {"chrome": "Chrome", "edge": "Edge", "firefox": "Firefox", "safari": "Safari", "opera": "Opera"}
+PHONE_OR_TABLET = re.compile(r"Mobi|iPhone|iPad|iPod|Android|Tablet|Silk/|Kindle")
+"""What the user agents of phones and tablets say (every mobile browser's carries "Mobi", Android tablets'
+"Android", iOS's its device). An iPad asking for the desktop site says "Macintosh": the browser check's
+pointer measurement still finds it."""
 
 
 def browser_of(user_agent: str) -> str:
@@ -67,4 +71,19 @@ def check_failure(payload: dict, rules: DeviceRules = DeviceRules(), user_agent:
     if max(size["width"], size["screen_width"]) < rules.min_width or \
             max(size["height"], size["screen_height"]) < rules.min_height:
         return f"screen too small ({size['screen_width']:g}x{size['screen_height']:g})"
+    return None
+
+
+def agent_refusal(rules: DeviceRules, user_agent: str) -> tuple[str, str, dict] | None:
+    """What a request's user agent shows against the study's browser and touch rules, as (the verdict, the
+    participant's words' key, their values), or None. The consent page and the task check these in the
+    browser; the server checks them again at the start and on every answer, since a script posting answers
+    never runs those checks (``--browsers``, ``--allow-touch``)."""
+    if not rules.allow_touch and PHONE_OR_TABLET.search(user_agent):
+        return "phone or tablet (user agent)", "device_touch", {}
+    browser = browser_of(user_agent)
+    if rules.browsers and browser not in rules.browsers:
+        return (f"browser not allowed ({BROWSER_NAMES.get(browser, browser)})",
+                "device_browser_many" if len(rules.browsers) > 1 else "device_browser_one",
+                {"allowed": [BROWSER_NAMES[b] for b in rules.browsers]})
     return None

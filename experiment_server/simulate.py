@@ -189,17 +189,18 @@ def free_port() -> int:
 
 class ServerProcess:
     """``cuebench serve EXPDIR`` on 127.0.0.1 in its own process group. Simulated participants
-    all come from the loopback address, so the starts rate limit is ``start_limit`` (by
-    default lifted far beyond any simulated launch). ``cpus``: the CPUs the server (and every
+    all come from the loopback address, so the starts rate limit is ``start_limit`` and the cap on
+    never-answered sessions per address ``unanswered_per_address`` (both by default lifted far beyond
+    any simulated launch). ``cpus``: the CPUs the server (and every
     thread and worker process it starts) may run on (Linux), away from a load test's clients; ``cwd``: the
     folder it runs in (``expdir`` may be relative to it, as a user types it)."""
 
     def __init__(self, expdir: str | Path, port: int, *, workers: int = 1, threads: int = 8,
                  extra_args: tuple[str, ...] = (), log_file: Path | None = None, start_limit: int = 10**6,
-                 cpus: set[int] | None = None, cwd: Path | None = None):
+                 cpus: set[int] | None = None, cwd: Path | None = None, unanswered_per_address: int = 10**6):
         self.args = [sys.executable, "-m", "cuebench", "serve", str(expdir), "--host", "127.0.0.1", "--port", str(port),
                      "--workers", str(workers), "--threads", str(threads), "--start-limit", str(start_limit),
-                     *extra_args]
+                     "--unanswered-per-address", str(unanswered_per_address), *extra_args]
         self.port = port
         self.log_file = log_file
         self.cpus = cpus

@@ -32,7 +32,7 @@ from cuebench.words import say
 from cuebench.trials import Experiment
 from human_tasks.layout import ResponseGrid, response_grid
 
-from .assignment import RESERVATION_SECONDS, finished_fill
+from .assignment import HOLD_SECONDS, RESERVATION_SECONDS
 from .db import OUTCOMES, Participant, ServerDB
 from .group_commit import GroupCommit
 from .server_secrets import KEYS, SECRET_KEYS, ServerSecrets, default_secrets_path, new_key
@@ -187,8 +187,10 @@ class Study:
 
     def closed(self, rules) -> bool:
         """Whether the study has reached its recruitment target with finished sessions alone
-        (``study_rules.StudyRules.full``): latecomers then see the closed page before any consent."""
-        return rules.full(finished_fill(self.n_groups, self.db.slot_holders(self.experiment.name)))
+        (``study_rules.StudyRules.full``): latecomers then see the closed page before any consent. Read from
+        the place counts (``db.ServerDB.places``), kept as sessions finish and exclusions change, never by
+        counting the study's sessions: the consent page costs the same at 100 sessions as at 20,000."""
+        return rules.full(self.db.held_places(self.n_groups))
 
     def questionnaire(self) -> Questionnaire | None:
         """The study's questionnaire (``texts/questionnaire.json``), read like the texts on each call. A live
@@ -284,10 +286,11 @@ class Study:
 
 def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
                reservation_seconds: float = RESERVATION_SECONDS, database: str | None = None,
-               secrets_path: str | Path | None = None) -> Study:
+               secrets_path: str | Path | None = None, hold_seconds: float = HOLD_SECONDS) -> Study:
     """The study of an experiment folder; ``database`` (a ``postgresql://`` URL) holds its
     responses and server tables instead of the folder's responses.sqlite; ``secrets_path``
-    is the secrets file (default: ``server_secrets.default_secrets_path``)."""
+    is the secrets file (default: ``server_secrets.default_secrets_path``); ``hold_seconds``: how long a new
+    session holds its place before its first answer (``serve --hold-minutes``)."""
     folder = ExperimentDir(expdir)
     if not folder.exists():
         raise ServerSetupError(f"{folder.experiment_file}: no experiment.json; build an experiment first")
@@ -310,7 +313,7 @@ def open_study(expdir: str | Path, clock: Callable[[], float] = time.time,
     if database is not None and not is_database_url(database):
         raise ServerSetupError(f"--database {database!r}: expected a postgresql://USER@HOST/DB URL")
     db = ServerDB(database or folder.responses_file, experiment.name, clock=clock,
-                  reservation_seconds=reservation_seconds)
+                  reservation_seconds=reservation_seconds, hold_seconds=hold_seconds)
     secrets_file = ServerSecrets(secrets_path or default_secrets_path(folder.root))
     return Study(folder, experiment, db, secrets_file, database)
 

@@ -29,6 +29,8 @@ from cuebench.expdir import atomic_write
 from cuebench.storage import utc_now
 from cuebench.trials import Model
 
+from .assignment import HOLD_SECONDS
+
 RULES_FILE = "rules.json"
 BROWSERS = ("chrome", "edge", "firefox", "safari", "opera")
 """Browser families ``--browsers`` may name (``device.js`` tells them apart from the user agent)."""
@@ -39,6 +41,9 @@ START_LIMIT = 60
 """Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
 a script filling the admin page with anonymous sessions does not)."""
 START_WINDOW_S = 600
+UNANSWERED_PER_ADDRESS = 3
+"""Live sessions without an answer yet per client address: a person opening their link twice, a few
+people behind one router starting together, not a script holding a study's places (``--unanswered-per-address``)."""
 MIN_FREE_DISK_MB = 1024
 """New sessions are refused while the disk of responses.sqlite has less free space than this (MB),
 so that the sessions running can still store every answer (``--min-free-disk``)."""
@@ -93,6 +98,12 @@ class StudyRules(Model):
     (a participant of another study, or a link copied into the wrong study, never takes a place here)."""
     start_limit: Positive = START_LIMIT
     """Session starts per client address per ``START_WINDOW_S``."""
+    hold_min: Annotated[float, Field(gt=0)] = HOLD_SECONDS / 60
+    """Minutes a new session holds its place before its first stored answer (then the reservation renews)."""
+    unanswered_per_address: Positive = UNANSWERED_PER_ADDRESS
+    """Live sessions without a stored answer that one client address may hold at once."""
+    repeat_completions: bool = False
+    """Whether a Prolific ID may get a completion code from more than one session of the study."""
 
     @field_validator("prolific_study_id")
     @classmethod
@@ -118,7 +129,10 @@ class StudyRules(Model):
                  if self.target_per_group else "", f"time limit {self.time_limit_min:g} min" if self.time_limit_min
                  else "", "a failed attention check ends the session" if self.end_on_failed_attention else "",
                  f"Prolific study {self.prolific_study_id} only" if self.prolific_study_id else "",
-                 f"{self.start_limit} starts per address per {START_WINDOW_S // 60} min"]
+                 f"{self.start_limit} starts per address per {START_WINDOW_S // 60} min",
+                 f"places held {self.hold_min:g} min until a first answer, {self.unanswered_per_address} such "
+                 "sessions per address", "repeat completion codes per Prolific ID" if self.repeat_completions else
+                 "one completion code per Prolific ID"]
         d = self.device
         parts.append(f"devices: window >= {d.min_width}x{d.min_height}, {d.min_hz:g}-{d.max_hz:g} Hz, browsers "
                      f"{','.join(d.browsers) or 'any'}, touch {'allowed' if d.allow_touch else 'refused'}")
@@ -148,7 +162,9 @@ class StudyRules(Model):
 
 FLAGS = {"target_n": "--target-n", "target_per_group": "--target-per-group", "time_limit_min": "--time-limit",
          "end_on_failed_attention": "--end-on-failed-attention", "prolific_study_id": "--prolific-study-id",
-         "start_limit": "--start-limit", "device.min_width": "--min-window", "device.min_height": "--min-window",
+         "start_limit": "--start-limit", "hold_min": "--hold-minutes",
+         "unanswered_per_address": "--unanswered-per-address", "repeat_completions": "--allow-repeat-completions",
+         "device.min_width": "--min-window", "device.min_height": "--min-window",
          "device.min_hz": "--refresh-hz", "device.max_hz": "--refresh-hz", "device.browsers": "--browsers",
          "device.allow_touch": "--allow-touch"}
 """Each rule's option of ``cuebench serve`` (an option that sets two rules names both, in its value's order):

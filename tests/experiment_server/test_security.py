@@ -142,7 +142,7 @@ def served(request, tmp_path_factory):
     set_admin_password(open_study(expdir, database=database), PASSWORD)
     log_file = root / "server.log"
     server = ServerProcess(expdir, free_port(), workers=SERVERS[kind], log_file=log_file, start_limit=START_LIMIT,
-                           extra_args=("--trusted-proxies", "1", *(("--database", database) if database else ())))
+                           unanswered_per_address=START_LIMIT, extra_args=("--trusted-proxies", "1", *(("--database", database) if database else ())))
     server.start()
     yield Served(expdir, server, database, log_file)
     server.stop()

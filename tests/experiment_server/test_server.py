@@ -23,6 +23,7 @@ from experiment_server import cli as server_cli
 from experiment_server.admin import set_admin_password
 from experiment_server.app import create_app
 from experiment_server.study import ServerSetupError, study_of
+from experiment_server.study_rules import StudyRules
 from cuebench.trial_types import RESPONSES, cards
 from cuebench.trial_types.oddity import Oddity
 from experiment_server.simulate import measured_display
@@ -48,7 +49,8 @@ def env(template, tmp_path):
     root = tmp_path / "exp"
     shutil.copytree(template, root)
     clock = Clock()
-    app = create_app(root, clock=clock, reservation_seconds=60)
+    app = create_app(root, clock=clock, reservation_seconds=60,
+                     rules=StudyRules(unanswered_per_address=100))  # one client address plays many participants
     return app, app.test_client(), clock
 
 
@@ -71,9 +73,12 @@ def good_answer(study, token: str, trial: dict) -> str:
     return trial_of(study, token, trial).correct or trial["choices"][0]
 
 
-def finish_all(app, client, token) -> None:
+def finish_all(app, client, token, clock: Clock | None = None) -> None:
+    """Answer every trial; with the app's ``clock``, 2 s apart on the server's clock, as a person answers."""
     study = study_of(app)
     for trial in plan(client, token)["trials"]:
+        if clock is not None:
+            clock.now += 2
         r = client.post(f"/api/session/{token}/trial/{trial['index']}", json=answer(trial, good_answer(study, token, trial)))
         assert r.status_code in (200, 201), r.get_json()
 
@@ -423,11 +428,12 @@ def test_admin_progress_exclusion_and_exports(env):
     people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
     assert {(p["code"], p["status"], p["exclusion_reason"]) for p in people if p["excluded"] == "1"} == \
         {(code, "finished", "saw the stimuli before")}
-    # "finished" counts only people who count; a session left longer than its reservation (60 s) has expired
-    columns = ("in_progress", "expired", "finished", "excluded")
-    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 1), (1, 0, 0, 0)]
+    # "finished" counts only people who count; a session without an answer holds its place as "not begun", and
+    # expires when that hold (here the 60 s reservation) lapses
+    columns = ("not_begun", "in_progress", "expired", "finished", "excluded")
+    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 0, 1), (1, 0, 0, 0, 0)]
     clock.now += 61
-    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 1), (0, 1, 0, 0)]
+    assert sorted(tuple(g[c] for c in columns) for g in progress(study)) == [(0, 0, 0, 0, 1), (0, 0, 1, 0, 0)]
     people = list(csv.DictReader(io.StringIO(admin.get("/admin/export/participants.csv").get_data(as_text=True))))
     assert sorted(p["status"] for p in people) == ["expired", "finished"]
 
@@ -522,7 +528,7 @@ def test_prolific_list(env, tmp_path):
     clock.now = time.time()  # the export reads the reservations with the real clock
     study = study_of(app)
     done = start(client, PROLIFIC_PID="aaaaaaaaaaaaaaaaaaaaaaaa", STUDY_ID="s", SESSION_ID="1")
-    finish_all(app, client, done)
+    finish_all(app, client, done, clock)  # answers as far apart as a person's
     clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
@@ -574,8 +580,8 @@ def test_lab_and_web_sessions_fill_one_latin_square(env):
     assert resolve_group(experiment, "LAB01", [], None, lambda: least_filled_group(root)) == 1
     lab_row = trial_row(experiment, experiment.trials[0], observer="LAB01", observer_kind="human", session="1",
                         trial_index=0, response="cat", group=1)
-    study.store.write(lab_row)
-    assert study.db.fill(experiment.name, study.n_groups) == [1, 1]
+    study.store.write(lab_row)  # a lab run from before registration; the next opening of the folder counts it
+    assert least_filled_group(root) == 0 and study.db.fill(experiment.name, study.n_groups) == [1, 1]
     exclusions.record(study.store.conn, experiment.name, "LAB01", True, "fell asleep", "admin")  # slot freed
     assert least_filled_group(root) == 1 and study.db.by_token(start(client, code="web2")).group == 1
 

@@ -32,6 +32,7 @@ from support import ADMIN_PASSWORD as PASSWORD, Clock
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 DEVICE_RULES = re.compile(r"data-rules='([^']+)'")
+FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +160,7 @@ def test_device_rules_reach_the_consent_and_task_pages(make_app):
                                           browsers=("firefox",), allow_touch=True))
     app, _ = make_app(rules)
     client = app.test_client()
+    client.environ_base["HTTP_USER_AGENT"] = FIREFOX  # the server checks the browser rule too
     consent = client.get("/").get_data(as_text=True)
     shown = json.loads(DEVICE_RULES.search(consent).group(1))
     assert shown == {"minWidth": 1024, "minHeight": 700, "minHz": 59, "maxHz": 61, "browsers": ["firefox"],

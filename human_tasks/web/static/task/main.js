@@ -43,6 +43,7 @@ async function finish() {
     await flush();
     const result = await postJSON(`${api}/complete`, {});
     if (result.ok) return showOutcome(result.body);
+    if (result.body.outcome) return showOutcome(result.body.outcome); // no code: the server says why
     if (!Object.keys(queue).length && refused.length) {
       return showScreen(`<h1>${say("not_saved_title")}</h1><p>` +
                         `${say("not_saved", { refused: escapeHtml(JSON.stringify(refused.slice(0, 3))) })}</p>`,
