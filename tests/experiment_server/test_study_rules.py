@@ -216,8 +216,9 @@ def test_rules_are_stored_with_the_study_and_a_flag_that_would_change_one_is_ref
     assert datetime.fromisoformat(history[-1]["at"]) >= before.replace(microsecond=0) and len(history) == 2
     assert main(["serve", "rules", str(root)]) == 0  # what is in force, and each change with its time
     shown = capsys.readouterr().out.splitlines()
-    assert shown[0] == (f"{root / RULES_FILE}: time limit 45 min; 60 starts per address per 10 min; devices: window "
-                        ">= 800x600, 48-500 Hz, browsers firefox, touch refused")
+    assert shown[0] == (f"{root / RULES_FILE}: time limit 45 min; 60 starts per address per 10 min; places held 5 "
+                        "min until a first answer, 3 such sessions per address; one completion code per Prolific ID; "
+                        "devices: window >= 800x600, 48-500 Hz, browsers firefox, touch refused")
     assert [line.split(": ", 1)[1] for line in shown[1:]] == [
         "target_n null -> 40; time_limit_min null -> 45.0", 'target_n 40 -> null; device.browsers [] -> ["firefox"]']
     (root / RULES_FILE).write_text(json.dumps({"rules": {"target_n": "forty"}}))
