@@ -1,0 +1,196 @@
+"""A withdrawal erases exactly the person who withdrew, everywhere, and the server takes nothing more of them.
+
+The study the researcher runs: person A comes through Prolific twice (a first session finished with a
+questionnaire answer, a retry later left in progress), person B types A's Prolific ID as their entry code.
+Everything runs as the researcher runs it: ``cuebench serve`` (waitress on SQLite, ``--workers 2`` on
+PostgreSQL, which serve, exclude and withdraw find through ``$CUEBENCH_DATABASE``), and ``cuebench
+exclude``/``withdraw``/``export``/``report`` as commands from the study's folder. What is expected comes from the construction: which sessions are A's,
+which words A wrote, which note the researcher typed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import requests
+
+from experiment_server.simulate import NONCE, ServerProcess, free_port, trial_answer
+from stimuli.web_sample import build_sample_experiment
+
+pytestmark = pytest.mark.slow
+
+PID = "5f1e2d3c4b5a69788796a5b4"
+"""A's Prolific ID, and B's entry code."""
+A_FIRST, A_RETRY = "sessionAfirst0001", "sessionAretry0002"
+A_WORDS, B_WORDS = "my grandmother's garden in Tartu", "nothing to add from B"
+NOTE = "excluded while checking the retries of 5f1e"
+QUESTIONNAIRE = {"questions": [{"id": "comments", "kind": "text", "prompt": "Anything to tell us?"}]}
+
+
+def cuebench(cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    """The command as a researcher types it in the study's folder (no terminal: stdin is not one)."""
+    done = subprocess.run([sys.executable, "-m", "cuebench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert (done.returncode == 0) == ok, f"cuebench {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+class Browser:
+    """One participant's browser: consent, start, answers, questionnaire, completion."""
+
+    def __init__(self, base: str, **entry: str):
+        self.base, self.http = base, requests.Session()
+        consent = self.http.get(f"{base}/", params=entry, timeout=30)
+        started = self.http.post(f"{base}/start", data={"consent": "yes", **entry,
+                                                        "start_nonce": NONCE.search(consent.text).group(1)},
+                                 allow_redirects=False, timeout=30)
+        assert started.status_code == 303, started.text
+        self.token = started.headers["Location"].rsplit("/", 1)[1]
+        self.plan = self.http.get(f"{base}/api/session/{self.token}", timeout=30).json()
+        self.code = self.plan["participant"]
+
+    def answer(self, index: int) -> requests.Response:
+        trial = self.plan["trials"][index]
+        return self.http.post(f"{self.base}/api/session/{self.token}/trial/{index}", json=trial_answer(trial),
+                              timeout=30)
+
+    def take_part(self, trials: int, words: str | None = None, finish: bool = False) -> None:
+        for index in range(trials):
+            assert self.answer(index).status_code == 201
+        if words is not None:
+            posted = self.http.post(f"{self.base}/api/session/{self.token}/questionnaire",
+                                    json={"comments": words}, timeout=30)
+            assert posted.status_code == 201, posted.text
+        if finish:
+            assert self.http.post(f"{self.base}/api/session/{self.token}/complete", json={},
+                                  timeout=30).json()["status"] == "finished"
+
+
+def rows(work: Path, fmt: str, database: tuple[str, ...]) -> list[dict]:
+    """An export's rows (``cuebench export``'s own function: the command runs once, in the test, as typed)."""
+    from cuebench.export import export
+
+    (path,) = export(work / "exp", fmt, work / f"{fmt}.csv", database[1] if database else None)
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def holding(files: list[Path], secrets: tuple[str, ...]) -> dict[str, list[str]]:
+    """file -> which of ``secrets`` its bytes hold, for the files that exist and hold any."""
+    found = {}
+    for path in files:
+        data = path.read_bytes() if path.exists() else b""
+        if any(secret.encode() in data for secret in secrets):
+            found[str(path)] = [secret for secret in secrets if secret.encode() in data]
+    return found
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The sample experiment with a questionnaire, built once for both back ends."""
+    root = tmp_path_factory.mktemp("built") / "exp"
+    build_sample_experiment(root)
+    (root / "texts").mkdir(exist_ok=True)
+    (root / "texts" / "questionnaire.json").write_text(json.dumps(QUESTIONNAIRE))
+    return root
+
+
+@pytest.fixture(params=["sqlite-waitress", "postgresql-workers2"])
+def backend(request, built, tmp_path, monkeypatch):
+    """(the study's folder, the ``--database`` of export and report, the server's extra arguments, the raw
+    database files to search after the withdrawal)."""
+    work = tmp_path / "study"
+    shutil.copytree(built, work / "exp")
+    if request.param.startswith("sqlite"):
+        database = work / "exp" / "responses.sqlite"
+        return work, (), (), lambda: [database, database.with_name(database.name + "-wal")]
+    postgres_server = request.getfixturevalue("postgres_server")
+    url = request.getfixturevalue("postgres_url")
+    monkeypatch.setenv("CUEBENCH_DATABASE", url)
+    return work, ("--database", url), ("--workers", "2"), lambda: postgres_table_files(postgres_server, url)
+
+
+def postgres_table_files(server, url: str) -> list[Path]:
+    """The files of every table, index and TOAST relation of the study's database (as far as PostgreSQL's
+    own catalogue names them): where dead rows would linger without VACUUM FULL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")  # what the buffers hold is in the files
+        paths = [p for (p,) in conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname IN ('public', 'pg_toast') AND c.relkind IN ('r', 'i', 't') AND "
+            "pg_relation_filepath(c.oid) IS NOT NULL").fetchall()]
+    return [f for p in paths for f in (server.data / p).parent.glob(Path(p).name + "*")]
+
+
+def test_withdrawal_erases_every_session_of_one_person_and_nothing_of_another(backend, tmp_path):
+    work, database, server_args, raw_files = backend
+    server = ServerProcess(work / "exp", free_port(), extra_args=server_args, log_file=tmp_path / "server.log")
+    server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        a_first = Browser(base, PROLIFIC_PID=PID, STUDY_ID="study1", SESSION_ID=A_FIRST)
+        a_first.take_part(len(a_first.plan["trials"]), A_WORDS, finish=True)
+        a_retry = Browser(base, PROLIFIC_PID=PID, STUDY_ID="study1", SESSION_ID=A_RETRY)
+        a_retry.take_part(2)
+        b = Browser(base, code=PID)
+        b.take_part(3, B_WORDS)
+        a_codes = {a_first.code, a_retry.code}
+
+        # the name is A's Prolific ID and B's entry code: refused, naming both, until the namespace is said
+        said = cuebench(work, "withdraw", "exp", PID, "--yes", ok=False).stderr
+        assert all(code in said for code in (*a_codes, b.code)) and "--prolific-id" in said and \
+            "--entry-code" in said and "nothing was changed" in said
+        said = cuebench(work, "exclude", "exp", "--prolific-id", PID, "--reason", NOTE, ok=False).stderr
+        assert "add --yes" in said  # no terminal to ask in
+        excluded = cuebench(work, "exclude", "exp", "--prolific-id", PID, "--reason", NOTE, "--yes").stdout
+        assert {line.split()[1] for line in excluded.splitlines() if line.startswith("excluded ")} == a_codes
+        cuebench(work, "export", "exp", "--format", "participants", "--out", "exp/export/participants.csv", *database)
+        before = {r["code"]: r["excluded"] for r in rows(work, "participants", database)}
+        assert before == {a_first.code: "1", a_retry.code: "1", b.code: "0"}
+
+        # an answer on its way while the withdrawal runs: stored before it (then erased) or refused after
+        in_flight = threading.Thread(target=lambda: a_retry.answer(2))
+        in_flight.start()
+        said = cuebench(work, "withdraw", "exp", "--prolific-id", PID, "--yes").stdout
+        in_flight.join()
+        assert {line.split()[1].rstrip(":") for line in said.splitlines() if line.startswith("erased ")} == a_codes
+        assert f"removed {work / 'exp' / 'export' / 'participants.csv'}" in said
+        assert "2 session(s) erased" in said
+
+        # nothing more of A is taken: the retry's token, the first session's link opened again
+        assert a_retry.answer(3).status_code == 410
+        again = requests.Session()
+        consent = again.get(f"{base}/", params={"PROLIFIC_PID": PID, "STUDY_ID": "study1", "SESSION_ID": A_FIRST})
+        restart = again.post(f"{base}/start", data={"consent": "yes", "PROLIFIC_PID": PID, "STUDY_ID": "study1",
+                                                    "SESSION_ID": A_FIRST,
+                                                    "start_nonce": NONCE.search(consent.text).group(1)},
+                             allow_redirects=False, timeout=30)
+        assert restart.status_code == 410 and "withdrew" in restart.text
+        a_secrets = (*a_codes, A_FIRST, A_RETRY, A_WORDS, NOTE)
+        assert holding(raw_files(), a_secrets) == {}  # with the server's connections open
+        assert b.answer(3).status_code == 201  # B goes on
+    finally:
+        server.stop()
+
+    people = {r["code"]: r for r in rows(work, "participants", database)}
+    assert people.keys() == {b.code} and people[b.code]["entry_code"] == PID
+    answers = rows(work, "csv", database)
+    assert {r["observer"] for r in answers} == {b.code} and len(answers) == 4
+    assert [r["q_comments"] for r in rows(work, "questionnaire", database)] == [B_WORDS]
+    assert not any(r["participant_id"] == PID for r in rows(work, "prolific", database))
+    assert holding(raw_files(), a_secrets) == {}
+    assert holding(raw_files(), (b.code, B_WORDS))  # the search finds what is there
+    cuebench(work, "report", "exp", "--out", "report", "--n-boot", "20", "--reference", "none", *database)
+    methods = re.sub(r"\s+", " ", (work / "report" / "report.html").read_text())
+    assert "1 participant was analysed" in methods and "1 person withdrew after taking part" in methods
