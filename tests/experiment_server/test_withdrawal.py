@@ -27,8 +27,6 @@ import requests
 from experiment_server.simulate import NONCE, ServerProcess, free_port, trial_answer
 from stimuli.web_sample import build_sample_experiment
 
-pytestmark = pytest.mark.slow
-
 PID = "5f1e2d3c4b5a69788796a5b4"
 """A's Prolific ID, and B's entry code."""
 A_FIRST, A_RETRY = "sessionAfirst0001", "sessionAretry0002"
@@ -133,6 +131,7 @@ def postgres_table_files(server, url: str) -> list[Path]:
     return [f for p in paths for f in (server.data / p).parent.glob(Path(p).name + "*")]
 
 
+@pytest.mark.slow
 def test_withdrawal_erases_every_session_of_one_person_and_nothing_of_another(backend, tmp_path):
     work, database, server_args, raw_files = backend
     server = ServerProcess(work / "exp", free_port(), extra_args=server_args, log_file=tmp_path / "server.log")
@@ -194,3 +193,92 @@ def test_withdrawal_erases_every_session_of_one_person_and_nothing_of_another(ba
     cuebench(work, "report", "exp", "--out", "report", "--n-boot", "20", "--reference", "none", *database)
     methods = re.sub(r"\s+", " ", (work / "report" / "report.html").read_text())
     assert "1 participant was analysed" in methods and "1 person withdrew after taking part" in methods
+
+
+def test_an_answer_on_its_way_during_a_withdrawal_is_refused_and_its_neighbours_stored(built, tmp_path):
+    """Two answers queued for one group commit, one of a person whose withdrawal commits meanwhile (their
+    request read the session before): that one is refused in the transaction that would store it, the
+    other is stored; the withdrawn session's token and its start identity are refused from then on, while
+    the database keeps only salted hashes of them."""
+    from cuebench.responses import trial_row
+    from cuebench_app.withdraw import erase
+    from experiment_server.db import WITHDRAWN, SessionWithdrawn, hash_token, prolific_identity
+    from experiment_server.study import open_study
+
+    shutil.copytree(built, tmp_path / "exp")
+    study = open_study(tmp_path / "exp")
+    name = study.experiment.name
+    identity = prolific_identity(PID, A_FIRST)
+    leaving, token = study.db.start(name, study.n_groups, prolific_pid=PID, prolific_session=A_FIRST,
+                                    identity=identity, token=study.start_token(identity))
+    staying, _ = study.db.start(name, study.n_groups, entry_code=PID)
+    trial = study.experiment.trial(study.sequence(leaving)[0].trial_id)
+
+    def row(person):
+        return trial_row(study.experiment, trial, observer=person.code, observer_kind="human", session="1",
+                         trial_index=0, response=trial.choices[0], group=person.group, rt_ms=500.0, timed_out=0,
+                         timing_measured={}, frames={}, dropped_frames=0, refresh_hz=60.0, device={}, events=[])
+
+    outcomes = {}
+
+    def write(person):
+        try:
+            outcomes[person.code] = study.answers.write(row(person), person.code)
+        except SessionWithdrawn as err:
+            outcomes[person.code] = err
+
+    threads = [threading.Thread(target=write, args=(person,)) for person in (leaving, staying)]
+    with study.answers._commit_lock:  # both answers queue behind the commit turn, as in a burst
+        for thread in threads:
+            thread.start()
+        while len(study.answers._queue) < 2:
+            threading.Event().wait(0.01)
+        erase(study.store, name, [leaving.code])  # the withdrawal commits while they wait
+    for thread in threads:
+        thread.join()
+    assert isinstance(outcomes[leaving.code], SessionWithdrawn) and outcomes[staying.code].stored
+    assert {r["observer"] for r in study.store.rows()} == {staying.code}
+    with pytest.raises(SessionWithdrawn):
+        study.db.refuse_withdrawn(token)
+    with pytest.raises(SessionWithdrawn):  # the link opened again
+        study.db.start(name, study.n_groups, prolific_pid=PID, prolific_session=A_FIRST, identity=identity,
+                       token=study.start_token(identity))
+    with pytest.raises(SessionWithdrawn):  # a questionnaire answer or an exclusion of theirs arriving now
+        with study.db.while_present(leaving.code):
+            pass
+    marks = {m for (m,) in study.db.db.execute(f"SELECT mark FROM {WITHDRAWN}").fetchall()}
+    assert len(marks) == 2 and not marks & {hash_token(token), hash_token(identity)}
+
+
+def test_withdraw_asks_on_a_terminal_and_refuses_an_empty_database_option(built, tmp_path):
+    """On a terminal the sessions are listed and a "no" changes nothing, a "y" erases; ``--database ""``
+    is an error, not a new empty responses.sqlite."""
+    import pty
+
+    from experiment_server.study import open_study
+
+    work = tmp_path / "study"
+    shutil.copytree(built, work / "exp")
+    study = open_study(work / "exp")
+    person, _ = study.db.start(study.experiment.name, study.n_groups, entry_code="lab-visit-07")
+    study.db.close()
+
+    def typed(answer: str) -> str:
+        leader, follower = pty.openpty()
+        with subprocess.Popen([sys.executable, "-m", "cuebench", "withdraw", "exp", "lab-visit-07"], cwd=work,
+                              stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
+            os.close(follower)
+            os.write(leader, answer.encode() + b"\n")
+            said = run.communicate(timeout=120)[0]
+        os.close(leader)
+        return said
+
+    said = typed("n")
+    assert f"lab-visit-07 is the entry code of 1 session(s):" in said and person.code in said
+    assert "nothing was changed" in said and study.db.get(person.code) is not None
+    assert f"erased {person.code}" in typed("y") and study.db.get(person.code) is None
+
+    empty = tmp_path / "empty"
+    shutil.copytree(built, empty)
+    said = cuebench(tmp_path, "withdraw", "empty", "someone", "--database", "", "--yes", ok=False).stderr
+    assert "--database is empty" in said and not (empty / "responses.sqlite").exists()
