@@ -239,21 +239,31 @@ class Database:
             return self._forget_sqlite() if self.dialect == "sqlite" else self._forget_postgres(tables)
 
     def _forget_sqlite(self) -> list[str]:
-        self.conn.execute("VACUUM")
-        deadline = time.monotonic() + self.timeout
-        while self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # busy: a reader still at it
-            if time.monotonic() > deadline:
-                raise StorageError(f"{self.where}: the deleted rows are gone from the tables, but another connection "
-                                   f"kept reading for {self.timeout:g} s, so the write-ahead log still holds copies; "
-                                   f"stop the server and run: sqlite3 {self.where} 'PRAGMA wal_checkpoint(TRUNCATE)'")
-            time.sleep(0.05)
+        unfinished = StorageError(
+            f"{self.where}: the deleted rows are gone from the tables, but another connection held the database "
+            f"for over {self.timeout:g} s, so its file may still hold copies of them; stop the server and run: "
+            f"sqlite3 {self.where} 'VACUUM; PRAGMA wal_checkpoint(TRUNCATE)'")
+        try:
+            self.conn.execute("VACUUM")
+            deadline = time.monotonic() + self.timeout
+            while self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # busy: a reader still at it
+                if time.monotonic() > deadline:
+                    raise unfinished
+                time.sleep(0.05)
+        except sqlite3.OperationalError:  # locked past the busy timeout
+            raise unfinished from None
         return []
 
     def _forget_postgres(self, tables: list[str]) -> list[str]:
         import psycopg
 
-        for table in tables:
-            self.conn.execute(f'VACUUM (FULL) "{table}"')
+        try:
+            for table in tables:
+                self.conn.execute(f'VACUUM (FULL) "{table}"')
+        except psycopg.errors.LockNotAvailable:
+            raise StorageError(f"{self.where}: the deleted rows are gone from the tables, but another connection held "
+                               f"a table for over {self.timeout:g} s, so its files may still hold them; when the "
+                               f"server is quiet, run in psql: VACUUM (FULL) {', '.join(tables)}") from None
         notes = []
         for statement, what in (("CHECKPOINT", "CHECKPOINT"), ("SELECT pg_switch_wal()", "pg_switch_wal()")):
             try:

@@ -74,11 +74,12 @@ class Browser:
                                   timeout=30).json()["status"] == "finished"
 
 
-def rows(work: Path, fmt: str, database: tuple[str, ...]) -> list[dict]:
-    """An export's rows (``cuebench export``'s own function: the command runs once, in the test, as typed)."""
+def rows(work: Path, fmt: str, database: tuple[str, ...], out: str | None = None) -> list[dict]:
+    """An export's rows, written by ``cuebench export``'s own function (in the test's process: a command each
+    would cost seconds) to ``out`` (default: beside the folder)."""
     from cuebench.export import export
 
-    (path,) = export(work / "exp", fmt, work / f"{fmt}.csv", database[1] if database else None)
+    (path,) = export(work / "exp", fmt, work / (out or f"{fmt}.csv"), database[1] if database else None)
     return list(csv.DictReader(io.StringIO(path.read_text())))
 
 
@@ -110,7 +111,7 @@ def backend(request, built, tmp_path, monkeypatch):
     shutil.copytree(built, work / "exp")
     if request.param.startswith("sqlite"):
         database = work / "exp" / "responses.sqlite"
-        return work, (), (), lambda: [database, database.with_name(database.name + "-wal")]
+        return work, (), (), lambda: [database.with_name(database.name + suffix) for suffix in ("", "-wal", "-shm")]
     postgres_server = request.getfixturevalue("postgres_server")
     url = request.getfixturevalue("postgres_url")
     monkeypatch.setenv("CUEBENCH_DATABASE", url)
@@ -154,8 +155,7 @@ def test_withdrawal_erases_every_session_of_one_person_and_nothing_of_another(ba
         assert "add --yes" in said  # no terminal to ask in
         excluded = cuebench(work, "exclude", "exp", "--prolific-id", PID, "--reason", NOTE, "--yes").stdout
         assert {line.split()[1] for line in excluded.splitlines() if line.startswith("excluded ")} == a_codes
-        cuebench(work, "export", "exp", "--format", "participants", "--out", "exp/export/participants.csv", *database)
-        before = {r["code"]: r["excluded"] for r in rows(work, "participants", database)}
+        before = {r["code"]: r["excluded"] for r in rows(work, "participants", database, "exp/export/participants.csv")}
         assert before == {a_first.code: "1", a_retry.code: "1", b.code: "0"}
 
         # an answer on its way while the withdrawal runs: stored before it (then erased) or refused after
@@ -190,9 +190,14 @@ def test_withdrawal_erases_every_session_of_one_person_and_nothing_of_another(ba
     assert not any(r["participant_id"] == PID for r in rows(work, "prolific", database))
     assert holding(raw_files(), a_secrets) == {}
     assert holding(raw_files(), (b.code, B_WORDS))  # the search finds what is there
-    cuebench(work, "report", "exp", "--out", "report", "--n-boot", "20", "--reference", "none", *database)
-    methods = re.sub(r"\s+", " ", (work / "report" / "report.html").read_text())
-    assert "1 participant was analysed" in methods and "1 person withdrew after taking part" in methods
+    if database:  # the count the report's methods paragraph reads (the sentence itself: the SQLite run)
+        from analysis.load import withdrawal_count
+
+        assert withdrawal_count([work / "exp"], database=database[1]) == 1
+    else:
+        cuebench(work, "report", "exp", "--out", "report", "--n-boot", "20", "--reference", "none")
+        methods = re.sub(r"\s+", " ", (work / "report" / "report.html").read_text())
+        assert "1 participant was analysed" in methods and "1 person withdrew after taking part" in methods
 
 
 def test_an_answer_on_its_way_during_a_withdrawal_is_refused_and_its_neighbours_stored(built, tmp_path):
@@ -250,7 +255,7 @@ def test_an_answer_on_its_way_during_a_withdrawal_is_refused_and_its_neighbours_
     assert len(marks) == 2 and not marks & {hash_token(token), hash_token(identity)}
 
 
-def test_withdraw_asks_on_a_terminal_and_refuses_an_empty_database_option(built, tmp_path):
+def test_withdraw_asks_on_a_terminal_and_refuses_an_empty_database_option(built, tmp_path, capsys):
     """On a terminal the sessions are listed and a "no" changes nothing, a "y" erases; ``--database ""``
     is an error, not a new empty responses.sqlite."""
     import pty
@@ -278,7 +283,39 @@ def test_withdraw_asks_on_a_terminal_and_refuses_an_empty_database_option(built,
     assert "nothing was changed" in said and study.db.get(person.code) is not None
     assert f"erased {person.code}" in typed("y") and study.db.get(person.code) is None
 
+    from cuebench_app.cli import main
+
     empty = tmp_path / "empty"
     shutil.copytree(built, empty)
-    said = cuebench(tmp_path, "withdraw", "empty", "someone", "--database", "", "--yes", ok=False).stderr
-    assert "--database is empty" in said and not (empty / "responses.sqlite").exists()
+    assert main(["withdraw", str(empty), "someone", "--database", "", "--yes"]) == 2
+    assert "--database is empty" in capsys.readouterr().err and not (empty / "responses.sqlite").exists()
+
+
+def test_the_files_in_the_folder_that_name_the_person_are_found_and_the_experiment_s_own_are_not(tmp_path):
+    """The lab runner's files of the person's sessions (a log naming nobody too), an export naming their entry
+    code, a zip and a Parquet file naming their code, and a report whose table names them (the whole report);
+    not the texts, stimuli or other files, even where their bytes happen to hold the entry code."""
+    import zipfile
+
+    import pandas as pd
+
+    from cuebench.expdir import ExperimentDir
+    from cuebench_app.people import Person, Session
+    from cuebench_app.withdraw import files_naming
+
+    root = tmp_path / "exp"
+    person = Person("entry_code", "visit-7", (Session("P0A1B2C3D4E5F", "web", "finished", entry_code="visit-7"),))
+    files = {"data/P0A1B2C3D4E5F_exp_session1.csv": "P0A1B2C3D4E5F,cat", "data/P0A1B2C3D4E5F_exp_session1.log": "x",
+             "data/P99_exp_session1.csv": "P99,dog", "export/people.csv": "code,entry_code\nP1,visit-7",
+             "reports/report.html": "<p>2 participants</p>", "reports/tables/observers.csv": "P0A1B2C3D4E5F,0.9",
+             "texts/consent.md": "Your code is like visit-7.", "stimuli/a.png": "visit-7", "notes.txt": "pilot notes"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    with zipfile.ZipFile(root / "export" / "mvh.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("human/subject-01.csv", "subj\n" + "P0A1B2C3D4E5F\n" * 50)
+    pd.DataFrame({"observer": ["P0A1B2C3D4E5F"] * 50}).to_parquet(root / "export" / "responses.parquet")
+    found = files_naming(ExperimentDir(root), person, "exp")
+    assert [str(p.relative_to(root)) for p in found] == [
+        "data/P0A1B2C3D4E5F_exp_session1.csv", "data/P0A1B2C3D4E5F_exp_session1.log", "export/mvh.zip",
+        "export/people.csv", "export/responses.parquet", "reports"]
