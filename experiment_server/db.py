@@ -580,7 +580,9 @@ def _create_withdrawn_table(conn: Database) -> None:
 
 
 def _setting(conn: Database, key: str) -> str | None:
-    row = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone() if conn.has_table(SETTINGS) else None
+    if not conn.has_table(SETTINGS):
+        return None
+    row = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
     return row[0] if row else None
 
 

@@ -88,6 +88,6 @@ class GroupCommit:
             return self.store.write_each(
                 [p.row for p in batch], normalised=True, urgent=True,
                 also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn),
-                refused=lambda conn, observers: {o: SessionWithdrawn() for o in ServerDB.gone(conn, sorted(observers))})
+                refused=lambda conn, observers: {o: SessionWithdrawn() for o in ServerDB.gone(conn, list(observers))})
         except BaseException as err:
             return [err] * len(batch)

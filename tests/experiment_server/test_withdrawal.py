@@ -4,8 +4,8 @@ The study the researcher runs: person A comes through Prolific twice (a first se
 questionnaire answer, a retry later left in progress), person B types A's Prolific ID as their entry code.
 Everything runs as the researcher runs it: ``cuebench serve`` (waitress on SQLite, ``--workers 2`` on
 PostgreSQL, which serve, exclude and withdraw find through ``$CUEBENCH_DATABASE``), and ``cuebench
-exclude``/``withdraw``/``export``/``report`` as commands from the study's folder. What is expected comes from the construction: which sessions are A's,
-which words A wrote, which note the researcher typed.
+exclude``/``withdraw``/``report`` as commands from the study's folder. What is expected comes from the
+construction: which sessions are A's, which words A wrote, which note the researcher typed.
 """
 
 from __future__ import annotations
