@@ -86,25 +86,45 @@ def files_naming(folder, person: people.Person, experiment: str) -> list[Path]:
         if relative.parts[0] in (STIMULI_DIR, PROVENANCE_DIR, SHARDS_DIR, TEXTS_DIR, EXPERIMENT_FILE) or \
                 relative.parts[0].startswith(RESPONSES_FILE) or path.is_symlink() or not path.is_file():
             continue
-        if any(needle in content for content in _contents(path) for needle in needles):
+        if _names_any(path, needles):
             found.add(_report_folder(path, root) or path)
     return sorted(found)
 
 
-def _contents(path: Path):
-    """The file's bytes, a zip's members' (an export of model-vs-human CSVs is one) and a Parquet file's
-    values (compressed in the file)."""
+CHUNK = 1 << 20
+"""Bytes read at a time: a large export is searched without holding it in memory."""
+
+
+def _names_any(path: Path, needles: list[bytes]) -> bool:
+    """Whether the file holds one of ``needles``: its bytes, a zip's member names and contents (an export of
+    model-vs-human CSVs is one), a Parquet file's text values (compressed in the file)."""
     if path.suffix == ".parquet":
+        import pyarrow.compute
         import pyarrow.parquet
 
-        yield str(pyarrow.parquet.read_table(path).to_pylist()).encode()
-    elif zipfile.is_zipfile(path):
+        table = pyarrow.parquet.read_table(path)
+        return any(pyarrow.compute.any(pyarrow.compute.match_substring(column.cast("string"), needle.decode())).as_py()
+                   for column in table.columns if column.type in (pyarrow.string(), pyarrow.large_string())
+                   for needle in needles)
+    if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                yield member.encode()
-                yield archive.read(member)
-    else:
-        yield path.read_bytes()
+            return any(any(needle in member.filename.encode() for needle in needles) or
+                       _stream_holds(archive.open(member), needles) for member in archive.infolist())
+    with open(path, "rb") as stream:
+        return _stream_holds(stream, needles)
+
+
+def _stream_holds(stream, needles: list[bytes]) -> bool:
+    """Whether the stream holds a needle, read a chunk at a time (each chunk after the tail of the last, so a
+    needle across the border is found)."""
+    overlap, tail = max(map(len, needles)) - 1, b""
+    with stream:
+        while chunk := stream.read(CHUNK):
+            window = tail + chunk
+            if any(needle in window for needle in needles):
+                return True
+            tail = window[-overlap:] if overlap else b""
+    return False
 
 
 def _report_folder(path: Path, root: Path) -> Path | None:

@@ -299,7 +299,8 @@ def test_withdraw_asks_on_a_terminal_and_refuses_an_empty_database_option(built,
 
 def test_the_files_in_the_folder_that_name_the_person_are_found_and_the_experiment_s_own_are_not(tmp_path):
     """The lab runner's files of the person's sessions (a log naming nobody too), an export naming their entry
-    code, a zip and a Parquet file naming their code, and a report whose table names them (the whole report);
+    code, a zip, a Parquet file and a large file naming their code, and a report whose table names them (the
+    whole report);
     not the texts, stimuli or other files, even where their bytes happen to hold the entry code."""
     import zipfile
 
@@ -307,7 +308,7 @@ def test_the_files_in_the_folder_that_name_the_person_are_found_and_the_experime
 
     from cuebench.expdir import ExperimentDir
     from cuebench_app.people import Person, Session
-    from cuebench_app.withdraw import files_naming
+    from cuebench_app.withdraw import CHUNK, files_naming
 
     root = tmp_path / "exp"
     person = Person("entry_code", "visit-7", (Session("P0A1B2C3D4E5F", "web", "finished", entry_code="visit-7"),))
@@ -321,7 +322,8 @@ def test_the_files_in_the_folder_that_name_the_person_are_found_and_the_experime
     with zipfile.ZipFile(root / "export" / "mvh.zip", "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("human/subject-01.csv", "subj\n" + "P0A1B2C3D4E5F\n" * 50)
     pd.DataFrame({"observer": ["P0A1B2C3D4E5F"] * 50}).to_parquet(root / "export" / "responses.parquet")
+    (root / "export" / "large.csv").write_bytes(b"x" * (CHUNK - 5) + b"P0A1B2C3D4E5F")  # across a read's border
     found = files_naming(ExperimentDir(root), person, "exp")
     assert [str(p.relative_to(root)) for p in found] == [
-        "data/P0A1B2C3D4E5F_exp_session1.csv", "data/P0A1B2C3D4E5F_exp_session1.log", "export/mvh.zip",
-        "export/people.csv", "export/responses.parquet", "reports"]
+        "data/P0A1B2C3D4E5F_exp_session1.csv", "data/P0A1B2C3D4E5F_exp_session1.log", "export/large.csv",
+        "export/mvh.zip", "export/people.csv", "export/responses.parquet", "reports"]
