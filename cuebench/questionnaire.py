@@ -174,7 +174,8 @@ def in_words(error: dict, data) -> str:
     return f"{where}: {problem}"
 
 
-def _ensure_answers_table(db: Database) -> None:
+def ensure_answers_table(db: Database) -> None:
+    """Create the answers table once (inside a write transaction, so concurrent creators take turns)."""
     if db.columns(ANSWERS_TABLE):
         return
     with db.write_transaction() as conn:
@@ -186,7 +187,7 @@ def store_answers(db: Database, experiment: str, observer: str, answers: dict, r
     """Store a person's checked answers once; False when they were stored already (the first stay)."""
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
-    _ensure_answers_table(db)
+    ensure_answers_table(db)
     cursor = db.execute(f'INSERT INTO "{ANSWERS_TABLE}" (experiment, observer, answers, runner, "at") '
                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [experiment, observer, json.dumps(answers, sort_keys=True), runner, utc_now()])

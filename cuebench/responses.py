@@ -245,16 +245,22 @@ class ResponseStore:
         return results
 
     def write_each(self, rows: Iterable[dict[str, Any]], also: Callable[[Database], None] | None = None,
-                   normalised: bool = False, urgent: bool = False) -> list[WriteResult | ResponseConflict]:
+                   normalised: bool = False, urgent: bool = False,
+                   refused: Callable[[Database, set[str]], dict[str, BaseException]] | None = None,
+                   ) -> list[WriteResult | BaseException]:
         """Group commit: store answers from several writers in one transaction (one fsync), each
         judged on its own. A conflicting row is refused (its ``ResponseConflict`` is returned in
         its place) while the others are stored; ``also(conn)`` runs in the same transaction.
+        ``refused(conn, observers)``, asked first in the same transaction: the observers whose rows may
+        not be stored (a person who withdrew while their answer was on its way), each with the error
+        returned in their rows' places.
         ``normalised``: the rows came through ``normalise`` already (each writer checks its own
         before its turn, so the one committing a batch does not check everybody's again); ``urgent``: people are
         waiting for these answers to be stored, so this process's other writers wait (``storage.WriterGate``)."""
         clean = list(rows) if normalised else [normalise(r) for r in rows]
         with self._lock, self.database.write_transaction(urgent) as db:
-            results = [self._insert(row) for row in clean]
+            refusals = refused(db, {row["observer"] for row in clean}) if refused is not None else {}
+            results = [refusals.get(row["observer"]) or self._insert(row) for row in clean]
             if also is not None:
                 also(db)
         return results

@@ -215,6 +215,79 @@ class Database:
         """What ``CREATE TABLE`` adds for ``row_order`` (nothing on SQLite)."""
         return ', "_seq" BIGINT GENERATED ALWAYS AS IDENTITY' if self.dialect == "postgresql" else ""
 
+    def secure_delete(self) -> None:
+        """From now on, SQLite overwrites what this connection deletes with zeros in the pages it frees
+        (a no-op on PostgreSQL, whose table files ``forget_deleted`` rewrites)."""
+        if self.dialect == "sqlite":
+            self.conn.execute("PRAGMA secure_delete=ON")
+
+    def forget_deleted(self, tables: Iterable[str]) -> list[str]:
+        """Leave no copy of rows deleted from ``tables`` in the database's files, where this connection can
+        reach them; returns what may still hold them, for the user to hear.
+
+        SQLite: ``VACUUM`` rebuilds the file without free pages, then the write-ahead log (which held
+        the rows' earlier versions, and now the rebuilt pages) is checkpointed into the file and
+        truncated to zero bytes. A server using the file meanwhile keeps working: the checkpoint waits
+        (busy timeout) until its reads end; its later writes start a new log. PostgreSQL: ``VACUUM
+        (FULL)`` writes each table, its indexes and TOAST into new files and unlinks the old ones (plain
+        ``VACUUM`` would only mark the dead rows' space free, bytes still there) and ``ANALYZE`` samples
+        the planner's statistics again (they hold sampled column values; a superuser's connection also
+        drops the old ones and rewrites their catalog), then a ``CHECKPOINT`` and a switch to a new WAL
+        segment where the role is allowed them. What the
+        server wrote to its WAL before stays there until it recycles and overwrites those segments,
+        and WAL archives and backups keep what they hold: the returned notes say so."""
+        tables = [t for t in tables if self.columns(t)]
+        with self._gate.turn(False, self.timeout, self.where):
+            return self._forget_sqlite() if self.dialect == "sqlite" else self._forget_postgres(tables)
+
+    def _forget_sqlite(self) -> list[str]:
+        unfinished = StorageError(
+            f"{self.where}: the deleted rows are gone from the tables, but another connection held the database "
+            f"for over {self.timeout:g} s, so its file may still hold copies of them; stop the server and run: "
+            f"sqlite3 {self.where} 'VACUUM; PRAGMA wal_checkpoint(TRUNCATE)'")
+        try:
+            self.conn.execute("VACUUM")
+            deadline = time.monotonic() + self.timeout
+            while self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # busy: a reader still at it
+                if time.monotonic() > deadline:
+                    raise unfinished
+                time.sleep(0.05)
+        except sqlite3.OperationalError:  # locked past the busy timeout
+            raise unfinished from None
+        return []
+
+    def _forget_postgres(self, tables: list[str]) -> list[str]:
+        import psycopg
+
+        superuser = self.execute("SELECT rolsuper FROM pg_roles WHERE rolname=current_user").fetchone()[0]
+        try:
+            for table in tables:
+                self.conn.execute(f'VACUUM (FULL) "{table}"')
+            if superuser:  # ANALYZE of a table left empty keeps its old statistics: dropped first
+                self.execute("DELETE FROM pg_catalog.pg_statistic WHERE starelid = "
+                             "ANY(SELECT to_regclass(format('%I', t)) FROM unnest(?::text[]) t)", [tables])
+            for table in tables:
+                self.conn.execute(f'ANALYZE "{table}"')
+            if superuser:
+                self.conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
+        except psycopg.errors.LockNotAvailable:
+            raise StorageError(f"{self.where}: the deleted rows are gone from the tables, but another connection held "
+                               f"a table for over {self.timeout:g} s, so its files may still hold them; when the "
+                               f"server is quiet, run in psql: VACUUM (FULL, ANALYZE) {', '.join(tables)}") from None
+        notes = [] if superuser else [
+            "the planner's statistics (pg_catalog.pg_statistic, which samples column values) were made again, but "
+            "that catalog keeps the old values of a table left empty, and its file keeps replaced ones until "
+            "autovacuum reuses the space: a superuser can run VACUUM (FULL) pg_catalog.pg_statistic"]
+        for statement, what in (("CHECKPOINT", "CHECKPOINT"), ("SELECT pg_switch_wal()", "pg_switch_wal()")):
+            try:
+                self.conn.execute(statement)
+            except psycopg.errors.InsufficientPrivilege:
+                notes.append(f"this role may not run {what} (a superuser, or pg_checkpoint/EXECUTE on "
+                             "pg_switch_wal, may)")
+        notes.append("PostgreSQL's write-ahead log keeps the deleted rows until the server recycles its older "
+                     "segments, and WAL archives and backups keep what they hold: ask the database's administrator")
+        return notes
+
     def close(self) -> None:
         self.conn.close()
 

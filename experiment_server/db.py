@@ -39,9 +39,10 @@ import json
 import secrets
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from cuebench import exclusions, questionnaire
 from cuebench.errors import CuebenchError
@@ -63,6 +64,9 @@ excluded), kept as each changes (``ServerDB.places``), so a consent page or a st
 instead of counting every session of the study."""
 COUNTED = "places_counted"
 """The exclusions column marking an event the place counts have taken in (``ServerDB._catch_up``)."""
+WITHDRAWN = "withdrawn_sessions"
+"""What stays of a withdrawn person's sessions: salted hashes that let the server refuse them (``bury_sessions``)."""
+WITHDRAWAL_SALT = "withdrawal_salt"
 LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "resume_hash": "TEXT",
                  "review_reason": "TEXT", "first_answer_at": "FLOAT", "start_address": "TEXT"}
 """Participant columns added after the first release, added to an older table on first start."""
@@ -101,6 +105,14 @@ class TooManyWaiting(CuebenchError):
 
 class PlaceLost(CuebenchError):
     """A session whose reservation lapsed comes back while every place of the study is taken."""
+
+
+class SessionWithdrawn(CuebenchError):
+    """A request of a session whose person withdrew (``cuebench withdraw``): nothing of it is stored any more."""
+
+    def __init__(self):
+        super().__init__("the person of this session withdrew from the study and their data were erased; "
+                         "nothing more is stored")
 
 
 class CodeTaken(CuebenchError):
@@ -248,12 +260,15 @@ class ServerDB:
                              f'ON "{exclusions.TABLE}" ({", ".join(columns)})')
             conn.execute(f"CREATE TABLE IF NOT EXISTS {PILOT_CODES} (experiment TEXT NOT NULL, code TEXT NOT NULL, "
                          "created_at FLOAT NOT NULL, PRIMARY KEY (experiment, code))")
+            _create_withdrawn_table(conn)
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
             self._map_prolific_sessions(conn)
             self._recount_places(conn)
         if "questionnaire" in self.db.columns(PARTICIPANTS):
             self._adopt_questionnaire_column()
+        exclusions.ensure_table(self.db)  # written inside ``while_present``'s transaction, which cannot create them
+        questionnaire.ensure_answers_table(self.db)
 
     @staticmethod
     def _map_prolific_sessions(conn: Database) -> None:
@@ -287,8 +302,7 @@ class ServerDB:
 
     # settings -------------------------------------------------------------------------
     def setting(self, key: str) -> str | None:
-        row = self.db.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
-        return row[0] if row else None
+        return _setting(self.db, key)
 
     def take_settings(self, keys: tuple[str, ...]) -> dict[str, str]:
         """The settings named ``keys`` that are stored, for moving them elsewhere (``forget_settings``)."""
@@ -296,15 +310,12 @@ class ServerDB:
         return dict(self.db.execute(f"SELECT key, value FROM {SETTINGS} WHERE key IN ({marks})", list(keys)).fetchall())
 
     def forget_settings(self, keys: tuple[str, ...]) -> None:
-        """Delete settings so that nothing of them stays in the file: SQLite overwrites the
-        freed pages (``secure_delete``) and the write-ahead log is checkpointed and truncated."""
+        """Delete settings so that nothing of them stays in the database's files (``Database.forget_deleted``)."""
         marks = ",".join("?" for _ in keys)
-        if self.db.dialect == "sqlite":
-            self.db.execute("PRAGMA secure_delete=ON")
+        self.db.secure_delete()
         with self.db.write_transaction() as conn:
             conn.execute(f"DELETE FROM {SETTINGS} WHERE key IN ({marks})", list(keys))
-        if self.db.dialect == "sqlite":
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.db.forget_deleted([SETTINGS])
 
     def admin_generation(self) -> int:
         """The generation admin sessions must carry; ``bump_admin_generation`` ends every older session."""
@@ -346,6 +357,7 @@ class ServerDB:
         now = self.clock()
         try:
             with self.db.write_transaction() as conn:  # count and insert in one write transaction: no two arrivals race
+                self._refuse_withdrawn(conn, [hash_token(token), resume])
                 taken_over = resume is not None and entry_code is not None and conn.execute(
                     f"UPDATE {PARTICIPANTS} SET token_hash=?, resume_hash=? WHERE experiment=? AND entry_code=? AND "
                     "COALESCE(resume_hash, '')='' AND COALESCE(runner, 'web')='web'",  # the entry-code index, not
@@ -664,7 +676,10 @@ class ServerDB:
                          [status, finished_at, screen_reason, code])
             if holds and not self._excluded_among(conn, [code]):
                 self._add_place(conn, row[0], 1)
-        return self.get(code)
+        participant = self.get(code)
+        if participant is None:  # withdrawn since the request read it
+            raise SessionWithdrawn()
+        return participant
 
     def ended_sessions(self, prolific_pid: str, other_than: str, statuses: tuple[str, ...]) -> int:
         """How many sessions of this Prolific ID, besides ``other_than``, have one of ``statuses``."""
@@ -690,8 +705,46 @@ class ServerDB:
         participant = self.get(code)
         if participant is None:
             return False
-        exclusions.record(self.db, participant.experiment, code, excluded, reason, by)
+        try:
+            with self.while_present(code) as conn:
+                exclusions.record(conn, participant.experiment, code, excluded, reason, by)
+        except SessionWithdrawn:
+            return False
         return True
+
+    # withdrawals ----------------------------------------------------------------------
+    @contextmanager
+    def while_present(self, code: str) -> Iterator[Database]:
+        """A write transaction in which ``code``'s session still exists: what a request writes about a
+        person after it read their session is written only if they have not withdrawn meanwhile
+        (``cuebench withdraw`` erases in one write transaction, so the two never interleave);
+        else :class:`SessionWithdrawn`."""
+        with self.db.write_transaction() as conn:
+            if self.gone(conn, [code]):
+                raise SessionWithdrawn()
+            yield conn
+
+    @staticmethod
+    def gone(conn: Database, codes: list[str]) -> set[str]:
+        """Those of ``codes`` whose session no longer exists (withdrawn), read in the caller's transaction."""
+        marks = ",".join("?" for _ in codes)
+        present = {code for (code,) in conn.execute(f"SELECT code FROM {PARTICIPANTS} WHERE code IN ({marks})",
+                                                     list(codes)).fetchall()}
+        return set(codes) - present
+
+    def refuse_withdrawn(self, token: str) -> None:
+        """:class:`SessionWithdrawn` when ``token`` was the token of a withdrawn session."""
+        self._refuse_withdrawn(self.db, [hash_token(token)])
+
+    @staticmethod
+    def _refuse_withdrawn(conn: Database, hashes: list[str | None]) -> None:
+        salt = _setting(conn, WITHDRAWAL_SALT)
+        if salt is None:  # nobody withdrew yet
+            return
+        marks = [withdrawal_mark(salt, h) for h in hashes if h]
+        if conn.execute(f"SELECT 1 FROM {WITHDRAWN} WHERE mark IN ({','.join('?' for _ in marks)})",
+                        marks).fetchone() is not None:
+            raise SessionWithdrawn()
 
     # test-mode entry codes --------------------------------------------------------------
     def add_pilot_codes(self, experiment: str, codes: list[str]) -> None:
@@ -756,6 +809,41 @@ class ServerDB:
         if getattr(self._local, "db", None) is not None:
             self._local.db.close()
             self._local.db = None
+
+
+def _create_withdrawn_table(conn: Database) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {WITHDRAWN} (experiment TEXT NOT NULL, mark TEXT PRIMARY KEY)")
+
+
+def _setting(conn: Database, key: str) -> str | None:
+    if not conn.has_table(SETTINGS):
+        return None
+    row = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
+    return row[0] if row else None
+
+
+def withdrawal_mark(salt: str, hashed: str) -> str:
+    """What ``withdrawn_sessions`` keeps of a token's or a start identity's SHA-256 (``hash_token``)."""
+    return hashlib.sha256(f"{salt}:{hashed}".encode()).hexdigest()
+
+
+def bury_sessions(conn: Database, experiment: str, codes: list[str]) -> None:
+    """Inside the transaction that erases the sessions ``codes``: keep of each only salted hashes of its
+    token's and its start identity's hashes, so that the server refuses a later request of it (a token
+    still in a browser, an answer on its way, the link opened again: 410) without keeping anything that
+    names the person. The salt is random per database, so not even a copy of the participants table made
+    before can be joined to them."""
+    if not conn.columns(PARTICIPANTS):
+        return
+    _create_withdrawn_table(conn)
+    conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                 [WITHDRAWAL_SALT, secrets.token_hex(16)])
+    salt = _setting(conn, WITHDRAWAL_SALT)
+    marks = ",".join("?" for _ in codes)
+    hashes = [h for row in conn.execute(f"SELECT token_hash, resume_hash FROM {PARTICIPANTS} WHERE code IN ({marks})",
+                                        list(codes)).fetchall() for h in row if h]
+    conn.executemany(f"INSERT INTO {WITHDRAWN}(experiment, mark) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                     [(experiment, withdrawal_mark(salt, h)) for h in hashes])
 
 
 _WITH_SHARED_IDS = (f"SELECT p.*, (SELECT COUNT(*) FROM {PARTICIPANTS} q WHERE q.experiment=p.experiment AND "

@@ -6,7 +6,9 @@ together their answers queue; the request that gets the commit turn writes every
 queued so far (and renews their reservations) in one transaction, and each waiting
 request returns once the transaction holding its answer has committed. When the database
 refuses the batch, its answers are written again one transaction each: whatever one
-request carries can fail that request only, never its neighbours in the batch. No background
+request carries can fail that request only, never its neighbours in the batch. An answer whose
+session was erased meanwhile (``cuebench withdraw``) is refused inside the transaction that would
+store it, so an answer on its way during a withdrawal is not stored after it. No background
 thread: the waiting requests take turns committing, so a forked server process
 (gunicorn) needs nothing restarted.
 """
@@ -18,6 +20,8 @@ from typing import Callable
 
 from cuebench.responses import ResponseConflict, ResponseStore, WriteResult, normalise
 from cuebench.storage import Database, StorageError
+
+from .db import ServerDB, SessionWithdrawn
 
 MAX_BATCH = 512
 """Answers per transaction at most; keeps one commit short when a burst queues thousands."""
@@ -65,7 +69,8 @@ class GroupCommit:
         if not batch:
             return
         outcomes = self._write(batch)
-        if len(batch) > 1 and any(isinstance(o, BaseException) and not isinstance(o, (ResponseConflict, StorageError))
+        if len(batch) > 1 and any(isinstance(o, BaseException) and
+                                  not isinstance(o, (ResponseConflict, StorageError, SessionWithdrawn))
                                   for o in outcomes):  # a database that cannot be opened fails them all alike
             outcomes = [self._write([pending])[0] for pending in batch]
         for pending, outcome in zip(batch, outcomes):
@@ -82,6 +87,7 @@ class GroupCommit:
                 self.store = self.open_store()
             return self.store.write_each(
                 [p.row for p in batch], normalised=True, urgent=True,
-                also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn))
+                also=lambda conn: self.renew(sorted({p.observer for p in batch}), conn),
+                refused=lambda conn, observers: {o: SessionWithdrawn() for o in ServerDB.gone(conn, list(observers))})
         except BaseException as err:
             return [err] * len(batch)

@@ -39,7 +39,8 @@ from cuebench.responses import ResponseConflict, trial_row
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
-from .db import EXPIRED, OUTCOMES, Participant, PlaceLost, StudyFull, TooManyWaiting, hash_token, prolific_identity
+from .db import (EXPIRED, OUTCOMES, Participant, PlaceLost, SessionWithdrawn, StudyFull, TooManyWaiting,
+                 hash_token, prolific_identity)
 from .study_rules import START_WINDOW_S, StudyRules
 from .plausibility import review_reason, server_time
 from .screening import agent_refusal, check_failure
@@ -85,6 +86,7 @@ def _participant(token: str) -> Participant:
     study = _study()
     participant = study.db.by_token(token)
     if participant is None:
+        study.db.refuse_withdrawn(token)
         raise Rejected(403, study.say("unknown_session"))
     limit = _rules().time_limit_min
     if limit is not None and participant.status == "in_progress" and participant.runner == "web" and \
@@ -142,6 +144,13 @@ def _refuse_another_prolific_study(values: dict[str, str | None]) -> None:
     expected = _rules().prolific_study_id
     if expected and values["PROLIFIC_PID"] and values["STUDY_ID"] != expected:
         raise Rejected(403, _study().say("prolific_other_study"))
+
+
+@bp.errorhandler(SessionWithdrawn)
+def withdrawn(_err: SessionWithdrawn):
+    """A request of a withdrawn person's session, whenever it is found out (its token, its start, its
+    answer's transaction): 410 in the study's language, answered as every refusal is (``app``)."""
+    return current_app.handle_user_exception(Rejected(410, _study().say("session_withdrawn")))
 
 
 @bp.get("/")
@@ -410,7 +419,8 @@ def post_questionnaire(token: str):
         refused = Rejected(422, str(err))
         refused.details = {"question": err.question} if err.question else {}
         raise refused from None
-    stored = store_answers(study.db.db, study.experiment.name, participant.code, answers, runner="web")
+    with study.db.while_present(participant.code) as conn:
+        stored = store_answers(conn, study.experiment.name, participant.code, answers, runner="web")
     return jsonify(stored=stored), 201 if stored else 200
 
 
@@ -499,8 +509,9 @@ def post_trial(token: str, index: int):
         result = study.answers.write(row, participant.code)
     except ResponseConflict as err:
         raise Rejected(409, str(err)) from None
-    if result.stored:
-        note_attention_answer(study.store.conn, row)
+    if result.stored and row["role"] == "attention":
+        with study.db.while_present(participant.code) as conn:
+            note_attention_answer(conn, row)
     if result.stored and row["role"] == "attention" and row["correct"] == 0 and _rules().end_on_failed_attention:
         ended = study.db.set_status(participant.code, "failed_attention")
         return jsonify(index=index, stored=True, outcome=_outcome(study, ended)), 201

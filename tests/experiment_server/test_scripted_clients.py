@@ -115,14 +115,14 @@ def test_scripted_participants_and_admin_over_plain_http(tmp_path):
     assert people[pilot["code"]]["entry_code"] == pilot_code
 
     # the same exclusion from the command line, taken back, for a web participant
-    said = cuebench(work, "exclude", "exp", bob["code"], "--reason", "typed at random").stdout
+    said = cuebench(work, "exclude", "exp", bob["code"], "--reason", "typed at random", "--yes").stdout
     assert bob["code"] in said and "typed at random" in said
     marked = excluded_rows(work)
     assert marked[bob["code"]] == {f"1|cli ({_user()}): typed at random"}
     assert marked[alice["code"]] == {"1|admin: knew the photos"}
-    cuebench(work, "exclude", "--undo", "exp", bob["code"], "--reason", "wrong person")
+    cuebench(work, "exclude", "--undo", "exp", bob["code"], "--reason", "wrong person", "--yes")
     assert excluded_rows(work)[bob["code"]] == {"0|"}
-    assert "did you mean" in cuebench(work, "exclude", "exp", bob["code"][:-1] + "Z", "--reason", "x", ok=False).stderr
+    assert "did you mean" in cuebench(work, "exclude", "exp", bob["code"][:-1] + "Z", "--reason", "x", "--yes", ok=False).stderr
     assert "needs a reason" in cuebench(work, "exclude", "exp", alice["code"], ok=False).stderr
     log = cuebench(work, "exclude", "exp").stdout
     assert "1 observer(s) excluded now" in log and "wrong person" in log

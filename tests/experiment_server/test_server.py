@@ -607,10 +607,10 @@ def test_withdraw_erases_a_participant_everywhere_and_keeps_only_the_count(env, 
     lab_file.parent.mkdir(exist_ok=True)
     lab_file.write_text("lab data")
     root = str(study.expdir.root)
-    assert main(["exclude", root, "stays-1", "--reason", "by entry code"]) == 0
-    assert main(["exclude", root, pid, "--reason", "by Prolific ID"]) == 0
+    assert main(["exclude", root, "stays-1", "--reason", "by entry code", "--yes"]) == 0
+    assert main(["exclude", root, pid, "--reason", "by Prolific ID", "--yes"]) == 0
     assert f"excluded {code} ({pid})" in capsys.readouterr().out
-    assert main(["withdraw", root, pid]) == 0
+    assert main(["withdraw", root, pid, "--yes"]) == 0
     assert f"erased {code}" in capsys.readouterr().out and not lab_file.exists()
     text = (study.expdir.root / "responses.sqlite").read_bytes()
     assert code.encode() not in text and pid.encode() not in text and b"mine" not in text
@@ -618,7 +618,7 @@ def test_withdraw_erases_a_participant_everywhere_and_keeps_only_the_count(env, 
     (path,) = export(study.expdir.root, "participants", tmp_path / "participants.csv")
     assert [r["code"] for r in csv.DictReader(open(path))] == [stays]
     assert withdrawals(study.store.conn, study.experiment.name) == 1
-    assert main(["withdraw", root, pid]) == 2
+    assert main(["withdraw", root, pid, "--yes"]) == 2
     assert f"no observer, Prolific ID or entry code '{pid}'" in capsys.readouterr().err
 
 
@@ -653,9 +653,9 @@ def test_lab_sessions_are_participants_the_admin_lists_and_excludes(env):
     r = client.post("/admin/exclude", data={"code": "LAB01", "reason": "fell asleep", "csrf_token": csrf_of(client)})
     assert r.status_code == 302 and study.db.get("LAB01").exclusion.label == "admin: fell asleep"
     assert study.db.fill(experiment.name, study.n_groups)[1] == 0  # the excluded person's slot is free again
-    assert main(["exclude", str(root), "LAB01", "--undo", "--reason", "woke up"]) == 0
+    assert main(["exclude", str(root), "LAB01", "--undo", "--reason", "woke up", "--yes"]) == 0
     assert study.db.get("LAB01").exclusion is None and study.db.fill(experiment.name, study.n_groups)[1] == 1
-    assert main(["exclude", str(root), "SIM01", "--reason", "test run"]) == 0
+    assert main(["exclude", str(root), "SIM01", "--reason", "test run", "--yes"]) == 0
     assert study.db.get("SIM01").exclusion.by.startswith("cli (")
 
 

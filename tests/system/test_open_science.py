@@ -69,7 +69,7 @@ def study(tmp_path_factory):
                                     trial_index=i, response=t.choices[0]) for i, t in enumerate(experiment.trials)])
     db.set_excluded(codes["out"], True, "typed the same key throughout", "admin")
     db.close()
-    cuebench(work, "withdraw", "exp", codes["gone"])
+    cuebench(work, "withdraw", "exp", codes["gone"], "--yes")
     return work, codes, experiment
 
 
