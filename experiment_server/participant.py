@@ -298,7 +298,8 @@ def grid_places(study: Study, trial) -> list[dict] | None:
     if trial.card.response != "label-grid":
         return None
     allowed = set(allowed_responses(study.experiment, trial))
-    return [{"label": c.label, "row": c.row, "col": c.col} for c in study.grid.cells if c.label in allowed]
+    return [{"label": c.label, "name": c.name, "row": c.row, "col": c.col} for c in study.grid.cells
+            if c.label in allowed]
 
 
 def _trial_plan(study: Study, token: str, scheduled) -> dict:

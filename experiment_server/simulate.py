@@ -66,9 +66,12 @@ class ClientLog:
 
 def instructed_answer(trial: dict) -> str | None:
     """The answer an attention trial asks for, in any language: the choice its instruction names last ("the
-    next image shows a cat. Please click \u201cdog\u201d", "... dr\u00fccken Sie bitte 2"), the longest at a place."""
-    named = [(m.start(), len(choice), choice) for choice in trial["choices"]
-             for m in re.finditer(rf"(?<!\w){re.escape(choice)}(?!\w)", trial["instruction"] or "")]
+    next image shows a cat. Please click \u201cdog\u201d", "... dr\u00fccken Sie bitte 2"), the longest at a place;
+    by the name its button shows ("Hund" in a German study), or the choice itself."""
+    names = {**{choice: choice for choice in trial["choices"]},
+             **{cell["name"]: cell["label"] for cell in trial.get("grid") or ()}}
+    named = [(m.start(), len(name), label) for name, label in names.items()
+             for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", trial["instruction"] or "")]
     return max(named)[2] if named else None
 
 
