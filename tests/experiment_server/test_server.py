@@ -526,7 +526,7 @@ def test_prolific_list(env, tmp_path):
     clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
-    client.post(f"/api/session/{gone}/screen", json={"reason": "screen too small", **measured_display(width=640)})
+    client.post(f"/api/session/{gone}/screen", json={"reason": "window too small", **measured_display(width=640)})
     running = start(client, PROLIFIC_PID="cccccccccccccccccccccccc", STUDY_ID="s", SESSION_ID="3")
     study.db.add_pilot_codes(study.experiment.name, ["pilot-preview"])
     start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", code="pilot-preview")

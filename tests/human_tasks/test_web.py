@@ -173,9 +173,10 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     """The device rules run on the consent page: a small window and a touch-only phone never see the consent
     form, each is told what to change, and nothing is stored; maximising the window lets the person go on. A
     window made small after consenting is screened out by the task's check before the instructions, with the
-    same advice and its own code."""
+    same advice and its own code. The windows are small on a large screen: the rule judges the window."""
     base, study = live_server
-    small = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    large_screen = {"width": 1920, "height": 1080}
+    small = browser.new_page(viewport={"width": 640, "height": 480}, screen=large_screen)
     small.goto(f"{base}/?PROLIFIC_PID=smallscreen01")
     assert small.is_visible("#device-check") and not small.is_visible("#consent-form")
     assert "at least 800 × 600 pixels (it is 640 × 480 now)" in small.inner_text("#device-fix")
@@ -188,7 +189,7 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     assert "use a computer" in phone.inner_text("#device-fix")
     assert study.db.participants(study.experiment.name) == []
     _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="shrunk1")
-    late = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    late = browser.new_page(viewport={"width": 640, "height": 480}, screen=large_screen)
     late.goto(f"{base}/task/{token}")
     late.wait_for_selector("#code", timeout=30_000)
     assert late.get_attribute("#code", "data-status") == "screened_out"
@@ -196,7 +197,7 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     assert "at least 800 × 600" in late.inner_text("#screen-fix") and not late.is_visible("#instructions-text")
     late.screenshot(path=str(tmp_path / "device-screened-out.png"), full_page=True)
     participant = study.db.participants(study.experiment.name)[0]
-    assert participant.status == "screened_out" and "screen too small" in participant.screen_reason
+    assert participant.status == "screened_out" and "window too small" in participant.screen_reason
 
 
 def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser):
@@ -288,7 +289,7 @@ def test_browser_rules(live_server, browser):
     browser_frames = page.evaluate("cases => cases.map(([ms, hz]) => window.cuebenchTask.msToFrames(ms, hz))", cases)
     assert browser_frames == [ms_to_frames(ms, hz).frames for ms, hz in cases]
     good = {"width": 1280, "height": 720, "screen_width": 1280, "screen_height": 720}
-    small = {"width": 640, "height": 480, "screen_width": 640, "screen_height": 480}
+    small = {"width": 640, "height": 480, "screen_width": 1920, "screen_height": 1080}  # a small window, large screen
     desktop, phone = {"fine": True, "touch": False}, {"fine": False, "touch": True}
     cases = [[{"hz": 60.0, "outlier_share": 0.1}, good, desktop], [{"hz": 143.9, "outlier_share": 0.0}, good, desktop],
              [{"hz": 30.0, "outlier_share": 0.0}, good, desktop], [{"hz": 60.0, "outlier_share": 0.3}, good, desktop],
@@ -297,7 +298,7 @@ def test_browser_rules(live_server, browser):
     verdicts = page.evaluate("cases => cases.map(([refresh, size, pointer]) => "
                              "window.cuebenchTask.judgeCheck(refresh, size, pointer))", cases)
     assert verdicts[:2] == [None, None]
-    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "screen", "the", "refresh", "phone"]
+    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "window", "the", "refresh", "phone"]
     # the server judges a screen-out's measurements by the same rules (experiment_server.screening)
     assert verdicts == [check_failure({"refresh": r, "size": size, "pointer": p}) for r, size, p in cases]
 
