@@ -12,12 +12,12 @@ from pathlib import Path
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
 from cuebench.storage import redacted
-from cuebench.texts import ALLOW_FLAG
+from cuebench.texts import ALLOW_FLAG, PILOT_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .db import OUTCOMES
 from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, MIN_FREE_DISK_MB, START_LIMIT, DeviceRules,
-                          StudyRules, browser_list, refresh_range, window_size)
+                          StudyRules, browser_list, check_time_limit, refresh_range, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -100,6 +100,10 @@ def register(subparsers) -> None:
     parser.add_argument("--pilot", action="store_true",
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
                              "'pilot': never counted as a person, holds no group slot)")
+    parser.add_argument(PILOT_FLAG, action="store_true",
+                        help="serve the pilot entry codes of `serve codes --pilot` only (everyone else is told the study "
+                             "is not open yet): the research team may read texts whose [[...]] placeholders are "
+                             "still to fill in, which serve otherwise refuses")
     parser.add_argument("--insecure-cookies", action="store_true",
                         help="cookies without the Secure mark, so the admin login and the start form work over plain "
                              "HTTP on a lab network (never on the internet); plain http:// to loopback "
@@ -152,8 +156,7 @@ def run(args) -> int:
     from .study import open_study
 
     rules = study_rules(args)
-    if not args.allow_text_mismatch:
-        check_study_texts(expdir)
+    check_study(expdir, rules, args.allow_text_mismatch)
     codes = completion_codes(args)
     if any(codes.values()):
         check_port_free(args.host, args.port)
@@ -175,7 +178,7 @@ def study_rules(args) -> StudyRules:
                          browsers=browser_list(args.browsers) if args.browsers else (), allow_touch=args.allow_touch)
     return StudyRules(target_n=args.target_n, target_per_group=args.target_per_group, time_limit_min=args.time_limit,
                       end_on_failed_attention=args.end_on_failed_attention, device=device,
-                      prolific_study_id=args.prolific_study_id)
+                      prolific_study_id=args.prolific_study_id, pilot_only=args.pilot_only)
 
 
 def database_url(given: str | None) -> str | None:
@@ -199,14 +202,18 @@ def completion_codes(args) -> dict[str, str | None]:
     return {o: getattr(args, f"code_{o}") or os.environ.get(code_variable(o)) or None for o in OUTCOMES}
 
 
-def check_study_texts(expdir: Path) -> None:
-    """Refuse to start while the study's texts contradict its experiment (``cuebench.texts.check_texts``)."""
+def check_study(expdir: Path, rules: StudyRules, allow_text_mismatch: bool = False) -> None:
+    """Refuse to start while the study's texts contradict its experiment (``cuebench.texts.check_texts``,
+    unless ``allow_text_mismatch``) or the time limit is shorter than the study (``check_time_limit``)."""
     from cuebench.expdir import ExperimentDir
     from cuebench.texts import check_texts
 
     folder = ExperimentDir(expdir)
     if folder.exists():  # else open_study says what is missing
-        check_texts(folder, folder.load())
+        experiment = folder.load()
+        check_time_limit(rules, experiment)
+        if not allow_text_mismatch:
+            check_texts(folder, experiment)
 
 
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:

@@ -143,11 +143,18 @@ def _refuse_another_prolific_study(values: dict[str, str | None]) -> None:
         raise Rejected(403, _study().say("prolific_other_study"))
 
 
+def _refuse_all_but_pilots(study: Study, values: dict[str, str | None]) -> None:
+    """``serve --pilot-only``: a link without a pilot code is told the study is not open yet."""
+    if _rules().pilot_only and not _is_pilot(study, values):
+        raise Rejected(403, study.say("pilots_only"))
+
+
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
     _refuse_another_prolific_study(values)
     study = _study()
+    _refuse_all_but_pilots(study, values)
     if _rules().capped and not _is_pilot(study, values) and study.closed(_rules()) and \
             not _returning(study, values, _browser_id()):
         return _closed_page()
@@ -216,6 +223,7 @@ def start():
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
         raise Rejected(400, study.say("prolific_no_session"))
     _refuse_another_prolific_study(values)
+    _refuse_all_but_pilots(study, values)
     identity = _start_identity(values, browser)
     try:
         _, token = study.db.start(study.experiment.name, study.n_groups, prolific_pid=values["PROLIFIC_PID"],

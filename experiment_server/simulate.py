@@ -184,6 +184,24 @@ def measured_display(hz: float | None = 60.0, width: int = 1280, height: int = 8
             "pointer": {"fine": not touch, "touch": touch}}
 
 
+def fill_consent(expdir: str | Path) -> Path:
+    """Fill in every ``[[...]]`` placeholder of a built study's texts (its default consent's researcher,
+    purpose, approval, risks and retention) as the researcher does before serving, so that ``cuebench serve``
+    starts (it refuses them unfilled: ``cuebench.texts.check_filled``); for load tests and the test suite.
+    Each becomes "(test study: FIELD)". Returns the folder."""
+    from cuebench.expdir import ExperimentDir
+    from cuebench.texts import NAMES, PLACEHOLDER, refresh_texts, text_path
+
+    folder = ExperimentDir(expdir)
+    experiment = folder.load()
+    refresh_texts(folder, experiment)
+    for name in NAMES:
+        path = text_path(folder, name, experiment.language)
+        text = path.read_text(encoding="utf-8")
+        path.write_text(PLACEHOLDER.sub(lambda m: f"(test study: {m.group(1).split(':')[0]})", text), encoding="utf-8")
+    return folder.root
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -10,6 +10,7 @@ kept in one process's memory that another would need), and what they decide is s
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -67,6 +68,9 @@ class StudyRules:
     prolific_study_id: str | None = None
     """The Prolific study this server collects for: a Prolific link naming another ``STUDY_ID`` is refused
     (a participant of another study, or a link copied into the wrong study, never takes a place here)."""
+    pilot_only: bool = False
+    """Whether only the pilot codes of ``serve codes --pilot`` may start (``serve --pilot-only``): the research
+    team tries a study whose texts are still drafts."""
 
     def __post_init__(self):
         if self.prolific_study_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.prolific_study_id):
@@ -95,11 +99,34 @@ class StudyRules:
         parts = [f"target {self.target_n}" if self.target_n else "", f"{self.target_per_group} per group"
                  if self.target_per_group else "", f"time limit {self.time_limit_min:g} min" if self.time_limit_min
                  else "", "a failed attention check ends the session" if self.end_on_failed_attention else "",
-                 f"Prolific study {self.prolific_study_id} only" if self.prolific_study_id else ""]
+                 f"Prolific study {self.prolific_study_id} only" if self.prolific_study_id else "",
+                 "pilot entry codes only" if self.pilot_only else ""]
         d = self.device
         parts.append(f"devices: window >= {d.min_width}x{d.min_height}, {d.min_hz:g}-{d.max_hz:g} Hz, browsers "
                      f"{','.join(d.browsers) or 'any'}, touch {'allowed' if d.allow_touch else 'refused'}")
         return "; ".join(p for p in parts if p)
+
+
+SLOW_FACTOR = 1.5
+"""The limit suggested beside the expected length: room for a participant half again as slow as the estimate."""
+
+
+def check_time_limit(rules: StudyRules, experiment) -> None:
+    """Refuse a session time limit shorter than the study takes (``cuebench.texts.study_facts``: the trials'
+    timing and count with an answer allowance, the setup and the breaks), which would end every session early;
+    the message gives the expected length and what it is made of."""
+    if rules.time_limit_min is None:
+        return
+    from cuebench.texts import BREAK_MINUTES, SETUP_MINUTES, study_facts
+
+    facts = study_facts(experiment)
+    if rules.time_limit_min < facts["minutes"]:
+        breaks = f", {facts['breaks']} break(s) of {BREAK_MINUTES:g} min" if facts["breaks"] else ""
+        raise RulesError(
+            f"--time-limit {rules.time_limit_min:g} is shorter than the study takes: about {facts['minutes']} "
+            f"minutes expected ({facts['trials']} trials taking {facts['trial_seconds'] / 60:.1f} min with time to answer, "
+            f"{SETUP_MINUTES} min of instructions and setup{breaks}); give at least {facts['minutes']}, better "
+            f"{math.ceil(SLOW_FACTOR * facts['minutes'])} for slower participants")
 
 
 def window_size(text: str) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from experiment_server.simulate import NONCE, ClientLog, ServerProcess, Simulate
 from experiment_server.study import study_of
 from experiment_server.study_rules import DeviceRules, RulesError, StudyRules
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
-from support import ADMIN_PASSWORD as PASSWORD, Clock
+from support import ADMIN_PASSWORD as PASSWORD, Clock, fill_consent
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 DEVICE_RULES = re.compile(r"data-rules='([^']+)'")
@@ -220,6 +220,7 @@ def test_a_served_study_ends_failed_checks_and_closes_at_its_target_across_proce
     """``cuebench serve --target-n 1 --end-on-failed-attention``: a wrong answer to the attention trial ends that
     session (which then holds no place), and once one session finished every process refuses the next start."""
     build_sample_experiment(tmp_path / "exp")
+    fill_consent(tmp_path / "exp")
     server = ServerProcess(tmp_path / "exp", free_port(), workers=workers, threads=2,
                            extra_args=("--target-n", "1", "--end-on-failed-attention"),
                            log_file=tmp_path / "server.log")

@@ -88,7 +88,7 @@ def _take_part(page, base: str, outage_s: float = 0.0, screens: dict | None = No
             screens[state](page)
         elif state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
             if state == "instruction":
-                instructed = re.search(r"click (\w+)", page.inner_text("#instruction")).group(1)
+                instructed = re.search(r"click \W*(\w+)", page.inner_text("#instruction")).group(1)
             page.click("#continue")
         elif state == "response-grid" and index not in answered:
             page.click(f"#grid button[data-label='{instructed or 'cat'}']")
