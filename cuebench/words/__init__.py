@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -70,17 +71,27 @@ def say(key: str, language: str = LANGUAGE, **values) -> str:
         raise UnknownWords(f"the {language} words have no text {key!r} (or it needs {err})") from None
 
 
+
+CONSONANT_SOUNDING = re.compile(r"(uni|unanim|u[bcdfgjklqrstvz][aeiouy]|eu|ewe|one\b|once\b)")
+"""English words spelt with a vowel that start with a consonant sound: a "u" before one consonant and a vowel is
+said "you" ("a unicorn", "a ukulele", "a utensil"; but "an umbrella", "an unusual"), and "a European", "a ewe",
+"a one-way street" (Merriam-Webster's pronunciations)."""
+VOWEL_SOUNDING = re.compile(r"(hour|honest|hono(u)?r|heir)")
+"""English words spelt with a silent h ("an hour", "an honest answer")."""
+VOWEL_LETTER_NAMES = "AEFHILMNORSX"
+"""Capitals whose spoken names start with a vowel sound, for initialisms ("an MRI scanner", "an X-ray")."""
+
+
 def with_article(noun: str, language: str = LANGUAGE) -> str:
     """``noun`` as a sentence of ``language`` names one of them: in English with "a" or "an" by how the word
-    sounds (``inflect``: an owl, a unicorn, an hour); the other catalogues quote the noun instead, so it needs
-    no article whose gender a class name would have to carry."""
-    if language != "en":
+    sounds (an owl, a unicorn, an hour, an X-ray); the other catalogues quote the noun instead, so it needs no
+    article whose gender a class name would have to carry."""
+    if language != "en" or not noun:
         return noun
-    return _english().a(noun)
-
-
-@cache
-def _english():
-    import inflect
-
-    return inflect.engine()
+    word = noun.split()[0].split("-")[0]
+    if word.isupper() and len(word) <= 5:
+        vowel = word[0] in VOWEL_LETTER_NAMES
+    else:
+        lower = word.lower()
+        vowel = bool(VOWEL_SOUNDING.match(lower)) or (lower[:1] in "aeiou" and not CONSONANT_SOUNDING.match(lower))
+    return f"{'an' if vowel else 'a'} {noun}"
