@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from PIL import Image
 
 from experiment_server.app import create_app
 from experiment_server.screening import browser_of, check_failure
@@ -167,6 +168,52 @@ def test_participant_goes_on_through_a_network_outage(live_server, browser):
     assert result["most_queued"] >= 2
     assert sorted(r["trial_index"] for r in rows) == list(range(len(study.sequence(participant))))
     assert result["status"] == "finished" and result["code"] == study.completion_code("finished")
+
+
+def test_a_german_study_shows_german_answer_buttons_and_stores_the_labels(tmp_path, photos, browser):
+    """``--language de`` on photos of two of the 16 classes: the grid's 16 buttons and "not clear" read as a German
+    dictionary lists the nouns, the participant clicks "Katze" and "Flasche", and the stored answers are "cat" and
+    "bottle"; the consent page states ``--time-limit 45`` in German."""
+    from waitress.server import create_server
+
+    from experiment_server.study_rules import StudyRules
+    from support import cuebench_in_process
+
+    for folder, photo in (("cat", "chelsea"), ("bottle", "coffee")):
+        (tmp_path / "bilder" / folder).mkdir(parents=True)
+        Image.fromarray(photos[photo]).save(tmp_path / "bilder" / folder / f"{photo}.png")
+    cuebench_in_process(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "bilder", "--language",
+                        "de", "--attention", "0", "--workers", "1", "--out", "exp")
+    app = create_app(tmp_path / "exp", rules=StudyRules(time_limit_min=45))
+    server = create_server(app, host="127.0.0.1", port=0, threads=2)
+    threading.Thread(target=server.run, daemon=True).start()
+    base, study = f"http://127.0.0.1:{server.effective_port}", study_of(app)
+    buttons, clicked = {}, {"cat": "Katze", "bottle": "Flasche"}
+
+    def answer(page):
+        state, index = _state(page)
+        if state == "response-grid" and index not in buttons:
+            buttons[index] = page.eval_on_selector_all("#grid button", "bs => bs.map(b => b.textContent)")
+            category = study.experiment.trial(study.sequence(study.db.participants(study.experiment.name)[0])[index]
+                                              .trial_id).category
+            page.click(f"#grid button:text-is('{clicked[category]}')")
+
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{base}/?code=de-buttons")
+        assert page.inner_text("#time-limit") == ("Sie haben ab Ihrem Start höchstens 45 Minuten Zeit, um die Studie "
+                                                  "abzuschließen; danach endet Ihre Sitzung, und die Antworten, die Sie "
+                                                  "gegeben haben, bleiben gespeichert.")
+        result = _take_part(page, base, screens={"response-grid": answer}, code="de-buttons")
+    finally:
+        server.close()
+    assert result["status"] == "finished" and len(buttons) == 2
+    german_order = ["Auto", "Bär", "Boot", "Elefant", "Fahrrad", "Flasche", "Flugzeug", "Hund", "Katze", "Lastwagen",
+                    "Messer", "Ofen", "Stuhl", "Tastatur", "Uhr", "Vogel", "nicht erkennbar"]
+    assert list(buttons.values()) == [german_order, german_order]
+    rows = study.store.rows("observer=?", [study.db.participants(study.experiment.name)[0].code])
+    assert sorted((r["category"], r["response"], r["correct"]) for r in rows) == [("bottle", "bottle", 1),
+                                                                                   ("cat", "cat", 1)]
 
 
 def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_server, browser, tmp_path):
