@@ -74,9 +74,11 @@ def test_serve_refuses_unfilled_placeholders_and_serves_the_draft_to_pilots_only
 def test_serve_refuses_a_time_limit_shorter_than_the_study(tmp_path, photos, capsys):
     """Eight photos, each trial 500 ms fixation, 200 ms image, 200 ms mask, a 20 s answer window and 600 ms ITI:
     8 x 21.5 s = 2.87 min of trials and 3 min of instructions and setup, no break, so about 6 minutes (by hand).
-    ``--time-limit 5`` is refused naming that; 6 is accepted."""
-    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "default", "--attention", "0",
-             "--workers", "1", "--timing", "fixation=500,stimulus=200,mask=200,iti=600,response=20000", "--out", "exp")
+    The build says so, ``--time-limit 5`` is refused naming it, and 6 is accepted."""
+    built = cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "default", "--attention",
+                     "0", "--workers", "1", "--timing", "fixation=500,stimulus=200,mask=200,iti=600,response=20000",
+                     "--out", "exp")
+    assert "about 6 minutes a participant (the least `cuebench serve --time-limit` allows)" in built
     experiment = ExperimentDir(tmp_path / "exp").load()
     assert len(experiment.trials) == 8
     capsys.readouterr()  # the build's progress
