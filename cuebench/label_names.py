@@ -73,8 +73,8 @@ def read_label_names(path: str | Path) -> dict[str, dict[str, str]]:
 def named(label_set: LabelSet, language: str, names_file: str | Path | None = None) -> LabelSet:
     """``label_set`` with the names its buttons show in ``language`` (``label_set.shown``): the file's, else the
     catalogue's for ImageNet-16 classes; a label with neither shows itself. With a file, its ``en`` names also
-    give the ImageNet classes of labels that name none themselves. The file must name every label of the set,
-    and only those, in ``language``."""
+    give the ImageNet classes of the labels they rename (other than the 16 classes, which keep model-vs-human's
+    lists). The file must name every label of the set, and only those, in ``language``."""
     table = read_label_names(names_file) if names_file is not None else {}
     if names_file is not None:
         strangers = sorted(set(table) - set(label_set.labels))

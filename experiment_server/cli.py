@@ -101,9 +101,9 @@ def register(subparsers) -> None:
                         help="codes: test-mode codes, stored so that each starts a pilot session (observer_kind "
                              "'pilot': never counted as a person, holds no group slot)")
     parser.add_argument(PILOT_FLAG, action="store_true",
-                        help="serve the pilot entry codes of `serve codes --pilot` only (everyone else is told the study "
-                             "is not open yet): the research team may read texts whose [[...]] placeholders are "
-                             "still to fill in, which serve otherwise refuses")
+                        help="serve the pilot entry codes of `serve codes --pilot` only (everyone else is told the "
+                             "study is not open yet): the research team may read texts whose [[...]] placeholders "
+                             "are still to fill in, which serve otherwise refuses")
     parser.add_argument("--insecure-cookies", action="store_true",
                         help="cookies without the Secure mark, so the admin login and the start form work over plain "
                              "HTTP on a lab network (never on the internet); plain http:// to loopback "

@@ -124,9 +124,9 @@ def check_time_limit(rules: StudyRules, experiment) -> None:
         breaks = f", {facts['breaks']} break(s) of {BREAK_MINUTES:g} min" if facts["breaks"] else ""
         raise RulesError(
             f"--time-limit {rules.time_limit_min:g} is shorter than the study takes: about {facts['minutes']} "
-            f"minutes expected ({facts['trials']} trials taking {facts['trial_seconds'] / 60:.1f} min with time to answer, "
-            f"{SETUP_MINUTES} min of instructions and setup{breaks}); give at least {facts['minutes']}, better "
-            f"{math.ceil(SLOW_FACTOR * facts['minutes'])} for slower participants")
+            f"minutes expected ({facts['trials']} trials taking {facts['trial_seconds'] / 60:.1f} min with time to "
+            f"answer, {SETUP_MINUTES} min of instructions and setup{breaks}); give at least {facts['minutes']}, "
+            f"better {math.ceil(SLOW_FACTOR * facts['minutes'])} for slower participants")
 
 
 def window_size(text: str) -> tuple[int, int]:

@@ -101,8 +101,8 @@ def response_grid(label_set: LabelSet, cell_width: float = 200, cell_height: flo
         cells.append(Cell(label, label_set.name_of(label), row, col, key, x, top - row * pitch_y, cell_width,
                           cell_height))
     if NOT_CLEAR in displayed:
-        cells.append(Cell(NOT_CLEAR, NOT_CLEAR, rows, None, NOT_CLEAR_KEY, 0.0, top - rows * pitch_y, 2 * cell_width + gap,
-                          cell_height))
+        cells.append(Cell(NOT_CLEAR, NOT_CLEAR, rows, None, NOT_CLEAR_KEY, 0.0, top - rows * pitch_y,
+                          2 * cell_width + gap, cell_height))
     return ResponseGrid(tuple(cells))
 
 

@@ -82,7 +82,8 @@ def build_sample_experiment(root: str | Path, name: str = "web-sample") -> Exper
     trials.append(Trial("attention-camera", "classify", "attention",
                         (store(photos[ATTENTION_IMAGE], ATTENTION_IMAGE, "original"),), tuple(IMAGENET16),
                         ATTENTION_ANSWER, condition="attention", source_image=ATTENTION_IMAGE, category=ATTENTION_SHOWN,
-                        instruction=say("attention_classify", shown=with_article(ATTENTION_SHOWN), answer=ATTENTION_ANSWER)))
+                        instruction=say("attention_classify", shown=with_article(ATTENTION_SHOWN),
+                                        answer=ATTENTION_ANSWER)))
     experiment = Experiment(
         name=name, design="web-sample", label_set=LabelSet(IMAGENET16_NAME, IMAGENET16), stimuli=stimuli,
         trials=trials, schedule=Schedule(break_every=3, catch_every=10, attention_every=100),

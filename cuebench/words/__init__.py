@@ -6,9 +6,10 @@ full, errors), the trial types' prompts and task sentences, and the default stud
 all look their words up here by key, in the study's language (``Experiment.language``, ``--language`` at
 build), so a translation is one more file with the same keys and the same ``{name}`` places
 (``tests/core/test_words.py`` checks each). A ``{name}`` in a text is filled in where it is shown (``say``).
-Keys starting ``class_`` name the 16 ImageNet entry-level classes as that language's answer buttons show them (the
-answer stored stays the English label). Keys starting ``claim_`` are regular expressions: how that language's texts state a fact about the study
-(trial count, practice, breaks, time limit, duration), which ``cuebench.texts`` checks against the experiment.
+Keys starting ``class_`` name the 16 ImageNet entry-level classes as that language's answer buttons show them
+(the answer stored stays the English label). Keys starting ``claim_`` are regular expressions: how that
+language's texts state a fact about the study (trial count, practice, breaks, time limit, duration), which
+``cuebench.texts`` checks against the experiment.
 The texts the researcher writes (consent, instructions, ...) are not here but in ``EXPDIR/texts/``."""
 
 from __future__ import annotations
