@@ -12,11 +12,13 @@ from cuebench.expdir import ExperimentDir
 from cuebench.texts import default_texts, placeholders
 from cuebench.words import languages
 from cuebench_app.cli import main
+from experiment_server.admin import set_admin_password
+from experiment_server.app import create_app
 from experiment_server.simulate import NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port
-from experiment_server.study import open_study
+from experiment_server.study import open_study, study_of
 from experiment_server.study_rules import RulesError, StudyRules, check_time_limit
 from stimuli.web_sample import build_sample_experiment
-from support import cuebench_in_process as cuebench
+from support import ADMIN_PASSWORD, cuebench_in_process as cuebench, login
 
 FIELDS = {"en": ["researcher", "purpose", "approval", "risks", "retention"],
           "de": ["Forschende", "Zweck", "Ethikvotum", "Risiken", "Aufbewahrung"]}
@@ -90,3 +92,12 @@ def test_serve_refuses_a_time_limit_shorter_than_the_study(tmp_path, photos, cap
     check_time_limit(StudyRules(time_limit_min=6), experiment)
     with pytest.raises(RulesError, match="about 6 minutes"):
         check_time_limit(StudyRules(time_limit_min=5.9), experiment)
+
+
+def test_the_admin_page_says_only_pilots_may_start(tmp_path):
+    build_sample_experiment(tmp_path / "exp")
+    app = create_app(tmp_path / "exp", rules=StudyRules(pilot_only=True))
+    set_admin_password(study_of(app), ADMIN_PASSWORD)
+    client = app.test_client()
+    login(client)
+    assert "Only pilot entry codes may start" in client.get("/admin/").get_data(as_text=True)
