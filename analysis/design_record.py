@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir
-from cuebench.trials import Experiment
+from cuebench.trials import NOT_CLEAR, Experiment
 from cuebench.words import LANGUAGE
 
 
@@ -55,4 +55,16 @@ def experiment_record(experiment: Experiment) -> dict:
                       "prior_sd": plan.prior_sd, "stop_ci_width": plan.stop_ci_width}
                      for plan in experiment.adaptive],
         **({"language": experiment.language} if experiment.language != LANGUAGE else {}),  # English: as before
+        **({"shown_names": names} if (names := shown_names(experiment)) else {}),
     }
+
+
+def shown_names(experiment: Experiment) -> dict[str, str]:
+    """Label -> the name its answer button showed, in grid order: for a study whose buttons name the labels
+    (``label_set.shown``), or one in another language than English with a label grid (which then showed the
+    labels themselves); empty otherwise (an English study's buttons are its labels, as before)."""
+    labels = experiment.label_set
+    grid = any(t.card.response == "label-grid" for t in experiment.trials)
+    if not labels.shown and not (grid and experiment.language != LANGUAGE):
+        return {}
+    return {label: labels.name_of(label) for label in labels.displayed() if label != NOT_CLEAR}

@@ -59,7 +59,7 @@ from urllib.parse import urlsplit, urlunsplit
 from cuebench.responses import ResponseStore
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.app import MAX_REQUEST_BYTES
-from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
+from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, fill_consent, free_port
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -91,6 +91,7 @@ def run_load(n_participants: int, workers: int, threads: int, interval_s: tuple[
             scratch_database(server_url) as baseline_database:
         study = Path(tmp) / "study"  # its secrets file goes beside it, inside tmp
         build_sample_experiment(study)
+        fill_consent(study)
         server = ServerProcess(study, free_port(), workers=workers, threads=threads, cpus=cpus,
                                extra_args=("--database", database) if database else ())
         server.start()
@@ -188,6 +189,7 @@ def run_attacks(workers: int, threads: int, server_url: str | None, cpus: set[in
     with tempfile.TemporaryDirectory() as tmp, scratch_database(server_url) as database:
         study = Path(tmp) / "study"
         build_sample_experiment(study)
+        fill_consent(study)
         server = ServerProcess(study, free_port(), workers=workers, threads=threads, cpus=cpus,
                                extra_args=("--database", database) if database else ())
         server.start()
@@ -206,6 +208,7 @@ def slow_connections_per_server(threads: int, slow_steps: list[int],
         with tempfile.TemporaryDirectory() as tmp:
             study = Path(tmp) / "study"
             build_sample_experiment(study)
+            fill_consent(study)
             server = ServerProcess(study, free_port(), workers=workers, threads=threads, cpus=cpus)
             server.start()
             try:

@@ -88,7 +88,13 @@ def study_facts(experiment: Experiment) -> dict:
             "practice": sum(t.role == "practice" for t in trials), "breaks": breaks,
             "attention": any(t.role == "attention" for t in trials), "trials": len(trials) + len(adaptive),
             "adaptive": len(adaptive), "may_stop_early": any(p.stop_ci_width for p in experiment.adaptive),
-            "minutes": math.ceil(total_ms / 60000 + SETUP_MINUTES + breaks * BREAK_MINUTES)}
+            "trial_seconds": total_ms / 1000, "minutes": expected_minutes(total_ms, breaks)}
+
+
+def expected_minutes(trials_ms: float, breaks: int) -> int:
+    """How long the study takes a participant, in whole minutes: the trials (``trial_ms`` each), the setup
+    (:data:`SETUP_MINUTES`) and the breaks (:data:`BREAK_MINUTES` each), rounded up."""
+    return math.ceil(trials_ms / 60000 + SETUP_MINUTES + breaks * BREAK_MINUTES)
 
 
 def trial_type_timings(trials: list) -> dict[str, Timing]:
@@ -327,6 +333,40 @@ def check_texts(expdir: ExperimentDir, experiment: Experiment) -> None:
             f"{expdir.root.name}/{folder}/ contradicts experiment.json in {len(problems)} place(s); fix these lines "
             f"(or delete an unedited file to get this build's default), or pass {ALLOW_FLAG} to run anyway:\n  "
             + "\n  ".join(problems))
+
+
+PLACEHOLDER = re.compile(r"\[\[([^\[\]]+?)\]\]")
+"""A field the researcher fills in: ``[[researcher: name, institution and an e-mail address]]`` (the default
+consent's contact, purpose, ethics approval, risks and data retention: what only the researcher knows)."""
+PILOT_FLAG = "--pilot-only"
+
+
+class TextsUnfilledError(CuebenchError):
+    """A text still holds a placeholder, which no participant may read."""
+
+
+def placeholders(expdir: ExperimentDir, language: str = LANGUAGE) -> dict[str, list[str]]:
+    """``texts/NAME.md`` -> the names of the placeholders it still holds (the words before each ``:``), for the
+    texts of ``language`` that hold any."""
+    out = {}
+    for name in NAMES:
+        path = text_path(expdir, name, language)
+        found = PLACEHOLDER.findall(path.read_text(encoding="utf-8")) if path.exists() else []
+        if found:
+            out[path.relative_to(expdir.root).as_posix()] = [f.split(":", 1)[0].strip() for f in found]
+    return out
+
+
+def check_filled(expdir: ExperimentDir, experiment: Experiment) -> None:
+    """Refuse to show participants a text whose placeholders are not filled in (an ethics board's fields of
+    the default consent), in one line naming them; :data:`PILOT_FLAG` serves the research team's pilot codes
+    only, who may read the draft."""
+    refresh_texts(expdir, experiment)
+    unfilled = placeholders(expdir, experiment.language)
+    if unfilled:
+        where = "; ".join(f"{expdir.root.name}/{path}: {', '.join(names)}" for path, names in unfilled.items())
+        raise TextsUnfilledError(f"fill in the [[...]] placeholders before participants read them ({where}), or "
+                                 f"serve pilot entry codes only ({PILOT_FLAG})")
 
 
 def to_html(markdown: str) -> str:

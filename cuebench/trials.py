@@ -18,6 +18,7 @@ the older files, saying so.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
@@ -208,7 +209,9 @@ class LabelSet(Model):
     """The answer labels of a classification experiment and their display order.
 
     ``imagenet_indices`` maps each label to the ImageNet-1k classes a model's decision
-    aggregates over (model-vs-human's 16-class lists, or a user mapping file).
+    aggregates over (model-vs-human's 16-class lists, or a user mapping file). ``shown`` names a label
+    as the answer buttons show it in the study's language (a German study: "Katze" for ``cat``); answers
+    are stored as the label itself.
     """
 
     name: str
@@ -218,6 +221,9 @@ class LabelSet(Model):
     not_clear: bool = True
     """Offer the "not clear" answer after the labels."""
     imagenet_indices: dict[str, list[ImageNetIndex]] = Field(default_factory=dict)
+    shown: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+    """Label -> its name on the answer buttons, where that is not the label (written only when some label has
+    one): from the language's catalogue for the 16 ImageNet classes, or the researcher's ``--label-names``."""
 
     @field_validator("labels")
     @classmethod
@@ -226,10 +232,38 @@ class LabelSet(Model):
             raise ValueError("contains duplicates")
         return labels
 
+    @model_validator(mode="after")
+    def _names_are_of_labels(self) -> "LabelSet":
+        unknown = sorted(set(self.shown) - set(self.labels))
+        if unknown:
+            raise ValueError(f"shown names {unknown[0]!r}, which is not one of the labels")
+        names = [self.name_of(label) for label in self.labels]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two labels would show the same name {twice[0]!r}")
+        return self
+
+    def name_of(self, label: str) -> str:
+        """What the answer button of ``label`` says ("not clear" is the runners' word in the study's language)."""
+        return self.shown.get(label, label)
+
     def displayed(self) -> list[str]:
-        """Labels in the order a response screen shows them, "not clear" last."""
-        ordered = sorted(self.labels) if self.display_order == "alphabetical" else list(self.labels)
+        """Labels in the order a response screen shows them, "not clear" last: alphabetical, or as given. With
+        ``shown`` names, alphabetical is their dictionary order (accents and case aside, so "Bär" stands between
+        "Auto" and "Boot"); without, the labels' own order as it always was (a running study keeps its grid)."""
+        if self.display_order == "given":
+            ordered = list(self.labels)
+        else:
+            ordered = sorted(self.labels, key=lambda label: _sort_key(self.name_of(label))) if self.shown \
+                else sorted(self.labels)
         return ordered + ([NOT_CLEAR] if self.not_clear else [])
+
+
+def _sort_key(name: str) -> tuple[str, str]:
+    """Dictionary order of a name in any Latin-script language: letters without their accents and case first,
+    then the name itself to break ties."""
+    bare = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    return bare.casefold(), name
 
 
 class Schedule(Model):
@@ -432,6 +466,8 @@ class Experiment(Model):
             del data["adaptive"]  # experiments without adaptive blocks keep their byte-identical file
         if data["language"] == LANGUAGE:
             del data["language"]  # so do English ones
+        if not data["label_set"]["shown"]:
+            del data["label_set"]["shown"]  # and label sets whose buttons show the labels
         for trial in data["trials"]:
             if trial["label_mask"] is None:
                 del trial["label_mask"]  # only segment trials have one; other files keep their bytes

@@ -5,7 +5,8 @@ public-domain photos, prints the suppression-quality table, lets the three offli
 EfficientNet-Lite models answer every trial, and writes the HTML report, where the
 published human values of Burgert et al. (Table 3) stand in, clearly labelled, for the
 people who have not taken part yet. ``--serve`` then serves the same experiment so you
-can take part yourself.
+can take part yourself, with a pilot code it prints (``serve --pilot-only``: the default consent's fields
+for the researcher are not filled in).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def run_demo(args, run_command) -> int:
     code = run_command(["report", str(out), "--out", str(out / "reports"), "--reference", "burgert2025"])
     if code:
         return code
-    if args.serve:
-        return run_command(["serve", str(out), "--host", "127.0.0.1", "--port", str(args.port)])
+    if args.serve:  # as a pilot: its consent's researcher, purpose and approval fields are still to fill in
+        print(f"\nTake part with this pilot code: http://127.0.0.1:{args.port}/?code=CODE")
+        code = run_command(["serve", "codes", str(out), "-n", "1", "--pilot"])
+        return code or run_command(["serve", str(out), "--host", "127.0.0.1", "--port", str(args.port), "--pilot-only"])
     return 0

@@ -33,6 +33,7 @@ except ImportError:  # PostgreSQL support is an extra
     psycopg = None
 
 from cuebench.storage import StorageError
+from cuebench.texts import TextsUnfilledError, check_filled
 from cuebench.words import LANGUAGE, say, words
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
@@ -40,7 +41,7 @@ from . import adaptive, admin, participant
 from .answers_first import others_in_turn
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
-from .study import ServerSetupError, open_study, study_of
+from .study import ServerSetupError, Study, open_study, study_of
 from .study_rules import MIN_FREE_DISK_MB, StudyRules, load_rules
 from .validation import Rejected
 
@@ -151,11 +152,13 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     @app.context_processor
     def page_language():
         """Every participant's page's ``lang`` and words (``say``) in the study's language; the admin pages, for
-        the researcher, stay English."""
+        the researcher, stay English. ``time_limit``: the session time limit as the consent page states it."""
         language = LANGUAGE if request.path.startswith("/admin") else study.experiment.language
         catalogue = words(language)
+        limit = rules.time_limit_min
         return {"language": language, "say": lambda key, **values: say(key, language, **values),
-                "device_words": {key: text for key, text in catalogue.items() if key.startswith("device_")}}
+                "device_words": {key: text for key, text in catalogue.items() if key.startswith("device_")},
+                "time_limit": f"{limit:g}".replace(".", catalogue["decimal_point"]) if limit else None}
 
     app.register_blueprint(adaptive.bp)
     app.register_blueprint(admin.bp, url_prefix="/admin")
@@ -234,6 +237,8 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     check_port_free(host, port)
     # checks; creates tables and secrets once, before any worker
     study = open_study(expdir, database=database, secrets_path=secrets_path)
+    if not load_rules(study.expdir.root).pilot_only:
+        refuse_unfilled_texts(study)
     if open_message:
         base = f"http://{host}:{port}"
         print(f"Serving experiment {study.experiment.name!r} ({study.n_groups} groups) from {study.expdir.root} "
@@ -274,6 +279,17 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
     serve_answers_first(server)
     server.print_listen("Serving on http://{}:{}")
     server.run()
+
+
+def refuse_unfilled_texts(study: Study) -> None:
+    """No participant reads a text whose ``[[...]]`` placeholders (the default consent's researcher, purpose,
+    approval, risks, retention) are not filled in: refused in one line naming them (``cuebench.texts.check_filled``),
+    unless only pilots are served (``--pilot-only``)."""
+    try:
+        check_filled(study.expdir, study.experiment)
+    except TextsUnfilledError:
+        study.close()
+        raise
 
 
 def leave_out_of_garbage_collection() -> None:

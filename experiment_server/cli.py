@@ -15,14 +15,14 @@ from typing import Any
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
 from cuebench.storage import redacted
-from cuebench.texts import ALLOW_FLAG
+from cuebench.texts import ALLOW_FLAG, PILOT_FLAG
 
 from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .assignment import HOLD_SECONDS
 from .db import OUTCOMES
 from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, FLAGS, MIN_FREE_DISK_MB, RULES_FILE,
-                          START_LIMIT, UNANSWERED_PER_ADDRESS, browser_list, optional, refresh_range, settle_rules,
-                          window_size)
+                          START_LIMIT, UNANSWERED_PER_ADDRESS, StudyRules, browser_list, check_time_limit, load_rules,
+                          optional, refresh_range, settle_rules, window_size)
 
 ADMIN_PASSWORD = "admin-password"
 ROTATE_SECRET = "rotate-secret"
@@ -116,6 +116,11 @@ def register(subparsers) -> None:
          help=f"how long a new session holds its place before its first stored answer (default {HOLD_SECONDS // 60})")
     rule("--unanswered-per-address", type=int, metavar="N",
          help=f"live sessions without a stored answer one client address may hold (default {UNANSWERED_PER_ADDRESS})")
+    rule(PILOT_FLAG, action=argparse.BooleanOptionalAction,
+         help="serve the pilot entry codes of `serve codes --pilot` only (everyone else is told the study is not open "
+              "yet): the research team may read texts whose [[...]] placeholders are still to fill in, which serve "
+              "otherwise refuses; stored like every rule, so a restart stays pilot-only until --no-pilot-only "
+              "--update-rules")
     rule("--allow-repeat-completions", action=argparse.BooleanOptionalAction,
          help="let a Prolific ID get a completion code from more than one session (default: one)")
     parser.add_argument("-n", type=int, default=50, help="codes: how many entry codes to print")
@@ -178,10 +183,10 @@ def run(args) -> int:
     from .study import open_study
 
     check_port_free(args.host, args.port)
-    if not args.allow_text_mismatch:
-        check_study_texts(expdir)
     if ExperimentDir(expdir).exists():  # else serve says what is missing
-        settle_rules(expdir, given_rules(args), args.update_rules)
+        given = given_rules(args)
+        check_study(expdir, load_rules(expdir).changed(given), args.allow_text_mismatch)
+        settle_rules(expdir, given, args.update_rules)
     codes = completion_codes(args)
     if any(codes.values()):
         study = open_study(expdir, database=args.database, secrets_path=args.secrets)
@@ -247,14 +252,18 @@ def completion_codes(args) -> dict[str, str | None]:
     return {o: getattr(args, f"code_{o}") or os.environ.get(code_variable(o)) or None for o in OUTCOMES}
 
 
-def check_study_texts(expdir: Path) -> None:
-    """Refuse to start while the study's texts contradict its experiment (``cuebench.texts.check_texts``)."""
+def check_study(expdir: Path, rules: StudyRules, allow_text_mismatch: bool = False) -> None:
+    """Refuse to start while the study's texts contradict its experiment (``cuebench.texts.check_texts``,
+    unless ``allow_text_mismatch``) or the time limit is shorter than the study (``check_time_limit``)."""
     from cuebench.expdir import ExperimentDir
     from cuebench.texts import check_texts
 
     folder = ExperimentDir(expdir)
     if folder.exists():  # else open_study says what is missing
-        check_texts(folder, folder.load())
+        experiment = folder.load()
+        check_time_limit(rules, experiment)
+        if not allow_text_mismatch:
+            check_texts(folder, experiment)
 
 
 def rotate_secret(expdir: Path, database: str | None, secrets_path: str | None) -> int:

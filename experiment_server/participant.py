@@ -153,11 +153,18 @@ def withdrawn(_err: SessionWithdrawn):
     return current_app.handle_user_exception(Rejected(410, _study().say("session_withdrawn")))
 
 
+def _refuse_all_but_pilots(study: Study, values: dict[str, str | None]) -> None:
+    """``serve --pilot-only``: a link without a pilot code is told the study is not open yet."""
+    if _rules().pilot_only and not _is_pilot(study, values):
+        raise Rejected(403, study.say("pilots_only"))
+
+
 @bp.get("/")
 def entry():
     values = _entry_values(request.args)
     _refuse_another_prolific_study(values)
     study = _study()
+    _refuse_all_but_pilots(study, values)
     if _rules().capped and not _is_pilot(study, values) and study.closed(_rules()) and \
             not _returning(study, values, _browser_id()):
         return _closed_page()
@@ -237,6 +244,7 @@ def start():
     if values["PROLIFIC_PID"] and not values["SESSION_ID"]:
         raise Rejected(400, study.say("prolific_no_session"))
     _refuse_another_prolific_study(values)
+    _refuse_all_but_pilots(study, values)
     pilot = _is_pilot(study, values)
     refused = None if pilot else _agent_refused(study)
     if refused is not None:
@@ -330,7 +338,8 @@ def grid_places(study: Study, trial) -> list[dict] | None:
     if trial.card.response != "label-grid":
         return None
     allowed = set(allowed_responses(study.experiment, trial))
-    return [{"label": c.label, "row": c.row, "col": c.col} for c in study.grid.cells if c.label in allowed]
+    return [{"label": c.label, "name": c.name, "row": c.row, "col": c.col} for c in study.grid.cells
+            if c.label in allowed]
 
 
 def _trial_plan(study: Study, token: str, scheduled) -> dict:

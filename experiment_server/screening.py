@@ -68,9 +68,8 @@ def check_failure(payload: dict, rules: DeviceRules = DeviceRules(), user_agent:
     browser = browser_of(user_agent)
     if rules.browsers and browser not in rules.browsers:
         return f"browser not allowed ({BROWSER_NAMES.get(browser, browser)})"
-    if max(size["width"], size["screen_width"]) < rules.min_width or \
-            max(size["height"], size["screen_height"]) < rules.min_height:
-        return f"screen too small ({size['screen_width']:g}x{size['screen_height']:g})"
+    if size["width"] < rules.min_width or size["height"] < rules.min_height:  # the window, as device.js judges it
+        return f"window too small ({size['width']:g}x{size['height']:g})"
     return None
 
 

@@ -66,9 +66,12 @@ class ClientLog:
 
 def instructed_answer(trial: dict) -> str | None:
     """The answer an attention trial asks for, in any language: the choice its instruction names last ("the
-    next image shows a cat. Please click \u201cdog\u201d", "... dr\u00fccken Sie bitte 2"), the longest at a place."""
-    named = [(m.start(), len(choice), choice) for choice in trial["choices"]
-             for m in re.finditer(rf"(?<!\w){re.escape(choice)}(?!\w)", trial["instruction"] or "")]
+    next image shows a cat. Please click \u201cdog\u201d", "... dr\u00fccken Sie bitte 2"), the longest at a place;
+    by the name its button shows ("Hund" in a German study), or the choice itself."""
+    names = {**{choice: choice for choice in trial["choices"]},
+             **{cell["name"]: cell["label"] for cell in trial.get("grid") or ()}}
+    named = [(m.start(), len(name), label) for name, label in names.items()
+             for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", trial["instruction"] or "")]
     return max(named)[2] if named else None
 
 
@@ -179,6 +182,24 @@ def measured_display(hz: float | None = 60.0, width: int = 1280, height: int = 8
     return {"refresh": None if hz is None else {"hz": hz, "outlier_share": 0.0, "median_ms": 1000 / hz, "n": 150},
             "size": {"width": width, "height": height, "screen_width": width, "screen_height": height},
             "pointer": {"fine": not touch, "touch": touch}}
+
+
+def fill_consent(expdir: str | Path) -> Path:
+    """Fill in every ``[[...]]`` placeholder of a built study's texts (its default consent's researcher,
+    purpose, approval, risks and retention) as the researcher does before serving, so that ``cuebench serve``
+    starts (it refuses them unfilled: ``cuebench.texts.check_filled``); for load tests and the test suite.
+    Each becomes "(test study: FIELD)". Returns the folder."""
+    from cuebench.expdir import ExperimentDir
+    from cuebench.texts import NAMES, PLACEHOLDER, refresh_texts, text_path
+
+    folder = ExperimentDir(expdir)
+    experiment = folder.load()
+    refresh_texts(folder, experiment)
+    for name in NAMES:
+        path = text_path(folder, name, experiment.language)
+        text = path.read_text(encoding="utf-8")
+        path.write_text(PLACEHOLDER.sub(lambda m: f"(test study: {m.group(1).split(':')[0]})", text), encoding="utf-8")
+    return folder.root
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ the default.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -104,6 +105,9 @@ class StudyRules(Model):
     """Live sessions without a stored answer that one client address may hold at once."""
     repeat_completions: bool = False
     """Whether a Prolific ID may get a completion code from more than one session of the study."""
+    pilot_only: bool = False
+    """Whether only the pilot codes of ``serve codes --pilot`` may start (``serve --pilot-only``): the research
+    team tries a study whose texts are still drafts."""
 
     @field_validator("prolific_study_id")
     @classmethod
@@ -132,7 +136,8 @@ class StudyRules(Model):
                  f"{self.start_limit} starts per address per {START_WINDOW_S // 60} min",
                  f"places held {self.hold_min:g} min until a first answer, {self.unanswered_per_address} such "
                  "sessions per address", "repeat completion codes per Prolific ID" if self.repeat_completions else
-                 "one completion code per Prolific ID"]
+                 "one completion code per Prolific ID",
+                 "pilot entry codes only" if self.pilot_only else ""]
         d = self.device
         parts.append(f"devices: window >= {d.min_width}x{d.min_height}, {d.min_hz:g}-{d.max_hz:g} Hz, browsers "
                      f"{','.join(d.browsers) or 'any'}, touch {'allowed' if d.allow_touch else 'refused'}")
@@ -164,6 +169,7 @@ FLAGS = {"target_n": "--target-n", "target_per_group": "--target-per-group", "ti
          "end_on_failed_attention": "--end-on-failed-attention", "prolific_study_id": "--prolific-study-id",
          "start_limit": "--start-limit", "hold_min": "--hold-minutes",
          "unanswered_per_address": "--unanswered-per-address", "repeat_completions": "--allow-repeat-completions",
+         "pilot_only": "--pilot-only",
          "device.min_width": "--min-window", "device.min_height": "--min-window",
          "device.min_hz": "--refresh-hz", "device.max_hz": "--refresh-hz", "device.browsers": "--browsers",
          "device.allow_touch": "--allow-touch"}
@@ -250,6 +256,28 @@ def optional(convert):
 
     parse.__name__ = convert.__name__  # argparse names it in "invalid int value"
     return parse
+
+
+SLOW_FACTOR = 1.5
+"""The limit suggested beside the expected length: room for a participant half again as slow as the estimate."""
+
+
+def check_time_limit(rules: StudyRules, experiment) -> None:
+    """Refuse a session time limit shorter than the study takes (``cuebench.texts.study_facts``: the trials'
+    timing and count with an answer allowance, the setup and the breaks), which would end every session early;
+    the message gives the expected length and what it is made of."""
+    if rules.time_limit_min is None:
+        return
+    from cuebench.texts import BREAK_MINUTES, SETUP_MINUTES, study_facts
+
+    facts = study_facts(experiment)
+    if rules.time_limit_min < facts["minutes"]:
+        breaks = f", {facts['breaks']} break(s) of {BREAK_MINUTES:g} min" if facts["breaks"] else ""
+        raise RulesError(
+            f"--time-limit {rules.time_limit_min:g} is shorter than the study takes: about {facts['minutes']} "
+            f"minutes expected ({facts['trials']} trials taking {facts['trial_seconds'] / 60:.1f} min with time to "
+            f"answer, {SETUP_MINUTES} min of instructions and setup{breaks}); give at least {facts['minutes']}, "
+            f"better {math.ceil(SLOW_FACTOR * facts['minutes'])} for slower participants")
 
 
 def window_size(text: str) -> tuple[int, int]:

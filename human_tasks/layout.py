@@ -2,7 +2,8 @@
 
 Burgert et al. 2025 (human protocol) show the 16 labels in alphabetical order in a 4x4
 grid plus a "not clear" option. Labels come from ``LabelSet.displayed()`` (alphabetical
-unless the label set says otherwise) and fill the grid row by row; "not clear" sits
+unless the label set says otherwise), each button naming its label in the study's language
+(``LabelSet.name_of``), and fill the grid row by row; "not clear" sits
 centred below the last row. Geometry is in pixels with (0, 0) at the screen centre and
 y pointing up (PsychoPy's ``pix`` units), so the runner draws and hit-tests the same cells.
 
@@ -31,9 +32,11 @@ class LayoutError(CuebenchError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One answer button: its label, grid place, key, and rectangle (centre and size, px)."""
+    """One answer button: its label (the answer stored), the name it shows (the label in the study's language;
+    "not clear" is the runners' word), grid place, key, and rectangle (centre and size, px)."""
 
     label: str
+    name: str
     row: int
     col: int | None  # None for "not clear", which spans the grid's middle
     key: str | None
@@ -95,10 +98,11 @@ def response_grid(label_set: LabelSet, cell_width: float = 200, cell_height: flo
         row, col = divmod(i, COLUMNS)
         key = KEY_ROWS[row][col] if row < len(KEY_ROWS) else None
         x = (col - (COLUMNS - 1) / 2) * pitch_x
-        cells.append(Cell(label, row, col, key, x, top - row * pitch_y, cell_width, cell_height))
-    if NOT_CLEAR in displayed:
-        cells.append(Cell(NOT_CLEAR, rows, None, NOT_CLEAR_KEY, 0.0, top - rows * pitch_y, 2 * cell_width + gap,
+        cells.append(Cell(label, label_set.name_of(label), row, col, key, x, top - row * pitch_y, cell_width,
                           cell_height))
+    if NOT_CLEAR in displayed:
+        cells.append(Cell(NOT_CLEAR, NOT_CLEAR, rows, None, NOT_CLEAR_KEY, 0.0, top - rows * pitch_y,
+                          2 * cell_width + gap, cell_height))
     return ResponseGrid(tuple(cells))
 
 

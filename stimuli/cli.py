@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 
 from cuebench.executors import add_executor_arguments, parse_executor, run_shards
+from cuebench.texts import study_facts
 
 from .shards import DEFAULT_SHARD_SIZE
 
@@ -115,9 +116,12 @@ def run_build(args, feature_net_loader) -> int:
     for t in experiment.trials:
         roles[t.role] = roles.get(t.role, 0) + 1
     groups = len(experiment.assignment.groups) if experiment.assignment else 0
+    people = all(t.card.for_people for t in experiment.trials)
+    length = (f", about {study_facts(experiment)['minutes']} minutes a participant (the least `cuebench serve "
+              "--time-limit` allows)") if people else ""
     print(f"{Path(args.out) / 'experiment.json'}: {len(experiment.trials)} trials "
           f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), {len(experiment.stimuli)} stimuli, "
-          f"{groups} participant group(s)")
+          f"{groups} participant group(s){length}")
     skipped = experiment.provenance.get("skipped_images") or []
     if skipped:
         print(f"skipped {len(skipped)} source image(s) (--on-error skip):\n" + "\n".join(f"  {s}" for s in skipped))

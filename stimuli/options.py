@@ -80,7 +80,7 @@ def parse_timing(spec: str, base: Timing) -> Timing:
         raise OptionError(f"--timing {spec!r}: {err}") from None
 
 
-STUDY_OPTIONS = ("practice", "catch_every", "attention", "timing", "only")
+STUDY_OPTIONS = ("practice", "catch_every", "attention", "timing", "only", "label_names")
 """Common options that shape the trials; each design says which of them it honours."""
 
 
@@ -113,6 +113,9 @@ class BuildOptions(Options):
     screen_width: float | None = Field(None, gt=0, description="visible screen width in cm (lab)")
     language: str = Field(LANGUAGE, description=f"the language participants read ({', '.join(languages())}): the "
                                                "task's words and the default texts, written to texts/LANG/")
+    label_names: str | None = Field(None, description="CSV label,en,de,...: each class's name on the answer "
+                                                      "buttons per language (docs/labelled_sets.md); its en column "
+                                                      "maps classes named in another language to ImageNet's")
 
     @field_validator("language")
     @classmethod

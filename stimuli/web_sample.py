@@ -18,6 +18,7 @@ from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from cuebench.words import say, with_article
 from .sources import default_images, fit_to_stimulus
 
 CLASSIFY_IMAGES = {"chelsea": "cat", "coffee": "bottle"}
@@ -81,7 +82,8 @@ def build_sample_experiment(root: str | Path, name: str = "web-sample") -> Exper
     trials.append(Trial("attention-camera", "classify", "attention",
                         (store(photos[ATTENTION_IMAGE], ATTENTION_IMAGE, "original"),), tuple(IMAGENET16),
                         ATTENTION_ANSWER, condition="attention", source_image=ATTENTION_IMAGE, category=ATTENTION_SHOWN,
-                        instruction=f"The next image shows a {ATTENTION_SHOWN}. Please click {ATTENTION_ANSWER}."))
+                        instruction=say("attention_classify", shown=with_article(ATTENTION_SHOWN),
+                                        answer=ATTENTION_ANSWER)))
     experiment = Experiment(
         name=name, design="web-sample", label_set=LabelSet(IMAGENET16_NAME, IMAGENET16), stimuli=stimuli,
         trials=trials, schedule=Schedule(break_every=3, catch_every=10, attention_every=100),

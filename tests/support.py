@@ -5,6 +5,7 @@
   entry points);
 - the docs' one-file observer (``observer_example``), three classes of DiST photos (``three_class_photos``),
   a command run in this process (``cuebench_in_process``: spares a torch start-up per command);
+- a built study's texts filled in as a researcher does before serving (``fill_consent``);
 - a participant's and the admin's requests to a Flask test client (``start``, ``plan``, ``login``, ...), and an
   injectable ``Clock`` for the app, so reservations lapse when a test says so;
 - a labelled segmentation set and two tiny segmenters trained on it in seconds:
@@ -34,6 +35,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+
+from experiment_server.simulate import fill_consent  # noqa: F401  (the tests' one way to fill a study's texts)
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_PASSWORD = "correct horse battery"
@@ -245,3 +248,4 @@ def login(client) -> None:
     token = page.get_data(as_text=True).split('name="csrf_token" value="')[1].split('"')[0]
     r = client.post("/admin/login", data={"password": ADMIN_PASSWORD, "csrf_token": token})
     assert r.status_code == 302, r.data
+

@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 
-from cuebench.words import say
+from cuebench.words import LANGUAGE, say
 
 from ..load import params_of
 from ..psychometric import fixed_level_rows
@@ -102,6 +102,14 @@ def design_sentences(record: dict) -> list[str]:
     if record.get("language"):
         out.append(f"Participants read the study in {say('language_name', record['language'])}: its texts and "
                    "every screen of the task.")
+    names = record.get("shown_names")
+    if names and any(shown != label for label, shown in names.items()):
+        language = say("language_name", record.get("language") or LANGUAGE)
+        out.append(f"The answer buttons named the classes in {language} ("
+                   + ", ".join(f"{shown} for {label}" for label, shown in names.items())
+                   + "); answers are reported under the labels.")
+    elif names:
+        out.append(f"The answer buttons showed the class labels themselves ({', '.join(names)}).")
     return out
 
 

@@ -6,14 +6,17 @@ full, errors), the trial types' prompts and task sentences, and the default stud
 all look their words up here by key, in the study's language (``Experiment.language``, ``--language`` at
 build), so a translation is one more file with the same keys and the same ``{name}`` places
 (``tests/core/test_words.py`` checks each). A ``{name}`` in a text is filled in where it is shown (``say``).
-Keys starting ``claim_`` are regular expressions: how that language's texts state a fact about the study
-(trial count, practice, breaks, time limit, duration), which ``cuebench.texts`` checks against the experiment.
+Keys starting ``class_`` name the 16 ImageNet entry-level classes as that language's answer buttons show them
+(the answer stored stays the English label). Keys starting ``claim_`` are regular expressions: how that
+language's texts state a fact about the study (trial count, practice, breaks, time limit, duration), which
+``cuebench.texts`` checks against the experiment.
 The texts the researcher writes (consent, instructions, ...) are not here but in ``EXPDIR/texts/``."""
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -50,9 +53,10 @@ def words(language: str = LANGUAGE) -> dict[str, str]:
     return json.loads((HERE / f"{check_language(language)}.json").read_text(encoding="utf-8"))
 
 
-BUILD_ONLY = ("text_", "debrief_", "suppressed_", "claim_", "lab_")
+BUILD_ONLY = ("text_", "debrief_", "suppressed_", "claim_", "lab_", "class_")
 """Key prefixes of words no browser needs: the default texts' sentences and debrief clauses (which name the
-conditions a plan must not reveal), the stale-text patterns and the lab's screens."""
+conditions a plan must not reveal), the stale-text patterns, the lab's screens and the class names (each
+trial's grid carries the names it shows)."""
 
 
 def browser_words(language: str = LANGUAGE) -> dict[str, str]:
@@ -66,3 +70,29 @@ def say(key: str, language: str = LANGUAGE, **values) -> str:
         return words(language)[key].format(**values)
     except KeyError as err:
         raise UnknownWords(f"the {language} words have no text {key!r} (or it needs {err})") from None
+
+
+
+CONSONANT_SOUNDING = re.compile(r"(uni|unanim|u[bcdfgjklqrstvz][aeiouy]|eu|ewe|one\b|once\b)")
+"""English words spelt with a vowel that start with a consonant sound: a "u" before one consonant and a vowel is
+said "you" ("a unicorn", "a ukulele", "a utensil"; but "an umbrella", "an unusual"), and "a European", "a ewe",
+"a one-way street" (Merriam-Webster's pronunciations)."""
+VOWEL_SOUNDING = re.compile(r"(hour|honest|hono(u)?r|heir)")
+"""English words spelt with a silent h ("an hour", "an honest answer")."""
+VOWEL_LETTER_NAMES = "AEFHILMNORSX"
+"""Capitals whose spoken names start with a vowel sound, for initialisms ("an MRI scanner", "an X-ray")."""
+
+
+def with_article(noun: str, language: str = LANGUAGE) -> str:
+    """``noun`` as a sentence of ``language`` names one of them: in English with "a" or "an" by how the word
+    sounds (an owl, a unicorn, an hour, an X-ray); the other catalogues quote the noun instead, so it needs no
+    article whose gender a class name would have to carry."""
+    if language != "en" or not noun:
+        return noun
+    word = noun.split()[0].split("-")[0]
+    if word.isupper() and len(word) <= 5:
+        vowel = word[0] in VOWEL_LETTER_NAMES
+    else:
+        lower = word.lower()
+        vowel = bool(VOWEL_SOUNDING.match(lower)) or (lower[:1] in "aeiou" and not CONSONANT_SOUNDING.match(lower))
+    return f"{'an' if vowel else 'a'} {noun}"

@@ -103,9 +103,9 @@ class Presentation:
                       f"free-running flips {self.refresh.free_running_hz:.1f} Hz; pacing {self.refresh.pacing})")
 
     def _cell_text(self, cell) -> str:
-        """The cell's answer as the participant reads it: "not clear" in the study's language (the stored
-        answer stays "not clear"), with its key where answers are typed."""
-        name = self.say("answer_not_clear") if cell.col is None else cell.label
+        """The cell's answer as the participant reads it, in the study's language (the label's name, "not
+        clear"; the stored answer stays the label), with its key where answers are typed."""
+        name = self.say("answer_not_clear") if cell.col is None else cell.name
         return name if self.options.input_mode != "keyboard" else f"{name}  [{cell.key}]"
 
     def log_info(self, message: str) -> None:

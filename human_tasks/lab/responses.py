@@ -31,10 +31,11 @@ FEEDBACK_SECONDS = 1.0
 """How long a practice trial's feedback stays up (the web task shows it as long)."""
 
 
-def practice_feedback(trial: Trial, response: str | None, language: str) -> str:
-    """What a practice trial says after the answer (the web task uses the same words)."""
+def practice_feedback(trial: Trial, response: str | None, language: str, name_of=str) -> str:
+    """What a practice trial says after the answer (the web task uses the same words), naming the right answer
+    as its button does (``name_of``: ``LabelSet.name_of``)."""
     return say("feedback_correct", language) if response == trial.correct else \
-        say("feedback_wrong", language, answer=trial.correct)
+        say("feedback_wrong", language, answer=name_of(trial.correct))
 
 
 @dataclass(frozen=True)

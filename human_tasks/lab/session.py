@@ -304,7 +304,8 @@ class _Runner(Presentation, Pacing, Responses):
             outcome, restarts = self._present(scheduled.index, trial)
             self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
             if trial.role == "practice":
-                feedback = practice_feedback(trial, outcome.response, self.experiment.language)
+                feedback = practice_feedback(trial, outcome.response, self.experiment.language,
+                                             self.experiment.label_set.name_of)
                 self.logging.exp(f"practice feedback for trial {scheduled.index}: {feedback}")
                 self._show_for(feedback, FEEDBACK_SECONDS)
         progress.close()

@@ -19,24 +19,41 @@ from cuebench.labels import IMAGENET16, IMAGENET16_NAME, category_labels, imagen
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from cuebench.counterbalance import latin_square_plan
 from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
-from cuebench.words import LANGUAGE, say
+from cuebench.label_names import named
+from cuebench.words import LANGUAGE, say, with_article
 from ..options import OptionError, parse_timing
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
 
-def label_set_for(sources: list[SourceImage], spec: str) -> LabelSet:
+def label_set_for(sources: list[SourceImage], common) -> LabelSet:
     """The answer labels: the 16 ImageNet entry-level classes when the images use them,
     the embedded default's labels (with their ImageNet indices), or the folder's classes with
-    the ImageNet classes their names match (``cuebench.labels.imagenet_mapping``)."""
+    the ImageNet classes their names match (``cuebench.labels.imagenet_mapping``); named on the buttons in
+    the study's language (``cuebench.label_names``)."""
     categories = sorted({label for s in sources for label in category_labels(s.category)})
     if not categories:
-        raise BuildError(f"images from {spec!r} have no classes: use a folder with one sub-folder per class, "
-                         "or a flat folder with --labels labels.csv (columns image,category)")
+        raise BuildError(f"images from {common.images!r} have no classes: use a folder with one sub-folder per "
+                         "class, or a flat folder with --labels labels.csv (columns image,category)")
     if set(categories) <= set(IMAGENET16):
-        return LabelSet(IMAGENET16_NAME, IMAGENET16)
-    if spec == "default":
-        return LabelSet("default", tuple(DEFAULT_LABEL_INDICES), imagenet_indices=dict(DEFAULT_LABEL_INDICES))
-    return LabelSet("custom", tuple(categories), imagenet_indices=imagenet_mapping(categories))
+        labels = LabelSet(IMAGENET16_NAME, IMAGENET16)
+    elif common.images == "default":
+        labels = LabelSet("default", tuple(DEFAULT_LABEL_INDICES), imagenet_indices=dict(DEFAULT_LABEL_INDICES))
+    else:
+        labels = LabelSet("custom", tuple(categories), imagenet_indices=imagenet_mapping(categories))
+    return shown_in_language(labels, common)
+
+
+def shown_in_language(labels: LabelSet, common) -> LabelSet:
+    """``labels`` named in ``--language`` (``--label-names``, else the catalogue's ImageNet-16 names); a note
+    when a study in another language than English would show some classes under their folder names."""
+    labels = named(labels, common.language, common.label_names)
+    untranslated = [label for label in labels.labels if label not in labels.shown]
+    if common.language != LANGUAGE and untranslated:
+        print(f"note: the answer buttons of this {common.language} study show "
+              f"{', '.join(untranslated[:4])}{' ...' if len(untranslated) > 4 else ''} as the class folders name "
+              f"them; give their {common.language} names with --label-names FILE (docs/labelled_sets.md)",
+              file=sys.stderr)
+    return labels
 
 
 def build_provenance(request) -> dict:
@@ -75,6 +92,7 @@ def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]],
     moves over the response grid. The image is an original photo of class A: the check tests reading,
     not recognition. The instruction is in the study's ``language``."""
     rng = random.Random(seed)
+    name = label_set.name_of
     labels = [lab for lab in label_set.displayed() if lab != NOT_CLEAR]
     answers: list[str] = []
     trials = []
@@ -87,7 +105,7 @@ def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]],
             trial_id=f"attention-{k + 1:03d}", trial_type="classify", role="attention", stimuli=(sid,),
             choices=tuple(label_set.displayed()), correct=b, condition="attention", source_image=source,
             category=a, timing=timing,
-            instruction=say("attention_classify", language, shown=a, answer=b),
+            instruction=say("attention_classify", language, shown=with_article(name(a), language), answer=name(b)),
         ))
     return trials
 
@@ -261,7 +279,7 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
     """
     common, expdir = request.common, request.expdir
     sources = resolve_images(common.images, common.labels, common.only)
-    label_set = label_set_for(sources, common.images)
+    label_set = label_set_for(sources, common)
     timing = study_timing(common, CLASSIFY_TIMING)
     adaptive = adaptive_plans(list(adaptive_specs), plan, len(label_set.labels))
     adaptive_conditions = {p.condition for p in adaptive}

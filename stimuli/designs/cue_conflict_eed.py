@@ -73,7 +73,7 @@ class CueConflictEED(Design):
     """Cue conflict without style transfer (Heinert et al.): one photo's EED shape cue with another's texture."""
 
     Options = CueConflictOptions
-    study_options = frozenset({"attention", "timing"})
+    study_options = frozenset({"attention", "timing", "label_names"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -115,7 +115,7 @@ def pairs(sources, per_shape: int, seed: int) -> list[tuple]:
 def build(request) -> Experiment:
     args, common, expdir = request.options, request.common, request.expdir
     sources = resolve_images(common.images, common.labels)
-    label_set = label_set_for(sources, common.images)
+    label_set = label_set_for(sources, common)
     g_s, g_t = args.gammas()
     t_params = texture_params(args)
     shape_params = {"method": "eed", **eed_params(args)}

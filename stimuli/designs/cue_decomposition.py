@@ -53,7 +53,7 @@ class CueDecomposition(Design):
     """Cue decomposition (Heinert et al.): each photo, its EED shape cue and its texture cue."""
 
     Options = CueOptions
-    study_options = frozenset({"attention", "timing"})
+    study_options = frozenset({"attention", "timing", "label_names"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -218,7 +218,7 @@ def texture_stimuli(expdir: ExperimentDir, args: CueOptions, seed: int, jobs: li
 def build(request) -> Experiment:
     args, common, expdir = request.options, request.common, request.expdir
     sources = resolve_images(common.images, common.labels)
-    label_set = label_set_for(sources, common.images)
+    label_set = label_set_for(sources, common)
     t_params = texture_params(args)
     e_params = eed_params(args)
     held = study_hold_out(sources, common)

@@ -35,7 +35,7 @@ from cuebench.words import say
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
 from ..sources import SourceError, SourceImage
 from . import DESIGNS, Design
-from .common import build_provenance, hold_out, study_timing
+from .common import build_provenance, hold_out, shown_in_language, study_timing
 
 CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
 POSITIONS = LabelSet("positions", ("1", "2", "3"), display_order="given", not_clear=False)
@@ -56,7 +56,7 @@ def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: li
 class CueConflictImport(Design):
     """Geirhos et al. (2019) cue-conflict images as 16-class trials with shape and texture categories."""
 
-    study_options = frozenset({"timing"})
+    study_options = frozenset({"timing", "label_names"})
 
     def build(self, request) -> Experiment:
         return build_cue_conflict(request)
@@ -81,7 +81,7 @@ def build_cue_conflict(request) -> Experiment:
                    if f.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise SourceError(f"{root} holds no <shape>/<shape>N-<texture>M.png images")
-    label_set = LabelSet(IMAGENET16_NAME, IMAGENET16)
+    label_set = shown_in_language(LabelSet(IMAGENET16_NAME, IMAGENET16), args)
     stimuli, trials, failed = {}, [], []
     for path in tqdm(files, desc="cue-conflict", unit="img"):
         match = CUE_CONFLICT_NAME.match(path.stem)

@@ -87,7 +87,7 @@ class LabelledSet(Design):
         if unlabelled and len(unlabelled) < len(sources):
             raise BuildError(f"{common.labels or common.images}: image {unlabelled[0]!r} has no class "
                              f"({len(unlabelled)} of {len(sources)} images have none)")
-        label_set = label_set_for(sources, common.images)
+        label_set = label_set_for(sources, common)
         condition = request.options.condition or set_name(common.images)
         timing = study_timing(common, CLASSIFY_TIMING)
         catch_every = common.catch_every or 0

@@ -304,3 +304,24 @@ def test_the_methods_name_the_language_of_a_study_not_in_english():
     german = design_sentences(experiment_record(english.model_copy(update={"language": "de"})))
     assert german[-1] == "Participants read the study in German: its texts and every screen of the task."
     assert not any("German" in s for s in design_sentences(experiment_record(english)))
+
+
+def test_the_methods_say_what_the_answer_buttons_showed():
+    """A German study of the labels cat and dog whose buttons said "Katze" and "Hund" says so, in the grid's order
+    (German: Hund before Katze); one whose buttons showed the labels themselves says that instead."""
+    from analysis.design_record import experiment_record
+    from analysis.sections.methods import design_sentences
+    from cuebench.trials import Experiment, LabelSet, Stimulus, Trial
+
+    stimulus = Stimulus(id="s1", path="stimuli/s1.png")
+    trial = Trial("t1", "classify", "test", ("s1",), ("cat", "dog", "not clear"), "cat", condition="original")
+
+    def study(shown: dict) -> Experiment:
+        return Experiment(name="x", design="labelled-set", language="de", stimuli={"s1": stimulus}, trials=[trial],
+                          label_set=LabelSet("s", ("cat", "dog"), shown=shown))
+
+    named = design_sentences(experiment_record(study({"cat": "Katze", "dog": "Hund"})))
+    assert named[-1] == ("The answer buttons named the classes in German (Hund for dog, Katze for cat); answers are "
+                         "reported under the labels.")
+    assert design_sentences(experiment_record(study({})))[-1] == \
+        "The answer buttons showed the class labels themselves (cat, dog)."

@@ -21,6 +21,7 @@ import requests
 
 from experiment_server.simulate import NONCE, ServerProcess, free_port, trial_answer
 from stimuli.web_sample import build_sample_experiment
+from support import fill_consent
 
 pytestmark = pytest.mark.slow
 
@@ -94,6 +95,7 @@ def excluded_rows(work: Path) -> dict[str, set[str]]:
 def test_scripted_participants_and_admin_over_plain_http(tmp_path):
     work = tmp_path / "study"
     build_sample_experiment(work / "exp")
+    fill_consent(work / "exp")
     cuebench(work, "serve", "admin-password", "--password-stdin", "exp", stdin=PASSWORD + "\n")
     pilot_code = cuebench(work, "serve", "codes", "exp", "-n", "1", "--pilot").stdout.strip()
     assert re.fullmatch(r"pilot-([a-z2-9]{4}-){3}[a-z2-9]{4}", pilot_code)

@@ -47,6 +47,7 @@ from experiment_server.server_secrets import SECRET_KEYS
 from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
                                         measured_display, trial_answer)
 from experiment_server.study import open_study, study_of
+from support import fill_consent
 
 PASSWORD = "correct horse battery"
 START_LIMIT = 20
@@ -138,6 +139,7 @@ def served(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"security-{kind}-{backend}")
     expdir = root / "exp"
     build_sample_experiment(expdir)
+    fill_consent(expdir)
     database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
     set_admin_password(open_study(expdir, database=database), PASSWORD)
     log_file = root / "server.log"
@@ -530,6 +532,7 @@ def previous_version_folder(root, database: str | None) -> dict:
     a Prolific one and an entry-code one, whose tokens that key derived."""
     expdir = root / "exp"
     build_sample_experiment(expdir)
+    fill_consent(expdir)
     name = json.loads((expdir / "experiment.json").read_text())["name"]
     sessions = {"P0PROLIFIC01": ("5f1a2b3c4d5e6f7a8b9c0d1e", "prolific:5f1a2b3c4d5e6f7a8b9c0d1e:61a2b3c4d5e6f7a8b9c0d1e2"),
                 "P0ENTRYCODE1": (None, "code:old-code")}
@@ -669,6 +672,7 @@ def test_a_prolific_link_of_another_study_is_refused_before_consent(kind, tmp_pa
     a page saying so, at the consent page and at the start (a form sent with the STUDY_ID changed); the
     study's own links and entry codes go on as before."""
     build_sample_experiment(tmp_path / "exp")
+    fill_consent(tmp_path / "exp")
     server = ServerProcess(tmp_path / "exp", free_port(), workers=SERVERS[kind], start_limit=START_LIMIT,
                            extra_args=("--prolific-study-id", "ours1"))
     server.start()
@@ -911,6 +915,7 @@ def test_new_participants_are_refused_before_the_disk_fills(tmp_path):
     (503, a page that says to come back later), the log says why once, and so does the admin page;
     sessions already running go on storing their answers."""
     build_sample_experiment(tmp_path / "exp")
+    fill_consent(tmp_path / "exp")
     study = open_study(tmp_path / "exp")
     set_admin_password(study, PASSWORD)
     _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="running")
@@ -940,6 +945,7 @@ def test_a_proxy_the_server_does_not_trust_is_ignored_and_named_in_the_log(kind,
     against the connection's), and the log says once per process that requests come through a
     proxy the server does not trust."""
     build_sample_experiment(tmp_path / "exp")
+    fill_consent(tmp_path / "exp")
     log_file = tmp_path / "server.log"
     server = ServerProcess(tmp_path / "exp", free_port(), workers=SERVERS[kind], threads=2, log_file=log_file,
                            start_limit=2)

@@ -91,12 +91,12 @@ def test_a_text_edited_while_serving_shows_at_the_next_page_load_each_time(env):
     as before, and one right after another, each show at once."""
     app, client, _ = env
     consent = study_of(app).expdir.root / "texts" / "consent.md"
-    assert "Ethics approval" not in client.get("/").get_data(as_text=True)
+    assert "Board approval" not in client.get("/").get_data(as_text=True)
     for version in ("E-41", "E-42"):  # the second edit keeps the file's size
-        consent.write_text(consent.read_text(encoding="utf-8").split("\nEthics")[0] + f"\nEthics approval {version}.\n",
+        consent.write_text(consent.read_text(encoding="utf-8").split("\nBoard")[0] + f"\nBoard approval {version}.\n",
                            encoding="utf-8")
-        assert f"Ethics approval {version}." in client.get("/").get_data(as_text=True)
-        assert f"Ethics approval {version}." in plan(client, start(client))["texts"]["consent"]
+        assert f"Board approval {version}." in client.get("/").get_data(as_text=True)
+        assert f"Board approval {version}." in plan(client, start(client))["texts"]["consent"]
 
 
 def test_plan_hides_answers_and_assignment(env):
@@ -532,7 +532,7 @@ def test_prolific_list(env, tmp_path):
     clock.now += 600  # the time a person takes
     client.post(f"/api/session/{done}/complete")
     gone = start(client, PROLIFIC_PID="bbbbbbbbbbbbbbbbbbbbbbbb", STUDY_ID="s", SESSION_ID="2")
-    client.post(f"/api/session/{gone}/screen", json={"reason": "screen too small", **measured_display(width=640)})
+    client.post(f"/api/session/{gone}/screen", json={"reason": "window too small", **measured_display(width=640)})
     running = start(client, PROLIFIC_PID="cccccccccccccccccccccccc", STUDY_ID="s", SESSION_ID="3")
     study.db.add_pilot_codes(study.experiment.name, ["pilot-preview"])
     start(client, PROLIFIC_PID="dddddddddddddddddddddddd", STUDY_ID="s", SESSION_ID="4", code="pilot-preview")

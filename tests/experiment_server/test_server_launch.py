@@ -22,6 +22,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.responses import KEY, ResponseStore
 from stimuli.web_sample import build_sample_experiment
 from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port
+from support import fill_consent
 from experiment_server.study import open_study
 
 KILLS = 2
@@ -33,6 +34,7 @@ RUN_DEADLINE_S = 240
 def template(tmp_path_factory):
     root = tmp_path_factory.mktemp("launch-template")
     build_sample_experiment(root)
+    fill_consent(root)
     return root
 
 

@@ -28,7 +28,7 @@ from experiment_server.study import study_of
 from experiment_server.study_rules import (RULES_FILE, DeviceRules, RulesError, StudyRules, load_rules,
                                           settle_rules)
 from stimuli.web_sample import ATTENTION_ANSWER, build_sample_experiment
-from support import ADMIN_PASSWORD as PASSWORD, Clock
+from support import ADMIN_PASSWORD as PASSWORD, Clock, fill_consent
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 DEVICE_RULES = re.compile(r"data-rules='([^']+)'")
@@ -305,6 +305,7 @@ def test_a_served_study_ends_failed_checks_and_closes_at_its_target_across_proce
     Restarted without the options (as a new user would), the study stays closed: every process reads the rules
     from the folder; a different target is refused until ``--update-rules``, which opens the study again."""
     build_sample_experiment(tmp_path / "exp")
+    fill_consent(tmp_path / "exp")
 
     def served(*options: str) -> ServerProcess:
         server = ServerProcess("exp", free_port(), workers=workers, threads=2, extra_args=options,

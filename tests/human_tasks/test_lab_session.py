@@ -36,6 +36,9 @@ REPO = Path(__file__).resolve().parents[2]
 CLASSIFY = Timing(fixation=100, stimulus=100, mask=100, iti=100)
 ODDITY = Timing(fixation=100, stimulus=300, mask=None, response_window=3000, iti=100, response_from_onset=True)
 WINDOW = ["--window-size", "1024", "768"]
+GERMAN_NAMES = {"astronaut": "Astronaut", "camera": "Kamera", "cat": "Katze", "coffee": "Kaffee", "flower": "Blume",
+                "motorcycle": "Motorrad", "rocket": "Rakete", "temple": "Tempel"}
+"""What a German study's buttons show for the photos' labels (a researcher's --label-names)."""
 
 @pytest.fixture()
 def display():
@@ -77,13 +80,15 @@ def build_experiment(root: Path, photos: dict, language: str = "en") -> Experime
                         category="cat", timing=CLASSIFY))
     trials.append(Trial("attention-cat", "classify", "attention", (cat,), labels, "rocket", source_image="chelsea",
                         category="cat", timing=CLASSIFY, instruction='The next image shows a cat; click "rocket".'
-                        if language == "en" else say("attention_classify", language, shown="cat", answer="rocket")))
+                        if language == "en" else say("attention_classify", language, shown="Katze", answer="Rakete")))
     temple = photos["china"]
     catch = (store("china", "original", temple), store("china", "mirror", np.ascontiguousarray(temple[:, ::-1])),
              store("china", "halves_swapped", np.concatenate([temple[112:], temple[:112]])))
     trials.append(Trial("catch-temple", "oddity", "catch", catch, ("1", "2", "3"), "3", source_image="china",
                         category="temple", timing=ODDITY))
-    experiment = Experiment(name="labtest", design="test", label_set=LabelSet("photos", labels), stimuli=stimuli,
+    shown = GERMAN_NAMES if language == "de" else {}
+    experiment = Experiment(name="labtest", design="test", label_set=LabelSet("photos", labels, shown=shown),
+                            stimuli=stimuli,
                             trials=trials, schedule=Schedule(break_every=4, catch_every=4, attention_every=5),
                             assignment=latin_square_plan(trials), language=language)
     expdir.save(experiment)
@@ -234,7 +239,8 @@ def test_simulated_participant_completes_a_session_with_mouse_clicks(experiment_
 def test_a_german_study_runs_in_german_in_the_lab(tmp_path, photos):
     """``language: de``: every screen the simulated participant is shown (instructions from texts/de/, how to
     answer, the pause key, practice feedback, practice over, breaks, the completion) is German, and none holds a
-    sentence of the English catalogue."""
+    sentence of the English catalogue; the response grid names the labels in German, in German order, and the
+    answers are stored as the labels."""
     expdir = tmp_path / "exp"
     build_experiment(expdir, photos, language="de")
     done = run_lab(expdir, "D01", "--simulate", "--refresh-hz", "60")
@@ -248,9 +254,13 @@ def test_a_german_study_runs_in_german_in_the_lab(tmp_path, photos):
                    "Klicken oder die Leertaste drücken, um weiterzumachen.", "Die Übung ist vorbei.",
                    "Zeit für eine Pause.", "Vielen Dank!"):
         assert german in shown
-    assert re.search(r"\b(Richtig|Nicht ganz: Die Antwort war „cat“)", shown)
-    grid = next(line for line in log.splitlines() if "response grid: " in line)
-    assert "nicht erkennbar" in grid and "not clear" not in grid  # the stored answer stays "not clear"
+    assert re.search(r"\b(Richtig|Nicht ganz: Die Antwort war „Katze“)", shown)
+    grid = next(line for line in log.splitlines() if "response grid: " in line).split("response grid: ", 1)[1]
+    # the German names in German dictionary order ("Kaffee" before "Kamera", unlike coffee and camera)
+    assert grid == "Astronaut | Blume | Kaffee | Kamera | Katze | Motorrad | Rakete | Tempel | nicht erkennbar"
+    with ResponseStore(expdir / "responses.sqlite") as store:
+        answers = {r["response"] for r in store.rows("observer=?", ["D01"]) if r["trial_type"] == "classify"}
+    assert answers and answers <= {*GERMAN_NAMES, "not clear", ""}  # stored: the labels, never the names
     english = [piece.strip() for text in words("en").values() for piece in re.split(r"\{\w+\}", text)
                if len(piece.split()) >= 3]
     assert [piece for piece in english if piece in shown] == []

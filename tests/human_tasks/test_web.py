@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from PIL import Image
 
 from experiment_server.app import create_app
 from experiment_server.screening import browser_of, check_failure
@@ -88,7 +89,7 @@ def _take_part(page, base: str, outage_s: float = 0.0, screens: dict | None = No
             screens[state](page)
         elif state in ("instructions", "fullscreen", "break", "instruction") and page.is_visible("#continue"):
             if state == "instruction":
-                instructed = re.search(r"click (\w+)", page.inner_text("#instruction")).group(1)
+                instructed = re.search(r"click \W*(\w+)", page.inner_text("#instruction")).group(1)
             page.click("#continue")
         elif state == "response-grid" and index not in answered:
             page.click(f"#grid button[data-label='{instructed or 'cat'}']")
@@ -169,13 +170,60 @@ def test_participant_goes_on_through_a_network_outage(live_server, browser):
     assert result["status"] == "finished" and result["code"] == study.completion_code("finished")
 
 
+def test_a_german_study_shows_german_answer_buttons_and_stores_the_labels(tmp_path, photos, browser):
+    """``--language de`` on photos of two of the 16 classes: the grid's 16 buttons and "not clear" read as a German
+    dictionary lists the nouns, the participant clicks "Katze" and "Flasche", and the stored answers are "cat" and
+    "bottle"; the consent page states ``--time-limit 45`` in German."""
+    from waitress.server import create_server
+
+    from experiment_server.study_rules import StudyRules
+    from support import cuebench_in_process
+
+    for folder, photo in (("cat", "chelsea"), ("bottle", "coffee")):
+        (tmp_path / "bilder" / folder).mkdir(parents=True)
+        Image.fromarray(photos[photo]).save(tmp_path / "bilder" / folder / f"{photo}.png")
+    cuebench_in_process(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "bilder", "--language",
+                        "de", "--attention", "0", "--workers", "1", "--out", "exp")
+    app = create_app(tmp_path / "exp", rules=StudyRules(time_limit_min=45))
+    server = create_server(app, host="127.0.0.1", port=0, threads=2)
+    threading.Thread(target=server.run, daemon=True).start()
+    base, study = f"http://127.0.0.1:{server.effective_port}", study_of(app)
+    buttons, clicked = {}, {"cat": "Katze", "bottle": "Flasche"}
+
+    def answer(page):
+        state, index = _state(page)
+        if state == "response-grid" and index not in buttons:
+            buttons[index] = page.eval_on_selector_all("#grid button", "bs => bs.map(b => b.textContent)")
+            category = study.experiment.trial(study.sequence(study.db.participants(study.experiment.name)[0])[index]
+                                              .trial_id).category
+            page.click(f"#grid button:text-is('{clicked[category]}')")
+
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{base}/?code=de-buttons")
+        assert page.inner_text("#time-limit") == ("Sie haben ab Ihrem Start höchstens 45 Minuten Zeit, um die Studie "
+                                                  "abzuschließen; danach endet Ihre Sitzung, und die Antworten, die Sie "
+                                                  "gegeben haben, bleiben gespeichert.")
+        result = _take_part(page, base, screens={"response-grid": answer}, code="de-buttons")
+    finally:
+        server.close()
+    assert result["status"] == "finished" and len(buttons) == 2
+    german_order = ["Auto", "Bär", "Boot", "Elefant", "Fahrrad", "Flasche", "Flugzeug", "Hund", "Katze", "Lastwagen",
+                    "Messer", "Ofen", "Stuhl", "Tastatur", "Uhr", "Vogel", "nicht erkennbar"]
+    assert list(buttons.values()) == [german_order, german_order]
+    rows = study.store.rows("observer=?", [study.db.participants(study.experiment.name)[0].code])
+    assert sorted((r["category"], r["response"], r["correct"]) for r in rows) == [("bottle", "bottle", 1),
+                                                                                   ("cat", "cat", 1)]
+
+
 def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_server, browser, tmp_path):
     """The device rules run on the consent page: a small window and a touch-only phone never see the consent
     form, each is told what to change, and nothing is stored; maximising the window lets the person go on. A
     window made small after consenting is screened out by the task's check before the instructions, with the
-    same advice and its own code."""
+    same advice and its own code. The windows are small on a large screen: the rule judges the window."""
     base, study = live_server
-    small = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    large_screen = {"width": 1920, "height": 1080}
+    small = browser.new_page(viewport={"width": 640, "height": 480}, screen=large_screen)
     small.goto(f"{base}/?PROLIFIC_PID=smallscreen01")
     assert small.is_visible("#device-check") and not small.is_visible("#consent-form")
     assert "at least 800 × 600 pixels (it is 640 × 480 now)" in small.inner_text("#device-fix")
@@ -188,7 +236,7 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     assert "use a computer" in phone.inner_text("#device-fix")
     assert study.db.participants(study.experiment.name) == []
     _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="shrunk1")
-    late = browser.new_page(viewport={"width": 640, "height": 480}, screen={"width": 640, "height": 480})
+    late = browser.new_page(viewport={"width": 640, "height": 480}, screen=large_screen)
     late.goto(f"{base}/task/{token}")
     late.wait_for_selector("#code", timeout=30_000)
     assert late.get_attribute("#code", "data-status") == "screened_out"
@@ -196,7 +244,7 @@ def test_small_screens_and_phones_are_told_what_to_change_before_consent(live_se
     assert "at least 800 × 600" in late.inner_text("#screen-fix") and not late.is_visible("#instructions-text")
     late.screenshot(path=str(tmp_path / "device-screened-out.png"), full_page=True)
     participant = study.db.participants(study.experiment.name)[0]
-    assert participant.status == "screened_out" and "screen too small" in participant.screen_reason
+    assert participant.status == "screened_out" and "window too small" in participant.screen_reason
 
 
 def test_device_rules_from_the_command_line_run_before_consent(tmp_path, browser):
@@ -288,7 +336,7 @@ def test_browser_rules(live_server, browser):
     browser_frames = page.evaluate("cases => cases.map(([ms, hz]) => window.cuebenchTask.msToFrames(ms, hz))", cases)
     assert browser_frames == [ms_to_frames(ms, hz).frames for ms, hz in cases]
     good = {"width": 1280, "height": 720, "screen_width": 1280, "screen_height": 720}
-    small = {"width": 640, "height": 480, "screen_width": 640, "screen_height": 480}
+    small = {"width": 640, "height": 480, "screen_width": 1920, "screen_height": 1080}  # a small window, large screen
     desktop, phone = {"fine": True, "touch": False}, {"fine": False, "touch": True}
     cases = [[{"hz": 60.0, "outlier_share": 0.1}, good, desktop], [{"hz": 143.9, "outlier_share": 0.0}, good, desktop],
              [{"hz": 30.0, "outlier_share": 0.0}, good, desktop], [{"hz": 60.0, "outlier_share": 0.3}, good, desktop],
@@ -297,7 +345,7 @@ def test_browser_rules(live_server, browser):
     verdicts = page.evaluate("cases => cases.map(([refresh, size, pointer]) => "
                              "window.cuebenchTask.judgeCheck(refresh, size, pointer))", cases)
     assert verdicts[:2] == [None, None]
-    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "screen", "the", "refresh", "phone"]
+    assert [v.split(" ")[0] for v in verdicts[2:]] == ["refresh", "unstable", "window", "the", "refresh", "phone"]
     # the server judges a screen-out's measurements by the same rules (experiment_server.screening)
     assert verdicts == [check_failure({"refresh": r, "size": size, "pointer": p}) for r, size, p in cases]
 

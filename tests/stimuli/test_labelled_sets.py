@@ -17,7 +17,7 @@ from PIL import Image
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16
 
-from support import cuebench_in_process as cuebench
+from support import cuebench_in_process as cuebench, fill_consent
 
 GEIRHOS_SETS = ("edges", "silhouettes")
 
@@ -62,7 +62,7 @@ def answered_edges(shared, tmp_path_factory):
     cuebench(root, "stimuli", "build", "--design", "labelled-set", "--images", "images/edges", "--out", "study",
              "--workers", "1", "--attention", "0")
     cuebench(root, "eval", "--experiment", "study", "--model", "tf_efficientnet_lite0", "--device", "cpu", "--quiet")
-    server = ServerProcess(root / "study", free_port())
+    server = ServerProcess(fill_consent(root / "study"), free_port())
     server.start()
     try:
         SimulatedParticipant(server.port, {"code": "person1"}, ClientLog()).run()

@@ -97,21 +97,30 @@ SMALL_SIZES = [
      "nobody types the password twice here: it comes on stdin (the option before EXPDIR, as people type it)"),
     (r"(?m)^cuebench serve (?!admin-password|codes|rotate-secret|rules)(.*?)(?:[ \t]*#.*)?$", r"serve_answers \1",
      "serve never exits: it runs in the background until its consent page answers, then stops"),
+    (r"(?m)^\$EDITOR (\S+)(?:[ \t]*#.*)?$", r"fill_placeholders \1",
+     "nobody edits here: each [[field: hint]] placeholder of the text becomes \"(filled in: field)\""),
     (r"(?m)^(?:xvfb-run -a )?cuebench lab run (.*?)(?: --fullscreen| --screen \d+)*(?: --simulate)?(?:[ \t]*#.*)?$",
      r"xvfb-run -a cuebench lab run \1 --simulate --refresh-hz 60",
      "nobody sits at the screen: PsychoPy's scripted participant on a virtual display (no stable refresh)"),
 ]
 
-# Bash preamble of every block; serve_answers is what the serve substitution above calls.
+# Bash preamble of every block; serve_answers and fill_placeholders are what the substitutions above call.
+# A consent page answers with a page below 500: 200, or 403 where only pilot codes are served (--pilot-only).
 PREAMBLE = r"""
+fill_placeholders() {
+    sed -i -E 's/\[\[([^]:]*)[^]]*\]\]/(filled in: \1)/g' "$1"
+}
 serve_answers() {
     local port
     port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     cuebench serve "$@" --port "$port" &
     local pid=$!
     for _ in $(seq 1 120); do
-        if python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
-                "http://127.0.0.1:$port/" 2> /dev/null; then kill "$pid"; wait "$pid" || true; return 0; fi
+        if python -c 'import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=2)
+except urllib.error.HTTPError as err:
+    sys.exit(err.code >= 500)' "http://127.0.0.1:$port/" 2> /dev/null; then kill "$pid"; wait "$pid" || true; return 0; fi
         kill -0 "$pid" 2> /dev/null || { wait "$pid"; return 1; }
         sleep 0.5
     done

@@ -32,6 +32,7 @@ from PIL import Image
 from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from stimuli.sources import default_images
+from support import fill_consent
 
 pytestmark = pytest.mark.slow
 
@@ -229,7 +230,7 @@ def test_researcher_journey(tmp_path, browser):
 
     cuebench(work, "stimuli", "build", "--design", "suppression", "--images", "photos", "--out", EXPDIR,
              "--grid", "human", "--workers", "1", *DISPLAY)
-    consent_file = work / EXPDIR / "texts" / "consent.md"
+    consent_file = fill_consent(work / EXPDIR) / "texts" / "consent.md"
     consent_file.write_text(consent_file.read_text() + f"\n{CONSENT_ADDITION}\n")
     (work / EXPDIR / "texts" / "questionnaire.json").write_text(json.dumps(QUESTIONNAIRE))
     cuebench(work, "serve", "admin-password", "--password-stdin", EXPDIR, stdin=PASSWORD + "\n")
@@ -351,6 +352,7 @@ def test_a_dist_oddity_study_as_a_participant_takes_it(tmp_path, browser, shared
     (subset / "labels.csv").write_text("\n".join([header, *(r for r in rows if f"{r.split(',')[0]}.jpg" in keep)]))
     shots = screenshot_folder(tmp_path, "dist")
     cuebench(work, "stimuli", "build", "--design", "dist-import", "--images", "dist", "--out", "exp/dist", *DISPLAY)
+    fill_consent(work / "exp/dist")
     with Served(work, "exp/dist") as served:
         seen = take_part(browser.new_page(viewport={"width": 1280, "height": 800}), served.base, "code=dist1", shots)
     assert seen["status"] == "finished" and seen["progress"]
@@ -369,6 +371,7 @@ def test_a_german_study_as_a_participant_meets_it(tmp_path, browser):
     assert (work / "exp/de/texts/de/consent.md").read_text(encoding="utf-8").startswith("# Willkommen")
     english = [piece.strip() for text in json.loads((REPO_WORDS / "en.json").read_text(encoding="utf-8")).values()
                for piece in re.split(r"\{\w+\}", text) if len(piece.split()) >= 3]
+    fill_consent(work / "exp/de")
     with Served(work, "exp/de") as served:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(f"{served.base}/?code=de0")

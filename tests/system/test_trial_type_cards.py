@@ -121,6 +121,8 @@ def test_a_trial_type_added_in_one_module_runs_on_the_web_in_the_lab_through_a_m
     root = tmp_path / "toy"
     root.mkdir()
     build(root, photos)
+    (root / "texts").mkdir()  # the researcher's own consent (the toy card loads only in the server)
+    (root / "texts" / "consent.md").write_text("# A toy study\n\nQuestions: the test suite.\n")
     server = ServerProcess(root, free_port(), log_file=tmp_path / "server.log")
     server.start()
     try:

@@ -44,9 +44,10 @@
       return { reason: `browser not allowed (${BROWSER_NAMES[browser] || browser})`,
                fix: say(RULES.browsers.length > 1 ? "device_browser_many" : "device_browser_one", { allowed }) };
     }
-    if (Math.max(size.width, size.screen_width) < RULES.minWidth ||
-        Math.max(size.height, size.screen_height) < RULES.minHeight) {
-      return { reason: `screen too small (${size.screen_width}x${size.screen_height})`,
+    // the window, not the screen: the images and the grid are drawn in the window, and a small window on a
+    // large screen shows them as cramped as a small screen would (the screen's size is stored, not judged)
+    if (size.width < RULES.minWidth || size.height < RULES.minHeight) {
+      return { reason: `window too small (${size.width}x${size.height})`,
                fix: say("device_size", { min_width: RULES.minWidth, min_height: RULES.minHeight, width: size.width,
                                          height: size.height }) };
     }

@@ -6,12 +6,12 @@ import { say } from "./words.js";
 
 /* The lab's response screen (human_tasks/layout.py): each label in its cell of the 4-column
  * grid, "not clear" below it across the middle two columns, named in the study's language (the
- * answer stored stays "not clear"). */
+ * answer stored stays the label). */
 function showGrid(grid, win) {
   gridEl.innerHTML = "";
-  grid.forEach(({ label, row, col }) => {
+  grid.forEach(({ label, name, row, col }) => {
     const b = document.createElement("button");
-    b.textContent = col === null ? say("answer_not_clear") : label;
+    b.textContent = col === null ? say("answer_not_clear") : name;
     b.dataset.label = label;
     b.style.gridRow = String(row + 1);
     b.style.gridColumn = col === null ? "2 / span 2" : String(col + 1);

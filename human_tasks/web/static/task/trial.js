@@ -61,10 +61,12 @@ export async function runTrial(trial, hz, device) {
   await posted;
 }
 
-/* Practice trials say whether the answer was right (the same words as the lab runner's). */
+/* Practice trials say whether the answer was right (the same words as the lab runner's), naming the right
+ * answer as its button does. */
 async function showFeedback(trial, answer) {
+  const cell = (trial.grid || []).find((c) => c.label === trial.feedback);
   const text = answer && answer.response === trial.feedback ? say("feedback_correct")
-    : say("feedback_wrong", { answer: trial.feedback });
+    : say("feedback_wrong", { answer: cell ? cell.name : trial.feedback });
   await showScreen(`<p id="feedback">${escapeHtml(text)}</p>`, null, "feedback");
   await new Promise((resolve) => setTimeout(resolve, FEEDBACK_MS));
   screenEl.hidden = true;
