@@ -26,7 +26,7 @@ import pytest
 
 from experiment_server.app import create_app
 from experiment_server.cli import print_codes
-from experiment_server.simulate import NONCE, ServerProcess, free_port, measured_display, trial_answer
+from experiment_server.simulate import NONCE, ServerProcess, fill_consent, free_port, measured_display, trial_answer
 from experiment_server.study import study_of
 from experiment_server.study_rules import StudyRules
 from stimuli.web_sample import build_sample_experiment
@@ -107,6 +107,7 @@ def served(request, tmp_path_factory):
     kind, backend = request.param
     expdir = tmp_path_factory.mktemp(f"places-{kind}") / "exp"
     build_sample_experiment(expdir)
+    fill_consent(expdir)
     database = fresh_postgres_database(request.getfixturevalue("postgres_server")) if backend == "postgresql" else None
     set_admin_password(open_study(expdir, database=database), ADMIN_PASSWORD)
     server = ServerProcess(expdir, free_port(), workers=2 if kind == "workers2" else 1, threads=4,

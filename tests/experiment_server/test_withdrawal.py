@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from experiment_server.simulate import NONCE, ServerProcess, free_port, trial_answer
+from experiment_server.simulate import NONCE, ServerProcess, fill_consent, free_port, trial_answer
 from stimuli.web_sample import build_sample_experiment
 
 PID = "5f1e2d3c4b5a69788796a5b4"
@@ -98,6 +98,7 @@ def built(tmp_path_factory) -> Path:
     """The sample experiment with a questionnaire, built once for both back ends."""
     root = tmp_path_factory.mktemp("built") / "exp"
     build_sample_experiment(root)
+    fill_consent(root)
     (root / "texts").mkdir(exist_ok=True)
     (root / "texts" / "questionnaire.json").write_text(json.dumps(QUESTIONNAIRE))
     return root

@@ -37,7 +37,7 @@ from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import KEY, ResponseStore, trial_row
 from cuebench.words import say
-from experiment_server.simulate import NONCE, free_port
+from experiment_server.simulate import NONCE, fill_consent, free_port
 from experiment_server.study_rules import load_rules
 from stimuli.web_sample import build_sample_experiment
 from test_journey import take_part
@@ -284,6 +284,7 @@ def contents(database: str) -> dict[str, list]:
 def test_a_study_behind_nginx_on_postgresql_survives_a_restart_slow_clients_and_a_restore(tmp_path, nginx, browser,
                                                                                           postgres_url):
     build_sample_experiment(tmp_path / "study")
+    fill_consent(tmp_path / "study")
     subprocess.run([sys.executable, "-m", "cuebench", "serve", "rules", "study", *RULES], cwd=tmp_path, check=True,
                    capture_output=True)
     command, environment = unit_command("cuebench.service", tmp_path, postgres_url)
