@@ -151,6 +151,7 @@ def entry(bench: Benchmark, metric: Metric, counts: list[tuple[float, int]], ima
     out = {"benchmark": bench.name, "metric": metric.name, "description": metric.description,
            "value": value, "ci_low": low, "ci_high": high, "interval": INTERVAL_METHOD, "trials": int(trials),
            "images": {cell.name: n for cell, (_, n) in zip(metric.cells, counts)},
+           "counts": {cell.name: [k, n] for cell, (k, n) in zip(metric.cells, counts)},
            "comparable": comparable, "not_ranked_because": reason,
            "human": published.human if comparable else None,
            "human_label": published.human_label if comparable else "",
