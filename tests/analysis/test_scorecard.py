@@ -110,3 +110,39 @@ def test_cue_decomposition_score_over_the_model_set_gives_the_published_value():
     alone = scorecard.score(CueDecomposition(), convnext)[0]
     assert alone["value"] is None or np.isnan(alone["value"])
     assert "only one model answered these" in alone["notes"][1]
+
+
+def test_the_documented_plugin_is_listed_scored_and_refused_without_its_data(tmp_path):
+    """docs/benchmark.md's one-file benchmark, installed beside cuebench by its entry point only."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from support import plugin_package
+
+    page = (REPO / "docs" / "benchmark.md").read_text(encoding="utf-8")
+    code = page.split("### A benchmark is a plug-in", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    package = plugin_package(tmp_path / "pkg", "cuebench-sketches", {"cuebench.benchmarks": {"sketches": "sketches:Sketches"}},
+                             {"sketches.py": code})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(package), os.environ.get("PYTHONPATH")]))}
+    script = """
+import pandas as pd
+from analysis.benchmarks import BENCHMARKS
+from analysis.scorecard import score
+from cuebench_app.cli import main
+
+main(["list", "benchmarks"])
+print("refused with", main(["benchmark", "tf_efficientnet_lite0", "--benchmarks", "sketches", "--shared", "empty"]))
+trials = pd.DataFrame({"source_image": ["a", "b"], "trial_id": ["a", "b"], "condition": "original",
+                       "params": [{}, {}], "decision_rule": "16class-mean", "correct": [1, 0]})
+entry = score(BENCHMARKS["sketches"](), trials)[0]
+print(entry["value"], entry["notes"][0])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.split() == ["sketches", "Accuracy", "on", "my", "800", "sketches."] for line in lines)
+    assert "refused with 2" in lines and "benchmark sketches needs" in done.stderr and "data/sketches" in done.stderr
+    assert lines[-1].startswith("0.5 Not ranked or compared with people: this run scored 2 images")
