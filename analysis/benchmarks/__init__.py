@@ -108,6 +108,7 @@ class Benchmark:
     """How ``--per-class N`` takes a subset: ``classes`` (first N files per class folder) or ``dist`` (first N
     originals with their two versions)."""
     options: ClassVar[dict] = {}
+    """The design's options; a model-only benchmark holds no image out for attention or catch checks."""
     decision_rule: ClassVar[str] = ""
     published_set: ClassVar[PublishedSet] = PublishedSet("no published set", 0)
 

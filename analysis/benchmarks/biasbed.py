@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache, partial
 
 from .. import reference
-from . import Benchmark, Cell, Metric, Published, PublishedSet, condition_is
+from . import Benchmark, Cell, Metric, Published, PublishedSet
 
 
 @cache
@@ -15,18 +15,22 @@ def published(column: str) -> Published:
 
 
 class _Originals(Benchmark):
-    """Edge maps and silhouettes are classified as they are (the design's originals); grayscale is the one
-    suppression that leaves their pixels alone, so its trials cost no new stimuli."""
+    """Edge maps and silhouettes as BiasBed counts them: each of the 160 images classified once, as it is (a
+    labelled set, no image held out for an attention check: no person takes part)."""
 
-    design = "suppression"
-    options = {"conditions": "grayscale"}
+    design = "labelled-set"
     decision_rule = "16class-mean"
     column = ""
 
+    @property
+    def options(self) -> dict:
+        return {"condition": self.name, "attention": 0}
+
     def metrics(self, scored):
         kind = self.name.removesuffix("s")
-        return [Metric(f"{kind}_accuracy", f"accuracy on {self.name} (16 classes)",
-                       (Cell("originals", condition_is("original")),), lambda p: p, partial(published, self.column))]
+        images = Cell("images", lambda t: (t["role"] == "test") & (t["condition"] == self.name))
+        return [Metric(f"{kind}_accuracy", f"accuracy on {self.name} (16 classes)", (images,), lambda p: p,
+                       partial(published, self.column))]
 
 
 class Edges(_Originals):
@@ -36,7 +40,7 @@ class Edges(_Originals):
     shared = "data/geirhos2019/stimuli/edges"
     column = "edge"
     published_set = PublishedSet("Geirhos et al.'s edge maps", 160,
-                                 "b9eec320e1c4124bb44746c5cf0bc26d9acaf818907a250ead32c736fcaa46a7")
+                                 "950537233bdd65fe2c42fdb7dd1e90bf5dc848db0f48e44dbdc9e675318cfc89")
 
 
 class Silhouettes(_Originals):
@@ -46,4 +50,4 @@ class Silhouettes(_Originals):
     shared = "data/geirhos2019/stimuli/silhouettes"
     column = "silhouette"
     published_set = PublishedSet("Geirhos et al.'s filled silhouettes", 160,
-                                 "b9eec320e1c4124bb44746c5cf0bc26d9acaf818907a250ead32c736fcaa46a7")
+                                 "950537233bdd65fe2c42fdb7dd1e90bf5dc848db0f48e44dbdc9e675318cfc89")

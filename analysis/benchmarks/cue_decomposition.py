@@ -49,6 +49,7 @@ class CueDecomposition(Benchmark):
 
     name = "cue-decomposition"
     design = "cue-decomposition"
+    options = {"attention": 0}   # no person takes part: every photo is a test photo
     decision_rule = "16class-mean"
     published_set = PublishedSet("the 16-class ImageNet subset Heinert et al. took from Geirhos et al. "
                                  "(not distributed)", 1200)

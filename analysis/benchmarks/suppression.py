@@ -27,7 +27,7 @@ class Suppression(Benchmark):
 
     name = "suppression"
     design = "suppression"
-    options = {"grid": "human"}
+    options = {"grid": "human", "attention": 0}   # no person takes part: every photo is a test photo
     decision_rule = "16class-burgert"
     published_set = PublishedSet("Burgert et al. 2025's ImageNet16 set (50 validation images per "
                                  "class, not distributed)", 800)

@@ -161,21 +161,21 @@ def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edi
     cuebench("benchmark", "tf_efficientnet_lite0", "--benchmarks", "suppression", "--device", "cpu", cwd=tmp_path,
              shared=tmp_path / "no-shared-data-needed")
     card = json.loads((tmp_path / "scorecards" / "tf_efficientnet_lite0.json").read_text())
-    assert card["benchmarks"][0]["decision_rule"] == ["16class-burgert"] and card["benchmarks"][0]["images"] == 7
+    assert card["benchmarks"][0]["decision_rule"] == ["16class-burgert"] and card["benchmarks"][0]["images"] == 8
     markdown = (tmp_path / "scorecards" / "tf_efficientnet_lite0.md").read_text()
     assert " of 13" not in markdown and "beyond" not in markdown and "exceeds" not in markdown
     sentence = ("Not ranked or compared with people: the references measured the 800 images of Burgert et al. "
-                "2025's ImageNet16 set (50 validation images per class, not distributed), and this run scored 7 "
+                "2025's ImageNet16 set (50 validation images per class, not distributed), and this run scored 8 "
                 "images of another set.")
     assert [m["notes"] for m in card["metrics"]] == [[sentence]] * 4
     for metric in card["metrics"]:
         low, high = metric["ci_low"], metric["ci_high"]
-        assert low < metric["value"] < high or metric["value"] in (low, 0.0), metric   # 7 photos: never zero width
+        assert low < metric["value"] < high or metric["value"] in (low, 0.0), metric   # 8 photos: never zero width
         assert high - low > 0.3
 
     verified = cuebench("leaderboard", "verify", "scorecards/tf_efficientnet_lite0.json", "--cache", "verify-cache",
                         cwd=tmp_path, shared=tmp_path)
-    assert "answered 36 trials, 0 stored before" in verified            # a real re-run, not the stored answers
+    assert "answered 40 trials, 0 stored before" in verified            # a real re-run, not the stored answers
     assert verified.count(": pass (") == 4 and "verify tf_efficientnet_lite0: passed" in verified
 
     metric = card["metrics"][0]
