@@ -19,13 +19,15 @@ import os
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from analysis.benchmarks import Benchmark, image_list_hash
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
+
+if TYPE_CHECKING:
+    from analysis.benchmarks import Benchmark
 
 BENCHMARK_FORMAT = 2
 """Bumped when the way a benchmark is built or answered changes, so old caches become other versions."""
@@ -210,6 +212,7 @@ def answer(expdir: Path, models: list[str], args, loaded: dict | None = None, ru
 
 def score_model(bench: Benchmark, expdir: Path, digest: str, observer: dict) -> tuple[list[dict], dict]:
     """The scorecard entries of one benchmark for one model, and the row's provenance."""
+    from analysis.benchmarks import image_list_hash
     from analysis.exclusions import apply_exclusions
     from analysis.load import load_responses
     from analysis.scorecard import score

@@ -4,8 +4,9 @@ option it recorded) in a fresh cache and say, metric by metric, whether the re-r
 
 A metric passes when the re-run gives the published numbers from the same answers (the scorecard records each
 proportion's counts), or, where another machine answered some images differently, when the re-run's value lies
-inside the published interval and the published value inside the re-run's: an edited value or interval fails. A benchmark whose stimuli hash differently (other source images, another
-cuebench build) fails as a whole: the re-run did not measure the same thing.
+inside the published interval and the published value inside the re-run's: an edited value or interval fails.
+A benchmark whose stimuli hash differently (other source images, another cuebench build) fails as a whole: the
+re-run did not measure the same thing.
 """
 
 from __future__ import annotations
