@@ -1,9 +1,12 @@
-"""``cuebench benchmark MODEL [MODEL ...]``: every benchmark the bundled photos and the shared data sets allow,
-built with the designs ``cuebench stimuli build`` uses, answered as ``cuebench eval`` answers, scored into one
-scorecard per model (``analysis.scorecard``) beside the published values of the reference library.
+"""``cuebench benchmark MODEL [MODEL ...]``: every benchmark plug-in (``analysis.benchmarks``, ``cuebench list
+benchmarks``) the bundled photos and the shared data sets allow, built with the designs ``cuebench stimuli build``
+uses, answered as ``cuebench eval`` answers with the decision rule the benchmark's references used, scored into
+one scorecard per model (``analysis.scorecard``) beside the published values of the reference library. A
+scorecard records the command (every option), the package version and commit, so ``cuebench leaderboard
+verify`` can re-run it.
 
 Each benchmark's experiment is built once into ``CACHE/<benchmark>-<hash>/``, where the hash covers the design,
-its options and every source image's bytes: a changed stimulus set is a new benchmark version in a new
+its options, the decision rule and every source image's bytes: a changed stimulus set is a new benchmark version in a new
 folder, and an unchanged one is never rebuilt. Responses accumulate in that folder's response table, and a
 model that has answered every trial is not even loaded again (a warm re-run does no model work). A model
 is loaded once per run, at the first benchmark it has trials to answer, and answers the rest with it.
