@@ -61,8 +61,10 @@ def index() -> pd.DataFrame:
     return table
 
 
+@lru_cache(maxsize=None)
 def reference(reference_id: str) -> Reference:
-    """The index entry of one table; an unknown id names the known ones."""
+    """The index entry of one table (read once: a scorecard names its sources per score); an unknown id names
+    the known ones."""
     rows = index()[index()["id"] == reference_id]
     if rows.empty:
         raise CuebenchError(f"unknown reference {reference_id!r}; known: {', '.join(index()['id'])}")

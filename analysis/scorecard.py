@@ -1,182 +1,98 @@
-"""Scorecards: one model's benchmark scores, each with a bootstrap interval, set beside the published
-human value and the published models of the reference library (``analysis.reference``).
+"""Scorecards: one model's scores on one benchmark plug-in (``analysis.benchmarks``), each with an interval that
+holds at small n, set beside the published values only where the run measured what the references measured.
 
-A metric is a function of one observer's scored trials (``analysis.load`` / ``analysis.exclusions``
-columns). Its interval is a percentile bootstrap over that observer's trials, resampled within each
-condition so every resample keeps the design's mix (Efron & Tibshirani 1993). Its place among the published
-models is a rank, and the interval's ends give the ranks the model could hold: where they differ by more
-than :data:`RANK_SLACK`, the benchmark is too small to rank the model and the scorecard says so.
+**Unit and interval.** Every metric is a formula over proportions (the benchmark's cells), and each proportion
+is counted over source images, not trials: an image answered several times counts once, with its mean. A
+one-cell metric gets the Jeffreys interval, the Beta(k + 1/2, n - k + 1/2) quantiles with the lower end 0 at
+k = 0 and the upper end 1 at k = n (Brown, Cai & DasGupta 2001, Sec. 4.1.2): unlike a percentile bootstrap it
+never collapses to zero width at 7 of 7. A formula over several cells (relative accuracy, R_cd, S_cd) carries each
+cell's exact Beta bounds through the formula (:func:`interval`); the cells share their images, and drawing
+them independently widens the interval of a ratio whose parts move together, so coverage errs on the safe
+side (``tests/analysis/test_scorecard_intervals.py`` checks coverage and false claims from the documented
+model).
+
+**Comparable or not ranked.** A score is placed among the published models and compared with the people only
+when the run scored the image list its references measured (:func:`analysis.benchmarks.image_list_hash`),
+answered with their decision rule, and every cell has at least :data:`MIN_IMAGES` images. Otherwise the
+scorecard gives the score and its interval with one sentence saying why there is no rank
+(:func:`why_not_ranked`). A rank's interval ends give the ranks the model could hold; where they differ by
+more than :data:`RANK_SLACK`, the note says the benchmark is too small to rank the model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable
-
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from . import reference
+from .benchmarks import Benchmark, Cell, Metric, image_list_hash
 from .load import params_of
-from .metrics import oddity_accuracy, shape_bias
 
+CONFIDENCE = 0.95
+MIN_IMAGES = 30
+"""Images per cell below which a score is neither ranked nor said to lie beyond the people."""
 RANK_SLACK = 2
 """Ranks an interval may span before the scorecard calls the benchmark too small to rank the model."""
+DRAWS = 10_000
+"""Draws per end of a several-cell formula's interval (quantile error about 0.003)."""
+INTERVAL_METHOD = ("over source images: Jeffreys interval of a proportion; exact Beta bounds of each proportion "
+                   "carried through a formula of several (ratios, R_cd, S_cd)")
 
 
-@dataclass(frozen=True)
-class Published:
-    """Where a metric's published values come from: the human value (and the people's range where a table
-    lists them one by one), and the models to rank against, each a (name, value) pair."""
-
-    reference_ids: tuple[str, ...]
-    human: float | None = None
-    human_label: str = ""
-    human_range: tuple[float, float] | None = None
-    noise_ceiling: tuple[float, float] | None = None
-    models: tuple[tuple[str, float], ...] = ()
+def cell_counts(trials: pd.DataFrame, cell: Cell) -> tuple[float, int]:
+    """(k, n) of one cell over source images: each image's mean success, summed, and the number of images
+    with any scored trial in the cell."""
+    rows = trials[cell.select(trials)]
+    image = rows["source_image"].where(rows["source_image"].notna(), rows["trial_id"])
+    per_image = cell.success(rows).groupby(image).mean().dropna()
+    return float(per_image.sum()), int(len(per_image))
 
 
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    description: str
-    compute: Callable[[pd.DataFrame], float]
-    published: Callable[[], Published] = field(default=lambda: Published(()))
-
-
-def _shape_bias(trials: pd.DataFrame) -> float:
-    return float(shape_bias(trials)["shape_bias"].iloc[0]) if len(trials) else np.nan
-
-
-def _accuracy_of(condition: str | None = None) -> Callable[[pd.DataFrame], float]:
-    def compute(trials: pd.DataFrame) -> float:
-        chosen = trials if condition is None else trials[trials["condition"] == condition]
-        return float(chosen["correct"].mean()) if len(chosen) else np.nan
-    return compute
-
-
-def _oddity(trials: pd.DataFrame) -> float:
-    table = oddity_accuracy(trials)
-    test = table[table["role"] == "test"]
-    return float((test["k"].sum() / test["n"].sum())) if len(test) else np.nan
-
-
-def _relative(feature: str) -> Callable[[pd.DataFrame], float]:
-    """Relative accuracy A_sup / A_orig (Burgert et al. 2025, Sec. 5.1) at the setting of their human study."""
-    condition, setting = reference.BURGERT2025_FEATURES[feature]
-
-    def compute(trials: pd.DataFrame) -> float:
-        original = trials.loc[trials["condition"] == "original", "correct"].mean()
-        at_setting = trials["params"].map(lambda p: all(p.get(k) == v for k, v in setting.items()))
-        chosen = trials.loc[(trials["condition"] == condition) & at_setting, "correct"]
-        return float(chosen.mean() / original) if len(chosen) and original > 0 else np.nan
-    return compute
-
-
-@lru_cache(maxsize=1)
-def _heinert_scale() -> tuple[float, float]:
-    """s and t (Heinert et al., eq. 3): mean Q_S and Q_T of their 43 pre-trained models (Table VIII)."""
-    table = reference.load("heinert_table8")
-    members = table[table["arch"] != "trained"]
-    return float(members["q_s"].mean()), float(members["q_t"].mean())
-
-
-def _cue(name: str) -> Callable[[pd.DataFrame], float]:
-    """S_cd on the published model set's scale (eqs. 3-4 with Heinert et al.'s s and t), so the score ranks
-    among their models; R_cd (eq. 5) needs no scale. ``analysis.metrics.cue_decomposition_scores`` with
-    the model set's rows gives the same numbers; this form costs nothing per bootstrap resample."""
-    def compute(trials: pd.DataFrame) -> float:
-        q_o, q_s, q_t = (_accuracy_of(c)(trials) for c in ("original", "shape_cue", "texture_cue"))
-        if name == "R_cd":
-            return (q_s + q_t) / (2 * q_o) if q_o > 0 else np.nan
-        s, t = _heinert_scale()
-        return (q_s / s) / (q_s / s + q_t / t) if q_s + q_t > 0 else np.nan
-    return compute
-
-
-def _geirhos() -> Published:
-    table = reference.load("geirhos2019_shape_bias")
-    humans = table[table["observer_kind"] == "human"]["shape_bias"]
-    models = reference.load("geirhos2019_shape_bias").query("observer_kind == 'model'")
-    heinert = reference.load("heinert_table8").query("arch != 'trained'")
-    return Published(("geirhos2019_shape_bias", "heinert_table8"), human=round(float(humans.mean()), 3),
-                     human_label=reference.label("geirhos2019_shape_bias") + f", mean of {len(humans)} people",
-                     human_range=(float(humans.min()), float(humans.max())),
-                     models=tuple(zip(models["observer"], models["shape_bias"]))
-                     + tuple(zip(heinert["model"], heinert["cue_conflict_shape_bias"])))
-
-
-def _dist() -> Published:
-    fig5 = reference.load("dist_fig5").set_index("observer")
-    table1 = reference.load("dist_table1")
-    models = {m: v / 100 for m, v in zip(table1["model"], table1["dist_accuracy_percent"])}
-    models.update({m: r["dist_accuracy_percent"] / 100 for m, r in fig5.iterrows() if r["observer_kind"] == "model"})
-    return Published(("dist_fig5", "dist_table1"), human=fig5.loc["Humans", "dist_accuracy_percent"] / 100,
-                     human_label=reference.label("dist_fig5") + ": 32 people, 16,800 trials",
-                     models=tuple(models.items()))
-
-
-def _burgert(feature: str) -> Callable[[], Published]:
-    def published() -> Published:
-        table = reference.load("burgert2025_table3")
-        human = table[table["observer_kind"] == "human"][feature].iloc[0]
-        models = table[table["observer_kind"] == "model"]
-        return Published(("burgert2025_table3",), human=float(human), human_label=reference.label("burgert2025_table3"),
-                         models=tuple(zip(models["observer"], models[feature])))
-    return published
-
-
-def _heinert(column: str) -> Callable[[], Published]:
-    def published() -> Published:
-        table = reference.load("heinert_table8").query("arch != 'trained'")
-        return Published(("heinert_table8",), models=tuple(zip(table["model"], table[column])))
-    return published
-
-
-def _biasbed(dataset: str) -> Callable[[], Published]:
-    def published() -> Published:
-        table = reference.load("biasbed_table2")
-        return Published(("biasbed_table2",), models=tuple(zip(table["algorithm"], table[dataset] / 100)))
-    return published
-
-
-METRICS: dict[str, list[Metric]] = {
-    "cue-conflict": [Metric("shape_bias", "shape / (shape + texture) decisions, Geirhos et al. 2019", _shape_bias,
-                            _geirhos)],
-    "dist": [Metric("dist_accuracy", "oddity accuracy on DiST triplets (chance 1/3), Wen et al.", _oddity, _dist)],
-    "suppression": [Metric(f"relative_accuracy_{f}", f"accuracy with {f.replace('_', ' ')} suppressed / on the "
-                           "originals, Burgert et al. 2025", _relative(f), _burgert(f))
-                    for f in reference.BURGERT2025_FEATURES],
-    "cue-decomposition": [Metric("S_cd", "cue-decomposition shape bias on Heinert et al.'s model-set scale",
-                                 _cue("S_cd"), _heinert("s_cd")),
-                          Metric("R_cd", "cue-decomposition robustness (Q_S + Q_T) / (2 Q_O), Heinert et al.",
-                                 _cue("R_cd"), _heinert("r_cd"))],
-    "edges": [Metric("edge_accuracy", "accuracy on edge maps (16 classes)", _accuracy_of("original"),
-                     _biasbed("edge"))],
-    "silhouettes": [Metric("silhouette_accuracy", "accuracy on filled silhouettes (16 classes)",
-                           _accuracy_of("original"), _biasbed("silhouette"))],
-}
-"""Each benchmark's metrics, in the order a scorecard lists them."""
-
-
-def bootstrap(compute: Callable[[pd.DataFrame], float], trials: pd.DataFrame, n_boot: int = 200,
-              seed: int = 0, confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of ``compute`` over resamples of the trials, drawn within each condition."""
-    rng = np.random.default_rng(seed)
-    groups = [g.index.to_numpy() for _, g in trials.groupby("condition")]
-    values = []
-    for _ in range(n_boot):
-        rows = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups])
-        values.append(compute(trials.loc[rows]))
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    if not len(values):
+def jeffreys(k: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Jeffreys interval of k successes in n (Brown, Cai & DasGupta 2001): Beta(k + 1/2, n - k + 1/2) quantiles,
+    0 as the lower end at k = 0 and 1 as the upper end at k = n."""
+    if n == 0:
         return np.nan, np.nan
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return float(low), float(high)
+    tail = (1 - confidence) / 2
+    low = 0.0 if k <= 0 else float(stats.beta.ppf(tail, k + 0.5, n - k + 0.5))
+    high = 1.0 if k >= n else float(stats.beta.ppf(1 - tail, k + 0.5, n - k + 0.5))
+    return low, high
+
+
+def interval(metric: Metric, counts: list[tuple[float, int]], confidence: float = CONFIDENCE, seed: int = 0
+             ) -> tuple[float, float]:
+    """The metric's interval from its cells' (k, n): Jeffreys through a one-cell formula (each is increasing).
+    A formula of several cells gets exact Beta bounds carried through it: for the lower end each cell is drawn
+    from the Beta distribution of its exact (Clopper-Pearson) bound on the side that lowers the formula,
+    Beta(k, n - k + 1) where the formula increases with the cell and Beta(k + 1, n - k) where it decreases
+    (``Metric.directions``), and the lower quantile taken; the upper end mirrors it. For one cell this is the
+    Clopper-Pearson interval; for a ratio it keeps both tails at or under their nominal rate (simulated)."""
+    if any(n == 0 for _, n in counts):
+        return np.nan, np.nan
+    if len(counts) == 1:
+        low, high = jeffreys(*counts[0], confidence)
+        return float(metric.formula(low)), float(metric.formula(high))
+    rng = np.random.default_rng(seed)
+    tail = (1 - confidence) / 2
+    ends = []
+    for side, quantile in ((-1, tail), (1, 1 - tail)):
+        draws = [_bound_draws(k, n, side * direction >= 0, rng) for (k, n), direction in zip(counts, metric.directions)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = np.asarray(metric.formula(*draws), dtype=float)
+        if np.isnan(values).all():
+            return np.nan, np.nan
+        values = np.where(np.isnan(values), np.inf * side, values)   # undefined: this end's far side, never a claim
+        ends.append(float(np.quantile(values, quantile, method="inverted_cdf")))
+    return ends[0], ends[1]
+
+
+def _bound_draws(k: float, n: int, upper: bool, rng) -> np.ndarray:
+    """Draws from the Beta distribution of the exact upper (Beta(k + 1, n - k); 1 at k = n) or lower (Beta(k,
+    n - k + 1); 0 at k = 0) confidence bound of k successes in n."""
+    if upper:
+        return np.ones(DRAWS) if k >= n else rng.beta(k + 1, n - k, DRAWS)
+    return np.zeros(DRAWS) if k <= 0 else rng.beta(k, n - k + 1, DRAWS)
 
 
 def rank(value: float, models: tuple[tuple[str, float], ...]) -> int:
@@ -184,49 +100,105 @@ def rank(value: float, models: tuple[tuple[str, float], ...]) -> int:
     return 1 + sum(1 for _, v in models if np.isfinite(v) and v > value)
 
 
-def score(benchmark: str, trials: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> list[dict]:
-    """Every metric of ``benchmark`` on one observer's scored trials, as scorecard entries."""
-    entries = []
+def why_not_ranked(bench: Benchmark, metric: Metric, images: set, rules: list[str], fewest: int) -> str | None:
+    """One sentence saying why the score is neither ranked nor compared with people; None when it may be."""
+    if metric.not_ranked_because:
+        return metric.not_ranked_because
+    published = bench.published_set
+    prefix = "Not ranked or compared with people: "
+    theirs = f"the {_images(published.images)} of {published.description}"
+    if published.image_list_hash is None:
+        return f"{prefix}the references measured {theirs}, and this run scored {_images(len(images))} of another set."
+    run = image_list_hash(images)
+    if run != published.image_list_hash:
+        return (f"{prefix}this run scored {_images(len(images))} (image list {run[:12]}), not {theirs} (image list "
+                f"{published.image_list_hash[:12]}) that the references measured.")
+    if rules != [bench.decision_rule]:
+        return (f"{prefix}the model answered with the decision rule {', '.join(rules) or 'unknown'}, and the references "
+                f"used {bench.decision_rule}.")
+    if fewest < MIN_IMAGES:
+        return (f"{prefix}{fewest} images in a setting, fewer than the {MIN_IMAGES} a rank or a comparison with "
+                "people needs.")
+    return None
+
+
+def _images(n: int) -> str:
+    return f"{n:,} image" + ("" if n == 1 else "s")
+
+
+def score(bench: Benchmark, trials: pd.DataFrame, everyone: pd.DataFrame | None = None, seed: int = 0
+          ) -> list[dict]:
+    """Every metric of ``bench`` on one observer's scored trials, as scorecard entries; ``everyone``: all
+    observers' trials of the same experiment (for metrics normalised over the models on the same stimuli)."""
+    trials = _parsed(trials)
+    everyone = trials if everyone is None else _parsed(everyone)
+    images = set(trials["source_image"].dropna())
+    rules = sorted({str(r) for r in trials.get("decision_rule", pd.Series(dtype=object)).dropna()})
+    return [entry(bench, metric, [cell_counts(trials, cell) for cell in metric.cells], images, rules,
+                  trials=len(trials), seed=seed)
+            for metric in bench.metrics(everyone)]
+
+
+def entry(bench: Benchmark, metric: Metric, counts: list[tuple[float, int]], images: set, rules: list[str],
+          trials: int = 0, seed: int = 0) -> dict:
+    """One scorecard entry from the metric's cell counts (k, n) and what the run scored with which rules."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = float(metric.formula(*(np.float64(k) / n if n else np.float64(np.nan) for k, n in counts)))
+    low, high = interval(metric, counts, seed=seed)
+    published = metric.published()
+    reason = why_not_ranked(bench, metric, images, rules, min(n for _, n in counts))
+    comparable = reason is None
+    out = {"benchmark": bench.name, "metric": metric.name, "description": metric.description,
+           "value": value, "ci_low": low, "ci_high": high, "interval": INTERVAL_METHOD, "trials": int(trials),
+           "images": {cell.name: n for cell, (_, n) in zip(metric.cells, counts)},
+           "counts": {cell.name: [k, n] for cell, (k, n) in zip(metric.cells, counts)},
+           "comparable": comparable, "not_ranked_because": reason,
+           "human": published.human if comparable else None,
+           "human_label": published.human_label if comparable else "",
+           "human_range": list(published.human_range) if comparable and published.human_range else None,
+           "references": [{"id": r, "label": reference.label(r), "version": reference.reference(r).version}
+                          for r in published.reference_ids],
+           "published_models": len(published.models), "rank": None, "rank_range": None}
+    if comparable and published.models and np.isfinite(value):
+        out["rank"] = rank(value, published.models)
+        if np.isfinite(low) and np.isfinite(high):
+            out["rank_range"] = [rank(high, published.models), rank(low, published.models)]
+    out["notes"] = notes(out)
+    return out
+
+
+def _parsed(trials: pd.DataFrame) -> pd.DataFrame:
     trials = trials.reset_index(drop=True)
     if "params" in trials:
-        trials["params"] = trials["params"].map(params_of)   # once, not once per resample
-    for metric in METRICS[benchmark]:
-        value = metric.compute(trials)
-        low, high = bootstrap(metric.compute, trials, n_boot=n_boot, seed=seed)
-        published = metric.published()
-        entry = {"benchmark": benchmark, "metric": metric.name, "description": metric.description,
-                 "value": value, "ci_low": low, "ci_high": high, "trials": int(len(trials)),
-                 "human": published.human, "human_label": published.human_label,
-                 "human_range": list(published.human_range) if published.human_range else None,
-                 "noise_ceiling": list(published.noise_ceiling) if published.noise_ceiling else None,
-                 "references": [{"id": r, "label": reference.label(r), "version": reference.reference(r).version}
-                                for r in published.reference_ids],
-                 "published_models": len(published.models), "rank": None, "rank_range": None, "notes": []}
-        if published.models and np.isfinite(value):
-            entry["rank"] = rank(value, published.models)
-            if np.isfinite(low) and np.isfinite(high):
-                entry["rank_range"] = [rank(high, published.models), rank(low, published.models)]
-        entry["notes"] = notes(entry)
-        entries.append(entry)
-    return entries
+        trials["params"] = trials["params"].map(params_of)
+    return trials
+
+
+def beyond_people(entry: dict) -> str | None:
+    """The note for a comparable score whose whole interval lies above the people (their individual range where
+    the table lists them, else their published value); None otherwise."""
+    if not entry.get("comparable") or entry["human"] is None or not np.isfinite(entry["ci_low"]):
+        return None
+    if entry["human_range"] and entry["ci_low"] > entry["human_range"][1]:
+        low, high = entry["human_range"]
+        return (f"the score lies above the range of the individual people ({low:.3g}-{high:.3g}), even at its "
+                "interval's lower end: the model differs from people, in the other direction")
+    if entry["ci_low"] > entry["human"]:
+        return f"the score exceeds the published human value ({entry['human']:.3g}) beyond its interval"
+    return None
 
 
 def notes(entry: dict) -> list[str]:
     """Plain-language remarks a reader needs before trusting a number."""
-    out = []
-    value, low, high = entry["value"], entry["ci_low"], entry["ci_high"]
-    if not np.isfinite(value):
-        return ["no score: the benchmark's trials do not define this metric for the model"]
-    ceiling = entry["noise_ceiling"] or entry["human_range"]
-    if ceiling and low > ceiling[1]:
-        what = "noise ceiling" if entry["noise_ceiling"] else "range of the individual people"
-        out.append(f"the score lies above the human {what} ({ceiling[0]:.3g}-{ceiling[1]:.3g}), even at its "
-                   "interval's lower end: the model differs from people, in the other direction")
-    elif entry["human"] is not None and low > entry["human"]:
-        out.append(f"the score exceeds the published human value ({entry['human']:.3g}) beyond its interval")
+    if entry["value"] is None or not np.isfinite(entry["value"]):
+        reason = [entry["not_ranked_because"]] if entry.get("not_ranked_because") else []
+        return ["no score: the benchmark's trials do not define this metric for the model", *reason]
+    if not entry.get("comparable"):
+        return [entry["not_ranked_because"]]
+    out = [note] if (note := beyond_people(entry)) else []
     if entry["rank_range"] and entry["rank_range"][1] - entry["rank_range"][0] > RANK_SLACK:
-        out.append(f"too small to rank: with {entry['trials']} trials the 95 % interval spans ranks "
-                   f"{entry['rank_range'][0]}-{entry['rank_range'][1]} of {entry['published_models'] + 1}")
+        out.append(f"too small to rank: with {min(entry['images'].values())} images per setting the 95 % interval "
+                   f"spans ranks {entry['rank_range'][0]}-{entry['rank_range'][1]} of {entry['published_models'] + 1}")
     if not entry["published_models"]:
         out.append("no published model values to rank against")
     return out

@@ -22,11 +22,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from cuebench_app.benchmark import BENCHMARKS, answer, prepare, score_model
+from analysis.benchmarks import BENCHMARKS
+from cuebench_app.benchmark import answer, prepare, score_model
 from model_eval.observers import check_spec
 
 MODEL = "tf_efficientnet_lite0"
-BUNDLED = [name for name, bench in BENCHMARKS.items() if bench.shared is None]
+BUNDLED = [bench() for _, bench in BENCHMARKS.items() if bench.shared is None]
 
 
 def bare_timm_loop(files: list[Path], device: str, batch: int = 64) -> float:
@@ -61,24 +62,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
         start = time.perf_counter()
-        built = [(name, *prepare(name, BENCHMARKS[name], cache, cache, None, args.eed_steps)) for name in BUNDLED]
+        built = [(bench, *prepare(bench, cache, cache, None, args.eed_steps)) for bench in BUNDLED]
         seconds_build = time.perf_counter() - start
         files = sorted({f for _, expdir, _ in built for f in (expdir / "stimuli").rglob("*") if f.is_file()})
 
         def answer_and_score() -> tuple[float, float]:
             answering = scoring = 0.0
             loaded = {}  # as `cuebench benchmark` does: one load per run
-            for name, expdir, digest in built:
+            for bench, expdir, digest in built:
                 start = time.perf_counter()
-                observers = answer(expdir, [MODEL], settings, loaded)
+                observers = answer(expdir, [MODEL], settings, loaded, rule=bench.decision_rule)
                 middle = time.perf_counter()
-                score_model(name, expdir, digest, observers[MODEL], n_boot=200)
+                score_model(bench, expdir, digest, observers[MODEL])
                 answering, scoring = answering + middle - start, scoring + time.perf_counter() - middle
             return answering, scoring
 
         (cold_answer, cold_score), (warm_answer, warm_score) = answer_and_score(), answer_and_score()
         seconds_bare = bare_timm_loop(files, args.device)
-    print(f"bundled benchmarks {', '.join(BUNDLED)}: {len(files)} unique stimulus images")
+    print(f"bundled benchmarks {', '.join(b.name for b in BUNDLED)}: {len(files)} unique stimulus images")
     print(f"build (once per stimulus set): {seconds_build:.1f} s")
     print(f"cold: answering {cold_answer:.1f} s = {len(files) / cold_answer:.1f} images/s (one model load "
           f"included), scoring {cold_score:.1f} s")

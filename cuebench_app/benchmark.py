@@ -1,9 +1,12 @@
-"""``cuebench benchmark MODEL [MODEL ...]``: every benchmark the bundled photos and the shared data sets allow,
-built with the designs ``cuebench stimuli build`` uses, answered as ``cuebench eval`` answers, scored into one
-scorecard per model (``analysis.scorecard``) beside the published values of the reference library.
+"""``cuebench benchmark MODEL [MODEL ...]``: every benchmark plug-in (``analysis.benchmarks``, ``cuebench list
+benchmarks``) the bundled photos and the shared data sets allow, built with the designs ``cuebench stimuli build``
+uses, answered as ``cuebench eval`` answers with the decision rule the benchmark's references used, scored into
+one scorecard per model (``analysis.scorecard``) beside the published values of the reference library. A
+scorecard records the command (every option), the package version and commit, so ``cuebench leaderboard
+verify`` can re-run it.
 
 Each benchmark's experiment is built once into ``CACHE/<benchmark>-<hash>/``, where the hash covers the design,
-its options and every source image's bytes: a changed stimulus set is a new benchmark version in a new
+its options, the decision rule and every source image's bytes: a changed stimulus set is a new benchmark version in a new
 folder, and an unchanged one is never rebuilt. Responses accumulate in that folder's response table, and a
 model that has answered every trial is not even loaded again (a warm re-run does no model work). A model
 is loaded once per run, at the first benchmark it has trials to answer, and answers the rest with it.
@@ -16,51 +19,31 @@ import hashlib
 import html
 import json
 import os
+import shlex
 import shutil
-from dataclasses import dataclass, field
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
 
-BENCHMARK_FORMAT = 1
-"""Bumped when the way a benchmark is built changes, so old caches become other versions."""
+if TYPE_CHECKING:
+    from analysis.benchmarks import Benchmark
 
-
-@dataclass(frozen=True)
-class Benchmark:
-    """A design on a source: ``shared`` is a path under the shared data folder (None: the bundled photos);
-    ``layout`` how to take a subset (``classes``: first N files per class folder; ``dist``: first N originals
-    with their two versions)."""
-
-    design: str
-    shared: str | None = None
-    layout: str = "classes"
-    options: dict = field(default_factory=dict)
-
-
-BENCHMARKS = {
-    "cue-conflict": Benchmark("cue-conflict-import", "data/geirhos2019/stimuli/cue-conflict"),
-    "dist": Benchmark("dist-import", "data/dist", layout="dist"),
-    "suppression": Benchmark("suppression", options={"grid": "human"}),
-    "cue-decomposition": Benchmark("cue-decomposition"),
-    # edge maps and silhouettes are classified as they are (the design's originals); grayscale is the one
-    # suppression that leaves their pixels alone, so its trials cost no new stimuli
-    "edges": Benchmark("suppression", "data/geirhos2019/stimuli/edges", options={"conditions": "grayscale"}),
-    "silhouettes": Benchmark("suppression", "data/geirhos2019/stimuli/silhouettes",
-                             options={"conditions": "grayscale"}),
-}
+BENCHMARK_FORMAT = 2
+"""Bumped when the way a benchmark is built or answered changes, so old caches become other versions."""
 
 
 def register(sub) -> None:
     parser = sub.add_parser("benchmark", help="score models on every bundled and shared benchmark: scorecards",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+", metavar="MODEL", help="model specs NAME[:WEIGHTS], as `cuebench eval`")
-    parser.add_argument("--benchmarks", default=",".join(BENCHMARKS),
-                        help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
+    parser.add_argument("--benchmarks", default=None,
+                        help="comma-separated subset (default: every benchmark `cuebench list benchmarks` shows)")
     parser.add_argument("--per-class", type=int, default=None, metavar="N",
-                        help="first N images per class (DiST: first N triplets): small, fast benchmarks")
+                        help="first N images per class (DiST: first N triplets): small, fast, never ranked")
     parser.add_argument("--eed-steps", type=int, default=None, help="EED steps for cue-decomposition "
                                                                     "(default: the design's, Heinert et al.'s)")
     parser.add_argument("--shared", type=user_path, default=None,
@@ -68,7 +51,6 @@ def register(sub) -> None:
     parser.add_argument("--cache", type=user_path, default="benchmark-cache", help="experiments and responses")
     parser.add_argument("--out", type=user_path, default="scorecards", help="where the scorecards go")
     parser.add_argument("--compare", action="store_true", help="also write compare.md: the models side by side")
-    parser.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples per interval")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
     parser.add_argument("--batch-size", type=int, default=64)
     from cuebench.executors import add_executor_arguments
@@ -78,54 +60,61 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    names = [n.strip() for n in args.benchmarks.split(",") if n.strip()]
-    unknown = [n for n in names if n not in BENCHMARKS]
-    if unknown:
-        raise CuebenchError(f"--benchmarks: unknown benchmark {unknown[0]!r}; known: {', '.join(BENCHMARKS)}")
-    if args.per_class is not None and args.per_class < 1:
-        raise CuebenchError(f"--per-class must be at least 1, got {args.per_class}")
-    shared = args.shared or Path(os.environ.get("CUEBENCH_SHARED", "../shared")).absolute()
-    explicit = args.benchmarks != parser_default()
-    built = []
-    for name in names:
-        bench = BENCHMARKS[name]
-        if bench.shared and not (shared / bench.shared).is_dir():
-            if explicit:
-                raise CuebenchError(f"benchmark {name} needs {shared / bench.shared}, which does not exist "
-                                    "(--shared or CUEBENCH_SHARED names the shared data folder)")
-            print(f"{name}: skipped, {shared / bench.shared} is missing")
-            continue
-        built.append((name, *prepare(name, bench, shared, args.cache, args.per_class, args.eed_steps)))
-    # here, one model at a time goes through every benchmark: it is loaded once, and only it is in memory;
-    # an executor gets all models of a benchmark at once (one shard each, each loading its own)
-    here = args.executor == "local" and not args.executor_option
-    observers = {}
-    for group in ([[model] for model in args.models] if here else [args.models]):
-        loaded = {}
-        for name, expdir, _ in built:
-            for model, observer in answer(expdir, group, args, loaded).items():
-                observers[name, model] = observer
-        del loaded
-    cards = {model: [] for model in args.models}
-    provenance = {model: [] for model in args.models}
-    for name, expdir, digest in built:
-        for model in args.models:
-            entries, record = score_model(name, expdir, digest, observers[name, model], args.n_boot)
-            cards[model] += entries
-            provenance[model].append(record)
+    cards = scorecards(args.models, args)
     args.out.mkdir(parents=True, exist_ok=True)
-    written = [write_scorecard(args.out, model, cards[model], provenance[model]) for model in args.models]
+    written = [write_scorecard(args.out, card) for card in cards]
     for path in written:
         print(f"scorecard: {path}")
     if args.compare:
         path = args.out / "compare.md"
-        path.write_text(compare_markdown([json.loads(p.read_text()) for p in written]))
+        path.write_text(compare_markdown(cards))
         print(f"comparison: {path}")
     return 0
 
 
-def parser_default() -> str:
-    return ",".join(BENCHMARKS)
+def scorecards(models: list[str], args) -> list[dict]:
+    """Build (or find) every benchmark ``args.benchmarks`` names, let each model answer what it has not
+    answered, and score: one scorecard dict per model. ``args``: the options of ``cuebench benchmark``."""
+    from analysis.benchmarks import BENCHMARKS
+
+    names = [n.strip() for n in args.benchmarks.split(",") if n.strip()] if args.benchmarks else BENCHMARKS.names()
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        raise CuebenchError(f"--benchmarks: unknown benchmark {unknown[0]!r}; known: {', '.join(BENCHMARKS.names())}")
+    if args.per_class is not None and args.per_class < 1:
+        raise CuebenchError(f"--per-class must be at least 1, got {args.per_class}")
+    shared = args.shared or Path(os.environ.get("CUEBENCH_SHARED", "../shared")).absolute()
+    built = []
+    for name in names:
+        bench = BENCHMARKS[name]()
+        if bench.shared and not (shared / bench.shared).is_dir():
+            if args.benchmarks:
+                raise CuebenchError(f"benchmark {name} needs {shared / bench.shared}, which does not exist "
+                                    "(--shared or CUEBENCH_SHARED names the shared data folder)")
+            print(f"{name}: skipped, {shared / bench.shared} is missing")
+            continue
+        built.append((bench, *prepare(bench, shared, args.cache, args.per_class, args.eed_steps)))
+    # here, one model at a time goes through every benchmark: it is loaded once, and only it is in memory;
+    # an executor gets all models of a benchmark at once (one shard each, each loading its own)
+    here = args.executor == "local" and not args.executor_option
+    observers = {}
+    for group in ([[model] for model in models] if here else [models]):
+        loaded = {}
+        for bench, expdir, _ in built:
+            for model, observer in answer(expdir, group, args, loaded, rule=bench.decision_rule).items():
+                observers[bench.name, model] = observer
+        del loaded
+    command = {"benchmarks": [bench.name for bench, _, _ in built], "per_class": args.per_class,
+               "eed_steps": args.eed_steps, "device": args.device}
+    cards = []
+    for model in models:
+        entries, provenance = [], []
+        for bench, expdir, digest in built:
+            scored, record = score_model(bench, expdir, digest, observers[bench.name, model])
+            entries += scored
+            provenance.append(record)
+        cards.append(scorecard(model, command, entries, provenance))
+    return cards
 
 
 def source_files(bench: Benchmark, root: Path, per_class: int | None) -> list[Path]:
@@ -139,10 +128,11 @@ def source_files(bench: Benchmark, root: Path, per_class: int | None) -> list[Pa
     return [f.relative_to(root) for c in classes for f in sorted(p for p in c.iterdir() if p.is_file())[:per_class]]
 
 
-def stimulus_hash(name: str, bench: Benchmark, options: dict, root: Path | None, files: list[Path]) -> str:
-    """sha256 over the benchmark's design, options and each source file's name and bytes (the bundled photos:
-    their pixels)."""
-    digest = hashlib.sha256(json.dumps([BENCHMARK_FORMAT, name, bench.design, options], sort_keys=True).encode())
+def stimulus_hash(bench: Benchmark, options: dict, root: Path | None, files: list[Path]) -> str:
+    """sha256 over the benchmark's design, options and decision rule and each source file's name and bytes (the
+    bundled photos: their pixels)."""
+    digest = hashlib.sha256(json.dumps([BENCHMARK_FORMAT, bench.name, bench.design, options, bench.decision_rule],
+                                       sort_keys=True).encode())
     if root is None:
         from stimuli.sources import default_images
 
@@ -155,17 +145,18 @@ def stimulus_hash(name: str, bench: Benchmark, options: dict, root: Path | None,
     return digest.hexdigest()
 
 
-def prepare(name: str, bench: Benchmark, shared: Path, cache: Path, per_class: int | None,
+def prepare(bench: Benchmark, shared: Path, cache: Path, per_class: int | None,
             eed_steps: int | None) -> tuple[Path, str]:
     """The benchmark's experiment folder, built unless a build of the same stimulus set exists."""
     import cuebench
 
+    name = bench.name
     options = dict(bench.options)
     if bench.design == "cue-decomposition" and eed_steps is not None:
         options["eed_steps"] = eed_steps
     root = shared / bench.shared if bench.shared else None
     files = source_files(bench, root, per_class) if root else []
-    digest = stimulus_hash(name, bench, options, root, files)
+    digest = stimulus_hash(bench, options, root, files)
     expdir = cache / f"{name}-{digest[:12]}"
     if (expdir / "experiment.json").is_file():
         print(f"{name}: experiment {expdir.name} exists (same stimuli), not rebuilt")
@@ -189,10 +180,12 @@ def prepare(name: str, bench: Benchmark, shared: Path, cache: Path, per_class: i
     return expdir, digest
 
 
-def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) -> dict[str, dict]:
-    """Each model answers the trials it has not answered; one that answered all of them is not loaded, and one
-    in ``loaded`` (spec -> observer, filled as models load) is not loaded again. Returns spec ->
-    ``{"observer", "weights"}`` of ``models``, kept in ``scorecard_observers.json`` beside the responses."""
+def answer(expdir: Path, models: list[str], args, loaded: dict | None = None, rule: str | None = None
+           ) -> dict[str, dict]:
+    """Each model answers the trials it has not answered, with ``rule`` (None: each trial type's default); one
+    that answered all of them is not loaded, and one in ``loaded`` (spec -> observer, filled as models load) is
+    not loaded again. Returns spec -> ``{"observer", "weights"}`` of ``models``, kept in
+    ``scorecard_observers.json`` beside the responses."""
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore
     from model_eval.cli import evaluate
@@ -206,7 +199,7 @@ def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) ->
     todo = [m for m in models if m not in known
             or not trial_ids <= store.answered_trial_ids(experiment.name, known[m]["observer"])]
     if todo:
-        settings = {"rule": None, "batch_size": args.batch_size, "device": args.device, "policy": "as-is",
+        settings = {"rule": rule, "batch_size": args.batch_size, "device": args.device, "policy": "as-is",
                     "mapping_file": None, "workers": None, "database": None}
         summary = evaluate(expdir, todo, settings, args.executor, args.executor_option, progress=False,
                            loaded=loaded)
@@ -220,36 +213,86 @@ def answer(expdir: Path, models: list[str], args, loaded: dict | None = None) ->
     return {spec: known[spec] for spec in models}
 
 
-def score_model(name: str, expdir: Path, digest: str, observer: dict, n_boot: int) -> tuple[list[dict], dict]:
+def score_model(bench: Benchmark, expdir: Path, digest: str, observer: dict) -> tuple[list[dict], dict]:
     """The scorecard entries of one benchmark for one model, and the row's provenance."""
+    from analysis.benchmarks import image_list_hash
     from analysis.exclusions import apply_exclusions
     from analysis.load import load_responses
     from analysis.scorecard import score
 
     scored = apply_exclusions(load_responses(expdir)).scored
     trials = scored[scored["observer"] == observer["observer"]]
-    rules = sorted({str(r) for r in trials.get("decision_rule", trials.get("rule", [])) if r == r})
-    entries = score(name, trials, n_boot=n_boot)
-    record = {"benchmark": name, "benchmark_version": digest[:12], "stimulus_hash": digest,
-              "design": BENCHMARKS[name].design, "experiment": expdir.name, "trials": int(len(trials)),
-              "observer": observer["observer"], "weights": observer["weights"], "decision_rule": rules}
+    rules = sorted({str(r) for r in trials["decision_rule"].dropna()})
+    entries = score(bench, trials, everyone=scored)
+    record = {"benchmark": bench.name, "benchmark_version": digest[:12], "stimulus_hash": digest,
+              "image_list_hash": image_list_hash(trials["source_image"].dropna()),
+              "images": int(trials["source_image"].nunique()), "design": bench.design, "experiment": expdir.name,
+              "trials": int(len(trials)), "observer": observer["observer"], "weights": observer["weights"],
+              "decision_rule": rules}
     for entry in entries:
         entry.update(benchmark_version=digest[:12], observer=observer["observer"])
     return entries, record
 
 
-def write_scorecard(out: Path, model: str, entries: list[dict], provenance: list[dict]) -> Path:
-    """``<model>.json`` plus ``.md`` and ``.html`` renderings of the same entries."""
+def package_commit() -> str | None:
+    """The git commit this cuebench runs from: pip's record of a VCS install, else the HEAD of the checkout it is
+    imported from (``+dirty`` with uncommitted changes to tracked files); None when neither is known."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        recorded = json.loads(distribution("cuebench").read_text("direct_url.json") or "{}")
+    except (PackageNotFoundError, json.JSONDecodeError):
+        recorded = {}
+    if commit := recorded.get("vcs_info", {}).get("commit_id"):
+        return commit
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def reproduce_command(model: str, command: dict) -> str:
+    """The ``cuebench benchmark`` command line that makes the same scorecard: every option that changes a number."""
+    parts = ["cuebench", "benchmark", shlex.quote(model), "--benchmarks", ",".join(command["benchmarks"])]
+    if command["per_class"] is not None:
+        parts += ["--per-class", str(command["per_class"])]
+    if command["eed_steps"] is not None:
+        parts += ["--eed-steps", str(command["eed_steps"])]
+    if command["device"] != "auto":
+        parts += ["--device", command["device"]]
+    return " ".join(parts)
+
+
+def scorecard(model: str, command: dict, entries: list[dict], provenance: list[dict]) -> dict:
     from cuebench.version import __version__
 
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
-    card = {"model": model, "package_version": __version__,
-            "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "benchmarks": provenance, "metrics": [_plain(e) for e in entries]}
-    path = out / f"{safe}.json"
+    return {"model": model, "package_version": __version__, "commit": package_commit(),
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
+            "reproduce": reproduce_command(model, command), "benchmarks": provenance,
+            "metrics": [_plain(e) for e in entries]}
+
+
+def file_stem(model: str) -> str:
+    """A file name for ``model`` that no other model name shares: the name where it is a safe file name as it
+    is, else its safe characters and 8 digits of its sha256 (``resnet50.a1`` and ``resnet50_a1``, ``a/b`` and
+    ``a_b`` stay apart)."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in model)
+    return safe if safe == model else f"{safe}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+def write_scorecard(out: Path, card: dict) -> Path:
+    """``<model>.json`` plus ``.md`` and ``.html`` renderings of the same entries."""
+    stem = file_stem(card["model"])
+    path = out / f"{stem}.json"
     path.write_text(json.dumps(card, indent=2))
-    (out / f"{safe}.md").write_text(card_markdown(card))
-    (out / f"{safe}.html").write_text(card_html(card))
+    (out / f"{stem}.md").write_text(card_markdown(card))
+    (out / f"{stem}.html").write_text(card_html(card))
     return path
 
 
@@ -264,34 +307,47 @@ def _fmt(value, digits: int = 3) -> str:
 
 def _row(metric: dict) -> list[str]:
     interval = f"[{_fmt(metric['ci_low'])}, {_fmt(metric['ci_high'])}]"
-    place = (f"{metric['rank']} of {metric['published_models'] + 1}" if metric["rank"] else "–")
+    place = f"{metric['rank']} of {metric['published_models'] + 1}" if metric["rank"] else "not ranked"
     sources = "; ".join(r["label"] for r in metric["references"])
     return [metric["benchmark"], metric["metric"], f"{_fmt(metric['value'])} {interval}", _fmt(metric["human"]),
             place, sources, " ".join(metric["notes"])]
 
 
-HEADER = ["benchmark", "metric", "score [95 % bootstrap]", "people (published)", "place among published models",
+HEADER = ["benchmark", "metric", "score [95 % interval]", "people (published)", "place among published models",
           "references", "notes"]
+PROVENANCE = ["benchmark", "version", "stimulus sha256", "images", "image list sha256", "trials", "observer",
+              "weights", "rule"]
+
+
+def _provenance_row(b: dict) -> list[str]:
+    return [b["benchmark"], b["benchmark_version"], b["stimulus_hash"], str(b["images"]), b["image_list_hash"],
+            str(b["trials"]), b["observer"], b["weights"], ", ".join(b["decision_rule"])]
+
+
+def _made_by(card: dict) -> str:
+    return (f"cuebench {card['package_version']} (commit {card['commit'] or 'unknown'}), {card['created']}; "
+            f"intervals: {card['metrics'][0]['interval'] if card['metrics'] else '–'}")
 
 
 def card_markdown(card: dict) -> str:
-    lines = [f"# Scorecard: {card['model']}", "",
-             f"cuebench {card['package_version']}, {card['created']}", "",
+    lines = [f"# Scorecard: {card['model']}", "", _made_by(card), "", f"Reproduce: `{card['reproduce']}`", "",
              "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     lines += ["| " + " | ".join(_row(m)) + " |" for m in card["metrics"]]
-    lines += ["", "## Provenance", "", "| benchmark | version | stimulus sha256 | trials | observer | weights | rule |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {b['benchmark']} | {b['benchmark_version']} | {b['stimulus_hash']} | {b['trials']} | "
-              f"{b['observer']} | {b['weights']} | {', '.join(b['decision_rule'])} |" for b in card["benchmarks"]]
+    lines += ["", "## Provenance", "", "| " + " | ".join(PROVENANCE) + " |", "|" + " --- |" * len(PROVENANCE)]
+    lines += ["| " + " | ".join(_provenance_row(b)) + " |" for b in card["benchmarks"]]
     return "\n".join(lines) + "\n"
 
 
 def card_html(card: dict) -> str:
-    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _row(m)) + "</tr>" for m in card["metrics"])
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADER)
+    def table(header, rows):
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     return (f"<!doctype html><meta charset='utf-8'><title>Scorecard: {html.escape(card['model'])}</title>"
-            f"<h1>Scorecard: {html.escape(card['model'])}</h1><p>cuebench {card['package_version']}, "
-            f"{card['created']}</p><table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>\n")
+            f"<h1>Scorecard: {html.escape(card['model'])}</h1><p>{html.escape(_made_by(card))}</p>"
+            f"<p>Reproduce: <code>{html.escape(card['reproduce'])}</code></p>"
+            f"{table(HEADER, [_row(m) for m in card['metrics']])}<h2>Provenance</h2>"
+            f"{table(PROVENANCE, [_provenance_row(b) for b in card['benchmarks']])}\n")
 
 
 def compare_markdown(cards: list[dict]) -> str:

@@ -1,7 +1,10 @@
 """``cuebench leaderboard SCORECARDS... --out site/``: a static site built from any number of scorecards
 (``cuebench benchmark``): one sortable table with each score's 95 % interval drawn as an error bar, one page per
 benchmark with its figure and references, and per row the provenance a reader needs to reproduce the number
-(package version, benchmark version, stimulus hash, decision rule, weights).
+(package version and commit, the command with every option, benchmark version, stimulus and image-list hashes,
+decision rule, weights). ``cuebench leaderboard verify SCORECARD`` re-runs a scorecard's command for its model and
+says, metric by metric, whether the re-run falls inside the published interval (Brain-Score's submission check,
+done locally).
 
 The site is plain HTML, inline SVG and a few lines of JavaScript: it opens from the file system and serves
 from any static host.
@@ -34,19 +37,33 @@ document.querySelectorAll('table.sortable th[data-col]').forEach(th => th.addEve
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse}
 th,td{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:middle}
 th[data-col]{cursor:pointer}th[aria-sort=descending]::after{content:' \\25BC'}th[aria-sort=ascending]::after{content:' \\25B2'}
-.num{font-variant-numeric:tabular-nums}small{color:#555}"""
+.num{font-variant-numeric:tabular-nums}small{color:#555}small.note{display:block;max-width:22em;font-size:.75em}"""
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("leaderboard", help="a static site from scorecards: sortable table, error bars",
+    parser = sub.add_parser("leaderboard", help="a static site from scorecards: sortable table, error bars; "
+                                                "`leaderboard verify SCORECARD` re-runs one and checks it",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scorecards", nargs="+", type=user_path, metavar="SCORECARD",
-                        help="scorecard JSON files (or folders of them) written by `cuebench benchmark`")
+                        help="scorecard JSON files (or folders of them) written by `cuebench benchmark`; "
+                             "`verify SCORECARD`: re-run that scorecard's benchmarks and check each metric")
     parser.add_argument("--out", type=user_path, default="site", help="folder to write the site into")
+    verify = parser.add_argument_group("verify")
+    verify.add_argument("--cache", type=user_path, default=None,
+                        help="where the re-run builds and answers (default: a new temporary folder, so nothing of "
+                             "the original run is reused)")
+    verify.add_argument("--shared", type=user_path, default=None,
+                        help="the shared data folder (default: $CUEBENCH_SHARED or ../shared)")
+    verify.add_argument("--device", default=None, help="auto, cpu or cuda (default: the scorecard's)")
+    verify.add_argument("--batch-size", type=int, default=64)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.scorecards[0] == user_path("verify") and not args.scorecards[0].exists():
+        from .verify import run_verify
+
+        return run_verify(args.scorecards[1:], args)
     cards = read_scorecards(args.scorecards)
     index = write_site(cards, args.out)
     print(f"leaderboard: {index} ({len(cards)} models)")
@@ -117,14 +134,17 @@ def page(title: str, body: str, root: str = "") -> str:
 
 
 def write_site(cards: list[dict], out: Path) -> Path:
+    from .benchmark import file_stem
+
     out.mkdir(parents=True, exist_ok=True)
     (out / "benchmarks").mkdir(exist_ok=True)
     (out / "provenance").mkdir(exist_ok=True)
     keys = columns(cards)
     scales = {k: scale([lookup(c, k) for c in cards]) for k in keys}
+    # headers hold text only: a click anywhere on one sorts (the benchmark pages are linked above the table)
     head = "<th data-col='0'>model</th>" + "".join(
-        f"<th data-col='{i + 1}'><a href='benchmarks/{slug(b)}.html'>{html.escape(b)}</a><br>{html.escape(m)}</th>"
-        for i, (b, m) in enumerate(keys)) + "<th>provenance</th>"
+        f"<th data-col='{i + 1}'>{html.escape(b)}<br>{html.escape(m)}</th>" for i, (b, m) in enumerate(keys)
+    ) + f"<th data-col='{len(keys) + 1}'>provenance</th>"
     rows = []
     for card in cards:
         cells = [f"<td data-value='{html.escape(card['model'])}'>{html.escape(card['model'])}</td>"]
@@ -132,12 +152,19 @@ def write_site(cards: list[dict], out: Path) -> Path:
             metric = lookup(card, key)
             value = "" if not metric or metric["value"] is None else f"{metric['value']:.6g}"
             text = "–" if not value else f"{metric['value']:.3f}"
-            cells.append(f"<td class='num' data-value='{value}'>{text} {error_bar(metric, *scales[key])}</td>")
-        cells.append(f"<td><a class='provenance' href='provenance/{slug(card['model'])}.html'>provenance</a></td>")
+            notes = "".join(f"<small class='note'>{html.escape(n)}</small>" for n in (metric or {}).get("notes", []))
+            cells.append(f"<td class='num' data-value='{value}'>{text} {error_bar(metric, *scales[key])}{notes}</td>")
+        stem = file_stem(card["model"])
+        made = f"{card['package_version']} {card.get('commit') or ''}".strip()
+        cells.append(f"<td data-value='{html.escape(made)}'><a class='provenance' href='provenance/{stem}.html'>"
+                     f"cuebench {html.escape(made[:len(card['package_version']) + 13])}</a></td>")
         rows.append(f"<tr data-model='{html.escape(card['model'])}'>" + "".join(cells) + "</tr>")
-        (out / "provenance" / f"{slug(card['model'])}.html").write_text(provenance_page(card))
-    body = ("<p>Each cell: the score, and its 95 % bootstrap interval as an error bar (dot: score; red tick: the "
-            "published human value). Click a column to sort.</p>"
+        (out / "provenance" / f"{stem}.html").write_text(provenance_page(card))
+    links = " · ".join(f"<a href='benchmarks/{slug(b)}.html'>{html.escape(b)}</a>" for b in dict.fromkeys(b for b, _ in keys))
+    body = (f"<p class='benchmarks'>Benchmarks: {links}</p>"
+            "<p>Each cell: the score, and its 95 % interval as an error bar (dot: score; red tick: the published "
+            "human value, drawn only where the run measured what the people's study measured), with the notes a "
+            "reader needs before trusting it. Click a column header to sort.</p>"
             f"<table class='sortable' id='leaderboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
             "</tbody></table>")
     index = out / "index.html"
@@ -148,16 +175,20 @@ def write_site(cards: list[dict], out: Path) -> Path:
 
 
 def provenance_page(card: dict) -> str:
-    header = ["benchmark", "package version", "benchmark version", "stimulus sha256", "decision rule", "weights",
-              "observer", "trials"]
+    header = ["benchmark", "package version", "benchmark version", "stimulus sha256", "images", "image list sha256",
+              "decision rule", "weights", "observer", "trials"]
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-            b["benchmark"], card["package_version"], b["benchmark_version"], b["stimulus_hash"],
-            ", ".join(b["decision_rule"]), b["weights"], b["observer"], b["trials"])) + "</tr>"
-        for b in card["benchmarks"])
-    body = (f"<p>Scorecard made {html.escape(card['created'])}. To reproduce a row: install cuebench "
-            f"{html.escape(card['package_version'])} and run <code>cuebench benchmark {html.escape(card['model'])} "
-            "--benchmarks BENCHMARK</code>; the benchmark version is the stimulus hash's first 12 digits.</p>"
+            b["benchmark"], card["package_version"], b["benchmark_version"], b["stimulus_hash"], b.get("images", "–"),
+            b.get("image_list_hash", "–"), ", ".join(b["decision_rule"]), b["weights"], b["observer"], b["trials"]))
+        + "</tr>" for b in card["benchmarks"])
+    commit = card.get("commit") or "not recorded"
+    reproduce = card.get("reproduce") or f"cuebench benchmark {card['model']} (options not recorded)"
+    body = (f"<p>Scorecard made {html.escape(card['created'])} by cuebench {html.escape(card['package_version'])}, "
+            f"commit <code class='commit'>{html.escape(commit)}</code>. To reproduce every row, install that version "
+            f"(or check out that commit) and run:</p><pre class='reproduce'>{html.escape(reproduce)}</pre>"
+            "<p>The benchmark version is the stimulus hash's first 12 digits; <code>cuebench leaderboard verify "
+            "SCORECARD</code> re-runs the command and checks every number against its interval.</p>"
             "<table id='provenance'><thead><tr>" + "".join(f"<th>{h}</th>" for h in header)
             + f"</tr></thead><tbody>{rows}</tbody></table>")
     return page(f"Provenance: {card['model']}", body, root="../")

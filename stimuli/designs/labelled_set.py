@@ -7,7 +7,9 @@ its own classes are the answer labels (the 16 entry-level classes when the set u
 folder's classes with the ImageNet-1k classes their names match, ``stimuli.designs.common.label_set_for``),
 so chance is 1/C of the set's own C. Every image is
 one ``classify`` trial of one condition, the set's name (the folder's, or ``--condition``), and
-every participant sees every image (as in Geirhos et al.'s edge and silhouette experiments).
+every participant sees every image (as in Geirhos et al.'s edge and silhouette experiments). No image is
+held out for attention checks unless ``--attention N`` asks for them, as the imported sets do: a published
+set (160 edge maps, 160 silhouettes) is scored whole.
 
 Each trial's ``source_image`` is the file's name without its extension (``airplane1``), the
 last token of Geirhos et al.'s raw-data image names (``..._airplane_00_airplane1.png``), and its
@@ -81,7 +83,9 @@ class LabelledSet(Design):
     study_options = STUDY_OPTIONS
 
     def build(self, request) -> Experiment:
-        common, expdir = request.common, request.expdir
+        # a published set is scored whole: no image is held out for attention checks unless --attention asks
+        common = request.common.model_copy(update={"attention": request.common.attention or 0})
+        expdir = request.expdir
         sources = file_named(resolve_images(common.images, common.labels, common.only))
         unlabelled = [s.origin for s in sources if not s.category]
         if unlabelled and len(unlabelled) < len(sources):

@@ -124,8 +124,8 @@ def test_a_multi_label_set_builds_without_a_single_answer_and_a_model_is_scored_
         Image.fromarray(photos[name]).resize((64, 64)).save(tmp_path / "set" / f"{name}.png")
     (tmp_path / "labels.csv").write_text("image,category\n" + "".join(f"{n}.png,{c}\n" for n, c in zip(names, labels)))
     common = ["--images", "set", "--labels", "labels.csv", "--workers", "1"]
-    with pytest.raises(AssertionError):  # the default attention check names one class: refused
-        cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", *common, "--out", "refused")
+    with pytest.raises(AssertionError):  # an attention check names one class: refused
+        cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", *common, "--attention", "2", "--out", "refused")
     cuebench(tmp_path, "stimuli", "build", "--design", "suppression", *common, "--attention", "0",
              "--conditions", "channel_shuffle", "--out", "grid")
     experiment = ExperimentDir(tmp_path / "grid").load()

@@ -39,10 +39,11 @@ def test_geirhos_edge_and_silhouette_sets_import_with_their_raw_data_names(share
     for name in GEIRHOS_SETS:
         source = shared / f"data/geirhos2019/stimuli/{name}"
         assert main(["stimuli", "build", "--design", "labelled-set", "--images", str(source), "--out",
-                     str(tmp_path / name), "--workers", "1", "--attention", "0"]) == 0
+                     str(tmp_path / name), "--workers", "1"]) == 0
         exp = ExperimentDir(tmp_path / name).load()
         tests = [t for t in exp.trials if t.role == "test"]
-        assert len(tests) == 160 and exp.label_set.labels == IMAGENET16
+        # the published set stays whole: no image held out for an attention check unless --attention asks
+        assert len(tests) == len(exp.trials) == 160 and exp.label_set.labels == IMAGENET16
         assert pd.Series([t.category for t in tests]).value_counts().to_dict() == {c: 10 for c in IMAGENET16}
         files = sorted(p.stem for p in source.glob("*/*.png"))
         assert sorted(t.source_image for t in tests) == files  # the raw data's last image-name token

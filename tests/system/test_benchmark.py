@@ -1,5 +1,6 @@
 """``cuebench benchmark``: scorecards that agree with the separate build/eval/analyze commands, a warm re-run
-that does no model work, and the scorecard's statistics (bootstrap interval, rank, notes) against hand values."""
+that does no model work, no rank where the run is not the references' measurement, and ``cuebench leaderboard
+verify`` passing a fresh scorecard and failing an edited one."""
 
 from __future__ import annotations
 
@@ -9,35 +10,46 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
-
-from analysis import scorecard
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cuebench(*argv, cwd: Path, shared: Path) -> str:
+def cuebench(*argv, cwd: Path, shared: Path, returncode: int = 0) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUEBENCH_SHARED": str(shared), "MPLBACKEND": "Agg"}
     done = subprocess.run([sys.executable, "-m", "cuebench", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == returncode, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
 
 @pytest.mark.slow
 def test_scorecard_reproduces_the_separate_commands_and_a_warm_rerun_does_no_model_work(tmp_path, shared):
     out = cuebench("benchmark", "tf_efficientnet_lite0", "--benchmarks", "cue-conflict,dist", "--per-class", "2",
-                   "--device", "cpu", "--n-boot", "200", "--compare", cwd=tmp_path, shared=shared)
+                   "--device", "cpu", "--compare", cwd=tmp_path, shared=shared)
     assert "answered" in out
     card = json.loads((tmp_path / "scorecards" / "tf_efficientnet_lite0.json").read_text())
     metrics = {m["metric"]: m for m in card["metrics"]}
     versions = {b["benchmark"]: b["benchmark_version"] for b in card["benchmarks"]}
     assert {b["stimulus_hash"][:12] for b in card["benchmarks"]} == set(versions.values())
-    assert all(b["weights"] and b["decision_rule"] for b in card["benchmarks"])
-    assert metrics["shape_bias"]["human"] == 0.958 and metrics["dist_accuracy"]["human"] == 0.855
+    assert {b["benchmark"]: b["decision_rule"] for b in card["benchmarks"]} == {"cue-conflict": ["16class-mean"],
+                                                                                "dist": ["oddity"]}
+    assert all(b["weights"] for b in card["benchmarks"])
+    # a --per-class subset is not the published set: no rank, no people, one sentence saying why
+    assert {b["benchmark"]: b["images"] for b in card["benchmarks"]} == {"cue-conflict": 32, "dist": 2}
+    for name, published in (("shape_bias", "1,280 images of Geirhos et al. 2019's cue-conflict set"),
+                            ("dist_accuracy", "400 images of Wen et al. 2024's DiST triplets")):
+        metric = metrics[name]
+        assert metric["rank"] is None and metric["human"] is None and not metric["comparable"]
+        assert metric["notes"] == [metric["not_ranked_because"]] and published in metric["notes"][0]
+        assert metric["notes"][0].startswith("Not ranked or compared with people: this run scored ")
     assert "Geirhos et al. 2019" in metrics["shape_bias"]["references"][0]["label"]
+    markdown = (tmp_path / "scorecards" / "tf_efficientnet_lite0.md").read_text()
+    assert "not ranked" in markdown and " of 48" not in markdown
+    assert card["reproduce"] == ("cuebench benchmark tf_efficientnet_lite0 --benchmarks cue-conflict,dist "
+                                 "--per-class 2 --device cpu")
+    assert card["package_version"] and card["commit"] and card["reproduce"] in markdown
     assert (tmp_path / "scorecards" / "compare.md").read_text().count("|") > 10
 
     # the same stimuli through the documented commands, one at a time
@@ -63,7 +75,7 @@ def test_scorecard_reproduces_the_separate_commands_and_a_warm_rerun_does_no_mod
 
     # warm: same stimuli, every trial answered -> the model is not loaded, the numbers do not change
     again = cuebench("benchmark", "tf_efficientnet_lite0", "--benchmarks", "cue-conflict,dist", "--per-class", "2",
-                     "--device", "cpu", "--n-boot", "200", cwd=tmp_path, shared=shared)
+                     "--device", "cpu", cwd=tmp_path, shared=shared)
     assert "answered 0" not in again and again.count("has answered every trial (no model work)") == 2
     assert again.count("not rebuilt") == 2
     warm = json.loads((tmp_path / "scorecards" / "tf_efficientnet_lite0.json").read_text())
@@ -114,21 +126,24 @@ def test_a_run_loads_each_model_once_for_all_its_benchmarks(photos, tmp_path, mo
 
 
 def test_a_changed_stimulus_set_is_a_new_benchmark_version(tmp_path):
-    from cuebench_app.benchmark import Benchmark, source_files, stimulus_hash
+    from analysis.benchmarks.biasbed import Edges
+    from cuebench_app.benchmark import source_files, stimulus_hash
 
     for cls, n in (("cat", 2), ("dog", 1)):
         (tmp_path / cls).mkdir()
         for i in range(n):
             (tmp_path / cls / f"{cls}{i}.png").write_bytes(bytes([i, len(cls)]))
-    bench = Benchmark("suppression", "x")
+    bench = Edges()
     files = source_files(bench, tmp_path, per_class=None)
     assert [str(f) for f in files] == ["cat/cat0.png", "cat/cat1.png", "dog/dog0.png"]
     assert [str(f) for f in source_files(bench, tmp_path, per_class=1)] == ["cat/cat0.png", "dog/dog0.png"]
-    before = stimulus_hash("edges", bench, {}, tmp_path, files)
-    assert stimulus_hash("edges", bench, {}, tmp_path, files) == before
-    assert stimulus_hash("edges", bench, {"conditions": "blur"}, tmp_path, files) != before
+    before = stimulus_hash(bench, {}, tmp_path, files)
+    assert stimulus_hash(bench, {}, tmp_path, files) == before
+    assert stimulus_hash(bench, {"conditions": "blur"}, tmp_path, files) != before
+    other_rule = type("OtherRule", (Edges,), {"decision_rule": "16class-sum"})()
+    assert stimulus_hash(other_rule, {}, tmp_path, files) != before   # answered another way: another cache folder
     (tmp_path / "dog" / "dog0.png").write_bytes(b"changed")
-    assert stimulus_hash("edges", bench, {}, tmp_path, files) != before
+    assert stimulus_hash(bench, {}, tmp_path, files) != before
 
 
 def test_benchmark_refuses_an_unknown_benchmark_by_name(capsys):
@@ -138,50 +153,35 @@ def test_benchmark_refuses_an_unknown_benchmark_by_name(capsys):
     assert "unknown benchmark 'nope'; known: cue-conflict" in capsys.readouterr().err
 
 
-@pytest.mark.validates("scorecard bootstrap interval of a proportion",
-                       definition="percentile bootstrap over the observer's trials, resampled within condition",
-                       source="Efron & Tibshirani 1993", reference="normal approximation p +- 1.96 sqrt(p(1-p)/n)",
-                       tolerance="each end within 0.012 for p = 0.7, n = 400")
-def test_bootstrap_interval_of_an_accuracy_matches_the_normal_approximation():
-    trials = pd.DataFrame({"condition": "original", "correct": [1] * 280 + [0] * 120})
-    low, high = scorecard.bootstrap(lambda t: t["correct"].mean(), trials, n_boot=2000, seed=1)
-    half = 1.96 * np.sqrt(0.7 * 0.3 / 400)
-    assert low == pytest.approx(0.7 - half, abs=0.012) and high == pytest.approx(0.7 + half, abs=0.012)
+@pytest.mark.slow
+def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edited_copy(tmp_path):
+    """The cheap bundled benchmark, as a user runs it: scored with Burgert et al.'s rule, never ranked against
+    their 800 images, and re-checked by ``leaderboard verify`` (a fresh re-run in ``verify-cache``; the edited
+    copy is checked against the same re-run)."""
+    cuebench("benchmark", "tf_efficientnet_lite0", "--benchmarks", "suppression", "--device", "cpu", cwd=tmp_path,
+             shared=tmp_path / "no-shared-data-needed")
+    card = json.loads((tmp_path / "scorecards" / "tf_efficientnet_lite0.json").read_text())
+    assert card["benchmarks"][0]["decision_rule"] == ["16class-burgert"] and card["benchmarks"][0]["images"] == 8
+    markdown = (tmp_path / "scorecards" / "tf_efficientnet_lite0.md").read_text()
+    assert " of 13" not in markdown and "beyond" not in markdown and "exceeds" not in markdown
+    sentence = ("Not ranked or compared with people: the references measured the 800 images of Burgert et al. "
+                "2025's ImageNet16 set (50 validation images per class, not distributed), and this run scored 8 "
+                "images of another set.")
+    assert [m["notes"] for m in card["metrics"]] == [[sentence]] * 4
+    for metric in card["metrics"]:
+        low, high = metric["ci_low"], metric["ci_high"]
+        assert low < metric["value"] < high or metric["value"] in (low, 0.0), metric   # 8 photos: never zero width
+        assert high - low > 0.3
 
+    verified = cuebench("leaderboard", "verify", "scorecards/tf_efficientnet_lite0.json", "--cache", "verify-cache",
+                        cwd=tmp_path, shared=tmp_path)
+    assert "answered 40 trials, 0 stored before" in verified            # a real re-run, not the stored answers
+    assert verified.count(": pass (") == 4 and "verify tf_efficientnet_lite0: passed" in verified
 
-@pytest.mark.validates("scorecard place among published models and the too-small-to-rank note",
-                       definition="rank = 1 + published models above the score; the interval's ends give the rank "
-                                  "range; a range wider than 2 ranks is 'too small to rank'",
-                       source="this project (issue 40)", reference="hand count over five published values",
-                       tolerance="exact")
-def test_rank_rank_range_and_notes_by_hand():
-    models = (("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5))
-    assert scorecard.rank(0.75, models) == 3 and scorecard.rank(0.95, models) == 1 and scorecard.rank(0.1, models) == 6
-    entry = {"value": 0.75, "ci_low": 0.55, "ci_high": 0.95, "human": 0.96, "human_range": None,
-             "noise_ceiling": None, "rank_range": [1, 5], "trials": 20, "published_models": 5}
-    assert scorecard.notes(entry) == ["too small to rank: with 20 trials the 95 % interval spans ranks 1-5 of 6"]
-    above = {**entry, "ci_low": 0.97, "value": 0.98, "ci_high": 0.99, "human_range": (0.91, 0.96), "rank_range": [1, 1]}
-    assert "above the human range of the individual people (0.91-0.96)" in scorecard.notes(above)[0]
-
-
-@pytest.mark.validates("scorecard S_cd on the published model set's scale",
-                       definition="S_cd = (Q_S/s)/(Q_S/s + Q_T/t), s and t the mean Q_S, Q_T of Heinert et al.'s "
-                                  "43 pre-trained models (Table VIII)",
-                       source="Heinert et al., eqs. 3-4, Table VIII", reference="published S_cd of ConvNeXt L, 0.563",
-                       tolerance="0.005 (inputs rounded to 3 decimals)")
-def test_cue_decomposition_score_on_heinert_scale_gives_the_published_value():
-    # ConvNeXt L's published accuracies as 1,000 trials per cue: Q_O 0.996, Q_S 0.838, Q_T 0.969
-    rows = [("original", 996), ("shape_cue", 838), ("texture_cue", 969)]
-    trials = pd.DataFrame([{"condition": c, "correct": int(i < k)} for c, k in rows for i in range(1000)])
-    s_cd = scorecard.METRICS["cue-decomposition"][0].compute(trials)
-    r_cd = scorecard.METRICS["cue-decomposition"][1].compute(trials)
-    assert s_cd == pytest.approx(0.563, abs=0.005) and r_cd == pytest.approx(0.907, abs=0.001)
-    # the same as the report's metric over the published model set plus this observer
-    from analysis.metrics import cue_decomposition_scores
-    from analysis.reference import load
-
-    table8 = load("heinert_table8").query("arch != 'trained'")
-    q = pd.DataFrame({"observer": [*table8["model"], "this"], "Q_O": [*table8["q_o"], 0.996],
-                      "Q_S": [*table8["q_s"], 0.838], "Q_T": [*table8["q_t"], 0.969]})
-    own = cue_decomposition_scores(q, model_set=list(table8["model"])).set_index("observer").loc["this"]
-    assert s_cd == pytest.approx(own["S_cd"]) and r_cd == pytest.approx(own["R_cd"])
+    metric = card["metrics"][0]
+    metric["value"] = round((metric["value"] + metric["ci_high"]) / 2, 3)   # still inside its own interval
+    (tmp_path / "edited.json").write_text(json.dumps(card))
+    edited = cuebench("leaderboard", "verify", "edited.json", "--cache", "verify-cache", cwd=tmp_path,
+                      shared=tmp_path, returncode=1)
+    assert f"{metric['metric']}: published {metric['value']:.3f}" in edited and "FAIL" in edited
+    assert edited.count(": pass (") == 3 and "verify tf_efficientnet_lite0: FAILED" in edited

@@ -1,63 +1,91 @@
-"""``cuebench leaderboard``: the static site lists every model with error bars, sorts by a column in a real
-browser, and links each row to its provenance and each benchmark to its page with figure and references."""
+"""``cuebench leaderboard``: the static site lists every model with error bars and its notes, sorts by every
+column in a real browser, links each benchmark to its page with figure and references, and gives each model its
+own provenance page with the command (every option), package version and commit that reproduce it."""
 
 from __future__ import annotations
 
 import json
+
 from cuebench_app.cli import main
+
+COMMAND = {"benchmarks": ["cue-conflict", "dist"], "per_class": 2, "eed_steps": 64, "device": "cpu"}
+
 
 def scorecard(model: str, shape_bias: float, dist: float) -> dict:
     """A scorecard as ``cuebench benchmark`` writes it (two benchmarks, one metric each)."""
     def metric(bench, name, value, human, ref):
         return {"benchmark": bench, "metric": name, "description": f"{name} description", "value": value,
-                "ci_low": value - 0.05, "ci_high": value + 0.04, "trials": 80, "human": human, "human_label": "",
-                "human_range": None, "noise_ceiling": None,
-                "references": [{"id": ref, "label": "x", "version": 1}], "published_models": 5, "rank": 2,
-                "rank_range": [1, 3], "notes": [f"{model} note"], "benchmark_version": "abc123def456",
+                "ci_low": value - 0.05, "ci_high": value + 0.04, "trials": 80, "images": {"all": 80},
+                "counts": {"all": [value * 80, 80]}, "comparable": True, "not_ranked_because": None, "human": human,
+                "human_label": "", "human_range": None, "references": [{"id": ref, "label": "x", "version": 1}],
+                "published_models": 5, "rank": 2, "rank_range": [1, 4],
+                "notes": [f"too small to rank: {model} spans ranks 1-4 of 6"], "benchmark_version": "abc123def456",
                 "observer": f"{model}:pypi"}
-    return {"model": model, "package_version": "0.1.0", "created": "2026-01-01 00:00 UTC",
+    reproduce = (f"cuebench benchmark {model} --benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 "
+                 "--device cpu")
+    return {"model": model, "package_version": "0.1.0", "commit": "0123456789abcdef" * 2 + "01234567",
+            "created": "2026-01-01 00:00 UTC", "command": COMMAND, "reproduce": reproduce,
             "benchmarks": [{"benchmark": b, "benchmark_version": "abc123def456", "stimulus_hash": "abc123def456" + "0" * 52,
-                            "design": "d", "experiment": "e", "trials": 80, "observer": f"{model}:pypi",
-                            "weights": f"{model} (sha256 feedbeef)", "decision_rule": ["16class-mean"]}
-                           for b in ("cue-conflict", "dist")],
+                            "image_list_hash": "feed" * 16, "images": 80, "design": "d", "experiment": "e",
+                            "trials": 80, "observer": f"{model}:pypi", "weights": f"{model} (sha256 feedbeef)",
+                            "decision_rule": ["16class-mean"]} for b in ("cue-conflict", "dist")],
             "metrics": [metric("cue-conflict", "shape_bias", shape_bias, 0.958, "geirhos2019_shape_bias"),
                         metric("dist", "dist_accuracy", dist, 0.855, "dist_fig5")]}
 
 
-def test_leaderboard_lists_two_models_with_error_bars_sorts_and_links_provenance(tmp_path, browser, monkeypatch):
+def test_leaderboard_sorts_by_every_column_keeps_notes_and_gives_each_model_its_own_provenance(
+        tmp_path, browser, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cards = tmp_path / "cards"
     cards.mkdir()
-    (cards / "alpha.json").write_text(json.dumps(scorecard("alpha", 0.30, 0.70)))
-    (cards / "beta.json").write_text(json.dumps(scorecard("beta", 0.60, 0.50)))
+    for name, bias, dist in (("alpha", 0.30, 0.70), ("resnet50.a1", 0.60, 0.50), ("resnet50_a1", 0.45, 0.60)):
+        (cards / f"{name}.json").write_text(json.dumps(scorecard(name, bias, dist)))
     (cards / "compare.json").write_text("[]")   # not a scorecard: left out
     assert main(["leaderboard", "cards", "--out", "site"]) == 0
     index = tmp_path / "site" / "index.html"
+    pages = sorted(p.name for p in (tmp_path / "site" / "provenance").iterdir())
+    assert len(pages) == 3 and "resnet50_a1.html" in pages   # resnet50.a1 gets a page of its own
 
-    page = browser.new_page(viewport={"width": 1100, "height": 500})
+    page = browser.new_page(viewport={"width": 1300, "height": 700})
     errors = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.goto(index.as_uri())
     rows = page.locator("#leaderboard tbody tr")
-    assert rows.count() == 2 and page.locator("svg.errorbar").count() == 4
-    assert page.locator("svg.errorbar line.ci").count() == 4 and page.locator("svg.errorbar line.human").count() == 4
+    assert rows.count() == 3 and page.locator("svg.errorbar").count() == 6
+    assert page.locator("svg.errorbar line.ci").count() == 6 and page.locator("svg.errorbar line.human").count() == 6
+    assert page.locator("#leaderboard small.note").count() == 6
+    assert "too small to rank: resnet50.a1 spans ranks 1-4 of 6" in page.locator("#leaderboard").inner_text()
     order = lambda: [rows.nth(i).get_attribute("data-model") for i in range(rows.count())]  # noqa: E731
-    assert order() == ["alpha", "beta"]
-    page.locator("th[data-col='1']").click()          # shape bias, high to low
-    assert order() == ["beta", "alpha"]
-    assert page.locator("th[data-col='1']").get_attribute("aria-sort") == "descending"
-    page.locator("th[data-col='2']").click()          # DiST accuracy, high to low
-    assert order() == ["alpha", "beta"]
+    assert order() == ["alpha", "resnet50.a1", "resnet50_a1"]
+    headers = page.locator("#leaderboard thead th")
+    assert headers.count() == 4 and page.locator("#leaderboard thead a").count() == 0
+    for i in range(headers.count()):                  # every header sorts, none follows a link
+        headers.nth(i).click()
+        assert page.url == index.as_uri() and headers.nth(i).get_attribute("aria-sort") == "descending", i
+        if i == 1:
+            assert order() == ["resnet50.a1", "resnet50_a1", "alpha"]   # shape bias, high to low
+        if i == 2:
+            assert order() == ["alpha", "resnet50_a1", "resnet50.a1"]   # DiST accuracy, high to low
+    headers.nth(1).click()
+    headers.nth(1).click()                            # a second click: low to high
+    assert headers.nth(1).get_attribute("aria-sort") == "ascending" and order() == ["alpha", "resnet50_a1", "resnet50.a1"]
     page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
 
-    page.locator("tr[data-model='beta'] a.provenance").click()
-    assert page.url.endswith("provenance/beta.html")
-    text = page.locator("#provenance").inner_text()
-    for field in ("0.1.0", "abc123def456", "abc123def456" + "0" * 52, "16class-mean", "beta (sha256 feedbeef)"):
-        assert field in text
+    texts = {}
+    for model in ("resnet50.a1", "resnet50_a1"):
+        page.goto(index.as_uri())
+        page.locator(f"tr[data-model='{model}'] a.provenance").click()
+        texts[model] = page.locator("body").inner_text()
+        assert f"Provenance: {model}" in texts[model]
+        assert (f"cuebench benchmark {model} --benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 "
+                "--device cpu") == page.locator("pre.reproduce").inner_text()
+        for field in ("0.1.0", "0123456789abcdef" * 2 + "01234567", "abc123def456" + "0" * 52, "feed" * 16,
+                      "16class-mean", f"{model} (sha256 feedbeef)"):
+            assert field in texts[model]
+    assert page.url.endswith("provenance/resnet50_a1.html")
     page.goto(index.as_uri())
-    page.locator("th a[href='benchmarks/dist.html']").click()
-    assert page.locator("svg.figure circle").count() == 2
+    page.locator("p.benchmarks a[href='benchmarks/dist.html']").click()
+    assert page.locator("svg.figure circle").count() == 3
     assert "Wen, Li, Jing & Lee" in page.locator("ul.references").inner_text()
     page.screenshot(path=str(tmp_path / "leaderboard_dist.png"), full_page=True)
     assert not errors

@@ -1,0 +1,112 @@
+"""``cuebench leaderboard verify SCORECARD``: re-run a scorecard's command for its model (the benchmarks and every
+option it recorded) in a fresh cache and say, metric by metric, whether the re-run agrees with what was published
+(Brain-Score's submission check, done locally).
+
+A metric passes when the re-run gives the published numbers from the same answers (the scorecard records each
+proportion's counts), or, where another machine answered some images differently, when the re-run's value lies
+inside the published interval and the published value inside the re-run's: an edited value or interval fails.
+A benchmark whose stimuli hash differently (other source images, another cuebench build) fails as a whole: the
+re-run did not measure the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+from cuebench.errors import CuebenchError
+
+
+def run_verify(paths: list[Path], args) -> int:
+    if not paths:
+        raise CuebenchError("leaderboard verify needs a SCORECARD (the JSON file `cuebench benchmark` wrote)")
+    failed = 0
+    for path in paths:
+        card = read_card(path)
+        if args.cache is not None:
+            failed += not verify(card, args, args.cache)
+            continue
+        with tempfile.TemporaryDirectory(prefix="cuebench-verify-") as cache:
+            failed += not verify(card, args, Path(cache))
+    return 1 if failed else 0
+
+
+def read_card(path: Path) -> dict:
+    try:
+        card = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise CuebenchError(f"{path}: not a readable scorecard ({err})") from err
+    if not isinstance(card, dict) or not {"model", "metrics", "benchmarks"} <= set(card):
+        raise CuebenchError(f"{path}: not a scorecard (JSON with model, metrics, benchmarks)")
+    if "command" not in card:
+        raise CuebenchError(f"{path}: the scorecard does not record the command that made it (written by an older "
+                            "cuebench); make it again with `cuebench benchmark`")
+    return card
+
+
+def verify(card: dict, args, cache: Path) -> bool:
+    """Re-run ``card``'s command into ``cache``, print one line per metric; True when every metric passes."""
+    from .benchmark import scorecards
+
+    command = card["command"]
+    options = SimpleNamespace(benchmarks=",".join(command["benchmarks"]), per_class=command["per_class"],
+                              eed_steps=command["eed_steps"], shared=args.shared, cache=cache,
+                              device=args.device or command["device"], batch_size=args.batch_size,
+                              executor="local", executor_option=[])
+    print(f"verify {card['model']}: re-running `{card.get('reproduce', '')}` in {cache}")
+    rerun = scorecards([card["model"]], options)[0]
+    stimuli = {b["benchmark"]: b["stimulus_hash"] for b in rerun["benchmarks"]}
+    again = {(m["benchmark"], m["metric"]): m for m in rerun["metrics"]}
+    passed = True
+    for metric in card["metrics"]:
+        key = (metric["benchmark"], metric["metric"])
+        published = next(b["stimulus_hash"] for b in card["benchmarks"] if b["benchmark"] == key[0])
+        if stimuli.get(key[0]) != published:
+            verdict, ok = (f"FAIL: the re-run's stimuli differ (version {str(stimuli.get(key[0]))[:12]}, published "
+                           f"{published[:12]})"), False
+        elif key not in again:
+            verdict, ok = "FAIL: the re-run has no such metric", False
+        else:
+            verdict, ok = judge(metric, again[key])
+        passed &= ok
+        print(f"  {key[0]} {key[1]}: published {_show(metric)}, re-run {_show(again.get(key))}: {verdict}")
+    print(f"verify {card['model']}: {'passed' if passed else 'FAILED'}")
+    return passed
+
+
+def judge(published: dict, rerun: dict) -> tuple[str, bool]:
+    """(verdict, ok) of one metric. The same answers (equal per-cell counts) must give the same numbers; other
+    answers (another device may flip an image) pass when each value lies inside the other's interval."""
+    if published["value"] is None or rerun["value"] is None:
+        if published["value"] is None and rerun["value"] is None:
+            return "pass (no score, as published)", True
+        if rerun["value"] is None and published.get("not_ranked_because", "").startswith("S_cd is normalised over"):
+            return "not checked: S_cd was normalised over models this re-run of one model does not include", True
+        return "FAIL: one of the two has no score", False
+    if published.get("counts") == rerun["counts"]:
+        same = all(_equal(published[k], rerun[k]) for k in ("value", "ci_low", "ci_high"))
+        return (("pass (the same answers give the same numbers)", True) if same else
+                ("FAIL: the same answers give other numbers than published (edited?)", False))
+    if not _inside(rerun["value"], published):
+        return "FAIL: the re-run lies outside the published interval", False
+    if not _inside(published["value"], rerun):
+        return "FAIL: the published value lies outside the re-run's interval", False
+    return "pass (other answers on some images, inside the published interval)", True
+
+
+def _equal(a: float | None, b: float | None) -> bool:
+    return a is None and b is None or a is not None and b is not None and abs(a - b) <= 1e-9
+
+
+def _inside(value: float, metric: dict) -> bool:
+    low, high = metric["ci_low"], metric["ci_high"]
+    return low is not None and high is not None and low - 1e-9 <= value <= high + 1e-9
+
+
+def _show(metric: dict | None) -> str:
+    if metric is None or metric["value"] is None:
+        return "–"
+    ends = ", ".join("–" if v is None else f"{v:.3f}" for v in (metric["ci_low"], metric["ci_high"]))
+    return f"{metric['value']:.3f} [{ends}]"
