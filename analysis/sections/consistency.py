@@ -26,6 +26,8 @@ class ErrorConsistency(Section):
             return f"error consistency needs >= 2 observers; {observers} so far"
         cells = consistency.cell_kappas(scored)
         pairs = consistency.pair_kappas(cells, n_boot=options.n_boot, seed=options.seed)
+        if not len(pairs):
+            return "error consistency needs >= 2 observers who answered the same trials; none share any"
         result.tables["error_consistency"] = pairs
         result.tables["error_consistency_cells"] = cells
         humans = pairs[pairs["pair"] == "human-human"]
@@ -67,8 +69,6 @@ class ErrorConsistency(Section):
         if len(pairs) and pairs["kappa"].isna().all():
             return ("error consistency undefined for every pair: kappa needs observers who are neither always right "
                     "nor always wrong within a condition x level")
-        if not len(pairs):
-            return "error consistency needs >= 2 observers who answered the same trials; none share any"
         return None
 
     def figures(self, analysis, reference):
