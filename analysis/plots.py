@@ -309,9 +309,9 @@ def cue_decomposition_plot(cd: pd.DataFrame):
     return fig
 
 
-def cd_plot(result, humans: tuple[str, ...] = ()):
+def cd_plot(result, humans: tuple[str, ...] = (), title: str | None = None):
     """The critical-difference diagram in the report's series colours: ``humans`` black, every other
-    method its own palette colour (analysis.figure_style)."""
+    method its own palette colour (analysis.figure_style); ``title`` says what the blocks are."""
     from .ranking import cd_diagram
 
     methods = [str(m) for m in result.average_ranks.index]
@@ -319,6 +319,8 @@ def cd_plot(result, humans: tuple[str, ...] = ()):
         | {m: HUMAN for m in methods if m in humans}
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * result.n_methods))
     cd_diagram(result, ax=ax, colours=colours)
+    if title:
+        ax.set_title(title, fontsize=9)
     ax.grid(False)
     fig.tight_layout()
     return fig
