@@ -136,27 +136,65 @@ def outlier_classes(per_class: pd.DataFrame) -> pd.DataFrame:
                                        "fence_high", "side"])
 
 
-def class_strip_plot(per_class: pd.DataFrame, max_observers: int = 6):
-    """One panel per observer (the first ``max_observers`` by name): each class's relative accuracy per arm as a
-    jittered point, the arm's median as a bar; 1 = as accurate as on the originals."""
+def arm_names(per_class: pd.DataFrame) -> pd.DataFrame:
+    """``arm, condition, level, name`` of every arm in design order (condition, then level by number, not as text):
+    ``name`` is the level's parameters (``grid 3``, a ``parameters`` column as :func:`analysis.tables.level_parameters`
+    writes it) or, without them, the level's index."""
+    arms = per_class.drop_duplicates("arm").sort_values(["condition", "level"])
+    named = arms["parameters"] if "parameters" in arms else pd.Series("", index=arms.index)
+    names = [str(p) if isinstance(p, str) and p else ("" if lv < 0 else f"level {lv}")
+             for p, lv in zip(named, arms["level"])]
+    return pd.DataFrame({"arm": arms["arm"].to_numpy(), "condition": arms["condition"].astype(str).to_numpy(),
+                         "level": arms["level"].to_numpy(), "name": names})
+
+
+def class_strip_plot(per_class: pd.DataFrame, max_observers: int = 6, columns: int = 2):
+    """One panel per observer (the first ``max_observers`` by name, ``columns`` to a row): each class's relative
+    accuracy per arm as a jittered point, coloured by condition, the arm's median as a black bar; the arms in
+    design order and named by their parameters, each condition's name under its arms; 1 = as accurate as on the
+    originals."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from .figure_style import SERIES_COLOURS
 
     observers = sorted(per_class["observer"].astype(str).unique())[:max_observers]
-    arms = sorted(per_class["arm"].unique())
-    fig, axes = plt.subplots(1, len(observers), figsize=(max(4.0, 0.6 * len(arms) + 1.5) * len(observers), 3.6),
-                             squeeze=False, sharey=True)
+    arms = arm_names(per_class)
+    conditions = list(dict.fromkeys(arms["condition"]))
+    colour = {c: SERIES_COLOURS[i % len(SERIES_COLOURS)] for i, c in enumerate(conditions)}
+    x = np.arange(len(arms)) + np.cumsum(np.r_[0, (arms["condition"].to_numpy()[1:]
+                                                   != arms["condition"].to_numpy()[:-1])]) * 0.6
+    columns = min(columns, len(observers))
+    rows = -(-len(observers) // columns)
+    width = max(4.5, 0.42 * len(arms) + 2.0)
+    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, 3.4 * rows + 0.6), squeeze=False, sharey=True)
     rng = np.random.default_rng(0)
-    for ax, observer in zip(axes[0], observers):
+    for ax, observer in zip(axes.ravel(), observers):
         mine = per_class[per_class["observer"].astype(str) == observer].dropna(subset=["relative_accuracy"])
-        for x, arm in enumerate(arms):
+        for at, arm, condition in zip(x, arms["arm"], arms["condition"]):
             values = mine.loc[mine["arm"] == arm, "relative_accuracy"].to_numpy()
             if not len(values):
                 continue
-            ax.scatter(x + rng.uniform(-0.18, 0.18, len(values)), values, s=10, alpha=0.6, color="#4477AA")
-            ax.plot([x - 0.3, x + 0.3], [np.median(values)] * 2, color="#000000", lw=2)
+            ax.scatter(at + rng.uniform(-0.2, 0.2, len(values)), values, s=14, alpha=0.7, color=colour[condition],
+                       edgecolor="none")
+            ax.plot([at - 0.32, at + 0.32], [np.median(values)] * 2, color="#000000", lw=2)
         ax.axhline(1.0, color="#7f7f7f", ls=":", lw=1)
-        ax.set_xticks(range(len(arms)), arms, rotation=45, ha="right")
-        ax.set_title(observer, fontsize=9)
-    axes[0][0].set_ylabel("class-wise relative accuracy")
-    fig.tight_layout()
+        ax.set_xticks(x, arms["name"], rotation=60, ha="right", fontsize=8)
+        for condition in conditions:
+            where = x[(arms["condition"] == condition).to_numpy()]
+            ax.text(where.mean(), 1.0, condition.replace("_", " "), transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=8, color=colour[condition])
+        classes = mine["category"].nunique()
+        ax.set_title(f"{observer} ({classes} classes)", fontsize=9, pad=14)
+        ax.set_xlim(x.min() - 0.7, x.max() + 0.7)
+    for ax in axes.ravel()[len(observers):]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("class-wise relative accuracy\n(A_class,arm / A_class,original)")
+    handles = [Line2D([], [], color="#000000", lw=2, label="median over classes"),
+               Line2D([], [], color="#7f7f7f", ls=":", lw=1, label="as accurate as on the originals"),
+               *[Line2D([], [], ls="", marker="o", color=colour[c], label=f"a class under {c.replace('_', ' ')}")
+                 for c in conditions]]
+    fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07 + 0.02 * (len(handles) > 4), 1, 1))
     return fig

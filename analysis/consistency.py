@@ -4,9 +4,9 @@ Two observers are compared on the trials both answered (same ``trial_id``), thro
 correctness, and only *within* a cell of the design (condition x level, :data:`CELL`): two observers who
 both find the strong suppression levels hard agree on *which levels* are hard even when their errors are
 independent inside each level, so a kappa or an item-wise correlation pooled over levels measures the
-design's difficulty profile, not trial-by-trial agreement. Each statistic is computed per cell and
-averaged over the cells where it is defined, as model-vs-human averages error consistency over the
-conditions of a data set (Geirhos et al. 2020; ``modelvshuman.plotting.analyses.ErrorConsistency``).
+design's difficulty profile, not trial-by-trial agreement. Each statistic is computed per cell; a pair's
+error consistency pools the cells' agreement beyond chance (:func:`stratified_kappa`), the ceilings average the
+cells where they are defined.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ NO_LEVEL = -1
 """``level`` of trials without one (the original images), as in :func:`analysis.metrics.accuracy`."""
 SPLIT_HALVES = 100
 """Random splits of a group into halves for the split-half ceiling."""
+MIN_SHARED_PER_CELL = 2
+"""Fewest trials two observers share in a cell for it to enter their kappa: the chance agreement of a cell is
+estimated from pairs of distinct trials (:func:`expected_agreement`)."""
 MIN_JACKKNIFE_OBSERVERS = 3
 """Fewest observers for the leave-one-observer-out interval of a mean over pairs (t with n - 1 >= 2 dof)."""
 UNDEFINED_KAPPA = ("kappa undefined: an observer is always right (or always wrong) on the shared trials of every "
@@ -63,6 +66,40 @@ def kappa_from_counts(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         constant = np.isclose(p1 * (1 - p1), 0) | np.isclose(p2 * (1 - p2), 0)
         kappa = np.where(constant | ~(n > 0), np.nan, (c_obs - c_exp) / (1 - c_exp))
     return c_obs, c_exp, kappa
+
+
+def expected_agreement(counts) -> np.ndarray:
+    """Unbiased chance agreement c_exp = p1 p2 + (1-p1)(1-p2) of one cell from its outcome counts (last axis):
+    p1 p2 is estimated over pairs of *distinct* trials, (sum a sum b - sum a b) / (n (n-1)) (a U-statistic,
+    Hoeffding 1948), as is (1-p1)(1-p2). The plug-in p1_hat p2_hat is too large by cov(a, b) / n when the two
+    observers' errors go together, so a kappa built from it shrinks towards 0 by a factor (n-1)/n in cells of n
+    trials. NaN for n < 2."""
+    counts = np.asarray(counts, dtype=float)
+    both, only_a, only_b, neither = (counts[..., i] for i in range(4))
+    n = counts.sum(axis=-1)
+    right_a, right_b = both + only_a, both + only_b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pairs = (right_a * right_b - both + (n - right_a) * (n - right_b) - neither) / (n * (n - 1))
+    return np.where(n >= 2, pairs, np.nan)
+
+
+def stratified_kappa(counts, axis: int = 0) -> np.ndarray:
+    """A pair's error consistency over the cells of a design (outcome counts: cells along ``axis``, the four
+    outcomes in the last axis): kappa = sum_c n_c (c_obs,c - c_exp,c) / sum_c n_c (1 - c_exp,c), with each cell's
+    chance agreement from its own accuracies (:func:`expected_agreement`) and cells of fewer than
+    :data:`MIN_SHARED_PER_CELL` trials left out. Geirhos et al. 2020's kappa within each cell, pooled as a
+    stratified kappa (Barlow, Lai & Azen 1991): the weighted mean of the cell kappas with weights n_c (1 - c_exp,c),
+    whose numerator and denominator are unbiased sums, so it does not drift with the trials per cell as the
+    unweighted mean of cell kappas does (a true 0.30 read 0.41 at 3 trials per cell and 0.54 at 2).
+    Difficulty differences between cells still make no agreement: chance is taken within each cell."""
+    counts = np.moveaxis(np.asarray(counts, dtype=float), axis, 0)
+    n = counts.sum(axis=-1)
+    c_exp = expected_agreement(counts)
+    used = n >= MIN_SHARED_PER_CELL
+    beyond = np.where(used, (counts[..., 0] + counts[..., 3]) - n * c_exp, 0).sum(axis=0)
+    possible = np.where(used, n * (1 - c_exp), 0).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(possible > 1e-12, beyond / possible, np.nan)
 
 
 def outcome_counts(a, b) -> np.ndarray:
@@ -130,38 +167,45 @@ PAIR_COLUMNS = ["observer_a", "observer_b", "pair", "n_shared", "cells", "cells_
 
 
 def pair_kappas(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Error consistency of every pair: ``kappa`` is the unweighted mean of the pair's cell kappas
-    (:func:`cell_kappas`) where they are defined (``cells`` of them; ``cells_undefined`` where an observer was
-    always right or always wrong), with a 95 % percentile bootstrap interval that resamples the trials within
-    each cell (:func:`bootstrap_counts`) and averages the resampled cell kappas the same way.
-    ``kappa_pooled`` is kappa over all shared trials pooled across conditions and levels: it counts
-    agreeing on which levels are hard as consistency, so it is shown under its own name, never as kappa."""
+    """Error consistency of every pair: ``kappa`` pools the pair's cells (:func:`cell_kappas`) with at least
+    :data:`MIN_SHARED_PER_CELL` shared trials (:func:`stratified_kappa`; ``cells`` of them), with a 95 % percentile
+    bootstrap interval that resamples the trials within each cell (:func:`bootstrap_counts`). It is undefined where
+    no cell has both observers sometimes right and sometimes wrong (Geirhos et al.'s kappa is then 0 whatever the
+    other does); ``cells_undefined`` counts the cells where an observer is always right or always wrong (they still
+    enter the pooled sums). ``kappa_pooled`` is kappa over all shared trials pooled across conditions and levels:
+    it counts agreeing on which levels are hard as consistency, so it is shown under its own name, never as kappa."""
     rng = np.random.default_rng(seed)
     rows = []
     for (a, b, pair), g in cells.groupby(["observer_a", "observer_b", "pair"], sort=False):
         counts = g[["both_right", "only_a", "only_b", "both_wrong"]].to_numpy(dtype=float)
-        defined = np.isfinite(g["kappa"].to_numpy(dtype=float))
-        kappa = float(g["kappa"][defined].mean()) if defined.any() else np.nan
-        lo = hi = np.nan
-        if defined.any() and n_boot > 0:
-            draws = np.stack([kappa_from_counts(bootstrap_counts(c, n_boot, rng))[2] for c in counts[defined]])
-            means = _nanmean(draws, axis=0)
-            means = means[np.isfinite(means)]
-            if len(means):
-                lo, hi = np.percentile(means, [2.5, 97.5])
-        cells_undefined = int((~defined).sum())
-        note = (UNDEFINED_KAPPA if not defined.any() else
-                f"mean over {int(defined.sum())} of {len(g)} condition x level cells; kappa undefined in "
-                f"{cells_undefined} (an observer always right or always wrong there)" if cells_undefined else "")
+        used = g["n_shared"].to_numpy() >= MIN_SHARED_PER_CELL
+        varying = np.isfinite(g["kappa"].to_numpy(dtype=float)) & used
+        kappa = lo = hi = np.nan
+        if varying.any():
+            kappa = float(stratified_kappa(counts[used]))
+            if n_boot > 0:
+                draws = np.stack([bootstrap_counts(c, n_boot, rng) for c in counts[used]])
+                resampled = stratified_kappa(draws)
+                resampled = resampled[np.isfinite(resampled)]
+                if len(resampled):
+                    lo, hi = np.percentile(resampled, [2.5, 97.5])
+        cells_undefined = int((used & ~varying).sum())
+        too_few = int((~used).sum())
+        note = "; ".join(filter(None, [
+            UNDEFINED_KAPPA if not varying.any() else "",
+            f"{too_few} of {len(g)} cell(s) with fewer than {MIN_SHARED_PER_CELL} shared trials left out" if too_few
+            else "",
+            f"an observer is always right or always wrong in {cells_undefined} of {int(used.sum())} cell(s)"
+            if cells_undefined and varying.any() else ""]))
         rows.append({"observer_a": a, "observer_b": b, "pair": pair, "n_shared": int(g["n_shared"].sum()),
-                     "cells": int(defined.sum()), "cells_undefined": cells_undefined, "kappa": kappa,
+                     "cells": int(used.sum()), "cells_undefined": cells_undefined, "kappa": kappa,
                      "kappa_ci_low": lo, "kappa_ci_high": hi,
                      "kappa_pooled": float(kappa_from_counts(counts.sum(axis=0))[2]), "note": note})
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
 def error_consistency(scored: pd.DataFrame, n_boot: int = 1000, seed: int = 0, min_shared: int = 1) -> pd.DataFrame:
-    """Error consistency of every pair of observers on their shared trials, per condition x level and averaged
+    """Error consistency of every pair of observers on their shared trials, per condition x level and pooled
     over the cells (:func:`cell_kappas`, :func:`pair_kappas`)."""
     return pair_kappas(cell_kappas(scored, min_shared), n_boot, seed)
 

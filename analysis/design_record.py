@@ -26,10 +26,21 @@ def experiment_of(sources) -> Experiment | None:
     return None
 
 
+def fixed_test_trials(experiment: Experiment) -> set[str]:
+    """Test trial ids that a fixed sequence shows: those of the Latin square's groups, or without one every test
+    trial outside the adaptive blocks' conditions. The rest are an adaptive block's pool, from which QUEST+
+    picks a few per person: counting them as trials shown would overstate the design many times over."""
+    if experiment.assignment is not None:
+        return {trial_id for group in experiment.assignment.groups for trial_id in group}
+    adaptive = {plan.condition for plan in experiment.adaptive}
+    return {t.trial_id for t in experiment.trials if t.role == "test" and t.condition not in adaptive}
+
+
 def experiment_record(experiment: Experiment) -> dict:
     """The design as built: photos, classes, conditions with their parameters, trial roles and schedule,
     assignment and adaptive settings (module docstring)."""
     tests = [t for t in experiment.trials if t.role == "test"]
+    fixed = fixed_test_trials(experiment)
     conditions: dict[str, list[dict]] = {}
     for trial in sorted(tests, key=lambda t: (t.condition, -1 if t.level is None else t.level)):
         levels = conditions.setdefault(trial.condition, [])
@@ -44,6 +55,7 @@ def experiment_record(experiment: Experiment) -> dict:
         "label_order": experiment.label_set.display_order,
         "conditions": conditions,
         "trials_by_role": dict(sorted(Counter(t.role for t in experiment.trials).items())),
+        "fixed_test_trials": len(fixed), "adaptive_pool_trials": len(tests) - len(fixed),
         "practice_first": schedule.practice_first, "attention_every": schedule.attention_every,
         "catch_every": schedule.catch_every, "break_every": schedule.break_every,
         "assignment": None if assignment is None else {

@@ -7,11 +7,14 @@ answer stores its score for every label (``model_outputs``). Per observer, condi
 is a retrieval problem over the images: rank them by the label's score, the images carrying the label are
 the relevant ones.
 
-- **Average precision** as scikit-learn's ``average_precision_score`` defines it (no interpolation):
-  AP = sum_n (R_n - R_{n-1}) P_n over the distinct scores from the highest down, P_n and R_n the
-  precision and recall of the images scoring at least the n-th; with distinct scores, the mean of the
-  precision at the rank of each relevant image (Manning, Raghavan & Schuetze 2008, Sec. 8.4). mAP is the
-  mean over the labels with at least one relevant image (a label no image carries has no AP).
+- **Average precision**: with distinct scores, the mean of the precision at the rank of each relevant image
+  (Manning, Raghavan & Schuetze 2008, Sec. 8.4; scikit-learn's ``average_precision_score``). Tied scores
+  say nothing about the order of the tied images, so they count as every order of them equally likely:
+  AP is its expectation over those orders (tie-aware AP, McSherry & Najork 2008), computed exactly. Chance is
+  thereby the AP of a model that ties everything, as it is of random scores; scikit-learn instead treats a
+  tie as one threshold, which puts an all-tied model at the prevalence R/N, below the random-ranking chance
+  for small N. mAP is the mean over the labels with at least one relevant image (a label no image carries
+  has no AP).
 - **Chance**: the expected AP of a random ranking of N images of which R are relevant, exactly
   E[AP] = (R - 1)/(N - 1) + (N - R) H_N / (N (N - 1)), H_N the N-th harmonic number (Bestgen 2015,
   "Exact expected average precision of the random baseline for system evaluation", PBML 103) -- the
@@ -39,8 +42,12 @@ class MultiLabelError(MetricError):
 
 
 def average_precision(scores, relevant) -> float:
-    """AP of one label: ``scores`` of the images, ``relevant`` whether each carries the label (sklearn's
-    definition; tied scores are one threshold). NaN when no image is relevant."""
+    """AP of one label: ``scores`` of the images, ``relevant`` whether each carries the label; the expectation
+    over every order of tied images (module docstring). With the images in groups of equal score, highest first,
+    a group of n images, r of them relevant, after N_before images of which R_before are relevant, adds
+    (r / n) sum_{j=1..n} (R_before + 1 + (j - 1)(r - 1)/(n - 1)) / (N_before + j): a relevant image lands at each
+    place j alike, with (j - 1)(r - 1)/(n - 1) other relevant ones before it on average. Equals scikit-learn's
+    AP without ties, and Bestgen's expected random AP when all tie. NaN when no image is relevant."""
     scores = np.asarray(scores, dtype=float)
     relevant = np.asarray(relevant, dtype=bool)
     total = int(relevant.sum())
@@ -48,11 +55,18 @@ def average_precision(scores, relevant) -> float:
         return float("nan")
     order = np.argsort(-scores, kind="stable")
     scores, relevant = scores[order], relevant[order]
-    ends = np.r_[np.flatnonzero(np.diff(scores)), len(scores) - 1]  # last index of each distinct score
-    hits = np.cumsum(relevant)[ends]
-    precision = hits / (ends + 1)
-    recall_gain = np.diff(np.r_[0, hits]) / total
-    return float(np.sum(recall_gain * precision))
+    starts = np.r_[0, np.flatnonzero(np.diff(scores)) + 1]
+    ends = np.r_[starts[1:], len(scores)]
+    found = np.r_[0, np.cumsum(relevant)]
+    expected = 0.0
+    for start, end in zip(starts, ends):
+        n, r = end - start, int(found[end] - found[start])
+        if r == 0:
+            continue
+        j = np.arange(1, n + 1)
+        others = (j - 1) * (r - 1) / (n - 1) if n > 1 else 0.0
+        expected += r / n * np.sum((found[start] + 1 + others) / (start + j))
+    return float(expected / total)
 
 
 def expected_random_ap(n: int, relevant: int) -> float:

@@ -17,27 +17,29 @@ item, 1/G for a Latin square of G groups, read from the pilot). The plan therefo
   levels): Holm's first step, so every test of the family has at least the power planned.
 
 ``sigma`` is estimated from the pilot by the binomial logistic-normal likelihood (Gauss-Hermite quadrature) of
-the items answered, with each cell's ``beta`` profiled out, over a grid with a flat prior: the plan is the
+the items answered, with each cell's ``beta`` integrated out (flat on :data:`BETAS`; maximising over it makes a
+pilot of 3 people look alike, the ML variance's n in place of n - 1), over a grid with a flat prior: the plan is the
 smallest N whose power, averaged over that posterior of sigma, reaches the power asked for (expected power,
 Julious & Owen 2006), so a small pilot's uncertainty is carried into N instead of planning from a point
 estimate that is too small half the time. The N of the posterior's 10 % and 90 % points are printed as the
 range of plausible n. Only items seen by two or more pilot people tell how much items differ; without them the
 posterior is the flat prior and the plan says so.
 
-The search doubles N and then bisects (power is taken to rise with N; each N's studies are drawn from a seed of
-their own, so a repeated N gives the same power). Adaptive blocks (levels chosen from the answers) are left out,
+The search doubles N and then bisects (power is taken to rise with N). Every N's studies share their SDs and
+items (common random numbers) and draw their people from a seed of N's own, so the simulated power curve rises
+smoothly instead of crossing the target early by chance, and a repeated N gives the same power. Adaptive blocks (levels chosen from the answers) are left out,
 as in every fixed-level statistic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 from scipy import stats
-from scipy.special import expit, gammaln
+from scipy.special import expit, gammaln, logsumexp
 
 from cuebench.errors import CuebenchError
 
@@ -91,11 +93,14 @@ class Plan:
     pilot_people: int
     spread: Variability
     max_n: int
+    unplannable: list[str] = field(default_factory=list)
+    """One line per test of the family that cannot be planned (why), kept out of ``cells``."""
 
     @property
     def needed(self) -> CellPlan:
-        """The cell that needs the most people (None first: no n reaches the power)."""
-        return max(self.cells, key=lambda c: (c.n is None, c.n or 0))
+        """The cell that needs the most people among those some n serves (the worst cell when none is)."""
+        reached = [c for c in self.cells if c.n]
+        return max(reached or self.cells, key=lambda c: (c.n is None, c.n or 0))
 
     @property
     def n(self) -> int | None:
@@ -103,19 +108,22 @@ class Plan:
 
     def lines(self) -> list[str]:
         worst = self.needed
-        scope = (f"the {len(self.cells)} test(s) planned" if len(self.cells) > 1 else worst.cell.name)
+        reached = [c for c in self.cells if c.n]
+        short = [c for c in self.cells if not c.n]
+        effect = f"a difference of {self.effect:+.3f} in accuracy on these images"
+        scope = (f"the {len(reached)} test(s) planned" if len(reached) > 1 else worst.cell.name)
         low, high = worst.plausible
         if worst.n:
-            head = (f"{worst.n} people give expected power {worst.power:.3f} for {scope} ({self.sims} simulated "
-                    f"studies per n; plausible n {_n(low, self.max_n)} to {_n(high, self.max_n)} over the pilot's "
-                    f"uncertainty about how much items differ)")
+            head = (f"{worst.n} people give expected power {worst.power:.3f} to detect {effect} for {scope} "
+                    f"({self.sims} simulated studies per n; plausible n {_n(low, self.max_n)} to "
+                    f"{_n(high, self.max_n)} over the pilot's uncertainty about how much items and people differ)")
         else:
-            head = (f"no n up to {self.max_n} people reaches power {self.target} for {worst.cell.name}: with its "
-                    f"{len(worst.cell.model_correct)} images even infinitely many people give power "
-                    f"{worst.limit_power:.3f}; more images per condition and level are needed")
+            head = _unreachable(worst, self)
         per_cell = [f"  {c.cell.name}: {_n(c.n, self.max_n)} people (power {c.power:.3f}; "
                     f"{len(c.cell.model_correct)} items, model accuracy {c.cell.model_correct.mean():.3f}, "
                     f"{_seen_by(c.cell.share)})" for c in self.cells] if len(self.cells) > 1 else []
+        notes = ([f"note: {_unreachable(c, self)}" for c in short if reached]
+                 + [f"note: {line}; not planned" for line in self.unplannable])
         sds = "; ".join(f"{what} SD on the logit scale {(w * SDS).sum():.2f} (posterior mean; 80 % from "
                         f"{quantile(w, PLAUSIBLE[0]):.2f} to {quantile(w, PLAUSIBLE[1]):.2f})"
                         for what, w in (("item", self.spread.item), ("person", self.spread.person)))
@@ -124,11 +132,19 @@ class Plan:
         unknown = ([f"note: no item was answered by two pilot people, so how much items differ is unknown and the "
                     f"plan averages over item SDs from 0 to {SDS[-1]:g}; a pilot whose people share a group "
                     f"narrows it"] if self.spread.replicated_items == 0 else [])
-        return [head, *per_cell, *unknown,
+        return [head, *per_cell, *notes, *unknown,
                 f"assumptions: the report's test, per model, condition and level, paired by item, two-sided, at "
-                f"alpha {self.alpha:g} / {self.tests} tests (Holm's first step over the family); people's mean "
-                f"accuracy = the model's + {self.effect:+.3f} (the effect asked for); {items}; items' difficulty "
+                f"alpha {self.alpha:g} / {self.tests} tests (Holm's first step over the family); the effect is on "
+                f"these images: people's mean accuracy on each test's pilot images = the model's accuracy on them "
+                f"{self.effect:+.3f}, not a difference on images in general; {items}; items' difficulty "
                 f"independent of the model's answers; people independent, each item seen by N x share people"]
+
+
+def _unreachable(plan: CellPlan, of: Plan) -> str:
+    return (f"no n up to {of.max_n} people reaches power {of.target} for {plan.cell.name}: with its "
+            f"{len(plan.cell.model_correct)} images even infinitely many people give power {plan.limit_power:.3f} "
+            f"for a difference of {of.effect:+.3f} in accuracy on these images; more images per condition and level "
+            f"are needed")
 
 
 def _seen_by(share: float) -> str:
@@ -175,8 +191,8 @@ def pilot_cells(scored: pd.DataFrame, model: str | None = None, condition: str |
 
 def sd_posterior(counts: pd.DataFrame) -> np.ndarray:
     """Posterior weights over :data:`SDS` of a logit-scale random effect from ``condition, level, k, r`` rows
-    (right answers of r, one row per item or per person): flat prior, each condition x level's location profiled
-    out of the logistic-normal binomial likelihood (Gauss-Hermite quadrature)."""
+    (right answers of r, one row per item or per person): flat prior, each condition x level's location integrated
+    out of the logistic-normal binomial likelihood over :data:`BETAS` (Gauss-Hermite quadrature over the effect)."""
     loglik = np.zeros(len(SDS))
     p = np.clip(expit(BETAS[None, :, None] + SDS[:, None, None] * NODES[None, None, :]), 1e-12, 1 - 1e-12)
     for _, cell in counts.groupby(["condition", "level"]):
@@ -185,7 +201,7 @@ def sd_posterior(counts: pd.DataFrame) -> np.ndarray:
             binom = np.exp(gammaln(r + 1) - gammaln(k + 1) - gammaln(r - k + 1) + k * np.log(p)
                            + (r - k) * np.log1p(-p))  # sd x beta x node
             total += count * np.log(np.maximum((binom * WEIGHTS).sum(axis=2), 1e-300))
-        loglik += total.max(axis=1)
+        loglik += logsumexp(total, axis=1)
     weights = np.exp(loglik - loglik.max())
     return weights / weights.sum()
 
@@ -263,14 +279,14 @@ def simulated_power(cell: Cell, effect: float, spread: Variability, people: int 
                     seed: int) -> float:
     """Fraction of ``sims`` simulated studies of ``people`` (None: infinitely many) whose item-paired t-test of
     ``cell`` rejects at ``alpha`` (module docstring); the item and person SDs are drawn from their posteriors."""
-    rng = np.random.default_rng([seed, people or 0])
+    rng = np.random.default_rng(seed)  # the same SDs and items at every n: a smooth power curve to search
     y = cell.model_correct
     sigma, tau = spread.draw(rng, sims)
     logits = items_at_mean(sigma[:, None] * rng.standard_normal((sims, len(y))), tau, y.mean() + effect)
     if people is None:
         x = expit(logits)
     else:
-        x = people_means(logits, tau, people, max(1, round(1 / cell.share)), rng)
+        x = people_means(logits, tau, people, max(1, round(1 / cell.share)), np.random.default_rng([seed, people]))
     answered = ~np.isnan(x).any(axis=0)
     x = x[:, answered]
     d = x - y[answered]
@@ -332,12 +348,14 @@ def plan(scored: pd.DataFrame, effect: float, power: float = 0.8, alpha: float =
     if effect == 0:
         raise PlanError("an effect of 0 cannot be detected: give the difference to detect, e.g. --effect 0.1")
     cells, tests, people = pilot_cells(scored, model, condition, level)
-    for cell in cells:
-        mean = cell.model_correct.mean() + effect
-        if not 0 < mean < 1:
-            raise PlanError(f"{cell.name}: the model's accuracy {cell.model_correct.mean():.3f} {effect:+g} puts the "
-                            f"people's accuracy at {mean:.3f}, outside (0, 1)")
+    unplannable = [f"{c.name}: the model's accuracy {c.model_correct.mean():.3f} {effect:+g} puts the people's "
+                   f"accuracy at {c.model_correct.mean() + effect:.3f}, outside (0, 1)"
+                   for c in cells if not 0 < c.model_correct.mean() + effect < 1]
+    cells = [c for c in cells if 0 < c.model_correct.mean() + effect < 1]
+    if not cells:
+        raise PlanError(f"no test can be planned for an effect of {effect:+g}: {unplannable[0]}"
+                        + (f" (and {len(unplannable) - 1} more)" if len(unplannable) > 1 else ""))
     spread = variability(people)
     planned = [plan_cell(c, effect, spread, power, alpha / tests, sims, max_n, seed) for c in cells]
     return Plan(cells=planned, tests=tests, alpha=alpha, target=power, effect=effect, sims=sims,
-                pilot_people=int(people["observer"].nunique()), spread=spread, max_n=max_n)
+                pilot_people=int(people["observer"].nunique()), spread=spread, max_n=max_n, unplannable=unplannable)

@@ -216,7 +216,7 @@ def shape_bias_plot(per_category: pd.DataFrame, overall: pd.DataFrame, published
 
 def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: pd.Series):
     """Error consistency kappa for every pair of observers as an annotated heat map (humans first); kappa is
-    computed within each condition x level and averaged over them (:mod:`analysis.consistency`).
+    computed within each condition x level and pooled over them (:mod:`analysis.consistency`).
     ``shared`` holds how many trials each pair has in common: kappa on a few trials is noise, so
     the reader sees the count in the title when every pair shares the same trials, else in each cell.
     A pair that shares trials but has no kappa (an observer without errors) reads "undefined", not a colour."""
@@ -252,7 +252,7 @@ def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: p
     shared_text = f"{counts[0]} shared trials per pair" if len(counts) == 1 else \
         f"shared trials ({counts[0]}-{counts[-1]} per pair{', n in each cell' if annotated else ''})" if counts \
         else "shared trials"
-    ax.set_title(f"Error consistency (Cohen's kappa within each condition x level, mean over them)\non {shared_text}"
+    ax.set_title(f"Error consistency (Cohen's kappa within each condition x level, pooled over them)\non {shared_text}"
                  + ("; people in bold, models in italics" if 0 < n_humans < len(order) else ""))
     ax.grid(False)
     ax.spines[:].set_visible(True)
@@ -309,9 +309,9 @@ def cue_decomposition_plot(cd: pd.DataFrame):
     return fig
 
 
-def cd_plot(result, humans: tuple[str, ...] = ()):
+def cd_plot(result, humans: tuple[str, ...] = (), title: str | None = None):
     """The critical-difference diagram in the report's series colours: ``humans`` black, every other
-    method its own palette colour (analysis.figure_style)."""
+    method its own palette colour (analysis.figure_style); ``title`` says what the blocks are."""
     from .ranking import cd_diagram
 
     methods = [str(m) for m in result.average_ranks.index]
@@ -319,6 +319,8 @@ def cd_plot(result, humans: tuple[str, ...] = ()):
         | {m: HUMAN for m in methods if m in humans}
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * result.n_methods))
     cd_diagram(result, ax=ax, colours=colours)
+    if title:
+        ax.set_title(title, fontsize=9)
     ax.grid(False)
     fig.tight_layout()
     return fig

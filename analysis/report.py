@@ -117,6 +117,13 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
                            "adaptive_trials": int(len(scored) - len(fixed)), "excluded_rows": int(len(cleaned.log)),
                            "n_choices": n_choices})
+    catch = tables["catch_per_person"]
+    people_catch = catch[catch["observer_kind"] == "human"]
+    if len(catch):
+        result.summary["catch"] = {"people": int(len(people_catch)),
+                                   "trials": int(people_catch["catch_trials"].sum()),
+                                   "correct": int(people_catch["catch_correct"].sum()),
+                                   "max_catch_errors": options.exclusions.max_catch_errors}
     if design is not None:
         result.summary["design"] = design
     if withdrawals:

@@ -4,6 +4,7 @@ how many classes follow the global ranking of the suppressions, and which classe
 from __future__ import annotations
 
 from .. import classwise
+from ..tables import level_parameters, with_parameters
 from .base import Section, register
 from .reliance import suppressed_conditions
 
@@ -27,7 +28,7 @@ class ClasswiseReliance(Section):
         arms = suppressed_conditions(tests)
         if "original" not in set(tests["condition"]):
             return "class-wise relative accuracy needs 'original' trials as each class's baseline; none here"
-        per_class = classwise.class_relative_accuracy(tests, arms)
+        per_class = with_parameters(classwise.class_relative_accuracy(tests, arms), level_parameters(tests))
         global_rel = classwise.global_relative_accuracy(tests, arms)
         result.tables["classwise_relative_accuracy"] = per_class
         result.tables["classwise_pairs"] = classwise.ranking_pairs(per_class, global_rel)

@@ -79,7 +79,11 @@ def design_sentences(record: dict) -> list[str]:
                 f"a catch trial every {record['catch_every']} trials" if record["catch_every"] and roles.get("catch")
                 else "", f"a break every {record['break_every']} trials" if record["break_every"] else ""]
     schedule = [s for s in schedule if s]
-    out.append(f"Besides its {roles.get('test', 0)} test trials the experiment held "
+    fixed = record.get("fixed_test_trials", roles.get("test", 0))
+    pool = record.get("adaptive_pool_trials", 0)
+    tests = f"{fixed} fixed-level test trials" + (
+        f" (and a pool of {pool} test trials from which the adaptive blocks chose)" if pool else "")
+    out.append(f"Besides its {tests} the experiment held "
                + (", ".join(extra) + " trial(s)" if extra else "no practice, catch or attention trials")
                + (f" ({', '.join(schedule)})" if schedule else "") + "; catch and attention trials never enter "
                "accuracy.")

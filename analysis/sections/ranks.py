@@ -1,4 +1,10 @@
-"""Friedman / Iman-Davenport test with Nemenyi post-hoc over blocks (BiasBed; Demšar 2006)."""
+"""Mean ranks of the methods over condition x level blocks, with the Friedman / Iman-Davenport statistic and the
+Nemenyi critical difference (BiasBed; Demšar 2006) as descriptive numbers.
+
+The Friedman test needs independent blocks: BiasBed ranks algorithms over distinct data sets. The condition x level
+cells of one study show the same images to the same observers, so their rankings go together and the test's p-value
+would be too small; the report therefore labels the statistic and the critical-difference diagram descriptive
+(:data:`DESCRIPTIVE`). ``cuebench selection`` ranks over data sets and keeps the test."""
 
 from __future__ import annotations
 
@@ -9,6 +15,9 @@ from ..ranking import RankTestError, friedman_nemenyi
 from .base import Section, record_method, register
 
 HUMANS_MEAN = "humans (mean)"
+DESCRIPTIVE = ("descriptive: the condition x level blocks share images and observers, so they are not the "
+               "independent data sets the Friedman test assumes; its p-values and the Nemenyi critical difference "
+               "are no test here")
 BLOCK = ["condition", "level"]
 """The blocks of the rank test: one accuracy per condition x level and method, as BiasBed ranks methods on data
 sets. A finer block (condition x level x category) holds a trial or two per method, whose 0/1 "accuracies" tie
@@ -35,7 +44,7 @@ def friedman_scores(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @register
 class Ranks(Section):
-    """Friedman test, Iman-Davenport F and Nemenyi post-hoc over condition x level blocks."""
+    """Mean ranks over condition x level blocks; Friedman, Iman-Davenport F and Nemenyi as descriptive numbers."""
 
     name = "ranks"
     title = "Rank tests"
@@ -53,17 +62,20 @@ class Ranks(Section):
         result.tables["friedman_ranks"] = fr.table()
         result.tables["nemenyi_p"] = fr.nemenyi_p.reset_index(names="method")
         result.tables["friedman_scores"] = scores.reset_index(names="block")
-        result.summary["friedman"] = fr.summary()
+        result.summary["friedman"] = fr.summary() | {"inference": DESCRIPTIVE}
         record_method(
             result, "ranks",
-            f"{fr.n_methods} methods were ranked by a Friedman test with the Iman-Davenport correction and Nemenyi "
-            f"post-hoc comparisons (Demsar 2006) over {fr.n_blocks} condition x level block(s), each score a "
-            f"method's accuracy in the block (at least {int(trials.min().min())} trial(s) per score), at alpha "
-            f"{options.alpha}.",
+            f"{fr.n_methods} methods were ranked by their mean rank over {fr.n_blocks} condition x level block(s), "
+            f"each score a method's accuracy in the block (at least {int(trials.min().min())} trial(s) per score); "
+            "the Friedman statistic with the Iman-Davenport correction and the Nemenyi critical difference (Demsar "
+            f"2006; alpha {options.alpha}) are reported as descriptive, not as a test, because the blocks share "
+            "images and observers.",
             block_unit="condition x level", score="accuracy of each method in each block (people: the mean of their "
-            "accuracies)", blocks=fr.n_blocks, methods=fr.n_methods,
+            "accuracies)", blocks=fr.n_blocks, methods=fr.n_methods, inference=DESCRIPTIVE,
             fewest_trials_per_score=int(trials.min().min()), alpha=options.alpha)
         return fr.note or None
 
     def figures(self, analysis, reference):
-        return {"cd": plots.cd_plot(analysis.friedman, humans=(HUMANS_MEAN,))}
+        return {"cd": plots.cd_plot(analysis.friedman, humans=(HUMANS_MEAN,),
+                                    title="mean ranks over condition x level blocks (descriptive: the blocks share "
+                                          "images and observers)")}

@@ -31,6 +31,21 @@ def open_bounds_as_notes(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def thresholds_sentence(record: dict) -> str:
+    """The methods sentence of the fits in ``record`` (:func:`analysis.psychometric.method_record`): thresholds are
+    said to be reported only where a series was fitted; otherwise why none was."""
+    if not record["series fitted"]:
+        why = "; ".join(f"{n} {reason}" for reason, n in record["series not fitted"].items())
+        return (f"Psychometric functions (psignifit 4, Schuett et al. 2016) could be fitted to none of the "
+                f"{record['series']} observer x condition series ({why}), so no fixed-level thresholds are reported.")
+    return ("Psychometric functions psi(x) = gamma + (1 - gamma - lambda)(1 - F(x)) with a logistic F (psignifit 4, "
+            f"Schuett et al. 2016) were fitted to {record['series fitted']} of {record['series']} observer x condition "
+            "series, once with the floor gamma at chance and once free (flat on [1/C, 1), floor + lapse < 1), the two "
+            "averaged by their evidence; the lapse prior was flat. Thresholds are the level where accuracy falls "
+            "half-way from the originals' accuracy to chance (our definition, on the rescaling of Burgert et al. "
+            "2025, Eq. 11), reported as posterior medians with central 95 % credible intervals.")
+
+
 @register
 class Thresholds(Section):
     """Psychometric fits (psignifit) per observer and condition, thresholds with credible intervals."""
@@ -55,15 +70,7 @@ class Thresholds(Section):
         result.tables["psychometric_curves"] = fits.curves
         result.tables["psychometric_points"] = fits.points
         record = psychometric.method_record(fits.table)
-        record_method(
-            result, self.name,
-            "Psychometric functions psi(x) = gamma + (1 - gamma - lambda)(1 - F(x)) with a logistic F (psignifit 4, "
-            f"Schuett et al. 2016) were fitted to {record['series fitted']} of {record['series']} observer x condition "
-            "series, once with the floor gamma at chance and once free (flat on [1/C, 1), floor + lapse < 1), the two "
-            "averaged by their evidence; the lapse prior was flat. Thresholds are the level where accuracy falls "
-            "half-way from the originals' accuracy to chance (our definition, on the rescaling of Burgert et al. "
-            "2025, Eq. 11), reported as posterior medians with central 95 % credible intervals.",
-            **record)
+        record_method(result, self.name, thresholds_sentence(record), **record)
         return None
 
     def figures(self, analysis, reference):

@@ -187,6 +187,16 @@ def test_catch_trials_are_reported_per_person_and_max_catch_errors_excludes(tmp_
     strict = apply_exclusions(df, ExclusionOptions(max_catch_errors=1))
     assert list(strict.excluded_observers["observer"]) == ["poor"]
     assert "answered 2 catch trial(s) wrong (allowed 1)" in strict.excluded_observers["reason"].iloc[0]
+    # the HTML report shows them: 2 + 0 of 3 + 2 right, the rule applied, and the per-person table
+    from analysis.report import AnalysisOptions, write_report
+
+    write_report([tmp_path / "r.sqlite"], tmp_path / "report", options=AnalysisOptions(
+        n_boot=10, exclusions=ExclusionOptions(max_catch_errors=1)), progress=False)
+    html = (tmp_path / "report" / "report.html").read_text()
+    catch_part = html[html.index('<h2 id="catch">'):html.index('<h2 id="exclusions">')]
+    assert "people got 2 of 5 right (40.0 %, 2 people)" in catch_part
+    assert "a person with more than 1 wrong was excluded" in catch_part
+    assert "<td>good</td>" in catch_part and "<td>poor</td>" in catch_part
 
 
 def test_logged_exclusions_and_pilots_leave_the_human_statistics(tmp_path):

@@ -216,7 +216,9 @@ def test_error_consistency_pairs_on_shared_trials_only():
     pairs = error_consistency(table(a, b, m), n_boot=200, seed=1).set_index(["observer_a", "observer_b"])
     hh = pairs.loc[("h1", "h2")]
     assert hh["n_shared"] == 4 and hh["pair"] == "human-human"
-    assert hh["kappa"] == pytest.approx(0.5)
+    # one cell, 1100 vs 1000: chance over distinct-trial pairs (2*1 - 1 + 2*3 - 2) / 12 = 5/12, so kappa =
+    # (3/4 - 5/12) / (7/12) = 4/7 (the plug-in c_exp 1/2 of kappa_from_correct gives 1/2)
+    assert hh["kappa"] == pytest.approx(4 / 7)
     assert hh["kappa_ci_low"] <= hh["kappa_ci_high"]
     hm = pairs.loc[("h1", "m")]
     assert hm["n_shared"] == 2 and hm["pair"] == "human-model"

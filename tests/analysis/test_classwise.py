@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -113,3 +115,11 @@ def test_the_classwise_section_computes_for_each_model_and_draws_its_strip_plot(
     assert analysis.tables["classwise_pairs"]["share_following"].tolist() == pytest.approx([2 / 3, 2 / 3])
     figure = SECTIONS["classwise"]().figures(analysis, None)["classwise"]
     assert len(figure.axes) == 2  # one panel per model
+    # the arms are named by their transform's parameters, the condition written over its arms, not by level index
+    params = {"bilateral": json.dumps({"d": 12}), "patch_shuffle": json.dumps({"grid": 4}), "original": "{}"}
+    named = analyze(conform(pd.DataFrame([r | {"params": params[r["condition"]]} for r in rows]), "hand table"),
+                    AnalysisOptions(n_boot=20), only={"classwise"})
+    panel = SECTIONS["classwise"]().figures(named, None)["classwise"].axes[0]
+    assert [t.get_text() for t in panel.get_xticklabels()] == ["d 12", "grid 4"]
+    assert {t.get_text() for t in panel.texts} == {"bilateral", "patch shuffle"}
+    assert panel.get_title() == "m (3 classes)"  # dog, never right on its originals, has no relative accuracy

@@ -41,22 +41,26 @@ def pooled_kappa_by_hand(a: np.ndarray, b: np.ndarray) -> float:
 @pytest.mark.validates(
     "error consistency kappa per condition x level",
     definition="kappa = (c_obs - c_exp) / (1 - c_exp), c_exp = p1 p2 + (1-p1)(1-p2), within each condition x level; "
-               "a pair's kappa is the unweighted mean over cells where it is defined",
-    source="Geirhos et al. 2020, eqs. 1-3; averaged over conditions as model-vs-human's ErrorConsistency",
+               "a pair's kappa pools the cells with >= 2 shared trials as a stratified kappa, sum_c n_c (c_obs - "
+               "c_exp) / sum_c n_c (1 - c_exp), c_exp of a cell estimated over pairs of distinct trials",
+    source="Geirhos et al. 2020, eqs. 1-3, within cells; stratified kappa (Barlow, Lai & Azen 1991); Hoeffding 1948 "
+           "(U-statistic of p1 p2)",
     reference="hand computation (two cells) and simulation of observers independent within each level (accuracy "
               ".9, .5, .15 at three levels, 60 trials each), and of observers copying another's correctness with "
               "probability 0.8 (kappa = 0.8 by construction)",
     tolerance="hand values exact; independent: mean kappa over 190 simulated pairs within +-0.05 of 0 (pooled "
               "kappa of the same pairs, by hand, > 0.3); copiers: mean over 10 within +-0.1 of 0.8")
 def test_kappa_per_condition_and_level_is_zero_for_independent_observers_and_high_for_a_copier():
-    # hand: cell A a=1100 b=1000 -> c_obs 3/4, c_exp 1/2, kappa 1/2; cell B a=1000 b=1000 -> c_obs 1, c_exp 5/8,
-    # kappa 1; mean over cells 3/4. Pooled over the 8 trials: counts 2/1/0/5, p1 3/8, p2 2/8, c_obs 7/8,
-    # c_exp 36/64, kappa (7/8 - 36/64) / (28/64) = 5/7.
+    # hand: cell A a=1100 b=1000 (n 4): both 1, only a 1, neither 2; c_exp over distinct-trial pairs
+    # (2*1 - 1 + 2*3 - 2) / 12 = 5/12; beyond chance 3 - 4*5/12 = 4/3 of 4*7/12 = 7/3.
+    # cell B a=1000 b=1000: c_exp (1*1 - 1 + 3*3 - 3) / 12 = 1/2; beyond 4 - 2 = 2 of 2.
+    # stratified kappa (4/3 + 2) / (7/3 + 2) = 10/13. Pooled over the 8 trials (plug-in): counts 2/1/0/5, p1 3/8,
+    # p2 2/8, c_obs 7/8, c_exp 36/64, kappa (7/8 - 36/64) / (28/64) = 5/7.
     hand = pd.DataFrame(scored_rows("a", "human", {("blur", 0): [1, 1, 0, 0], ("blur", 1): [1, 0, 0, 0]})
                         + scored_rows("b", "human", {("blur", 0): [1, 0, 0, 0], ("blur", 1): [1, 0, 0, 0]}))
     pair = error_consistency(hand, n_boot=200, seed=0).iloc[0]
-    assert pair["kappa"] == pytest.approx(0.75) and pair["kappa_pooled"] == pytest.approx(5 / 7)
-    assert pair["cells"] == 2 and pair["n_shared"] == 8 and pair["kappa_ci_low"] <= 0.75 <= pair["kappa_ci_high"]
+    assert pair["kappa"] == pytest.approx(10 / 13) and pair["kappa_pooled"] == pytest.approx(5 / 7)
+    assert pair["cells"] == 2 and pair["n_shared"] == 8 and pair["kappa_ci_low"] <= 10 / 13 <= pair["kappa_ci_high"]
 
     # 20 observers independent within each level (190 pairs), and 10 who each copy one of them with probability 0.8
     rng = np.random.default_rng(7)
@@ -78,28 +82,51 @@ def test_kappa_per_condition_and_level_is_zero_for_independent_observers_and_hig
     assert np.mean(copied) == pytest.approx(0.8, abs=0.1)
 
 
+SMALL_CELL_ACCURACY = (0.9, 0.8, 0.65, 0.5, 0.35)
+"""Accuracy of both observers at five levels of each of four conditions: 20 cells, as a small Latin square."""
+
+
+def pair_with_known_kappa(rng, kappa: float, per_cell: int) -> tuple[dict, dict]:
+    """Correctness per cell of two observers with Geirhos et al.'s kappa = ``kappa`` in every cell: both right with
+    probability p^2 + cov, cov = kappa (1 - c_exp) / 2, c_exp = p^2 + (1-p)^2 (then c_obs - c_exp = 2 cov),
+    ``per_cell`` shared trials per cell."""
+    outcomes_a, outcomes_b = {}, {}
+    for c, p in enumerate(np.tile(SMALL_CELL_ACCURACY, 4)):
+        cov = kappa * (1 - (p * p + (1 - p) ** 2)) / 2
+        outcome = rng.choice(4, size=per_cell, p=[p * p + cov, p - p * p - cov, p - p * p - cov, (1 - p) ** 2 + cov])
+        key = (f"cond{c // 5}", c % 5)
+        outcomes_a[key], outcomes_b[key] = np.isin(outcome, (0, 1)), np.isin(outcome, (0, 2))
+    return outcomes_a, outcomes_b
+
+
+def mean_of_cell_kappas_by_hand(a: dict, b: dict) -> list[float]:
+    """The estimator the report used before: the cells' plug-in kappas where defined (to be averaged unweighted)."""
+    return [pooled_kappa_by_hand(a[key], b[key]) for key in a if 0 < a[key].mean() < 1 and 0 < b[key].mean() < 1]
+
+
 @pytest.mark.validates(
-    "error consistency of an observer without errors",
-    definition="kappa undefined (empty, with a note) where an observer is always right or always wrong on the "
-               "shared trials of a cell; the pair's kappa averages the defined cells only",
-    source="Geirhos et al. 2020, eq. 3 (kappa = 0 whatever the other observer does when p1 is 0 or 1)",
-    reference="hand computation", tolerance="exact")
-def test_kappa_of_an_observer_without_errors_is_undefined_not_zero():
-    # p1 = 1: c_exp = p2 = c_obs, so eq. 3 gives 0 for any b: no information about shared errors
-    assert np.isnan(kappa_from_correct([1, 1, 1, 1], [1, 0, 1, 0])[2])
-    assert np.isnan(kappa_from_correct([0, 0, 0], [1, 0, 1])[2])
-    perfect = {("blur", 0): [1, 1, 1, 1], ("blur", 1): [1, 1, 1, 1]}
-    person = {("blur", 0): [1, 0, 1, 1], ("blur", 1): [1, 1, 0, 0]}
-    half = {("blur", 0): [1, 1, 1, 1], ("blur", 1): [1, 0, 0, 0]}
-    df = pd.DataFrame(scored_rows("model", "model", perfect) + scored_rows("p1", "human", person)
-                      + scored_rows("p2", "human", half))
-    pairs = error_consistency(df, n_boot=100).set_index(["observer_a", "observer_b"])
-    none = pairs.loc[("model", "p1")]
-    assert np.isnan(none["kappa"]) and np.isnan(none["kappa_ci_low"]) and np.isnan(none["kappa_ci_high"])
-    assert none["cells"] == 0 and none["cells_undefined"] == 2 and "undefined" in none["note"]
-    # p1 - p2: cell 0 undefined (p2 always right); cell 1 a=1100 b=1000 -> 1/2, the pair's kappa
-    some = pairs.loc[("p1", "p2")]
-    assert some["kappa"] == pytest.approx(0.5) and some["cells_undefined"] == 1 and "1 of 2" in some["note"]
+    "error consistency kappa on few shared trials per cell",
+    definition="stratified kappa over the condition x level cells with >= 2 shared trials (chance within each cell "
+               "over pairs of distinct trials); cells of 1 shared trial left out",
+    source="Geirhos et al. 2020, eqs. 1-3; Barlow, Lai & Azen 1991 (stratified kappa)",
+    reference="simulation with numpy alone: 100 pairs with Geirhos et al.'s kappa = 0.30 in each of 20 cells "
+              "(accuracy 0.9 to 0.35), 2, 3, 4 and 10 shared trials per cell",
+    tolerance="mean kappa within +-0.05 of 0.30 at 3, 4 and 10 trials per cell, within +-0.1 at 2; the unweighted "
+              "mean of cell kappas, by hand, > 0.35 at 3 and 2")
+@pytest.mark.parametrize("per_cell", [2, 3, 4, 10])
+def test_kappa_of_a_known_error_consistency_on_few_trials_per_cell(per_cell):
+    rng = np.random.default_rng(per_cell)
+    kappas, old = [], []
+    for _ in range(100):
+        a, b = pair_with_known_kappa(rng, 0.30, per_cell)
+        pair = error_consistency(pd.DataFrame(scored_rows("a", "human", a) + scored_rows("b", "human", b)), n_boot=0)
+        assert pair["cells"].item() == 20
+        kappas.append(pair["kappa"].item())
+        old += mean_of_cell_kappas_by_hand(a, b)
+    print(f"{per_cell} shared trials per cell: mean kappa {np.mean(kappas):.3f}; mean of cell kappas {np.mean(old):.3f}")
+    assert abs(np.mean(kappas) - 0.30) <= (0.1 if per_cell == 2 else 0.05)
+    if per_cell <= 3:
+        assert np.mean(old) > 0.35
 
 
 @pytest.mark.validates(

@@ -271,7 +271,7 @@ def test_report_and_analyze_give_one_paragraph_that_matches_the_experiment_and_r
     attention = sum(t.role == "attention" for t in experiment.trials)
     assert (f"The suppression experiment showed {len(photos)} photo(s); people answered with the "
             f"{len(experiment.label_set.labels)} class labels in alphabetical order plus 'not clear'.") in text
-    assert (f"Besides its {len(tests)} test trials the experiment held {attention} attention trial(s) (an "
+    assert (f"Besides its {len(tests)} fixed-level test trials the experiment held {attention} attention trial(s) (an "
             f"attention check every 100 trials, a break every 100 trials)") in text
     assert (f"Conditions rotated over {len(experiment.assignment.groups)} participant groups as a Latin square: each "
             f"person saw each of the {len(photos)} photos once, in one of {len(arms)} condition x level arms.") in text

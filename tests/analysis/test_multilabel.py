@@ -19,27 +19,51 @@ from analysis.multilabel import (MultiLabelError, average_precision, expected_ra
 from cuebench.labels import category_labels, single_answer
 
 
+def ap_of_ranking(relevant_in_order) -> float:
+    """AP of one strict ranking by hand: the mean over relevant images of (relevant so far) / rank."""
+    relevant = np.asarray(relevant_in_order, dtype=bool)
+    ranks = np.flatnonzero(relevant) + 1
+    return float(np.mean(np.arange(1, len(ranks) + 1) / ranks))
+
+
+def ap_over_every_tie_order(scores, relevant) -> float:
+    """AP averaged over every order of the tied images (each order of all images consistent with the scores)."""
+    scores, relevant = np.asarray(scores), np.asarray(relevant, dtype=bool)
+    values = [ap_of_ranking(relevant[sorted(range(len(scores)), key=lambda i: (-scores[i], order.index(i)))])
+              for order in map(list, itertools.permutations(range(len(scores))))]
+    return float(np.mean(values))
+
+
 @pytest.mark.validates("average precision and mean average precision of a multi-label set",
-                       definition="AP = sum_n (R_n - R_{n-1}) P_n over distinct scores, highest first; mAP = mean AP "
-                                  "over the labels some image carries",
-                       source="scikit-learn average_precision_score; Manning, Raghavan & Schuetze 2008, Sec. 8.4; "
+                       definition="AP = mean over relevant images of the precision at their rank, tied scores counted "
+                                  "as every order of the tied images equally likely (the exact expectation); mAP = "
+                                  "mean AP over the labels some image carries",
+                       source="Manning, Raghavan & Schuetze 2008, Sec. 8.4; McSherry & Najork 2008 (tie-aware AP); "
                               "Burgert et al. 2025, App. B (DeepGlobe scored by mAP)",
-                       reference="hand computation (distinct and tied scores) and sklearn.metrics."
-                                 "average_precision_score on 200 random score/truth sets",
+                       reference="hand computation (distinct and tied scores); sklearn.metrics.average_precision_score "
+                                 "on 200 random score/truth sets without ties; every order of the tied images "
+                                 "enumerated for 30 tied sets of up to 6 images",
                        tolerance="1e-12")
 def test_average_precision_by_hand_and_against_scikit_learn():
     # relevant at ranks 1 and 3: (1/1 + 2/3) / 2
     assert average_precision([.9, .8, .7, .6], [1, 0, 1, 0]) == pytest.approx(5 / 6)
-    # a tie at 0.5 is one threshold: recall 1/2 at precision 1/3, then recall 1 at precision 2/4
-    assert average_precision([.9, .5, .5, .1], [0, 1, 0, 1]) == pytest.approx(.5 * 1 / 3 + .5 * 2 / 4)
+    # a tie at 0.5 between a relevant and an irrelevant image: the relevant one at rank 2 (precisions 1/2, 2/4) or
+    # 3 (1/3, 2/4), each order alike: ((1/2 + 1/2) / 2 + (1/3 + 1/2) / 2) / 2 = 11/24 (scikit-learn: 5/12)
+    assert average_precision([.9, .5, .5, .1], [0, 1, 0, 1]) == pytest.approx(11 / 24)
     assert np.isnan(average_precision([.3, .2], [0, 0]))
     rng = np.random.default_rng(0)
     for _ in range(200):
         n = int(rng.integers(2, 30))
         truth = rng.random(n) < rng.uniform(.1, .9)
         truth[rng.integers(n)] = True
-        scores = np.round(rng.random(n), int(rng.integers(1, 3)))  # rounding makes ties
+        scores = rng.permutation(n) / n  # distinct
         assert average_precision(scores, truth) == pytest.approx(average_precision_score(truth, scores), abs=1e-12)
+    for _ in range(30):
+        n = int(rng.integers(2, 7))
+        truth = rng.random(n) < .5
+        truth[rng.integers(n)] = True
+        scores = rng.integers(0, 3, n) / 2  # three score values: ties in most sets
+        assert average_precision(scores, truth) == pytest.approx(ap_over_every_tie_order(scores, truth), abs=1e-12)
     scores, truth = rng.random((12, 4)), rng.random((12, 4)) < .4
     truth[0] = True
     value, _, counted = mean_average_precision(scores, truth)
@@ -52,7 +76,8 @@ def test_average_precision_by_hand_and_against_scikit_learn():
                        source="Bestgen 2015 (PBML 103), the value Burgert et al. 2025, Sec. 5.2 estimate by simulating "
                               "random predictions",
                        reference="hand enumeration of the 6 rankings of N=4, R=2 (49/72); every ranking of N=7 scored "
-                                 "by sklearn; 4000 simulated random rankings of N=500",
+                                 "by sklearn; 4000 simulated random rankings of N=500; a model tying every image "
+                                 "scores it exactly",
                        tolerance="exact (enumeration); 0.005 (simulation)")
 def test_chance_map_is_the_expected_ap_of_random_rankings():
     # positions of the two relevant images among four: (1,2) 1, (1,3) 5/6, (1,4) 3/4, (2,3) 7/12, (2,4) 1/2, (3,4) 5/12
@@ -69,6 +94,9 @@ def test_chance_map_is_the_expected_ap_of_random_rankings():
     simulated = np.mean(np.arange(1, 51) / ranks)
     assert expected_random_ap(500, 50) == pytest.approx(simulated, abs=.005)
     assert expected_random_ap(20000, 2000) == pytest.approx(.1, abs=.001)  # the prevalence, for large N
+    # a model that ties every image has the chance AP: the stated chance and the scoring agree
+    for n, r in ((4, 1), (4, 2), (7, 3), (50, 5)):
+        assert average_precision(np.full(n, .3), np.arange(n) < r) == pytest.approx(expected_random_ap(n, r), abs=1e-12)
     with pytest.raises(MultiLabelError, match="relevant"):
         expected_random_ap(3, 0)
 

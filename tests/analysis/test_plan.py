@@ -67,19 +67,44 @@ def test_plan_covers_the_family_the_report_corrects_over_or_one_named_test(tmp_p
     assert "no test of the report matches nope" in capsys.readouterr().err
 
 
+def test_a_test_that_cannot_be_planned_is_a_note_and_the_others_are_planned(tmp_path, capsys):
+    """The docs' form, ``--effect 0.1``, on a pilot whose model is right on 39 of 40 originals: people at 0.975 + 0.1
+    is no accuracy, so that test is named in a note; the blur test is planned, on these images."""
+    rows = pilot_rows(trials=30, conditions=("blur",))
+    rows += [answer(f"p{i}", "human", t, True, "original", 1000) for i in range(4) for t in range(40)]
+    rows += [answer("model-a", "model", t, t != 0, "original", 1000) for t in range(40)]
+    with ResponseStore(tmp_path / "pilot.sqlite") as store:
+        store.write_many(rows)
+    assert cuebench(["plan", str(tmp_path / "pilot.sqlite"), "--effect", "0.1", "--simulations", "100",
+                     "--max-n", "32"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: model-a on original: the model's accuracy 0.975 +0.1 puts the people's accuracy at 1.075, outside "
+            "(0, 1); not planned") in out
+    assert "model-a on blur" in out.splitlines()[0] and "in accuracy on these images" in out.splitlines()[0]
+    assert "alpha 0.05 / 2 tests" in out and "the effect is on these images" in out
+    # every test unplannable: one line saying so
+    assert cuebench(["plan", str(tmp_path / "pilot.sqlite"), "--effect", "0.6", "--condition", "original"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no test can be planned for an effect of +0.6: model-a on original" in err and "\n" not in err
+
+
 @pytest.mark.slow
 @pytest.mark.validates(
     "sample-size plan for the report's item-paired, Holm-corrected human-model t-tests",
-    definition="smallest N whose expected power (averaged over the pilot's posterior of item and person SDs) "
-               "reaches the target", source="Julious & Owen 2006 (expected power); Burgert et al. 2025, App. F",
-    reference="known logistic population (item SD 1, person SD 0.8, 100 images) simulated with numpy/scipy only; "
-              "planned N re-tested on fresh studies", tolerance="mean achieved power within 0.1 of 0.8 over 2 pilots "
-              "of each of 3, 5, 10 people here; within 0.05 for each pilot size in benchmarks/bench_plan.py "
-              "(0.818, 0.795, 0.809 over 8 pilots each)")
+    definition="smallest N whose expected power (averaged over the pilot's posterior of item and person SDs, each "
+               "condition x level's location integrated out) reaches the target",
+    source="Julious & Owen 2006 (expected power); Burgert et al. 2025, App. F",
+    reference="known logistic population (item SD 1, person SD 0.8, 100 images, model right on 60 %) simulated "
+              "with numpy/scipy only, everyone seeing every image and a 4-group Latin square; planned N re-tested "
+              "on fresh studies of N people by the item-paired t-test",
+    tolerance="mean achieved power >= 0.76 over 3 pilots of each of 3, 5, 10 people in each design here (0.80 asked); "
+              "benchmarks/bench_plan.py: >= 0.78 for each pilot size and design over 20 pilots each (0.800, 0.813, "
+              "0.817 everyone-sees-everything; 0.818, 0.818, 0.816 Latin square)")
 def test_planned_n_achieves_the_power_asked_for_on_average_over_small_pilots():
-    powers = calibration(pilot_sizes=(3, 5, 10), pilots=2, simulations=150, studies=150)
-    mean = np.mean([p for values in powers.values() for p in values])
-    assert abs(mean - 0.8) <= 0.1, powers
+    powers = {groups: calibration(pilot_sizes=(3, 5, 10), pilots=3, simulations=300, studies=300, groups=groups)
+              for groups in (1, 4)}
+    means = {groups: np.mean([p for values in by_size.values() for p in values]) for groups, by_size in powers.items()}
+    assert min(means.values()) >= 0.76, powers
 
 
 def test_plan_without_a_model_is_a_one_line_error(tmp_path, capsys):
