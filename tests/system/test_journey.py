@@ -152,7 +152,8 @@ def take_part(page, base: str, entry: str, shots: Path | None = None, reload_at:
     deadline = time.monotonic() + SESSION_DEADLINE_S
     while time.monotonic() < deadline:
         now, index = state(page)
-        if now in ("instructions", "fullscreen", "break", "instruction", "image-failed") and page.is_visible("#continue"):
+        if now in ("instructions", "fullscreen", "break", "instruction", "image-failed") and \
+                page.is_visible("#continue"):
             # image-failed: a restart outlasting the image retries (a loaded machine) asks the person to reload
             if now == "instructions" and instructions is None:
                 instructions = page.inner_text("#screen")
