@@ -82,7 +82,7 @@ def population_coverage(studies: int, observers: int = 6, between_sd: float = 1.
         rng = np.random.default_rng(20_000 + study)
         rows = []
         for person, threshold in enumerate(rng.normal(mean, between_sd, observers)):
-            run = AdaptiveRun(plan)
+            run = AdaptiveRun(plan, "human")
             while not run.finished:
                 level = run.next_level()
                 p = 1 / choices + (1 - 1 / choices - 0.02) * norm.sf((plan.value_of(level) - threshold) / 1.5)
