@@ -24,8 +24,10 @@ pull on small lapses is documented (docs/adaptive.md).
 
 **The floor: two models averaged by their evidence.** Accuracy may level off above chance (a cue the
 suppression leaves intact). Every series is fitted twice: with the floor at chance, γ = 1/C, and with a
-free floor, γ flat on [1/C, 1) and the joint prior of (γ, λ) zero where γ + λ ≥ 1 (a curve that would
-*rise* with suppression is outside the model), renormalised. Each model's evidence (marginal likelihood)
+free floor, γ on [1/C, 1) with the prior Beta(1, 10) on its share of the way from chance to 1,
+(γ − 1/C)/(1 − 1/C) (:func:`floor_density`: concentrated near chance, as psignifit's default prior on a yes/no
+guess rate is near 0, Schütt et al. 2016 Sec. 2.4), and the joint prior of (γ, λ) zero where γ + λ ≥ 1 (a curve
+that would *rise* with suppression is outside the model), renormalised. Each model's evidence (marginal likelihood)
 p(data | model) is the integral of likelihood × prior over psignifit's posterior grid, and with prior odds
 1:1 the free floor's posterior probability is p_free = E_free / (E_free + E_chance) (Bayes factor; Kass &
 Raftery 1995, J. Am. Stat. Assoc. 90). The reported estimates come from the mixture of both posteriors,
@@ -33,8 +35,15 @@ p_free of the draws from the free-floor one (Bayesian model averaging, Hoeting e
 Science 14). Nothing is chosen by a significance test: with 8–20 trials per level a floor above chance
 whose interval still touches chance is not pushed down to chance (which biased the threshold by over a
 grid unit), and where the floor may lie at or above the half-way level some draws never fall that far,
-so ``threshold_halfway``'s interval is open above (or empty, where most draws never do). ``model`` names
-the more probable model (whose MAP curve is drawn), ``p_free_floor`` the free floor's probability.
+so ``threshold_halfway``'s interval is open above. ``model`` names the more probable model (whose MAP curve is
+drawn), ``p_free_floor`` the free floor's probability.
+
+**Not identified.** A threshold (half-way, midpoint, 75 %) gets its posterior median only where its 95 % interval
+lies inside the tested grid (:func:`identify`). An interval that reaches beyond the grid, or is open, rests on the
+prior's tails and the sigmoid's shape, not on data: the row keeps the interval and says "not identified" in its
+note, and no point value is printed in the table, the report or a figure. On a 7-level grid with 12 trials per
+level and a floor of 0.45 (4 alternatives), most half-way intervals were open above while their medians sat about
+two grid units late.
 
 Reported per fit as the posterior median with the central 95 % credible interval of 4000
 posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit of
@@ -101,7 +110,10 @@ WIDTH_ALPHA = 0.05
 """psignifit's width w spans F from WIDTH_ALPHA to 1 − WIDTH_ALPHA."""
 ASYMPTOTE_MARGIN = 1e-3
 """Keeps the lapse and the free floor off the values where the curve is flat."""
+FLOOR_PRIOR = (1.0, 10.0)
+"""Beta(a, b) of the free floor's share of the way from chance to 1 (:func:`floor_density`)."""
 CHANCE_FLOOR, FREE_FLOOR = "floor at chance", "free floor"
+NOT_IDENTIFIED = "not identified"
 POOLED_HUMANS = "humans (pooled)"
 NOT_GRADED = ("original", "attention", "practice")
 ESTIMATES = ("threshold_halfway", "threshold_midpoint", "threshold_75", "lapse", "floor", "slope")
@@ -119,7 +131,8 @@ POOLED_FREE_FLOOR_GRID = {"eta": 10, "gamma": 20, "lambda": 20, "threshold": 30,
 POOLED_FREE_FLOOR_COARSE_GRID = {"eta": 8, "gamma": 8, "lambda": 8, "threshold": 20, "width": 20}
 """psignifit's grid (and its first, bound-finding grid) for the five-parameter posterior of a pooled free-floor
 fit: its defaults (20 x 20 x 20 x 40 x 40) take ~30 s a fit, these ~4 s with the same intervals to the grid step."""
-QUEST_COLUMNS = ["observer", "observer_kind", "condition", "quest_threshold", "ci_low", "ci_high", "trials"]
+QUEST_COLUMNS = ["observer", "observer_kind", "condition", "quest_threshold", "ci_low", "ci_high", "trials",
+                 "lapse_prior"]
 
 
 class PsychometricError(CuebenchError, ValueError):
@@ -310,7 +323,9 @@ def method_record(table: pd.DataFrame) -> dict:
                               "(psignifit 4, Schuett et al. 2016), fitted as psignifit's rising logistic on -x",
         "priors": {"threshold": "psignifit default: flat over the tested range, cosine tails half the range beyond",
                    "width": "psignifit default: flat from twice the smallest level step to the range, cosine tails",
-                   "floor": "chance 1/C; or free, flat on [1/C, 1), the joint prior zero where floor + lapse >= 1",
+                   "floor": f"chance 1/C; or free, Beta({FLOOR_PRIOR[0]:g}, {FLOOR_PRIOR[1]:g}) on its share of the "
+                            "way from chance to 1 (concentrated near chance), the joint prior zero where floor + "
+                            "lapse >= 1",
                    "lapse": "flat on [0, 1 - 1/C), people and models alike",
                    "overdispersion": "pooled humans: psignifit's beta-binomial eta, prior Beta(1, 10); "
                                      "single observers: binomial (eta = 0)"},
@@ -324,6 +339,9 @@ def method_record(table: pd.DataFrame) -> dict:
             "threshold_75": "level where accuracy falls to 75 % correct"},
         "estimates": f"posterior median and central {CREDIBLE:.0%} credible interval of {POSTERIOR_DRAWS} draws "
                      "(one-sided at the lapse's and floor's lower bound where the posterior piles up there)",
+        "identification": "a threshold whose 95 % interval reaches beyond the tested grid is not identified: "
+                          "interval only, no point value",
+        "half-way thresholds not identified": int((fitted["threshold_halfway"].isna()).sum()),
         "series": int(len(table)),
         "series fitted": int(len(fitted)),
         "series not fitted": {str(reason): int(count) for reason, count in  # the reason without its numbers
@@ -382,34 +400,28 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     notes = []
     row["lapse"], row["lapse_ci_low"], row["lapse_ci_high"] = fit.lapse
     row["floor"], row["floor_ci_low"], row["floor_ci_high"] = fit.floor
-    row["threshold_midpoint"], row["threshold_midpoint_ci_low"], row["threshold_midpoint_ci_high"] = \
-        summary(draws["location"])
+    identify(row, notes, "threshold_midpoint", draws["location"], x)
     halfway_level = guess + (a_draws - guess) / 2
     halfway = level_at(halfway_level, draws)
-    point, low, high = summary(halfway)
-    if np.isfinite(point):
-        row["threshold_halfway"], row["threshold_halfway_ci_low"], row["threshold_halfway_ci_high"] = point, low, high
-        slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
-        row["slope"], row["slope_ci_low"], row["slope_ci_high"] = summary(slopes[np.isfinite(slopes)])
-        if high == np.inf:
-            notes.append(f"half-way threshold open above: the floor may lie at or above the half-way level "
-                         f"{np.median(halfway_level):.3g} (floor up to {row['floor_ci_high']:.3g})")
-        if not x.min() <= point <= x.max():
-            notes.append("threshold outside the measured grid (extrapolated)")
-    elif point > 0:
+    median = summary(halfway)[0]
+    if median == np.inf:
         notes.append(f"does not fall half-way to chance (levels off at {row['floor']:.3g}, above the half-way level "
                      f"{np.median(halfway_level):.3g})")
-    else:
+    elif median == -np.inf:
         notes.append("below half-way to chance at every level (threshold below the grid)")
+    if identify(row, notes, "threshold_halfway", halfway, x, say=np.isfinite(median)):
+        slopes = slope_at(halfway, draws)
+        row["slope"], row["slope_ci_low"], row["slope_ci_high"] = summary(slopes[np.isfinite(slopes)])
+    elif np.isfinite(median) and row["threshold_halfway_ci_high"] == np.inf:
+        notes.append(f"half-way threshold open above: the floor may lie at or above the half-way level "
+                     f"{np.median(halfway_level):.3g} (floor up to {row['floor_ci_high']:.3g})")
     easiest = float(np.median(psi(x.min(), draws)))
-    point, low, high = summary(level_at(np.full(POSTERIOR_DRAWS, 0.75), draws))
+    at_75 = level_at(np.full(POSTERIOR_DRAWS, 0.75), draws)
     if easiest < 0.75:
         notes.append(f"never reaches 75 % correct on the measured grid (fitted {easiest:.3g} at {x.min():g}, "
                      f"ceiling {1 - row['lapse']:.3g})")
-    elif np.isfinite(point):
-        row["threshold_75"], row["threshold_75_ci_low"], row["threshold_75_ci_high"] = point, low, high
-        if point > x.max():
-            notes.append("75 % point beyond the measured grid (extrapolated)")
+    elif np.isfinite(summary(at_75)[0]):
+        identify(row, notes, "threshold_75", at_75, x)
     else:
         notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
     if fit.model == FREE_FLOOR:
@@ -427,6 +439,23 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     row["note"] = "; ".join(notes)
     grid = np.linspace(x.min(), x.max(), CURVE_POINTS)
     return row, (grid, np.asarray(psi(grid, best), dtype=float))
+
+
+def identify(row: dict, notes: list[str], column: str, samples, x, say: bool = True) -> bool:
+    """Puts a threshold's 95 % credible interval into ``row`` (``_ci_low``, ``_ci_high``) and its median only where
+    that interval is closed inside the tested grid [min x, max x]; otherwise the data do not pin the threshold down
+    (the interval reaches an edge: open, or beyond the grid, where only the prior's tails and the sigmoid's shape
+    speak) and the row says "not identified" (in ``notes`` when ``say``) with no point value. Returns whether it is
+    identified."""
+    point, low, high = summary(samples)
+    row[f"{column}_ci_low"], row[f"{column}_ci_high"] = low, high
+    if x.min() <= low and high <= x.max():
+        row[column] = point
+        return True
+    if say:
+        notes.append(f"{column} {NOT_IDENTIFIED}: its 95 % interval [{low:.3g}, {high:.3g}] reaches beyond the "
+                     f"tested grid [{x.min():g}, {x.max():g}]")
+    return False
 
 
 def below_chance(x, k, n, guess: float) -> list[float]:
@@ -510,11 +539,21 @@ def lapse_bound(guess: float) -> float:
     return 1 - guess - ASYMPTOTE_MARGIN
 
 
+def floor_density(floors, guess: float) -> np.ndarray:
+    """The free floor's prior density (unnormalised): Beta(:data:`FLOOR_PRIOR`) on the floor's share of the way
+    from chance to 1, u = (γ − 1/C)/(1 − 1/C), concentrated near chance as psignifit's default Beta(1, 10) prior
+    on a yes/no guess rate is near 0 (Schütt et al. 2016, Sec. 2.4)."""
+    a, b = FLOOR_PRIOR
+    share = np.clip((np.asarray(floors, dtype=float) - guess) / (1 - guess), 0, 1)
+    return share ** (a - 1) * (1 - share) ** (b - 1)
+
+
 def inside_prior_mass(guess: float) -> float:
-    """Z = P(γ + λ < 1) under the free floor's product prior, γ flat on [1/C, 1 − margin] and λ flat on
-    [0, h], h = :func:`lapse_bound`: Z = E_γ[min(1, (1 − γ)/h)] (the mean over a fine grid of γ)."""
+    """Z = P(γ + λ < 1) under the free floor's product prior, γ with :func:`floor_density` on [1/C, 1 − margin]
+    and λ flat on [0, h], h = :func:`lapse_bound`: Z = E_γ[min(1, (1 − γ)/h)] (the density-weighted mean over a
+    fine grid of γ)."""
     floors = np.linspace(guess, 1 - ASYMPTOTE_MARGIN, 4001)
-    return float(np.mean(np.minimum(1, (1 - floors) / lapse_bound(guess))))
+    return float(np.average(np.minimum(1, (1 - floors) / lapse_bound(guess)), weights=floor_density(floors, guess)))
 
 
 def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None, sigmoid):
@@ -527,7 +566,7 @@ def _psignifit(x, k, n, guess: float, free_floor: bool, eta: float | None, sigmo
     kind = {"experiment_type": "nAFC", "experiment_choices": round(1 / guess)}
     if free_floor:
         bounds["gamma"] = (guess, 1 - ASYMPTOTE_MARGIN)
-        priors["gamma"] = _truncated(np.ones_like, *bounds["gamma"])
+        priors["gamma"] = _truncated(lambda floors: floor_density(floors, guess), *bounds["gamma"])
         kind = {"experiment_type": "yes/no"}
         if eta is None:
             kind |= {"grid_steps": POOLED_FREE_FLOOR_GRID, "steps_moving_bounds": POOLED_FREE_FLOOR_COARSE_GRID}

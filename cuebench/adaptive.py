@@ -14,9 +14,11 @@ rate γ = 1/C, lapse λ, on the same stimulus axis (:func:`stimulus_axis`). Its 
 between chance and the accuracy on the original images, the same point only when that accuracy
 is 1 − λ. An adaptive block's answers are never part of the analysis's fixed-level fits. The lapse grid reaches up to 1 − γ, so an observer
 far below 100 % on easy images (a model at 55 %) is inside the parameter space. Over that grid a model's
-lapse prior is flat (a model may lapse arbitrarily), a person's is Beta(1, 10) (``AdaptivePlan.people_lapse_prior``,
-psignifit's default, Schütt et al. 2016 Sec. 2.4): with a flat prior a person's few answers could not tell a
-large lapse from a late threshold, and every person's posterior mean landed 0.4-2.2 grid units too late.
+lapse prior is flat (a model may lapse arbitrarily), a person's is Beta(1, 20) (``AdaptivePlan.people_lapse_prior``):
+with a flat prior a person's few answers could not tell a large lapse from a late threshold, and every person's
+posterior mean landed 0.4-2.2 grid units too late. psignifit's default lapse prior Beta(1, 10) (Schütt et al.
+2016, Sec. 2.4) still left +0.25 grid units at 3 alternatives and 20 answers for people lapsing 0-5 %; Beta(1, 20)
+(mean 0.05) left under 0.2 there and for people lapsing 0-10 % (benchmarks/bench_psychometric.py --studies).
 QUEST+ (the ``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
 strength −x and its mean parameter is −t. ``questplus`` builds the prior and the likelihood table; the
 posterior update and the expected-entropy choice (Watson 2017, Eqs. 7-13, as ``QuestPlus.update`` and
@@ -98,7 +100,7 @@ def pick_trial(candidates: list[str], shown: list[str], seed: int) -> str:
 
 @dataclass(frozen=True)
 class Estimate:
-    """QUEST+'s posterior threshold after some answers (half-way between chance and 1 − λ): mean, 95 % credible
+    """QUEST+'s posterior threshold after some answers (half-way between chance and 1 − λ): median, 95 % credible
     interval, answers so far, and the lapse prior the run used (:func:`lapse_prior_name`), so the analysis can say
     which prior each observer's estimate rests on."""
 

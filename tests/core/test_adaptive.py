@@ -228,7 +228,8 @@ def _study(rng, observers: int, condition: str = "patch_shuffle") -> "pd.DataFra
     return pd.DataFrame({"observer": [f"P{i}" for i in range(observers)], "observer_kind": "human",
                          "condition": condition, "axis": "grid", "fit": "individual",
                          "quest_threshold": estimate, "ci_low": estimate - 1.5, "ci_high": estimate + 1.5,
-                         "trials": 40, "observers": 1, "between_sd": np.nan, "accuracy": 0.6, "label": "", "note": ""})
+                         "trials": 40, "observers": 1, "between_sd": np.nan, "accuracy": 0.6, "lapse_prior": "Beta(1, 20)",
+                         "label": "", "note": ""})
 
 
 def test_population_mean_matches_a_hand_computed_t_interval():
