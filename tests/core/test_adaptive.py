@@ -110,6 +110,13 @@ def test_plan_round_trips_through_json_and_checks_its_fields():
         AdaptiveRun(p, "human").update(99, True)
 
 
+@pytest.mark.validates(
+    "QUEST+ level chosen next and the threshold's marginal posterior",
+    definition="minimum expected posterior entropy over the (threshold, spread, lapse) grid; Bayes' rule per answer; "
+               "people's lapse prior Beta(1, 20) over the lapse grid",
+    source="Watson 2017, computed on plain arrays",
+    reference="the questplus package's QuestPlus (the reference implementation) stepped through the same answers",
+    tolerance="the same level at every step; marginal posterior within 1e-12")
 def test_each_level_and_the_posterior_agree_with_questplus_itself():
     # questplus's own QuestPlus, stepped through the same answers, with the people's Beta(1, 20) lapse prior
     # written here with scipy: the same level every time and the same marginal posterior of the threshold
