@@ -391,7 +391,10 @@ def test_analyze_thresholds_cli_recovers_the_pooled_observer_and_writes_the_repo
     assert pooled["lapse_ci_low"] <= 0.4 <= pooled["lapse_ci_high"] and pooled["lapse"] == pytest.approx(0.4, abs=0.1)
     assert np.isnan(pooled["threshold_75"]) and "never reaches 75 % correct" in pooled["note"]
     assert model["threshold_halfway_ci_low"] <= 5.0 <= model["threshold_halfway_ci_high"]
-    assert model["lapse_ci_low"] <= 0.1 <= model["lapse_ci_high"] and np.isfinite(model["threshold_75"])
+    assert model["lapse_ci_low"] <= 0.1 <= model["lapse_ci_high"]
+    # some posterior draws of the lapse put the model's ceiling below 75 % (lapse up to 0.3): its 75 % interval is open
+    # below, so no 75 % point is printed
+    assert np.isnan(model["threshold_75"]) and "threshold_75 not identified" in model["note"], model["note"]
     html = write_report([tmp_path], tmp_path / "report", reference=None, options=AnalysisOptions(n_choices=C),
                         progress=False).read_text()
     assert 'id="thresholds"' in html and "fitted psychometric functions" in html
