@@ -408,7 +408,7 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     elif median == -np.inf:
         notes.append("below half-way to chance at every level (threshold below the grid)")
     if identify(row, notes, "threshold_halfway", halfway, x, say=np.isfinite(median)):
-        slopes = slope_at(halfway, draws)
+        slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
         row["slope"], row["slope_ci_low"], row["slope_ci_high"] = summary(slopes[np.isfinite(slopes)])
     elif np.isfinite(median) and row["threshold_halfway_ci_high"] == np.inf:
         notes.append(f"half-way threshold open above: the floor may lie at or above the half-way level "
