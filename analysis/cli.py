@@ -54,7 +54,9 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstraps and split halves")
 
 
-def register(sub) -> None:
+def register(sub, recruitment_target=None) -> None:
+    """``recruitment_target(expdir)``: the study's stored recruitment target, read by the server's rules (handed in
+    by the command, as the analysis cannot import the server)."""
     report = add_command(
         sub, "report", help="HTML report with plots, tables and every number as CSV/JSON",
         description="Analyse an experiment directory, a response file (CSV/Parquet/SQLite) or a folder of "
@@ -89,7 +91,7 @@ def register(sub) -> None:
     _analysis_options(analyze)
     analyze.set_defaults(func=run_analyze)
     _register_plan(sub)
-    _register_prereg(sub)
+    _register_prereg(sub, recruitment_target)
     _register_domain(sub)
     _register_selection(sub)
     _register_curate(sub)
@@ -199,7 +201,7 @@ def run_selection(args) -> int:
     return 0
 
 
-def _register_prereg(sub) -> None:
+def _register_prereg(sub, recruitment_target=None) -> None:
     prereg = add_command(
         sub, "prereg", help="a preregistration written from the study, its exclusion rules and (with a pilot) its plan",
         description="Writes the sections of the OSF Preregistration template (or AsPredicted's nine questions) from "
@@ -216,14 +218,14 @@ def _register_prereg(sub) -> None:
                         help="osf: the OSF Preregistration template's sections; aspredicted: its nine questions")
     prereg.add_argument("--out", type=user_path, default=Path("prereg.md"))
     _analysis_options(prereg)
-    prereg.set_defaults(func=run_prereg)
+    prereg.set_defaults(func=run_prereg, recruitment_target=recruitment_target)
 
 
 def run_prereg(args) -> int:
     from cuebench.expdir import atomic_write
 
     from .load import load_responses
-    from .prereg import PreregError, aspredicted, planned_sample, preregistration
+    from .prereg import PreregError, aspredicted, planned_sample, preregistration, target_sample
     from .report import analyze_sources
     from .sections.methods import section_sentences
 
@@ -240,6 +242,9 @@ def run_prereg(args) -> int:
     if (args.expdir / "responses.sqlite").is_file():
         answered = load_responses(args.expdir)
         models |= set(answered.loc[answered["observer_kind"] == "model", "observer"])
+    target = args.recruitment_target(args.expdir) if args.recruitment_target else None
+    if sample is None and target:
+        sample = target_sample(target)
     prereg = preregistration(args.expdir, options, sample, sorted(models), tests)
     text = aspredicted(prereg) if args.format == "aspredicted" else prereg.markdown()
     atomic_write(args.out, text.encode("utf-8"))

@@ -63,7 +63,9 @@ def experiment_record(experiment: Experiment) -> dict:
         "adaptive": [{"condition": plan.condition, "axis": plan.axis, "trials": plan.trials,
                       "guess_rate": plan.guess_rate, "values": list(plan.values),
                       "thresholds": [min(plan.thresholds), max(plan.thresholds), len(plan.thresholds)],
-                      "spreads": list(plan.spreads), "lapses": list(plan.lapses), "prior_mean": plan.prior_mean,
+                      "spreads": list(plan.spreads), "lapses": list(plan.lapses),
+                      "people_lapse_prior": None if plan.people_lapse_prior is None else list(plan.people_lapse_prior),
+                      "prior_mean": plan.prior_mean,
                       "prior_sd": plan.prior_sd, "stop_ci_width": plan.stop_ci_width}
                      for plan in experiment.adaptive],
         **({"language": experiment.language} if experiment.language != LANGUAGE else {}),  # English: as before

@@ -83,6 +83,14 @@ def planned_sample(scored, pilot: Path, options, effect: float, power: float, si
                                  f"power {power:g}):", *(f"    {line}" for line in result.lines())], stopping)
 
 
+def target_sample(target: int) -> SampleSize:
+    """N from the study's stored recruitment target (``cuebench serve --target-n``, kept in its rules.json)."""
+    return SampleSize(target, [f"{TO_WRITE} the rationale for N (`cuebench prereg --pilot PILOT --effect E` computes "
+                               "one from a pilot with `cuebench plan`)."],
+                      f"the server closes the study once {target} sessions count (finished, neither pilot nor "
+                      "excluded; the study's stored rule `target_n`, rules.json), so recruitment stops there.")
+
+
 def preregistration(expdir: str | Path, options=None, sample: SampleSize | None = None,
                     models: list[str] | None = None, tests: list[str] | None = None) -> Preregistration:
     """The preregistration of the study in ``expdir`` (module docstring): ``options`` are the analysis options

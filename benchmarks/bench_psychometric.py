@@ -7,19 +7,23 @@ two fits' thresholds and 95 % intervals (the same function, so it is zero up to 
 
     OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --fits 5
 
-With ``--coverage N`` it instead measures what the suite checks on a few observers, on N of them: the coverage and
-bias of the half-way threshold's 95 % interval with a floor above chance and few trials (4 alternatives, floor
-0.45, 12 trials per level), how often an observer who never falls half-way (16 alternatives, floor 0.60) gets a
-closed threshold inside the grid, and (with ``--studies S``) the coverage of the QUEST+ population mean over S
-simulated studies of real QUEST+ runs (6 observers, thresholds 1.5 grid units apart between observers, 40 trials).
-Observers are simulated here from the documented model, without the fitting code.
+With ``--coverage N`` it instead prints the coverage-by-design table of docs/adaptive.md: for each design of
+:data:`FIT_DESIGNS` (levels, trials per level, alternatives, floor, lapse) the share of N observers whose true half-way
+threshold lies in the reported 95 % interval, the bias of the identified thresholds and how many were identified.
+With ``--studies S`` it prints the QUEST+ population-mean table: per design of :data:`QUEST_DESIGNS` (C = 3 and 16,
+20-40 trials, between-observer SD 0-1.5, means in the middle and near the ends of the grid, people's lapses) the
+coverage of the population mean's 95 % interval and its bias over S studies of 8 people, every level chosen by
+QUEST+ and pooled as the report pools. Observers are simulated here from the documented model, without the fitting
+code.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 100 --studies 40
+    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 40
+    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --studies 20
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -41,71 +45,107 @@ def falling(x, location, scale, floor, lapse):
     return floor + (1 - floor - lapse) / (1 + np.exp((x - location) / scale))
 
 
-def floor_coverage(observers: int) -> None:
+# (levels, trials per level, alternatives C, floor (None: chance), lapse): the short grids people run, with a floor
+# above chance and at it, beside the 15-level grid the suite's coverage test uses
+FIT_DESIGNS = [(7, 12, 4, 0.45, 0.05), (7, 12, 4, 0.45, 0.10), (7, 12, 4, None, 0.05), (7, 30, 4, 0.45, 0.05),
+               (15, 12, 4, 0.45, 0.05), (15, 20, 16, None, 0.05)]
+ORIGINALS = 24
+
+
+def fit_coverage(observers: int) -> None:
+    """Coverage and bias of ``threshold_halfway`` per design (:data:`FIT_DESIGNS`), as a Markdown table. Each observer's
+    logistic falls from 1 − λ at the first level: location uniform over the grid's second to fifth sevenths, scale
+    0.5-1.2 level steps; accuracy on the originals 1 − λ, measured on :data:`ORIGINALS` trials. Coverage counts
+    every interval, identified or not ([low, high] as reported, high may be inf); bias is over identified thresholds."""
     from analysis.psychometric import fit_curve
 
-    grids = np.arange(2, 17, dtype=float)
-    for choices, floor, trials in ((4, 0.45, 12), (16, 0.60, 16)):
-        hits, errors, closed = [], [], []
+    print("| levels | trials per level | C | floor | lapse | observers | coverage | bias (grid units) | identified |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for levels, trials, choices, floor, lapse in FIT_DESIGNS:
+        grid, chance = np.arange(1, levels + 1, dtype=float), 1 / choices
+        floor_value = chance if floor is None else floor
+        hits, errors, identified = [], [], 0
         for seed in range(observers):
             rng = np.random.default_rng(10_000 + seed)
-            location, scale, lapse = rng.uniform(6, 11), rng.uniform(0.8, 2.0), 0.05
-            k = rng.binomial(trials, falling(grids, location, scale, floor, lapse)).astype(float)
-            chance, original = 1 / choices, 1 - lapse
-            row, _ = fit_curve(grids, k, np.full(len(grids), float(trials)), chance,
-                               reference=(float(rng.binomial(100, original)), 100.0), seed=seed)
-            relative = (chance + (original - chance) / 2 - floor) / (1 - floor - lapse)
+            span = levels - 1
+            location, scale = 1 + rng.uniform(span / 7 * 1.5, span / 7 * 4.5), rng.uniform(0.5, 1.2)
+            k = rng.binomial(trials, falling(grid, location, scale, floor_value, lapse)).astype(float)
+            original = 1 - lapse
+            row, _ = fit_curve(grid, k, np.full(levels, float(trials)), chance,
+                               reference=(float(rng.binomial(ORIGINALS, original)), float(ORIGINALS)), seed=seed)
+            relative = (chance + (original - chance) / 2 - floor_value) / (1 - floor_value - lapse)
             truth = location + scale * np.log(1 / relative - 1) if 0 < relative < 1 else np.inf
             low, point, high = (row.get(f"threshold_halfway{part}", np.nan) for part in ("_ci_low", "", "_ci_high"))
             hits.append(low <= truth <= high)
-            if np.isfinite(point) and np.isfinite(truth):
+            if np.isfinite(point):
+                identified += 1
                 errors.append(point - truth)
-            closed.append(bool(np.isfinite(low) and np.isfinite(high) and grids[0] <= point <= grids[-1]))
-        print(f"{choices} alternatives, floor {floor}, {trials} trials per level, {observers} observers:")
-        if np.isfinite(truth):
-            print(f"  half-way threshold coverage {np.mean(hits):.3f}, bias {np.mean(errors):+.2f} grid units")
-        else:
-            print(f"  closed thresholds inside the grid: {sum(closed)} of {observers} (truth: never half-way)")
+        floor_text = "chance" if floor is None else f"{floor:g}"
+        bias = f"{np.mean(errors):+.2f}" if errors else "–"
+        print(f"| {levels} | {trials} | {choices} | {floor_text} | {lapse:g} | {observers} | {np.mean(hits):.2f} | "
+              f"{bias} | {identified}/{observers} |", flush=True)
 
 
-def population_coverage(studies: int, observers: int = 6, between_sd: float = 1.5, mean: float = 9.0) -> None:
+# (alternatives C, trials, population mean, between-observer SD, people's lapses up to): means in the middle of the
+# 2-16 grid and two units inside its ends; the last rows: people who lapse more than the prior expects
+QUEST_DESIGNS = [(c, trials, mean, sd, 0.05) for c in (3, 16) for trials in (20, 40) for sd in (0.0, 1.5)
+                 for mean in (4.0, 9.0, 14.0)] + [(3, 30, 9.0, 1.0, 0.10), (16, 30, 9.0, 1.0, 0.10),
+                                                  (3, 30, 9.0, 1.0, 0.20), (16, 30, 9.0, 1.0, 0.20)]
+
+
+def person_correct(value, threshold, spread, lapse, choices):
+    """The documented model, written out: γ + (1 − γ − λ)(1 − Φ((x − t)/s)), 1 − Φ(z) = erfc(z/√2)/2."""
+    return 1 / choices + (1 - 1 / choices - lapse) * 0.5 * math.erfc((value - threshold) / (spread * math.sqrt(2)))
+
+
+def population_coverage(studies: int, observers: int = 8) -> None:
+    """Coverage of the QUEST+ population mean's 95 % interval and its bias, per design (:data:`QUEST_DESIGNS`), over
+    ``studies`` simulated studies run end to end (AdaptiveRun picks every level; the report's final_posteriors and
+    population_means pool), as a Markdown table. People: spread uniform 0.8-2.0 grid units, lapse uniform from 0."""
     import pandas as pd
-    from scipy.stats import norm
 
     from analysis.sections.adaptive import final_posteriors, population_means
     from cuebench.adaptive import AdaptiveRun, plan_for_grid
 
-    grids, choices = list(range(2, 17)), 16
-    plan = plan_for_grid("patch_shuffle", range(len(grids)), grids, "grid", 1 / choices, 40)
-    hits = []
-    for study in range(studies):
-        rng = np.random.default_rng(20_000 + study)
-        rows = []
-        for person, threshold in enumerate(rng.normal(mean, between_sd, observers)):
-            run = AdaptiveRun(plan)
-            while not run.finished:
-                level = run.next_level()
-                p = 1 / choices + (1 - 1 / choices - 0.02) * norm.sf((plan.value_of(level) - threshold) / 1.5)
-                correct = bool(rng.random() < p)
-                rows.append({"observer": f"P{person}", "observer_kind": "human", "condition": "patch_shuffle",
-                             "level": level, "params": {"grid": int(plan.value_of(level))},
-                             "trial_index": len(run.answers), "correct": int(correct),
-                             "adaptive": run.update(level, correct).to_dict()})
-        per = final_posteriors(pd.DataFrame(rows), choices)
-        row = population_means(per, {"patch_shuffle": np.array(grids, dtype=float)}).iloc[0]
-        hits.append(row["ci_low"] <= mean <= row["ci_high"])
-    print(f"QUEST+ population mean, {studies} studies of {observers} observers (between-observer SD {between_sd}): "
-          f"coverage {np.mean(hits):.3f}")
+    grids = list(range(2, 17))
+    print("| C | trials | population mean | between-observer SD | lapses | studies | coverage | bias (grid units) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for number, (choices, trials, mean, between_sd, lapse_high) in enumerate(QUEST_DESIGNS):
+        plan = plan_for_grid("patch_shuffle", range(len(grids)), grids, "grid", 1 / choices, trials)
+        hits, errors = [], []
+        for study in range(studies):
+            rng = np.random.default_rng(20_000 + 1000 * number + study)
+            rows, truths = [], rng.normal(mean, between_sd, observers)
+            for person, threshold in enumerate(truths):
+                spread, lapse = rng.uniform(0.8, 2.0), rng.uniform(0, lapse_high)
+                run = AdaptiveRun(plan, "human")
+                while not run.finished:
+                    level = run.next_level()
+                    correct = bool(rng.random() < person_correct(plan.value_of(level), threshold, spread, lapse,
+                                                                 choices))
+                    rows.append({"observer": f"P{person}", "observer_kind": "human", "condition": "patch_shuffle",
+                                 "level": level, "params": {"grid": int(plan.value_of(level))},
+                                 "trial_index": len(run.answers), "correct": int(correct),
+                                 "adaptive": run.update(level, correct).to_dict()})
+            per = final_posteriors(pd.DataFrame(rows), choices)
+            row = population_means(per, {"patch_shuffle": np.array(grids, dtype=float)}).iloc[0]
+            hits.append(row["ci_low"] <= mean <= row["ci_high"])
+            errors.append(row["quest_threshold"] - truths.mean())
+        print(f"| {choices} | {trials} | {mean:g} | {between_sd:g} | 0-{lapse_high:g} | {studies} | "
+              f"{np.mean(hits):.2f} | {np.mean(errors):+.2f} |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fits", type=int, default=5, help="simulated observers")
-    parser.add_argument("--coverage", type=int, default=0, help="observers per floor scenario (coverage, not speed)")
-    parser.add_argument("--studies", type=int, default=0, help="simulated QUEST+ studies (with --coverage)")
+    parser.add_argument("--coverage", type=int, default=0,
+                        help="observers per design: the coverage-by-design table of the fits (coverage, not speed)")
+    parser.add_argument("--studies", type=int, default=0,
+                        help="simulated studies per design: the QUEST+ population-mean table")
     args = parser.parse_args()
-    if args.coverage:
-        floor_coverage(args.coverage)
+    if args.coverage or args.studies:
+        if args.coverage:
+            fit_coverage(args.coverage)
         if args.studies:
             population_coverage(args.studies)
         return

@@ -13,9 +13,17 @@ rate γ = 1/C, lapse λ, on the same stimulus axis (:func:`stimulus_axis`). Its 
 ``threshold_midpoint`` of a chance-floor fit. The analysis's ``threshold_halfway`` is half-way
 between chance and the accuracy on the original images, the same point only when that accuracy
 is 1 − λ. An adaptive block's answers are never part of the analysis's fixed-level fits. The lapse grid reaches up to 1 − γ, so an observer
-far below 100 % on easy images (a model at 55 %) is inside the parameter space. QUEST+ (the
-``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
-strength −x and its mean parameter is −t.
+far below 100 % on easy images (a model at 55 %) is inside the parameter space. Over that grid a model's
+lapse prior is flat (a model may lapse arbitrarily), a person's is Beta(1, 20) (``AdaptivePlan.people_lapse_prior``):
+with a flat prior a person's few answers could not tell a large lapse from a late threshold, and every person's
+posterior mean landed 0.4-2.2 grid units too late. psignifit's default lapse prior Beta(1, 10) (Schütt et al.
+2016, Sec. 2.4) still left +0.25 grid units at 3 alternatives and 20 answers for people lapsing 0-5 %; Beta(1, 20)
+(mean 0.05) left under 0.2 there and for people lapsing 0-10 % (benchmarks/bench_psychometric.py --studies).
+QUEST+ (the ``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
+strength −x and its mean parameter is −t. ``questplus`` builds the prior and the likelihood table; the
+posterior update and the expected-entropy choice (Watson 2017, Eqs. 7-13, as ``QuestPlus.update`` and
+``next_stim`` compute them) run here on plain arrays, because xarray's overhead made a 40-answer block cost
+~1 s to replay, and every server request replays one.
 
 The plan is plain data stored in experiment.json (``cuebench.trials.AdaptivePlan``); a run is
 rebuilt from the answers so far (:meth:`AdaptiveRun.replay`), so a stateless server and a
@@ -24,13 +32,14 @@ resumed session continue exactly where they were.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from .errors import CuebenchError
-from .trials import AdaptivePlan
+from .trials import PEOPLE_LAPSE_PRIOR, AdaptivePlan
 
 CREDIBLE = 0.95
 OUTCOMES = ("correct", "incorrect")
@@ -39,6 +48,9 @@ SPREAD_STEPS = 6
 LAPSE_STEP = 0.05
 LEVEL_AXIS = "level"
 SESSION_PREFIX = "adaptive-"
+MODEL = "model"
+"""The observer kind whose lapse prior stays flat; people (``human``, ``pilot``) get the plan's Beta prior."""
+FLAT = "flat"
 
 
 class AdaptiveError(CuebenchError, ValueError):
@@ -88,13 +100,15 @@ def pick_trial(candidates: list[str], shown: list[str], seed: int) -> str:
 
 @dataclass(frozen=True)
 class Estimate:
-    """QUEST+'s posterior threshold after some answers (half-way between chance and 1 − λ): mean, 95 % credible
-    interval, answers so far."""
+    """QUEST+'s posterior threshold after some answers (half-way between chance and 1 − λ): median, 95 % credible
+    interval, answers so far, and the lapse prior the run used (:func:`lapse_prior_name`), so the analysis can say
+    which prior each observer's estimate rests on."""
 
     quest_threshold: float
     ci_low: float
     ci_high: float
     trials: int
+    lapse_prior: str = FLAT
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,14 +116,33 @@ class Estimate:
     @classmethod
     def from_dict(cls, data: dict) -> "Estimate":
         """An estimate as stored in a response row's ``adaptive`` column; rows written before the threshold was
-        named ``quest_threshold`` carry it as ``threshold``."""
+        named ``quest_threshold`` carry it as ``threshold``, and rows written before people had a lapse prior
+        of their own carry none (their runs had the flat one)."""
         threshold = data["quest_threshold"] if "quest_threshold" in data else data["threshold"]
-        return cls(float(threshold), float(data["ci_low"]), float(data["ci_high"]), int(data["trials"]))
+        return cls(float(threshold), float(data["ci_low"]), float(data["ci_high"]), int(data["trials"]),
+                   str(data.get("lapse_prior", FLAT)))
+
+
+def lapse_prior_name(plan: AdaptivePlan, observer_kind: str) -> str:
+    """``Beta(a, b)`` for people under a plan with a people's lapse prior, else ``flat``."""
+    beta = None if observer_kind == MODEL else plan.people_lapse_prior
+    return FLAT if beta is None else f"Beta({beta[0]:g}, {beta[1]:g})"
+
+
+def lapse_weights(plan: AdaptivePlan, observer_kind: str) -> np.ndarray:
+    """Prior weights over the plan's lapse grid: the Beta(a, b) density λ^(a−1) (1 − λ)^(b−1) at each grid lapse
+    for people (normalised over the grid, as psignifit evaluates its priors on its grid), equal weights for
+    models (:data:`MODEL`) or a plan without a people's prior."""
+    lapses = np.asarray(plan.lapses, dtype=float)
+    beta = None if observer_kind == MODEL else plan.people_lapse_prior
+    weights = np.ones_like(lapses) if beta is None else lapses ** (beta[0] - 1) * (1 - lapses) ** (beta[1] - 1)
+    return weights / weights.sum()
 
 
 def plan_for_grid(condition: str, levels, values, axis: str, guess_rate: float, trials: int,
                   prior_mean: float | None = None, prior_sd: float | None = None,
-                  stop_ci_width: float | None = None) -> AdaptivePlan:
+                  stop_ci_width: float | None = None,
+                  people_lapse_prior: tuple[float, float] | None = PEOPLE_LAPSE_PRIOR) -> AdaptivePlan:
     """A block over a grid with the default parameter space: thresholds over the grid and a quarter of its
     span beyond each end, spreads from a fortieth to half the span (log-spaced), lapses from 0
     in steps of :data:`LAPSE_STEP` up to below 1 − γ (models often stay far below 100 % on the originals, and a
@@ -125,36 +158,75 @@ def plan_for_grid(condition: str, levels, values, axis: str, guess_rate: float, 
                         thresholds=tuple(round(float(t), 6) for t in thresholds),
                         spreads=tuple(round(float(s), 6) for s in spreads),
                         lapses=tuple(round(float(lapse), 6) for lapse in lapses),
-                        prior_mean=prior_mean, prior_sd=prior_sd, stop_ci_width=stop_ci_width)
+                        prior_mean=prior_mean, prior_sd=prior_sd, stop_ci_width=stop_ci_width,
+                        people_lapse_prior=people_lapse_prior)
+
+
+PARAMETERS = ("mean", "sd", "lower_asymptote", "lapse_rate")
+"""questplus's names of the parameter axes, in the order the posterior array keeps them."""
+
+
+@dataclass(frozen=True)
+class ParameterGrid:
+    """QUEST+'s parameter space of one plan and observer kind, as ``questplus`` builds it: the prior over the
+    flattened parameter grid, the likelihood p(outcome | level, parameters) as [outcome, level, parameters], the
+    grid's shape (threshold, spread, guess rate, lapse) and the thresholds in axis units."""
+
+    prior: np.ndarray
+    likelihood: np.ndarray
+    likelihood_log_likelihood: np.ndarray
+    """p log p of each likelihood entry (0 where p = 0)."""
+    shape: tuple[int, ...]
+    thresholds: np.ndarray
+
+
+@functools.lru_cache(maxsize=64)
+def parameter_grid(plan: AdaptivePlan, observer_kind: str) -> ParameterGrid:
+    """Built once per plan and lapse prior (a server replays a block on every request); read-only arrays."""
+    from questplus import QuestPlus
+
+    thresholds = np.asarray(plan.thresholds, dtype=float)
+    prior = {"lapse_rate": lapse_weights(plan, observer_kind)}
+    if plan.prior_mean is not None:
+        weights = np.exp(-0.5 * ((thresholds - plan.prior_mean) / plan.prior_sd) ** 2)
+        prior["mean"] = weights / weights.sum()
+    quest = QuestPlus(
+        stim_domain={"intensity": -np.asarray(plan.values, dtype=float)},
+        param_domain={"mean": -thresholds, "sd": np.asarray(plan.spreads, dtype=float),
+                      "lower_asymptote": np.array([plan.guess_rate]),
+                      "lapse_rate": np.asarray(plan.lapses, dtype=float)},
+        outcome_domain={"response": list(OUTCOMES)}, prior=prior, func="norm_cdf", stim_scale="linear",
+        stim_selection_method="min_entropy", param_estimation_method="mean")
+    from scipy.special import xlogy
+
+    likelihood = quest.likelihoods.transpose("response", "intensity", *PARAMETERS).values.reshape(
+        len(OUTCOMES), len(plan.values), -1).copy()
+    grid = ParameterGrid(
+        prior=quest.posterior.transpose(*PARAMETERS).values.ravel().copy(),
+        likelihood=likelihood, likelihood_log_likelihood=xlogy(likelihood, likelihood),
+        shape=tuple(len(quest.param_domain[name]) for name in PARAMETERS),
+        thresholds=-np.asarray(quest.param_domain["mean"], dtype=float))
+    for array in (grid.prior, grid.likelihood, grid.likelihood_log_likelihood, grid.thresholds):
+        array.flags.writeable = False
+    return grid
 
 
 class AdaptiveRun:
-    """One observer's QUEST+ run through a plan: :meth:`next_level`, then :meth:`update` with the answer."""
+    """One observer's QUEST+ run through a plan: :meth:`next_level`, then :meth:`update` with the answer.
+    ``observer_kind`` (the response schema's ``human``, ``pilot`` or ``model``) picks the lapse prior."""
 
-    def __init__(self, plan: AdaptivePlan):
-        from questplus import QuestPlus
-
-        self.plan = plan
-        thresholds = np.asarray(plan.thresholds, dtype=float)
-        prior = None
-        if plan.prior_mean is not None:
-            weights = np.exp(-0.5 * ((thresholds - plan.prior_mean) / plan.prior_sd) ** 2)
-            prior = {"mean": weights / weights.sum()}
-        self._quest = QuestPlus(
-            stim_domain={"intensity": -np.asarray(plan.values, dtype=float)},
-            param_domain={"mean": -thresholds, "sd": np.asarray(plan.spreads, dtype=float),
-                          "lower_asymptote": np.array([plan.guess_rate]),
-                          "lapse_rate": np.asarray(plan.lapses, dtype=float)},
-            outcome_domain={"response": list(OUTCOMES)}, prior=prior, func="norm_cdf", stim_scale="linear",
-            stim_selection_method="min_entropy", param_estimation_method="mean")
+    def __init__(self, plan: AdaptivePlan, observer_kind: str):
+        self.plan, self.observer_kind = plan, observer_kind
+        self._grid = parameter_grid(plan, observer_kind)
+        self._posterior = self._grid.prior.copy()
         self.answers: list[tuple[int, bool]] = []
 
     @classmethod
-    def replay(cls, plan: AdaptivePlan, answers) -> "AdaptiveRun":
+    def replay(cls, plan: AdaptivePlan, observer_kind: str, answers) -> "AdaptiveRun":
         """The run after ``answers`` [(level, correct), ...] in the order given (a resumed session, a server request)."""
-        run = cls(plan)
+        run = cls(plan, observer_kind)
         for level, correct in answers:
-            run.update(level, correct)
+            run._take(level, correct)
         return run
 
     @property
@@ -167,47 +239,73 @@ class AdaptiveRun:
         return estimate.ci_high - estimate.ci_low <= self.plan.stop_ci_width
 
     def next_level(self) -> int:
-        """The grid level QUEST+ shows next (minimum expected entropy)."""
+        """The grid level QUEST+ shows next: the one whose answer leaves the least expected posterior entropy
+        E_r[H(posterior | level, r)] (Watson 2017, Eqs. 10-13; ``QuestPlus.next_stim``, the first on ties)."""
         if self.finished:
             raise AdaptiveError(f"adaptive block for condition {self.plan.condition!r} is finished after "
                                 f"{len(self.answers)} answers")
-        intensity = self._quest.next_stim["intensity"]
-        return self.plan.levels[int(np.argmin(np.abs(np.asarray(self.plan.values) + intensity)))]
+        from scipy.special import xlogy
+
+        # joint p(r, θ | level) = p(θ) p(r | level, θ); p(r | level) = Σ_θ joint; the expected entropy
+        # Σ_r p(r) H(θ | r) = Σ_r [p(r) log p(r) − Σ_θ joint log joint], 0 log 0 = 0, with
+        # Σ_θ joint log joint = Σ_θ p(r | θ) · p(θ) log p(θ) + Σ_θ p(r | θ) log p(r | θ) · p(θ): products with the
+        # grid's tables instead of a logarithm of every joint probability
+        posterior, grid = self._posterior, self._grid
+        outcome = grid.likelihood @ posterior
+        joint_log_joint = grid.likelihood @ xlogy(posterior, posterior) + grid.likelihood_log_likelihood @ posterior
+        expected = (xlogy(outcome, outcome) - joint_log_joint).sum(axis=0)
+        return self.plan.levels[int(np.argmin(expected))]
 
     def update(self, level: int, correct: bool) -> Estimate:
         """Take one answer at ``level``; returns the posterior estimate after it."""
+        self._take(level, correct)
+        return self.estimate()
+
+    def _take(self, level: int, correct: bool) -> None:
+        """Bayes' rule on the parameter grid: posterior ∝ posterior · p(answer | level, parameters)."""
         if level not in self.plan.levels:
             raise AdaptiveError(f"adaptive block for condition {self.plan.condition!r}: level {level} is not on the "
                                 f"grid {list(self.plan.levels)}")
-        value = self.plan.value_of(int(level))
-        self._quest.update(stim={"intensity": -value}, outcome={"response": OUTCOMES[0] if correct else OUTCOMES[1]})
+        outcome = 0 if correct else 1
+        self._posterior = self._posterior * self._grid.likelihood[outcome, self.plan.levels.index(int(level))]
+        self._posterior /= self._posterior.sum()
         self.answers.append((int(level), bool(correct)))
-        return self.estimate()
+
+    def marginal_thresholds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(thresholds ascending, their marginal posterior probabilities)."""
+        marginal = self._posterior.reshape(self._grid.shape).sum(axis=(1, 2, 3))
+        order = np.argsort(self._grid.thresholds)
+        return self._grid.thresholds[order], marginal[order] / marginal.sum()
 
     def estimate(self) -> Estimate:
-        """Posterior mean ``quest_threshold`` and the central 95 % credible interval of its marginal posterior."""
-        marginal = np.asarray(self._quest.marginal_posterior["mean"], dtype=float)
-        thresholds = -np.asarray(self._quest.param_domain["mean"], dtype=float)
-        order = np.argsort(thresholds)
-        thresholds, marginal = thresholds[order], marginal[order]
-        cumulative = np.cumsum(marginal) / marginal.sum()
+        """Posterior median ``quest_threshold`` and the central 95 % credible interval of its marginal posterior,
+        each grid threshold standing for the cell half-way to its neighbours (the posterior's CDF rises linearly
+        across a cell). The median, not the mean: with 20-40 answers the marginal has a long tail towards late
+        thresholds (shallow curves), and its mean sat 0.2 grid units late even with the lapse known; cells, not
+        grid points: an interval from grid point to grid point covered a person's threshold between two points
+        in 8 of 10 runs."""
+        thresholds, marginal = self.marginal_thresholds()
+        middles = (thresholds[1:] + thresholds[:-1]) / 2
+        edges = np.concatenate([[2 * thresholds[0] - middles[0]], middles, [2 * thresholds[-1] - middles[-1]]])
+        cumulative = np.concatenate([[0.0], np.cumsum(marginal)])
         tail = (1 - CREDIBLE) / 2
-        low = thresholds[min(np.searchsorted(cumulative, tail), len(thresholds) - 1)]
-        high = thresholds[min(np.searchsorted(cumulative, 1 - tail), len(thresholds) - 1)]
-        mean = float((thresholds * marginal).sum() / marginal.sum())
-        return Estimate(quest_threshold=mean, ci_low=float(low), ci_high=float(high), trials=len(self.answers))
+        low, median, high = np.interp([tail, 0.5, 1 - tail], cumulative, edges)
+        return Estimate(quest_threshold=float(median), ci_low=float(low), ci_high=float(high),
+                        trials=len(self.answers), lapse_prior=lapse_prior_name(self.plan, self.observer_kind))
 
 
 class ObserverBlock:
     """One observer's place in one adaptive block, rebuilt from the rows stored so far: which trial to show
     next (QUEST+ picks the level, :func:`pick_trial` the image) and what to store with each answer.
-    Every runner drives its blocks through this, so people and models meet the same procedure."""
+    Every runner drives its blocks through this, so people and models meet the same procedure (with the lapse
+    prior of their kind, :func:`lapse_weights`)."""
 
-    def __init__(self, plan: AdaptivePlan, trials_by_level: dict[int, list[str]], stored_rows, seed: int):
+    def __init__(self, plan: AdaptivePlan, observer_kind: str, trials_by_level: dict[int, list[str]], stored_rows,
+                 seed: int):
         rows = sorted(stored_rows, key=lambda r: r["trial_index"])
         self.plan, self.trials_by_level, self.seed = plan, trials_by_level, seed
         self.session = session_name(plan.condition)
-        self.run = AdaptiveRun.replay(plan, answers_from_rows(rows))
+        self.run = AdaptiveRun.replay(plan, observer_kind, answers_from_rows(rows))
         self.shown = [r["trial_id"] for r in rows]
 
     @property

@@ -110,13 +110,14 @@ def participant_sequence(experiment: Experiment, group: int, participant: str, s
     return out
 
 
-def adaptive_blocks(experiment: Experiment, store, observer: str) -> list[ObserverBlock]:
+def adaptive_blocks(experiment: Experiment, store, observer: str, observer_kind: str) -> list[ObserverBlock]:
     """The observer's QUEST+ blocks (``cuebench.adaptive``), each resumed from its answers in ``store``
-    (a ``ResponseStore``); every runner shows them after the fixed sequence."""
+    (a ``ResponseStore``), with the lapse prior of ``observer_kind``; every runner shows them after the fixed
+    sequence."""
     blocks = []
     for plan in experiment.adaptive:
         session = session_name(plan.condition)
         stored = store.rows("experiment = ? AND observer = ? AND session = ?", [experiment.name, observer, session])
-        blocks.append(ObserverBlock(plan, experiment.adaptive_trials(plan.condition), stored,
+        blocks.append(ObserverBlock(plan, observer_kind, experiment.adaptive_trials(plan.condition), stored,
                                     participant_seed(experiment.name, observer, session)))
     return blocks

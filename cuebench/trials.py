@@ -296,15 +296,22 @@ class AssignmentPlan(Model):
     groups: tuple[tuple[str, ...], ...] = Field(min_length=1)
 
 
+PEOPLE_LAPSE_PRIOR = (1.0, 20.0)
+"""Beta(a, b) of a person's lapse in a QUEST+ block (:class:`AdaptivePlan`)."""
+
+
 class AdaptivePlan(Model):
     """An adaptive (QUEST+) block over one condition's grid (``cuebench.adaptive`` runs it).
 
     ``levels`` are grid positions with test trials, ``values`` their stimulus-axis values
     (``axis``, e.g. the patch-shuffle ``grid``), strictly increasing. QUEST+'s parameter space
     spans ``thresholds`` (axis units), ``spreads`` and ``lapses``; the prior over the threshold
-    is normal (``prior_mean``, ``prior_sd``) or, without a mean, uniform. A block stops after
-    ``trials`` answers, or earlier once the 95 % credible interval is narrower than
-    ``stop_ci_width`` (axis units)."""
+    is normal (``prior_mean``, ``prior_sd``) or, without a mean, uniform. The prior over the
+    lapses is Beta(``people_lapse_prior``) for people (psignifit's default for a lapse, Schütt et
+    al. 2016, Sec. 2.4: people rarely lapse, and a flat prior lets a large lapse trade against a
+    late threshold) and flat for models, which may stay far below 100 % on easy images; ``None``:
+    flat for people too. A block stops after ``trials`` answers, or earlier once the 95 % credible
+    interval is narrower than ``stop_ci_width`` (axis units)."""
 
     condition: str
     levels: tuple[StrictInt, ...]
@@ -318,6 +325,9 @@ class AdaptivePlan(Model):
     lapses: tuple[Annotated[float, Field(ge=0, lt=1)], ...] = (0.0, 0.03, 0.1, 0.2, 0.3)
     prior_mean: float | None = None
     prior_sd: float | None = Field(None, gt=0)
+    people_lapse_prior: tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)]] | None = \
+        PEOPLE_LAPSE_PRIOR
+    """Beta(a, b) over ``lapses`` for people (human and pilot observers), a >= 1 so the density is finite at 0."""
     stop_ci_width: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")

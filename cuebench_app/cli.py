@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "human_tasks.cli": {"lab_group_chooser": least_filled_group,
                                     "lab_session_recorder": record_lab_session},
                 "cuebench_app.demo": {"run_command": main},
-                "cuebench.contract_cli": {"more_schemas": {"rules": rules_model}}}
+                "cuebench.contract_cli": {"more_schemas": {"rules": rules_model}},
+                "analysis.cli": {"recruitment_target": recruitment_target}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
     listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
@@ -57,6 +58,14 @@ def rules_model() -> type:
     from experiment_server.study_rules import RulesRecord
 
     return RulesRecord
+
+
+def recruitment_target(expdir) -> int | None:
+    """``cuebench prereg``'s stopping rule: the recruitment target stored with the study (its rules.json), which
+    the server enforces; None where the study has none."""
+    from experiment_server.study_rules import load_rules
+
+    return load_rules(expdir).target_n
 
 
 def least_filled_group(expdir, database: str | None = None) -> int:

@@ -26,7 +26,7 @@ bp = Blueprint("adaptive", __name__)
 def _block(token: str, number: int) -> tuple[ObserverBlock, object]:
     study = _study()
     participant = _participant(token)
-    blocks = adaptive_blocks(study.experiment, study.store, participant.code)
+    blocks = adaptive_blocks(study.experiment, study.store, participant.code, participant.observer_kind)
     if not 0 <= number < len(blocks):
         raise Rejected(404, f"adaptive block {number} does not exist (this experiment has {len(blocks)})")
     return blocks[number], participant
@@ -47,7 +47,7 @@ def next_trial(token: str):
     """The first unfinished block's next trial (same fields as a fixed trial of the plan), or ``done``."""
     study = _study()
     participant = _participant(token)
-    for number, block in enumerate(adaptive_blocks(study.experiment, study.store, participant.code)):
+    for number, block in enumerate(adaptive_blocks(study.experiment, study.store, participant.code, participant.observer_kind)):
         if block.finished:
             continue
         _, trial = _next(block, block.index)

@@ -8,6 +8,7 @@ the next level is chosen. A re-run replays the stored answers and continues the 
 
 from __future__ import annotations
 
+from cuebench.adaptive import MODEL
 from cuebench.counterbalance import adaptive_blocks
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score
@@ -34,7 +35,7 @@ def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: Re
     import torch
     from tqdm import tqdm
 
-    blocks = [block for block in adaptive_blocks(experiment, store, observer.observer_id) if not block.finished]
+    blocks = [block for block in adaptive_blocks(experiment, store, observer.observer_id, MODEL) if not block.finished]
     if not blocks:
         return 0
     shown = {sid for plan in experiment.adaptive for ids in experiment.adaptive_trials(plan.condition).values()

@@ -4,7 +4,7 @@ observers' thresholds, beside the fixed-level fits.
 People differ in their thresholds, so the observers' posteriors are no repeated measurements of one value:
 pooling them by inverse variance (a fixed-effect model) claims a precision about one common threshold that
 nobody has, and with a between-observer SD of 1.5 grid units its interval covered the population mean in 7 of
-12 simulated studies. The population row is the mean of the observers' posterior means with a Student-t
+12 simulated studies. The population row is the mean of the observers' posterior medians with a Student-t
 interval over observers, whose spread holds both the differences between people and each one's measurement
 error (a random-effects mean with every observer weighted alike).
 
@@ -35,7 +35,7 @@ CHANCE_ALPHA = 0.05
 PRIOR_ONLY, EXTRAPOLATED = "prior-only", "extrapolated"
 POPULATION = "population mean"
 COLUMNS = ["observer", "observer_kind", "condition", "axis", "fit", "quest_threshold", "ci_low", "ci_high", "trials",
-           "observers", "between_sd", "accuracy", "label", "note"]
+           "observers", "between_sd", "accuracy", "lapse_prior", "label", "note"]
 
 
 def grid_of(scored: pd.DataFrame, condition: str) -> tuple[str, np.ndarray]:
@@ -83,7 +83,7 @@ def final_posteriors(scored: pd.DataFrame, n_choices: int) -> pd.DataFrame:
 
 
 def population_means(per_observer: pd.DataFrame, grids: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Per kind and condition, the population mean threshold: the mean of the N observers' posterior means
+    """Per kind and condition, the population mean threshold: the mean of the N observers' posterior medians
     t̄ with the Student-t interval t̄ ± t_{0.975, N−1} · SD / √N over observers (SD the between-observer standard
     deviation of the estimates). Prior-only observers are left out; fewer than two others give no row.
     ``grids``: each condition's tested values, for the ``extrapolated`` label."""
@@ -99,7 +99,8 @@ def population_means(per_observer: pd.DataFrame, grids: dict[str, np.ndarray]) -
         row = {"observer": f"{kind}s ({POPULATION})", "observer_kind": kind, "condition": condition,
                "axis": g["axis"].iloc[0], "fit": POPULATION, "quest_threshold": mean, "ci_low": mean - half,
                "ci_high": mean + half, "trials": int(informative["trials"].sum()), "observers": count,
-               "between_sd": sd, "accuracy": np.nan}
+               "between_sd": sd, "accuracy": np.nan,
+               "lapse_prior": ", ".join(sorted(informative["lapse_prior"].dropna().astype(str).unique()))}
         left_out = len(g) - count
         notes = [f"{POPULATION} of {count} observers' QUEST+ thresholds, t-interval over observers"
                  + (f"; {left_out} prior-only observer{'s' if left_out > 1 else ''} left out" if left_out else "")]
@@ -116,8 +117,10 @@ def method_record(table: pd.DataFrame) -> dict:
     population = table[table["fit"] == POPULATION]
     return {
         "procedure": "QUEST+ (Watson 2017), psi = gamma + (1 - gamma - lambda)(1 - Phi((x - t)/s)), gamma = 1/C",
-        "per-observer estimate": "posterior mean of t after the last answer, central 95 % credible interval",
-        "pooling": "population mean: mean of the observers' posterior means, Student-t interval over observers "
+        "per-observer estimate": "posterior median of t after the last answer, central 95 % credible interval",
+        "lapse priors": {kind: sorted(rows["lapse_prior"].dropna().astype(str).unique())
+                         for kind, rows in individual.groupby("observer_kind")},
+        "pooling": "population mean: mean of the observers' posterior medians, Student-t interval over observers "
                    "(not inverse-variance pooling, which assumes one common threshold)",
         "population means": [{"observer_kind": r.observer_kind, "condition": r.condition,
                               "observers": int(r.observers),
@@ -152,8 +155,10 @@ class Adaptive(Section):
         record = method_record(both)
         record_method(
             result, self.name,
-            f"QUEST+ thresholds (Watson 2017) are each of {record['observers']} observer(s)' posterior mean after the "
-            "last answer with a central 95 % credible interval; population means average the observers' estimates "
+            f"QUEST+ thresholds (Watson 2017) are each of {record['observers']} observer(s)' posterior median after "
+            "the last answer with a central 95 % credible interval (lapse prior: "
+            + "; ".join(f"{kind}s {' and '.join(priors)}" for kind, priors in record["lapse priors"].items())
+            + "); population means average the observers' estimates "
             f"with a Student-t interval over observers ({record['prior-only observers']} observer(s) whose answers "
             "were not above chance are listed as prior-only and not pooled).",
             **record)

@@ -98,11 +98,14 @@ def design_sentences(record: dict) -> list[str]:
         stop = (f", or fewer once the 95 % interval was narrower than {plan['stop_ci_width']:g}"
                 if plan["stop_ci_width"] else "")
         low, high, count = plan["thresholds"]
+        beta = plan.get("people_lapse_prior")
+        lapse_prior = (f"a Beta({beta[0]:g}, {beta[1]:g}) prior over them for people and a flat one for models"
+                       if beta else "a flat prior over them")
         out.append(f"An adaptive block over {str(plan['condition']).replace('_', ' ')} chose each trial's "
                    f"{plan['axis']} among {', '.join(_value(v) for v in plan['values'])} by QUEST+ (Watson 2017) "
                    f"for {plan['trials']} trials{stop}, with guess rate {plan['guess_rate']:.3g}, {count} "
                    f"threshold(s) from {low:g} to {high:g}, spreads {', '.join(_value(v) for v in plan['spreads'])}, "
-                   f"lapse rates {', '.join(_value(v) for v in plan['lapses'])} and {prior}.")
+                   f"lapse rates {', '.join(_value(v) for v in plan['lapses'])} ({lapse_prior}) and {prior}.")
     if record.get("language"):
         out.append(f"Participants read the study in {say('language_name', record['language'])}: its texts and "
                    "every screen of the task.")

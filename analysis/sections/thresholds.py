@@ -40,10 +40,12 @@ def thresholds_sentence(record: dict) -> str:
                 f"{record['series']} observer x condition series ({why}), so no fixed-level thresholds are reported.")
     return ("Psychometric functions psi(x) = gamma + (1 - gamma - lambda)(1 - F(x)) with a logistic F (psignifit 4, "
             f"Schuett et al. 2016) were fitted to {record['series fitted']} of {record['series']} observer x condition "
-            "series, once with the floor gamma at chance and once free (flat on [1/C, 1), floor + lapse < 1), the two "
-            "averaged by their evidence; the lapse prior was flat. Thresholds are the level where accuracy falls "
-            "half-way from the originals' accuracy to chance (our definition, on the rescaling of Burgert et al. "
-            "2025, Eq. 11), reported as posterior medians with central 95 % credible intervals.")
+            f"series, once with the floor gamma at chance and once free (floor prior: {record['priors']['floor']}), "
+            f"the two averaged by their evidence; lapse prior: {record['priors']['lapse']}. Thresholds are the level "
+            "where accuracy falls half-way from the originals' accuracy to chance (our definition, on the rescaling "
+            "of Burgert et al. 2025, Eq. 11), reported as posterior medians with central 95 % credible intervals; "
+            f"{record['half-way thresholds not identified']} half-way threshold(s) whose interval reached beyond the "
+            "tested grid (or that never fell half-way) are reported as not identified, without a point value.")
 
 
 @register

@@ -104,8 +104,8 @@ class Responses:
     def _commit(self, trial: Trial, outcome: Outcome, restarts: int, session: str, trial_index: int,
                 **fields) -> None:
         events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
-        observer_kind = "pilot" if self.options.simulation is not None else "human"
-        row = trial_row(self.experiment, trial, observer=self.options.participant, observer_kind=observer_kind,
+        row = trial_row(self.experiment, trial, observer=self.options.participant,
+                        observer_kind=self.options.observer_kind,
                         session=session, trial_index=trial_index, response=outcome.response,
                         rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
                         timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,

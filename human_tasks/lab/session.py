@@ -71,6 +71,11 @@ class LabOptions:
     allow_text_mismatch: bool = False
     """Run although the texts contradict the experiment (``cuebench.texts.check_texts``)."""
 
+    @property
+    def observer_kind(self) -> str:
+        """What the rows say answered: ``pilot`` for a scripted participant, else ``human``."""
+        return "pilot" if self.simulation is not None else "human"
+
 
 @dataclass
 class SessionSummary:
@@ -221,7 +226,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                               "use --input mouse")
         _check_stimuli(expdir, experiment, trials)
         csv_path, log_path = session_paths(expdir.root, experiment.name, options.participant, session)
-        blocks = adaptive_blocks(experiment, store, options.participant)
+        blocks = adaptive_blocks(experiment, store, options.participant, options.observer_kind)
         adaptive_before = sum(b.index for b in blocks)
         blocks = [b for b in blocks if not b.finished]
         _check_stimuli(expdir, experiment, [experiment.trial(tid) for b in blocks
@@ -236,7 +241,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
                 refresh = runner.refresh_record
                 runner.close()
         rows = store.rows("experiment=? AND observer=? AND session=?", [experiment.name, options.participant, session])
-        adaptive = adaptive_blocks(experiment, store, options.participant)
+        adaptive = adaptive_blocks(experiment, store, options.participant, options.observer_kind)
         adaptive_answered = sum(b.index for b in adaptive)
         write_psychopy_csv(rows, csv_path)
         timed = [r for r in rows if r.get("dropped_frames") is not None]

@@ -3,6 +3,8 @@ here from the documented model, not with the module's own function)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ C = 16
 # 55 % or 50 % correct on the originals.
 OBSERVERS = {"person-like": (9.3, 1.8, 0.02), "model-like": (5.6, 0.8, 0.15), "weak model": (5.6, 0.8, 0.45),
              "half-lapsing model": (7.0, 1.2, 0.5)}
+KINDS = {"person-like": "human", "model-like": "model", "weak model": "model", "half-lapsing model": "model"}
 
 
 def correct_probability(value, threshold, spread, lapse):
@@ -29,9 +32,9 @@ def plan(**changes) -> AdaptivePlan:
     return plan_for_grid("patch_shuffle", range(len(GRIDS)), GRIDS, "grid", 1 / C, 40, **changes)
 
 
-def run_observer(p: AdaptivePlan, true, seed: int) -> AdaptiveRun:
+def run_observer(p: AdaptivePlan, true, seed: int, kind: str = "human") -> AdaptiveRun:
     rng = np.random.default_rng(seed)
-    run = AdaptiveRun(p)
+    run = AdaptiveRun(p, kind)
     while not run.finished:
         level = run.next_level()
         run.update(level, bool(rng.random() < correct_probability(p.value_of(level), *true)))
@@ -40,7 +43,7 @@ def run_observer(p: AdaptivePlan, true, seed: int) -> AdaptiveRun:
 
 def coverage(name: str, repetitions: int) -> float:
     true = OBSERVERS[name]
-    runs = [run_observer(plan(), true, seed) for seed in range(repetitions)]
+    runs = [run_observer(plan(), true, seed, KINDS[name]) for seed in range(repetitions)]
     return float(np.mean([r.estimate().ci_low <= true[0] <= r.estimate().ci_high for r in runs]))
 
 
@@ -63,19 +66,19 @@ def test_credible_interval_coverage_over_many_repetitions(name):
 
 def test_replay_continues_exactly_where_the_run_was():
     run = run_observer(plan(), OBSERVERS["person-like"], seed=3)
-    half = AdaptiveRun.replay(run.plan, run.answers[:20])
+    half = AdaptiveRun.replay(run.plan, "human", run.answers[:20])
     assert half.next_level() == run.answers[20][0]
-    assert AdaptiveRun.replay(run.plan, run.answers).estimate() == run.estimate()
+    assert AdaptiveRun.replay(run.plan, "human", run.answers).estimate() == run.estimate()
     assert run.finished and len(run.answers) == 40
     with pytest.raises(AdaptiveError, match="finished after 40 answers"):
         run.next_level()
 
 
 def test_early_stop_and_prior():
-    narrow = run_observer(plan(stop_ci_width=4.0), OBSERVERS["model-like"], seed=1)
+    narrow = run_observer(plan(stop_ci_width=4.0), OBSERVERS["model-like"], seed=1, kind="model")
     estimate = narrow.estimate()
     assert len(narrow.answers) < 40 and estimate.ci_high - estimate.ci_low <= 4.0
-    informed = AdaptiveRun(plan(prior_mean=6.0, prior_sd=1.0)).estimate()
+    informed = AdaptiveRun(plan(prior_mean=6.0, prior_sd=1.0), "human").estimate()
     assert informed.quest_threshold == pytest.approx(6.0, abs=0.05) and informed.ci_high - informed.ci_low < 5
 
 
@@ -86,11 +89,12 @@ def test_the_lapse_grid_reaches_up_to_one_minus_chance():
 
 
 def test_estimates_are_stored_as_quest_threshold_and_old_rows_still_read():
-    estimate = AdaptiveRun(plan()).update(3, True)
-    assert set(estimate.to_dict()) == {"quest_threshold", "ci_low", "ci_high", "trials"}
+    estimate = AdaptiveRun(plan(), "human").update(3, True)
+    assert set(estimate.to_dict()) == {"quest_threshold", "ci_low", "ci_high", "trials", "lapse_prior"}
     assert Estimate.from_dict(estimate.to_dict()) == estimate
     old = {"threshold": 7.5, "ci_low": 4.0, "ci_high": 11.0, "trials": 12}
-    assert Estimate.from_dict(old) == Estimate(quest_threshold=7.5, ci_low=4.0, ci_high=11.0, trials=12)
+    assert Estimate.from_dict(old) == Estimate(quest_threshold=7.5, ci_low=4.0, ci_high=11.0, trials=12,
+                                               lapse_prior="flat")  # runs before people had their own lapse prior
 
 
 def test_plan_round_trips_through_json_and_checks_its_fields():
@@ -103,47 +107,136 @@ def test_plan_round_trips_through_json_and_checks_its_fields():
     with pytest.raises(SchemaError, match="field 'trial_count': unknown field"):
         AdaptivePlan.from_dict({**p.to_dict(), "trial_count": 3})
     with pytest.raises(AdaptiveError, match="level 99 is not on the grid"):
-        AdaptiveRun(p).update(99, True)
+        AdaptiveRun(p, "human").update(99, True)
 
 
-# Pooling observers' thresholds: people differ, so the report's population row must cover the population mean
-# threshold, not claim the precision of one common threshold. Observers simulated here, each a true threshold drawn
-# around the population mean and a posterior summary (mean ± 1.96 sd) of a measurement with its own error.
-POPULATION_MEAN, BETWEEN_SD = 9.0, 1.5
+@pytest.mark.validates(
+    "QUEST+ level chosen next and the threshold's marginal posterior",
+    definition="minimum expected posterior entropy over the (threshold, spread, lapse) grid; Bayes' rule per answer; "
+               "people's lapse prior Beta(1, 20) over the lapse grid",
+    source="Watson 2017, computed on plain arrays",
+    reference="the questplus package's QuestPlus (the reference implementation) stepped through the same answers",
+    tolerance="the same level at every step; marginal posterior within 1e-12")
+def test_each_level_and_the_posterior_agree_with_questplus_itself():
+    # questplus's own QuestPlus, stepped through the same answers, with the people's Beta(1, 20) lapse prior
+    # written here with scipy: the same level every time and the same marginal posterior of the threshold
+    from questplus import QuestPlus
+    from scipy.stats import beta
+
+    p = plan()
+    quest = QuestPlus(stim_domain={"intensity": -np.asarray(p.values)},
+                      param_domain={"mean": -np.asarray(p.thresholds), "sd": np.asarray(p.spreads),
+                                    "lower_asymptote": np.array([1 / C]), "lapse_rate": np.asarray(p.lapses)},
+                      outcome_domain={"response": ["correct", "incorrect"]},
+                      prior={"lapse_rate": beta.pdf(np.asarray(p.lapses), 1, 20)}, func="norm_cdf",
+                      stim_scale="linear")
+    run, rng = AdaptiveRun(p, "human"), np.random.default_rng(5)
+    while not run.finished:
+        level = run.next_level()
+        assert p.values[p.levels.index(level)] == pytest.approx(-quest.next_stim["intensity"])
+        correct = bool(rng.random() < correct_probability(p.value_of(level), *OBSERVERS["person-like"]))
+        run.update(level, correct)
+        quest.update(stim={"intensity": -p.value_of(level)}, outcome={"response": "correct" if correct else "incorrect"})
+    thresholds, marginal = run.marginal_thresholds()
+    expected = dict(zip(-np.asarray(quest.param_domain["mean"]), quest.marginal_posterior["mean"]))
+    assert marginal == pytest.approx([expected[t] for t in thresholds], abs=1e-12)
 
 
-def _study(rng, observers: int, condition: str = "patch_shuffle") -> "pd.DataFrame":
+def test_people_get_a_lapse_prior_near_zero_and_models_a_flat_one():
+    from cuebench.adaptive import lapse_weights
+
+    p = plan()
+    people = lapse_weights(p, "human")
+    # Beta(1, 20) at lapses 0, 0.05, 0.1: 20, 20 * 0.95^19, 20 * 0.9^19, normalised over the grid
+    assert people[1] / people[0] == pytest.approx(0.95 ** 19) and people[2] / people[0] == pytest.approx(0.9 ** 19)
+    assert np.array_equal(lapse_weights(p, "pilot"), people)
+    assert np.allclose(lapse_weights(p, "model"), 1 / len(p.lapses))
+    assert np.allclose(lapse_weights(plan(people_lapse_prior=None), "human"), 1 / len(p.lapses))
+    assert AdaptiveRun(p, "model").estimate().lapse_prior == "flat"
+    assert AdaptiveRun(p, "human").estimate().lapse_prior == "Beta(1, 20)"
+    with pytest.raises(SchemaError, match="people_lapse_prior"):
+        plan(people_lapse_prior=(0.5, 10.0))
+
+
+# The population mean end to end: people simulated here from the documented model (numpy and the standard library
+# only, nothing of the code under test), QUEST+ (AdaptiveRun) choosing every level, and the report's pooling of the
+# final posteriors (final_posteriors, then population_means) as the system under test.
+# Each design: (alternatives C, trials per block, population mean threshold in grid units, between-observer SD,
+# observers per study). Means in the grid's middle and two units inside either end of the 2-16 grid.
+STUDY_DESIGNS = [(3, 20, 9.0, 1.5, 8), (16, 30, 4.0, 0.5, 8), (3, 40, 14.0, 0.0, 6), (16, 20, 14.0, 1.0, 8)]
+STUDIES = 12
+PEOPLE_SPREAD, PEOPLE_LAPSE = (0.8, 2.0), (0.0, 0.05)  # uniform ranges of each person's s and lambda
+
+
+def person_correct(value: float, threshold: float, spread: float, lapse: float, choices: int) -> float:
+    """gamma + (1 - gamma - lambda)(1 - Phi((x - t)/s)) with 1 - Phi(z) = erfc(z / sqrt 2) / 2."""
+    return 1 / choices + (1 - 1 / choices - lapse) * 0.5 * math.erfc((value - threshold) / (spread * math.sqrt(2)))
+
+
+def simulated_study(design, seed: int):
+    """One study of the design: the report's population row and the true thresholds of its observers."""
     import pandas as pd
 
-    truth = rng.normal(POPULATION_MEAN, BETWEEN_SD, observers)
-    sd = rng.uniform(0.3, 1.0, observers)
-    estimate = truth + rng.normal(0, sd)
-    return pd.DataFrame({"observer": [f"P{i}" for i in range(observers)], "observer_kind": "human",
-                         "condition": condition, "axis": "grid", "fit": "individual",
-                         "quest_threshold": estimate, "ci_low": estimate - 1.96 * sd, "ci_high": estimate + 1.96 * sd,
-                         "trials": 40, "observers": 1, "between_sd": np.nan, "accuracy": 0.6, "label": "", "note": ""})
+    from analysis.sections.adaptive import final_posteriors, population_means
+
+    choices, trials, mean, between_sd, observers = design
+    rng = np.random.default_rng(seed)
+    p = plan_for_grid("patch_shuffle", range(len(GRIDS)), GRIDS, "grid", 1 / choices, trials)
+    rows, truths = [], rng.normal(mean, between_sd, observers)
+    for person, threshold in enumerate(truths):
+        spread, lapse = rng.uniform(*PEOPLE_SPREAD), rng.uniform(*PEOPLE_LAPSE)
+        run = AdaptiveRun(p, "human")
+        while not run.finished:
+            level = run.next_level()
+            correct = bool(rng.random() < person_correct(p.value_of(level), threshold, spread, lapse, choices))
+            rows.append({"observer": f"P{person}", "observer_kind": "human", "condition": "patch_shuffle",
+                         "level": level, "params": {"grid": int(p.value_of(level))}, "trial_index": len(run.answers),
+                         "correct": int(correct), "adaptive": run.update(level, correct).to_dict()})
+    per = final_posteriors(pd.DataFrame(rows), choices)
+    return population_means(per, {"patch_shuffle": np.asarray(GRIDS, dtype=float)}).iloc[0], truths
+
+
+@pytest.fixture(scope="module")
+def quest_studies() -> dict:
+    return {design: [simulated_study(design, 100 * number + study) for study in range(STUDIES)]
+            for number, design in enumerate(STUDY_DESIGNS)}
 
 
 @pytest.mark.validates(
     "QUEST+ population mean threshold per kind x condition",
-    definition="mean of the observers' posterior means, t-interval mean ± t_{0.975,N-1} SD/sqrt(N) over N observers; "
-               "prior-only observers left out",
-    source="random observers (a random-effects mean with equal weights); replaces inverse-variance pooling "
-           "(fixed effect, Borenstein et al. 2009 ch. 11), which assumes one common threshold",
-    reference="simulated studies: thresholds ~ N(9, 1.5^2) between observers, each measured with its own error",
-    tolerance="coverage of the population mean >= 0.9 over 400 studies of 3-8 observers")
-def test_population_mean_interval_covers_the_mean_of_observers_who_differ():
+    definition="mean of the observers' posterior thresholds, t-interval mean ± t_{0.975,N-1} SD/sqrt(N) over N "
+               "observers; prior-only observers left out; each observer's posterior median, people's QUEST+ lapse "
+               "prior Beta(1, 20) over the lapse grid",
+    source="QUEST+ (Watson 2017); a random-effects mean with equal weights, not inverse-variance pooling (fixed "
+           "effect, Borenstein et al. 2009 ch. 11); a lapse prior near 0 as psignifit's Beta(1, 10) (Schuett et al. "
+           "2016), concentrated further by simulation",
+    reference="48 simulated studies run end to end through QUEST+: C = 3 and 16, 20-40 trials, between-observer SD "
+              "0-1.5, means in the grid's middle and 2 units from its ends, people's lapses 0-0.05",
+    tolerance="coverage of the population mean >= 0.9; |bias| <= 0.25 grid units per design")
+def test_quest_population_mean_covers_and_is_unbiased_end_to_end(quest_studies):
+    """48 studies (4 designs x 12) of 6-8 simulated people each, every answer chosen by QUEST+ and pooled as the
+    report pools. Monte Carlo error: coverage is a share of 48 studies (SE 0.03 at a true 0.95); the bias of a design is
+    the mean of its 12 studies' pooled mean minus the mean of their observers' true thresholds, i.e. the mean error of
+    72-96 observers' estimates (SE about 0.1 grid units)."""
+    covered, biases = [], {}
+    for design, studies in quest_studies.items():
+        mean = design[2]
+        covered += [row["ci_low"] <= mean <= row["ci_high"] for row, _ in studies]
+        biases[design] = float(np.mean([row["quest_threshold"] - truths.mean() for row, truths in studies]))
+    assert np.mean(covered) >= 0.9, (np.mean(covered), biases)
+    assert all(abs(bias) <= 0.25 for bias in biases.values()), biases
+
+
+def _study(rng, observers: int, condition: str = "patch_shuffle") -> "pd.DataFrame":
+    """Per-observer rows as final_posteriors gives them, for the pooling's hand-computed cases."""
     import pandas as pd
 
-    from analysis.sections.adaptive import POPULATION, population_means
-
-    rng = np.random.default_rng(0)
-    studies = pd.concat([_study(rng, 3 + study % 6, f"study-{study}") for study in range(400)], ignore_index=True)
-    rows = population_means(studies, {c: np.arange(2.0, 17.0) for c in studies["condition"].unique()})
-    assert len(rows) == 400 and (rows["fit"] == POPULATION).all()
-    assert (rows["observer"] == f"humans ({POPULATION})").all()
-    coverage = np.mean((rows["ci_low"] <= POPULATION_MEAN) & (POPULATION_MEAN <= rows["ci_high"]))
-    assert coverage >= 0.9, coverage
+    estimate = rng.normal(9.0, 1.5, observers)
+    return pd.DataFrame({"observer": [f"P{i}" for i in range(observers)], "observer_kind": "human",
+                         "condition": condition, "axis": "grid", "fit": "individual",
+                         "quest_threshold": estimate, "ci_low": estimate - 1.5, "ci_high": estimate + 1.5,
+                         "trials": 40, "observers": 1, "between_sd": np.nan, "accuracy": 0.6, "lapse_prior": "Beta(1, 20)",
+                         "label": "", "note": ""})
 
 
 def test_population_mean_matches_a_hand_computed_t_interval():
@@ -156,17 +249,17 @@ def test_population_mean_matches_a_hand_computed_t_interval():
     assert row["ci_high"] - 10.0 == pytest.approx(4.968275, abs=1e-5) and row["observers"] == 3
 
 
-def _block_rows(observer: str, p: AdaptivePlan, answer, seed: int) -> list[dict]:
+def _block_rows(observer: str, p: AdaptivePlan, answer, seed: int, kind: str = "human") -> list[dict]:
     """One observer's adaptive block as response rows (what every runner stores): QUEST+ picks the level, ``answer``
     (value, rng) -> correct, and each row carries the posterior after it."""
     import json
 
-    rng, run, rows = np.random.default_rng(seed), AdaptiveRun(p), []
+    rng, run, rows = np.random.default_rng(seed), AdaptiveRun(p, kind), []
     while not run.finished:
         level = run.next_level()
         correct = bool(answer(p.value_of(level), rng))
         estimate = run.update(level, correct)
-        rows.append({"observer": observer, "observer_kind": "human", "session": "adaptive-patch_shuffle",
+        rows.append({"observer": observer, "observer_kind": kind, "session": "adaptive-patch_shuffle",
                      "trial_index": len(rows), "condition": "patch_shuffle", "level": level,
                      "params": json.dumps({"grid": int(p.value_of(level))}), "correct": int(correct),
                      "adaptive": estimate.to_dict()})
@@ -174,8 +267,9 @@ def _block_rows(observer: str, p: AdaptivePlan, answer, seed: int) -> list[dict]
 
 
 def test_chance_observers_are_prior_only_and_pool_into_no_interval_narrower_than_theirs():
-    # two observers answering at chance: their posteriors stay the prior (interval as wide as the prior's) and must
-    # not pool into a narrow interval; one observer who sees the cue keeps a threshold of their own
+    # two people answering at chance: rarely lapsing (the people's lapse prior), they read as a threshold below the
+    # easiest level, are labelled prior-only and must not pool; a model at chance keeps the prior (flat lapse prior);
+    # one observer who sees the cue keeps a threshold of their own
     import pandas as pd
 
     from analysis.sections.adaptive import PRIOR_ONLY, final_posteriors, grid_of, population_means
@@ -187,11 +281,13 @@ def test_chance_observers_are_prior_only_and_pool_into_no_interval_narrower_than
         + _block_rows("sees", p, sees, 3)
     scored = pd.DataFrame(rows)
     per = final_posteriors(scored, C).set_index("observer")
-    prior = AdaptiveRun(p).estimate()
     for observer in ("chance-1", "chance-2"):
         assert per.loc[observer, "label"].startswith(PRIOR_ONLY) and "not above chance" in per.loc[observer, "note"]
-        width = per.loc[observer, "ci_high"] - per.loc[observer, "ci_low"]
-        assert width >= 0.9 * (prior.ci_high - prior.ci_low)  # the posterior is the prior
+        assert per.loc[observer, "ci_low"] < GRIDS[0]
+    model = final_posteriors(pd.DataFrame(_block_rows("chance-model", p, at_chance, 4, kind="model")), C).iloc[0]
+    prior = AdaptiveRun(p, "model").estimate()
+    assert model["label"].startswith(PRIOR_ONLY)
+    assert model["ci_high"] - model["ci_low"] >= 0.8 * (prior.ci_high - prior.ci_low)  # mostly the prior
     assert PRIOR_ONLY not in per.loc["sees", "label"]
     assert population_means(per.reset_index(), {"patch_shuffle": grid_of(scored, "patch_shuffle")[1]}).empty
 

@@ -60,7 +60,8 @@ def experiment_dir(tmp_path, photos) -> Path:
 
 
 def check_adaptive_rows(expdir: Path, observer: str) -> list[dict]:
-    """Exactly the block's trials, once each, in order, each with the level it showed and QUEST+'s estimate."""
+    """Exactly the block's trials, once each, in order, each with the level it showed and QUEST+'s estimate under
+    the lapse prior of the observer's kind."""
     experiment = ExperimentDir(expdir).load()
     with ResponseStore(expdir / "responses.sqlite") as store:
         rows = store.rows("observer = ? AND session = ?", [observer, session_name("patch_shuffle")])
@@ -71,6 +72,8 @@ def check_adaptive_rows(expdir: Path, observer: str) -> list[dict]:
         assert r["correct"] == int(r["response"] == trial.correct)
         assert r["adaptive"]["trials"] == r["trial_index"] + 1
         assert r["adaptive"]["ci_low"] <= r["adaptive"]["quest_threshold"] <= r["adaptive"]["ci_high"]
+        # models keep the flat lapse prior, people (and pilots) get theirs near 0
+        assert r["adaptive"]["lapse_prior"] == ("flat" if r["observer_kind"] == "model" else "Beta(1, 20)")
     return rows
 
 

@@ -223,7 +223,8 @@ def test_the_preregistration_names_the_studys_design_the_plans_n_and_the_reports
     models = re.search(r"Statistical models: .*?pilot's\): (.*)", text).group(1)
     assert models and " ".join(models.split()) in " ".join(methods.split())  # the report's own test sentences
     roles = {r: sum(t.role == r for t in experiment.trials) for r in ("test", "practice", "catch", "attention")}
-    assert (f"Besides its {roles['test']} test trials the experiment held {roles['practice']} practice, "
+    assert not experiment.adaptive  # so every test trial is a fixed-level one
+    assert (f"Besides its {roles['test']} fixed-level test trials the experiment held {roles['practice']} practice, "
             f"{roles['catch']} catch, {roles['attention']} attention trial(s)") in text
     photos = len({t.source_image for t in experiment.trials if t.role == "test"})
     assert f"showed {photos} photo(s)" in text and f"the {len(experiment.label_set.labels)} class labels" in text
@@ -233,6 +234,8 @@ def test_the_preregistration_names_the_studys_design_the_plans_n_and_the_reports
     assert "fails more than 1 attention check(s)" in text and "more than 2 catch trial(s) wrong" in text
     assert "trials without an answer (timeouts) are scored wrong" in text
     assert "Models compared: model-a, resnet" in text and text.count("**TO WRITE:**") == 4
+    cuebench(work, "serve", "rules", "exp", "--target-n", "12")  # without a pilot, N is the stored target
     cuebench(work, "prereg", "exp", "--format", "aspredicted", "--out", "short.md")
     short = (work / "short.md").read_text(encoding="utf-8")
     assert [int(q) for q in re.findall(r"^## (\d)\)", short, re.MULTILINE)] == list(range(1, 10))
+    assert "Sample size: 12 people." in short and "the server closes the study once 12 sessions count" in short
