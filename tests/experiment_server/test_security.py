@@ -743,16 +743,60 @@ def test_csv_exports_neutralise_formulas(served):
 
 
 def test_formula_cells_get_a_quote_and_numbers_stay():
-    """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not."""
+    """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not;
+    so does each ``;``-part, also behind the quotes and spaces a spreadsheet drops."""
     import pandas as pd
 
     cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5,
-             "x;=HYPERLINK(1)", "1;-2;+3", "a;b;", ";@x"]
+             "x;=HYPERLINK(1)", "1;-2;+3", "a;b;", ";@x", 'x;"=1+2', 'x; ""+A1', "a; -2"]
     assert csv_text(["v"], [[c] for c in cells]) == "v\n" + "".join(
         f"{line}\n" for line in ["'=1+2", "'+SUM(A1)", "'-2-3", "'@cmd", "'\tx", "'\rx", "-1.5", "+3", "1e-3",
-                                  "cat", "a=b", '""', '""', "-4", "2.5", "x;'=HYPERLINK(1)", "1;-2;+3", "a;b;", ";'@x"])
+                                  "cat", "a=b", '""', '""', "-4", "2.5", "x;'=HYPERLINK(1)", "1;-2;+3", "a;b;", ";'@x",
+                                  '"x;\'""=1+2"', '"x;\' """"+A1"', "a; -2"])
     frame = pd.DataFrame({"reason": ["=HYPERLINK(1)", "ok"], "rt": [-1.5, 2.0]})
     assert frame_csv(frame).decode() == "reason,rt\n'=HYPERLINK(1),-1.5\nok,2.0\n"
+
+
+QUOTED_FORMULA = ';"=1+2'
+"""A cell part a ``;``-list-separator spreadsheet reads as a quoted cell, and so as the formula ``=1+2``."""
+
+
+def formula_cells(text: str) -> list[str]:
+    """The cells of a CSV text that a spreadsheet would take for a formula, read with ``,`` and with ``;``
+    as the list separator: after the quotes and spaces it drops, a formula character and not a number."""
+    def formula(cell: str) -> bool:
+        shown = cell.strip('" ')
+        try:
+            float(shown)
+        except ValueError:
+            return shown.startswith(("=", "+", "-", "@", "\t", "\r"))
+        return False
+
+    return [cell for separator in ",;" for row in csv.reader(io.StringIO(text), delimiter=separator) for cell in row
+            if formula(cell)]
+
+
+def test_quoted_formulas_are_neutralised_in_every_participants_export(tmp_path):
+    """A ``;"=...`` part in an entry code, a screen-out reason (participants and prolific exports) and a
+    questionnaire answer (participants and questionnaire exports) starts no formula in either kind of
+    spreadsheet; the text is kept, behind a ``'``."""
+    from cuebench.export import export
+    from cuebench.questionnaire import store_answers
+    from experiment_server.db import ServerDB
+
+    root = tmp_path / "exp"
+    experiment = build_sample_experiment(root)
+    db = ServerDB(root / "responses.sqlite", experiment.name)
+    person, _ = db.start(experiment.name, 2, entry_code="code" + QUOTED_FORMULA, prolific_pid="P" * 24,
+                         study_id="S" * 24, prolific_session="Q" * 24)
+    db.set_status(person.code, "screened_out", screen_reason="small screen" + QUOTED_FORMULA)
+    store_answers(db.db, experiment.name, person.code, {"comments": "fine" + QUOTED_FORMULA}, runner="web")
+    db.close()
+    for fmt in ("participants", "prolific", "questionnaire"):
+        (path,) = export(root, fmt, tmp_path / f"{fmt}.csv")
+        text = path.read_text(encoding="utf-8")
+        cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+        assert any(cell.endswith(";'" + QUOTED_FORMULA[1:]) for cell in cells) and formula_cells(text) == [], text
 
 
 # paths and cross-site requests ------------------------------------------------------------
