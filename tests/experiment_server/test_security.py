@@ -38,7 +38,8 @@ from cuebench.responses import KEY, ResponseStore, trial_row
 from cuebench.storage import open_database
 from experiment_server import cli as server_cli
 from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
-from experiment_server.app import MAX_REQUEST_BYTES, _RotatingKeySessions, create_app
+from experiment_server.app import _RotatingKeySessions, create_app
+from experiment_server.request_bounds import body_limit
 from experiment_server.db import OUTCOMES, SETTINGS
 from experiment_server.group_commit import GroupCommit
 from stimuli.web_sample import build_sample_experiment
@@ -257,18 +258,22 @@ def test_a_row_the_database_refuses_fails_only_its_own_request(served):
     assert {k[1] for k in rows_of(served)} >= set(outcomes)
 
 
+def crafted_body(path: str) -> bytes:
+    """One quote and escaped quotes up to the route's size limit."""
+    return b'"' + b'\\"' * ((body_limit(path) - 1) // 2)
+
+
 def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
     """A body of one quote and escaped quotes up to the size limit made the old depth check
     quadratic (256 KiB: about 18 minutes, the server frozen for everyone): it is now refused
     like any bad body, while a participant's answer sent at the same time is stored. Every
     request has the client's timeout, so a hang fails the test."""
     _, token, _ = started(served, code="crafter")
-    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
     honest, honest_token, plan = started(served, code="bystander")
     trial = plan["trials"][0]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        attacks = [pool.submit(served.browser().post_json, f"/api/session/{token}/{route}", crafted)
-                   for route in ("trial/0", "image-failed", "screen")]
+        attacks = [pool.submit(served.browser().post_json, path, crafted_body(path))
+                   for path in (f"/api/session/{token}/{route}" for route in ("trial/0", "image-failed", "screen"))]
         answer = pool.submit(honest.post_json, f"/api/session/{honest_token}/trial/{trial['index']}",
                              trial_answer(trial))
         assert [a.result() for a in attacks] == [400, 400, 400] and answer.result() == 201
@@ -348,7 +353,7 @@ def test_an_ended_session_takes_no_more_reports(served):
     409, or the outcome again for a repeated screen-out (its reply may have been lost)."""
     browser, token, _ = started(served, code="ended")
     assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small", **SMALL_SCREEN}) == 200
-    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
+    crafted = crafted_body(f"/api/session/{token}/screen")
     assert browser.post_json(f"/api/session/{token}/image-failed", crafted) == 409
     assert browser.post_json(f"/api/session/{token}/image-failed", {"url": "/stimuli/x.png"}) == 409
     status, _, body = browser.request("POST", f"/api/session/{token}/screen", crafted, "application/json")
