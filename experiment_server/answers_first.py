@@ -138,10 +138,13 @@ class AnswersFirst:
     def append(self, item) -> None:
         (self.answers if self.answer(item) else self.others).append(item)
 
-    def popleft(self):
-        if self.answers and (self.in_a_row < ANSWERS_IN_A_ROW or not self.others):
+    def popleft(self, others: bool = True):
+        """The next item; with ``others`` False only an answer, or None if none waits."""
+        if self.answers and (self.in_a_row < ANSWERS_IN_A_ROW or not self.others or not others):
             self.in_a_row += 1
             return self.answers.popleft()
+        if not others:
+            return None
         self.in_a_row = 0
         return self.others.popleft()
 

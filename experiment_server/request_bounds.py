@@ -15,9 +15,8 @@ loop, costing no thread, and bound it:
   with 411 and one the client sends only after a "100 Continue" (``Expect``) with 417, both
   before it is read: browsers send neither here, and either would otherwise be read on the
   client's schedule.
-- **Connections.** One address holds at most ``CONNECTIONS_PER_ADDRESS`` open connections (a
-  browser keeps one or two, a class behind one router a few dozen); a connection beyond them
-  is closed at once. Behind a reverse proxy (``--trusted-proxies``) every connection comes
+- **Connections.** One address holds at most ``CONNECTIONS_PER_ADDRESS`` open connections; a
+  connection beyond them is closed at once. Behind a reverse proxy (``--trusted-proxies``) every connection comes
   from the proxy, whose own limit per address (nginx ``limit_conn``) does this instead.
 """
 
@@ -30,8 +29,10 @@ from collections import Counter
 REQUEST_DEADLINE_S = 10
 """Seconds from a request's first byte to its last, at most: a trial's answer (48 KiB at most)
 needs 5 KB/s, which any connection a browser can show a study on has."""
-CONNECTIONS_PER_ADDRESS = 100
-"""Open connections of one client address at most (each server process)."""
+CONNECTIONS_PER_ADDRESS = 256
+"""Open connections of one client address at most (each server process): a browser keeps one to a
+few, and a lab or a class behind one router stays far below; one address takes a quarter of a
+process's ``app.CONNECTION_LIMIT`` at most."""
 
 TRIAL_BODY_BYTES = 48 * 1024
 """A trial's answer: ``validation`` stores at most 32 KiB of ``device`` and ``events``, with

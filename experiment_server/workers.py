@@ -40,7 +40,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from .answers_first import AnswersFirst, head_is_answer
+from .answers_first import OTHERS_AT_ONCE, AnswersFirst, head_is_answer
 from .request_bounds import (CONNECTIONS_PER_ADDRESS, REQUEST_DEADLINE_S, ConnectionsPerAddress, head_refusal,
                              refusal_response)
 
@@ -120,6 +120,9 @@ class BufferingThreadWorker(ThreadWorker):
         self.log.error_log.addFilter(_not_a_timeout)
         self.waiting = AnswersFirst(lambda conn: conn.answer)
         self.free_threads = self.cfg.threads
+        self.others_running = 0
+        """Requests other than answers in threads: at most ``OTHERS_AT_ONCE``, the number that may run at once
+        (``answers_first.lanes``), so that none waits in a thread an answer could use."""
         self.per_address = ConnectionsPerAddress(self.connections_per_address)
         self.receiving_conns: deque = deque()
         """Connections in the middle of a request, by their deadline (``pending_conns``: silent ones)."""
@@ -133,13 +136,18 @@ class BufferingThreadWorker(ThreadWorker):
     def finish_request(self, conn: TConn, fs) -> None:
         """A thread is free again (the event loop runs this when a request is done)."""
         self.free_threads += 1
+        self.others_running -= not conn.answer
         super().finish_request(conn, fs)
         self._hand_to_threads()
 
     def _hand_to_threads(self) -> None:
         while self.free_threads and self.waiting:
+            conn = self.waiting.popleft(others=self.others_running < OTHERS_AT_ONCE)
+            if conn is None:
+                return
             self.free_threads -= 1
-            super().enqueue_req(self.waiting.popleft())
+            self.others_running += not conn.answer
+            super().enqueue_req(conn)
 
     def accept(self, listener) -> None:
         try:

@@ -1067,6 +1067,7 @@ def test_headers_pages_and_logs(served):
         status, headers, body = browser.request("GET", path)
         assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["Referrer-Policy"] == "no-referrer"
         assert not re.search(rb"<script(?![^>]*\bsrc=)", body), path
-    assert browser.post_json(f"/api/session/{token}/trial/0", b"[" * 100_000) == 400
+    path = f"/api/session/{token}/trial/0"
+    assert browser.post_json(path, b"[" * body_limit(path)) == 400
     server_log = served.log_file.read_text(errors="replace")
     assert "Traceback" not in server_log and token not in server_log
