@@ -229,6 +229,9 @@ class Attackers:
 
 
 def _attack(port: int, halt, results) -> None:
+    """The attackers' process. It shares the participants' CPU, at the lowest priority: attackers'
+    machines are their own, so the attack may cost the server, not the participants' browsers."""
+    os.nice(19)
     attackers = Attackers(port, halt)
     halt.wait()
     results.put(attackers.stop())

@@ -22,7 +22,7 @@ Once running, an answer still shares the process with the requests around it, an
 one thread at a time: with eight consent pages, starts and plans running side by side, a thread
 that let go of the interpreter for a database call or a write waits to get it back behind all of
 them, a write transaction held that way holds up every answer behind it, and answers took up to
-0.1-0.5 s. So the other requests run ``OTHERS_AT_ONCE`` at a time (``others_in_turn``, in both
+0.1-0.5 s. So the other requests run ``OTHERS_AT_ONCE`` at a time (``lanes``, in both
 servers); the threads holding the rest sleep until it is their turn, and answers never wait there.
 """
 
