@@ -187,7 +187,9 @@ class Attackers:
                         answer = None
                     except OSError:
                         answer = b""
-                    if answer is not None:  # the server answered (411, 417) or closed it
+                    if answer and answer.startswith(b"HTTP/1.1 100 "):  # go on sending the body, a byte at a time
+                        self._count("trickling told 100 Continue")
+                    elif answer is not None:  # the server answered (411, 417) or closed it
                         self._count(f"trickling answered {answer.split(b' ')[1].decode() if answer[:5] == b'HTTP/' else 'closed'}")
                         sock.close()
                         sock = None

@@ -108,7 +108,7 @@ def _not_a_timeout(record: logging.LogRecord) -> bool:
 
 class BufferingThreadWorker(ThreadWorker):
     """gunicorn's ``gthread`` worker, except that a connection waits in the event loop, costing
-    no thread, until it has sent a whole request (``request_complete``), both when it is new
+    no thread, until it has sent a whole request (``request_state``), both when it is new
     and between the requests of a kept-alive connection; see the module docstring."""
 
     connections_per_address = CONNECTIONS_PER_ADDRESS
