@@ -47,7 +47,7 @@ def sample(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module", params=list(SERVERS))
+@pytest.fixture(scope="module", params=[pytest.param(kind, marks=pytest.mark.slow) for kind in SERVERS])
 def server(request, sample, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"slow-{request.param}")
     shutil.copytree(sample, root / "exp")
