@@ -190,7 +190,8 @@ class Attackers:
                     if answer and answer.startswith(b"HTTP/1.1 100 "):  # go on sending the body, a byte at a time
                         self._count("trickling told 100 Continue")
                     elif answer is not None:  # the server answered (411, 417) or closed it
-                        self._count(f"trickling answered {answer.split(b' ')[1].decode() if answer[:5] == b'HTTP/' else 'closed'}")
+                        status = answer.split(b" ")[1].decode() if answer[:5] == b"HTTP/" else "closed"
+                        self._count(f"trickling answered {status}")
                         sock.close()
                         sock = None
                     elif due:
@@ -441,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{STALL_GOAL_MS:g} ms)", flush=True)
     print("count check (acknowledged == stored, no 5xx or network errors):", "OK" if ok else "FAILED")
     attacks = run_attacks(args.workers, args.threads, args.database, cpus)
-    print(f"crafted {len(CRAFTED_BODY) // 1024} KiB body: answered {attacks['crafted_statuses']} in at most {attacks['crafted_max_ms']:.1f} ms; "
+    print(f"crafted {len(CRAFTED_BODY) // 1024} KiB body: answered {attacks['crafted_statuses']} in at most "
+          f"{attacks['crafted_max_ms']:.1f} ms; "
           f"20 participants meanwhile: trial POST p99 {attacks['others_p99_ms']:.1f} ms")
     for server, kinds in slow_connections_per_server(args.threads, args.slow_steps, cpus).items():
         for kind, survived in kinds.items():
