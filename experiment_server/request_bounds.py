@@ -16,8 +16,9 @@ loop, costing no thread, and bound it:
   before it is read: browsers send neither here, and either would otherwise be read on the
   client's schedule.
 - **Connections.** One address holds at most ``CONNECTIONS_PER_ADDRESS`` open connections; a
-  connection beyond them is closed at once. Behind a reverse proxy (``--trusted-proxies``) every connection comes
-  from the proxy, whose own limit per address (nginx ``limit_conn``) does this instead.
+  connection beyond them is closed at once. Behind a reverse proxy (``--trusted-proxies``) every
+  connection comes from the proxy, whose own limit per address (nginx ``limit_conn``) does this
+  instead.
 """
 
 from __future__ import annotations
