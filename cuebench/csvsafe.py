@@ -12,7 +12,10 @@ The files are comma-separated, but a spreadsheet set to a locale whose list sepa
 ``;`` (German, French, ...) splits each line at ``;`` instead, and ``x;=HYPERLINK(...)``,
 one text cell for the CSV writer, becomes two cells there, the second a formula. So the
 rule applies to every ``;``-separated part of a cell; a ``,`` needs nothing, since the
-writer quotes a cell holding one and both kinds of spreadsheet honour the quotes.
+writer quotes a cell holding one and both kinds of spreadsheet honour the quotes. Such a
+spreadsheet also takes a part that starts with ``"`` for a quoted cell and drops the quotes,
+so ``x;"=1+2`` is the formula ``=1+2`` there: what counts is the part without its leading
+quotes and spaces.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ def _is_number(text: str) -> bool:
 
 
 def _safe_part(text: str) -> str:
-    return "'" + text if text.startswith(FORMULA_STARTS) and not _is_number(text) else text
+    shown = text.lstrip('" ')
+    return "'" + text if shown.startswith(FORMULA_STARTS) and not _is_number(shown) else text
 
 
 def safe_cell(value: Any) -> Any:

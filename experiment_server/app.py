@@ -38,15 +38,17 @@ from cuebench.words import LANGUAGE, say, words
 from human_tasks.web import STATIC_DIR, TEMPLATES_DIR
 
 from . import adaptive, admin, participant
-from .answers_first import others_in_turn
+from .answers_first import EXTRA_POSTS, AnswerBudget, lanes
 from .assignment import RESERVATION_SECONDS
 from .cookie_policy import INSECURE_COOKIES, secure_cookie
+from .request_bounds import LARGEST_BODY_BYTES, body_limit
 from .study import ServerSetupError, Study, open_study, study_of
 from .study_rules import MIN_FREE_DISK_MB, StudyRules, load_rules
 from .validation import Rejected
 
-MAX_REQUEST_BYTES = 256 * 1024
-"""The largest request body; the WSGI servers refuse a longer one before reading it (``serve``)."""
+MAX_REQUEST_BYTES = LARGEST_BODY_BYTES
+"""The largest request body of any route (``request_bounds.body_limit``); both servers refuse a longer
+one before reading it."""
 IDLE_TIMEOUT_S = 30
 """How long a connection that sends nothing stays open: longer than a trial, so a participant keeps
 one connection from answer to answer, short enough that idle or half-open connections a client
@@ -132,7 +134,9 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
     study = open_study(expdir, clock, reservation_seconds, database, secrets_path, rules.hold_min * 60)
     app = Flask(__name__, template_folder=str(TEMPLATES_DIR), static_folder=str(STATIC_DIR))
     app.session_interface = _RotatingKeySessions()
-    app.wsgi_app = others_in_turn(app.wsgi_app)
+    budget = AnswerBudget(len(study.experiment.trials) + sum(block.trials for block in study.experiment.adaptive)
+                          + EXTRA_POSTS)
+    app.wsgi_app = lanes(app.wsgi_app, budget)
     if trusted_proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=trusted_proxies, x_proto=trusted_proxies)
     else:
@@ -145,6 +149,7 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
         MAX_CONTENT_LENGTH=MAX_REQUEST_BYTES,
     )
     app.extensions["cuebench"] = study
+    app.extensions["cuebench_answers"] = budget
     app.config["CUEBENCH_MIN_FREE_DISK_MB"] = min_free_disk_mb
     app.config["CUEBENCH_RULES"] = rules
     app.register_blueprint(participant.bp)
@@ -165,10 +170,11 @@ def create_app(expdir: str | Path, *, clock: Callable[[], float] = time.time,
 
     @app.before_request
     def bounded_body():
-        """413 from the Content-Length header, before any of the body is read (gunicorn
-        hands a request over unread; Flask's own limit applies only when the body is read)."""
-        if (request.content_length or 0) > MAX_REQUEST_BYTES:
-            raise Rejected(413, f"the request body is larger than {MAX_REQUEST_BYTES} bytes")
+        """413 from the Content-Length header, before any of the body is parsed, at the route's limit
+        (both servers refuse it before reading it; this holds for any other WSGI server too)."""
+        limit = body_limit(request.path)
+        if (request.content_length or 0) > limit:
+            raise Rejected(413, f"the request body is larger than the {limit} bytes this address takes")
 
     def say_on_page(key: str) -> str:
         return page_language()["say"](key)
@@ -264,21 +270,17 @@ def serve(expdir: str | Path, host: str = "127.0.0.1", port: int = 8080, open_me
         from .workers import run_gunicorn
 
         allow_open_files(CONNECTION_LIMIT + 100)
-        run_gunicorn(make_app, host, port, workers, threads, IDLE_TIMEOUT_S, CONNECTION_LIMIT, MAX_REQUEST_BYTES)
+        run_gunicorn(make_app, host, port, workers, threads, IDLE_TIMEOUT_S, CONNECTION_LIMIT, trusted_proxies)
         return
-    from waitress import create_server
-
-    from .answers_first import serve_answers_first
+    from .waitress_server import run_waitress
 
     allow_open_files(CONNECTION_LIMIT + 100)
+    app = make_app()
     # poll, not select: select cannot watch a socket numbered beyond 1023
-    server = create_server(make_app(), host=host, port=port, threads=threads, ident="cuebench",
-                           connection_limit=CONNECTION_LIMIT, channel_timeout=IDLE_TIMEOUT_S, cleanup_interval=5,
-                           asyncore_use_poll=True, max_request_body_size=MAX_REQUEST_BYTES,
-                           **waitress_proxy_settings(trusted_proxies))
-    serve_answers_first(server)
-    server.print_listen("Serving on http://{}:{}")
-    server.run()
+    run_waitress(app, app.extensions["cuebench_answers"], trusted_proxies, host=host, port=port, threads=threads,
+                 ident="cuebench", connection_limit=CONNECTION_LIMIT, channel_timeout=IDLE_TIMEOUT_S,
+                 asyncore_use_poll=True, max_request_body_size=MAX_REQUEST_BYTES + 1,
+                 **waitress_proxy_settings(trusted_proxies))
 
 
 def refuse_unfilled_texts(study: Study) -> None:

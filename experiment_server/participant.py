@@ -33,7 +33,7 @@ from human_tasks.masks import pink_noise_mask, trial_mask_seed
 from cuebench.words import browser_words
 from cuebench.exclusions import ATTENTION_CHECK, note_attention_answer
 from cuebench.expdir import OutsideExperimentError
-from cuebench.images import strip_metadata
+from cuebench.images import stripped_file
 from cuebench.questionnaire import QuestionnaireError, store_answers
 from cuebench.responses import ResponseConflict, trial_row
 
@@ -284,7 +284,7 @@ def stimulus(filename: str):
     study = _study()
     try:
         path = study.expdir.stimulus_file(filename)
-        data = strip_metadata(path.read_bytes())
+        data = stripped_file(path)
         if filename in study.shown_together:
             data, path = _uniform_png(data), path.with_suffix(".png")
     except (OutsideExperimentError, OSError, ValueError) as err:  # ValueError: a NUL in the name

@@ -1,4 +1,5 @@
-"""The waitress queue that serves answers of running sessions before newcomers' pages (``answers_first``)."""
+"""The queue that serves answers of running sessions before newcomers' pages (``answers_first``), and the
+budget that keeps the answer lane for sessions the app has served."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-from experiment_server.answers_first import (ANSWERS_IN_A_ROW, OTHERS_AT_ONCE, AnswersFirst, head_is_answer,
-                                             others_in_turn)
+from experiment_server.answers_first import (ANSWERS_IN_A_ROW, OTHERS_AT_ONCE, AnswerBudget, AnswersFirst,
+                                             head_is_answer, is_answer, lanes)
 
 
 def channel(command: str, path: str) -> SimpleNamespace:
@@ -15,8 +16,19 @@ def channel(command: str, path: str) -> SimpleNamespace:
     return SimpleNamespace(requests=[SimpleNamespace(command=command, path=path)])
 
 
+def vouched(*tokens: str, posts: int = 100) -> AnswerBudget:
+    budget = AnswerBudget(posts)
+    for token in tokens:
+        budget.vouch(token)
+    return budget
+
+
+def waitress_queue(budget: AnswerBudget) -> AnswersFirst:
+    return AnswersFirst(lambda queued: is_answer(queued, budget))
+
+
 def test_answers_go_before_queued_pages_but_never_keep_them_out():
-    queue = AnswersFirst()
+    queue = waitress_queue(vouched(*(f"tok{n}" for n in range(ANSWERS_IN_A_ROW + 2))))
     pages = [channel("GET", f"/?code=p{n}") for n in range(3)] + [channel("GET", "/api/session/tok")]  # plan: a GET
     answers = [channel("POST", f"/api/session/tok{n}/trial/1") for n in range(ANSWERS_IN_A_ROW + 2)]
     for queued in (pages[0], pages[1], *answers, pages[2], pages[3]):
@@ -31,7 +43,7 @@ def test_answers_go_before_queued_pages_but_never_keep_them_out():
 
 
 def test_a_request_waitress_could_not_parse_waits_in_the_ordinary_lane():
-    queue = AnswersFirst()
+    queue = waitress_queue(vouched("t"))
     broken = SimpleNamespace(requests=[SimpleNamespace(command=None, path=None)])
     answer = channel("POST", "/api/session/t/complete")
     queue.append(broken)
@@ -40,9 +52,11 @@ def test_a_request_waitress_could_not_parse_waits_in_the_ordinary_lane():
 
 
 def test_gunicorns_worker_tells_an_answer_from_the_raw_request():
-    assert head_is_answer(b"POST /api/session/tok/trial/3 HTTP/1.1\r\nHost: x\r\n\r\n{}")
-    assert not head_is_answer(bytearray(b"GET /api/session/tok HTTP/1.1\r\n\r\n"))  # the plan
-    assert not head_is_answer(b"POST /start HTTP/1.1\r\n\r\n") and not head_is_answer(b"POS")
+    budget = vouched("tok")
+    assert head_is_answer(b"POST /api/session/tok/trial/3 HTTP/1.1\r\nHost: x\r\n\r\n{}", budget)
+    assert not head_is_answer(bytearray(b"GET /api/session/tok HTTP/1.1\r\n\r\n"), budget)  # the plan
+    assert not head_is_answer(b"POST /start HTTP/1.1\r\n\r\n", budget) and not head_is_answer(b"POS", budget)
+    assert not head_is_answer(b"POST /api/session/made-up/trial/3 HTTP/1.1\r\n\r\n{}", budget)
 
 
 def test_other_requests_take_turns_while_answers_go_straight_through():
@@ -61,7 +75,7 @@ def test_other_requests_take_turns_while_answers_go_straight_through():
                 inside[0] -= 1
         return [environ["PATH_INFO"].encode()]
 
-    wsgi = others_in_turn(app)
+    wsgi = lanes(app, vouched("tok"))
     results = []
     pages = [threading.Thread(target=lambda n=n: results.append(wsgi({"REQUEST_METHOD": "GET", "PATH_INFO": f"/{n}"},
                                                                        None))) for n in range(5)]

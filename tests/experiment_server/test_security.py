@@ -38,7 +38,8 @@ from cuebench.responses import KEY, ResponseStore, trial_row
 from cuebench.storage import open_database
 from experiment_server import cli as server_cli
 from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
-from experiment_server.app import MAX_REQUEST_BYTES, _RotatingKeySessions, create_app
+from experiment_server.app import _RotatingKeySessions, create_app
+from experiment_server.request_bounds import body_limit
 from experiment_server.db import OUTCOMES, SETTINGS
 from experiment_server.group_commit import GroupCommit
 from experiment_server.study_rules import StudyRules
@@ -260,18 +261,22 @@ def test_a_row_the_database_refuses_fails_only_its_own_request(served):
     assert {k[1] for k in rows_of(served)} >= set(outcomes)
 
 
+def crafted_body(path: str) -> bytes:
+    """One quote and escaped quotes up to the route's size limit."""
+    return b'"' + b'\\"' * ((body_limit(path) - 1) // 2)
+
+
 def test_a_crafted_body_is_refused_at_once_and_others_go_on(served):
     """A body of one quote and escaped quotes up to the size limit made the old depth check
     quadratic (256 KiB: about 18 minutes, the server frozen for everyone): it is now refused
     like any bad body, while a participant's answer sent at the same time is stored. Every
     request has the client's timeout, so a hang fails the test."""
     _, token, _ = started(served, code="crafter")
-    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
     honest, honest_token, plan = started(served, code="bystander")
     trial = plan["trials"][0]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        attacks = [pool.submit(served.browser().post_json, f"/api/session/{token}/{route}", crafted)
-                   for route in ("trial/0", "image-failed", "screen")]
+        attacks = [pool.submit(served.browser().post_json, path, crafted_body(path))
+                   for path in (f"/api/session/{token}/{route}" for route in ("trial/0", "image-failed", "screen"))]
         answer = pool.submit(honest.post_json, f"/api/session/{honest_token}/trial/{trial['index']}",
                              trial_answer(trial))
         assert [a.result() for a in attacks] == [400, 400, 400] and answer.result() == 201
@@ -351,7 +356,7 @@ def test_an_ended_session_takes_no_more_reports(served):
     409, or the outcome again for a repeated screen-out (its reply may have been lost)."""
     browser, token, _ = started(served, code="ended")
     assert browser.post_json(f"/api/session/{token}/screen", {"reason": "window too small", **SMALL_SCREEN}) == 200
-    crafted = b'"' + b'\\"' * ((MAX_REQUEST_BYTES - 1) // 2)
+    crafted = crafted_body(f"/api/session/{token}/screen")
     assert browser.post_json(f"/api/session/{token}/image-failed", crafted) == 409
     assert browser.post_json(f"/api/session/{token}/image-failed", {"url": "/stimuli/x.png"}) == 409
     status, _, body = browser.request("POST", f"/api/session/{token}/screen", crafted, "application/json")
@@ -748,16 +753,60 @@ def test_csv_exports_neutralise_formulas(served):
 
 
 def test_formula_cells_get_a_quote_and_numbers_stay():
-    """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not."""
+    """OWASP's rule by hand: a leading = + - @ tab or CR gets a ', numbers (as numbers or text) do not;
+    so does each ``;``-part, also behind the quotes and spaces a spreadsheet drops."""
     import pandas as pd
 
     cells = ["=1+2", "+SUM(A1)", "-2-3", "@cmd", "\tx", "\rx", "-1.5", "+3", "1e-3", "cat", "a=b", "", None, -4, 2.5,
-             "x;=HYPERLINK(1)", "1;-2;+3", "a;b;", ";@x"]
+             "x;=HYPERLINK(1)", "1;-2;+3", "a;b;", ";@x", 'x;"=1+2', 'x; ""+A1', "a; -2"]
     assert csv_text(["v"], [[c] for c in cells]) == "v\n" + "".join(
         f"{line}\n" for line in ["'=1+2", "'+SUM(A1)", "'-2-3", "'@cmd", "'\tx", "'\rx", "-1.5", "+3", "1e-3",
-                                  "cat", "a=b", '""', '""', "-4", "2.5", "x;'=HYPERLINK(1)", "1;-2;+3", "a;b;", ";'@x"])
+                                  "cat", "a=b", '""', '""', "-4", "2.5", "x;'=HYPERLINK(1)", "1;-2;+3", "a;b;", ";'@x",
+                                  '"x;\'""=1+2"', '"x;\' """"+A1"', "a; -2"])
     frame = pd.DataFrame({"reason": ["=HYPERLINK(1)", "ok"], "rt": [-1.5, 2.0]})
     assert frame_csv(frame).decode() == "reason,rt\n'=HYPERLINK(1),-1.5\nok,2.0\n"
+
+
+QUOTED_FORMULA = ';"=1+2'
+"""A cell part a ``;``-list-separator spreadsheet reads as a quoted cell, and so as the formula ``=1+2``."""
+
+
+def formula_cells(text: str) -> list[str]:
+    """The cells of a CSV text that a spreadsheet would take for a formula, read with ``,`` and with ``;``
+    as the list separator: after the quotes and spaces it drops, a formula character and not a number."""
+    def formula(cell: str) -> bool:
+        shown = cell.strip('" ')
+        try:
+            float(shown)
+        except ValueError:
+            return shown.startswith(("=", "+", "-", "@", "\t", "\r"))
+        return False
+
+    return [cell for separator in ",;" for row in csv.reader(io.StringIO(text), delimiter=separator) for cell in row
+            if formula(cell)]
+
+
+def test_quoted_formulas_are_neutralised_in_every_participants_export(tmp_path):
+    """A ``;"=...`` part in an entry code, a screen-out reason (participants and prolific exports) and a
+    questionnaire answer (participants and questionnaire exports) starts no formula in either kind of
+    spreadsheet; the text is kept, behind a ``'``."""
+    from cuebench.export import export
+    from cuebench.questionnaire import store_answers
+    from experiment_server.db import ServerDB
+
+    root = tmp_path / "exp"
+    experiment = build_sample_experiment(root)
+    db = ServerDB(root / "responses.sqlite", experiment.name)
+    person, _ = db.start(experiment.name, 2, entry_code="code" + QUOTED_FORMULA, prolific_pid="P" * 24,
+                         study_id="S" * 24, prolific_session="Q" * 24)
+    db.set_status(person.code, "screened_out", screen_reason="small screen" + QUOTED_FORMULA)
+    store_answers(db.db, experiment.name, person.code, {"comments": "fine" + QUOTED_FORMULA}, runner="web")
+    db.close()
+    for fmt in ("participants", "prolific", "questionnaire"):
+        (path,) = export(root, fmt, tmp_path / f"{fmt}.csv")
+        text = path.read_text(encoding="utf-8")
+        cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+        assert any(cell.endswith(";'" + QUOTED_FORMULA[1:]) for cell in cells) and formula_cells(text) == [], text
 
 
 # paths and cross-site requests ------------------------------------------------------------
@@ -1025,6 +1074,7 @@ def test_headers_pages_and_logs(served):
         status, headers, body = browser.request("GET", path)
         assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["Referrer-Policy"] == "no-referrer"
         assert not re.search(rb"<script(?![^>]*\bsrc=)", body), path
-    assert browser.post_json(f"/api/session/{token}/trial/0", b"[" * 100_000) == 400
+    path = f"/api/session/{token}/trial/0"
+    assert browser.post_json(path, b"[" * body_limit(path)) == 400
     server_log = served.log_file.read_text(errors="replace")
     assert "Traceback" not in server_log and token not in server_log
