@@ -200,13 +200,16 @@ def run_selection(args) -> int:
 
 def _register_curate(sub) -> None:
     curate = add_command(
-        sub, "curate", help="the images per class a model is most confident on (Burgert et al. App. A), as a list for "
-                            "'cuebench stimuli build --only'",
-        description="From a model's stored answers to a labelled-set experiment: per class the --per-class images with "
-                    "the model's highest score for their true class (analysis.curation).")
+        sub, "curate", help="the images per class a model is most confident on (Burgert et al. 2025, Sec. 5.1), as a list "
+                            "for 'cuebench stimuli build --only'",
+        description="From a model's stored answers to the unsuppressed images (condition 'original') of a labelled-set "
+                    "or suppression experiment: per class the --per-class images with the model's highest score for "
+                    "their true class, each flagged whether the model answered it correctly (analysis.curation).")
     curate.add_argument("source", type=user_path, help="experiment directory the model answered")
     curate.add_argument("--model", required=True, help="the observer id of the model (as cuebench eval stored it)")
     curate.add_argument("--per-class", type=int, default=50)
+    curate.add_argument("--only-correct", action="store_true",
+                        help="keep only images the model answered correctly (default: keep and flag them)")
     curate.add_argument("--out", type=user_path, default=Path("curated.csv"), help="the list (CSV)")
     curate.set_defaults(func=run_curate)
 
@@ -215,12 +218,21 @@ def run_curate(args) -> int:
     from cuebench.csvsafe import frame_csv
     from cuebench.expdir import atomic_write
 
-    from .curation import most_confident
+    from .curation import ORIGINAL, most_confident, short_classes
     from .load import load_responses
 
-    table = most_confident(load_responses(args.source), args.model, args.per_class)
+    responses = load_responses(args.source)
+    table = most_confident(responses, args.model, args.per_class, only_correct=args.only_correct)
     atomic_write(args.out, frame_csv(table))
-    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes")
+    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes, scored on the "
+          f"{ORIGINAL!r} images")
+    wrong = table[~table["correct"]]
+    if len(wrong):
+        print(f"warning: {len(wrong)} listed image(s) the model answered wrongly (correct = False): "
+              f"{', '.join(wrong['source_image'].astype(str))}")
+    classes = responses.loc[(responses["observer"] == args.model) & (responses["condition"] == ORIGINAL), "category"]
+    for category, n in short_classes(table, args.per_class, classes.dropna().astype(str)).items():
+        print(f"warning: class {category!r} has {n} image(s), fewer than --per-class {args.per_class}")
     return 0
 
 
