@@ -133,7 +133,8 @@ def _register_domain(sub) -> None:
         sub, "domain-report", help="reliance curves averaged over the data sets of a domain (Burgert et al. Exp. II)",
         description="One suppression experiment per data set of a domain, each answered by the models trained on "
                     "it: chance-corrected relative accuracy with each set's own C, runs averaged per set, then the "
-                    "sets averaged per model architecture (analysis.domains).")
+                    "sets averaged per model architecture, with the sd over sets; runs and sets whose originals are "
+                    "at or below chance have no value and are counted and named as left out (analysis.domains).")
     domain.add_argument("sources", nargs="+", type=user_path, help="the domain's experiment directories")
     domain.add_argument("--out", type=user_path, default=Path("domain-report"), help="output folder")
     domain.set_defaults(func=run_domain)
@@ -142,8 +143,11 @@ def _register_domain(sub) -> None:
 def run_domain(args) -> int:
     from .domains import write_domain_report
 
-    for path in write_domain_report(args.sources, args.out):
+    written, notes = write_domain_report(args.sources, args.out)
+    for path in written:
         print(f"wrote {path}")
+    for note in notes:
+        print(f"note: left out of the mean: {note}")
     return 0
 
 
