@@ -27,7 +27,7 @@ class ClasswiseReliance(Section):
         arms = suppressed_conditions(tests)
         if "original" not in set(tests["condition"]):
             return "class-wise relative accuracy needs 'original' trials as each class's baseline; none here"
-        per_class = classwise.class_relative_accuracy(tests, arms)
+        per_class = classwise.class_relative_accuracy(tests, arms, n_choices)
         global_rel = classwise.global_relative_accuracy(tests, arms)
         result.tables["classwise_relative_accuracy"] = per_class
         result.tables["classwise_pairs"] = classwise.ranking_pairs(per_class, global_rel)
