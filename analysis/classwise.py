@@ -86,8 +86,8 @@ def class_relative_accuracy(scored: pd.DataFrame, arms: set[str], n_choices: int
 def ratio_interval_mover(k1, n1, k2, n2, z: float = 1.959963984540054) -> tuple[np.ndarray, np.ndarray]:
     """95 % interval of p1 / p2 for two independent binomial proportions k1/n1, k2/n2 by MOVER-R (Donner &
     Zou 2012, Stat Methods Med Res 21:347, eqs. for the ratio), built from each proportion's Wilson interval
-    (l_i, u_i): L = [p1 p2 − √((p1 p2)² − l1 u2 (2 p1 − l1)(2 p2 − u2))] / [u2 (2 p2 − u2)], U likewise with
-    (u1, l2); NaN where p2 = 0 (no ratio) and U = ∞ where l2 = 0."""
+    (l_i, u_i): L = [p1 p2 − √((p1 p2)² − l1 u2 (2 p1 − l1)(2 p2 − u2))] / [u2 (2 p2 − u2)], U likewise
+    with (u1, l2); NaN where p2 = 0 (no ratio) and U = ∞ where l2 = 0."""
     k1, n1, k2, n2 = (np.asarray(x, dtype=float) for x in (k1, n1, k2, n2))
     with np.errstate(divide="ignore", invalid="ignore"):
         p1, p2 = k1 / n1, k2 / n2
@@ -182,7 +182,8 @@ def outlier_classes(per_class: pd.DataFrame) -> pd.DataFrame:
     """The classes outside Tukey's fences [Q1 − 1.5 IQR, Q3 + 1.5 IQR] of their observer's and arm's class
     distribution of relative accuracy (the classes that count), with the fences and the side."""
     rows = []
-    for (observer, arm), group in per_class[per_class["counted"]].dropna(subset=["relative_accuracy"]).groupby(["observer", "arm"]):
+    counted = per_class[per_class["counted"]].dropna(subset=["relative_accuracy"])
+    for (observer, arm), group in counted.groupby(["observer", "arm"]):
         values = group["relative_accuracy"]
         q1, q3 = values.quantile(0.25), values.quantile(0.75)
         low, high = q1 - TUKEY_K * (q3 - q1), q3 + TUKEY_K * (q3 - q1)

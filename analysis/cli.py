@@ -204,8 +204,8 @@ def run_selection(args) -> int:
 
 def _register_curate(sub) -> None:
     curate = add_command(
-        sub, "curate", help="the images per class a model is most confident on (Burgert et al. 2025, Sec. 5.1), as a list "
-                            "for 'cuebench stimuli build --only'",
+        sub, "curate", help="the images per class a model is most confident on (Burgert et al. 2025, Sec. 5.1), as "
+                            "a list for 'cuebench stimuli build --only'",
         description="From a model's stored answers to the unsuppressed images (condition 'original') of a labelled-set "
                     "or suppression experiment: per class the --per-class images with the model's highest score for "
                     "their true class, each flagged whether the model answered it correctly (analysis.curation).")

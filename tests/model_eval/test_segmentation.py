@@ -382,7 +382,8 @@ def test_per_class_s_cd_names_each_voronoi_level_and_leaves_out_a_lone_model(tmp
     from support import cuebench_in_process
 
     class_cue_rows().to_csv(tmp_path / "responses.csv", index=False)
-    cuebench_in_process(tmp_path, "analyze", "responses.csv", "--metric", "segmentation-class-cues", "--out", "classes.csv")
+    cuebench_in_process(tmp_path, "analyze", "responses.csv", "--metric", "segmentation-class-cues",
+                        "--out", "classes.csv")
     table = pd.read_csv(tmp_path / "classes.csv").set_index(["observer", "cells", "class"])
     assert sorted(set(zip(table.reset_index()["texture_level"], table.reset_index()["cells"]))) == [(0, 16), (1, 32)]
     for cells in (16, 32):
@@ -396,8 +397,8 @@ def test_per_class_s_cd_names_each_voronoi_level_and_leaves_out_a_lone_model(tmp
                 shape, texture = v["shape_cue"] / s, v["texture_cue"] / t
                 assert row["S_cd"] == pytest.approx(shape / (shape + texture), abs=1e-12)
                 assert row["R_cd"] == pytest.approx((v["shape_cue"] + v["texture_cue"]) / (2 * v["original"]))
-    cuebench_in_process(tmp_path, "analyze", "responses.csv", "--metric", "segmentation-class-cues", "--model-set", "m1",
-             "--out", "lone.csv")
+    cuebench_in_process(tmp_path, "analyze", "responses.csv", "--metric", "segmentation-class-cues",
+                        "--model-set", "m1", "--out", "lone.csv")
     lone = pd.read_csv(tmp_path / "lone.csv").set_index(["observer", "cells", "class"])
     assert lone.loc[("m1", 16, "a"), "S_cd"] != lone.loc[("m1", 16, "a"), "S_cd"]  # empty, not 0.5
     assert "S_cd = 0.5 by construction" in lone.loc[("m1", 16, "a"), "note"]
