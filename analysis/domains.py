@@ -66,8 +66,9 @@ def set_reliance(rows: pd.DataFrame, labels: tuple[str, ...]) -> pd.DataFrame:
 
 def per_set_reliance(sources: list[Path]) -> pd.DataFrame:
     """Per data set, model (runs averaged), condition and level: relative and chance-corrected accuracy with
-    the set's own C (mAP with its chance level for a multi-label set), and how many runs (observers) were
-    averaged."""
+    the set's own C (mAP with its chance level for a multi-label set), how many runs (observers) answered
+    (``n_runs``) and entered each value's mean (``n_runs_<value>``), and ``left_out``: the runs without a
+    value and why."""
     frames = []
     for source, name in zip(sources, set_names(sources)):
         labels = tuple(ExperimentDir(source).load().label_set.labels)
