@@ -206,12 +206,14 @@ def _register_curate(sub) -> None:
     curate = add_command(
         sub, "curate", help="the images per class a model is most confident on (Burgert et al. 2025, Sec. 5.1), as "
                             "a list for 'cuebench stimuli build --only'",
-        description="From a model's stored answers to the unsuppressed images (condition 'original') of a labelled-set "
-                    "or suppression experiment: per class the --per-class images with the model's highest score for "
+        description="From a model's stored answers to the unsuppressed images (condition 'original', or a labelled "
+                    "set's one condition) of a labelled-set or suppression experiment: per class the --per-class images with the model's highest score for "
                     "their true class, each flagged whether the model answered it correctly (analysis.curation).")
     curate.add_argument("source", type=user_path, help="experiment directory the model answered")
     curate.add_argument("--model", required=True, help="the observer id of the model (as cuebench eval stored it)")
     curate.add_argument("--per-class", type=int, default=50)
+    curate.add_argument("--condition", default=None,
+                        help="the unsuppressed condition to score (default: 'original', or a labelled set's only one)")
     curate.add_argument("--only-correct", action="store_true",
                         help="keep only images the model answered correctly (default: keep and flag them)")
     curate.add_argument("--out", type=user_path, default=Path("curated.csv"), help="the list (CSV)")
@@ -222,19 +224,20 @@ def run_curate(args) -> int:
     from cuebench.csvsafe import frame_csv
     from cuebench.expdir import atomic_write
 
-    from .curation import ORIGINAL, most_confident, short_classes
+    from .curation import model_answers, most_confident, short_classes, unsuppressed_condition
     from .load import load_responses
 
-    responses = load_responses(args.source)
-    table = most_confident(responses, args.model, args.per_class, only_correct=args.only_correct)
+    answers = model_answers(load_responses(args.source), args.model)
+    condition = unsuppressed_condition(answers, args.condition)
+    table = most_confident(answers, condition, args.per_class, only_correct=args.only_correct)
     atomic_write(args.out, frame_csv(table))
-    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes, scored on the "
-          f"{ORIGINAL!r} images")
+    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes, scored on condition "
+          f"{condition!r}")
     wrong = table[~table["correct"]]
     if len(wrong):
         print(f"warning: {len(wrong)} listed image(s) the model answered wrongly (correct = False): "
               f"{', '.join(wrong['source_image'].astype(str))}")
-    classes = responses.loc[(responses["observer"] == args.model) & (responses["condition"] == ORIGINAL), "category"]
+    classes = answers.loc[answers["condition"] == condition, "category"]
     for category, n in short_classes(table, args.per_class, classes.dropna().astype(str)).items():
         print(f"warning: class {category!r} has {n} image(s), fewer than --per-class {args.per_class}")
     return 0

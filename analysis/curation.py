@@ -4,9 +4,10 @@ a model's stored answers to a labelled-set or suppression experiment.
 
 Every classification answer of a model stores its score for every label (``model_outputs``: the mean or sum
 of the label's ImageNet probabilities, or its own head's probability). Only the answers to the unsuppressed
-images (condition ``original``) are used: a suppressed version says how the model copes with the suppression,
-not how representative the image is, and the order rows are stored in (a resumed or sharded evaluation) must
-not decide which version is scored. The confidence of an image is the model's score for the image's true
+images are used (:func:`unsuppressed_condition`: ``original`` in a suppression study, a labelled set's one
+condition): a suppressed version says how the model copes with the suppression, not how representative the
+image is, and the order rows are stored in (a resumed or sharded evaluation) must not decide which version
+is scored. The confidence of an image is the model's score for the image's true
 class (the mean over repeated answers); per class the ``per_class`` most confident images are kept (ties in
 the order of the image names). ``correct`` flags whether the model's answers to the image named its class, so
 an image scored high for its class but answered wrongly is not passed off as "confidently predicted". The
@@ -29,24 +30,40 @@ class CurationError(CuebenchError):
     """The responses hold no scores of the model asked for."""
 
 
-def most_confident(responses: pd.DataFrame, observer: str, per_class: int, only_correct: bool = False) -> pd.DataFrame:
-    """The ``per_class`` original test images of each class with the highest score of ``observer`` for their
-    true class (``only_correct``: among the images the model answered correctly)."""
-    if per_class < 1:
-        raise CurationError(f"--per-class must be >= 1, got {per_class}")
+def unsuppressed_condition(answers: pd.DataFrame, condition: str | None = None) -> str:
+    """The condition whose answers are the unsuppressed images: ``condition`` if given, else ``original``
+    where the answers hold it, else the answers' only condition (a labelled set's, named after its folder)."""
+    conditions = sorted(answers["condition"].astype(str).unique())
+    if condition is None:
+        if ORIGINAL in conditions or len(conditions) == 1:
+            return ORIGINAL if ORIGINAL in conditions else conditions[0]
+        raise CurationError(f"no {ORIGINAL!r} condition among {', '.join(conditions)}: name the unsuppressed one "
+                            "with --condition")
+    if condition not in conditions:
+        raise CurationError(f"no answers to condition {condition!r}; conditions here: {', '.join(conditions)}")
+    return condition
+
+
+def model_answers(responses: pd.DataFrame, observer: str) -> pd.DataFrame:
+    """``observer``'s answers to classification test trials; an error naming the models here if none."""
     answers = responses[(responses["observer"] == observer) & (responses["role"] == "test")
                         & (responses["trial_type"] == "classify")]
     if answers.empty:
         known = sorted(responses.loc[responses["observer_kind"] == "model", "observer"].astype(str).unique())
         raise CurationError(f"no classification answers of {observer!r}; models here: {', '.join(known) or 'none'}")
-    rows = answers[answers["condition"] == ORIGINAL]
-    if rows.empty:
-        raise CurationError(f"{observer!r} answered no unsuppressed images (condition {ORIGINAL!r}) to curate by; "
-                            f"its conditions: {', '.join(sorted(answers['condition'].astype(str).unique()))}")
+    return answers
+
+
+def most_confident(answers: pd.DataFrame, condition: str, per_class: int, only_correct: bool = False) -> pd.DataFrame:
+    """The ``per_class`` images of each class answered under ``condition`` (the unsuppressed one) with the
+    highest score for their true class (``only_correct``: among the images the model answered correctly)."""
+    if per_class < 1:
+        raise CurationError(f"--per-class must be >= 1, got {per_class}")
+    rows = answers[answers["condition"] == condition]
     outputs = rows["model_outputs"].map(lambda o: json.loads(o) if isinstance(o, str) and o else (o or {}))
     confidence = [scores.get(category) for scores, category in zip(outputs, rows["category"])]
     if all(c is None for c in confidence):
-        raise CurationError(f"{observer!r} stored no score per label (model_outputs) to curate by")
+        raise CurationError(f"{rows['observer'].iloc[0]!r} stored no score per label (model_outputs) to curate by")
     table = pd.DataFrame({"category": rows["category"].to_numpy(), "source_image": rows["source_image"].to_numpy(),
                           "confidence": pd.to_numeric(pd.Series(confidence), errors="coerce").to_numpy(),
                           "correct": (rows["response"] == rows["category"]).to_numpy()})

@@ -232,3 +232,14 @@ def test_curation_keeps_the_originals_a_model_is_most_confident_on_in_any_storag
              "--conditions", "grayscale", "--out", "curated-study", "--workers", "1", "--attention", "0")
     built = ExperimentDir(tmp_path / "curated-study").load()
     assert {t.source_image for t in built.trials} == set(curated["source_image"])
+    # a labelled set's one condition is named after its folder: its answers are the unsuppressed ones
+    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "set", "--out", "plain",
+             "--workers", "1", "--attention", "0")
+    plain = ExperimentDir(tmp_path / "plain").load()
+    with ResponseStore(tmp_path / "plain" / "responses.sqlite") as store:
+        store.write_many([trial_row(plain, t, observer="m:x", observer_kind="model", session=1, trial_index=i,
+                                    response=t.correct, model_outputs={t.correct: confidence[t.source_image]})
+                          for i, t in enumerate(t for t in plain.trials if t.role == "test")])
+    out = cuebench(tmp_path, "curate", "plain", "--model", "m:x", "--per-class", "1", "--out", "plain.csv")
+    assert "scored on condition 'set'" in out
+    assert sorted(pd.read_csv(tmp_path / "plain.csv")["source_image"]) == ["astronaut", "coffee"]
