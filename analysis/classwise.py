@@ -15,7 +15,18 @@ pools every class. Then
 - ``outliers``: the classes outside Tukey's fences of an arm's class distribution,
   [Q1 − 1.5 IQR, Q3 + 1.5 IQR].
 
-Only classes with every compared value defined count; ``n_classes`` says how many did.
+Scale: r is the plain ratio of Burgert et al.'s App. I.1, not the chance-corrected (A − 1/C) / (A_orig − 1/C)
+of their Exp. II (Sec. 5.2, Eq. 11), which the table gives beside it (``chance_corrected``). Within one
+class both are increasing in A_{k,a} with the same baseline, so a class orders two arms alike on either
+scale wherever both are defined: the shares differ only by the classes whose originals are at or below
+chance (kept on the plain ratio); the overlap and the outliers depend on the scale and are on the plain ratio.
+
+Each r_{k,a} carries a 95 % interval (MOVER-R, Donner & Zou 2012, from the Wilson intervals of the two
+accuracies, treated as independent: wider than needed where the same images are answered in both arms),
+and a class counts in the shares, overlap and outliers only with at least :data:`MIN_CLASS_TRIALS` answered
+trials on its originals and under the arm (``counted``): with one or two trials a class's accuracy is 0,
+0.5 or 1 and would weigh as much as a class of fifty. ``n_classes`` says how many classes counted,
+``n_classes_small`` how many were left out for too few trials.
 """
 
 from __future__ import annotations
@@ -25,9 +36,13 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
+from .metrics import wilson_ci
+
 BASELINE = "original"
 TUKEY_K = 1.5
 KDE_GRID = 512
+MIN_CLASS_TRIALS = 3
+TOO_FEW = f"fewer than {MIN_CLASS_TRIALS} trials on the originals or under the suppression: not counted"
 
 
 def arm_label(condition: str, level: int) -> str:
@@ -39,18 +54,53 @@ def _with_levels(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(level=df["level"].fillna(-1).astype(int))
 
 
-def class_relative_accuracy(scored: pd.DataFrame, arms: set[str]) -> pd.DataFrame:
+def class_relative_accuracy(scored: pd.DataFrame, arms: set[str], n_choices: int) -> pd.DataFrame:
     """Per observer, class and arm of the conditions ``arms``: n, accuracy, the class's baseline accuracy on
-    the originals and its relative accuracy (NaN where the baseline is 0)."""
+    the originals (``n_original`` trials), its relative accuracy (NaN where the baseline is 0) with its 95 %
+    interval (:func:`ratio_interval_mover`), the chance-corrected value with C = ``n_choices`` (NaN where the
+    baseline is at or below 1/C), and whether the class counts (``counted``, ``note``)."""
     rows = _with_levels(scored[scored["condition"].isin(arms | {BASELINE})])
     keys = ["observer", "observer_kind", "category", "condition", "level"]
-    acc = rows.groupby(keys, as_index=False).agg(n=("correct", "size"), accuracy=("correct", "mean"))
-    base = acc[acc["condition"] == BASELINE].groupby(["observer", "category"])["accuracy"].mean()
+    acc = rows.groupby(keys, as_index=False).agg(n=("correct", "size"), k=("correct", "sum"),
+                                                 accuracy=("correct", "mean"))
+    base = acc[acc["condition"] == BASELINE].groupby(["observer", "category"])[["k", "n"]].sum()
     out = acc[acc["condition"] != BASELINE].copy()
-    out["baseline_accuracy"] = [base.get((o, c), np.nan) for o, c in zip(out["observer"], out["category"])]
+    base = base.reindex(pd.MultiIndex.from_arrays([out["observer"], out["category"]]))
+    out["n_original"] = base["n"].fillna(0).astype(int).to_numpy()
+    k_original = base["k"].fillna(0).to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["baseline_accuracy"] = np.where(out["n_original"] > 0, k_original / out["n_original"], np.nan)
     out["relative_accuracy"] = (out["accuracy"] / out["baseline_accuracy"]).where(out["baseline_accuracy"] > 0)
+    low, high = ratio_interval_mover(out["k"], out["n"], k_original, out["n_original"])
+    out["ci_low"], out["ci_high"] = np.where(out["relative_accuracy"].notna(), low, np.nan), \
+        np.where(out["relative_accuracy"].notna(), high, np.nan)
+    chance = 1 / n_choices
+    out["chance_corrected"] = ((out["accuracy"] - chance) / (out["baseline_accuracy"] - chance)).where(
+        out["baseline_accuracy"] > chance)
+    out["counted"] = (out["n"] >= MIN_CLASS_TRIALS) & (out["n_original"] >= MIN_CLASS_TRIALS)
+    out["note"] = np.where(out["counted"], "", TOO_FEW)
     out["arm"] = [arm_label(c, lv) for c, lv in zip(out["condition"], out["level"])]
-    return out.reset_index(drop=True)
+    return out.drop(columns="k").reset_index(drop=True)
+
+
+def ratio_interval_mover(k1, n1, k2, n2, z: float = 1.959963984540054) -> tuple[np.ndarray, np.ndarray]:
+    """95 % interval of p1 / p2 for two independent binomial proportions k1/n1, k2/n2 by MOVER-R (Donner &
+    Zou 2012, Stat Methods Med Res 21:347, eqs. for the ratio), built from each proportion's Wilson interval
+    (l_i, u_i): L = [p1 p2 − √((p1 p2)² − l1 u2 (2 p1 − l1)(2 p2 − u2))] / [u2 (2 p2 − u2)], U likewise
+    with (u1, l2); NaN where p2 = 0 (no ratio) and U = ∞ where l2 = 0."""
+    k1, n1, k2, n2 = (np.asarray(x, dtype=float) for x in (k1, n1, k2, n2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p1, p2 = k1 / n1, k2 / n2
+        l1, u1 = wilson_ci(k1, n1, z)
+        l2, u2 = wilson_ci(k2, n2, z)
+        product = p1 * p2
+        low = (product - np.sqrt(np.maximum(product ** 2 - l1 * u2 * (2 * p1 - l1) * (2 * p2 - u2), 0))) \
+            / (u2 * (2 * p2 - u2))
+        high_den = l2 * (2 * p2 - l2)
+        high = np.where(high_den > 0, (product + np.sqrt(np.maximum(
+            product ** 2 - u1 * l2 * (2 * p1 - u1) * (2 * p2 - l2), 0))) / high_den, np.inf)
+    defined = p2 > 0
+    return np.where(defined, np.maximum(low, 0), np.nan), np.where(defined, high, np.nan)
 
 
 def global_relative_accuracy(scored: pd.DataFrame, arms: set[str]) -> pd.DataFrame:
@@ -79,9 +129,17 @@ def kde_overlap(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _wide(per_class: pd.DataFrame, observer: str) -> pd.DataFrame:
-    """Classes x arms of one observer's relative accuracies."""
+    """Classes x arms of one observer's relative accuracies, empty where the class does not count."""
     mine = per_class[per_class["observer"] == observer]
-    return mine.pivot_table(index="category", columns="arm", values="relative_accuracy", aggfunc="mean")
+    mine = mine.assign(relative_accuracy=mine["relative_accuracy"].where(mine["counted"]))
+    return mine.pivot_table(index="category", columns="arm", values="relative_accuracy", aggfunc="mean",
+                            dropna=False)
+
+
+def _small(per_class: pd.DataFrame, observer: str, arms: list[str]) -> int:
+    """Classes of one observer left out of a comparison of ``arms`` for too few trials under one of them."""
+    mine = per_class[(per_class["observer"] == observer) & per_class["arm"].isin(arms)]
+    return int(mine.loc[~mine["counted"], "category"].nunique())
 
 
 def ranking_pairs(per_class: pd.DataFrame, global_rel: pd.DataFrame) -> pd.DataFrame:
@@ -96,12 +154,12 @@ def ranking_pairs(per_class: pd.DataFrame, global_rel: pd.DataFrame) -> pd.DataF
             both = wide[[a, b]].dropna()
             n = len(both)
             rows.append({"observer": observer, "higher": a, "lower": b, "global_higher": r[a], "global_lower": r[b],
-                         "n_classes": n,
+                         "n_classes": n, "n_classes_small": _small(per_class, observer, [a, b]),
                          "share_following": (both[a] > both[b]).mean() if n else np.nan,
                          "share_tied": (both[a] == both[b]).mean() if n else np.nan,
                          "overlap": kde_overlap(both[a].to_numpy(), both[b].to_numpy()) if n else np.nan})
     return pd.DataFrame(rows, columns=["observer", "higher", "lower", "global_higher", "global_lower", "n_classes",
-                                       "share_following", "share_tied", "overlap"])
+                                       "n_classes_small", "share_following", "share_tied", "overlap"])
 
 
 def ranking_agreement(per_class: pd.DataFrame, global_rel: pd.DataFrame) -> pd.DataFrame:
@@ -115,15 +173,17 @@ def ranking_agreement(per_class: pd.DataFrame, global_rel: pd.DataFrame) -> pd.D
         wide = _wide(per_class, observer).reindex(columns=order).dropna()
         follows = (np.diff(wide.to_numpy(), axis=1) < 0).all(axis=1) if len(wide) else np.array([])
         rows.append({"observer": observer, "global_order": " > ".join(order), "n_classes": len(wide),
+                     "n_classes_small": _small(per_class, observer, order),
                      "share_following": follows.mean() if len(wide) else np.nan})
-    return pd.DataFrame(rows, columns=["observer", "global_order", "n_classes", "share_following"])
+    return pd.DataFrame(rows, columns=["observer", "global_order", "n_classes", "n_classes_small", "share_following"])
 
 
 def outlier_classes(per_class: pd.DataFrame) -> pd.DataFrame:
     """The classes outside Tukey's fences [Q1 − 1.5 IQR, Q3 + 1.5 IQR] of their observer's and arm's class
-    distribution of relative accuracy, with the fences and the side."""
+    distribution of relative accuracy (the classes that count), with the fences and the side."""
     rows = []
-    for (observer, arm), group in per_class.dropna(subset=["relative_accuracy"]).groupby(["observer", "arm"]):
+    counted = per_class[per_class["counted"]].dropna(subset=["relative_accuracy"])
+    for (observer, arm), group in counted.groupby(["observer", "arm"]):
         values = group["relative_accuracy"]
         q1, q3 = values.quantile(0.25), values.quantile(0.75)
         low, high = q1 - TUKEY_K * (q3 - q1), q3 + TUKEY_K * (q3 - q1)

@@ -136,7 +136,8 @@ def _register_domain(sub) -> None:
         sub, "domain-report", help="reliance curves averaged over the data sets of a domain (Burgert et al. Exp. II)",
         description="One suppression experiment per data set of a domain, each answered by the models trained on "
                     "it: chance-corrected relative accuracy with each set's own C, runs averaged per set, then the "
-                    "sets averaged per model architecture (analysis.domains).")
+                    "sets averaged per model architecture, with the sd over sets; runs and sets whose originals are "
+                    "at or below chance have no value and are counted and named as left out (analysis.domains).")
     domain.add_argument("sources", nargs="+", type=user_path, help="the domain's experiment directories")
     domain.add_argument("--out", type=user_path, default=Path("domain-report"), help="output folder")
     domain.set_defaults(func=run_domain)
@@ -145,8 +146,11 @@ def _register_domain(sub) -> None:
 def run_domain(args) -> int:
     from .domains import write_domain_report
 
-    for path in write_domain_report(args.sources, args.out):
+    written, notes = write_domain_report(args.sources, args.out)
+    for path in written:
         print(f"wrote {path}")
+    for note in notes:
+        print(f"note: left out of the mean: {note}")
     return 0
 
 
@@ -254,13 +258,18 @@ def run_prereg(args) -> int:
 
 def _register_curate(sub) -> None:
     curate = add_command(
-        sub, "curate", help="the images per class a model is most confident on (Burgert et al. App. A), as a list for "
-                            "'cuebench stimuli build --only'",
-        description="From a model's stored answers to a labelled-set experiment: per class the --per-class images with "
-                    "the model's highest score for their true class (analysis.curation).")
+        sub, "curate", help="the images per class a model is most confident on (Burgert et al. 2025, Sec. 5.1), as "
+                            "a list for 'cuebench stimuli build --only'",
+        description="From a model's stored answers to the unsuppressed images (condition 'original', or a labelled "
+                    "set's one condition) of a labelled-set or suppression experiment: per class the --per-class images with the model's highest score for "
+                    "their true class, each flagged whether the model answered it correctly (analysis.curation).")
     curate.add_argument("source", type=user_path, help="experiment directory the model answered")
     curate.add_argument("--model", required=True, help="the observer id of the model (as cuebench eval stored it)")
     curate.add_argument("--per-class", type=int, default=50)
+    curate.add_argument("--condition", default=None,
+                        help="the unsuppressed condition to score (default: 'original', or a labelled set's only one)")
+    curate.add_argument("--only-correct", action="store_true",
+                        help="keep only images the model answered correctly (default: keep and flag them)")
     curate.add_argument("--out", type=user_path, default=Path("curated.csv"), help="the list (CSV)")
     curate.set_defaults(func=run_curate)
 
@@ -269,12 +278,22 @@ def run_curate(args) -> int:
     from cuebench.csvsafe import frame_csv
     from cuebench.expdir import atomic_write
 
-    from .curation import most_confident
+    from .curation import model_answers, most_confident, short_classes, unsuppressed_condition
     from .load import load_responses
 
-    table = most_confident(load_responses(args.source), args.model, args.per_class)
+    answers = model_answers(load_responses(args.source), args.model)
+    condition = unsuppressed_condition(answers, args.condition)
+    table = most_confident(answers, condition, args.per_class, only_correct=args.only_correct)
     atomic_write(args.out, frame_csv(table))
-    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes")
+    print(f"wrote {args.out}: {len(table)} images of {table['category'].nunique()} classes, scored on condition "
+          f"{condition!r}")
+    wrong = table[~table["correct"]]
+    if len(wrong):
+        print(f"warning: {len(wrong)} listed image(s) the model answered wrongly (correct = False): "
+              f"{', '.join(wrong['source_image'].astype(str))}")
+    classes = answers.loc[answers["condition"] == condition, "category"]
+    for category, n in short_classes(table, args.per_class, classes.dropna().astype(str)).items():
+        print(f"warning: class {category!r} has {n} image(s), fewer than --per-class {args.per_class}")
     return 0
 
 

@@ -117,32 +117,42 @@ def seg_cue_decomposition(quality: pd.DataFrame, model_set: list[str] | None = N
     return _public(pd.concat(blocks, ignore_index=True)[columns])
 
 
-def per_class_cue_decomposition(cells: pd.DataFrame, model_set: list[str] | None = None,
-                                texture_level=None) -> pd.DataFrame:
-    """S_cd and R_cd per class (beyond the paper): the class's IoU on original, EED and texture-cue images
-    in place of mIoU, s and t the model set's means for that class. ``texture_level`` picks one level of a
-    sweep (default: the first)."""
+ONE_MODEL = ("the only model in the model set for this class: its S_cd = 0.5 by construction (s and t are its own "
+             "Q_S and Q_T), so it is left out")
+
+
+def per_class_cue_decomposition(cells: pd.DataFrame, model_set: list[str] | None = None) -> pd.DataFrame:
+    """S_cd and R_cd per class (beyond the paper): the class's IoU on original, EED and texture-cue images in
+    place of mIoU, s and t the model set's means for that class; one block per texture-cue level (Voronoi
+    sites ``cells``) of a sweep, as :func:`seg_cue_decomposition` and the summary, named by ``texture_level``
+    and ``cells``. S_cd compares a model with the set's mean, so the only model of a one-model set gets 0.5
+    whatever it does: its S_cd is left empty with ``note`` saying so (R_cd does not depend on the set)."""
     cue = cells[cells["condition"].isin(metrics.CUE_CONDITIONS)]
-    texture = cue[cue["condition"] == "texture_cue"]
-    chosen = texture["level"].min() if texture_level is None else texture_level
-    cue = cue[(cue["condition"] != "texture_cue") | (cue["level"] == chosen)]
-    per_class = class_iou(cue, ["observer", "observer_kind", "condition"])
-    wide = per_class.pivot_table(index=["observer", "observer_kind", "class"], columns="condition", values="iou")
-    wide = wide.rename(columns=metrics.CUE_CONDITIONS).reset_index()
+    fixed, texture = cue[cue["condition"] != "texture_cue"], cue[cue["condition"] == "texture_cue"]
     blocks = []
-    for name, part in wide.groupby("class"):
-        part = part.dropna(subset=[c for c in ("Q_O", "Q_S", "Q_T") if c in part])
-        if part.empty or not {"Q_O", "Q_S", "Q_T"} <= set(part.columns):
+    for (level, sites), part in texture.groupby(["level", "cells"]):
+        per_class = class_iou(pd.concat([fixed, part]), ["observer", "observer_kind", "condition"])
+        wide = per_class.pivot_table(index=["observer", "observer_kind", "class"], columns="condition", values="iou")
+        wide = wide.rename(columns=metrics.CUE_CONDITIONS).reset_index()
+        if not {"Q_O", "Q_S", "Q_T"} <= set(wide.columns):
             continue
-        members = None if model_set is None else [m for m in model_set if m in set(part["observer"])]
-        try:
-            blocks.append(metrics.cue_decomposition_scores(part, members or None))
-        except MetricError:
-            continue
+        for name, rows in wide.groupby("class"):
+            rows = rows.dropna(subset=["Q_O", "Q_S", "Q_T"])
+            members = None if model_set is None else [m for m in model_set if m in set(rows["observer"])] or None
+            n_members = len(members) if members else int((rows["observer_kind"] == "model").sum())
+            if rows.empty or n_members == 0:
+                continue
+            scores = metrics.cue_decomposition_scores(rows, members)
+            if n_members == 1:  # the sole member against itself; any other observer is still compared with it
+                sole = members[0] if members else rows.loc[rows["observer_kind"] == "model", "observer"].iloc[0]
+                own = scores["observer"] == sole
+                scores.loc[own, "S_cd"] = np.nan
+                scores.loc[own, "note"] = [f"{n}; {ONE_MODEL}" if n else ONE_MODEL for n in scores.loc[own, "note"]]
+            blocks.append(scores.assign(texture_level=level, cells=sites))
     if not blocks:
         raise MetricError("no class has IoUs on original, shape-cue and texture-cue images")
-    return pd.concat(blocks, ignore_index=True)[["observer", "observer_kind", "class", "Q_O", "Q_S", "Q_T", "S_cd",
-                                                  "R_cd"]]
+    return _public(pd.concat(blocks, ignore_index=True)[
+        ["observer", "observer_kind", "texture_level", "cells", "class", "Q_O", "Q_S", "Q_T", "S_cd", "R_cd", "note"]])
 
 
 def boundary_breakdown(segments: pd.DataFrame) -> pd.DataFrame:

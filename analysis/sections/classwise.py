@@ -28,7 +28,8 @@ class ClasswiseReliance(Section):
         arms = suppressed_conditions(tests)
         if "original" not in set(tests["condition"]):
             return "class-wise relative accuracy needs 'original' trials as each class's baseline; none here"
-        per_class = with_parameters(classwise.class_relative_accuracy(tests, arms), level_parameters(tests))
+        per_class = with_parameters(classwise.class_relative_accuracy(tests, arms, n_choices),
+                                    level_parameters(tests))
         global_rel = classwise.global_relative_accuracy(tests, arms)
         result.tables["classwise_relative_accuracy"] = per_class
         result.tables["classwise_pairs"] = classwise.ranking_pairs(per_class, global_rel)

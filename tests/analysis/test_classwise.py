@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import norm
 
 from analysis.classwise import (class_relative_accuracy, global_relative_accuracy, kde_overlap, outlier_classes,
-                                ranking_agreement, ranking_pairs)
+                                ranking_agreement, ranking_pairs, ratio_interval_mover)
 from analysis.report import AnalysisOptions, analyze
 
 CORRECT = {  # class -> right answers out of 4 on the originals, under texture and under shape suppression
@@ -47,7 +47,7 @@ def scored():
                        source="Burgert et al. 2025, App. I.1", reference="hand computation on a 4-class table",
                        tolerance="exact")
 def test_class_relative_accuracy_by_hand(scored):
-    per_class = class_relative_accuracy(scored, {"bilateral", "patch_shuffle"}).set_index(["category", "arm"])
+    per_class = class_relative_accuracy(scored, {"bilateral", "patch_shuffle"}, 16).set_index(["category", "arm"])
     expected = {("airplane", "bilateral 4"): 3 / 4, ("airplane", "patch_shuffle 4"): 1 / 4,
                 ("bear", "bilateral 4"): (2 / 4) / (2 / 4), ("bear", "patch_shuffle 4"): (1 / 4) / (2 / 4),
                 ("cat", "bilateral 4"): 1 / 4, ("cat", "patch_shuffle 4"): 2 / 4}
@@ -67,7 +67,7 @@ def test_class_relative_accuracy_by_hand(scored):
                        reference="hand computation: airplane and bear follow, cat does not: 2/3", tolerance="exact")
 def test_share_of_classes_following_the_global_ranking_by_hand(scored):
     arms = {"bilateral", "patch_shuffle"}
-    per_class, glob = class_relative_accuracy(scored, arms), global_relative_accuracy(scored, arms)
+    per_class, glob = class_relative_accuracy(scored, arms, 16), global_relative_accuracy(scored, arms)
     pairs = ranking_pairs(per_class, glob)
     assert len(pairs) == 1
     pair = pairs.iloc[0]
@@ -83,10 +83,10 @@ def test_share_of_classes_following_the_global_ranking_by_hand(scored):
                        source="Tukey 1977 (box-plot fences)", reference="hand computation", tolerance="exact")
 def test_outlier_classes_by_hand():
     values = [1.0, 1.0, 0.9, 1.0, 0.1, 1.6]  # quartiles 0.925 and 1.0: fences 0.8125 and 1.1125
-    per_class = pd.DataFrame({"observer": "m", "arm": "grayscale", "category": list("abcdef"),
-                              "relative_accuracy": values})
+    per_class = pd.DataFrame({"observer": "m", "arm": "grayscale", "category": list("abcdefg"),
+                              "relative_accuracy": values + [9.0], "counted": [True] * 6 + [False]})
     out = outlier_classes(per_class).set_index("category")
-    assert sorted(out.index) == ["e", "f"]
+    assert sorted(out.index) == ["e", "f"]  # g, of too few trials, neither counts nor moves the fences
     assert out.loc["e", "side"] == "below" and out.loc["f", "side"] == "above"
     assert out.loc["e", "fence_low"] == pytest.approx(0.925 - 1.5 * 0.075)
 
@@ -123,3 +123,67 @@ def test_the_classwise_section_computes_for_each_model_and_draws_its_strip_plot(
     assert [t.get_text() for t in panel.get_xticklabels()] == ["d 12", "grid 4"]
     assert {t.get_text() for t in panel.texts} == {"bilateral", "patch shuffle"}
     assert panel.get_title() == "m (3 classes)"  # dog, never right on its originals, has no relative accuracy
+
+
+SMALL = {  # class -> (trials, right answers) on the originals, under bilateral 4, under patch_shuffle 4
+    "airplane": ((5, 5), (5, 4), (5, 2)),
+    "bear": ((5, 4), (5, 4), (5, 1)),
+    "cat": ((5, 3), (5, 1), (5, 2)),
+    "dog": ((2, 2), (2, 0), (2, 2)),  # two trials per arm: an interval, but it does not count
+}
+
+
+def small_table() -> pd.DataFrame:
+    rows = []
+    for category, arms in SMALL.items():
+        for (condition, level), (n, k) in zip(ARMS, arms):
+            for image in range(n):
+                answer = category if image < k else "oven"
+                rows.append({"observer": "m", "observer_kind": "model", "role": "test", "trial_type": "classify",
+                             "condition": condition, "level": level, "category": category,
+                             "correct": int(answer == category)})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.validates("class-wise reliance: per-class interval, minimum trials, chance-corrected column",
+                       definition="r_{k,a} with a MOVER-R 95 % interval from the two Wilson intervals; a class counts "
+                                  "in the shares and outliers only with >= 3 trials on the originals and the arm; "
+                                  "(A_{k,a} - 1/C) / (A_{k,orig} - 1/C) beside r",
+                       source="Burgert et al. 2025, App. I.1 (plain ratio) and Sec. 5.2, Eq. 11 (chance-corrected); "
+                              "Donner & Zou 2012 (MOVER-R); Wilson 1927",
+                       reference="hand computation on a 4-class table with one 2-trial class; lower bound = Wilson "
+                                 "lower of A_{k,a} where the baseline is 1 (derived by hand); coverage of 4000 "
+                                 "simulated independent binomial pairs", tolerance="1e-12; coverage >= 0.93")
+def test_classwise_intervals_minimum_trials_and_chance_corrected_by_hand():
+    arms = {"bilateral", "patch_shuffle"}
+    table = small_table()
+    per_class = class_relative_accuracy(table, arms, 4).set_index(["category", "arm"])
+    bear = per_class.loc[("bear", "patch_shuffle 4")]
+    assert bear["relative_accuracy"] == pytest.approx((1 / 5) / (4 / 5))
+    assert bear["chance_corrected"] == pytest.approx((1 / 5 - 1 / 4) / (4 / 5 - 1 / 4))
+    assert per_class.loc[("cat", "bilateral 4"), "chance_corrected"] == pytest.approx((1 / 5 - 1 / 4) / (3 / 5 - 1 / 4))
+
+    def wilson_low(k, n, z=1.959963984540054):  # Wilson 1927, written out here
+        p = k / n
+        return (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n)
+
+    airplane = per_class.loc[("airplane", "bilateral 4")]  # baseline 5/5: L reduces to Wilson's lower of 4/5
+    assert airplane["ci_low"] == pytest.approx(wilson_low(4, 5), abs=1e-12)
+    assert airplane["ci_low"] < airplane["relative_accuracy"] < airplane["ci_high"]
+    dog = per_class.loc[("dog", "patch_shuffle 4")]
+    assert dog["relative_accuracy"] == 1 and not dog["counted"] and dog["ci_low"] < 0.5
+    assert "fewer than 3" in dog["note"]
+    assert per_class.loc[("bear", "bilateral 4"), "counted"]
+    # global: bilateral (14/20) / (14/20) = 1 > patch_shuffle (7/20) / (14/20); dog would not follow but does not count
+    pairs = ranking_pairs(per_class.reset_index(), global_relative_accuracy(table, arms))
+    pair = pairs.iloc[0]
+    assert (pair["higher"], pair["n_classes"], pair["n_classes_small"]) == ("bilateral 4", 3, 1)
+    assert pair["share_following"] == pytest.approx(2 / 3)  # airplane 4/5 > 2/5, bear 1 > 1/4; cat 1/3 < 2/3
+    ranking = ranking_agreement(per_class.reset_index(), global_relative_accuracy(table, arms)).iloc[0]
+    assert (ranking["n_classes"], ranking["n_classes_small"]) == (3, 1)
+    rng = np.random.default_rng(1)  # the interval's coverage, two independent binomials drawn with numpy
+    for p1, p2, n1, n2 in ((0.6, 0.8, 20, 20), (0.3, 0.9, 10, 30), (0.85, 0.95, 50, 50)):
+        k1, k2 = rng.binomial(n1, p1, 4000), rng.binomial(n2, p2, 4000)
+        low, high = ratio_interval_mover(k1, n1, k2, n2)
+        keep = k2 > 0
+        assert ((low <= p1 / p2) & (p1 / p2 <= high))[keep].mean() >= 0.93

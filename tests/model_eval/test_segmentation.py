@@ -351,3 +351,69 @@ def test_torchvision_segmentation_checkpoint_whole_and_sliding_window(segmentati
     subprocess.run(["cp", "-r", str(segmentation_study / "exp"), str(copy)], check=True)
     summary = evaluate_experiment(copy, [f"lraspp_mobilenet_v3_large:{path}"], device="cpu", progress=False)
     assert summary.runs[0].answered_now == len(ExperimentDir(copy).load().trials)
+
+
+# IoU (true positives of 10 pixels, the rest predicted outside the label set) per observer, condition, class a / b
+CLASS_IOU = {"m1": {"original": (9, 8), "shape_cue": (6, 2), ("texture_cue", 16): (3, 5), ("texture_cue", 32): (1, 4)},
+             "m2": {"original": (8, 9), "shape_cue": (2, 4), ("texture_cue", 16): (5, 5), ("texture_cue", 32): (6, 1)}}
+
+
+def class_cue_rows() -> pd.DataFrame:
+    rows = []
+    for observer, arms in CLASS_IOU.items():
+        for arm, (tp_a, tp_b) in arms.items():
+            condition, cells = arm if isinstance(arm, tuple) else (arm, None)
+            level = {16: 0, 32: 1}.get(cells)
+            confusion = [["a", "a", tp_a], ["a", "other", 10 - tp_a], ["b", "b", tp_b], ["b", "other", 10 - tp_b]]
+            rows += [{**row, "model_outputs": json.dumps({"confusion": confusion, "confusion_near_edges": confusion})}
+                     for row in confusion_rows({f"{observer}-{condition}-{cells}": confusion}, observer, condition,
+                                               level, {"cells": cells} if cells else None)]
+    return pd.DataFrame(rows).assign(response="label map", role="test")
+
+
+@pytest.mark.validates("per-class segmentation S_cd and R_cd",
+                       definition="a class's IoU in place of mIoU in Eqs. 3-5, s and t the model set's means for the "
+                                  "class, one block per texture-cue level of a sweep; the only model of a one-model "
+                                  "set gets no S_cd (0.5 by construction)",
+                       source="Heinert et al. Eqs. 3-5 (per class: beyond the paper)",
+                       reference="hand computation on two models, two classes, a two-level Voronoi sweep",
+                       tolerance="1e-12")
+def test_per_class_s_cd_names_each_voronoi_level_and_leaves_out_a_lone_model(tmp_path):
+    from support import cuebench_in_process
+
+    class_cue_rows().to_csv(tmp_path / "responses.csv", index=False)
+    cuebench_in_process(tmp_path, "analyze", "responses.csv", "--metric", "segmentation-class-cues",
+                        "--out", "classes.csv")
+    table = pd.read_csv(tmp_path / "classes.csv").set_index(["observer", "cells", "class"])
+    assert sorted(set(zip(table.reset_index()["texture_level"], table.reset_index()["cells"]))) == [(0, 16), (1, 32)]
+    for cells in (16, 32):
+        for k, name in enumerate("ab"):
+            q = {o: {c: arms[c if c != "texture_cue" else ("texture_cue", cells)][k] / 10
+                     for c in ("original", "shape_cue", "texture_cue")} for o, arms in CLASS_IOU.items()}
+            s = (q["m1"]["shape_cue"] + q["m2"]["shape_cue"]) / 2
+            t = (q["m1"]["texture_cue"] + q["m2"]["texture_cue"]) / 2
+            for observer, v in q.items():
+                row = table.loc[(observer, cells, name)]
+                shape, texture = v["shape_cue"] / s, v["texture_cue"] / t
+                assert row["S_cd"] == pytest.approx(shape / (shape + texture), abs=1e-12)
+                assert row["R_cd"] == pytest.approx((v["shape_cue"] + v["texture_cue"]) / (2 * v["original"]))
+    cuebench_in_process(tmp_path, "analyze", "responses.csv", "--metric", "segmentation-class-cues",
+                        "--model-set", "m1", "--out", "lone.csv")
+    lone = pd.read_csv(tmp_path / "lone.csv").set_index(["observer", "cells", "class"])
+    assert lone.loc[("m1", 16, "a"), "S_cd"] != lone.loc[("m1", 16, "a"), "S_cd"]  # empty, not 0.5
+    assert "S_cd = 0.5 by construction" in lone.loc[("m1", 16, "a"), "note"]
+    # m2 is still compared with m1: (0.2 / 0.6) / (0.2 / 0.6 + 0.5 / 0.3) for class a at 16 sites
+    assert lone.loc[("m2", 16, "a"), "S_cd"] == pytest.approx((0.2 / 0.6) / (0.2 / 0.6 + 0.5 / 0.3))
+    assert lone.loc[("m1", 32, "b"), "R_cd"] == pytest.approx((0.2 + 0.4) / (2 * 0.8))
+
+
+def test_the_edge_band_is_three_pixels_deep_on_each_side_of_a_label_change():
+    from model_eval.decisions import near_edges
+
+    mask = np.zeros((1, 12), dtype=np.uint8)
+    mask[0, 6:] = 1
+    assert near_edges(mask)[0].astype(int).tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0]
+    rim = np.zeros((9, 9), dtype=np.uint8)
+    rim[4, 4] = IGNORE  # an ignored pixel's rim is an edge; the image border is none
+    band = near_edges(rim)
+    assert band[4, 1] and band[4, 7] and not band[4, 0] and not band[0, 4] and not band[1, 1] and band[2, 1]

@@ -186,26 +186,61 @@ def test_a_checkpoint_declares_its_own_classes_in_a_state_dict_or_safetensors_me
 
 
 @pytest.mark.validates("model-confidence curation of an image set",
-                       definition="per class the K test images with the model's highest score for their true class",
-                       source="Burgert et al. 2025, App. A ('the 50 images per class a model is most confident on')",
-                       reference="hand-chosen scores of a scripted model", tolerance="exact")
-def test_curation_keeps_the_images_a_model_is_most_confident_on_and_the_build_takes_only_those(photos, tmp_path):
+                       definition="per class the K unsuppressed ('original') test images with the model's highest "
+                                  "score for their true class, flagged where the model answered wrongly",
+                       source="Burgert et al. 2025, Sec. 5.1 ('the most confidently predicted samples')",
+                       reference="hand-chosen scores of a scripted model, stored in two orders", tolerance="exact")
+def test_curation_keeps_the_originals_a_model_is_most_confident_on_in_any_storage_order(photos, tmp_path):
     from cuebench.responses import ResponseStore, trial_row
 
     split_photos(photos, tmp_path / "set")
-    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "set", "--out", "study",
-             "--workers", "1", "--attention", "0")
+    cuebench(tmp_path, "stimuli", "build", "--design", "suppression", "--images", "set", "--conditions", "grayscale",
+             "--out", "study", "--workers", "1", "--attention", "0")
+    shutil.copytree(tmp_path / "study", tmp_path / "resumed")
     exp = ExperimentDir(tmp_path / "study").load()
-    confidence = {"chelsea": .9, "coffee": .2, "rocket": .5, "motorcycle": .4, "astronaut": .8, "camera": .3}
-    rows = [trial_row(exp, t, observer="m:x", observer_kind="model", session=1, trial_index=i, response=t.correct,
-                      model_outputs={t.correct: confidence[t.source_image]})
-            for i, t in enumerate(t for t in exp.trials if t.role == "test")]
-    with ResponseStore(tmp_path / "study" / "responses.sqlite") as store:
-        store.write_many(rows)
-    cuebench(tmp_path, "curate", "study", "--model", "m:x", "--per-class", "2", "--out", "curated.csv")
-    curated = pd.read_csv(tmp_path / "curated.csv")
-    assert sorted(curated["source_image"]) == ["astronaut", "chelsea", "motorcycle", "rocket"]
-    cuebench(tmp_path, "stimuli", "build", "--design", "suppression", "--images", "set", "--only", "curated.csv",
+    confidence = {"chelsea": .9, "coffee": .95, "rocket": .5, "motorcycle": .4, "astronaut": .8, "camera": .3}
+    other = {"striped thing": "T-rex_2.0", "T-rex_2.0": "striped thing"}
+
+    def row(i, t):
+        original = t.condition == "original"
+        wrong = original and t.source_image.endswith("coffee")  # scored high for its class, answered the other
+        score = confidence[t.source_image.split("/")[-1]] if original else 0.333  # full grayscale: unsure of all
+        return trial_row(exp, t, observer="m:x", observer_kind="model", session=1, trial_index=i,
+                         response=other[t.correct] if wrong else t.correct, model_outputs={t.correct: score})
+
+    tests = [t for t in exp.trials if t.role == "test"]
+    assert {t.condition for t in tests} == {"original", "grayscale"}
+    for folder, order in (("study", tests), ("resumed", sorted(tests, key=lambda t: t.condition != "grayscale"))):
+        with ResponseStore(tmp_path / folder / "responses.sqlite") as store:
+            store.write_many([row(i, t) for i, t in enumerate(order)])
+        out = cuebench(tmp_path, "curate", folder, "--model", "m:x", "--per-class", "2", "--out", f"{folder}.csv")
+        curated = pd.read_csv(tmp_path / f"{folder}.csv")
+        curated.index = curated["source_image"].str.split("/").str[-1]
+        assert sorted(curated.index) == ["astronaut", "chelsea", "coffee", "motorcycle"]
+        assert curated["confidence"].to_dict() == {"chelsea": .9, "coffee": .95, "astronaut": .8, "motorcycle": .4}
+        assert curated["correct"].to_dict() == {"chelsea": True, "coffee": False, "astronaut": True,
+                                                "motorcycle": True}
+        assert "1 listed image(s) the model answered wrongly (correct = False): striped thing/coffee" in out
+        assert "fewer than --per-class" not in out
+    out = cuebench(tmp_path, "curate", "resumed", "--model", "m:x", "--per-class", "3", "--only-correct",
+                   "--out", "correct.csv")
+    curated = pd.read_csv(tmp_path / "correct.csv")
+    names = sorted(curated["source_image"].str.split("/").str[-1])
+    assert names == ["astronaut", "camera", "chelsea", "motorcycle", "rocket"]
+    assert "warning: class 'striped thing' has 2 image(s), fewer than --per-class 3" in out
+    assert "T-rex_2.0" not in out and "wrongly" not in out
+    cuebench(tmp_path, "stimuli", "build", "--design", "suppression", "--images", "set", "--only", "correct.csv",
              "--conditions", "grayscale", "--out", "curated-study", "--workers", "1", "--attention", "0")
     built = ExperimentDir(tmp_path / "curated-study").load()
-    assert {t.source_image.split("/")[-1] for t in built.trials} == set(curated["source_image"])
+    assert {t.source_image for t in built.trials} == set(curated["source_image"])
+    # a labelled set's one condition is named after its folder: its answers are the unsuppressed ones
+    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", "set", "--out", "plain",
+             "--workers", "1", "--attention", "0")
+    plain = ExperimentDir(tmp_path / "plain").load()
+    with ResponseStore(tmp_path / "plain" / "responses.sqlite") as store:
+        store.write_many([trial_row(plain, t, observer="m:x", observer_kind="model", session=1, trial_index=i,
+                                    response=t.correct, model_outputs={t.correct: confidence[t.source_image]})
+                          for i, t in enumerate(t for t in plain.trials if t.role == "test")])
+    out = cuebench(tmp_path, "curate", "plain", "--model", "m:x", "--per-class", "1", "--out", "plain.csv")
+    assert "scored on condition 'set'" in out
+    assert sorted(pd.read_csv(tmp_path / "plain.csv")["source_image"]) == ["astronaut", "coffee"]
