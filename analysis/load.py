@@ -27,6 +27,9 @@ Raw-format mapping (documented in docs/analysis.md):
   ``NNNN_<kind>_<condition>_<level>_<class>_<trial id>_<stimulus>.png`` the observer kind, class,
   trial id, source image and texture class (:func:`own_name`, every token percent-decoded), and
   ``category`` is the answer scored against (``na``: none);
+- read with an experiment directory, raw rows of an image it shows in the same condition take the
+  experiment's level, trial id and parameters (:func:`onto_experiment_cells`), so published raw data and
+  collected answers pair on one (condition, level, image) cell;
 - ``na`` answers become an empty response with ``timed_out = 1`` (scored wrong);
   ``rt`` seconds -> ``rt_ms``; ``Session`` is accepted for ``session``.
 """
@@ -76,7 +79,7 @@ def load_responses(sources, database: str | None = None) -> pd.DataFrame:
         common += frames
         raw += raw_files
     if raw:
-        common.append(raw_to_common(raw))
+        common.append(onto_experiment_cells(raw_to_common(raw), experiment_cells(sources)))
     df = pd.concat(common, ignore_index=True) if len(common) > 1 else common[0]
     return conform(df, "the sources")
 
@@ -129,6 +132,51 @@ def read_source(path: Path, database: str | None = None) -> tuple[list[pd.DataFr
         else:
             common.append(df)
     return common, raw
+
+
+CELL_COLUMNS = ["condition", "level", "source_image", "trial_id", "params"]
+
+
+def experiment_cells(sources) -> pd.DataFrame:
+    """``condition, level, source_image, trial_id, params`` of every test trial of the experiment directories
+    among ``sources``: the cells raw data of the same images are put on (:func:`onto_experiment_cells`)."""
+    rows = []
+    for path in map(Path, sources):
+        if path.is_dir() and (path / EXPERIMENT_FILE).is_file():
+            trials = json.loads((path / EXPERIMENT_FILE).read_text(encoding="utf-8")).get("trials", [])
+            rows += [(t.get("condition", "original"), t.get("level"), t.get("source_image"), t["trial_id"],
+                      json.dumps(t.get("params") or {}, sort_keys=True))
+                     for t in trials if t.get("role") == "test" and t.get("source_image")]
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+def onto_experiment_cells(raw: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Raw rows (already in the common schema) of an image an experiment shows in the same condition take that
+    experiment's cell: its level, trial id and parameters, so collected answers and published raw data pair on one
+    (condition, level, image) cell in the t-tests, error consistency and noise ceilings.
+
+    A raw data set whose ``condition`` column holds one value (Geirhos et al.'s edges and silhouettes: ``0``) is
+    one level; where the experiment's condition has one level too (a labelled-set study: none), the raw level
+    becomes the experiment's. Otherwise raw rows keep the position of their raw value as level and take the
+    experiment's trial where that position is the experiment's level. Rows of images the experiment does not
+    show keep the raw mapping."""
+    if cells.empty or raw.empty:
+        return raw
+    out = raw.copy()
+    for condition, part in out.groupby("condition"):
+        levels = cells.loc[cells["condition"] == condition, "level"].drop_duplicates()
+        if len(levels) == 1 and part["level"].nunique(dropna=False) == 1:
+            level = levels.iloc[0]
+            out.loc[part.index, "level"] = pd.NA if level is None or pd.isna(level) else int(level)
+    unique = cells.assign(level=cells["level"].fillna(-1).astype(int))
+    unique = unique.drop_duplicates(["condition", "level", "source_image"], keep=False)
+    keys = pd.DataFrame({"condition": out["condition"].astype(object), "level": out["level"].fillna(-1).astype(int),
+                         "source_image": out["source_image"].astype(object)})
+    found = keys.merge(unique, on=["condition", "level", "source_image"], how="left")
+    matched = found["trial_id"].notna().to_numpy()
+    for column in ("trial_id", "params"):
+        out.loc[matched, column] = found.loc[matched, column].to_numpy()
+    return conform(out, "the raw data")
 
 
 def is_raw(df: pd.DataFrame) -> bool:

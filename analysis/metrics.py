@@ -226,23 +226,29 @@ def cue_decomposition_scores(q: pd.DataFrame, model_set: list[str] | None = None
 
 HEINERT_CORRUPTIONS = ("contrast", "high_pass", "low_pass", "uniform_noise", "phase_noise")
 """The corruptions of Heinert et al. Tables I and IV (the names of ``cuebench list corruptions``)."""
+UNCHANGED_AT_LEVEL_0 = frozenset({"contrast", "high_pass", "low_pass", "phase_noise"})
+"""Corruptions whose level 0 is the unchanged (grayscale) image, no corruption: contrast 100 %, high pass with
+sigma = inf, low pass with sigma = 0, phase noise of 0 degrees (Geirhos et al. 2018's grids). Uniform noise's level 0
+(width 0) is the image at 30 % contrast, already corrupted, so it counts."""
 
 
 def relative_robustness(quality: pd.DataFrame, value: str = "accuracy",
                         corruptions: tuple[str, ...] = HEINERT_CORRUPTIONS) -> pd.DataFrame:
     """Relative corruption robustness (Heinert et al. Tables I and IV): per observer and corruption, the mean
-    over the corruption's intensity levels 1.. of Q(level) / Q_O, with Q the observer's ``value`` (accuracy
+    over the corruption's intensity levels of Q(level) / Q_O, with Q the observer's ``value`` (accuracy
     for classification, mIoU for segmentation) and Q_O its value on the ``original`` condition; ``Mean``
-    is the mean over the corruptions present. Level 0 of a grid is the image itself (or its grayscale),
-    no corruption, and is left out.
+    is the mean over the corruptions present. Level 0 is left out where it is the unchanged image
+    (:data:`UNCHANGED_AT_LEVEL_0`); uniform noise's level 0, a 30 %-contrast image, stays.
 
     ``quality``: ``observer, observer_kind, condition, level, <value>``. Returns one row per observer with a
     column per corruption and ``Mean`` (empty where Q_O is 0)."""
     originals = quality[quality["condition"] == BASELINE].groupby("observer")[value].mean()
-    corrupted = quality[quality["condition"].isin(corruptions) & (quality["level"].fillna(0) >= 1)]
+    level = quality["level"].fillna(0)
+    unchanged = quality["condition"].isin(UNCHANGED_AT_LEVEL_0) & (level == 0)
+    corrupted = quality[quality["condition"].isin(corruptions) & (level >= 0) & ~unchanged]
     if corrupted.empty:
-        raise MetricError(f"relative robustness needs corrupted trials (conditions {', '.join(corruptions)} at "
-                          "levels 1 and above)")
+        raise MetricError(f"relative robustness needs corrupted trials (conditions {', '.join(corruptions)}, "
+                          "beyond the unchanged image)")
     if originals.empty:
         raise MetricError("relative robustness needs the observers' answers on original images (condition "
                           f"{BASELINE!r}) to relate the corrupted ones to")
@@ -254,6 +260,41 @@ def relative_robustness(quality: pd.DataFrame, value: str = "accuracy",
     wide["Mean"] = wide.mean(axis=1, skipna=False)
     wide.columns.name = None
     return wide.reset_index()
+
+
+RANK_METHODS = ("spearman", "kendall")
+
+
+def robustness_rank_correlations(predictors: pd.DataFrame, robustness: pd.DataFrame,
+                                 methods: tuple[str, ...] = RANK_METHODS) -> pd.DataFrame:
+    """Rank correlation of each per-model metric with each relative robustness column over the models both
+    tables hold (Heinert et al. Tables V and VI for segmentation, Tables II and X for classification: rows are
+    metrics, columns corruptions and Mean). ``spearman``: Spearman's rho, as the paper (its ref. [75]);
+    ``kendall``: Kendall's tau-b, which handles ties and is less swayed by one model at a few models. A
+    correlation needs three models with both values and neither column constant (else empty).
+
+    ``predictors``: ``observer`` and one column per metric; ``robustness``: :func:`relative_robustness`'s table.
+    Returns one row per metric and method: ``metric, method, models``, then a column per robustness column."""
+    from scipy import stats
+
+    measure = {"spearman": lambda a, b: stats.spearmanr(a, b).statistic,
+               "kendall": lambda a, b: stats.kendalltau(a, b, variant="b").statistic}
+    unknown = [m for m in methods if m not in measure]
+    if unknown:
+        raise MetricError(f"unknown rank correlation {unknown[0]!r}; known: {', '.join(measure)}")
+    joined = predictors.merge(robustness.drop(columns="observer_kind", errors="ignore"), on="observer")
+    targets = [c for c in robustness.columns if c not in ("observer", "observer_kind")]
+    names = [c for c in predictors.columns if c not in ("observer", "observer_kind")]
+    rows = []
+    for name in names:
+        for method in methods:
+            row = {"metric": name, "method": method, "models": int(joined[name].notna().sum())}
+            for target in targets:
+                pair = joined[[name, target]].dropna().to_numpy(float)
+                ranked = len(pair) >= 3 and np.ptp(pair[:, 0]) > 0 and np.ptp(pair[:, 1]) > 0
+                row[target] = float(measure[method](pair[:, 0], pair[:, 1])) if ranked else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["metric", "method", "models", *targets])
 
 
 def oddity_accuracy(scored: pd.DataFrame, catch: pd.DataFrame | None = None) -> pd.DataFrame:

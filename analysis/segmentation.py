@@ -172,18 +172,9 @@ def boundary_breakdown(segments: pd.DataFrame) -> pd.DataFrame:
 
 def rank_correlations(predictors: pd.DataFrame, robustness: pd.DataFrame) -> pd.DataFrame:
     """Spearman rank correlation of each per-model metric with each relative robustness column over the
-    models both tables hold (Heinert et al. Tables V and VI: rows are metrics, columns corruptions and Mean)."""
-    joined = predictors.merge(robustness, on="observer")
-    targets = [c for c in robustness.columns if c not in ("observer", "observer_kind")]
-    names = [c for c in predictors.columns if c not in ("observer", "observer_kind")]
-    rows = []
-    for name in names:
-        row = {"metric": name, "models": int(joined[name].notna().sum())}
-        for target in targets:
-            pair = joined[[name, target]].dropna()
-            row[target] = pair[name].corr(pair[target], method="spearman") if len(pair) >= 3 else np.nan
-        rows.append(row)
-    return pd.DataFrame(rows)
+    models both tables hold (Heinert et al. Tables V and VI: rows are metrics, columns corruptions and Mean;
+    :func:`metrics.robustness_rank_correlations`)."""
+    return metrics.robustness_rank_correlations(predictors, robustness, ("spearman",)).drop(columns="method")
 
 
 def cue_predictors(quality: pd.DataFrame, cue: pd.DataFrame) -> pd.DataFrame:

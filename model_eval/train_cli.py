@@ -1,5 +1,6 @@
-"""``cuebench train STUDYDIR``: train timm models from scratch on a DiagViB-6 study directory, or from scratch or
-fine-tuned on a labelled image set (``SET/train/<class>/``; ``model_eval.training.labelled``)."""
+"""``cuebench train STUDYDIR``: train models on a DiagViB-6 study directory or a labelled image set
+(``SET/train/<class>/``; ``model_eval.training.labelled``), from scratch or from weights with a new head, the
+backbone frozen if asked (``model_eval.training.starting``)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,15 @@ def register(sub) -> None:
     from .training.jobs import TrainConfig
 
     train = add_command(
-        sub, "train", help="train models from scratch on a DiagViB-6 study (BiasBed-style runs, per-epoch log)",
-        description="Train a timm model from scratch to predict each entry's target factor, several seeded runs, "
+        sub, "train", help="train models on a DiagViB-6 study or a labelled set (BiasBed-style runs, per-epoch log)",
+        description="Train a model (from scratch, or from --weights with a new head) to predict each entry's target "
+                    "factor, several seeded runs, "
                     "evaluating validation and test after every epoch into STUDYDIR/training.csv. "
                     "Finished jobs are skipped on a re-run.")
     train.add_argument("study_dir", type=user_path, help="study directory (made by 'cuebench stimuli build --design "
                        "diagvib'), or a labelled set: a folder with train/<class>/ (and test/, optionally val/)")
-    train.add_argument("--model", default="resnet18", help="timm architecture (randomly initialised)")
+    train.add_argument("--model", default="resnet18",
+                       help="timm architecture, or torchvision's where timm lacks it (alexnet)")
     train.add_argument("--algorithm", default="erm",
                        help="training algorithm (BiasBed: ERM, pAdaIN, SagNet, InfoDrop; 'cuebench list algorithms'); "
                             "distinguish needs disrupted images and runs in train-cues")
@@ -54,13 +57,13 @@ def register(sub) -> None:
     add_training_arguments(train, runs_of="entry", epochs=10, batch_size=128, adam_lr=TrainConfig.lr)
     train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
+    train.add_argument("--weights", default="scratch",
+                       help="'scratch' (random initialisation), or the WEIGHTS of --model NAME:WEIGHTS to start from "
+                            "with a new head (pypi, hf-cache, torchvision or a checkpoint file)")
+    train.add_argument("--freeze-backbone", action="store_true",
+                       help="train the new head only, every other layer frozen (the ImageNet ResNet-50 baseline: "
+                            "--model resnet50 --weights torchvision --freeze-backbone)")
     labelled = train.add_argument_group("labelled sets (a folder with train/<class>/ image folders)")
-    labelled.add_argument("--weights", default="scratch",
-                          help="'scratch' (random initialisation), or the WEIGHTS of --model NAME:WEIGHTS to fine-tune "
-                               "with a new head (pypi, hf-cache or a checkpoint file)")
-    labelled.add_argument("--freeze-backbone", action="store_true",
-                          help="train the new head only, every other layer frozen (the ImageNet ResNet-50 baseline: "
-                               "--model resnet50 --weights torchvision --freeze-backbone)")
     labelled.add_argument("--out", type=user_path, default=None,
                           help="folder for the runs, checkpoints, set_training.csv and models.txt "
                                "(default: runs/<set name>)")
@@ -90,7 +93,7 @@ def run_train(args) -> int:
                                                                                      adam_lr=TrainConfig.lr)
     config = TrainConfig.with_options(options, optimizer, model=args.model, algorithm=args.algorithm,
                                       epochs=args.epochs, batch_size=args.batch_size, input_size=args.input_size,
-                                      seed=args.seed)
+                                      seed=args.seed, weights=args.weights, freeze=args.freeze_backbone)
     runtime = Runtime(device=args.device, amp=args.amp)
     studies = [s.strip() for s in args.studies.split(",")] if args.studies else None
     spec = parse_executor(args.executor, args.executor_option)

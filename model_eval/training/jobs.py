@@ -1,7 +1,9 @@
 """Training jobs on a DiagViB-6 study directory: plan them, run one, collect the table.
 
 A job is one (study, pair, dataset sample, run) with a training configuration. It
-trains a timm model from scratch to predict the target factor and evaluates on the
+trains a model (timm, or torchvision's for an architecture timm lacks such as AlexNet; from
+scratch, or from ImageNet weights with a new head and optionally a frozen backbone:
+``training.starting``) to predict the target factor and evaluates on the
 validation and test splits after every epoch (BiasBed, Kalischek et al. 2023: model
 selection happens afterwards, from the logged curve). Each finished job writes its rows
 to ``training/runs/<job id>.csv`` atomically, so jobs on any executor never write the
@@ -23,8 +25,9 @@ import numpy as np
 
 from cuebench.csvsafe import frame_csv
 from cuebench.studies import FACTOR_TRAINING_TABLE as TABLE_FILE, StudyDir, load_split
-from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write, canonical_json
+
+from .starting import TrainingError, build_model, check_start, data_config, starting_model, weights_label
 
 if TYPE_CHECKING:
     from .algorithms import AlgorithmOptions, OptimizerSettings
@@ -38,10 +41,6 @@ per-class accuracy (Eulig et al. 2021, Sec. 3.4); ``per_class_accuracy`` a JSON 
 the order of the entry's selected target classes; ``algorithm_options`` the algorithm's
 options, defaults included, as JSON; ``optimizer`` the optimiser's name, lr, weight decay and
 momentum, as JSON."""
-
-
-class TrainingError(CuebenchError):
-    """A study directory, option or model cannot be trained as asked."""
 
 
 @dataclass(frozen=True)
@@ -60,19 +59,34 @@ class TrainConfig:
     """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
     optimizer: str = "adam"
     """The optimiser ``lr`` and ``weight_decay`` belong to (settled by ``OptimizerRequest.settle``)."""
+    weights: str = "scratch"
+    """``scratch`` (random initialisation) or the WEIGHTS of ``model:WEIGHTS`` to start from, with a new head."""
+    freeze: bool = False
+    """Train the new head only (Eulig et al. 2021's RN50-IN: frozen convolutional layers)."""
 
     def key(self) -> str:
         """Hash of what names the job: the fields, with the changed options. pAdaIN's p keeps the
         name and place it had as the field ``padain_p``, and Adam, the only optimiser before there was
         a choice, is left out (so job names of earlier runs still match; an SGD run is named apart)."""
-        identity = {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer")}
+        identity = {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer", "weights", "freeze")}
         if self.optimizer != "adam":
             identity["optimizer"] = self.optimizer
+        if self.weights != "scratch" or self.freeze:  # named apart; runs from scratch keep their names
+            identity.update(weights=self.weights, freeze=self.freeze)
         options = dict(self.options)
         identity["padain_p"] = options.pop("p", 0.01) if self.algorithm == "padain" else 0.01
         if options:
             identity["options"] = options
         return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:8]
+
+    @property
+    def model_label(self) -> str:
+        """The model as the training table and the factor-study report name it: the architecture from scratch,
+        ``NAME:WEIGHTS`` from weights, ``NAME:WEIGHTS (frozen backbone)`` with only the head trained, so a
+        baseline is never pooled with the same architecture trained another way."""
+        if self.weights == "scratch":
+            return self.model
+        return f"{self.model}:{weights_label(self.weights)}" + (" (frozen backbone)" if self.freeze else "")
 
     def algorithm_options(self) -> dict:
         """The algorithm's options as its constructor takes them (the changed ones)."""
@@ -131,6 +145,7 @@ def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Ru
               studies: list[str] | None = None) -> list[TrainJob]:
     """Every (entry x run) job of a study directory, optionally limited to some studies."""
     check_factor_algorithm(config.algorithm)
+    check_start(config.model, config.weights, config.freeze)
     if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
         raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
     study_dir = StudyDir(study_dir)
@@ -186,9 +201,17 @@ def load_tensors(path: Path, input_size: int):
     return images, torch.from_numpy(split.label)
 
 
-def to_input(batch, device: str):
-    """uint8 NCHW -> float, scaled to about zero mean and unit spread (fixed, data-independent)."""
-    return (batch.to(device, non_blocking=True).float() / 255.0 - 0.5) / 0.25
+SCRATCH_NORMALISATION = ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+"""Mean and sd a model trained from scratch is fed with: about zero mean and unit spread (fixed,
+data-independent); a model started from weights is fed as it was trained (its data config)."""
+
+
+def to_input(batch, device: str, normalisation=SCRATCH_NORMALISATION):
+    """uint8 NCHW -> float, normalised by ``(mean, sd)`` per channel."""
+    import torch
+
+    mean, sd = (torch.tensor(v, device=device).view(1, 3, 1, 1) for v in normalisation)
+    return (batch.to(device, non_blocking=True).float() / 255.0 - mean) / sd
 
 
 def class_accuracies(pred: np.ndarray, label: np.ndarray, n_classes: int = 3) -> list[float | None]:
@@ -200,18 +223,6 @@ def mean_class_accuracy(per_class: list[float | None]) -> float:
     """Mean per-class accuracy over the classes present (Eulig et al. 2021, Sec. 3.4: acc_ij)."""
     present = [a for a in per_class if a is not None]
     return float(np.mean(present)) if present else float("nan")
-
-
-def build_model(name: str, num_classes: int = 3):
-    from ..torch_compat import import_timm
-
-    timm = import_timm()
-    try:
-        return timm.create_model(name, pretrained=False, num_classes=num_classes)
-    except RuntimeError as err:
-        if "Unknown model" in str(err):
-            raise TrainingError(f"unknown timm model {name!r}") from None
-        raise
 
 
 def run_job(job: TrainJob, progress: bool = False) -> Path:
@@ -234,7 +245,11 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
     root = Path(job.study_dir)
     data = {split: load_tensors(root / job.files[split], cfg.input_size) for split in ("train", "val", "test")}
     torch.manual_seed(job.seed)
-    model = build_model(cfg.model).to(device)
+    model = starting_model(cfg.model, cfg.weights, cfg.freeze, 3, device).to(device)
+    if cfg.weights == "scratch":
+        normalisation = SCRATCH_NORMALISATION
+    else:
+        normalisation = tuple(tuple(data_config(model)[k]) for k in ("mean", "std"))
     algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
                                           amp=job.runtime.amp, optimizer=cfg.optimizer, **cfg.algorithm_options())
     options = json.dumps(algorithm.options.model_dump(mode="json"), sort_keys=True)
@@ -247,17 +262,18 @@ def run_job(job: TrainJob, progress: bool = False) -> Path:
         order = torch.randperm(len(y_train), generator=shuffle)
         losses, start = [], time.perf_counter()
         for batch in order.split(cfg.batch_size):
-            losses.append(algorithm.update(to_input(x_train[batch], device), y_train[batch].to(device)))
+            losses.append(algorithm.update(to_input(x_train[batch], device, normalisation),
+                                           y_train[batch].to(device)))
         speed = len(order) / (time.perf_counter() - start)
         for split in ("val", "test"):
             x, y = data[split]
-            pred = torch.cat([algorithm.predict(to_input(xb, device)).cpu()
+            pred = torch.cat([algorithm.predict(to_input(xb, device, normalisation)).cpu()
                               for xb in x.split(job.runtime.eval_batch_size)]).numpy()
             per_class = class_accuracies(pred, y.numpy())
             rows.append({"study": job.study, "target": job.target, "correlated": job.correlated,
                          "pair": f"{job.target}-{job.correlated}", "dataset_sample": job.dataset_sample,
                          "shortcut_class": -1 if job.shortcut_class is None else job.shortcut_class,
-                         "model": cfg.model, "algorithm": cfg.algorithm, "run": job.run, "seed": job.seed,
+                         "model": cfg.model_label, "algorithm": cfg.algorithm, "run": job.run, "seed": job.seed,
                          "epoch": epoch, "split": split, "accuracy": mean_class_accuracy(per_class),
                          "per_class_accuracy": json.dumps(per_class), "n_images": len(y),
                          "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "job_id": job.job_id,

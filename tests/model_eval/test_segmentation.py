@@ -205,17 +205,20 @@ def test_table_iii_and_xiii_from_their_published_components():
 
 
 @pytest.mark.validates("relative corruption robustness", definition="per corruption: mean over intensity levels "
-                       ">= 1 of Q(level)/Q_O; Mean = mean over the corruptions", source="Heinert et al. Tables I, "
+                       "of Q(level)/Q_O, level 0 left out where it is the unchanged image (not uniform noise's); Mean "
+                       "= mean over the corruptions", source="Heinert et al. Tables I, "
                        "IV, XIV", reference="hand computation; Table XIV's Mean from its five published columns",
                        tolerance="1e-12 (hand); 0.0011 (published, rounded)")
 def test_relative_robustness_by_hand_and_table_xiv_mean():
     quality = pd.DataFrame([
         ("m", "original", None, 0.8), ("m", "contrast", 0, 0.8), ("m", "contrast", 1, 0.4), ("m", "contrast", 2, 0.2),
-        ("m", "low_pass", 1, 0.6), ("m", "shape_cue", None, 0.1)], columns=["observer", "condition", "level", "mIoU"])
+        ("m", "low_pass", 1, 0.6), ("m", "uniform_noise", 0, 0.4), ("m", "shape_cue", None, 0.1)],
+        columns=["observer", "condition", "level", "mIoU"])
     out = metrics.relative_robustness(quality.assign(observer_kind="model"), "mIoU").iloc[0]
-    # contrast: (0.4/0.8 + 0.2/0.8)/2 = 0.375 (level 0 left out); low pass 0.75; Mean (0.375 + 0.75)/2
-    assert (out["contrast"], out["low_pass"], out["Mean"]) == (pytest.approx(0.375), pytest.approx(0.75),
-                                                              pytest.approx(0.5625))
+    # contrast: (0.4/0.8 + 0.2/0.8)/2 = 0.375 (level 0, the unchanged image, left out); low pass 0.75; uniform noise
+    # 0.4/0.8 = 0.5 (its level 0 is a 30 %-contrast image: it counts); Mean (0.375 + 0.75 + 0.5)/3
+    assert (out["contrast"], out["low_pass"], out["uniform_noise"], out["Mean"]) == (
+        pytest.approx(0.375), pytest.approx(0.75), pytest.approx(0.5), pytest.approx(1.625 / 3))
     # classification: accuracy per level from scored trials (original 4/4, contrast level 1: 1/4, level 2: 3/4)
     scored = pd.DataFrame([("c", "model", "original", None, 1)] * 4 + [("c", "model", "contrast", 1, k) for k in
                                                                       (1, 0, 0, 0)]

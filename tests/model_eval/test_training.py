@@ -180,3 +180,33 @@ def test_small_cpu_run_reproduces_shortcut_learning(tmp_path):
     assert zgo["FAAvg"] < 1 / 3 and zgo["FAMin"] == zgo["FAAvg"]
     report = write_study_report(study, tmp_path / "report")
     assert "data:image/png;base64," in report.read_text()
+
+
+@pytest.mark.slow
+def test_factor_study_trains_the_seed_baselines_it_is_asked_for(tmp_path, monkeypatch):
+    """docs/diagvib.md's baselines on a DiagViB-6 study, as documented: torchvision's AlexNet from scratch and RN50-IN
+    (`--model resnet50 --weights torchvision --freeze-backbone`; random weights saved where the torch hub cache keeps
+    torchvision's file, which cannot be downloaded here) each train and are named apart in training.csv; a frozen
+    backbone without weights is refused before any job runs."""
+    import pandas as pd
+
+    from model_eval.observers.torchvision_models import hub_checkpoints, import_torchvision, weights_filename
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    hub_checkpoints().mkdir(parents=True)
+    torch.save(import_torchvision().models.get_model("resnet50", weights=None).state_dict(),
+               hub_checkpoints() / weights_filename("resnet50"))
+    study = tmp_path / "study"
+    assert main(["stimuli", "build", "--design", "diagvib", "--out", str(study), "--diagvib-digits", "sklearn-digits",
+                 "--sizes", "48,24,24", "--diagvib-human-trials", "2", "--study", "ZSO", "--target", "hue",
+                 "--correlated", "shape"]) == 0
+    common = [str(study), "--runs", "1", "--epochs", "1", "--input-size", "64", "--batch-size", "16"]
+    with pytest.raises(TrainingError, match="--freeze-backbone keeps the backbone's weights fixed"):
+        train([*common, "--model", "resnet50", "--freeze-backbone"])
+    assert not (study / "training").exists()
+    assert train([*common, "--model", "alexnet"]) == 0
+    assert train([*common, "--model", "resnet50", "--weights", "torchvision", "--freeze-backbone"]) == 0
+    table = pd.read_csv(study / "training.csv")
+    assert table.groupby("model")["job_id"].nunique().to_dict() == {
+        "alexnet": 1, "resnet50:torchvision (frozen backbone)": 1}
+    assert table["accuracy"].between(0, 1).all() and len(table) == 2 * 2  # models x splits, one epoch

@@ -10,6 +10,7 @@ import csv
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
@@ -94,31 +95,101 @@ def test_edge_study_accuracy_of_a_model_and_a_person_matches_the_exported_answer
     assert by_hand["tf_efficientnet_lite0:pypi"] > 1 / 16  # ImageNet-1k through the 16-class mapping
 
 
+RAW_SUBJECTS = ("subject-01", "subject-02", "subject-03")
+
+
+def raw_answer(subject: int, k: int, cls: str) -> str:
+    """A known answer pattern for raw-data subject ``subject`` on the ``k``-th class: right unless (k + subject) is a
+    multiple of 3 (subject 1) or 4 (others), so people differ from each other and from the model."""
+    wrong = (k + subject) % (3 if subject == 1 else 4) == 0
+    return ("oven" if cls == "knife" else "knife") if wrong else cls
+
+
 @pytest.mark.shared
 @pytest.mark.slow
-def test_study_answers_and_geirhos_raw_data_analyse_together(answered_edges):
-    """A raw-data CSV of the same images (Geirhos et al.'s format, in a folder named after the set) lands on the
-    study's condition and source images, so one analysis holds both."""
+@pytest.mark.validates("collected and published raw answers paired on one cell",
+                       definition="raw rows of an image the experiment shows in the same condition take its level "
+                                  "and trial id (analysis.load.onto_experiment_cells) | Geirhos et al. 2019 raw-data "
+                                  "format",
+                       source="docs/labelled_sets.md",
+                       reference="scipy.stats.ttest_rel of per-image human mean vs model correctness; Cohen's kappa "
+                                 "and leave-one-out Pearson ceilings by hand with numpy, from the export and the raw "
+                                 "files",
+                       tolerance="1e-9")
+def test_study_answers_and_geirhos_raw_data_pair_on_the_same_cells(answered_edges):
+    """Raw-data CSVs of the same images (Geirhos et al.'s format, in a folder named after the set, condition ``0``)
+    land on the study's cells: `cuebench analyze study raw/edges` pairs the model's answers with the raw people in
+    the t-test, error consistency and noise ceilings, which equal independent computations."""
+    from scipy import stats
+
     from analysis.load import load_responses
 
     root = answered_edges
     raw = root / "raw" / "edges"
     raw.mkdir(parents=True)
     classes = sorted(IMAGENET16)
-    with (raw / "edges_subject-01_session_1.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename"])
-        for k, cls in enumerate(classes):
-            writer.writerow(["subject-01", 1, k + 1, 0.9, cls if k % 2 else "knife", cls, 0,
-                             f"{k + 1:04d}_edg_s01_0_{cls}_00_{cls}1.png"])
+    for s, subject in enumerate(RAW_SUBJECTS, start=1):
+        with (raw / f"edges_{subject}_session_1.csv").open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename"])
+            for k, cls in enumerate(classes):
+                writer.writerow([subject, 1, k + 1, 0.9, raw_answer(s, k, cls), cls, 0,
+                                 f"{k + 1:04d}_edg_s{s:02d}_0_{cls}_00_{cls}1.png"])
     together = load_responses([root / "study", raw])
     tests = together[together["role"] == "test"]
-    keys = {o: set(zip(rows["condition"], rows["source_image"])) for o, rows in tests.groupby("observer")}
-    assert keys["subject-01"] == keys["tf_efficientnet_lite0:pypi"] == {("edges", f"{c}1") for c in classes}
+    cells = {o: set(zip(rows["condition"], rows["level"].fillna(-1), rows["trial_id"]))
+             for o, rows in tests.groupby("observer")}
+    assert cells["subject-01"] == cells["tf_efficientnet_lite0:pypi"] == {("edges", -1, f"edges--{c}1")
+                                                                           for c in classes}
+
+    # correctness per image, by hand from the exported answers and the raw files' known answers
+    exported = pd.concat([pd.read_csv(f) for f in sorted((root / "mvh").glob("*.csv"))])
+    exported = exported[exported["condition"].str.startswith("edges:")]
+    image = exported["imagename"].str.rsplit("_", n=1).str[-1].str.removesuffix(".png")
+    right = pd.DataFrame({"observer": exported["subj"], "image": image,
+                          "correct": (exported["object_response"] == exported["category"]).astype(float)})
+    right = pd.concat([right] + [pd.DataFrame({"observer": subject, "image": [f"{c}1" for c in classes],
+                                               "correct": [float(raw_answer(s, k, c) == c)
+                                                           for k, c in enumerate(classes)]})
+                                 for s, subject in enumerate(RAW_SUBJECTS, start=1)])
+    matrix = right.pivot(index="image", columns="observer", values="correct")
+    model = "tf_efficientnet_lite0:pypi"
+    people = [o for o in matrix.columns if o != model]
+    assert len(people) == 4  # the web participant and the three raw-data subjects
+
+    cuebench(root, "analyze", "study", "raw/edges", "--metric", "ttests", "--out", "ttests.csv")
+    ttest = pd.read_csv(root / "ttests.csv").set_index("observer").loc[model]
+    expected = stats.ttest_rel(matrix[people].mean(axis=1), matrix[model])
+    assert ttest["n"] == 16 and ttest["condition"] == "edges"
+    assert ttest["t"] == pytest.approx(expected.statistic, abs=1e-9)
+    assert ttest["p"] == pytest.approx(expected.pvalue, abs=1e-9)
+
+    def kappa(a: np.ndarray, b: np.ndarray) -> float:
+        c_obs = np.mean(a == b)
+        c_exp = a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean())
+        return (c_obs - c_exp) / (1 - c_exp)
+
+    cuebench(root, "analyze", "study", "raw/edges", "--metric", "error-consistency", "--out", "kappa.csv")
+    pairs = pd.read_csv(root / "kappa.csv")
+    for subject in RAW_SUBJECTS:
+        row = pairs[((pairs["observer_a"] == model) & (pairs["observer_b"] == subject))
+                    | ((pairs["observer_a"] == subject) & (pairs["observer_b"] == model))].iloc[0]
+        assert row["n_shared"] == 16
+        assert row["kappa"] == pytest.approx(kappa(matrix[model].to_numpy(), matrix[subject].to_numpy()), abs=1e-9)
+
+    cuebench(root, "analyze", "study", "raw/edges", "--metric", "noise-ceiling", "--out", "ceiling.csv")
+    ceiling = pd.read_csv(root / "ceiling.csv")
+    human = ceiling[(ceiling["group"] == "human") & (ceiling["measure"] == "accuracy")].iloc[0]
+    values = matrix[people].to_numpy()
+    lower = np.mean([np.corrcoef(values[:, j], np.delete(values, j, axis=1).mean(axis=1))[0, 1]
+                     for j in range(len(people))])
+    assert human["observers"] == human["observers_in_group"] == 4 and human["items"] == 16 and human["cells"] == 1
+    assert human["lower"] == pytest.approx(lower, abs=1e-9)
+
     cuebench(root, "analyze", "study", "raw/edges", "--metric", "accuracy", "--out", "both.csv")
     table = pd.read_csv(root / "both.csv").set_index("observer")
     assert set(table["condition"]) == {"edges"}
-    assert table.loc["subject-01", "accuracy"] == pytest.approx(8 / 16)
+    assert table.loc["subject-01", "accuracy"] == pytest.approx(matrix["subject-01"].mean())
 
 
 def split_photos(photos, root: Path) -> Path:

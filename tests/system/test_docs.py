@@ -152,6 +152,9 @@ SKIPPED = {
     ('docs/cue_decomposition.md', 'cuebench stimuli build --design seg-cue-decomposition --images /shared/cityscapes-val --convention cityscapes \\'): f"{GPU}; {CLUSTER}; Cityscapes, ADE20k and the weights are the user's",
     ('docs/cue_decomposition.md', 'OMP_NUM_THREADS=1 python benchmarks/bench_seg_cues.py --images 8 --steps 32'): f"{BENCHMARK}; its last line needs a GPU",
     ('docs/diagvib.md', 'cuebench train studies/full --device cuda --amp --executor submitit \\'): CLUSTER,
+    ('docs/diagvib.md', 'cuebench train studies/shape-hue --model alexnet --runs 3 --epochs 10'):
+        "AlexNet and ResNet-50 on five dataset samples take minutes on 2 CPU cores, and torchvision's ResNet-50 "
+        "file cannot be fetched here; tests/model_eval/test_training.py trains both baselines on a small study",
     ('docs/dist.md', 'cuebench stimuli build --design dist --images default --out exp/dist-ps --synthesis ps'):
         "Portilla-Simoncelli synthesis of the 16 versions ran over 8 minutes on 2 CPU cores here even with "
         "--synthesis-steps 2; tests/stimuli/test_synthesis.py runs the backend on small images",

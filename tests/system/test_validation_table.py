@@ -38,6 +38,7 @@ REPORTED = {
     "classwise_outliers": r"outlier classes",
     "relative_robustness": r"relative corruption robustness",
     "seg_relative_robustness": r"relative corruption robustness",
+    "robustness_correlations": r"rank correlation of classification metrics",
     "segmentation_miou": r"segmentation mIoU",
     "segmentation_class_iou": r"segmentation mIoU",
     "seg_boundaries": r"segmentation mIoU",
