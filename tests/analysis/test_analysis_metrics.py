@@ -178,7 +178,7 @@ def test_cue_decomposition_from_responses_needs_all_three_conditions():
 
 @pytest.mark.validates(
     'oddity (DiST) accuracy, catch trials apart',
-    definition='fraction of triplets whose odd image was picked, chance 1/3',
+    definition='fraction of trials whose odd image was picked; chance 1/3 for responses without their experiment',
     source='Wen et al. 2024, Sec. 3',
     reference='hand count',
     tolerance='exact')
@@ -188,7 +188,27 @@ def test_oddity_accuracy_keeps_catch_trials_apart():
     out = metrics.oddity_accuracy(test, catch).set_index("role")
     assert out.loc["test", "accuracy"] == pytest.approx(2 / 3)
     assert out.loc["catch", "accuracy"] == pytest.approx(0.5)
-    assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])
+    assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])  # no chance column: DiST's triplets assumed
+    assert out.loc["test", "chance_corrected"] == pytest.approx((2 / 3 - 1 / 3) / (1 - 1 / 3))
+
+
+@pytest.mark.validates(
+    'oddity chance and chance-corrected accuracy from the trial type card',
+    definition='chance 1/k for k images (the oddity card); (A - 1/k) / (1 - 1/k)',
+    source='Wen et al. 2024, Sec. 3; Macmillan & Creelman 2005, Ch. 4',
+    reference='hand computation',
+    tolerance='exact')
+def test_a_four_image_oddity_is_judged_against_one_quarter():
+    from cuebench.trial_types import card
+
+    chance = card("oddity").chance(("1", "2", "3", "4"))
+    assert chance == 0.25 and card("classify").chance(("cat", "dog", "not clear")) == 0.5
+    assert card("segment").chance(("label map",)) is None
+    test = table(rows("h", "human", "dist", None, [1, 0, 1, 0], trial_type="oddity")).assign(chance=chance)
+    out = metrics.oddity_accuracy(test).iloc[0]
+    assert (out["accuracy"], out["chance"]) == (0.5, 0.25)
+    assert out["chance_corrected"] == pytest.approx((0.5 - 0.25) / (1 - 0.25))
+    assert out["chance_from"] == "trial type's card"
 
 
 @pytest.mark.validates(
