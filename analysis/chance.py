@@ -44,7 +44,7 @@ def chance_per_trial(experiment: Experiment) -> pd.DataFrame:
     for trial in experiment.trials:
         n = trial.card.n_choices(trial.choices)
         if n is not None:
-            rows.append({"trial_id": trial.trial_id, "n_choices": n, "chance": 1 / n})
+            rows.append({"trial_id": trial.trial_id, "n_choices": n, "chance": trial.card.chance(trial.choices)})
     return pd.DataFrame(rows, columns=["trial_id", "n_choices", "chance"])
 
 
