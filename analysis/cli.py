@@ -42,8 +42,8 @@ def _analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-pilots", action="store_true",
                         help="count pilot sessions (lab --simulate, web sessions of `serve codes --pilot` codes) as people")
     parser.add_argument("--n-choices", type=int, default=None,
-                        help="answer choices C for chance correction (default: the experiment's label count, "
-                             "else the number of categories)")
+                        help="answer choices C for chance correction (default: the card of the experiment's trial "
+                             "type, e.g. its label count or 2 for a same/different card; else the number of categories)")
     parser.add_argument("--model-set", default=None,
                         help="comma-separated models whose mean Q_S, Q_T define s, t of S_cd (default: all models)")
     parser.add_argument("--pairing", choices=("item", "group"), default="item",

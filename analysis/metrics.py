@@ -13,10 +13,11 @@ from scipy import stats
 
 from cuebench.errors import CuebenchError
 
+from .chance import oddity_chance
+
 Z95 = stats.norm.ppf(0.975)
 BASELINE = "original"
 CUE_CONDITIONS = {"original": "Q_O", "shape_cue": "Q_S", "texture_cue": "Q_T"}
-ODDITY_CHANCE = 1 / 3
 
 
 class MetricError(CuebenchError, ValueError):
@@ -299,16 +300,20 @@ def robustness_rank_correlations(predictors: pd.DataFrame, robustness: pd.DataFr
 
 def oddity_accuracy(scored: pd.DataFrame, catch: pd.DataFrame | None = None) -> pd.DataFrame:
     """Oddity-detection accuracy (Wen et al. 2024, DiST, Sec. 3): fraction of triplets whose odd image
-    was picked, chance 1/3, per observer and condition, with a Wilson CI; catch trials on separate rows
-    (``role`` = catch), never mixed into the test accuracy."""
+    was picked, per observer and condition, with a Wilson CI and the chance of those trials (1/k for k images,
+    from the trial type's card: :func:`analysis.chance.oddity_chance`) and the accuracy corrected for guessing,
+    (A - g) / (1 - g) with g the chance (the high-threshold correction, Macmillan & Creelman 2005, Ch. 4), so
+    triplets and quadruplets read on one scale; catch trials on separate rows (``role`` = catch), never mixed
+    into the test accuracy."""
     parts = [scored[scored["trial_type"] == "oddity"]]
     if catch is not None:
         parts.append(catch[(catch["trial_type"] == "oddity") & catch["correct"].notna()].assign(
             correct=lambda d: d["correct"].astype(int)))
     rows = pd.concat(parts, ignore_index=True)
-    out = rows.groupby(["observer", "observer_kind", "role", "condition"], as_index=False).agg(
-        n=("correct", "size"), k=("correct", "sum"))
+    keys = ["observer", "observer_kind", "role", "condition"]
+    out = rows.groupby(keys, as_index=False).agg(n=("correct", "size"), k=("correct", "sum"))
     out["accuracy"] = out["k"] / out["n"]
     out["ci_low"], out["ci_high"] = wilson_ci(out["k"], out["n"])
-    out["chance"] = ODDITY_CHANCE
+    out = out.merge(oddity_chance(rows, keys), on=keys)
+    out["chance_corrected"] = (out["accuracy"] - out["chance"]) / (1 - out["chance"])
     return out

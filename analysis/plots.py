@@ -261,7 +261,7 @@ def consistency_matrix_plot(matrix: pd.DataFrame, shared: pd.DataFrame, kinds: p
 
 
 def oddity_plot(oddity: pd.DataFrame):
-    """Oddity accuracy per observer with Wilson CIs and the 1/3 chance line: humans black diamonds, each model
+    """Oddity accuracy per observer with Wilson CIs and the chance line (the test trials' mean 1/k): humans black diamonds, each model
     its own colour and marker (analysis.figure_style); test trials filled, catch trials hollow and to the right."""
     kinds = oddity.drop_duplicates("observer").set_index("observer")["observer_kind"]
     observers = sorted(kinds.index, key=lambda o: (kinds[o] != "human", o))
@@ -278,11 +278,13 @@ def oddity_plot(oddity: pd.DataFrame):
             label = ("humans" if kinds[observer] == "human" else observer) if role == "test" else "_catch"
             ax.errorbar(observers.index(observer) + shift, acc, yerr=[[max(acc - lo, 0)], [max(hi - acc, 0)]],
                         ecolor="#777777", capsize=3, ms=7, ls="none", label=label, **style)
-    ax.axhline(1 / 3, color="#999999", ls="--", lw=1, label="chance (1/3)")
+    test = oddity[oddity["role"] == "test"]
+    chance = float((test["chance"] * test["n"]).sum() / test["n"].sum()) if len(test) else float(oddity["chance"].mean())
+    ax.axhline(chance, color="#999999", ls="--", lw=1, label=f"chance ({chance:.3g})")
     ax.set_xticks(range(len(observers)), observers, rotation=45, ha="right")
     ax.set_xlim(-0.6, len(observers) - 0.4)
     ax.set_ylim(0, 1.02)
-    ax.set_ylabel("oddity accuracy (fraction of triplets)")
+    ax.set_ylabel("oddity accuracy (fraction of odd images picked)")
     ax.set_xlabel("observer")
     ax.set_title("filled: test trials; hollow, to the right: catch trials", fontsize=9)
     fig.tight_layout()

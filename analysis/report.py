@@ -30,8 +30,9 @@ from cuebench.expdir import EXPERIMENT_FILE, ExperimentDir, atomic_write
 from cuebench.paths import recorded_path
 from cuebench.studies import CueStudy, FactorStudy, StudyDir
 
-from . import factor_studies, figure_style, sections
+from . import chance, factor_studies, figure_style, sections
 from . import reference as published
+from .chance import experiment_n_choices, with_chance
 from .design_record import experiment_of, experiment_record
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance
 from .load import fixed_level_rows, load_responses, logged_exclusions, withdrawal_count
@@ -49,7 +50,7 @@ class ReportError(CuebenchError, ValueError):
 @dataclass
 class AnalysisOptions:
     exclusions: ExclusionOptions = field(default_factory=ExclusionOptions)
-    n_choices: int | None = None          # C for chance correction; default: labels of the experiment, else categories
+    n_choices: int | None = None          # C for chance correction; default: the trial type's card, else categories
     model_set: list[str] | None = None    # models that define s, t of S_cd (default: all models)
     pairing: str = "item"                 # t-test pairing unit, see analysis.comparison
     correction: str = "holm"
@@ -76,13 +77,14 @@ class Analysis:
     """The folders the responses came from, for figures that show stimuli (set by ``write_report``)."""
 
 
-def n_choices_of(sources, df: pd.DataFrame) -> int:
-    """C: the label count of the (first) experiment directory among the sources, else the number of categories."""
-    for src in sources:
-        path = Path(src)
-        if (path / EXPERIMENT_FILE).is_file():
-            return len(ExperimentDir(path).load().label_set.labels)
-    return category_count(df)
+def n_choices_of(experiment, df: pd.DataFrame) -> tuple[int, str]:
+    """C and where it came from (:func:`analysis.chance.origin`): the card of the experiment's test trials
+    (:func:`analysis.chance.experiment_n_choices`), else, for responses without their experiment, the number of
+    categories."""
+    from_card = None if experiment is None else experiment_n_choices(experiment)
+    if from_card is not None:
+        return from_card[0], f"{chance.FROM_CARD} {from_card[1]}"
+    return category_count(df), chance.FROM_CATEGORIES
 
 
 def category_count(df: pd.DataFrame) -> int:
@@ -92,7 +94,7 @@ def category_count(df: pd.DataFrame) -> int:
 
 def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: bool = False,
             only: set[str] | None = None, logged: pd.DataFrame | None = None, design: dict | None = None,
-            withdrawals: int = 0) -> Analysis:
+            withdrawals: int = 0, n_choices_from: str | None = None) -> Analysis:
     """Every section that applies to the responses (see :mod:`analysis.sections`), as named tables.
     ``only`` limits the work to some sections (plus what they depend on). Which sections apply is
     decided by the design's test trials as collected, before exclusions: a section whose answers were
@@ -101,7 +103,9 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     ``logged``: the exclusion logs' ``observer, reason, by`` (:func:`analysis.load.logged_exclusions`), who
     is excluded although the responses may hold no answer of theirs; ``design``: the experiment as built
     (:func:`analysis.design_record.experiment_record`), kept in ``summary["design"]`` for the methods;
-    ``withdrawals``: how many people withdrew (:func:`analysis.load.withdrawal_count`), for the methods too."""
+    ``withdrawals``: how many people withdrew (:func:`analysis.load.withdrawal_count`), for the methods too;
+    ``n_choices_from``: where ``options.n_choices`` came from (:func:`n_choices_of`), kept in the summary for the
+    methods (default: the option when it is given, else the number of categories)."""
     options = options or AnalysisOptions()
     cleaned = apply_exclusions(df, options.exclusions)
     scored = cleaned.scored
@@ -114,9 +118,10 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
                       cleaned=cleaned)
     fixed = fixed_level_rows(scored)
     n_choices = options.n_choices or category_count(scored if len(scored) else df)
+    n_choices_from = n_choices_from or (chance.FROM_OPTION if options.n_choices else chance.FROM_CATEGORIES)
     result.summary.update({"observers": int(scored["observer"].nunique()), "scored_trials": int(len(scored)),
                            "adaptive_trials": int(len(scored) - len(fixed)), "excluded_rows": int(len(cleaned.log)),
-                           "n_choices": n_choices})
+                           "n_choices": n_choices, "n_choices_from": n_choices_from})
     catch = tables["catch_per_person"]
     people_catch = catch[catch["observer_kind"] == "human"]
     if len(catch):
@@ -163,18 +168,20 @@ def excluded_because(log: pd.DataFrame) -> str:
 
 def analyze_sources(sources, options: AnalysisOptions | None = None, compare=None, database: str | None = None,
                     only: set[str] | None = None, progress: bool = False) -> tuple[Analysis, AnalysisOptions]:
-    """:func:`analyze` of what ``sources`` hold: their responses (+ ``compare``), C from the experiment's label set
-    unless given, the exclusion logs and the experiment as built. ``cuebench report``, ``analyze`` and ``plan`` all
-    start here, so they see the same analysis (and print the same methods paragraph). Returns the analysis and
+    """:func:`analyze` of what ``sources`` hold: their responses (+ ``compare``), C and each trial's chance from
+    the trial type's card unless given, the exclusion logs and the experiment as built. ``cuebench report``,
+    ``analyze`` and ``plan`` all start here, so they see the same analysis (and print the same methods paragraph). Returns the analysis and
     the options it ran with."""
     options = options or AnalysisOptions()
-    df = load_for_report(sources, compare, database)
-    if options.n_choices is None:
-        options = replace(options, n_choices=n_choices_of(sources, df))
     experiment = experiment_of(sources)
+    df = with_chance(load_for_report(sources, compare, database), experiment)
+    n_choices_from = chance.FROM_OPTION
+    if options.n_choices is None:
+        n_choices, n_choices_from = n_choices_of(experiment, df)
+        options = replace(options, n_choices=n_choices)
     analysis = analyze(df, options, progress=progress, only=only, logged=logged_exclusions(sources, database),
                        design=None if experiment is None else experiment_record(experiment),
-                       withdrawals=withdrawal_count(sources, database))
+                       withdrawals=withdrawal_count(sources, database), n_choices_from=n_choices_from)
     return analysis, options
 
 

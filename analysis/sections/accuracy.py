@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import metrics
+from .. import chance, metrics
 from ..tables import level_parameters, with_parameters
 from .base import Section, record_method, register
 
@@ -45,9 +45,11 @@ class Accuracy(Section):
         record_method(
             result, self.name,
             f"Accuracy was scored over {len(people)} test trials of people with C = {n_choices} answer choices "
-            f"(chance 1/C); each observer's accuracy per condition and "
+            f"(chance 1/C; {chance.origin(result.summary.get('n_choices_from', chance.FROM_OPTION))}); each "
+            f"observer's accuracy per condition and "
             f"level carries a Wilson 95 % interval, and the mean over the observers of a kind "
             f"{group_intervals_text(counts, options.n_boot)}.",
             people_trials=int(len(people)), model_trials=int(len(scored) - len(people)), n_choices=n_choices,
+            n_choices_from=result.summary.get("n_choices_from"),
             bootstrap_resamples=options.n_boot, **counts)
         return None

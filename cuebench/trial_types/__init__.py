@@ -37,8 +37,8 @@ class TrialTypeCard:
     trial that names none. ``choice_rule`` names the decision rule a model answers with by default
     (``cuebench list decision-rules``); a card whose rule is its own sets ``decide`` (and ``needs``,
     the observer output it reads: ``features`` or ``probabilities``) and the rule is registered under
-    ``choice_rule`` from the card. ``score`` says how an answer is scored. ``response`` None: people do
-    not take this type (models only).
+    ``choice_rule`` from the card. ``score`` says how an answer is scored, ``n_choices`` and ``chance``
+    what guessing scores (the analysis's chance level). ``response`` None: people do not take this type (models only).
     """
 
     name: ClassVar[str]
@@ -82,6 +82,18 @@ class TrialTypeCard:
         if trial.correct is None:
             return None
         return int(response == trial.correct)
+
+    def n_choices(self, choices) -> int | None:
+        """C, the answers a guess picks among: the trial's choices but "not clear" (a classification's labels,
+        an oddity's k positions, a same/different's two); None when guessing has no chance level (e.g. a label
+        map scored pixel by pixel). A card whose guesses are not among its choices overrides this."""
+        return len([c for c in choices if c != NOT_CLEAR]) or None
+
+    def chance(self, choices) -> float | None:
+        """The accuracy of guessing, 1/C (:meth:`n_choices`): the floor of chance-corrected accuracy
+        (A - 1/C) / (A_orig - 1/C) (Burgert et al. 2025, Sec. 5.2) and the oddity's chance (Wen et al. 2024)."""
+        n = self.n_choices(choices)
+        return None if n is None else 1 / n
 
     # ------------------------------------------------------------------ what a participant reads
     def say(self, text: str, language: str = LANGUAGE) -> str:

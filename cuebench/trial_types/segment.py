@@ -21,3 +21,7 @@ class Segment(TrialTypeCard):
         if trial.label_mask is None or trial.choices != self.answers:
             return "label_mask", f"a segment trial needs its label mask and the one choice {SEGMENT_ANSWER!r}"
         return None
+
+    def n_choices(self, choices):
+        """No chance level: the one choice is a label map, scored pixel by pixel (mIoU), not right or wrong."""
+        return None

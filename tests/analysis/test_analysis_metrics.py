@@ -178,7 +178,7 @@ def test_cue_decomposition_from_responses_needs_all_three_conditions():
 
 @pytest.mark.validates(
     'oddity (DiST) accuracy, catch trials apart',
-    definition='fraction of triplets whose odd image was picked, chance 1/3',
+    definition='fraction of trials whose odd image was picked; chance 1/3 for responses without their experiment',
     source='Wen et al. 2024, Sec. 3',
     reference='hand count',
     tolerance='exact')
@@ -188,7 +188,35 @@ def test_oddity_accuracy_keeps_catch_trials_apart():
     out = metrics.oddity_accuracy(test, catch).set_index("role")
     assert out.loc["test", "accuracy"] == pytest.approx(2 / 3)
     assert out.loc["catch", "accuracy"] == pytest.approx(0.5)
-    assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])
+    assert list(out["chance"]) == pytest.approx([1 / 3, 1 / 3])  # no chance column: DiST's triplets assumed
+    assert out.loc["test", "chance_corrected"] == pytest.approx((2 / 3 - 1 / 3) / (1 - 1 / 3))
+
+
+@pytest.mark.validates(
+    'oddity chance and chance-corrected accuracy from the trial type card',
+    definition='chance 1/k for k images (the oddity card); (A - 1/k) / (1 - 1/k)',
+    source='Wen et al. 2024, Sec. 3; Macmillan & Creelman 2005, Ch. 4',
+    reference='hand computation',
+    tolerance='exact')
+def test_a_four_image_oddity_is_judged_against_one_quarter():
+    """The experiment's trials carry the choices; the card turns them into each trial's chance, the metric averages."""
+    from analysis.chance import experiment_n_choices, with_chance
+    from cuebench.trial_types import card
+    from cuebench.trials import Experiment, LabelSet, Stimulus, Trial
+
+    assert card("classify").chance(("cat", "dog", "not clear")) == 0.5 and card("segment").chance(("label map",)) is None
+    images = {k: Stimulus(id=k, path=f"stimuli/{k}.png") for k in "abcd"}
+    trials = ([Trial(f"quad-None-t{i}", "oddity", "test", tuple("abcd"), ("1", "2", "3", "4"), "1") for i in range(4)]
+              + [Trial(f"dist-None-t{i}", "oddity", "test", tuple("abc"), ("1", "2", "3"), "1") for i in range(3)])
+    experiment = Experiment(name="odd", design="dist", label_set=LabelSet("x", ("x",)), stimuli=images, trials=trials)
+    assert experiment_n_choices(experiment) == (4, "oddity")  # the most common C among the test trials
+    answers = table(rows("h", "human", "quad", None, [1, 0, 1, 0], trial_type="oddity"),
+                    rows("h", "human", "dist", None, [1, 0, 0], trial_type="oddity"))
+    out = metrics.oddity_accuracy(with_chance(answers, experiment)).set_index("condition")
+    assert (out.loc["quad", "accuracy"], out.loc["quad", "chance"]) == (0.5, 0.25)
+    assert out.loc["quad", "chance_corrected"] == pytest.approx((0.5 - 0.25) / (1 - 0.25))
+    assert out.loc["dist", "chance"] == pytest.approx(1 / 3) and out.loc["dist", "chance_corrected"] == pytest.approx(0)
+    assert set(out["chance_from"]) == {"trial type's card"}
 
 
 @pytest.mark.validates(

@@ -144,8 +144,8 @@ def test_the_whole_paragraph_of_a_small_study_by_hand(tmp_path):
         "Of the analysed observers' test trials, 2 were excluded: 1 left the page or window during the trial, "
         "1 timeout (no answer). "
         "1 model(s) answered the same trials: m1 (decision rule 16class-mean). "
-        "Accuracy was scored over 30 test trials of people with C = 2 answer choices (chance 1/C); each observer's "
-        "accuracy per condition and level carries a Wilson 95 % interval, and the mean over the observers of a kind "
+        "Accuracy was scored over 30 test trials of people with C = 2 answer choices (chance 1/C; C as given (the "
+        "--n-choices option)); each observer's accuracy per condition and level carries a Wilson 95 % interval, and the mean over the observers of a kind "
         "a percentile bootstrap interval (20 resamples of the observers). ")
     assert ("Each model was compared with the people by 4 two-sided paired t-test(s), one per model, condition and "
             "level, paired by item (each image x condition trial: the people's mean correctness on it against the "

@@ -181,3 +181,21 @@ def test_a_trial_names_a_type_with_a_card_and_follows_its_rules():
         Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2"), "1")
     assert Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2", "3"), "1").timing == ODDITY_TIMING
     assert {"classify", "oddity", "segment"} <= set(TRIAL_TYPES.names())
+
+
+@pytest.mark.usefixtures("installed")
+def test_the_docs_card_is_reported_against_its_own_chance_of_one_half(tmp_path, photos):
+    """The same/different card has two answers, so the report's C is 2 (chance 1/2), read from the card, whatever the
+    label set says (the toy's has one label); `cuebench eval` and `cuebench report` run as a user runs them."""
+    root = tmp_path / "toy"
+    root.mkdir()
+    build(root, photos)
+    model = cuebench("eval", "--model", "toy-first", "--experiment", str(root), "--quiet")
+    assert model.returncode == 0, model.stderr[-3000:]
+    out = tmp_path / "report"
+    report = cuebench("report", str(root), "--out", str(out), "--n-boot", "20", "--reference", "none")
+    assert report.returncode == 0, report.stderr[-3000:]
+    summary = json.loads((out / "results.json").read_text())["summary"]
+    assert (summary["n_choices"], summary["n_choices_from"]) == (2, "card same-different")
+    assert ("C = 2 answer choices (chance 1/C; C from the same-different trial type's card)"
+            in summary["accuracy"]["method"]["sentence"])
