@@ -40,7 +40,7 @@ from experiment_server import cli as server_cli
 from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
 from experiment_server.app import _RotatingKeySessions, create_app
 from experiment_server.request_bounds import body_limit
-from experiment_server.db import OUTCOMES, SETTINGS
+from experiment_server.db import OUTCOMES, SETTINGS, WITHDRAWALS_COUNTED
 from experiment_server.group_commit import GroupCommit
 from experiment_server.study_rules import StudyRules
 from stimuli.web_sample import build_sample_experiment
@@ -512,8 +512,8 @@ def test_secrets_stay_out_of_the_data(served):
     assert path.parent == served.expdir.parent and stat.S_IMODE(path.stat().st_mode) == 0o600
     stored = json.loads(path.read_text())
     assert set(stored) == set(SECRET_KEYS)
-    assert {k for (k,) in study.db.db.execute(f"SELECT key FROM {SETTINGS}").fetchall()} == {"experiment",
-                                                                                             "admin_generation"}
+    settings = {k for (k,) in study.db.db.execute(f"SELECT key FROM {SETTINGS}").fetchall()}
+    assert settings == {"experiment", "admin_generation", WITHDRAWALS_COUNTED}  # a count the place counts keep
     if served.database is None:
         database = served.expdir / "responses.sqlite"
         assert stat.S_IMODE(database.stat().st_mode) == 0o600
