@@ -6,10 +6,14 @@ Prints image-steps per second (and milliseconds per image-step) of both at the c
 their ratio, and the maximum absolute pixel difference (0-255, before clipping) between the
 two after --agree-steps steps, limiter on and off. With --full-run N the batched path also
 diffuses N images for --full-steps steps (the GPU goal: 1,280 images x 16,384 steps in
-under 60 s on one H100). Threads: as many as torch uses (OMP_NUM_THREADS).
+under 60 s on one H100); with --full-budget S a run that a first 256-step probe says would
+outlast S seconds times only the steps that fit and projects the rest (the loop is the same
+step after step), so a short device loan still gets a number. Threads: as many as torch uses
+(OMP_NUM_THREADS).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_eed.py                 # CPU, 224x224
     python benchmarks/bench_eed.py --device cuda --batch 1280 --full-run 1280
+
 """
 
 from __future__ import annotations
@@ -51,6 +55,19 @@ def time_batched(images: np.ndarray, steps: int, device: str) -> float:
     return time.perf_counter() - start
 
 
+def time_full_run(images: np.ndarray, steps: int, device: str, budget: float | None) -> dict:
+    """Seconds for ``steps`` steps of ``images``: measured, or projected from the most steps ``budget`` allows."""
+    probe = min(steps, 256)
+    seconds = time_batched(images, probe, device)
+    timed = steps
+    if probe < steps and budget is not None:
+        timed = max(probe, min(steps, int(budget / seconds * probe) // probe * probe))
+    if timed > probe:
+        seconds = time_batched(images, timed, device)
+    return {"images": len(images), "steps": steps, "timed_steps": timed, "timed_seconds": seconds,
+            "seconds": seconds * steps / timed}
+
+
 def time_reference(images: np.ndarray, steps: int) -> float:
     from stimuli.eed_reference import diffuse_one
 
@@ -81,6 +98,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--full-run", type=int, default=0, help="also time this many images for --full-steps")
     parser.add_argument("--full-steps", type=int, default=16384)
+    parser.add_argument("--full-budget", type=float, default=None,
+                        help="seconds the full run may take; beyond them it is projected from fewer steps")
     parser.add_argument("--out", default=None, help="also write the results as JSON")
     args = parser.parse_args()
 
@@ -107,10 +126,11 @@ def main() -> None:
             print(f"max |batched - reference| after {args.agree_steps} steps, limiter {'on' if limit else 'off'}: "
                   f"{diff:.2e} (0-255 scale)")
     if args.full_run:
-        seconds = time_batched(photos(args.full_run, args.size), args.full_steps, args.device)
-        result["full_run"] = {"images": args.full_run, "steps": args.full_steps, "seconds": seconds}
-        print(f"{args.full_run} images x {args.full_steps} steps: {seconds:.1f} s "
-              f"({args.full_run * args.full_steps / seconds:.0f} image-steps/s)")
+        full = time_full_run(photos(args.full_run, args.size), args.full_steps, args.device, args.full_budget)
+        result["full_run"] = full
+        how = "" if full["timed_steps"] == full["steps"] else f", projected from {full['timed_steps']} steps"
+        print(f"{args.full_run} images x {args.full_steps} steps: {full['seconds']:.1f} s "
+              f"({args.full_run * args.full_steps / full['seconds']:.0f} image-steps/s{how})")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)

@@ -14,11 +14,13 @@ On CPU the ratio of CPU seconds is printed as well: other processes sharing the 
 change it much less than the wall-clock ratio (ours then includes the model loading).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64
+
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -103,6 +105,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3,
                         help="alternate the two paths this many times and keep each one's fastest run "
                              "(other work on a shared machine only ever slows a run down)")
+    parser.add_argument("--out", default=None, help="also write the results as JSON")
     args = parser.parse_args()
 
     from model_eval.allocator import keep_freed_memory
@@ -142,6 +145,12 @@ def main() -> None:
     if default_malloc is not None:
         print(f"(bare loop before keeping freed memory, one run: {n / default_malloc:.1f} images/s, "
               f"{default_malloc / bare:.2f}x slower than with it)")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"device": device, "model": args.model, "images": n, "batch_size": args.batch_size,
+                       "bare_images_per_s": n / bare, "ours_images_per_s": n / ours, "ratio": bare / ours,
+                       "decoding_images_per_s": n / cold.seconds_decoding, "seconds_loading": min(loading)},
+                      fh, indent=2)
 
 
 if __name__ == "__main__":

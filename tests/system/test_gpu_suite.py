@@ -1,0 +1,38 @@
+"""benchmarks/gpu_suite.sh's summary table: each goal judged from the benchmarks' JSON results, and a step that
+ran past its cap or never ran shown as such rather than as a number."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+TABLE = REPO / "benchmarks" / "gpu_suite_table.py"
+
+
+def test_the_table_judges_each_goal_and_names_what_did_not_finish(tmp_path):
+    (tmp_path / "status.txt").write_text("pytest 1 50\need 0 150\neval 0 120\nseg 124 60\n")
+    (tmp_path / "pytest.xml").write_text('<testsuites><testsuite name="pytest" tests="6" skipped="0" failures="1" '
+                                         'errors="0"/></testsuites>')
+    # 1,280 x 16,384 projected at 48 s from 4,096 timed steps; the reference at 40 image-steps/s would take
+    # 1280 * 16384 / 40 = 524,288 s, 10,923x longer; agreement within 1e-3 with the limiter on, not off
+    (tmp_path / "eed.json").write_text(json.dumps({
+        "device": "cuda", "reference_image_steps_per_s": 40.0, "agree_steps": 512, "max_abs_difference": 4e-4,
+        "max_abs_difference_no_limit": 2e-3,
+        "full_run": {"images": 1280, "steps": 16384, "timed_steps": 4096, "timed_seconds": 12.0, "seconds": 48.0}}))
+    (tmp_path / "eval.json").write_text(json.dumps({"device": "cuda", "ours_images_per_s": 4500.0,
+                                                    "bare_images_per_s": 5000.0, "ratio": 0.9}))
+    out = subprocess.run([sys.executable, str(TABLE), str(tmp_path)], capture_output=True, text=True, check=True)
+    rows = {line.split("|")[0].strip(): [cell.strip() for cell in line.split("|")] for line in out.stdout.splitlines()
+            if "|" in line}
+    assert rows["pytest -m gpu"][2:] == ["5 passed", "0 skipped", "1 failed", "all pass, none skipped", "FAIL"]
+    eed = rows["EED 1280 x 16384 steps"]
+    assert eed[1:] == ["cuda", "48.0 s (from 4096 steps)", "524288 s (reference, projected)", "10922.7x", "<= 60 s",
+                       "pass"]
+    assert rows["EED agreement, limiter on"][-1] == "pass"
+    assert rows["EED agreement, limiter off"][-1] == "FAIL"
+    assert rows["cuebench eval (cache)"][2:] == ["4500.0 img/s", "5000.0 img/s", "0.90x", ">= 0.9x bare", "pass"]
+    assert rows["segmentation eval"][-1] == "TIMEOUT (cap 60 s)"
+    assert rows["cuebench benchmark, cold"][-1] == "not run"
