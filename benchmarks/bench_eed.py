@@ -14,6 +14,8 @@ step after step), so a short device loan still gets a number. Threads: as many a
     OMP_NUM_THREADS=1 python benchmarks/bench_eed.py                 # CPU, 224x224
     python benchmarks/bench_eed.py --device cuda --batch 1280 --full-run 1280
 
+--profile FILE runs the batched timing once more under torch.profiler (benchmarks/torch_profile.py):
+launches per step, the kernels' time, occupancy and the bandwidth of the least traffic a step needs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import platform
 import time
 
 import numpy as np
+from torch_profile import profiled
 
 
 def photos(n: int, size: int) -> np.ndarray:
@@ -101,6 +104,8 @@ def main() -> None:
     parser.add_argument("--full-budget", type=float, default=None,
                         help="seconds the full run may take; beyond them it is projected from fewer steps")
     parser.add_argument("--out", default=None, help="also write the results as JSON")
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="profile the batched run once more (untimed) and write the summary here")
     args = parser.parse_args()
 
     import torch
@@ -118,6 +123,14 @@ def main() -> None:
           f"{result['batched_image_steps_per_s']:.1f} image-steps/s ({1e3 / result['batched_image_steps_per_s']:.3f} "
           f"ms each), per-image reference {result['reference_image_steps_per_s']:.1f} image-steps/s "
           f"({1e3 / result['reference_image_steps_per_s']:.2f} ms each), ratio {result['ratio']:.1f}x")
+    if args.profile:
+        from stimuli.eed import diffuse
+
+        images = photos(args.batch, args.size)
+        state_bytes = images.size * 4  # the float32 image state, read and written once per step at the least
+        with profiled(args.profile, args.device, f"EED, {args.batch} images x {args.steps} steps",
+                      steps=args.steps, min_bytes_per_step=2 * state_bytes):
+            diffuse(images, args.steps, device=args.device, progress=False)
     if args.agree_steps:
         result["agree_steps"] = args.agree_steps
         for limit in (True, False):

@@ -15,6 +15,8 @@ change it much less than the wall-clock ratio (ours then includes the model load
 
     OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64
 
+--profile FILE runs ``evaluate_experiment`` once more under torch.profiler (benchmarks/torch_profile.py):
+launches per batch, the kernels that take the time, host-to-device copies.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from torch_profile import profiled
 
 
 def build_experiment(root: Path, count: int) -> list[Path]:
@@ -106,6 +109,8 @@ def main() -> None:
                         help="alternate the two paths this many times and keep each one's fastest run "
                              "(other work on a shared machine only ever slows a run down)")
     parser.add_argument("--out", default=None, help="also write the results as JSON")
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="profile one more steady-state run (untimed) and write the summary here")
     args = parser.parse_args()
 
     from model_eval.allocator import keep_freed_memory
@@ -130,6 +135,11 @@ def main() -> None:
             our_times.append(wall)
             our_cpu.append(cpu)
             loading.append(run.seconds_loading)
+        if args.profile:
+            batches = -(-args.images // args.batch_size)
+            with profiled(args.profile, device, f"cuebench eval, {args.images} images in {batches} batches",
+                          steps=batches):
+                our_path(expdir, args.model, args.batch_size, device, args.workers)
     bare, ours = min(bare_times), min(our_times)
     n = args.images
     print(f"device {device}, model {args.model}, {n} images, batch size {args.batch_size}, "

@@ -12,16 +12,20 @@
 #   benchmarks/gpu_suite.sh --fetch-wheels   # here, once: download the missing wheels into .whl/
 #   benchmarks/gpu_suite.sh                  # on the GPU machine (results in $OUT or a temp dir)
 #   benchmarks/gpu_suite.sh --dry-run        # rehearsal on the CPU: small sizes, device cpu, same table
+#
+# --profile adds torch.profiler summaries of the EED step loop and the evaluation loop
+# (benchmarks/torch_profile.py: launches per step, kernel time, occupancy, bytes copied).
 set -u
 cd "$(dirname "$0")/.."
 
-dry=0 fetch=0
+dry=0 profile=0 fetch=0
 for arg in "$@"; do
     case "$arg" in
         --dry-run) dry=1 ;;
+        --profile) profile=1 ;;
         --fetch-wheels) fetch=1 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-        *) echo "gpu_suite.sh: unknown option $arg (use --dry-run, --fetch-wheels)" >&2; exit 2 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "gpu_suite.sh: unknown option $arg (use --dry-run, --profile, --fetch-wheels)" >&2; exit 2 ;;
     esac
 done
 
@@ -85,6 +89,10 @@ else
     seg=(--images 32 --size 1024x2048 --steps 64 --batch-size 8)
     scorecard=(--eed-steps 64)
     caps=(50 150 120 60 70)  # 450 s in all, under 8 minutes with the installs
+fi
+if [ "$profile" = 1 ]; then
+    eed+=(--profile "$results/eed_profile.txt")
+    evaluation+=(--profile "$results/eval_profile.txt")
 fi
 
 mapfile -t gpu_tests < <(grep -rl "mark\.gpu" tests --include="test_*.py")
