@@ -47,26 +47,28 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_batched(images: np.ndarray, steps: int, device: str) -> float:
+def time_batched(images: np.ndarray, steps: int, device: str) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds of this process) of ``steps`` steps of ``images``. On a shared machine the
+    CPU seconds hardly change with other processes' load, the wall-clock ones do."""
     from stimuli.eed import diffuse
 
     diffuse(images[:1], 1, device=device, progress=False)  # warm-up: allocator, kernels
     sync(device)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     diffuse(images, steps, device=device, progress=False)
     sync(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def time_full_run(images: np.ndarray, steps: int, device: str, budget: float | None) -> dict:
     """Seconds for ``steps`` steps of ``images``: measured, or projected from the most steps ``budget`` allows."""
     probe = min(steps, 256)
-    seconds = time_batched(images, probe, device)
+    seconds = time_batched(images, probe, device)[0]
     timed = steps
     if probe < steps and budget is not None:
         timed = max(probe, min(steps, int(budget / seconds * probe) // probe * probe))
     if timed > probe:
-        seconds = time_batched(images, timed, device)
+        seconds = time_batched(images, timed, device)[0]
     return {"images": len(images), "steps": steps, "timed_steps": timed, "timed_seconds": seconds,
             "seconds": seconds * steps / timed}
 
@@ -114,7 +116,7 @@ def main() -> None:
               "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine()}
     if args.device.startswith("cuda"):
         result["gpu"] = torch.cuda.get_device_name(0)
-    batched_s = time_batched(photos(args.batch, args.size), args.steps, args.device)
+    batched_s, batched_cpu_s = time_batched(photos(args.batch, args.size), args.steps, args.device)
     reference_s = time_reference(photos(args.baseline_images, args.size), args.steps)
     result["batched_image_steps_per_s"] = args.batch * args.steps / batched_s
     result["reference_image_steps_per_s"] = args.baseline_images * args.steps / reference_s
@@ -123,6 +125,10 @@ def main() -> None:
           f"{result['batched_image_steps_per_s']:.1f} image-steps/s ({1e3 / result['batched_image_steps_per_s']:.3f} "
           f"ms each), per-image reference {result['reference_image_steps_per_s']:.1f} image-steps/s "
           f"({1e3 / result['reference_image_steps_per_s']:.2f} ms each), ratio {result['ratio']:.1f}x")
+    if args.device == "cpu":
+        result["batched_cpu_ms_per_image_step"] = 1e3 * batched_cpu_s / (args.batch * args.steps)
+        print(f"batched CPU time: {result['batched_cpu_ms_per_image_step']:.3f} ms per image-step "
+              f"(all threads together; wall-clock above is what a shared machine's load leaves)")
     if args.profile:
         from stimuli.eed import diffuse
 
