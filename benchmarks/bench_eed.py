@@ -6,10 +6,16 @@ Prints image-steps per second (and milliseconds per image-step) of both at the c
 their ratio, and the maximum absolute pixel difference (0-255, before clipping) between the
 two after --agree-steps steps, limiter on and off. With --full-run N the batched path also
 diffuses N images for --full-steps steps (the GPU goal: 1,280 images x 16,384 steps in
-under 60 s on one H100). Threads: as many as torch uses (OMP_NUM_THREADS).
+under 60 s on one H100); with --full-budget S a run that a first 256-step probe says would
+outlast S seconds times only the steps that fit and projects the rest (the loop is the same
+step after step), so a short device loan still gets a number. Threads: as many as torch uses
+(OMP_NUM_THREADS).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_eed.py                 # CPU, 224x224
     python benchmarks/bench_eed.py --device cuda --batch 1280 --full-run 1280
+
+--profile FILE runs the batched timing once more under torch.profiler (benchmarks/torch_profile.py):
+launches per step, the kernels' time, occupancy and the bandwidth of the least traffic a step needs.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import platform
 import time
 
 import numpy as np
+from torch_profile import profiled
 
 
 def photos(n: int, size: int) -> np.ndarray:
@@ -40,15 +47,30 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_batched(images: np.ndarray, steps: int, device: str) -> float:
+def time_batched(images: np.ndarray, steps: int, device: str) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds of this process) of ``steps`` steps of ``images``. On a shared machine the
+    CPU seconds hardly change with other processes' load, the wall-clock ones do."""
     from stimuli.eed import diffuse
 
     diffuse(images[:1], 1, device=device, progress=False)  # warm-up: allocator, kernels
     sync(device)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     diffuse(images, steps, device=device, progress=False)
     sync(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def time_full_run(images: np.ndarray, steps: int, device: str, budget: float | None) -> dict:
+    """Seconds for ``steps`` steps of ``images``: measured, or projected from the most steps ``budget`` allows."""
+    probe = min(steps, 256)
+    seconds = time_batched(images, probe, device)[0]
+    timed = steps
+    if probe < steps and budget is not None:
+        timed = max(probe, min(steps, int(budget / seconds * probe) // probe * probe))
+    if timed > probe:
+        seconds = time_batched(images, timed, device)[0]
+    return {"images": len(images), "steps": steps, "timed_steps": timed, "timed_seconds": seconds,
+            "seconds": seconds * steps / timed}
 
 
 def time_reference(images: np.ndarray, steps: int) -> float:
@@ -81,7 +103,11 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--full-run", type=int, default=0, help="also time this many images for --full-steps")
     parser.add_argument("--full-steps", type=int, default=16384)
+    parser.add_argument("--full-budget", type=float, default=None,
+                        help="seconds the full run may take; beyond them it is projected from fewer steps")
     parser.add_argument("--out", default=None, help="also write the results as JSON")
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="profile the batched run once more (untimed) and write the summary here")
     args = parser.parse_args()
 
     import torch
@@ -90,7 +116,7 @@ def main() -> None:
               "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine()}
     if args.device.startswith("cuda"):
         result["gpu"] = torch.cuda.get_device_name(0)
-    batched_s = time_batched(photos(args.batch, args.size), args.steps, args.device)
+    batched_s, batched_cpu_s = time_batched(photos(args.batch, args.size), args.steps, args.device)
     reference_s = time_reference(photos(args.baseline_images, args.size), args.steps)
     result["batched_image_steps_per_s"] = args.batch * args.steps / batched_s
     result["reference_image_steps_per_s"] = args.baseline_images * args.steps / reference_s
@@ -99,6 +125,18 @@ def main() -> None:
           f"{result['batched_image_steps_per_s']:.1f} image-steps/s ({1e3 / result['batched_image_steps_per_s']:.3f} "
           f"ms each), per-image reference {result['reference_image_steps_per_s']:.1f} image-steps/s "
           f"({1e3 / result['reference_image_steps_per_s']:.2f} ms each), ratio {result['ratio']:.1f}x")
+    if args.device == "cpu":
+        result["batched_cpu_ms_per_image_step"] = 1e3 * batched_cpu_s / (args.batch * args.steps)
+        print(f"batched CPU time: {result['batched_cpu_ms_per_image_step']:.3f} ms per image-step "
+              f"(all threads together; wall-clock above is what a shared machine's load leaves)")
+    if args.profile:
+        from stimuli.eed import diffuse
+
+        images = photos(args.batch, args.size)
+        state_bytes = images.size * 4  # the float32 image state, read and written once per step at the least
+        with profiled(args.profile, args.device, f"EED, {args.batch} images x {args.steps} steps",
+                      steps=args.steps, min_bytes_per_step=2 * state_bytes):
+            diffuse(images, args.steps, device=args.device, progress=False)
     if args.agree_steps:
         result["agree_steps"] = args.agree_steps
         for limit in (True, False):
@@ -107,10 +145,11 @@ def main() -> None:
             print(f"max |batched - reference| after {args.agree_steps} steps, limiter {'on' if limit else 'off'}: "
                   f"{diff:.2e} (0-255 scale)")
     if args.full_run:
-        seconds = time_batched(photos(args.full_run, args.size), args.full_steps, args.device)
-        result["full_run"] = {"images": args.full_run, "steps": args.full_steps, "seconds": seconds}
-        print(f"{args.full_run} images x {args.full_steps} steps: {seconds:.1f} s "
-              f"({args.full_run * args.full_steps / seconds:.0f} image-steps/s)")
+        full = time_full_run(photos(args.full_run, args.size), args.full_steps, args.device, args.full_budget)
+        result["full_run"] = full
+        how = "" if full["timed_steps"] == full["steps"] else f", projected from {full['timed_steps']} steps"
+        print(f"{args.full_run} images x {args.full_steps} steps: {full['seconds']:.1f} s "
+              f"({args.full_run * args.full_steps / full['seconds']:.0f} image-steps/s{how})")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)

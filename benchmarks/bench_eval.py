@@ -14,16 +14,21 @@ On CPU the ratio of CPU seconds is printed as well: other processes sharing the 
 change it much less than the wall-clock ratio (ours then includes the model loading).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_eval.py --images 256 --batch-size 64
+
+--profile FILE runs ``evaluate_experiment`` once more under torch.profiler (benchmarks/torch_profile.py):
+launches per batch, the kernels that take the time, host-to-device copies.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from torch_profile import profiled
 
 
 def build_experiment(root: Path, count: int) -> list[Path]:
@@ -103,6 +108,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3,
                         help="alternate the two paths this many times and keep each one's fastest run "
                              "(other work on a shared machine only ever slows a run down)")
+    parser.add_argument("--out", default=None, help="also write the results as JSON")
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="profile one more steady-state run (untimed) and write the summary here")
     args = parser.parse_args()
 
     from model_eval.allocator import keep_freed_memory
@@ -127,6 +135,11 @@ def main() -> None:
             our_times.append(wall)
             our_cpu.append(cpu)
             loading.append(run.seconds_loading)
+        if args.profile:
+            batches = -(-args.images // args.batch_size)
+            with profiled(args.profile, device, f"cuebench eval, {args.images} images in {batches} batches",
+                          steps=batches):
+                our_path(expdir, args.model, args.batch_size, device, args.workers)
     bare, ours = min(bare_times), min(our_times)
     n = args.images
     print(f"device {device}, model {args.model}, {n} images, batch size {args.batch_size}, "
@@ -142,6 +155,12 @@ def main() -> None:
     if default_malloc is not None:
         print(f"(bare loop before keeping freed memory, one run: {n / default_malloc:.1f} images/s, "
               f"{default_malloc / bare:.2f}x slower than with it)")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"device": device, "model": args.model, "images": n, "batch_size": args.batch_size,
+                       "bare_images_per_s": n / bare, "ours_images_per_s": n / ours, "ratio": bare / ours,
+                       "decoding_images_per_s": n / cold.seconds_decoding, "seconds_loading": min(loading)},
+                      fh, indent=2)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ warm run must answer nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -56,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--eed-steps", type=int, default=64, help="EED steps of the cue-decomposition build")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=None, help="also write the results as JSON")
     args = parser.parse_args()
     settings = SimpleNamespace(batch_size=64, device=args.device, executor="local", executor_option=[])
     check_spec(MODEL)  # imports torch and timm
@@ -86,6 +88,11 @@ def main() -> None:
     print(f"warm: answering {warm_answer:.1f} s (no model work), scoring {warm_score:.1f} s")
     print(f"bare timm loop: {seconds_bare:.1f} s = {len(files) / seconds_bare:.1f} images/s (model loaded before)")
     print(f"cold answering / bare loop, images per second: {seconds_bare / cold_answer:.2f}x")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"device": args.device, "images": len(files), "seconds_build": seconds_build,
+                       "cold_answering_s": cold_answer, "warm_answering_s": warm_answer, "bare_s": seconds_bare,
+                       "ratio": seconds_bare / cold_answer}, fh, indent=2)
 
 
 if __name__ == "__main__":

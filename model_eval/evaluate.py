@@ -9,9 +9,10 @@ person's answer would be; accuracy summaries count only the scored (``test``) tr
 Stimuli are decoded once per experiment into a uint8 cache (``stimulus_cache.py``) that
 every later run and every other model reads; each unique stimulus goes through a model
 once, resized, cropped and normalised in its batch on the model's device
-(``preprocess.DevicePreprocess``). The model runs channels-last; on a GPU under bfloat16
-autocast, fed from pinned memory, and the answers to one batch are decided and stored
-while the next batch runs; on a CPU freed activation memory is kept for the next batch
+(``preprocess.DevicePreprocess``), each batch gathered from the cache ahead of time by a
+background thread (``batch_loader.py``). The model runs channels-last; on a GPU under bfloat16
+autocast, fed from pinned memory without blocking, and the answers to one batch are decided
+and stored while the next batch runs; on a CPU freed activation memory is kept for the next batch
 (``allocator.py``).
 Rows are committed one batch at a time, so a killed run loses at most the batches in
 flight, and a re-run skips every trial that model has already answered: a zoo run
@@ -37,6 +38,7 @@ from cuebench.trials import Experiment, Trial
 
 from .adaptive import adaptive_conditions, run_adaptive_blocks
 from .allocator import keep_freed_memory
+from .batch_loader import batches_on_device
 from .decisions import DecisionTable, LabelMapping
 from .models import ModelError, resolve_device
 from .observers import Observer, PendingOutputs, check_spec, load_observer
@@ -196,7 +198,7 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     in_flight = None
     try:
         with torch.inference_mode():
-            for ids, pixels in _on_device(decoded, batches, observer.device):
+            for ids, pixels in batches_on_device(decoded, batches, observer.device):
                 outputs = PendingOutputs(observer, ids, observer.outputs(preprocess(pixels), kinds))
                 if in_flight is not None:  # decided on the CPU while the device runs the next batch
                     finish(in_flight)
@@ -229,29 +231,6 @@ def _batches(decoded: DecodedStimuli, first_use: list[str], batch_size: int) -> 
     for sid in first_use:
         by_size.setdefault(decoded.shape(sid), []).append(sid)
     return [ids[i:i + batch_size] for ids in by_size.values() for i in range(0, len(ids), batch_size)]
-
-
-def _on_device(decoded: DecodedStimuli, batches: list[list[str]], device: str):
-    """(ids, uint8 (n, H, W, 3) on ``device``) per batch.
-
-    To a GPU through two pinned buffers used in turn, copied asynchronously: the buffer of
-    batch k is refilled for batch k + 2, after the consumer has waited for batch k's results."""
-    import torch
-
-    if not device.startswith("cuda"):
-        for ids in batches:
-            yield ids, torch.from_numpy(decoded.gather(ids))
-        return
-    buffers: dict[tuple, "torch.Tensor"] = {}
-    largest = max(len(ids) for ids in batches)
-    for k, ids in enumerate(batches):
-        height, width = decoded.shape(ids[0])
-        key = (height, width, k % 2)
-        if key not in buffers:
-            buffers[key] = torch.empty((largest, height, width, 3), dtype=torch.uint8, pin_memory=True)
-        host = buffers[key]
-        decoded.gather(ids, out=host.numpy())
-        yield ids, host[:len(ids)].to(device, non_blocking=True)
 
 
 def _check_same_settings(store: ResponseStore, experiment: str, observer: str, decisions: DecisionTable,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from PIL import Image
 
 from cuebench.expdir import ExperimentDir
 from model_eval import stimulus_cache
+from model_eval.batch_loader import batches_on_device
 from model_eval.preprocess import DevicePreprocess, Normalise, PreprocessError, ToUint8Tensor
 from model_eval.stimulus_cache import cache_dir, decoded_stimuli, read_index
 from cuebench.images import CorruptImageError, decode_image
@@ -55,6 +57,31 @@ def test_decoded_once_then_read(stimuli, monkeypatch):
     out = np.zeros((8, 224, 224, 3), np.uint8)  # e.g. a pinned buffer
     gathered = again.gather(same_size[::-1], out=out)
     assert np.array_equal(gathered, np.stack([decode_image(paths[sid]) for sid in same_size[::-1]]))
+
+
+def test_batches_gathered_ahead_come_in_order_and_stop_cleanly(stimuli):
+    """The prefetching loader yields each batch's pixels (the files as Pillow decodes them) in order, with
+    batches of both sizes; a gather that fails surfaces in the consumer; a consumer that stops early leaves no
+    gathering thread behind."""
+    expdir, paths = stimuli
+    decoded = decoded_stimuli(expdir, paths, progress=False)
+    by_size = {}
+    for sid in paths:
+        by_size.setdefault(decoded.shape(sid), []).append(sid)
+    batches = [ids[i:i + 3] for ids in by_size.values() for i in range(0, len(ids), 3)]
+    got = list(batches_on_device(decoded, batches, "cpu", ahead=1))
+    assert [ids for ids, _ in got] == batches
+    for ids, pixels in got:
+        assert pixels.dtype == torch.uint8
+        assert np.array_equal(pixels.numpy(), np.stack([decode_image(paths[sid]) for sid in ids]))
+
+    before = threading.active_count()
+    stream = batches_on_device(decoded, batches, "cpu", ahead=1)
+    next(stream)
+    stream.close()
+    assert threading.active_count() == before
+    with pytest.raises(KeyError):
+        list(batches_on_device(decoded, [batches[0], ["no-such-stimulus"]], "cpu"))
 
 
 def test_new_and_changed_stimuli_are_decoded_and_the_rest_kept(stimuli, photos):

@@ -161,6 +161,7 @@ SKIPPED = {
     ('docs/dist.md', 'cuebench stimuli build --design dist --images photos/ --out exp/dist-gpu \\'): f"{GPU}; VGG-19 weights are not in this machine's torch hub cache",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-device cuda --out exp/cue-dec'): GPU,
     ('docs/scale.md', 'ray start --head --num-gpus 4'): CLUSTER,
+    ('docs/scale.md', 'benchmarks/gpu_suite.sh --prepare           # where pip reaches PyPI: .whl/ and .shared/ for the GPU machine'): f"{GPU}; the first line downloads from PyPI, the dry run takes minutes (tests/system/test_gpu_suite.py checks its table)",
     ('docs/scale.md', 'ray start --head --port 6379'): CLUSTER,
     ('docs/scale.md', 'ray get-auth-token --generate'): CLUSTER,
     ('docs/scale.md', 'cuebench train /shared/exp/diagvib --device cuda --runs 5 --executor submitit \\'): CLUSTER,
