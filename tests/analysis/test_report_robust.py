@@ -176,6 +176,18 @@ def check_report(root: Path, rows: list[dict], timeouts: str) -> dict:
     return results
 
 
+CHECKED: dict[tuple[str, str], dict] = {}
+
+
+def checked_report(tmp_path_factory, spec: dict, timeouts: str) -> dict:
+    """:func:`check_report` of a study, run once per specification and exclusion rule: the named cases the
+    tests below look at more closely are also ``@example`` cases, and one report is the same table checked."""
+    key = (json.dumps(spec, sort_keys=True), timeouts)
+    if key not in CHECKED:
+        CHECKED[key] = check_report(tmp_path_factory.mktemp("report"), rows_of(spec), timeouts)
+    return CHECKED[key]
+
+
 @pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
@@ -190,21 +202,21 @@ def check_report(root: Path, rows: list[dict], timeouts: str) -> dict:
 @example(spec=NAMED["humans only"], timeouts="exclude")
 @example(spec=NAMED["mixed designs"], timeouts="error")
 def test_every_response_table_gives_a_report_of_finite_numbers(spec, timeouts, tmp_path_factory):
-    check_report(tmp_path_factory.mktemp("random"), rows_of(spec), timeouts)
+    checked_report(tmp_path_factory, spec, timeouts)
 
 
-def test_all_timeouts_keep_their_sections_with_a_note(tmp_path):
+def test_all_timeouts_keep_their_sections_with_a_note(tmp_path_factory):
     """A study whose every answer timed out still shows the sections of its design, each saying why it
     has no numbers (a section is chosen by the design, before the exclusions)."""
-    results = check_report(tmp_path, rows_of(NAMED["all timeouts"]), "exclude")
+    results = checked_report(tmp_path_factory, NAMED["all timeouts"], "exclude")
     assert {"reliance", "thresholds", "adaptive"} <= set(results["sections"])
     assert "timeout" in results["missing"]["reliance"]
 
 
-def test_all_wrong_pilot_has_no_infinite_ratio(tmp_path):
+def test_all_wrong_pilot_has_no_infinite_ratio(tmp_path_factory):
     """Everyone wrong on the originals: relative accuracy A/0 and the chance-corrected ratio are empty with a
     note (they once printed inf)."""
-    results = check_report(tmp_path, rows_of(NAMED["all wrong"]), "error")
+    results = checked_report(tmp_path_factory, NAMED["all wrong"], "error")
     rel = results["tables"]["relative_accuracy"]
     assert rel and all(r["relative_accuracy"] is None and r["chance_corrected"] is None for r in rel)
     assert {r["note"] for r in rel} == {"baseline accuracy 0: no relative or chance-corrected accuracy"}

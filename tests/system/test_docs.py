@@ -83,6 +83,9 @@ SMALL_SIZES = [
     (r"(--design dist )(?![^\n]*--synthesis-steps)", r"\1--synthesis-steps 2 ",
      "DiST's default 100 L-BFGS steps on 8 photos take minutes on a CPU"),
     (r"--runs \d+", "--runs 1", "one seeded run shows the command works; more only repeat it"),
+    (r"(--adaptive [^:\s]+):\d+", r"\1:8",
+     "QUEST+ asks one image at a time: each answer is a model pass or a 2 s simulated lab trial; 8 answers "
+     "run the same block, resume and posterior rows as 40"),
     (r"--epochs \d+", "--epochs 1", "one epoch shows the command works"),
     (r"(cuebench train(?:-cues)? \S+)(?![^\n]*--epochs)", r"\1 --epochs 1", "the default epochs take minutes on a CPU"),
     (r"--model resnet18", "--model test_resnet --input-size 64", "timm's tiny test_resnet trains in seconds"),
