@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .csvsafe import csv_text
 from .expdir import ExperimentDir, atomic_write
-from .export import EXPORT_FORMATS, ExportError, response_rows
-from .psychds import dataset_folder, json_cell, keyword_value
+from .export import EXPORT_FORMATS
+from .psychds import dataset_inputs, json_cell, keyword_value
 from .responses import COLUMNS, column_dictionary
 
 BIDS_VERSION = "1.11.0"
@@ -69,11 +69,7 @@ def column_sidecar(task: str) -> dict:
 def export_bids_beh(expdir: ExperimentDir, out: str | Path, database: str | None = None, *,
                     authors: tuple[str, ...] = (), license: str | None = None) -> list[Path]:
     """A BIDS dataset of the behavioural data in the new folder ``out`` (module docstring); returns the files."""
-    out = dataset_folder(out, authors, license)
-    experiment = expdir.load()
-    rows = response_rows(expdir, database)
-    if not rows:
-        raise ExportError(f"{expdir.root} has no responses to export")
+    out, experiment, rows = dataset_inputs(expdir, out, database, authors, license)
     task = keyword_value(experiment.name)
     observers = list(dict.fromkeys(r["observer"] for r in rows))
     labels = _labels(observers)

@@ -27,6 +27,7 @@ from .csvsafe import csv_text
 from .expdir import ExperimentDir, atomic_write
 from .export import EXPORT_FORMATS, ExportError, response_rows
 from .responses import COLUMNS, column_dictionary
+from .trials import Experiment
 
 SCHEMA_VERSION = "Psych-DS 0.4.0"
 """The specification version written to ``schemaVersion`` (the one jsPsych's exporter writes)."""
@@ -61,16 +62,20 @@ def data_dictionary() -> list[dict]:
     return dictionary
 
 
-def dataset_folder(out: str | Path, authors: tuple[str, ...], license: str | None) -> Path:
-    """``out`` for a published dataset: it names its authors and licence, and starts empty (nothing of an
-    earlier export lingers)."""
+def dataset_inputs(expdir: ExperimentDir, out: str | Path, database: str | None, authors: tuple[str, ...],
+                   license: str | None) -> tuple[Path, Experiment, list[dict]]:
+    """What a published dataset is made of: the folder ``out`` (it names its authors and licence, and starts
+    empty, so nothing of an earlier export lingers), the experiment and its response rows (there must be some)."""
     if not authors or not license:
         raise ExportError("a published dataset names its authors and licence: give --author (once per author) "
                           "and --license (e.g. CC-BY-4.0)")
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} is not empty; give a new folder for the dataset")
-    return out
+    rows = response_rows(expdir, database)
+    if not rows:
+        raise ExportError(f"{expdir.root} has no responses to export")
+    return out, expdir.load(), rows
 
 
 def json_cell(value):
@@ -96,11 +101,7 @@ def export_psych_ds(expdir: ExperimentDir, out: str | Path, database: str | None
                     authors: tuple[str, ...] = (), license: str | None = None) -> list[Path]:
     """A Psych-DS dataset with its data dictionary, in the new folder ``out`` (an existing non-empty folder is
     refused, so nothing of an earlier export lingers); returns the files written."""
-    out = dataset_folder(out, authors, license)
-    experiment = expdir.load()
-    rows = response_rows(expdir, database)
-    if not rows:
-        raise ExportError(f"{expdir.root} has no responses to export")
+    out, experiment, rows = dataset_inputs(expdir, out, database, authors, license)
     study = keyword_value(experiment.name)
     by_kind: dict[str, list[dict]] = {}
     for row in rows:
