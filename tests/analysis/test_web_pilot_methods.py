@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from scipy.special import expit
 
-from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, free_port, instructed_answer, \
-    trial_answer
+from experiment_server.simulate import ClientLog, ServerProcess, SimulatedParticipant, fill_consent, free_port, \
+    instructed_answer, trial_answer
 
 pytestmark = pytest.mark.slow  # a stimuli build, a server and six people over HTTP: about a minute
 
@@ -78,6 +78,7 @@ def pilot(tmp_path_factory):
     built = subprocess.run([sys.executable, "-m", "cuebench", *BUILD, "--workers", "1"], **run)
     assert built.returncode == 0, built.stderr
     experiment = json.loads((root / "exp" / "adaptive" / "experiment.json").read_text())
+    fill_consent(root / "exp" / "adaptive")
     server = ServerProcess(root / "exp" / "adaptive", free_port())
     server.start()
     try:
