@@ -92,7 +92,6 @@ def record_lab_session(expdir, database: str | None, participant: str, session: 
     exclusions, participants export), wired here like ``least_filled_group``. A new session (not a pilot)
     of a study that has reached the recruitment target of its stored rules (``study_rules``) is refused
     before it starts, as a latecomer on the web is."""
-    from experiment_server.assignment import finished_fill
     from experiment_server.db import ServerDB
     from experiment_server.study_rules import FLAGS, load_rules, rules_file
 
@@ -104,7 +103,7 @@ def record_lab_session(expdir, database: str | None, participant: str, session: 
     try:
         rules = load_rules(folder.root)
         if not (finished or pilot) and rules.capped and db.get(participant) is None and rules.full(
-                finished_fill(len(experiment.assignment.groups), db.slot_holders(experiment.name))):
+                db.held_places(len(experiment.assignment.groups))):
             target = ", ".join(f"{FLAGS[name]} {getattr(rules, name)}" for name in ("target_n", "target_per_group")
                                if getattr(rules, name) is not None)
             raise CuebenchError(f"the study has reached its recruitment target ({target} in "
