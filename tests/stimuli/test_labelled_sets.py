@@ -112,9 +112,9 @@ def raw_answer(subject: int, k: int, cls: str) -> str:
                                   "and trial id (analysis.load.onto_experiment_cells) | Geirhos et al. 2019 raw-data "
                                   "format",
                        source="docs/labelled_sets.md",
-                       reference="scipy.stats.ttest_rel of per-image human mean vs model correctness; Cohen's kappa "
-                                 "and leave-one-out Pearson ceilings by hand with numpy, from the export and the raw "
-                                 "files",
+                       reference="scipy.stats.ttest_rel of per-image human mean vs model correctness; Geirhos et "
+                                 "al.'s kappa (chance over pairs of distinct trials) and leave-one-out Pearson ceilings "
+                                 "by hand with numpy, from the export and the raw files",
                        tolerance="1e-9")
 def test_study_answers_and_geirhos_raw_data_pair_on_the_same_cells(answered_edges):
     """Raw-data CSVs of the same images (Geirhos et al.'s format, in a folder named after the set, condition ``0``)
@@ -165,8 +165,11 @@ def test_study_answers_and_geirhos_raw_data_pair_on_the_same_cells(answered_edge
     assert ttest["p"] == pytest.approx(expected.pvalue, abs=1e-9)
 
     def kappa(a: np.ndarray, b: np.ndarray) -> float:
+        """Geirhos et al.'s kappa, chance agreement estimated over pairs of distinct trials (docs/analysis.md)."""
+        n, right_a, right_b = len(a), a.sum(), b.sum()
         c_obs = np.mean(a == b)
-        c_exp = a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean())
+        c_exp = (right_a * right_b - np.sum(a * b) + (n - right_a) * (n - right_b) - np.sum((1 - a) * (1 - b))) / (
+            n * (n - 1))
         return (c_obs - c_exp) / (1 - c_exp)
 
     cuebench(root, "analyze", "study", "raw/edges", "--metric", "error-consistency", "--out", "kappa.csv")
