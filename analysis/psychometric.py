@@ -451,7 +451,9 @@ def identify(row: dict, notes: list[str], column: str, samples, x, say: bool = T
         row[column] = point
         return True
     if say:
-        notes.append(f"{column} {NOT_IDENTIFIED}: its 95 % interval [{low:.3g}, {high:.3g}] reaches beyond the "
+        bounds = (f"{low:.3g}" if np.isfinite(low) else "unbounded below",
+                  f"{high:.3g}" if np.isfinite(high) else "unbounded above")
+        notes.append(f"{column} {NOT_IDENTIFIED}: its 95 % interval [{bounds[0]}, {bounds[1]}] reaches beyond the "
                      f"tested grid [{x.min():g}, {x.max():g}]")
     return False
 
