@@ -16,17 +16,20 @@
 #
 # --profile adds torch.profiler summaries of the EED step loop and the evaluation loop
 # (benchmarks/torch_profile.py: launches per step, kernel time, occupancy, bytes copied).
+# --only=pytest,eed,eval,seg,scorecard runs those steps alone (a re-measure after a change);
+# the table marks the others "not run".
 set -u
 cd "$(dirname "$0")/.."
 
-dry=0 profile=0 prepare=0
+dry=0 profile=0 prepare=0 only=pytest,eed,eval,seg,scorecard
 for arg in "$@"; do
     case "$arg" in
         --dry-run) dry=1 ;;
         --profile) profile=1 ;;
         --prepare) prepare=1 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-        *) echo "gpu_suite.sh: unknown option $arg (use --dry-run, --profile, --prepare)" >&2; exit 2 ;;
+        --only=*) only=${arg#--only=} ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        *) echo "gpu_suite.sh: unknown option $arg (use --dry-run, --profile, --prepare, --only=STEPS)" >&2; exit 2 ;;
     esac
 done
 
@@ -72,6 +75,7 @@ fi
 step() {
     local name=$1 cap=$2
     shift 2
+    [[ ",$only," == *",$name,"* ]] || return 0
     echo "== $name (cap ${cap} s): $*" | tee -a "$log"
     timeout --kill-after=10 "$cap" "$@" 2>&1 | tee -a "$log"
     echo "$name ${PIPESTATUS[0]} $cap" >> "$results/status.txt"
