@@ -1,5 +1,6 @@
 /* One timed trial: instruction, fixation, the images, the mask, the response (as the trial's card
  * says), the ITI; the answer goes to the local queue with every phase's measured timing. */
+import { FEEDBACK_MS } from "./constants.js";
 import { escapeHtml, screenEl, showScreen, state } from "./dom.js";
 import { clear, drawFixation, drawImages } from "./display.js";
 import { takeEvents } from "./events.js";
@@ -8,8 +9,6 @@ import { RESPONSES, closeResponse } from "./responses.js";
 import { enqueue, postNow } from "./server.js";
 import { answerWindow, msToFrames, runPhases } from "./timing.js";
 import { say } from "./words.js";
-
-const FEEDBACK_MS = 1000; // practice feedback, as long as the lab runner shows it
 
 export async function runTrial(trial, hz, device) {
   const mode = RESPONSES[trial.response];
