@@ -11,6 +11,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -378,6 +379,43 @@ def test_practice_feedback_names_the_right_answer(live_server, browser):
             return
         time.sleep(0.02)
     raise AssertionError(f"no feedback within {SESSION_DEADLINE_S} s (last state {_state(page)})")
+
+
+def test_the_plan_the_page_receives_and_the_answer_it_posts_follow_the_published_schemas(live_server, browser):
+    """The runners' contract as the browser lives it: the session's plan, every trial of it, is valid under
+    docs/schemas/trial-plan.schema.json, and the answer the task posts for its first trial under
+    trial-answer.schema.json (both checked by ``jsonschema``), with the plan's key and a choice of it."""
+    import jsonschema
+
+    published = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+    schemas = {kind: jsonschema.Draft202012Validator(json.loads((published / f"{kind}.schema.json").read_text("utf-8")))
+               for kind in ("trial-plan", "trial-answer")}
+    base, study = live_server
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="schema1")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    posted = []
+    page.on("request", lambda request: posted.append(request.post_data_json) if request.method == "POST" and
+            "/trial/" in request.url else None)
+    with page.expect_response(f"**/api/session/{token}") as plan_response:
+        page.goto(f"{base}/task/{token}")
+    plan = plan_response.value.json()
+    deadline = time.monotonic() + SESSION_DEADLINE_S
+    while not posted and time.monotonic() < deadline:
+        state, _ = _state(page)
+        if state in ("instructions", "fullscreen") and page.is_visible("#continue"):
+            page.click("#continue")
+        elif state == "response-grid" and page.is_visible("#grid button[data-label='cat']"):
+            page.click("#grid button[data-label='cat']")
+        time.sleep(0.02)
+    assert posted, f"no answer posted within {SESSION_DEADLINE_S} s (last state {_state(page)})"
+    assert {t["type"] for t in plan["trials"]} == {"classify", "oddity"}
+    for trial in plan["trials"]:
+        schemas["trial-plan"].validate(trial)
+    answer = posted[0]
+    schemas["trial-answer"].validate(answer)
+    first = plan["trials"][0]
+    assert answer["trial_key"] == first["trial_key"] and answer["response"] == "cat" in first["choices"]
+    assert set(answer["timing_measured"]) >= {"fixation", "stimulus", "mask", "response"}
 
 
 STIMULUS_DEGREES, SUGGESTED_CM = 5.0, 57.0
