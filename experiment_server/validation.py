@@ -21,6 +21,7 @@ import numpy as np
 from cuebench.errors import CuebenchError
 from cuebench.runner_contract import AnswerError, check_answer
 from cuebench.trials import Experiment, Trial
+from human_tasks.web.constants import VIEWING_DISTANCE_CM
 
 MAX_JSON_DEPTH = 8
 """Nesting of a request body at most (the trial post needs 3: body, device or event, value)."""
@@ -109,7 +110,7 @@ def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, paylo
         raise Rejected(ANSWER_STATUS[err.kind], str(err)) from None
 
 
-CALIBRATION_FIELDS = {"px_per_mm": (0.5, 40.0), "viewing_distance_cm": (20.0, 300.0),
+CALIBRATION_FIELDS = {"px_per_mm": (0.5, 40.0), "viewing_distance_cm": VIEWING_DISTANCE_CM,
                       "stimulus_css_px": (8.0, 10000.0), "device_pixel_ratio": (0.25, 8.0)}
 """Bounds of the screen calibration's numbers: CSS pixels per mm (a 96-dpi screen has 3.78; a card
 matched on any real screen lies far inside), eye-to-screen distance, the resulting image size."""

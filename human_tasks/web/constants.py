@@ -22,6 +22,10 @@ intervals are off the median by more than a factor 1.5 (a dropped frame doubles 
 the check's measurements again by it (``experiment_server.screening``). Headless and busy browsers drop
 a few frames, and a tenth of the intervals doubling is common and harmless for timing there."""
 
+VIEWING_DISTANCE_CM = (20.0, 300.0)
+"""The eye-to-screen distances the screen calibration takes (typed or measured from the blind spot), in cm;
+the server refuses a calibration outside them (``experiment_server.validation``)."""
+
 SHARED = {
     "DROPPED_FRAME_FACTOR": (DROPPED_FRAME_FACTOR, "human_tasks.timing.DROPPED_FRAME_FACTOR",
                              "a frame interval longer than this many refresh periods is a dropped frame"),
@@ -29,6 +33,8 @@ SHARED = {
                     "how long a practice trial's feedback stays up, as in the lab"),
     "MAX_OUTLIER_SHARE": (MAX_OUTLIER_SHARE, "human_tasks.web.constants.MAX_OUTLIER_SHARE",
                           "the browser check fails a display with more irregular frame intervals than this share"),
+    "VIEWING_DISTANCE_CM": (VIEWING_DISTANCE_CM, "human_tasks.web.constants.VIEWING_DISTANCE_CM",
+                            "the shortest and longest viewing distance a calibration takes, in cm"),
 }
 """The JavaScript name of each shared number -> (its value, where Python defines it, what it is)."""
 MODULE = STATIC_DIR / "task" / "constants.js"

@@ -16,9 +16,11 @@ def test_the_checked_in_module_is_current():
 
 def test_the_module_exports_the_documented_values():
     """Each ``export const NAME = VALUE;``: a frame dropped beyond 1.2 periods, 1 s of practice feedback (as in
-    the lab), a browser check failing beyond a fifth of irregular frames (docs/web.md, docs/lab.md)."""
+    the lab), a browser check failing beyond a fifth of irregular frames, viewing distances of 20-300 cm (docs/web.md,
+    docs/lab.md)."""
     exported = dict(re.findall(r"^export const (\w+) = (.+);$", javascript(), flags=re.M))
-    assert exported == {"DROPPED_FRAME_FACTOR": "1.2", "FEEDBACK_MS": "1000", "MAX_OUTLIER_SHARE": "0.2"}
+    assert exported == {"DROPPED_FRAME_FACTOR": "1.2", "FEEDBACK_MS": "1000", "MAX_OUTLIER_SHARE": "0.2",
+                        "VIEWING_DISTANCE_CM": "[20.0, 300.0]"}
 
 
 def test_every_shared_number_is_imported_by_the_task_and_defined_nowhere_else_in_it():

@@ -6,3 +6,5 @@ export const DROPPED_FRAME_FACTOR = 1.2;
 export const FEEDBACK_MS = 1000;
 // the browser check fails a display with more irregular frame intervals than this share (human_tasks.web.constants.MAX_OUTLIER_SHARE)
 export const MAX_OUTLIER_SHARE = 0.2;
+// the shortest and longest viewing distance a calibration takes, in cm (human_tasks.web.constants.VIEWING_DISTANCE_CM)
+export const VIEWING_DISTANCE_CM = [20.0, 300.0];
