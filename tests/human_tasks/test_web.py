@@ -482,6 +482,12 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
             return
         page.eval_on_selector("#card-size", f"el => {{ el.value = {CARD_SLIDER_PX}; el.dispatchEvent(new Event('input')); }}")
         seen["card_css_px"] = page.eval_on_selector("#card", "el => el.getBoundingClientRect().width")
+        if "too_near" not in seen:  # nearer than the 20-300 cm a calibration takes: the page names the range
+            page.fill("#distance", "10")
+            page.click("#continue")
+            page.wait_for_function("document.getElementById('calibration-error').textContent.length > 0")
+            seen["too_near"] = page.inner_text("#calibration-error")
+            return
         page.fill("#distance", str(DISTANCE_CM))
         page.screenshot(path=str(tmp_path / "calibration.png"))
         page.click("#continue")
@@ -514,6 +520,7 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     page.screenshot(path=str(tmp_path / "completion.png"))
     assert result["status"] == "finished"
     assert seen["card_css_px"] == pytest.approx(CARD_SLIDER_PX, abs=0.5)
+    assert seen["too_near"] == "Please enter the distance in centimetres (20 to 300)."
     assert seen["missing"] == "Please answer: Your age in years"
     assert seen["refused"] == "Please check your answer to: Your age in years"
     # while the answers are on their way nothing can be changed or sent twice, however long the network is out
