@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import CuebenchError, describe
 from .trials import NOT_CLEAR, Experiment, Trial
-from .words import LANGUAGE
 
 PHASES = ("instruction", "fixation", "stimulus", "mask", "response", "iti")
 """The phases of a trial a runner measures, in the order it shows them."""
@@ -112,10 +111,9 @@ class TrialPlan(Message):
         return cls(
             index=index, trial_key=trial_key, type=trial.trial_type, practice=trial.role == "practice",
             feedback=trial.correct if trial.role == "practice" else None, block=block, break_before=break_before,
-            images=images, mask=mask, choices=allowed_responses(experiment, trial),
-            grid=grid,
+            images=images, mask=mask, choices=allowed_responses(experiment, trial), grid=grid,
             response=card.response, numbered=card.numbered,
-            prompt=card.say(card.prompt, experiment.language or LANGUAGE) if card.prompt else None,
+            prompt=card.say(card.prompt, experiment.language) if card.prompt else None,
             keys=card.answer_keys(trial) if card.response == "keys" else None, instruction=trial.instruction,
             timing={"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
                     "response_window": timing.response_window, "iti": timing.iti,
@@ -175,7 +173,9 @@ _OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_e
 
 def check_answer(experiment: Experiment, trial: Trial, trial_key: str, payload: Any) -> TrialAnswer:
     """``payload`` (a decoded JSON object, or the lab's values) as a ``TrialAnswer`` of ``trial``, whose plan
-    gave it ``trial_key``: the one check every runner's answer passes before it is stored."""
+    gave it ``trial_key``: the one check every runner's answer passes before it is stored. A runner shows the
+    response window in whole frames and reads the presses of its last frame, so an RT up to one frame past the
+    window counts (the lab's 2000 ms at 59.94 Hz are 120 frames, 2002 ms)."""
     if not isinstance(payload, dict):
         raise AnswerError("malformed", "the answer must be a JSON object")
     try:
@@ -203,9 +203,9 @@ def check_answer(experiment: Experiment, trial: Trial, trial_key: str, payload: 
         raise AnswerError("invalid", f"response {answer.response!r} is not one of this trial's choices: {allowed}")
     if answer.rt_ms is None:
         raise AnswerError("malformed", "field 'rt_ms': is missing (only a timed-out trial has none)")
-    if window is not None and answer.rt_ms > window:
+    if window is not None and answer.rt_ms > window + 1000.0 / answer.refresh_hz:
         raise AnswerError("invalid", f"field 'rt_ms' = {answer.rt_ms} is outside this trial's response window "
-                                     f"(0, {window}]")
+                                     f"(0, {window}] ms and its last frame at {answer.refresh_hz:g} Hz")
     return answer
 
 

@@ -50,7 +50,8 @@ def test_the_plans_of_a_classification_and_an_oddity_trial(sample):
                    "response_from_onset": False}}
     oddity = TrialPlan.build(sample, sample.trial("catch-flower"), 7, -1, True, trial_key="k7",
                              images=["a", "b", "c"], mask=None, grid=None, post="/answer/7").message()
-    assert {k: oddity[k] for k in ("choices", "keys", "numbered", "response", "feedback", "mask", "post", "timing")} == {
+    shown = ("choices", "keys", "numbered", "response", "feedback", "mask", "post", "timing")
+    assert {k: oddity[k] for k in shown} == {
         "choices": ["1", "2", "3"], "keys": {"1": "1", "2": "2", "3": "3"}, "numbered": True, "response": "keys",
         "feedback": None, "mask": None, "post": "/answer/7",
         "timing": {"fixation": 500, "stimulus": 800, "mask": 0, "response_window": 2000, "iti": 500,
@@ -70,6 +71,9 @@ def test_an_honest_answer_passes_and_is_stored_as_measured(sample):
     timeout = check_answer(sample, sample.trial("rocket-original-oddity"), "k",
                            honest(response="", timed_out=True, rt_ms=None))
     assert timeout.stored_fields()["response"] is None and timeout.stored_fields()["timed_out"] == 1
+    in_last_frame = check_answer(sample, sample.trial("rocket-original-oddity"), "k",
+                                 honest(response="2", rt_ms=2016.6))
+    assert in_last_frame.rt_ms == 2016.6  # 2000 ms and one frame of 16.67 ms at 60 Hz
     published("trial-answer").validate(honest())
     published("trial-answer").validate(honest(response="", timed_out=True, rt_ms=None))
 
@@ -118,7 +122,9 @@ TRIAL = [
     ("a position beyond the triplet", "rocket-original-oddity", honest(response="4"), "invalid",
      "response '4' is not one of this trial's choices: ['1', '2', '3']"),
     ("an RT past the 2000 ms window", "rocket-original-oddity", honest(response="2", rt_ms=2300.0), "invalid",
-     "field 'rt_ms' = 2300.0 is outside this trial's response window (0, 2000]"),
+     "field 'rt_ms' = 2300.0 is outside this trial's response window (0, 2000] ms and its last frame at 60 Hz"),
+    ("an RT past the window's last frame", "rocket-original-oddity", honest(response="2", rt_ms=2016.8), "invalid",
+     "field 'rt_ms' = 2016.8 is outside this trial's response window"),
     ("a timeout without a window", "chelsea-original", honest(response="", timed_out=True, rt_ms=None), "invalid",
      "this trial has no response window, so it cannot time out"),
     ("a timeout with an answer", "rocket-original-oddity", honest(response="1", timed_out=True), "invalid",
