@@ -90,13 +90,12 @@ def _depth_bound_exceeded(data: bytes) -> bool:
     return bool(steps.size) and int(steps.cumsum().max()) > MAX_JSON_DEPTH
 
 
-def _number(payload: dict, name: str, low: float, high: float, *, low_exclusive: bool = False) -> float:
+def _number(payload: dict, name: str, low: float, high: float) -> float:
     value = payload.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise Rejected(400, f"field {name!r} must be a number, got {value!r}")
-    if not (low < value if low_exclusive else low <= value) or value > high:
-        bounds = f"({low}, {high}]" if low_exclusive else f"[{low}, {high}]"
-        raise Rejected(422, f"field {name!r} = {value} is outside {bounds}")
+    if not low <= value <= high:
+        raise Rejected(422, f"field {name!r} = {value} is outside [{low}, {high}]")
     return float(value)
 
 
