@@ -10,6 +10,7 @@ import { enqueue, postNow } from "./server.js";
 import { answerWindow, msToFrames, runPhases } from "./timing.js";
 import { say } from "./words.js";
 
+/* `trial` is the runners' TrialPlan (docs/schemas/trial-plan.schema.json), as the server sent it. */
 export async function runTrial(trial, hz, device) {
   const mode = RESPONSES[trial.response];
   if (!mode) throw new Error(`trial ${trial.index + 1} is answered by "${trial.response}", which this task cannot show`);
@@ -40,6 +41,7 @@ export async function runTrial(trial, hz, device) {
   closeResponse();
   const end = answer ? answer.t : performance.now();
   log.measured.response = end - responseOnset;
+  // the runners' TrialAnswer (docs/schemas/trial-answer.schema.json; a browser test validates what is posted)
   const payload = {
     trial_key: trial.trial_key,
     response: answer ? answer.response : "",
