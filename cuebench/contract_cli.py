@@ -1,6 +1,6 @@
 """The contract's own commands: ``cuebench export`` (the response table in its export formats),
-``cuebench schema`` (the JSON Schema of experiment.json and of a response row, and of the files later
-stages define, handed in by the command: a study's rules.json) and
+``cuebench schema`` (the JSON Schema of experiment.json, of a response row, of the runners' trial plan and
+trial answer, and of the files later stages define, handed in by the command: a study's rules.json) and
 ``cuebench labels search`` (the ImageNet classes a label may stand for)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable
 from .paths import user_path
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMAS = ("experiment", "response")
+SCHEMAS = ("experiment", "response", "trial-plan", "trial-answer")
 SHOWN_PATHS = 12
 """Files an export lists one by one (a dataset with its stimuli names the rest by count)."""
 
@@ -40,9 +40,11 @@ def register(sub, *, more_schemas: dict[str, Callable[[], type]] | None = None) 
     export.add_argument("--license", metavar="LICENCE", help="psych-ds/bids-beh: the data's licence, e.g. CC-BY-4.0")
     export.set_defaults(func=run_export)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of experiment.json, a response row or rules.json")
+    schema = sub.add_parser("schema", help="print the JSON Schema of experiment.json, a response row, a runner's trial plan "
+                                        "or answer, or rules.json")
     schema.add_argument("kind", choices=(*SCHEMAS, *more_schemas),
-                        help="experiment: experiment.json; response: one response row; rules: a study's rules.json")
+                        help="experiment: experiment.json; response: one response row; trial-plan: what a runner "
+                             "shows one trial by; trial-answer: what it gives back; rules: a study's rules.json")
     schema.add_argument("--out", type=Path, default=None, help="write the schema to this file instead")
     schema.set_defaults(func=partial(run_schema, more_schemas=more_schemas))
 
@@ -70,11 +72,16 @@ def run_export(args) -> int:
 
 def json_schema(kind: str, model: type | None = None) -> dict:
     """The JSON Schema (draft 2020-12) generated from the contract's pydantic models (or ``model``'s)."""
-    if model is None and kind == "experiment":
-        from .trials import Experiment as model
-    elif model is None:
-        from .responses import ResponseRow as model
+    if model is None:
+        model = _contract_model(kind)
     return {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema()}
+
+
+def _contract_model(kind: str) -> type:
+    from . import responses, runner_contract, trials
+
+    return {"experiment": trials.Experiment, "response": responses.ResponseRow,
+            "trial-plan": runner_contract.TrialPlan, "trial-answer": runner_contract.TrialAnswer}[kind]
 
 
 def schema_text(kind: str, model: type | None = None) -> str:

@@ -16,7 +16,7 @@ from cuebench.adaptive import ObserverBlock
 from cuebench.counterbalance import ScheduledTrial, adaptive_blocks
 from cuebench.responses import ResponseConflict, score, trial_row
 
-from .participant import _in_progress, _keep_place, _participant, _refuse_unfit_agent, _study, _trial_plan, mask_png
+from .participant import _in_progress, _keep_place, _participant, _refuse_unfit_agent, _study, mask_png, trial_plan
 from .plausibility import server_time
 from .validation import Rejected, check_trial_post, parse_json_body
 
@@ -51,10 +51,9 @@ def next_trial(token: str):
         if block.finished:
             continue
         _, trial = _next(block, block.index)
-        api = f"/api/session/{token}/adaptive/{number}"
-        plan = _trial_plan(study, token, ScheduledTrial(block.index, trial.trial_id, -1 - number, False))
-        plan.update(mask=f"{api}/mask/{block.index}.png" if plan["mask"] else None, post=f"{api}/trial/{block.index}")
-        return jsonify(done=False, block=number, trials=block.plan.trials, trial=plan)
+        plan = trial_plan(study, token, ScheduledTrial(block.index, trial.trial_id, -1 - number, False),
+                          adaptive_api=f"/api/session/{token}/adaptive/{number}")
+        return jsonify(done=False, block=number, trials=block.plan.trials, trial=plan.message())
     return jsonify(done=True)
 
 

@@ -36,6 +36,7 @@ from cuebench.expdir import OutsideExperimentError
 from cuebench.images import stripped_file
 from cuebench.questionnaire import QuestionnaireError, store_answers
 from cuebench.responses import ResponseConflict, trial_row
+from cuebench.runner_contract import TrialPlan
 
 from .cookie_policy import secure_cookie
 from .study import PROLIFIC_COMPLETE_URL, Study, study_of
@@ -44,7 +45,6 @@ from .db import (EXPIRED, OUTCOMES, Participant, PlaceLost, SessionWithdrawn, St
 from .study_rules import START_WINDOW_S, StudyRules
 from .plausibility import review_reason, server_time
 from .screening import agent_refusal, check_failure
-from .trial_types import allowed_responses, presentation
 from .validation import (BLIND_SPOT_DEGREES, Rejected, check_calibration, check_trial_post, parse_json_body,
                          required_text)
 
@@ -332,40 +332,23 @@ def image_failed(token: str):
     return jsonify(logged=logged), 202
 
 
-def grid_places(study: Study, trial) -> list[dict] | None:
-    """Where each answer button of a classification trial sits: the cells of the lab's response
-    screen (``human_tasks.layout.response_grid``), so both show the same grid in the same order."""
-    if trial.card.response != "label-grid":
-        return None
-    allowed = set(allowed_responses(study.experiment, trial))
-    return [{"label": c.label, "name": c.name, "row": c.row, "col": c.col} for c in study.grid.cells
-            if c.label in allowed]
-
-
-def _trial_plan(study: Study, token: str, scheduled) -> dict:
+def trial_plan(study: Study, token: str, scheduled, adaptive_api: str | None = None) -> TrialPlan:
+    """The plan the browser shows ``scheduled`` by; a trial of an adaptive block (``adaptive_api``: the block's
+    path) has its mask there and posts its answer there at once."""
     experiment = study.experiment
     trial = experiment.trial(scheduled.trial_id)
-    timing = trial.timing
-    images = [url_for("participant.stimulus", filename=experiment.stimuli[s].path.split("/", 1)[1]) for s in trial.stimuli]
-    return {
-        "index": scheduled.index,
-        "trial_key": study.trial_key(trial.trial_id),
-        "type": trial.trial_type,
-        "practice": trial.role == "practice",
-        "feedback": trial.correct if trial.role == "practice" else None,
-        "block": scheduled.block,
-        "break_before": scheduled.break_before,
-        "images": images,
-        "mask": url_for("participant.mask", token=token, index=scheduled.index)
-        if trial.card.masked and timing.mask else None,
-        "choices": allowed_responses(experiment, trial),
-        "grid": grid_places(study, trial),
-        **presentation(trial, experiment.language),
-        "instruction": trial.instruction,
-        "timing": {"fixation": timing.fixation or 0, "stimulus": timing.stimulus, "mask": timing.mask or 0,
-                   "response_window": timing.response_window, "iti": timing.iti,
-                   "response_from_onset": timing.response_from_onset},
-    }
+    masked = trial.card.masked and trial.timing.mask
+    if adaptive_api is None:
+        mask = url_for("participant.mask", token=token, index=scheduled.index) if masked else None
+        post = None
+    else:
+        mask = f"{adaptive_api}/mask/{scheduled.index}.png" if masked else None
+        post = f"{adaptive_api}/trial/{scheduled.index}"
+    images = [url_for("participant.stimulus", filename=experiment.stimuli[s].path.split("/", 1)[1])
+              for s in trial.stimuli]
+    return TrialPlan.build(experiment, trial, scheduled.index, scheduled.block, scheduled.break_before,
+                           trial_key=study.trial_key(trial.trial_id), images=images, mask=mask,
+                           grid=study.grid.places(experiment, trial), post=post)
 
 
 @bp.get("/api/session/<token>")
@@ -376,7 +359,7 @@ def plan(token: str):
     body = {
         "participant": participant.code,
         "status": participant.status,
-        "trials": [_trial_plan(study, token, s) for s in study.sequence(participant)],
+        "trials": [trial_plan(study, token, s).message() for s in study.sequence(participant)],
         "adaptive_trials": [block.trials for block in study.experiment.adaptive],
         "answered": sorted(answered),
         "texts": study.texts(),

@@ -16,11 +16,11 @@ import math
 import re
 from typing import Any
 
+from human_tasks.web.constants import MAX_OUTLIER_SHARE
+
 from .study_rules import DeviceRules
 from .validation import Rejected
 
-MAX_OUTLIER_SHARE = 0.2
-"""check.js ``CHECK.maxOutlierShare``."""
 SIZE_FIELDS = ("width", "height", "screen_width", "screen_height")
 BROWSER_FAMILIES = (("edge", r"Edg(e|A|iOS)?/"), ("opera", r"OPR/|Opera"), ("firefox", r"Firefox/|FxiOS"),
                     ("chrome", r"Chrome/|Chromium/|CriOS"), ("safari", r"Safari/"))

@@ -1,13 +1,13 @@
-"""Checks on everything a browser posts for one trial, before it reaches the response store.
+"""Checks on everything a browser posts, before it reaches the response store.
 
-The browser is not trusted: the trial must be the one at that index of *this*
-participant's sequence, the answer must be in the trial's choice set, a timeout only
-where the trial has a response window, the RT inside that window, and the timing log
-well-formed. Every field is bounded, so that nothing a browser sends can fail in the
-database (an integer beyond the column type, NaN or Infinity, JSON nested without end):
-an answer that passed here is stored, and a bad one fails only its own request. Each
-failure is a ``Rejected`` with the HTTP status the server answers and a message naming
-the field and value.
+The browser is not trusted: every request body must be UTF-8 JSON of finite numbers, nested at
+most a few levels (``parse_json_body``); a trial's answer is then checked by the runners' contract
+(``cuebench.runner_contract.check_answer``: the trial at that index of *this* participant's sequence,
+an answer in its choice set, a timeout only where it has a response window, the RT inside that
+window, every field bounded so that nothing a browser sends can fail in the database), and a screen
+calibration here. An answer that passed is stored, and a bad one fails only its own request. Each
+failure is a ``Rejected`` with the HTTP status the server answers and a message naming the field and
+value.
 """
 
 from __future__ import annotations
@@ -19,30 +19,17 @@ from typing import Any
 import numpy as np
 
 from cuebench.errors import CuebenchError
+from cuebench.runner_contract import AnswerError, check_answer
 from cuebench.trials import Experiment, Trial
+from human_tasks.web.constants import VIEWING_DISTANCE_CM
 
-from .trial_types import allowed_responses
-
-PHASES = ("instruction", "fixation", "stimulus", "mask", "response", "iti")
-FIELDS = ("trial_key", "response", "timed_out", "rt_ms", "timing_measured", "frames", "dropped_frames",
-          "refresh_hz", "device", "events")
-MAX_UNLIMITED_RT_MS = 24 * 3600 * 1000
-MAX_EVENTS = 1000
-REFRESH_RANGE_HZ = (20.0, 1000.0)
-MAX_FRAMES = 10**6
-"""Frames in one phase, or dropped in one trial, at most: 4.6 hours at 60 Hz, far inside the
-32-bit INTEGER column of PostgreSQL (SQLite's and Python's integers are larger)."""
-MAX_PHASE_MS = float(MAX_UNLIMITED_RT_MS)
 MAX_JSON_DEPTH = 8
 """Nesting of a request body at most (the trial post needs 3: body, device or event, value)."""
-MAX_FIELD_CHARS = 8192
-"""Characters of one free-form JSON field (``device``, one event) as stored, at most."""
-MAX_TRIAL_EXTRA_CHARS = 32 * 1024
-"""Characters of ``device`` and ``events`` of one trial together, as stored, at most: a real trial
-has a few hundred; with the trial count this bounds what one session adds to the database."""
 _NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
 _STEP = bytes.maketrans(b'[{]}"', bytes([1, 1, 255, 255, 0]))
 """A bracket as a step of the nesting depth, +1 or -1 (255 as a signed byte); a quote as none."""
+ANSWER_STATUS = {"malformed": 400, "invalid": 422, "foreign": 403}
+"""The HTTP status of each kind of refused answer (``cuebench.runner_contract.AnswerError``)."""
 
 
 class Rejected(CuebenchError):
@@ -103,102 +90,26 @@ def _depth_bound_exceeded(data: bytes) -> bool:
     return bool(steps.size) and int(steps.cumsum().max()) > MAX_JSON_DEPTH
 
 
-def _number(payload: dict, name: str, low: float, high: float, *, low_exclusive: bool = False) -> float:
+def _number(payload: dict, name: str, low: float, high: float) -> float:
     value = payload.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise Rejected(400, f"field {name!r} must be a number, got {value!r}")
-    if not (low < value if low_exclusive else low <= value) or value > high:
-        bounds = f"({low}, {high}]" if low_exclusive else f"[{low}, {high}]"
-        raise Rejected(422, f"field {name!r} = {value} is outside {bounds}")
+    if not low <= value <= high:
+        raise Rejected(422, f"field {name!r} = {value} is outside [{low}, {high}]")
     return float(value)
-
-
-def _count(payload: dict, name: str) -> int:
-    value = payload.get(name, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_FRAMES:
-        raise Rejected(422, f"field {name!r} must be an integer in 0..{MAX_FRAMES}, got {value!r}")
-    return value
-
-
-def _bounded_json(name: str, value: Any) -> int:
-    """A free-form JSON field fits the column: its encoding at most ``MAX_FIELD_CHARS`` long; its length."""
-    length = len(json.dumps(value))
-    if length > MAX_FIELD_CHARS:
-        raise Rejected(422, f"field {name!r} is longer than {MAX_FIELD_CHARS} characters as JSON")
-    return length
-
-
-def _phase_map(payload: dict, name: str, kind: type) -> dict:
-    value = payload.get(name, {})
-    if not isinstance(value, dict):
-        raise Rejected(400, f"field {name!r} must be an object of phase -> value")
-    for phase, v in value.items():
-        if phase not in PHASES:
-            raise Rejected(422, f"field {name!r}: unknown phase {phase!r} (known: {', '.join(PHASES)})")
-        high = MAX_FRAMES if kind is int else MAX_PHASE_MS
-        ok = isinstance(v, int) if kind is int else isinstance(v, (int, float))
-        if isinstance(v, bool) or not ok or not 0 <= v <= high or (kind is float and not math.isfinite(v)):
-            raise Rejected(422, f"field {name}.{phase} must be a {kind.__name__} in 0..{high:g}, got {v!r}")
-    return value
 
 
 def check_trial_post(experiment: Experiment, trial: Trial, trial_key: str, payload: Any) -> dict:
     """The measured fields of a valid trial post, ready for ``cuebench.responses.trial_row``.
 
     ``trial_key`` is the opaque key the plan gave the browser for the trial at this index."""
-    if not isinstance(payload, dict):
-        raise Rejected(400, "the request body must be a JSON object")
-    unknown = sorted(set(payload) - set(FIELDS))
-    if unknown:
-        raise Rejected(400, f"unknown field {unknown[0]!r}")
-    if payload.get("trial_key") != trial_key:
-        raise Rejected(403, f"trial key {payload.get('trial_key')!r} is not the trial at this position of this "
-                            "participant's sequence")
-    timed_out = payload.get("timed_out", False)
-    if not isinstance(timed_out, bool):
-        raise Rejected(400, f"field 'timed_out' must be true or false, got {timed_out!r}")
-    response = payload.get("response")
-    if not isinstance(response, str):
-        raise Rejected(400, f"field 'response' must be a string, got {response!r}")
-    window = trial.timing.response_window
-    if timed_out:
-        if window is None:
-            raise Rejected(422, "this trial has no response window, so it cannot time out")
-        if response != "":
-            raise Rejected(422, f"a timed-out trial has an empty response, got {response!r}")
-        rt = None
-    else:
-        allowed = allowed_responses(experiment, trial)
-        if response not in allowed:
-            raise Rejected(422, f"response {response!r} is not one of this trial's choices: {allowed}")
-        # no person answers at stimulus onset: an RT of 0 is a broken or forged timer
-        rt = _number(payload, "rt_ms", 0.0, float(window if window is not None else MAX_UNLIMITED_RT_MS),
-                     low_exclusive=True)
-    events = payload.get("events", [])
-    if not isinstance(events, list) or len(events) > MAX_EVENTS or not all(isinstance(e, dict) for e in events):
-        raise Rejected(422, f"field 'events' must be a list of at most {MAX_EVENTS} objects")
-    device = payload.get("device", {})
-    if not isinstance(device, dict):
-        raise Rejected(400, "field 'device' must be an object")
-    extra = _bounded_json("device", device) + sum(_bounded_json(f"events[{k}]", e) for k, e in enumerate(events))
-    if extra > MAX_TRIAL_EXTRA_CHARS:
-        raise Rejected(422, f"fields 'device' and 'events' together are longer than {MAX_TRIAL_EXTRA_CHARS} "
-                            "characters as JSON")
-    dropped = _count(payload, "dropped_frames")
-    return {
-        "response": response or None,
-        "rt_ms": rt,
-        "timed_out": int(timed_out),
-        "timing_measured": _phase_map(payload, "timing_measured", float),
-        "frames": _phase_map(payload, "frames", int),
-        "dropped_frames": dropped,
-        "refresh_hz": _number(payload, "refresh_hz", *REFRESH_RANGE_HZ),
-        "device": device,
-        "events": events,
-    }
+    try:
+        return check_answer(experiment, trial, trial_key, payload).stored_fields()
+    except AnswerError as err:
+        raise Rejected(ANSWER_STATUS[err.kind], str(err)) from None
 
 
-CALIBRATION_FIELDS = {"px_per_mm": (0.5, 40.0), "viewing_distance_cm": (20.0, 300.0),
+CALIBRATION_FIELDS = {"px_per_mm": (0.5, 40.0), "viewing_distance_cm": VIEWING_DISTANCE_CM,
                       "stimulus_css_px": (8.0, 10000.0), "device_pixel_ratio": (0.25, 8.0)}
 """Bounds of the screen calibration's numbers: CSS pixels per mm (a 96-dpi screen has 3.78; a card
 matched on any real screen lies far inside), eye-to-screen distance, the resulting image size."""

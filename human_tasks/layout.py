@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass
 
 from cuebench.errors import CuebenchError
-from cuebench.trials import NOT_CLEAR, LabelSet
+from cuebench.runner_contract import allowed_responses
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Trial
 
 KEY_ROWS = ("1234", "qwer", "asdf", "zxcv")
 NOT_CLEAR_KEY = "space"
@@ -77,6 +78,16 @@ class ResponseGrid:
     @property
     def has_all_keys(self) -> bool:
         return all(c.key is not None for c in self.cells)
+
+    def places(self, experiment: Experiment, trial: Trial) -> list[dict] | None:
+        """Where each answer button of a trial answered on the label grid sits (a ``TrialPlan``'s ``grid``:
+        its answers' cells, so the lab and the browser show the same grid in the same order); None for a
+        trial answered otherwise."""
+        if trial.card.response != "label-grid":
+            return None
+        allowed = set(allowed_responses(experiment, trial))
+        return [{"label": c.label, "name": c.name, "row": c.row, "col": c.col} for c in self.cells
+                if c.label in allowed]
 
 
 def response_grid(label_set: LabelSet, cell_width: float = 200, cell_height: float = 64,

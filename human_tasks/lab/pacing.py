@@ -4,6 +4,7 @@ measured intervals of its timed phases."""
 
 from __future__ import annotations
 
+from cuebench.runner_contract import TrialPlan
 from cuebench.trials import Trial
 
 from ..timing import TIMED_PHASES, FrameCount, dropped_frames, phase_frames
@@ -85,28 +86,28 @@ class Pacing:
             described = "; ".join(f"{name} {count.describe()}" for name, count in frames.items() if count.frames)
             self.log_info(f"timing at {self.hz:.2f} Hz: {described}")
 
-    def _present(self, index: int, trial: Trial) -> tuple["Outcome", int]:
-        """Show a trial until it is answered; an Escape pause shows it again from the start."""
+    def _present(self, plan: TrialPlan, trial: Trial) -> tuple["Outcome", int]:
+        """Show a trial by its plan until it is answered; an Escape pause shows it again from the start."""
         outcome, restarts = None, 0
         while outcome is None:
             try:
-                outcome = self._trial(trial)
+                outcome = self._trial(plan, trial)
             except Restart:
                 restarts += 1
-                self.logging.exp(f"trial {index} ({trial.trial_id}) restarts after a pause")
+                self.logging.exp(f"trial {plan.index} ({trial.trial_id}) restarts after a pause")
         return outcome, restarts
 
-    def _trial(self, trial: Trial) -> Outcome:
+    def _trial(self, plan: TrialPlan, trial: Trial) -> Outcome:
         """Fixation, stimulus, mask (frame-counted, intervals recorded), then the response
         phase; ITI. Escape before an answer pauses, then ``Restart`` or ``Quit``."""
-        if trial.instruction:
-            self._continue_screen(trial.instruction)
+        if plan.instruction:
+            self._continue_screen(plan.instruction)
         mode = response_mode(trial)
         stims = self._load(trial)
-        frames = phase_frames(trial.timing, self.hz)
+        frames = phase_frames(plan.timing, self.hz)
         draws = {"fixation": self.fixation.draw, "stimulus": lambda: [s.draw() for s in stims], "mask": self.mask.draw}
         keys = mode.keys(self, trial)
-        from_onset = trial.timing.response_from_onset
+        from_onset = plan.timing.response_from_onset
         answer: tuple[str, float] | None = None
         onsets: dict[str, float] = {}
         screen = Screen("trial", trial)

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from cuebench.exclusions import note_attention_answer
 from cuebench.responses import trial_row
+from cuebench.runner_contract import AnswerError, TrialPlan, check_answer
 from cuebench.trials import Trial
 
 from cuebench.words import say
@@ -101,15 +102,21 @@ RESPONSE_MODES: dict[str, ResponseMode] = {
 class Responses:
     """Reading and storing the answers of one run."""
 
-    def _commit(self, trial: Trial, outcome: Outcome, restarts: int, session: str, trial_index: int,
-                **fields) -> None:
+    def _commit(self, plan: TrialPlan, trial: Trial, outcome: Outcome, restarts: int, session: str,
+                trial_index: int, **fields) -> None:
+        """Store the answer, checked as every runner's is (``cuebench.runner_contract.check_answer``)."""
         events = [{"event": "escape_pause", "then": "trial shown again"}] * restarts
+        try:
+            answer = check_answer(self.experiment, trial, plan.trial_key, {
+                "trial_key": plan.trial_key, "response": outcome.response or "",
+                "timed_out": outcome.response is None, "rt_ms": outcome.rt_ms, "timing_measured": outcome.measured,
+                "frames": outcome.frames, "dropped_frames": outcome.dropped, "refresh_hz": self.hz,
+                "device": self.device, "events": events})
+        except AnswerError as err:
+            raise LabError(f"the answer to trial {trial_index} ({trial.trial_id}) cannot be stored: {err}") from None
         row = trial_row(self.experiment, trial, observer=self.options.participant,
-                        observer_kind=self.options.observer_kind,
-                        session=session, trial_index=trial_index, response=outcome.response,
-                        rt_ms=outcome.rt_ms, timed_out=int(outcome.response is None),
-                        timing_measured=outcome.measured, frames=outcome.frames, dropped_frames=outcome.dropped,
-                        refresh_hz=self.hz, device=self.device, group=self.group, events=events or None, **fields)
+                        observer_kind=self.options.observer_kind, session=session, trial_index=trial_index,
+                        group=self.group, **answer.stored_fields(), **fields)
         self.store.write(row)
         if note_attention_answer(self.store.conn, row) is not None:
             self.logging.exp(f"attention check {trial.trial_id} failed: {self.options.participant} is excluded")

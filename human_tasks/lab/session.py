@@ -32,11 +32,13 @@ from cuebench.counterbalance import ScheduledTrial, adaptive_blocks, participant
 from cuebench.expdir import ExperimentDir
 from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
 from cuebench.responses import ResponseStore, score
+from cuebench.runner_contract import TrialPlan
 from cuebench.segmentation import refuse_for_people
 from cuebench.trial_types import card
 from cuebench.trials import Experiment, Trial
 
-from ..layout import LayoutError, response_grid
+from ..layout import LayoutError, ResponseGrid, response_grid
+from ..masks import trial_mask_seed
 from ..psychopy_csv import write_psychopy_csv
 from .errors import LabError
 from .pacing import Pacing, Quit
@@ -164,6 +166,17 @@ def session_paths(root: Path, experiment: str, participant: str, session: str) -
     """PsychoPy's ``data/<participant>_<expName>_...`` naming, one CSV and log per session."""
     stem = f"{participant}_{experiment}_session{session}"
     return root / DATA_DIR / f"{stem}.csv", root / DATA_DIR / f"{stem}.log"
+
+
+def lab_plan(expdir: ExperimentDir, experiment: Experiment, grid: ResponseGrid, trial: Trial, index: int,
+             block: int, break_before: bool = False) -> TrialPlan:
+    """The plan the lab shows a trial by, as the web task's (``cuebench.runner_contract``): its images are the
+    stimulus files, its mask the pink noise of its seed, its key the trial id (the lab hides nothing from itself)."""
+    images = [str(expdir.stimulus_path(experiment.stimuli[s])) for s in trial.stimuli]
+    mask = f"pink-noise:{trial_mask_seed(trial.mask_seed, experiment.name, trial.trial_id)}" \
+        if trial.timing.mask else None
+    return TrialPlan.build(experiment, trial, index, block, break_before, trial_key=trial.trial_id, images=images,
+                           mask=mask, grid=grid.places(experiment, trial))
 
 
 def _check_options(options: LabOptions) -> None:
@@ -301,17 +314,19 @@ class _Runner(Presentation, Pacing, Responses):
                         file=sys.stderr)
         for scheduled in progress:
             trial = self.experiment.trial(scheduled.trial_id)
-            if scheduled.block > 0 and has_practice and not practice_done:
+            plan = lab_plan(self.expdir, self.experiment, self.grid, trial, scheduled.index, scheduled.block,
+                            scheduled.break_before)
+            if plan.block > 0 and has_practice and not practice_done:
                 practice_done = True
                 self._continue_screen(self.say("lab_practice_over"))
-            if scheduled.break_before:
+            if plan.break_before:
                 self._continue_screen(self.say("lab_break"))
-            outcome, restarts = self._present(scheduled.index, trial)
-            self._commit(trial, outcome, restarts, session=self.session, trial_index=scheduled.index)
-            if trial.role == "practice":
+            outcome, restarts = self._present(plan, trial)
+            self._commit(plan, trial, outcome, restarts, session=self.session, trial_index=plan.index)
+            if plan.practice:
                 feedback = practice_feedback(trial, outcome.response, self.experiment.language,
                                              self.experiment.label_set.name_of)
-                self.logging.exp(f"practice feedback for trial {scheduled.index}: {feedback}")
+                self.logging.exp(f"practice feedback for trial {plan.index}: {feedback}")
                 self._show_for(feedback, FEEDBACK_SECONDS)
         progress.close()
 
@@ -330,9 +345,11 @@ class _Runner(Presentation, Pacing, Responses):
         while not block.finished:
             level, trial_id = block.next_trial()
             trial = self.experiment.trial(trial_id)
-            outcome, restarts = self._present(block.index, trial)
+            plan = lab_plan(self.expdir, self.experiment, self.grid, trial, block.index,
+                            -1 - self.experiment.adaptive.index(block.plan))
+            outcome, restarts = self._present(plan, trial)
             fields = block.record(level, trial_id, bool(score(trial, outcome.response)))
-            self._commit(trial, outcome, restarts, **fields)
+            self._commit(plan, trial, outcome, restarts, **fields)
             progress.update(1)
         progress.close()
 

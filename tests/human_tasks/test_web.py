@@ -11,6 +11,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -380,6 +381,43 @@ def test_practice_feedback_names_the_right_answer(live_server, browser):
     raise AssertionError(f"no feedback within {SESSION_DEADLINE_S} s (last state {_state(page)})")
 
 
+def test_the_plan_the_page_receives_and_the_answer_it_posts_follow_the_published_schemas(live_server, browser):
+    """The runners' contract as the browser lives it: the session's plan, every trial of it, is valid under
+    docs/schemas/trial-plan.schema.json, and the answer the task posts for its first trial under
+    trial-answer.schema.json (both checked by ``jsonschema``), with the plan's key and a choice of it."""
+    import jsonschema
+
+    published = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+    schemas = {kind: jsonschema.Draft202012Validator(json.loads((published / f"{kind}.schema.json").read_text("utf-8")))
+               for kind in ("trial-plan", "trial-answer")}
+    base, study = live_server
+    _, token = study.db.start(study.experiment.name, study.n_groups, entry_code="schema1")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    posted = []
+    page.on("request", lambda request: posted.append(request.post_data_json) if request.method == "POST" and
+            "/trial/" in request.url else None)
+    with page.expect_response(f"**/api/session/{token}") as plan_response:
+        page.goto(f"{base}/task/{token}")
+    plan = plan_response.value.json()
+    deadline = time.monotonic() + SESSION_DEADLINE_S
+    while not posted and time.monotonic() < deadline:
+        state, _ = _state(page)
+        if state in ("instructions", "fullscreen") and page.is_visible("#continue"):
+            page.click("#continue")
+        elif state == "response-grid" and page.is_visible("#grid button[data-label='cat']"):
+            page.click("#grid button[data-label='cat']")
+        time.sleep(0.02)
+    assert posted, f"no answer posted within {SESSION_DEADLINE_S} s (last state {_state(page)})"
+    assert {t["type"] for t in plan["trials"]} == {"classify", "oddity"}
+    for trial in plan["trials"]:
+        schemas["trial-plan"].validate(trial)
+    answer = posted[0]
+    schemas["trial-answer"].validate(answer)
+    first = plan["trials"][0]
+    assert answer["trial_key"] == first["trial_key"] and answer["response"] == "cat" in first["choices"]
+    assert set(answer["timing_measured"]) >= {"fixation", "stimulus", "mask", "response"}
+
+
 STIMULUS_DEGREES, SUGGESTED_CM = 5.0, 57.0
 CARD_SLIDER_PX, DISTANCE_CM = 400, 60
 QUESTIONNAIRE = {"questions": [
@@ -444,6 +482,12 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
             return
         page.eval_on_selector("#card-size", f"el => {{ el.value = {CARD_SLIDER_PX}; el.dispatchEvent(new Event('input')); }}")
         seen["card_css_px"] = page.eval_on_selector("#card", "el => el.getBoundingClientRect().width")
+        if "too_near" not in seen:  # nearer than the 20-300 cm a calibration takes: the page names the range
+            page.fill("#distance", "10")
+            page.click("#continue")
+            page.wait_for_function("document.getElementById('calibration-error').textContent.length > 0")
+            seen["too_near"] = page.inner_text("#calibration-error")
+            return
         page.fill("#distance", str(DISTANCE_CM))
         page.screenshot(path=str(tmp_path / "calibration.png"))
         page.click("#continue")
@@ -476,6 +520,7 @@ def test_calibrated_screen_draws_the_degrees_and_the_questionnaire_is_stored(dis
     page.screenshot(path=str(tmp_path / "completion.png"))
     assert result["status"] == "finished"
     assert seen["card_css_px"] == pytest.approx(CARD_SLIDER_PX, abs=0.5)
+    assert seen["too_near"] == "Please enter the distance in centimetres (20 to 300)."
     assert seen["missing"] == "Please answer: Your age in years"
     assert seen["refused"] == "Please check your answer to: Your age in years"
     # while the answers are on their way nothing can be changed or sent twice, however long the network is out

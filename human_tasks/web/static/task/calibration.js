@@ -2,12 +2,15 @@
  * matches an on-screen card to a real one (pixels per mm, as jsPsych's virtual-chinrest does) and gives
  * the viewing distance, typed or measured from the blind spot; the image is then 2 d tan(deg / 2) wide,
  * capped to fit the window. */
+import { VIEWING_DISTANCE_CM } from "./constants.js";
 import { $, escapeHtml, keys, screenEl, sleep, state } from "./dom.js";
 import { IMAGE_GAP_CSS_PX } from "./display.js";
 import { say } from "./words.js";
 
 const CARD_MM = { width: 85.6, height: 53.98 }; // ISO/IEC 7810 ID-1: a credit, bank or ID card
 const CARD_DEFAULT_CSS_PX = 323; // the card's width at 96 CSS px per inch
+const [MIN_CM, MAX_CM] = VIEWING_DISTANCE_CM;
+const takenDistance = (cm) => Number.isFinite(cm) && cm >= MIN_CM && cm <= MAX_CM;
 
 export function stimulusSize(display, pxPerMm, distanceCm, maxImages) {
   const wanted = 2 * distanceCm * 10 * Math.tan((display.stimulus_degrees * Math.PI) / 360) * pxPerMm;
@@ -77,7 +80,7 @@ async function measureBlindSpot(display, pxPerMm) {
   if (sweeps.length < BLIND_SPOT.sweeps) return null;
   const mean = sweeps.reduce((a, b) => a + b, 0) / sweeps.length;
   const distance = mean / Math.tan((display.blind_spot_degrees * Math.PI) / 180) / 10;
-  return distance >= 20 && distance <= 300 ? { sweeps, distance } : null;
+  return takenDistance(distance) ? { sweeps, distance } : null;
 }
 
 function calibrationPage(display, cardPx, distance, note) {
@@ -86,7 +89,7 @@ function calibrationPage(display, cardPx, distance, note) {
     `<h1>${say("screen_size_title")}</h1><p>${say("screen_size")}</p>` +
     `<div id="card" class="card"></div><p><input id="card-size" type="range" min="100" max="900" step="1" ` +
     `value="${cardPx}" aria-label="${say("card_width")}"></p>` +
-    `<p><label>${say("distance")} <input id="distance" type="number" min="20" max="300" ` +
+    `<p><label>${say("distance")} <input id="distance" type="number" min="${MIN_CM}" max="${MAX_CM}" ` +
     `step="0.1" value="${distance}"> ${say("distance_unit")}</label> ` +
     `<button id="measure-distance" type="button">${say("measure_distance")}</button></p>` +
     `<p>${say("sit_at", { cm: display.viewing_distance_cm })}</p>` +
@@ -131,7 +134,7 @@ export async function calibrate(display, maxImages) {
       continue;
     }
     const distance = fromBlindSpot ? measured.distance : Number(page.typed);
-    if (Number.isFinite(distance) && distance >= 20 && distance <= 300) {
+    if (takenDistance(distance)) {
       const size = stimulusSize(display, pxPerMm, distance, maxImages);
       screenEl.hidden = true;
       return { px_per_mm: pxPerMm, viewing_distance_cm: distance, stimulus_css_px: size.px, capped: size.capped,
@@ -140,6 +143,6 @@ export async function calibrate(display, maxImages) {
                  : { method: "card+entered-distance" }) };
     }
     shown = page.typed;
-    note = say("distance_range");
+    note = say("distance_range", { min: MIN_CM, max: MAX_CM });
   }
 }

@@ -1,8 +1,7 @@
 /* Frame-counted phases: durations arrive in ms and are shown as whole frames at the refresh rate measured
  * here; every phase's onset and offset (requestAnimationFrame timestamps) and frame count are logged. */
+import { DROPPED_FRAME_FACTOR } from "./constants.js";
 import { logEvent } from "./events.js";
-
-const DROPPED_FACTOR = 1.2; // an interval longer than 1.2 refresh periods is a dropped frame
 
 /* ms -> frames: nearest whole frame (half rounds up), at least 1 frame for a non-zero phase. */
 export function msToFrames(ms, hz) {
@@ -26,7 +25,7 @@ export async function runPhases(phases, hz, log) {
     let callbacks = 1;
     for (;;) {
       t = await nextFrame();
-      if (t - last > DROPPED_FACTOR * period) log.dropped += 1;
+      if (t - last > DROPPED_FRAME_FACTOR * period) log.dropped += 1;
       last = t;
       if (t - onset >= (phase.frames - 0.5) * period) break;
       callbacks += 1;

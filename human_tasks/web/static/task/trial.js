@@ -1,5 +1,6 @@
 /* One timed trial: instruction, fixation, the images, the mask, the response (as the trial's card
  * says), the ITI; the answer goes to the local queue with every phase's measured timing. */
+import { FEEDBACK_MS } from "./constants.js";
 import { escapeHtml, screenEl, showScreen, state } from "./dom.js";
 import { clear, drawFixation, drawImages } from "./display.js";
 import { takeEvents } from "./events.js";
@@ -9,8 +10,7 @@ import { enqueue, postNow } from "./server.js";
 import { answerWindow, msToFrames, runPhases } from "./timing.js";
 import { say } from "./words.js";
 
-const FEEDBACK_MS = 1000; // practice feedback, as long as the lab runner shows it
-
+/* `trial` is the runners' TrialPlan (docs/schemas/trial-plan.schema.json), as the server sent it. */
 export async function runTrial(trial, hz, device) {
   const mode = RESPONSES[trial.response];
   if (!mode) throw new Error(`trial ${trial.index + 1} is answered by "${trial.response}", which this task cannot show`);
@@ -41,6 +41,7 @@ export async function runTrial(trial, hz, device) {
   closeResponse();
   const end = answer ? answer.t : performance.now();
   log.measured.response = end - responseOnset;
+  // the runners' TrialAnswer (docs/schemas/trial-answer.schema.json; a browser test validates what is posted)
   const payload = {
     trial_key: trial.trial_key,
     response: answer ? answer.response : "",
