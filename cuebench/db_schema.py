@@ -31,7 +31,7 @@ from .errors import CuebenchError
 from .storage import Database, utc_now
 
 
-class SchemaError(CuebenchError):
+class SchemaTooNew(CuebenchError):
     """The database was made by a newer cuebench, whose layout this one does not know."""
 
 
@@ -273,7 +273,7 @@ def version(db: Database) -> int:
 def migrate(db: Database, check: Callable[[Database], None] | None = None) -> None:
     """Bring the database to ``SCHEMA_VERSION`` (module docstring): nothing is written when it is current.
     ``check(conn)`` runs inside the write transaction before anything changes, and may refuse the database by
-    raising (the server refuses another experiment's). A database of a newer schema is a :class:`SchemaError`."""
+    raising (the server refuses another experiment's). A database of a newer schema is a :class:`SchemaTooNew`."""
     if _current(db):
         return
     with db.write_transaction() as conn:
@@ -297,7 +297,7 @@ def migrate(db: Database, check: Callable[[Database], None] | None = None) -> No
 def _current(db: Database) -> bool:
     at = version(db)
     if at > SCHEMA_VERSION:
-        raise SchemaError(f"{db.where}: this database has schema version {at}, made by a newer cuebench than this "
+        raise SchemaTooNew(f"{db.where}: this database has schema version {at}, made by a newer cuebench than this "
                           f"one (which knows versions up to {SCHEMA_VERSION}); upgrade cuebench to open it")
     return at == SCHEMA_VERSION
 

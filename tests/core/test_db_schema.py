@@ -32,7 +32,8 @@ RESPONSE_INDEXES = (
     "(experiment, observer, session, trial_index)",
     "CREATE INDEX idx_responses_experiment_observer_trial_id ON responses (experiment, observer, trial_id)")
 PARTICIPANTS_0 = ("code TEXT PRIMARY KEY, experiment TEXT NOT NULL, token_hash TEXT NOT NULL, grp INTEGER NOT NULL, "
-                  "status TEXT NOT NULL, session TEXT NOT NULL, prolific_pid TEXT, study_id TEXT, prolific_session TEXT, "
+                  "status TEXT NOT NULL, session TEXT NOT NULL, prolific_pid TEXT, study_id TEXT, "
+                  "prolific_session TEXT, "
                   "entry_code TEXT, reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, "
                   "screen_reason TEXT")
 UNIQUE_IDS = tuple(f"CREATE UNIQUE INDEX idx_participants_{'_'.join(c)} ON participants ({', '.join(c)})"
@@ -63,7 +64,8 @@ LAYOUTS = {
         "CREATE INDEX idx_participants_experiment_entry_code_any ON participants (experiment, entry_code)",
         "CREATE INDEX idx_participants_experiment_status_reserved_until_any ON participants "
         "(experiment, status, reserved_until)",
-        "CREATE INDEX idx_participants_start_address_reserved_until_any ON participants (start_address, reserved_until)",
+        "CREATE INDEX idx_participants_start_address_reserved_until_any ON participants "
+        "(start_address, reserved_until)",
         "CREATE TABLE server_settings (key TEXT PRIMARY KEY, value TEXT)",
         "CREATE TABLE rate_limit_events (id TEXT PRIMARY KEY, kind TEXT NOT NULL, address TEXT NOT NULL, "
         "at FLOAT NOT NULL)",
@@ -104,7 +106,8 @@ def old_database(location, layout: str):
         for statement in LAYOUTS[layout]:
             conn.execute(statement.format(seq=SEQ[conn.dialect]))
         columns = set(conn.columns("participants"))
-        for code, pid, session, entry in (("P0PROLIFIC01", PID, PROLIFIC_SESSION, None), ("P0ENTRYCODE1", None, None, "c1")):
+        for code, pid, session, entry in (("P0PROLIFIC01", PID, PROLIFIC_SESSION, None),
+                                          ("P0ENTRYCODE1", None, None, "c1")):
             conn.execute("INSERT INTO participants (code, experiment, token_hash, grp, status, session, prolific_pid, "
                          "prolific_session, entry_code, created_at) VALUES (?, 'e', ?, 0, 'finished', '1', ?, ?, ?, ?)",
                          [code, hashlib.sha256(code.encode()).hexdigest(), pid, session, entry, 1.7e9])
@@ -243,7 +246,7 @@ def test_a_database_of_a_newer_schema_is_refused_with_what_to_do(tmp_path):
     store.conn.execute("INSERT INTO schema_version (version, description, applied_at) VALUES (?, 'later', 'now')",
                        [db_schema.SCHEMA_VERSION + 1])
     store.close()
-    with pytest.raises(db_schema.SchemaError, match=f"schema version {db_schema.SCHEMA_VERSION + 1}, made by a newer "
+    with pytest.raises(db_schema.SchemaTooNew, match=f"schema version {db_schema.SCHEMA_VERSION + 1}, made by a newer "
                                                     "cuebench.*upgrade cuebench"):
         ResponseStore(tmp_path / "responses.sqlite")
 
