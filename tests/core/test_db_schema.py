@@ -129,13 +129,15 @@ def old_database(location, layout: str):
 
 
 def catalogue(db) -> dict:
-    """The database's own description of every table: columns (name, type, nullability, default, key) and
-    indexes (name, uniqueness, columns), read from SQLite's pragmas or PostgreSQL's catalogue."""
+    """The database's own description of every table: its columns in order (name, type, nullability, default,
+    key) and its indexes (name, uniqueness, columns), read from SQLite's pragmas or PostgreSQL's catalogue.
+    PostgreSQL's commit-order identity column is listed apart: ``ALTER TABLE ... ADD COLUMN`` appends, so
+    where it stands among the others tells only when the table got its later columns."""
     if db.dialect == "sqlite":
         tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()]
         out = {}
         for table in tables:
-            columns = {row[1]: row[2:] for row in db.execute(f'PRAGMA table_info("{table}")').fetchall()}
+            columns = [tuple(row[1:]) for row in db.execute(f'PRAGMA table_info("{table}")').fetchall()]
             indexes = {name: (unique, tuple(r[2] for r in db.execute(f'PRAGMA index_info("{name}")').fetchall()))
                        for _, name, unique, *_ in db.execute(f'PRAGMA index_list("{table}")').fetchall()}
             out[table] = (columns, indexes)
@@ -144,12 +146,12 @@ def catalogue(db) -> dict:
                                        "WHERE table_schema=current_schema()").fetchall()]
     out = {}
     for table in tables:
-        columns = {row[0]: row[1:] for row in db.execute(
+        columns = db.execute(
             "SELECT column_name, data_type, is_nullable, column_default, is_identity FROM information_schema.columns "
-            "WHERE table_schema=current_schema() AND table_name=?", [table]).fetchall()}
+            "WHERE table_schema=current_schema() AND table_name=? ORDER BY ordinal_position", [table]).fetchall()
         indexes = dict(db.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname=current_schema() "
                                   "AND tablename=?", [table]).fetchall())
-        out[table] = (columns, indexes)
+        out[table] = ([c for c in columns if c[-1] == "NO"], [c for c in columns if c[-1] == "YES"], indexes)
     return out
 
 
@@ -184,8 +186,8 @@ def fresh_catalogue(tmp_path_factory, request):
 def test_a_new_database_has_every_declared_table(backend, fresh_catalogue):
     fresh = fresh_catalogue(backend)
     assert set(fresh) == {t.name for t in db_schema.TABLES}
-    columns, indexes = fresh["participants"]
-    assert list(columns) == [name for name, _ in db_schema.PARTICIPANTS.columns]
+    columns, *_, indexes = fresh["participants"]
+    assert [c[0] for c in columns] == [name for name, _ in db_schema.PARTICIPANTS.columns]
     assert {"idx_participants_experiment_resume_hash", "idx_participants_token_hash"} <= set(indexes)
     assert "idx_participants_experiment_prolific_pid" not in indexes
 
