@@ -298,7 +298,7 @@ def _current(db: Database) -> bool:
     at = version(db)
     if at > SCHEMA_VERSION:
         raise SchemaTooNew(f"{db.where}: this database has schema version {at}, made by a newer cuebench than this "
-                          f"one (which knows versions up to {SCHEMA_VERSION}); upgrade cuebench to open it")
+                           f"one (which knows versions up to {SCHEMA_VERSION}); upgrade cuebench to open it")
     return at == SCHEMA_VERSION
 
 

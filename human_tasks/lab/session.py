@@ -42,12 +42,13 @@ from cuebench.words import say
 from ..layout import LayoutError, ResponseGrid, response_grid
 from ..psychopy_csv import write_psychopy_csv
 from .errors import LabError
+from .inputs import ResponseInput
 from .log import SessionLog
 from .pacing import Pacing, Quit
 from .presentation import Display, Station
 from .questionnaire import LabQuestionnaire, check_answerable
 from .responses import FEEDBACK_SECONDS, AnswerWriter, ResponseReader, practice_feedback, response_mode
-from .simulate import Script
+from .simulate import Script, SimulatedParticipant
 
 INPUT_MODES = ("mouse", "keyboard")
 DATA_DIR = "data"
@@ -271,9 +272,6 @@ def _open_run(options: LabOptions, expdir: ExperimentDir, experiment: Experiment
               grid: ResponseGrid, log_path: Path, out) -> _Runner:
     """The parts of one run, made in order: the log, the window (its refresh rate measured), the input, a
     scripted participant if one answers, then the pacing and the writer that use them."""
-    from .inputs import ResponseInput
-    from .simulate import SimulatedParticipant
-
     log = SessionLog(log_path, out)
     said = partial(say, language=experiment.language)
     station = Station(fullscreen=options.fullscreen, screen=options.screen, size=options.window_size,
