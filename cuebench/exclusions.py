@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .db_schema import EXCLUSIONS
+from .db_schema import WITHDRAWALS as WITHDRAWALS_TABLE
 from .errors import CuebenchError
 from .storage import Database, utc_now
 
-TABLE = "exclusions"
+TABLE = EXCLUSIONS.name
 COLUMNS = ("experiment", "observer", "excluded", "reason", "at", "by")
 
 
@@ -39,16 +41,6 @@ class Exclusion:
         return f"{self.by}: {self.reason}"
 
 
-def ensure_table(db: Database) -> None:
-    """Create the log once (inside a write transaction, so concurrent creators take turns)."""
-    if db.columns(TABLE):
-        return
-    with db.write_transaction() as conn:
-        conn.execute(f'CREATE TABLE IF NOT EXISTS "{TABLE}" (experiment TEXT NOT NULL, observer TEXT NOT NULL, '
-                     f'excluded INTEGER NOT NULL, reason TEXT NOT NULL, "at" TEXT NOT NULL, "by" TEXT NOT NULL'
-                     f'{conn.row_order_column})')
-
-
 def record(db: Database, experiment: str, observer: str, excluded: bool, reason: str, by: str) -> Exclusion:
     """Append an exclusion (``excluded=True``) or an un-exclusion; both need a reason."""
     reason = (reason or "").strip()
@@ -57,7 +49,6 @@ def record(db: Database, experiment: str, observer: str, excluded: bool, reason:
     if not excluded and observer not in current(db, experiment):
         raise ExclusionError(f"{observer!r} is not excluded from experiment {experiment!r}")
     event = Exclusion(experiment, observer, excluded, reason, utc_now(), by)
-    ensure_table(db)
     db.execute(f'INSERT INTO "{TABLE}" (experiment, observer, excluded, reason, "at", "by") VALUES (?, ?, ?, ?, ?, ?)',
                [experiment, observer, int(excluded), reason, event.at, by])
     return event
@@ -65,8 +56,6 @@ def record(db: Database, experiment: str, observer: str, excluded: bool, reason:
 
 def history(db: Database, experiment: str | None = None, observer: str | None = None) -> list[Exclusion]:
     """Every event in the order recorded (of one experiment, or of all; of one observer of it, or of all)."""
-    if not db.has_table(TABLE):
-        return []
     filters = {column: value for column, value in (("experiment", experiment), ("observer", observer))
                if value is not None}
     where = f" WHERE {' AND '.join(f'{column}=?' for column in filters)}" if filters else ""
@@ -130,19 +119,16 @@ def mark(rows: list[dict], db: Database) -> list[dict]:
     return rows
 
 
-WITHDRAWALS = "withdrawals"
+WITHDRAWALS = WITHDRAWALS_TABLE.name
 """One row per withdrawal (experiment, UTC date only): that someone withdrew, never who or exactly when."""
 
 
 def record_withdrawal(db: Database, experiment: str) -> None:
     """Count one withdrawal from ``experiment`` whose data ``cuebench withdraw`` erased (the methods report
     the count); call inside the transaction that erased the data."""
-    db.execute(f'CREATE TABLE IF NOT EXISTS "{WITHDRAWALS}" (experiment TEXT NOT NULL, "at" TEXT NOT NULL)')
     db.execute(f'INSERT INTO "{WITHDRAWALS}" (experiment, "at") VALUES (?, ?)', [experiment, utc_now()[:10]])
 
 
 def withdrawals(db: Database, experiment: str) -> int:
     """How many participants withdrew from ``experiment`` (their data are gone; the count stays)."""
-    if not db.has_table(WITHDRAWALS):
-        return 0
     return db.execute(f'SELECT COUNT(*) FROM "{WITHDRAWALS}" WHERE experiment=?', [experiment]).fetchone()[0]

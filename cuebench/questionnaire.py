@@ -17,12 +17,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .db_schema import QUESTIONNAIRE_ANSWERS
 from .errors import CuebenchError
 from .expdir import ExperimentDir
 from .storage import Database, utc_now
 
 QUESTIONNAIRE_FILE = "questionnaire.json"
-ANSWERS_TABLE = "questionnaire_answers"
+ANSWERS_TABLE = QUESTIONNAIRE_ANSWERS.name
 ANSWER_COLUMN_PREFIX = "q_"
 """An answer's column in the exports: ``q_<question id>``."""
 RUNNERS = ("web", "lab")
@@ -174,20 +175,10 @@ def in_words(error: dict, data) -> str:
     return f"{where}: {problem}"
 
 
-def ensure_answers_table(db: Database) -> None:
-    """Create the answers table once (inside a write transaction, so concurrent creators take turns)."""
-    if db.columns(ANSWERS_TABLE):
-        return
-    with db.write_transaction() as conn:
-        conn.execute(f'CREATE TABLE IF NOT EXISTS "{ANSWERS_TABLE}" (experiment TEXT NOT NULL, observer TEXT NOT NULL, '
-                     f'answers TEXT NOT NULL, runner TEXT NOT NULL, "at" TEXT NOT NULL, PRIMARY KEY (experiment, observer))')
-
-
 def store_answers(db: Database, experiment: str, observer: str, answers: dict, runner: str) -> bool:
     """Store a person's checked answers once; False when they were stored already (the first stay)."""
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
-    ensure_answers_table(db)
     cursor = db.execute(f'INSERT INTO "{ANSWERS_TABLE}" (experiment, observer, answers, runner, "at") '
                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [experiment, observer, json.dumps(answers, sort_keys=True), runner, utc_now()])
@@ -197,8 +188,6 @@ def store_answers(db: Database, experiment: str, observer: str, answers: dict, r
 def stored_answers(db: Database, experiment: str, observer: str | None = None) -> dict[str, dict]:
     """Observer -> ``{"answers", "runner", "at"}`` of everyone who answered the questionnaire (``observer``:
     of that one only)."""
-    if not db.has_table(ANSWERS_TABLE):
-        return {}
     one = " AND observer=?" if observer is not None else ""
     rows = db.execute(f'SELECT observer, answers, runner, "at" FROM "{ANSWERS_TABLE}" WHERE experiment=?{one} '
                       'ORDER BY "at", observer', [experiment, *([observer] if observer is not None else [])]).fetchall()

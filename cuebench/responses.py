@@ -23,15 +23,16 @@ from typing import Annotated, Any, Callable, Iterable, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from . import exclusions
+from .db_schema import RESPONSE_KEY, RESPONSES, migrate
 from .errors import CuebenchError, describe
 from .storage import DEFAULT_TIMEOUT_S, Database, is_database_url, open_database, utc_now
 from .trials import ROLES
 
-TABLE = "responses"
+TABLE = RESPONSES.name
 BINARY = {"levels": [0, 1]}
 """Schema annotations read by the data dictionaries (``cuebench.psychds``): ``levels`` are a column's allowed
 values, ``unit`` its unit; validators ignore both keywords."""
-KEY = ("experiment", "observer", "session", "trial_index")
+KEY = RESPONSE_KEY
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,6 @@ def _json_default(value):
 
 
 _COMPARED = tuple(c for c in COLUMNS if c not in ("created_at",))
-_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "FLOAT"}
 _QUOTED_COLUMNS = ",".join(f'"{c}"' for c in COLUMNS)
 _INSERT_NEW = (f'INSERT INTO "{TABLE}" ({_QUOTED_COLUMNS}) VALUES ({",".join("?" for _ in COLUMNS)}) '
                "ON CONFLICT DO NOTHING")
@@ -206,24 +206,7 @@ class ResponseStore:
         self.path = location
         self._lock = threading.Lock()
         self.database = open_database(location, timeout)
-        self._ensure_schema()
-
-    def _ensure_schema(self) -> None:
-        """Create the table and its indexes, or add columns a newer schema has; a no-op (no
-        write lock) when the table is up to date."""
-        if set(COLUMNS) <= set(self.database.columns(TABLE)):
-            return
-        with self.database.write_transaction() as db:
-            present = db.columns(TABLE)
-            if not present:
-                columns = ", ".join(f'"{name}" {_SQL_TYPES[kind]}' for name, (kind, _) in COLUMNS.items())
-                db.execute(f'CREATE TABLE "{TABLE}" ({columns}{db.row_order_column})')
-            for name, (kind, _) in COLUMNS.items():
-                if present and name not in present:
-                    db.execute(f'ALTER TABLE "{TABLE}" ADD COLUMN "{name}" {_SQL_TYPES[kind]}')
-            for unique, columns in ((True, KEY), (False, ("experiment", "observer", "trial_id"))):
-                db.execute(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS '
-                           f'"idx_{TABLE}_{"_".join(columns)}" ON "{TABLE}" ({", ".join(columns)})')
+        migrate(self.database)  # the table and its indexes (``cuebench.db_schema``)
 
     @property
     def conn(self) -> Database:

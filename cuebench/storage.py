@@ -21,8 +21,8 @@ sleeps of up to 100 ms (a web server's answer waited 130-450 ms behind a burst o
 starts that way), and a transaction marked ``urgent`` (a participant's answers) goes before the
 others waiting.
 
-Schema changes (``CREATE ... IF NOT EXISTS``) run inside a write transaction, so two
-processes creating the same tables at once do it one after the other.
+The tables themselves, and the migrations of older databases, are ``cuebench.db_schema``'s; it changes a
+database inside a write transaction, so two processes opening the same database at once take turns.
 """
 
 from __future__ import annotations
@@ -140,7 +140,6 @@ class Database:
         self.where = where
         self.timeout = timeout
         self._gate = writer_gate(gate_key or where)
-        self._tables: set[str] = set()
         if dialect == "postgresql":
             import psycopg
 
@@ -189,13 +188,6 @@ class Database:
                 self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
-
-    def has_table(self, table: str) -> bool:
-        """Whether the table exists; a yes is remembered, since no table is ever dropped (a request
-        that reads an optional table, exclusions or questionnaire answers, asks the catalogue once)."""
-        if table not in self._tables and self.columns(table):
-            self._tables.add(table)
-        return table in self._tables
 
     def columns(self, table: str) -> list[str]:
         """The table's column names, in order; empty when there is no such table."""

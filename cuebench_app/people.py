@@ -81,9 +81,9 @@ def sessions_by_namespace(store, experiment: str, database) -> dict[str, dict[st
     from experiment_server.db import PARTICIPANTS, ServerDB
 
     answers = dict(store.conn.execute("SELECT observer, COUNT(*) FROM responses WHERE experiment=? GROUP BY observer",
-                                      [experiment]).fetchall()) if store.conn.columns("responses") else {}
+                                      [experiment]).fetchall())
     found: dict[str, dict[str, list[Session]]] = {key: {} for key in NAMESPACES}
-    if store.conn.columns(PARTICIPANTS):
+    if store.conn.execute(f"SELECT 1 FROM {PARTICIPANTS} LIMIT 1").fetchone() is not None:  # a server's sessions
         db = ServerDB(database, experiment)
         try:
             for p in db.participants(experiment):

@@ -21,6 +21,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from cuebench import db_schema
 from cuebench.errors import CuebenchError
 from cuebench.paths import user_path
 
@@ -43,8 +44,8 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
-OBSERVER_TABLES = (("responses", "observer"), ("questionnaire_answers", "observer"), ("exclusions", "observer"),
-                   ("participants", "code"))
+OBSERVER_TABLES = ((db_schema.RESPONSES.name, "observer"), (db_schema.QUESTIONNAIRE_ANSWERS.name, "observer"),
+                   (db_schema.EXCLUSIONS.name, "observer"), (db_schema.PARTICIPANTS.name, "code"))
 """(table, the column naming the person) of every table that holds something about one participant."""
 
 
@@ -60,10 +61,9 @@ def erase(store, experiment: str, codes: list[str]) -> dict[str, dict[str, int]]
     with store.conn.write_transaction() as conn:
         bury_sessions(conn, experiment, codes)
         for table, column in OBSERVER_TABLES:
-            if conn.columns(table):
-                for code in codes:
-                    deleted[code][table] = conn.execute(f'DELETE FROM "{table}" WHERE experiment=? AND "{column}"=?',
-                                                        [experiment, code]).rowcount
+            for code in codes:
+                deleted[code][table] = conn.execute(f'DELETE FROM "{table}" WHERE experiment=? AND "{column}"=?',
+                                                    [experiment, code]).rowcount
         record_withdrawal(conn, experiment)
     return deleted
 

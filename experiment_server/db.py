@@ -44,32 +44,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from cuebench import exclusions, questionnaire
+from cuebench import db_schema, exclusions, questionnaire
 from cuebench.errors import CuebenchError
 from cuebench.responses import TABLE as RESPONSES
 from cuebench.storage import DEFAULT_TIMEOUT_S, Database, open_database
 
 from .assignment import FILLING_STATUSES, HOLD_SECONDS, RESERVATION_SECONDS, finished_fill, least_filled
 
-PARTICIPANTS = "participants"
-SETTINGS = "server_settings"
-RATE_EVENTS = "rate_limit_events"
-PILOT_CODES = "pilot_codes"
+PARTICIPANTS = db_schema.PARTICIPANTS.name
+SETTINGS = db_schema.SERVER_SETTINGS.name
+RATE_EVENTS = db_schema.RATE_LIMIT_EVENTS.name
+PILOT_CODES = db_schema.PILOT_CODES.name
 ADMIN_GENERATION = "admin_generation"
 WITHDRAWALS_COUNTED = "places_withdrawals"
 """The setting holding how many withdrawals the place counts have taken in (``ServerDB._catch_up``)."""
-PLACE_COUNTS = "place_counts"
+PLACE_COUNTS = db_schema.PLACE_COUNTS.name
 """Per group, the places held for good (``assignment.FILLING_STATUSES`` and lab sessions, neither pilot nor
 excluded), kept as each changes (``ServerDB.places``), so a consent page or a start reads a few rows
 instead of counting every session of the study."""
 COUNTED = "places_counted"
 """The exclusions column marking an event the place counts have taken in (``ServerDB._catch_up``)."""
-WITHDRAWN = "withdrawn_sessions"
+WITHDRAWN = db_schema.WITHDRAWN_SESSIONS.name
 """What stays of a withdrawn person's sessions: salted hashes that let the server refuse them (``bury_sessions``)."""
 WITHDRAWAL_SALT = "withdrawal_salt"
-LATER_COLUMNS = {"pilot": "INTEGER", "calibration": "TEXT", "runner": "TEXT", "resume_hash": "TEXT",
-                 "review_reason": "TEXT", "first_answer_at": "FLOAT", "start_address": "TEXT"}
-"""Participant columns added after the first release, added to an older table on first start."""
 OUTCOMES = ("finished", "screened_out", "failed_attention")
 """Final statuses; each has its own completion code."""
 EXPIRED = "expired"
@@ -221,71 +218,16 @@ class ServerDB:
         return self._local.db
 
     def _ensure_schema(self) -> None:
-        """Create the tables once and record which experiment they serve; all or nothing. The place counts
-        are made again from the sessions on every opening, so nothing a writer outside the server did
-        (``cuebench withdraw``) can leave them wrong."""
-        exclusions.ensure_table(self.db)
+        """Bring the database to the current schema (``cuebench.db_schema``, refusing another experiment's before
+        anything changes) and record which experiment it serves. The place counts are made again from the
+        sessions on every opening, so nothing a writer outside the server did (``cuebench withdraw``) can leave
+        them wrong."""
+        db_schema.migrate(self.db, check=self._refuse_foreign)
         with self.db.write_transaction() as conn:
             self._refuse_foreign(conn)
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {PARTICIPANTS} (code TEXT PRIMARY KEY, experiment TEXT NOT NULL, "
-                "token_hash TEXT NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL, "
-                "prolific_pid TEXT, study_id TEXT, prolific_session TEXT, entry_code TEXT, "
-                "reserved_until FLOAT, created_at FLOAT NOT NULL, finished_at FLOAT, screen_reason TEXT, pilot INTEGER, "
-                "calibration TEXT, runner TEXT, resume_hash TEXT, review_reason TEXT, first_answer_at FLOAT, "
-                "start_address TEXT)")
-            for column, kind in LATER_COLUMNS.items():  # tables made before these columns existed
-                if column not in conn.columns(PARTICIPANTS):
-                    conn.execute(f"ALTER TABLE {PARTICIPANTS} ADD COLUMN {column} {kind}")
-            for columns in (("experiment", "prolific_pid"), ("experiment", "entry_code")):  # unique indexes of older tables
-                conn.execute(f"DROP INDEX IF EXISTS idx_{PARTICIPANTS}_{'_'.join(columns)}")
-            for columns, unique in ((("token_hash",), True), (("experiment", "resume_hash"), True),
-                                    (("experiment", "prolific_pid"), False), (("experiment", "entry_code"), False),
-                                    (("experiment", "status", "reserved_until"), False),
-                                    (("start_address", "reserved_until"), False)):
-                conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS "
-                             f"idx_{PARTICIPANTS}_{'_'.join(columns)}{'' if unique else '_any'} "
-                             f"ON {PARTICIPANTS} ({', '.join(columns)})")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {SETTINGS} (key TEXT PRIMARY KEY, value TEXT)")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {RATE_EVENTS} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
-                         "address TEXT NOT NULL, at FLOAT NOT NULL)")
-            for columns in (("kind", "address"), ("kind", "at")):
-                conn.execute(f"CREATE INDEX IF NOT EXISTS idx_{RATE_EVENTS}_{'_'.join(columns)} ON {RATE_EVENTS} "
-                             f"({', '.join(columns)})")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {PLACE_COUNTS} (grp INTEGER PRIMARY KEY, held INTEGER NOT NULL)")
-            if COUNTED not in conn.columns(exclusions.TABLE):
-                conn.execute(f'ALTER TABLE "{exclusions.TABLE}" ADD COLUMN {COUNTED} INTEGER')
-            for columns in (("experiment", "observer"), (COUNTED,)):
-                conn.execute(f'CREATE INDEX IF NOT EXISTS "idx_{exclusions.TABLE}_{"_".join(columns)}" '
-                             f'ON "{exclusions.TABLE}" ({", ".join(columns)})')
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {PILOT_CODES} (experiment TEXT NOT NULL, code TEXT NOT NULL, "
-                         "created_at FLOAT NOT NULL, PRIMARY KEY (experiment, code))")
-            _create_withdrawn_table(conn)
             conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES ('experiment', ?) ON CONFLICT DO NOTHING",
                          [self.experiment])
-            self._map_prolific_sessions(conn)
             self._recount_places(conn)
-        if "questionnaire" in self.db.columns(PARTICIPANTS):
-            self._adopt_questionnaire_column()
-        exclusions.ensure_table(self.db)  # written inside ``while_present``'s transaction, which cannot create them
-        questionnaire.ensure_answers_table(self.db)
-
-    @staticmethod
-    def _map_prolific_sessions(conn: Database) -> None:
-        """Prolific sessions started before the resume map existed enter it from their stored
-        Prolific ID and SESSION_ID (entry-code sessions cannot: their browser id was never stored)."""
-        rows = conn.execute(f"SELECT code, prolific_pid, prolific_session FROM {PARTICIPANTS} WHERE resume_hash IS "
-                            "NULL AND prolific_pid IS NOT NULL AND prolific_session IS NOT NULL").fetchall()
-        conn.executemany(f"UPDATE {PARTICIPANTS} SET resume_hash=? WHERE code=?",
-                         [(hash_token(prolific_identity(pid, session)), code) for code, pid, session in rows])
-
-    def _adopt_questionnaire_column(self) -> None:
-        """Answers a server stored before they moved to ``cuebench.questionnaire``'s table (shared with
-        the lab runner) sit in a participants column: copied over (the first stored stays), so
-        nothing collected is lost."""
-        for code, experiment, answers in self.db.execute(
-                f"SELECT code, experiment, questionnaire FROM {PARTICIPANTS} WHERE questionnaire IS NOT NULL").fetchall():
-            questionnaire.store_answers(self.db, experiment, code, json.loads(answers), runner="web")
 
     def _refuse_foreign(self, conn: Database) -> None:
         """Refuse a database that already holds another experiment's participants or responses."""
@@ -560,8 +502,6 @@ class ServerDB:
         if row is not None:
             group, status, runner, pilot = row
             return group if not pilot and (status in FILLING_STATUSES or runner == LAB) else None
-        if not conn.has_table(RESPONSES):
-            return None
         found = conn.execute(f'SELECT "group" FROM "{RESPONSES}" WHERE experiment=? AND observer=? AND '
                              "observer_kind='human' AND \"group\" IS NOT NULL LIMIT 1", [self.experiment, code]).fetchone()
         return found[0] if found else None
@@ -788,14 +728,6 @@ class ServerDB:
                          [slot, kind, address, now])
         return slot
 
-    def forget_addresses(self) -> None:
-        """Delete rate-limit events a server before ``address_digest`` stored with the plain client address."""
-        with self.db.write_transaction() as conn:
-            rows = conn.execute(f"SELECT id, address FROM {RATE_EVENTS}").fetchall()
-            plain = [(slot,) for slot, address in rows
-                     if len(address) != 32 or not set(address) <= set("0123456789abcdef")]
-            conn.executemany(f"DELETE FROM {RATE_EVENTS} WHERE id=?", plain)
-
     def release_slot(self, slot: str) -> None:
         """Un-count a request (a login that turned out right)."""
         self.db.execute(f"DELETE FROM {RATE_EVENTS} WHERE id=?", [slot])
@@ -811,13 +743,7 @@ class ServerDB:
             self._local.db = None
 
 
-def _create_withdrawn_table(conn: Database) -> None:
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {WITHDRAWN} (experiment TEXT NOT NULL, mark TEXT PRIMARY KEY)")
-
-
 def _setting(conn: Database, key: str) -> str | None:
-    if not conn.has_table(SETTINGS):
-        return None
     row = conn.execute(f"SELECT value FROM {SETTINGS} WHERE key=?", [key]).fetchone()
     return row[0] if row else None
 
@@ -833,9 +759,6 @@ def bury_sessions(conn: Database, experiment: str, codes: list[str]) -> None:
     still in a browser, an answer on its way, the link opened again: 410) without keeping anything that
     names the person. The salt is random per database, so not even a copy of the participants table made
     before can be joined to them."""
-    if not conn.columns(PARTICIPANTS):
-        return
-    _create_withdrawn_table(conn)
     conn.execute(f"INSERT INTO {SETTINGS}(key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
                  [WITHDRAWAL_SALT, secrets.token_hex(16)])
     salt = _setting(conn, WITHDRAWAL_SALT)

@@ -69,7 +69,6 @@ class Study:
         for key in KEYS:
             secrets_file.get_or_create(key, new_key)
         db.address_key = self.derive_key  # rate limits store client addresses only as keyed digests
-        db.forget_addresses()
         for outcome in OUTCOMES:
             self.completion_code(outcome)
         self._local = threading.local()

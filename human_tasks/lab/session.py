@@ -24,28 +24,33 @@ import hashlib
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from cuebench import texts
-from cuebench.counterbalance import ScheduledTrial, adaptive_blocks, participant_sequence
+from cuebench.counterbalance import ScheduledTrial, adaptive_blocks, participant_seed, participant_sequence
+from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
-from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, store_answers, stored_answers
+from cuebench.questionnaire import Questionnaire, QuestionnaireError, load_questionnaire, stored_answers
 from cuebench.responses import ResponseStore, score
 from cuebench.runner_contract import TrialPlan
 from cuebench.segmentation import refuse_for_people
 from cuebench.trial_types import card
 from cuebench.trials import Experiment, Trial
+from cuebench.words import say
 
 from ..layout import LayoutError, ResponseGrid, response_grid
 from ..masks import trial_mask_seed
 from ..psychopy_csv import write_psychopy_csv
 from .errors import LabError
+from .inputs import ResponseInput
+from .log import SessionLog
 from .pacing import Pacing, Quit
-from .presentation import Presentation
+from .presentation import Display, Station
 from .questionnaire import LabQuestionnaire, check_answerable
-from .responses import FEEDBACK_SECONDS, Responses, practice_feedback, response_mode
-from .simulate import Script
+from .responses import FEEDBACK_SECONDS, AnswerWriter, ResponseReader, practice_feedback, response_mode
+from .simulate import Script, SimulatedParticipant
 
 INPUT_MODES = ("mouse", "keyboard")
 DATA_DIR = "data"
@@ -247,7 +252,7 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
         quit_early, refresh = False, {}
         asked = questionnaire is not None and options.participant not in stored_answers(store.conn, experiment.name)
         if remaining or blocks or asked:
-            runner = _Runner(options, expdir, experiment, store, group, grid, log_path, out)
+            runner = _open_run(options, expdir, experiment, store, group, grid, log_path, out)
             try:
                 quit_early = runner.run(sequence, remaining, answered, blocks, questionnaire if asked else None)
             finally:
@@ -276,10 +281,50 @@ def run_lab_session(options: LabOptions, out=print) -> SessionSummary:
     return summary
 
 
-class _Runner(Presentation, Pacing, Responses):
-    """One run: what the lab shows (``presentation``), when (``pacing``) and how it reads and stores the
-    answers (``responses``), in the session's order: instructions, trials, breaks, adaptive blocks,
-    questionnaire."""
+def _open_run(options: LabOptions, expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, group: int,
+              grid: ResponseGrid, log_path: Path, out) -> _Runner:
+    """The parts of one run, made in order: the log, the window (its refresh rate measured), the input, a
+    scripted participant if one answers, then the pacing and the writer that use them."""
+    log = SessionLog(log_path, out)
+    said = partial(say, language=experiment.language)
+    station = Station(fullscreen=options.fullscreen, screen=options.screen, size=options.window_size,
+                      refresh_hz=options.refresh_hz, input_mode=options.input_mode,
+                      simulated=options.simulation is not None)
+    try:
+        display = Display(experiment, expdir, grid, station, log, said)
+    except CuebenchError:
+        log.close()
+        raise
+    reader = ResponseReader(ResponseInput(display.win, options.input_mode), grid)
+    session = str(options.session)
+    sim = (SimulatedParticipant(display.win, reader.input.mouse, options.input_mode,
+                                seed=participant_seed(experiment.name, options.participant, session),
+                                script=options.simulation)
+           if options.simulation is not None else None)
+    writer = AnswerWriter(store, experiment, options.participant, options.observer_kind, group, display.hz,
+                          display.device, log)
+    return _Runner(experiment, expdir, options.participant, session, options.input_mode, log, display,
+                   Pacing(display, reader, log, said, sim), writer, said)
+
+
+class _Runner:
+    """One run: what the lab shows (``display``), when (``pacing``, which reads the answers) and how it stores
+    them (``writer``), in the session's order: instructions, trials, breaks, adaptive blocks, questionnaire."""
+
+    def __init__(self, experiment: Experiment, expdir: ExperimentDir, participant: str, session: str,
+                 input_mode: str, log: SessionLog, display: Display, pacing: Pacing, writer: AnswerWriter,
+                 say: Callable[..., str]):
+        self.experiment, self.expdir, self.participant, self.session, self.input_mode = \
+            experiment, expdir, participant, session, input_mode
+        self.log, self.display, self.pacing, self.writer, self.say = log, display, pacing, writer, say
+
+    @property
+    def refresh_record(self) -> dict:
+        return self.display.refresh_record
+
+    def close(self) -> None:
+        self.display.close()
+        self.log.close()
 
     def run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int],
             blocks: list = (), questionnaire: Questionnaire | None = None) -> bool:
@@ -294,14 +339,14 @@ class _Runner(Presentation, Pacing, Responses):
                 self._questionnaire(questionnaire)
         except Quit:
             return True
-        self._show_for(texts.plain(self.expdir, "completion", self.experiment.language), END_SCREEN_S)
+        self.pacing.show_for(texts.plain(self.expdir, "completion", self.experiment.language), END_SCREEN_S)
         return False
 
     def _run(self, sequence: list[ScheduledTrial], remaining: list[ScheduledTrial], answered: set[int]) -> None:
         from tqdm import tqdm
 
         trials = [self.experiment.trial(s.trial_id) for s in remaining]
-        self._log_rounding(trials)
+        self.pacing.log_rounding(trials)
         types = {t.trial_type for t in trials}
         practice_done = not any(s.block == 0 and s.index not in answered for s in sequence)
         has_practice = any(s.block == 0 for s in sequence)
@@ -309,8 +354,8 @@ class _Runner(Presentation, Pacing, Responses):
             + self._how_to_answer(types)
         if answered:
             opening = self.say("lab_welcome_back", k=remaining[0].index + 1, n=len(sequence)) + "\n\n" + opening
-        self._continue_screen(opening)
-        progress = tqdm(remaining, desc=f"{self.options.participant} session {self.session}", unit="trial",
+        self.pacing.continue_screen(opening)
+        progress = tqdm(remaining, desc=f"{self.participant} session {self.session}", unit="trial",
                         file=sys.stderr)
         for scheduled in progress:
             trial = self.experiment.trial(scheduled.trial_id)
@@ -318,16 +363,16 @@ class _Runner(Presentation, Pacing, Responses):
                             scheduled.break_before)
             if plan.block > 0 and has_practice and not practice_done:
                 practice_done = True
-                self._continue_screen(self.say("lab_practice_over"))
+                self.pacing.continue_screen(self.say("lab_practice_over"))
             if plan.break_before:
-                self._continue_screen(self.say("lab_break"))
-            outcome, restarts = self._present(plan, trial)
-            self._commit(plan, trial, outcome, restarts, session=self.session, trial_index=plan.index)
+                self.pacing.continue_screen(self.say("lab_break"))
+            outcome, restarts = self.pacing.present(plan, trial)
+            self.writer.commit(plan, trial, outcome, restarts, session=self.session, trial_index=plan.index)
             if plan.practice:
                 feedback = practice_feedback(trial, outcome.response, self.experiment.language,
                                              self.experiment.label_set.name_of)
-                self.logging.exp(f"practice feedback for trial {plan.index}: {feedback}")
-                self._show_for(feedback, FEEDBACK_SECONDS)
+                self.log.exp(f"practice feedback for trial {plan.index}: {feedback}")
+                self.pacing.show_for(feedback, FEEDBACK_SECONDS)
         progress.close()
 
     def _adaptive(self, block) -> None:
@@ -338,30 +383,30 @@ class _Runner(Presentation, Pacing, Responses):
         trials = [self.experiment.trial(t) for ids in block.trials_by_level.values() for t in ids]
         facts = {"types": texts.trial_type_timings(trials), "not_clear": self.experiment.label_set.not_clear}
         sentences = texts.task_sentences(facts, self.experiment.language)
-        self._continue_screen(self.say("lab_adaptive") + " " + " ".join(sentences) + "\n\n"
-                              + self._how_to_answer({t.trial_type for t in trials}))
-        progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.options.participant} "
+        self.pacing.continue_screen(self.say("lab_adaptive") + " " + " ".join(sentences) + "\n\n"
+                                    + self._how_to_answer({t.trial_type for t in trials}))
+        progress = tqdm(total=block.plan.trials, initial=block.index, desc=f"{self.participant} "
                         f"{block.session}", unit="trial", file=sys.stderr)
         while not block.finished:
             level, trial_id = block.next_trial()
             trial = self.experiment.trial(trial_id)
             plan = lab_plan(self.expdir, self.experiment, self.grid, trial, block.index,
                             -1 - self.experiment.adaptive.index(block.plan))
-            outcome, restarts = self._present(plan, trial)
+            outcome, restarts = self.pacing.present(plan, trial)
             fields = block.record(level, trial_id, bool(score(trial, outcome.response)))
-            self._commit(plan, trial, outcome, restarts, **fields)
+            self.writer.commit(plan, trial, outcome, restarts, **fields)
             progress.update(1)
         progress.close()
 
     def _questionnaire(self, questionnaire: Questionnaire) -> None:
         """The study's questions (``human_tasks.lab.questionnaire``), stored once with the participant."""
-        self._continue_screen(self.say("lab_questions"))
-        answers = LabQuestionnaire(self.win, self.input, self._frame, self._pause, self.logging.exp,
-                                   self.say).ask_all(questionnaire)
-        store_answers(self.store.conn, self.experiment.name, self.options.participant, answers, runner="lab")
-        self.logging.exp(f"questionnaire answered: {len(answers)} of {len(questionnaire.questions)} items")
+        self.pacing.continue_screen(self.say("lab_questions"))
+        answers = LabQuestionnaire(self.display.win, self.pacing.input, self.pacing.frame, self.pacing.pause,
+                                   self.log.exp, self.say).ask_all(questionnaire)
+        self.writer.commit_questionnaire(answers)
+        self.log.exp(f"questionnaire answered: {len(answers)} of {len(questionnaire.questions)} items")
 
     def _how_to_answer(self, types: set[str]) -> str:
         """What the lab adds to the study's own instructions: this station's input and the pause key."""
-        return "".join(card(kind).say(card(kind).how_to_answer.get(self.options.input_mode, ""),
+        return "".join(card(kind).say(card(kind).how_to_answer.get(self.input_mode, ""),
                                       self.experiment.language) for kind in sorted(types)) + self.say("lab_pause_key")

@@ -100,7 +100,8 @@ def test_answers_are_stored_once_and_a_server_database_of_the_previous_release_k
     person, _ = db.start(experiment.name, 2, entry_code="old1")
     other, _ = db.start(experiment.name, 2, entry_code="old2")
     db.close()
-    with sqlite3.connect(tmp_path / "responses.sqlite") as conn:  # what the previous release wrote
+    with sqlite3.connect(tmp_path / "responses.sqlite") as conn:  # what the previous release wrote, without a version
+        conn.execute("DROP TABLE schema_version")
         conn.execute("ALTER TABLE participants ADD COLUMN questionnaire TEXT")
         conn.execute("UPDATE participants SET questionnaire=? WHERE code=?", [json.dumps({"age": 41}), person.code])
     reopened = ServerDB(tmp_path / "responses.sqlite", experiment.name)
