@@ -40,7 +40,7 @@ def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: Re
         return 0
     shown = {sid for plan in experiment.adaptive for ids in experiment.adaptive_trials(plan.condition).values()
              for tid in ids for sid in experiment.trial(tid).stimuli}
-    decoded = decoded_stimuli(expdir, {sid: expdir.stimulus_path(experiment.stimuli[sid]) for sid in sorted(shown)},
+    decoded = decoded_stimuli(expdir, expdir.stimulus_paths({sid: experiment.stimuli[sid] for sid in sorted(shown)}),
                               workers, progress)
     preprocess = DevicePreprocess(observer.data_config, policy, observer.device, channels_last=observer.channels_last)
     answered = 0

@@ -1,4 +1,5 @@
-"""Batches of decoded stimuli on the model's device, gathered ahead while the model runs.
+"""Batches of decoded stimuli on the model's device, gathered ahead while the model runs, and their
+answers handled behind it.
 
 Gathering a batch from the memory-mapped cache (``stimulus_cache.DecodedStimuli.gather``:
 page reads and a row copy) is host work the model need not wait for: a background thread
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from .stimulus_cache import DecodedStimuli
 
@@ -82,3 +85,41 @@ def batches_on_device(decoded: DecodedStimuli, batches: list[list[str]], device:
         stop.set()
         free.put(_Slot())  # wakes a producer waiting for a buffer, which then sees the stop
         producer.join()
+
+
+@contextmanager
+def handled_behind(handle: Callable[[Any], None], ahead: int = AHEAD) -> Iterator[Callable[[Any], None]]:
+    """A function that hands each item to ``handle`` on a background thread, in order, at most ``ahead``
+    items waiting: the model's next batches run while earlier answers are decided and stored, so per-row
+    host work (decisions, validation, the database) no longer stops the device. An error in ``handle`` is
+    raised in the caller at its next hand-over or when the block ends; when the block itself fails, the items
+    already handed over are still handled (their answers are stored) before the error goes on."""
+    import torch
+
+    waiting: queue.Queue = queue.Queue(maxsize=ahead)
+    failed: list[BaseException] = []
+    done = object()
+
+    def work() -> None:
+        with torch.inference_mode():  # the mode is per thread; the outputs are inference tensors
+            while (item := waiting.get()) is not done:
+                if not failed:
+                    try:
+                        handle(item)
+                    except BaseException as err:  # noqa: BLE001 - re-raised in the caller
+                        failed.append(err)
+
+    def hand_over(item: Any) -> None:
+        if failed:
+            raise failed[0]
+        waiting.put(item)
+
+    worker = threading.Thread(target=work, name="answer-writer", daemon=True)
+    worker.start()
+    try:
+        yield hand_over
+    finally:
+        waiting.put(done)
+        worker.join()
+    if failed:
+        raise failed[0]

@@ -10,9 +10,9 @@ Stimuli are decoded once per experiment into a uint8 cache (``stimulus_cache.py`
 every later run and every other model reads; each unique stimulus goes through a model
 once, resized, cropped and normalised in its batch on the model's device
 (``preprocess.DevicePreprocess``), each batch gathered from the cache ahead of time by a
-background thread (``batch_loader.py``). The model runs channels-last; on a GPU under bfloat16
-autocast, fed from pinned memory without blocking, and the answers to one batch are decided
-and stored while the next batch runs; on a CPU freed activation memory is kept for the next batch
+background thread, and its answers decided and stored behind the model by another
+(``batch_loader.py``). The model runs channels-last; on a GPU under bfloat16
+autocast, fed from pinned memory without blocking; on a CPU freed activation memory is kept for the next batch
 (``allocator.py``).
 Rows are committed one batch at a time, so a killed run loses at most the batches in
 flight, and a re-run skips every trial that model has already answered: a zoo run
@@ -33,12 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from cuebench.expdir import ExperimentDir
+from cuebench.responses import TABLE as RESPONSES_TABLE
 from cuebench.responses import ResponseStore, trial_row
 from cuebench.trials import Experiment, Trial
 
 from .adaptive import adaptive_conditions, run_adaptive_blocks
 from .allocator import keep_freed_memory
-from .batch_loader import batches_on_device
+from .batch_loader import batches_on_device, handled_behind
 from .decisions import DecisionTable, LabelMapping
 from .models import ModelError, resolve_device
 from .observers import Observer, PendingOutputs, check_spec, load_observer
@@ -159,7 +160,7 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
         return run
     start = time.perf_counter()
     first_use = list(dict.fromkeys(sid for _, t in todo for sid in t.stimuli))
-    decoded = decoded_stimuli(expdir, {sid: expdir.stimulus_path(experiment.stimuli[sid]) for sid in first_use},
+    decoded = decoded_stimuli(expdir, expdir.stimulus_paths({sid: experiment.stimuli[sid] for sid in first_use}),
                               workers, progress)
     run.seconds_decoding = time.perf_counter() - start
     start = time.perf_counter()
@@ -195,16 +196,10 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
         run.answered_now += len(ready)
         bar.update(len(ready))
 
-    in_flight = None
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), handled_behind(finish) as hand_over:
             for ids, pixels in batches_on_device(decoded, batches, observer.device):
-                outputs = PendingOutputs(observer, ids, observer.outputs(preprocess(pixels), kinds))
-                if in_flight is not None:  # decided on the CPU while the device runs the next batch
-                    finish(in_flight)
-                in_flight = outputs
-            if in_flight is not None:
-                finish(in_flight)
+                hand_over(PendingOutputs(observer, ids, observer.outputs(preprocess(pixels), kinds)))
     except torch.OutOfMemoryError:
         raise ModelError(f"{observer.device} ran out of memory evaluating {observer.observer_id} at --batch-size "
                          f"{batch_size}; try --batch-size {max(1, batch_size // 2)} (the answers stored so far are "
@@ -236,8 +231,10 @@ def _batches(decoded: DecodedStimuli, first_use: list[str], batch_size: int) -> 
 def _check_same_settings(store: ResponseStore, experiment: str, observer: str, decisions: DecisionTable,
                          policy: str) -> None:
     """Resuming with another rule or policy would mix two kinds of answers under one observer."""
-    stored = {(r["decision_rule"], (r["device"] or {}).get("policy"))
-              for r in store.rows("experiment = ? AND observer = ? AND observer_kind = 'model'", [experiment, observer])}
+    distinct = store.conn.execute(
+        f'SELECT DISTINCT "decision_rule", "device" FROM "{RESPONSES_TABLE}" WHERE "experiment" = ? '
+        "AND \"observer\" = ? AND \"observer_kind\" = 'model'", [experiment, observer]).fetchall()
+    stored = {(rule, json.loads(device).get("policy") if device else None) for rule, device in distinct}
     for stored_rule, stored_policy in sorted(stored, key=lambda s: (decisions.asked_instead_of(s[0]) == s[0],
                                                                     str(s))):
         now = decisions.asked_instead_of(stored_rule)
@@ -275,18 +272,22 @@ def _compact(value):
 
 def summarise(experiment: Experiment, store: ResponseStore, observers: list[str],
               runs: list[ModelRun] | None = None) -> EvalSummary:
-    """Accuracy per model x condition x level from the stored rows (earlier runs included)."""
+    """Accuracy per model x condition x level from the stored rows (earlier runs included), counted by the
+    database: decoding every stored row would cost more than a GPU takes to answer them."""
     summary = EvalSummary(experiment.name, runs or [])
     for observer in observers:
-        cells: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        counts = store.conn.execute(
+            f'SELECT "role", "condition", "level", COUNT(*), SUM("correct") FROM "{RESPONSES_TABLE}" '
+            "WHERE \"experiment\" = ? AND \"observer\" = ? AND \"observer_kind\" = 'model' "
+            'AND "correct" IS NOT NULL GROUP BY "role", "condition", "level"',
+            [experiment.name, observer]).fetchall()
+        cells = {(condition, level): (n, int(correct))
+                 for role, condition, level, n, correct in counts if role == "test"}
         roles: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for row in store.rows("experiment = ? AND observer = ? AND observer_kind = 'model'",
-                              [experiment.name, observer]):
-            if row["correct"] is None:
-                continue
-            target = cells[(row["condition"], row["level"])] if row["role"] == "test" else roles[row["role"]]
-            target[0] += 1
-            target[1] += row["correct"]
+        for role, _, _, n, correct in counts:
+            if role != "test":
+                roles[role][0] += n
+                roles[role][1] += int(correct)
         for (condition, level), (n, correct) in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
             summary.accuracy.append({"model": observer, "condition": condition, "level": level, "n": n,
                                      "correct": correct, "accuracy": correct / n})

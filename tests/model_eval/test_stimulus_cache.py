@@ -16,7 +16,7 @@ from PIL import Image
 
 from cuebench.expdir import ExperimentDir
 from model_eval import stimulus_cache
-from model_eval.batch_loader import batches_on_device
+from model_eval.batch_loader import batches_on_device, handled_behind
 from model_eval.preprocess import DevicePreprocess, Normalise, PreprocessError, ToUint8Tensor
 from model_eval.stimulus_cache import cache_dir, decoded_stimuli, read_index
 from cuebench.images import CorruptImageError, decode_image
@@ -82,6 +82,38 @@ def test_batches_gathered_ahead_come_in_order_and_stop_cleanly(stimuli):
     assert threading.active_count() == before
     with pytest.raises(KeyError):
         list(batches_on_device(decoded, [batches[0], ["no-such-stimulus"]], "cpu"))
+
+
+def test_answers_handled_behind_in_order_and_errors_reach_the_caller():
+    """Items are handled in the order handed over, all of them before the block ends; a failure of the handler
+    is raised in the caller; when the caller's own block fails, what it handed over is still handled, and no
+    thread is left behind."""
+    before = threading.active_count()
+    handled = []
+    with handled_behind(handled.append, ahead=2) as hand_over:
+        for k in range(20):
+            hand_over(k)
+    assert handled == list(range(20))
+
+    def refuse(item):
+        if item == 3:
+            raise ValueError("row 3 is malformed")
+        handled.append(item)
+
+    handled.clear()
+    with pytest.raises(ValueError, match="row 3"):
+        with handled_behind(refuse, ahead=1) as hand_over:
+            for k in range(10):
+                hand_over(k)
+    assert handled == [0, 1, 2]
+
+    handled.clear()
+    with pytest.raises(RuntimeError, match="out of memory"):
+        with handled_behind(handled.append) as hand_over:
+            hand_over("first batch")
+            raise RuntimeError("out of memory")
+    assert handled == ["first batch"]
+    assert threading.active_count() == before
 
 
 def test_new_and_changed_stimuli_are_decoded_and_the_rest_kept(stimuli, photos):
