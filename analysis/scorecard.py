@@ -106,6 +106,8 @@ def why_not_ranked(bench: Benchmark, metric: Metric, images: set, rules: list[st
         return metric.not_ranked_because
     published = bench.published_set
     prefix = "Not ranked or compared with people: "
+    if not metric.published().reference_ids:
+        return f"{prefix}no published values were measured this way."
     theirs = f"the {_images(published.images)} of {published.description}"
     if published.image_list_hash is None:
         return f"{prefix}the references measured {theirs}, and this run scored {_images(len(images))} of another set."

@@ -18,7 +18,8 @@ PAGE = REPO / "docs" / "extending.md"
 EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```python\n(.*?)```", re.S)
 ENTRY_POINTS = {"design": ("cuebench.designs", "blur-only", "BlurOnly"),
                 "report-section": ("cuebench.report_sections", "not-clear-rate", "NotClearRate"),
-                "algorithm": ("cuebench.algorithms", "label-smoothing", "LabelSmoothing")}
+                "algorithm": ("cuebench.algorithms", "label-smoothing", "LabelSmoothing"),
+                "benchmark": ("cuebench.benchmarks", "grayscale-reliance", "GrayscaleReliance")}
 
 
 def examples() -> dict[str, tuple[str, str]]:
@@ -138,3 +139,31 @@ except ValueError as err:
     assert reported == pytest.approx(by_hand, rel=1e-5)
     assert reported_02 == pytest.approx(by_hand_02, rel=1e-5)
     assert refusal.startswith("label-smoothing option eps:"), refusal
+
+
+@pytest.mark.slow
+def test_the_benchmark_example_scores_a_model_without_ranking_it(plugins, tmp_path):
+    listed = run(plugins, tmp_path, "list", "benchmarks")
+    assert re.search(r"^grayscale-reliance +Relative accuracy of the bundled photos in grayscale", listed.stdout,
+                     re.M), listed.stderr
+    done = run(plugins, tmp_path, "benchmark", "tf_efficientnet_lite0", "--benchmarks", "grayscale-reliance",
+               "--device", "cpu", "--cache", "cache", "--out", "cards")
+    assert done.returncode == 0, done.stderr
+    card = json.loads(next((tmp_path / "cards").glob("*.json")).read_text())
+    (entry,) = [e for e in card["metrics"] if e["benchmark"] == "grayscale-reliance"]
+
+    # by hand from the stored answers: per photo the share answered right, averaged over photos, per condition
+    import sqlite3
+
+    (database,) = (tmp_path / "cache").glob("grayscale-reliance-*/responses.sqlite")
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT condition, source_image, AVG(correct) FROM responses WHERE role = 'test' "
+                          "GROUP BY condition, source_image").fetchall()
+    mean = {c: sum(a for cc, _, a in rows if cc == c) / sum(1 for cc, _, _ in rows if cc == c)
+            for c in ("original", "grayscale")}
+    assert entry["value"] == pytest.approx(mean["grayscale"] / mean["original"])
+    assert entry["ci_low"] <= entry["value"] <= entry["ci_high"]
+    assert entry["not_ranked_because"] == ("Not ranked or compared with people: no published values were "
+                                           "measured this way.")
+    assert entry["comparable"] is False and entry.get("rank") is None
+    assert "no published values were measured this way" in next((tmp_path / "cards").glob("*.md")).read_text()
