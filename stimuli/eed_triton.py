@@ -47,20 +47,23 @@ BYTES_PER_PIXEL = 4 * (3 + 3 + 3 + 4 + 6)
 @dataclass(frozen=True)
 class Variant:
     """A layout of the step's kernels: ``tiles`` (``rows`` x ``cols`` tiles) or ``rows`` (strips of ``cols``
-    columns, ``rows`` rows per program), with ``num_warps`` warps per program."""
+    columns, ``rows`` rows per program), with ``num_warps`` warps per program; ``fused``: the limiter's rooms
+    made inside the update (``_fused_update_rows_kernel``) instead of in a kernel of their own."""
 
     layout: str
     rows: int
     cols: int
     num_warps: int = 4
+    fused: bool = False
 
 
 VARIANTS = {
     "tiles": Variant("tiles", 16, 64),
-    "rows": Variant("rows", 32, 128, 4),
-    "rows-long": Variant("rows", 75, 128, 4),
+    "tiles-small": Variant("tiles", 4, 32),
+    "rows": Variant("rows", 32, 128),
+    "rows-long": Variant("rows", 75, 128),
     "rows-wide": Variant("rows", 32, 256, 8),
-    "rows-narrow": Variant("rows", 32, 64, 2),
+    "rows-fused": Variant("rows", 32, 128, fused=True),
 }
 DEFAULT_VARIANT = "rows"
 """The layout ``Stepper`` uses unless told otherwise: the fastest in ``bench_eed.py --variants``."""
@@ -436,16 +439,22 @@ def _fluxes(nw, n, ne, w, u, e, sw, s, se, t_row_l, t_row_r, t_col_l, t_col_r, t
 
 
 @triton.jit
-def _colour_rooms(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
-                  lo, hi):
-    """``_rooms`` of one colour's pixel from its 3x3 neighbourhood and its corners' weights."""
-    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
-                                             b0, b1, b2, b3, b4, b5, b6, b7)
+def _flux_rooms(u, f0, f1, f2, f3, f4, f5, f6, f7, lo, hi):
+    """``_rooms`` of a pixel from its eight fluxes."""
     gain = (tl.maximum(f0, 0.0) + tl.maximum(f1, 0.0) + tl.maximum(f2, 0.0) + tl.maximum(f3, 0.0)
             + tl.maximum(f4, 0.0) + tl.maximum(f5, 0.0) + tl.maximum(f6, 0.0) + tl.maximum(f7, 0.0))
     loss = (tl.minimum(f0, 0.0) + tl.minimum(f1, 0.0) + tl.minimum(f2, 0.0) + tl.minimum(f3, 0.0)
             + tl.minimum(f4, 0.0) + tl.minimum(f5, 0.0) + tl.minimum(f6, 0.0) + tl.minimum(f7, 0.0))
     return _rooms(u, gain, loss, lo, hi)
+
+
+@triton.jit
+def _colour_rooms(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
+                  lo, hi):
+    """``_rooms`` of one colour's pixel from its 3x3 neighbourhood and its corners' weights."""
+    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
+                                             b0, b1, b2, b3, b4, b5, b6, b7)
+    return _flux_rooms(u, f0, f1, f2, f3, f4, f5, f6, f7, lo, hi)
 
 
 @triton.jit
@@ -498,13 +507,10 @@ def _rooms_rows_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, ROWS: tl.c
 
 
 @triton.jit
-def _colour_update(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
-                   up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
-                   dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
-    """One colour's pixel after the step: its eight fluxes, each ``_limited`` (with ``LIMIT``) by the rooms of
-    the 3x3 neighbourhood (up_*, dn_*)."""
-    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
-                                             b0, b1, b2, b3, b4, b5, b6, b7)
+def _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7, up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
+                 dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
+    """A pixel's eight fluxes (``_fluxes``' order), each ``_limited`` (with ``LIMIT``) by the rooms of its 3x3
+    neighbourhood (up_*, dn_*), summed."""
     if LIMIT:
         f0 = _limited(f0, up_c, dn_c, up_nw, dn_nw)
         f1 = _limited(f1, up_c, dn_c, up_n, dn_n)
@@ -514,7 +520,19 @@ def _colour_update(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7
         f5 = _limited(f5, up_c, dn_c, up_sw, dn_sw)
         f6 = _limited(f6, up_c, dn_c, up_s, dn_s)
         f7 = _limited(f7, up_c, dn_c, up_se, dn_se)
-    return u + (f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7)
+    return f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7
+
+
+@triton.jit
+def _colour_update(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
+                   up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
+                   dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
+    """One colour's pixel after the step, from its 3x3 neighbourhood, its corners' weights and (with ``LIMIT``)
+    the rooms around it."""
+    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
+                                             b0, b1, b2, b3, b4, b5, b6, b7)
+    return u + _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7, up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
+                            dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT)
 
 
 @triton.jit
@@ -591,6 +609,77 @@ def _update_rows_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.conste
                 bUq0, bUq1, bUq2, bUs0, bUs1, bUs2, bDq0, bDq1, bDq2, bDs0, bDs1, bDs2
 
 
+@triton.jit
+def _fused_update_rows_kernel(u_ptr, w_ptr, lo_ptr, hi_ptr, out_ptr, H, W, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The limited step of one colour for ROWS pixel rows of a strip of one image, with the rooms of each pixel
+    and of its neighbours made here from the image and the weights instead of read from a buffer written by
+    ``_rooms_rows_kernel``: 19 fewer planes of memory traffic per step, for rooms made three times over (at
+    the columns left of, at and right of each pixel: a row's neighbours along it cannot be shifted in
+    registers). Walking down, iteration t reads pixel row t, makes the rooms of row t - 1 and steps row t - 2."""
+    plane_id = tl.program_id(0).to(tl.int64)  # image * 3 + colour
+    n = plane_id // 3
+    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    i0 = tl.program_id(2) * ROWS
+    mask = j < W
+    # the pixel columns whose rooms a pixel's step needs (left, centre, right), each with its mirrored neighbours
+    jl = _mirror(j - 1, W)
+    jr = _mirror(j + 1, W)
+    l0, l2 = _mirror(jl - 1, W), _mirror(jl + 1, W)
+    r0, r2 = _mirror(jr - 1, W), _mirror(jr + 1, W)
+    corners = (H + 1) * (W + 1)
+    weights = w_ptr + n * 4 * corners
+    u = u_ptr + plane_id * H * W
+    out = out_ptr + plane_id * H * W + j
+    lo = tl.load(lo_ptr + plane_id)
+    hi = tl.load(hi_ptr + plane_id)
+    zero = tl.zeros((BLOCK_C,), tl.float32)
+    # pixel rows t-2 (a) and t-1 (b) around the left (L), centre (C) and right (R) columns; corner row t-1's
+    # weights at each column's two corners (wL, wC, wR); rooms up (U) and down (D) of rows t-3 (p) and t-2 (q);
+    # the fluxes into row t-2's pixels (f)
+    La0, La1, La2, Ca0, Ca1, Ca2, Ra0, Ra1, Ra2 = zero, zero, zero, zero, zero, zero, zero, zero, zero
+    Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2 = zero, zero, zero, zero, zero, zero, zero, zero, zero
+    wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7 = zero, zero, zero, zero, zero, zero, zero, zero
+    wC0, wC1, wC2, wC3, wC4, wC5, wC6, wC7 = zero, zero, zero, zero, zero, zero, zero, zero
+    wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7 = zero, zero, zero, zero, zero, zero, zero, zero
+    ULp, UCp, URp, DLp, DCp, DRp, ULq, UCq, URq, DLq, DCq, DRq = \
+        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    f0, f1, f2, f3, f4, f5, f6, f7 = zero, zero, zero, zero, zero, zero, zero, zero
+    for k in range(tl.minimum(ROWS, H - i0) + 4):  # k < 4: the rows above the first output row
+        t = i0 - 2 + k
+        row = u + _mirror(t, H) * W
+        Ls0, Ls1, Ls2 = _three(row, l0, jl, l2, mask)
+        Cs0, Cs1, Cs2 = _three(row, jl, j, jr, mask)
+        Rs0, Rs1, Rs2 = _three(row, r0, jr, r2, mask)
+        corner_row = tl.minimum(tl.maximum(t, 0), H) * (W + 1)
+        vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7 = _stencil_row(weights, corner_row, jl, corners, mask)
+        vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7 = _stencil_row(weights, corner_row, j, corners, mask)
+        vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7 = _stencil_row(weights, corner_row, jr, corners, mask)
+        ULs, DLs = _colour_rooms(La0, La1, La2, Lb0, Lb1, Lb2, Ls0, Ls1, Ls2, wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7,
+                                 vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7, lo, hi)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _fluxes(Ca0, Ca1, Ca2, Cb0, Cb1, Cb2, Cs0, Cs1, Cs2, wC0, wC1, wC2, wC3, wC4,
+                                                 wC5, wC6, wC7, vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7)
+        UCs, DCs = _flux_rooms(Cb1, g0, g1, g2, g3, g4, g5, g6, g7, lo, hi)
+        URs, DRs = _colour_rooms(Ra0, Ra1, Ra2, Rb0, Rb1, Rb2, Rs0, Rs1, Rs2, wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7,
+                                 vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7, lo, hi)
+        # the rooms of a row outside the picture are those of its mirror image: row 0 above row 0, row H-1 below
+        top = t - 2 == 0
+        bottom = t - 2 == H - 1
+        step = _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7,
+                            tl.where(top, ULq, ULp), tl.where(top, UCq, UCp), tl.where(top, URq, URp), ULq, UCq, URq,
+                            tl.where(bottom, ULq, ULs), tl.where(bottom, UCq, UCs), tl.where(bottom, URq, URs),
+                            tl.where(top, DLq, DLp), tl.where(top, DCq, DCp), tl.where(top, DRq, DRp), DLq, DCq, DRq,
+                            tl.where(bottom, DLq, DLs), tl.where(bottom, DCq, DCs), tl.where(bottom, DRq, DRs), True)
+        tl.store(out + (t - 2) * W, Ca1 + step, mask=mask & (k >= 4))
+        La0, La1, La2, Ca0, Ca1, Ca2, Ra0, Ra1, Ra2 = Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2
+        Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2 = Ls0, Ls1, Ls2, Cs0, Cs1, Cs2, Rs0, Rs1, Rs2
+        wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7 = vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7
+        wC0, wC1, wC2, wC3, wC4, wC5, wC6, wC7 = vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7
+        wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7 = vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7
+        ULp, UCp, URp, DLp, DCp, DRp, ULq, UCq, URq, DLq, DCq, DRq = \
+            ULq, UCq, URq, DLq, DCq, DRq, ULs, UCs, URs, DLs, DCs, DRs
+        f0, f1, f2, f3, f4, f5, f6, f7 = g0, g1, g2, g3, g4, g5, g6, g7
+
+
 class Stepper:
     """EED steps for a batch (N, 3, H, W) float32 CUDA tensor; buffers made once per batch size.
     ``variant`` names the kernels' layout (``VARIANTS``)."""
@@ -607,8 +696,9 @@ class Stepper:
             variant = VARIANTS["tiles"]
         self.p, self.height, self.width, self.device = params, height, width, device
         self.variant = variant
-        self.taps = torch.as_tensor(gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32),
-                                    device=device)
+        taps = gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32)
+        self.taps = torch.as_tensor(taps, device=device)
+        self.half_taps = tuple(float(g) for g in taps[:3])  # (g0, g1, g2) of the symmetric 5 taps (rows layout)
         self.buffers: dict[int, tuple] = {}
 
     def _buffers(self, n: int):
@@ -651,13 +741,16 @@ class Stepper:
 
     def _rows_step(self, n, u, abc, weights, rooms, out, lo, hi):
         p, height, width, v = self.p, self.height, self.width, self.variant
-        g0, g1, g2 = (float(g) for g in gaussian_kernel_1d(p.kernel_size, p.sigma).astype(np.float32)[:3])
+        g0, g1, g2 = self.half_taps
         corner_grid = (n, triton.cdiv(width + 1, v.cols), triton.cdiv(height + 1, v.rows))
         pixel_grid = (n, triton.cdiv(width, v.cols), triton.cdiv(height, v.rows))
         strips = dict(ROWS=v.rows, BLOCK_C=v.cols, num_warps=v.num_warps)
         _tensor_rows_kernel[corner_grid](u, abc, height, width, p.alpha, 1 / p.h, g0, g1, g2, **strips)
         _weights_rows_kernel[corner_grid](abc, weights, height, width, p.alpha, p.contrast, p.tau / (2 * p.h * p.h),
                                           g0, g1, g2, **strips)
+        if lo is not None and v.fused:
+            _fused_update_rows_kernel[(n * 3, *pixel_grid[1:])](u, weights, lo, hi, out, height, width, **strips)
+            return
         if lo is not None:
             _rooms_rows_kernel[pixel_grid](u, weights, rooms, lo, hi, height, width, **strips)
         _update_rows_kernel[pixel_grid](u, weights, rooms, out, height, width, LIMIT=lo is not None, **strips)
