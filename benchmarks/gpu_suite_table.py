@@ -100,7 +100,8 @@ def layout_rows(eed: dict) -> list[list[str]]:
     baseline = timed.get("tiles", {}).get("ms_per_step")
     goal_ms = 1e3 * EED_SECONDS_GOAL / 16384 * eed.get("batch", 1280) / 1280
     for name, layout in timed.items():
-        marks = [m for m, key in (("fastest", "fastest_variant"), ("default", "default_variant")) if eed.get(key) == name]
+        marks = [mark for mark, key in (("fastest", "fastest_variant"), ("default", "default_variant"))
+                 if eed.get(key) == name]
         agree = [layout.get(k) for k in ("max_abs_difference", "max_abs_difference_no_limit")]
         agreed = all(a is not None and a <= AGREEMENT_GOAL for a in agree)
         table.append([f"EED layout {name}" + (f" ({', '.join(marks)})" if marks else ""), eed["device"],

@@ -66,7 +66,11 @@ VARIANTS = {
     "rows-fused": Variant("rows", 32, 128, fused=True),
 }
 DEFAULT_VARIANT = "rows"
-"""The layout ``Stepper`` uses unless told otherwise: the fastest in ``bench_eed.py --variants``."""
+"""The layout ``Stepper`` uses unless told otherwise (and so ``cuebench`` on CUDA): to be the fastest that
+``benchmarks/bench_eed.py --variants`` measures. Not yet measured on a GPU; chosen from the compiled kernels
+(``benchmarks/eed_kernel_resources.py``, sm_90): no spills, 32-80 registers, about 1,600 instructions per pixel
+and step, against 42 float planes of memory traffic per step; ``rows-fused`` moves 26 planes but needs about
+2,400 instructions (its rooms made three times over), ``tiles`` spills."""
 
 
 @triton.jit
@@ -350,10 +354,13 @@ def _tensor_rows_kernel(u_ptr, abc_ptr, H, W, alpha, inv_h, g0, g1, g2, ROWS: tl
         rl5, rr5 = _pixel_row_pass(red + row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2)
         gl5, gr5 = _pixel_row_pass(green + row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2)
         bl5, br5 = _pixel_row_pass(blue + row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2)
-        A, B, C = _colour_tensor(rl0, rl1, rl2, rl3, rl4, rl5, rr0, rr1, rr2, rr3, rr4, rr5, g0, g1, g2, alpha, inv_h)
-        dA, dB, dC = _colour_tensor(gl0, gl1, gl2, gl3, gl4, gl5, gr0, gr1, gr2, gr3, gr4, gr5, g0, g1, g2, alpha, inv_h)
+        A, B, C = _colour_tensor(rl0, rl1, rl2, rl3, rl4, rl5, rr0, rr1, rr2, rr3, rr4, rr5, g0, g1, g2, alpha,
+                                 inv_h)
+        dA, dB, dC = _colour_tensor(gl0, gl1, gl2, gl3, gl4, gl5, gr0, gr1, gr2, gr3, gr4, gr5, g0, g1, g2, alpha,
+                                    inv_h)
         A, B, C = A + dA, B + dB, C + dC
-        dA, dB, dC = _colour_tensor(bl0, bl1, bl2, bl3, bl4, bl5, br0, br1, br2, br3, br4, br5, g0, g1, g2, alpha, inv_h)
+        dA, dB, dC = _colour_tensor(bl0, bl1, bl2, bl3, bl4, bl5, br0, br1, br2, br3, br4, br5, g0, g1, g2, alpha,
+                                    inv_h)
         A, B, C = A + dA, B + dB, C + dC
         here = out + (r0 - 5 + k) * (W + 1)
         keep = mask & (k >= 5)
@@ -482,7 +489,8 @@ def _rooms_rows_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, ROWS: tl.c
     wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = zero, zero, zero, zero, zero, zero, zero, zero
     for k in range(tl.minimum(ROWS, H - i0) + 2):  # k < 2: the rows above the first output row
         row = _mirror(i0 - 1 + k, H) * W
-        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, tl.maximum(i0 - 1 + k, 0) * (W + 1), j, corners, mask)
+        corner_row = tl.maximum(i0 - 1 + k, 0) * (W + 1)
+        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, corner_row, j, corners, mask)
         rs0, rs1, rs2 = _three(red + row, jm, j, jp, mask)
         gs0, gs1, gs2 = _three(green + row, jm, j, jp, mask)
         bs0, bs1, bs2 = _three(blue + row, jm, j, jp, mask)
@@ -571,7 +579,8 @@ def _update_rows_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.conste
     bUs0, bUs1, bUs2, bDs0, bDs1, bDs2 = zero, zero, zero, zero, zero, zero
     for k in range(tl.minimum(ROWS, H - i0) + 2):  # k < 2: the rows above the first output row
         row = _mirror(i0 - 1 + k, H) * W
-        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, tl.maximum(i0 - 1 + k, 0) * (W + 1), j, corners, mask)
+        corner_row = tl.maximum(i0 - 1 + k, 0) * (W + 1)
+        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, corner_row, j, corners, mask)
         rs0, rs1, rs2 = _three(red + row, jm, j, jp, mask)
         gs0, gs1, gs2 = _three(green + row, jm, j, jp, mask)
         bs0, bs1, bs2 = _three(blue + row, jm, j, jp, mask)
@@ -584,18 +593,18 @@ def _update_rows_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.conste
             bDs0, bDs1, bDs2 = _three(rooms + 5 * plane + row, jm, j, jp, mask)
         here = out + (i0 - 2 + k) * W
         keep = mask & (k >= 2)
-        tl.store(here, _colour_update(rp0, rp1, rp2, rq0, rq1, rq2, rs0, rs1, rs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
-                                      wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rUs0,
-                                      rUs1, rUs2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2, rDs0, rDs1, rDs2, LIMIT),
-                 mask=keep)
-        tl.store(here + plane, _colour_update(gp0, gp1, gp2, gq0, gq1, gq2, gs0, gs1, gs2, wt0, wt1, wt2, wt3, wt4, wt5,
-                                              wt6, wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, gUp0, gUp1, gUp2, gUq0, gUq1,
-                                              gUq2, gUs0, gUs1, gUs2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2, gDs0,
-                                              gDs1, gDs2, LIMIT), mask=keep)
-        tl.store(here + 2 * plane, _colour_update(bp0, bp1, bp2, bq0, bq1, bq2, bs0, bs1, bs2, wt0, wt1, wt2, wt3, wt4,
-                                                  wt5, wt6, wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, bUp0, bUp1, bUp2, bUq0,
-                                                  bUq1, bUq2, bUs0, bUs1, bUs2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2,
-                                                  bDs0, bDs1, bDs2, LIMIT), mask=keep)
+        red_next = _colour_update(rp0, rp1, rp2, rq0, rq1, rq2, rs0, rs1, rs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
+                                  wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rUs0,
+                                  rUs1, rUs2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2, rDs0, rDs1, rDs2, LIMIT)
+        green_next = _colour_update(gp0, gp1, gp2, gq0, gq1, gq2, gs0, gs1, gs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
+                                    wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, gUp0, gUp1, gUp2, gUq0, gUq1, gUq2,
+                                    gUs0, gUs1, gUs2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2, gDs0, gDs1, gDs2, LIMIT)
+        blue_next = _colour_update(bp0, bp1, bp2, bq0, bq1, bq2, bs0, bs1, bs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
+                                   wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, bUp0, bUp1, bUp2, bUq0, bUq1, bUq2,
+                                   bUs0, bUs1, bUs2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2, bDs0, bDs1, bDs2, LIMIT)
+        tl.store(here, red_next, mask=keep)
+        tl.store(here + plane, green_next, mask=keep)
+        tl.store(here + 2 * plane, blue_next, mask=keep)
         rp0, rp1, rp2, rq0, rq1, rq2 = rq0, rq1, rq2, rs0, rs1, rs2
         gp0, gp1, gp2, gq0, gq1, gq2 = gq0, gq1, gq2, gs0, gs1, gs2
         bp0, bp1, bp2, bq0, bq1, bq2 = bq0, bq1, bq2, bs0, bs1, bs2
@@ -726,31 +735,38 @@ class Stepper:
         self.buffers[n] = (abc, weights, rooms, spare)
         return u
 
+    def _launch(self, kernel, grid, *args, **meta):
+        """One kernel launch: the one place a step starts its kernels (``benchmarks/eed_kernel_resources.py``
+        compiles them here instead, for a GPU that is not there)."""
+        kernel[grid](*args, **meta)
+
     def _tiles_step(self, n, u, abc, weights, rooms, out, lo, hi):
         p, height, width, v = self.p, self.height, self.width, self.variant
-        corner_tiles = triton.cdiv(height + 1, v.rows) * triton.cdiv(width + 1, v.cols)
-        pixel_tiles = triton.cdiv(height, v.rows) * triton.cdiv(width, v.cols)
+        corner_tiles = (n * triton.cdiv(height + 1, v.rows) * triton.cdiv(width + 1, v.cols),)
+        pixel_tiles = (n * 3, triton.cdiv(height, v.rows) * triton.cdiv(width, v.cols))
         tiles = dict(BLOCK_R=v.rows, BLOCK_C=v.cols, num_warps=v.num_warps)
-        _tensor_kernel[(n * corner_tiles,)](u, abc, self.taps, height, width, p.alpha, 1 / p.h,
-                                            KSIZE=p.kernel_size, **tiles)
-        _weights_kernel[(n * corner_tiles,)](abc, weights, self.taps, height, width, p.alpha, p.contrast,
-                                             p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
+        self._launch(_tensor_kernel, corner_tiles, u, abc, self.taps, height, width, p.alpha, 1 / p.h,
+                     KSIZE=p.kernel_size, **tiles)
+        self._launch(_weights_kernel, corner_tiles, abc, weights, self.taps, height, width, p.alpha, p.contrast,
+                     p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
         if lo is not None:
-            _rooms_kernel[(n * 3, pixel_tiles)](u, weights, rooms, lo, hi, height, width, **tiles)
-        _update_kernel[(n * 3, pixel_tiles)](u, weights, rooms, out, height, width, LIMIT=lo is not None, **tiles)
+            self._launch(_rooms_kernel, pixel_tiles, u, weights, rooms, lo, hi, height, width, **tiles)
+        self._launch(_update_kernel, pixel_tiles, u, weights, rooms, out, height, width, LIMIT=lo is not None, **tiles)
 
     def _rows_step(self, n, u, abc, weights, rooms, out, lo, hi):
         p, height, width, v = self.p, self.height, self.width, self.variant
         g0, g1, g2 = self.half_taps
-        corner_grid = (n, triton.cdiv(width + 1, v.cols), triton.cdiv(height + 1, v.rows))
-        pixel_grid = (n, triton.cdiv(width, v.cols), triton.cdiv(height, v.rows))
+        corner_strips = (n, triton.cdiv(width + 1, v.cols), triton.cdiv(height + 1, v.rows))
+        pixel_strips = (n, triton.cdiv(width, v.cols), triton.cdiv(height, v.rows))
         strips = dict(ROWS=v.rows, BLOCK_C=v.cols, num_warps=v.num_warps)
-        _tensor_rows_kernel[corner_grid](u, abc, height, width, p.alpha, 1 / p.h, g0, g1, g2, **strips)
-        _weights_rows_kernel[corner_grid](abc, weights, height, width, p.alpha, p.contrast, p.tau / (2 * p.h * p.h),
-                                          g0, g1, g2, **strips)
-        if lo is not None and v.fused:
-            _fused_update_rows_kernel[(n * 3, *pixel_grid[1:])](u, weights, lo, hi, out, height, width, **strips)
-            return
-        if lo is not None:
-            _rooms_rows_kernel[pixel_grid](u, weights, rooms, lo, hi, height, width, **strips)
-        _update_rows_kernel[pixel_grid](u, weights, rooms, out, height, width, LIMIT=lo is not None, **strips)
+        self._launch(_tensor_rows_kernel, corner_strips, u, abc, height, width, p.alpha, 1 / p.h, g0, g1, g2, **strips)
+        self._launch(_weights_rows_kernel, corner_strips, abc, weights, height, width, p.alpha, p.contrast,
+                     p.tau / (2 * p.h * p.h), g0, g1, g2, **strips)
+        if lo is not None and v.fused:  # one program per colour
+            self._launch(_fused_update_rows_kernel, (n * 3, *pixel_strips[1:]), u, weights, lo, hi, out, height, width,
+                         **strips)
+        elif lo is not None:
+            self._launch(_rooms_rows_kernel, pixel_strips, u, weights, rooms, lo, hi, height, width, **strips)
+        if lo is None or not v.fused:
+            self._launch(_update_rows_kernel, pixel_strips, u, weights, rooms, out, height, width,
+                         LIMIT=lo is not None, **strips)

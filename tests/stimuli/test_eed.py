@@ -3,6 +3,7 @@ reference structure, and what the shape cue does to real photos."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -293,6 +294,26 @@ def test_an_unknown_kernel_layout_is_named():
 
     with pytest.raises(EEDError, match=r"unknown EED kernel layout 'row'; known: tiles, .*rows"):
         Stepper(8, 8, EEDParams(), "cpu", "row")
+
+
+def test_default_kernels_compile_for_an_h100_without_spilling():
+    """The default layout's kernels, compiled for sm_90 as a step launches them (no GPU needed), keep every
+    value in registers: a spill is off-chip traffic on every use (the 2-D tiles spill hundreds of values)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        unavailable("triton is not installed (the dev extra)")
+    spec = importlib.util.spec_from_file_location("eed_kernel_resources",
+                                                  REPO / "benchmarks" / "eed_kernel_resources.py")
+    resources = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(resources)
+    from stimuli.eed_triton import DEFAULT_VARIANT
+
+    rows = resources.layout_resources(DEFAULT_VARIANT, arch=90)
+    assert {row["constants"].get("LIMIT") for row in rows} >= {True, False}  # steps with and without the limiter
+    for row in rows:
+        assert row["spills"] == 0 and row["registers"] <= 128, row
+        assert row["global_loads"] > 0
 
 
 def test_out_of_memory_names_a_batch_size_to_try(monkeypatch):
