@@ -15,7 +15,8 @@ step after step), so a short device loan still gets a number. Threads: as many a
     python benchmarks/bench_eed.py --device cuda --batch 1280 --full-run 1280
 
 --variants A,B,... (CUDA) also times each layout of the Triton kernels (``stimuli.eed_triton.VARIANTS``)
-on the same batch, ms per step, with each one's agreement to the reference, so one device run both
+on the same batch, ms per step (--variant-steps steps, the images already on the device, after a first
+untimed step), with each one's agreement to the reference, so one device run both
 measures them and says which to make ``DEFAULT_VARIANT`` (the one ``cuebench`` and the full run use).
 The reference's 512 steps run in worker processes while the device works, and the results file is
 rewritten after every phase, so a run stopped by a time cap keeps what it measured.
@@ -120,8 +121,8 @@ def agreement(images: np.ndarray, steps: int, device: str, reference: dict, vari
     return out
 
 
-def run_variant(images: np.ndarray, steps: int, device: str, variant: str, params=None):
-    """The device tensor (N, 3, H, W) after ``steps`` steps of one kernel layout (as ``diffuse`` drives it)."""
+def variant_stepper(images: np.ndarray, device: str, variant: str, params=None):
+    """(stepper, device tensor (N, 3, H, W), limiter bounds) for one kernel layout, as ``diffuse`` sets them up."""
     import torch
 
     from stimuli.eed import EEDParams
@@ -130,17 +131,30 @@ def run_variant(images: np.ndarray, steps: int, device: str, variant: str, param
     params = params or EEDParams()
     u = torch.as_tensor(np.ascontiguousarray(images.transpose(0, 3, 1, 2)), dtype=torch.float32, device=device)
     bounds = (u.amin(dim=(2, 3), keepdim=True), u.amax(dim=(2, 3), keepdim=True)) if params.limit else None
+    return Stepper(images.shape[1], images.shape[2], params, u.device, variant), u, bounds
+
+
+def run_variant(images: np.ndarray, steps: int, device: str, variant: str, params=None):
+    """The device tensor (N, 3, H, W) after ``steps`` steps of one kernel layout."""
+    import torch
+
+    stepper, u, bounds = variant_stepper(images, device, variant, params)
     with torch.inference_mode():
-        return Stepper(images.shape[1], images.shape[2], params, u.device, variant)(u, steps, bounds)
+        return stepper(u, steps, bounds)
 
 
 def time_variant(images: np.ndarray, steps: int, device: str, variant: str) -> dict:
-    """Seconds of ``steps`` steps of ``images`` in one kernel layout, after one untimed step (its compilation)."""
-    run_variant(images, 1, device, variant)
-    sync(device)
-    start = time.perf_counter()
-    run_variant(images, steps, device, variant)
-    sync(device)
+    """Milliseconds per step of ``images`` in one kernel layout: the steps alone, after one untimed step (its
+    compilation, the buffers), the images already on the device."""
+    import torch
+
+    stepper, u, bounds = variant_stepper(images, device, variant)
+    with torch.inference_mode():
+        u = stepper(u, 1, bounds)
+        sync(device)
+        start = time.perf_counter()
+        stepper(u, steps, bounds)
+        sync(device)
     seconds = time.perf_counter() - start
     return {"ms_per_step": 1e3 * seconds / steps, "image_steps_per_s": len(images) * steps / seconds}
 
@@ -163,6 +177,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--variants", default=None,
                         help="comma-separated layouts of the CUDA kernels to time side by side (stimuli.eed_triton)")
+    parser.add_argument("--variant-steps", type=int, default=64, help="steps in each layout's timing run")
     parser.add_argument("--full-run", type=int, default=0, help="also time this many images for --full-steps")
     parser.add_argument("--full-steps", type=int, default=16384)
     parser.add_argument("--full-budget", type=float, default=None,
@@ -196,6 +211,29 @@ def main() -> None:
         result["gpu"] = torch.cuda.get_device_name(0)
     reference_s = time_reference(photos(args.baseline_images, args.size), args.steps)
     result["reference_image_steps_per_s"] = args.baseline_images * args.steps / reference_s
+    if variants:
+        result["default_variant"] = DEFAULT_VARIANT
+        result["variants"] = {}
+        images = photos(args.batch, args.size)
+        for name in variants:
+            try:
+                timed = time_variant(images, args.variant_steps, args.device, name)
+            except Exception as err:  # a layout the device's Triton cannot compile: the others still run
+                result["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:500]}
+                print(f"kernel layout {name}: FAILED, {result['variants'][name]['error']}")
+                continue
+            result["variants"][name] = timed
+            print(f"kernel layout {name:12s} ({VARIANTS[name]}): {timed['ms_per_step']:8.3f} ms per step of "
+                  f"{args.batch} images ({timed['image_steps_per_s']:.0f} image-steps/s)")
+            save(result, args.out)
+        ran = [name for name in variants if "error" not in result["variants"][name]]
+        variants = ran
+        if not ran:
+            raise SystemExit("no kernel layout ran")
+        result["fastest_variant"] = min(ran, key=lambda name: result["variants"][name]["ms_per_step"])
+        print(f"fastest layout: {result['fastest_variant']} (DEFAULT_VARIANT in stimuli/eed_triton.py, used below: "
+              f"{DEFAULT_VARIANT})")
+        save(result, args.out)
     batched_s, batched_cpu_s = time_batched(photos(args.batch, args.size), args.steps, args.device)
     result["batched_image_steps_per_s"] = args.batch * args.steps / batched_s
     result["ratio"] = result["batched_image_steps_per_s"] / result["reference_image_steps_per_s"]
@@ -208,20 +246,6 @@ def main() -> None:
         print(f"batched CPU time: {result['batched_cpu_ms_per_image_step']:.3f} ms per image-step "
               f"(all threads together; wall-clock above is what a shared machine's load leaves)")
     save(result, args.out)
-    if variants:
-        result["default_variant"] = DEFAULT_VARIANT
-        result["variants"] = {}
-        images = photos(args.batch, args.size)
-        for name in variants:
-            timed = time_variant(images, args.steps, args.device, name)
-            result["variants"][name] = timed
-            print(f"kernel layout {name:12s} ({VARIANTS[name]}): {timed['ms_per_step']:8.3f} ms per step of "
-                  f"{args.batch} images ({timed['image_steps_per_s']:.0f} image-steps/s)")
-            save(result, args.out)
-        result["fastest_variant"] = min(variants, key=lambda name: result["variants"][name]["ms_per_step"])
-        print(f"fastest layout: {result['fastest_variant']} (DEFAULT_VARIANT in stimuli/eed_triton.py, used below: "
-              f"{DEFAULT_VARIANT})")
-        save(result, args.out)
     if args.full_run:
         budget = args.full_budget
         if budget is not None and args.deadline is not None:  # what is left, less the checks still to come

@@ -100,6 +100,9 @@ def layout_rows(eed: dict) -> list[list[str]]:
     baseline = timed.get("tiles", {}).get("ms_per_step")
     goal_ms = 1e3 * EED_SECONDS_GOAL / 16384 * eed.get("batch", 1280) / 1280
     for name, layout in timed.items():
+        if "error" in layout:
+            table.append([f"EED layout {name}", eed["device"], "-", "-", "-", "runs", f"FAILED: {layout['error'][:60]}"])
+            continue
         marks = [mark for mark, key in (("fastest", "fastest_variant"), ("default", "default_variant"))
                  if eed.get(key) == name]
         agree = [layout.get(k) for k in ("max_abs_difference", "max_abs_difference_no_limit")]

@@ -63,6 +63,7 @@ VARIANTS = {
     "rows": Variant("rows", 32, 128),
     "rows-long": Variant("rows", 75, 128),
     "rows-wide": Variant("rows", 32, 256, 8),
+    "rows-2x": Variant("rows", 32, 256, 4),
     "rows-fused": Variant("rows", 32, 128, fused=True),
 }
 DEFAULT_VARIANT = "rows"

@@ -29,7 +29,7 @@ def test_the_table_judges_each_goal_and_names_what_did_not_finish(tmp_path):
                      "rows": {"ms_per_step": 3.2, "max_abs_difference": 6e-4, "max_abs_difference_no_limit": 4e-4},
                      "rows-fused": {"ms_per_step": 3.5, "max_abs_difference": 2e-3,
                                     "max_abs_difference_no_limit": 4e-4},
-                     "rows-wide": {"ms_per_step": 3.3}}}))
+                     "rows-wide": {"ms_per_step": 3.3}, "rows-long": {"error": "CompilationError: at 12:4"}}}))
     (tmp_path / "eval.json").write_text(json.dumps({"device": "cuda", "ours_images_per_s": 4500.0,
                                                     "bare_images_per_s": 5000.0, "ratio": 0.9}))
     out = subprocess.run([sys.executable, str(TABLE), str(tmp_path)], capture_output=True, text=True, check=True)
@@ -47,6 +47,7 @@ def test_the_table_judges_each_goal_and_names_what_did_not_finish(tmp_path):
     assert rows["EED layout rows (fastest, default)"][-1] == "pass"
     assert rows["EED layout rows-fused"][-1] == "FAIL"  # fast enough, but not within 1e-3 of the reference
     assert rows["EED layout rows-wide"][-1] == "FAIL (agreement not run)"
+    assert rows["EED layout rows-long"][-1] == "FAILED: CompilationError: at 12:4"
     assert rows["cuebench eval (cache)"][2:] == ["4500.0 img/s", "5000.0 img/s", "0.90x", ">= 0.9x bare", "pass"]
     assert rows["segmentation eval"][-1] == "TIMEOUT (cap 60 s)"
     assert rows["cuebench benchmark, cold"][-1] == "not run"
