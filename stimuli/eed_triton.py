@@ -9,19 +9,21 @@ neighbourhood straight from the previous kernel's output:
 3. rooms (limiter only): each pixel's Zalesak factors;
 4. update: the eight fluxes, limited, into a fresh image buffer.
 
-Two layouts of the same kernels (``VARIANTS``; ``DEFAULT_VARIANT`` is the one ``Stepper``
-uses, the fastest measured; ``benchmarks/bench_eed.py --variants`` times them side by side):
+Two layouts of the same kernels, in several tile shapes (``VARIANTS``; ``DEFAULT_VARIANT`` is
+the one ``Stepper`` uses; ``benchmarks/bench_eed.py --variants`` times them side by side):
 
 - ``tiles``: each program computes a 2-D tile and reads every output's whole window from
   memory (36 loads per corner and colour for the Gaussian, 25 per tensor entry for the
-  tensorblur): simple, but bound by load instructions, not by memory bandwidth.
+  tensorblur): simple, but bound by load instructions, and at 16 x 64 outputs the tensor and
+  weights kernels spill registers (``benchmarks/eed_kernel_resources.py``).
 - ``rows``: each program walks down a strip of columns of one image, one row at a time,
   all colours together. A Gaussian's row pass is read from memory (a row's neighbours
   along it cannot be shifted in registers) but its column pass comes from the rows kept in
   registers as the walk goes down (loop-carried values): 6 loads per corner and colour for
   the pre-smoothing, 5 per tensor entry for the tensorblur, and the corner weights read
   once per row for all three colours. Only the rows a program's outputs need are read: a
-  strip's halo of 5 rows is read twice, by it and by its neighbour.
+  strip's halo of 5 rows is read twice, by it and by its neighbour. With ``fused``, the
+  limiter's rooms are made inside the update instead of passing through memory.
 
 A step cannot be carried further in one launch: one step of a pixel depends on pixels up
 to 7 away (Gaussian 2, corner 1, tensorblur 2, stencil 1, limiter 1), and each stage's
