@@ -94,7 +94,10 @@ else
     "$PY" -c "import torch; assert torch.cuda.is_available(), 'torch sees no CUDA device'; print(torch.cuda.get_device_name(0))" \
         | tee -a "$log" || exit 1
     nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv | tee -a "$log"
-    eed=(--batch 1280 --full-run 1280 --full-budget 50)
+    # every layout of the Triton kernels timed side by side (stimuli/eed_triton.py VARIANTS), then the full run
+    # with DEFAULT_VARIANT; --deadline keeps the run inside its cap
+    eed=(--batch 1280 --full-run 1280 --full-budget 45 --variants tiles,tiles-small,rows,rows-2x,rows-wide,rows-fused
+         --deadline 130)
     evaluation=(--images 8192 --batch-size 256 --repeats 2)
     seg=(--images 32 --size 1024x2048 --steps 64 --batch-size 8)
     scorecard=(--eed-steps 64)

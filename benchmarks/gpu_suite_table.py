@@ -74,6 +74,7 @@ def rows(results: Path) -> list[list[str]]:
                               verdict(eed[key] <= AGREEMENT_GOAL)])
     else:
         missing("eed", "EED agreement", f"<= {AGREEMENT_GOAL:g}")
+    table.extend(layout_rows(eed or {}))
 
     for name, label in (("eval", "cuebench eval (cache)"), ("seg", "segmentation eval"),
                         ("scorecard", "cuebench benchmark, cold")):
@@ -87,6 +88,32 @@ def rows(results: Path) -> list[list[str]]:
             ours, bare = f"{found['ours_images_per_s']:.1f} img/s", f"{found['bare_images_per_s']:.1f} img/s"
         table.append([label, found["device"], ours, bare, f"{found['ratio']:.2f}x", f">= {RATIO_GOAL}x bare",
                       verdict(found["ratio"] >= RATIO_GOAL)])
+    return table
+
+
+def layout_rows(eed: dict) -> list[list[str]]:
+    """One row per layout of the CUDA kernels that ``bench_eed.py --variants`` timed: ms per step of its batch
+    against the 2-D ``tiles`` layout, judged by the full run's goal per step (scaled to the batch) and by its
+    agreement with the reference; the fastest and the default are named."""
+    table = []
+    timed = eed.get("variants", {})
+    baseline = timed.get("tiles", {}).get("ms_per_step")
+    goal_ms = 1e3 * EED_SECONDS_GOAL / 16384 * eed.get("batch", 1280) / 1280
+    for name, layout in timed.items():
+        if "error" in layout:
+            table.append([f"EED layout {name}", eed["device"], "-", "-", "-", "runs", f"FAILED: {layout['error'][:60]}"])
+            continue
+        marks = [mark for mark, key in (("fastest", "fastest_variant"), ("default", "default_variant"))
+                 if eed.get(key) == name]
+        agree = [layout.get(k) for k in ("max_abs_difference", "max_abs_difference_no_limit")]
+        agreed = all(a is not None and a <= AGREEMENT_GOAL for a in agree)
+        table.append([f"EED layout {name}" + (f" ({', '.join(marks)})" if marks else ""), eed["device"],
+                      f"{layout['ms_per_step']:.2f} ms/step",
+                      f"{baseline:.2f} ms/step (tiles)" if baseline else "-",
+                      f"{baseline / layout['ms_per_step']:.1f}x" if baseline else "-",
+                      f"<= {goal_ms:.2f} ms/step, agreement <= {AGREEMENT_GOAL:g}",
+                      verdict(layout["ms_per_step"] <= goal_ms and agreed)
+                      + ("" if agree[0] is not None else " (agreement not run)")])
     return table
 
 

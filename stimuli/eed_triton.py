@@ -1,38 +1,79 @@
 """EED steps on CUDA as Triton kernels.
 
 The batched torch form reads and writes a dozen whole-batch temporaries per step. Here a
-step is four kernels over tiles of every image, each keeping its intermediate values in
-registers and reading its neighbourhood straight from the previous kernel's output:
+step is four kernels, each keeping its intermediate values in registers and reading its
+neighbourhood straight from the previous kernel's output:
 
-1. ``_tensor_kernel``: pre-smoothing (from a 6x6 window per corner) and the colour
-   structure tensor on the corner grid;
-2. ``_weights_kernel``: tensorblur, diffusion tensor and the delta stencil's corner weights;
-3. ``_rooms_kernel`` (limiter only): each pixel's Zalesak factors;
-4. ``_update_kernel``: the eight fluxes, limited, into a fresh image buffer.
+1. tensor: pre-smoothing and the colour structure tensor on the corner grid;
+2. weights: tensorblur, diffusion tensor and the delta stencil's corner weights;
+3. rooms (limiter only): each pixel's Zalesak factors;
+4. update: the eight fluxes, limited, into a fresh image buffer.
 
-The first two run the tiles of an image one after the other (their halos overlap); the
-last two run one program per channel and tile, the three channels of a tile side by side,
-so the tile's weights are read from memory once.
+Two layouts of the same kernels, in several tile shapes (``VARIANTS``; ``DEFAULT_VARIANT`` is
+the one ``Stepper`` uses; ``benchmarks/bench_eed.py --variants`` times them side by side):
 
-A step cannot be carried further in one launch: one step of a pixel depends on pixels
-up to 7 away (Gaussian 2, corner 1, tensorblur 2, stencil 1, limiter 1), and Triton's
-register tiles cannot be shifted, so each stage's neighbours must come from memory.
-Symmetric padding is index mirroring, as ``stimuli.eed.symmetric_index``. The scheme is
-the one documented in ``stimuli.eed``; ``TRITON_INTERPRET=1`` runs these kernels on the
-CPU (tests).
+- ``tiles``: each program computes a 2-D tile and reads every output's whole window from
+  memory (36 loads per corner and colour for the Gaussian, 25 per tensor entry for the
+  tensorblur): simple, but bound by load instructions, and at 16 x 64 outputs the tensor and
+  weights kernels spill registers (``benchmarks/eed_kernel_resources.py``).
+- ``rows``: each program walks down a strip of columns of one image, one row at a time,
+  all colours together. A Gaussian's row pass is read from memory (a row's neighbours
+  along it cannot be shifted in registers) but its column pass comes from the rows kept in
+  registers as the walk goes down (loop-carried values): 6 loads per corner and colour for
+  the pre-smoothing, 5 per tensor entry for the tensorblur, and the corner weights read
+  once per row for all three colours. Only the rows a program's outputs need are read: a
+  strip's halo of 5 rows is read twice, by it and by its neighbour. With ``fused``, the
+  limiter's rooms are made inside the update instead of passing through memory.
+
+A step cannot be carried further in one launch: one step of a pixel depends on pixels up
+to 7 away (Gaussian 2, corner 1, tensorblur 2, stencil 1, limiter 1), and each stage's
+neighbours along a row must come from memory. Symmetric padding is index mirroring, as
+``stimuli.eed.symmetric_index``. The scheme is the one documented in ``stimuli.eed``;
+``TRITON_INTERPRET=1`` runs these kernels on the CPU (tests).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import triton
 import triton.language as tl
 
-from .eed_scheme import EEDParams, gaussian_kernel_1d, symmetric_index
+from .eed_scheme import EEDError, EEDParams, gaussian_kernel_1d, symmetric_index
 
-BLOCK_ROWS, BLOCK_COLS = 16, 64
 BYTES_PER_PIXEL = 4 * (3 + 3 + 3 + 4 + 6)
 """Device memory per image pixel: image and next image, tensor, corner weights, rooms."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A layout of the step's kernels: ``tiles`` (``rows`` x ``cols`` tiles) or ``rows`` (strips of ``cols``
+    columns, ``rows`` rows per program), with ``num_warps`` warps per program; ``fused``: the limiter's rooms
+    made inside the update (``_fused_update_rows_kernel``) instead of in a kernel of their own."""
+
+    layout: str
+    rows: int
+    cols: int
+    num_warps: int = 4
+    fused: bool = False
+
+
+VARIANTS = {
+    "tiles": Variant("tiles", 16, 64),
+    "tiles-small": Variant("tiles", 4, 32),
+    "rows": Variant("rows", 32, 128),
+    "rows-long": Variant("rows", 75, 128),
+    "rows-wide": Variant("rows", 32, 256, 8),
+    "rows-2x": Variant("rows", 32, 256, 4),
+    "rows-fused": Variant("rows", 32, 128, fused=True),
+}
+DEFAULT_VARIANT = "rows"
+"""The layout ``Stepper`` uses unless told otherwise (and so ``cuebench`` on CUDA): to be the fastest that
+``benchmarks/bench_eed.py --variants`` measures. Not yet measured on a GPU; chosen from the compiled kernels
+(``benchmarks/eed_kernel_resources.py``, sm_90): no spills, 32-80 registers, about 1,600 instructions per pixel
+and step, against 42 float planes of memory traffic per step; ``rows-fused`` moves 26 planes but needs about
+2,400 instructions (its rooms made three times over), ``tiles`` spills."""
 
 
 @triton.jit
@@ -52,11 +93,61 @@ def _tile(t, rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
 
 
 @triton.jit
+def _corner_tensor(s_tl, s_tr, s_bl, s_br, alpha, inv_h):
+    """One colour's (A, B, C) at a corner from the smoothed pixels around it (top/bottom, left/right): their
+    differences and the WWW (2013) averaging."""
+    x1 = (s_tl - s_tr) * inv_h
+    x2 = (s_bl - s_br) * inv_h
+    y1 = (s_tl - s_bl) * inv_h
+    y2 = (s_tr - s_br) * inv_h
+    A = (1 - alpha) / 2 * (x1 * x1 + x2 * x2) + alpha * x1 * x2
+    B = 0.25 * (x1 + x2) * (y1 + y2)
+    C = (1 - alpha) / 2 * (y1 * y1 + y2 * y2) + alpha * y1 * y2
+    return A, B, C
+
+
+@triton.jit
+def _stencil_weights(A, B, C, alpha, contrast, k):
+    """The diffusion tensor g(mu) along the (blurred) tensor's eigenvectors (identity where the discriminant
+    is below 1e-6), then the delta stencil's corner weights times k = tau / 2h^2: along rows, along columns,
+    main and anti diagonal."""
+    D = tl.sqrt(4 * B * B + (A - C) * (A - C))
+    flat = D < 1e-6
+    q1 = (A + C - D) / (2 * contrast)
+    q2 = (A + C + D) / (2 * contrast)
+    g1 = 1 / tl.sqrt(1 + q1 * q1)
+    g2 = 1 / tl.sqrt(1 + q2 * q2)
+    Dsafe = tl.where(flat, 1.0, D)
+    At = tl.where(flat, 1.0, ((A - C + D) * g2 - (A - C - D) * g1) / (2 * Dsafe))
+    Ct = tl.where(flat, 1.0, ((C - A + D) * g2 - (C - A - D) * g1) / (2 * Dsafe))
+    Bt = tl.where(flat, 0.0, B * (g2 - g1) / Dsafe)
+    delta = alpha * (At + Ct) + (1 - 2 * alpha) * tl.abs(Bt)
+    return k * (At - delta), k * (Ct - delta), k * (delta + Bt), k * (delta - Bt)
+
+
+@triton.jit
+def _rooms(centre, gain, loss, lo, hi):
+    """Zalesak's factors: how much of its inflow (``gain``) and outflow (``loss``) a pixel can take and stay
+    inside [lo, hi]."""
+    room_up = tl.where(gain > 0, tl.minimum((hi - centre) / tl.where(gain > 0, gain, 1.0), 1.0), 1.0)
+    room_down = tl.where(loss < 0, tl.minimum((lo - centre) / tl.where(loss < 0, loss, -1.0), 1.0), 1.0)
+    return room_up, room_down
+
+
+@triton.jit
+def _limited(f, up_here, down_here, up_there, down_there):
+    """A flux into a pixel scaled by the smaller room of the pixel it enters and the one it leaves."""
+    return f * tl.where(f > 0, tl.minimum(up_here, down_there), tl.minimum(down_here, up_there))
+
+
+# --- tiles: 2-D tiles, every window from memory ---------------------------------------------------------------
+
+
+@triton.jit
 def _tensor_kernel(u_ptr, abc_ptr, taps_ptr, H, W, alpha, inv_h, KSIZE: tl.constexpr,
                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """(A, B, C) at the corner (r, c) between pixels r-1..r, c-1..c, summed over colours:
-    the smoothed image at those four pixels (separable Gaussian over a mirrored window),
-    their differences, and the WWW (2013) averaging."""
+    the smoothed image at those four pixels (separable Gaussian over a mirrored window)."""
     HALF: tl.constexpr = KSIZE // 2
     tiles = tl.cdiv(H + 1, BLOCK_R) * tl.cdiv(W + 1, BLOCK_C)
     n = (tl.program_id(0) // tiles).to(tl.int64)
@@ -86,13 +177,10 @@ def _tensor_kernel(u_ptr, abc_ptr, taps_ptr, H, W, alpha, inv_h, KSIZE: tl.const
             if a > 0:
                 s_bl += tl.load(taps_ptr + a - 1) * left
                 s_br += tl.load(taps_ptr + a - 1) * right
-        x1 = (s_tl - s_tr) * inv_h
-        x2 = (s_bl - s_br) * inv_h
-        y1 = (s_tl - s_bl) * inv_h
-        y2 = (s_tr - s_br) * inv_h
-        A += (1 - alpha) / 2 * (x1 * x1 + x2 * x2) + alpha * x1 * x2
-        B += 0.25 * (x1 + x2) * (y1 + y2)
-        C += (1 - alpha) / 2 * (y1 * y1 + y2 * y2) + alpha * y1 * y2
+        dA, dB, dC = _corner_tensor(s_tl, s_tr, s_bl, s_br, alpha, inv_h)
+        A += dA
+        B += dB
+        C += dC
     corners = (H + 1) * (W + 1)
     out = abc_ptr + n * 3 * corners + r * (W + 1) + c
     tl.store(out, A, mask=mask)
@@ -118,9 +206,7 @@ def _blur(plane, r, c, rows, cols, mask, taps_ptr, KSIZE: tl.constexpr, BLOCK_R:
 @triton.jit
 def _weights_kernel(abc_ptr, w_ptr, taps_ptr, H, W, alpha, contrast, k, KSIZE: tl.constexpr,
                     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Tensorblur, then the diffusion tensor g(mu) along the tensor's eigenvectors
-    (identity where the discriminant is below 1e-6), then the delta stencil's corner
-    weights times tau / 2h^2: along rows, along columns, main and anti diagonal."""
+    """Tensorblur, then ``_stencil_weights``."""
     tiles = tl.cdiv(H + 1, BLOCK_R) * tl.cdiv(W + 1, BLOCK_C)
     n = (tl.program_id(0) // tiles).to(tl.int64)
     r, c, mask = _tile(tl.program_id(0) % tiles, H + 1, W + 1, BLOCK_R, BLOCK_C)
@@ -129,22 +215,12 @@ def _weights_kernel(abc_ptr, w_ptr, taps_ptr, H, W, alpha, contrast, k, KSIZE: t
     A = _blur(plane, r, c, H + 1, W + 1, mask, taps_ptr, KSIZE, BLOCK_R, BLOCK_C)
     B = _blur(plane + corners, r, c, H + 1, W + 1, mask, taps_ptr, KSIZE, BLOCK_R, BLOCK_C)
     C = _blur(plane + 2 * corners, r, c, H + 1, W + 1, mask, taps_ptr, KSIZE, BLOCK_R, BLOCK_C)
-    D = tl.sqrt(4 * B * B + (A - C) * (A - C))
-    flat = D < 1e-6
-    q1 = (A + C - D) / (2 * contrast)
-    q2 = (A + C + D) / (2 * contrast)
-    g1 = 1 / tl.sqrt(1 + q1 * q1)
-    g2 = 1 / tl.sqrt(1 + q2 * q2)
-    Dsafe = tl.where(flat, 1.0, D)
-    At = tl.where(flat, 1.0, ((A - C + D) * g2 - (A - C - D) * g1) / (2 * Dsafe))
-    Ct = tl.where(flat, 1.0, ((C - A + D) * g2 - (C - A - D) * g1) / (2 * Dsafe))
-    Bt = tl.where(flat, 0.0, B * (g2 - g1) / Dsafe)
-    delta = alpha * (At + Ct) + (1 - 2 * alpha) * tl.abs(Bt)
+    w_row, w_col, w_main, w_anti = _stencil_weights(A, B, C, alpha, contrast, k)
     out = w_ptr + n * 4 * corners + r * (W + 1) + c
-    tl.store(out, k * (At - delta), mask=mask)
-    tl.store(out + corners, k * (Ct - delta), mask=mask)
-    tl.store(out + 2 * corners, k * (delta + Bt), mask=mask)
-    tl.store(out + 3 * corners, k * (delta - Bt), mask=mask)
+    tl.store(out, w_row, mask=mask)
+    tl.store(out + corners, w_col, mask=mask)
+    tl.store(out + 2 * corners, w_main, mask=mask)
+    tl.store(out + 3 * corners, w_anti, mask=mask)
 
 
 @triton.jit
@@ -170,8 +246,7 @@ def _weight(w_ptr, i, j, W, corners, mask, DY: tl.constexpr, DX: tl.constexpr):
 
 @triton.jit
 def _rooms_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Zalesak's factors of one channel: how much of its inflow (first plane) and outflow
-    (second plane) each pixel can take and stay inside the channel's [lo, hi]."""
+    """``_rooms`` of one channel's pixels: up (first plane) and down (second plane)."""
     plane_id = tl.program_id(0).to(tl.int64)  # image * 3 + channel
     n = plane_id // 3
     i, j, mask = _tile(tl.program_id(1), H, W, BLOCK_R, BLOCK_C)
@@ -188,10 +263,7 @@ def _rooms_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, BLOCK_R: tl.con
                 f = w * (other - centre)
                 gain += tl.maximum(f, 0.0)
                 loss += tl.minimum(f, 0.0)
-    lo = tl.load(lo_ptr + plane_id)
-    hi = tl.load(hi_ptr + plane_id)
-    room_up = tl.where(gain > 0, tl.minimum((hi - centre) / tl.where(gain > 0, gain, 1.0), 1.0), 1.0)
-    room_down = tl.where(loss < 0, tl.minimum((lo - centre) / tl.where(loss < 0, loss, -1.0), 1.0), 1.0)
+    room_up, room_down = _rooms(centre, gain, loss, tl.load(lo_ptr + plane_id), tl.load(hi_ptr + plane_id))
     out = rooms_ptr + plane_id * 2 * H * W + i * W + j
     tl.store(out, room_up, mask=mask)
     tl.store(out + H * W, room_down, mask=mask)
@@ -200,8 +272,7 @@ def _rooms_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, BLOCK_R: tl.con
 @triton.jit
 def _update_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.constexpr, BLOCK_R: tl.constexpr,
                    BLOCK_C: tl.constexpr):
-    """One channel's explicit step: the eight fluxes into each pixel, each scaled (with
-    ``LIMIT``) by the smaller room of the pixel it enters and the one it leaves."""
+    """One channel's explicit step: the eight fluxes into each pixel, each ``_limited`` (with ``LIMIT``)."""
     plane_id = tl.program_id(0).to(tl.int64)
     n = plane_id // 3
     i, j, mask = _tile(tl.program_id(1), H, W, BLOCK_R, BLOCK_C)
@@ -220,24 +291,426 @@ def _update_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.constexpr, 
                 at = _mirror(i + a - 1, H) * W + _mirror(j + b - 1, W)
                 f = w * (tl.load(plane + at, mask=mask, other=0.0) - centre)
                 if LIMIT:
-                    up_there = tl.load(rooms + at, mask=mask, other=0.0)
-                    down_there = tl.load(rooms + H * W + at, mask=mask, other=0.0)
-                    f = f * tl.where(f > 0, tl.minimum(up_here, down_there), tl.minimum(down_here, up_there))
+                    f = _limited(f, up_here, down_here, tl.load(rooms + at, mask=mask, other=0.0),
+                                 tl.load(rooms + H * W + at, mask=mask, other=0.0))
                 total += f
     tl.store(out_ptr + plane_id * H * W + i * W + j, centre + total, mask=mask)
 
 
-class Stepper:
-    """EED steps for a batch (N, 3, H, W) float32 CUDA tensor; buffers made once per batch size."""
+# --- rows: each program walks down a strip, the column passes from rows kept in registers ---------------------
 
-    def __init__(self, height: int, width: int, params: EEDParams, device):
+
+@triton.jit
+def _taps5(x0, x1, x2, x3, x4, g0, g1, g2):
+    """The symmetric 5-tap Gaussian (g0, g1, g2, g1, g0) over five samples."""
+    return g0 * (x0 + x4) + g1 * (x1 + x3) + g2 * x2
+
+
+@triton.jit
+def _pixel_row_pass(row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2):
+    """An image row's Gaussian along the row at the pixel columns left and right of each corner, from the six
+    mirrored columns ``c0..c5`` (corner c lies between pixel columns c - 1 and c)."""
+    x0 = tl.load(row + c0, mask=mask, other=0.0)
+    x1 = tl.load(row + c1, mask=mask, other=0.0)
+    x2 = tl.load(row + c2, mask=mask, other=0.0)
+    x3 = tl.load(row + c3, mask=mask, other=0.0)
+    x4 = tl.load(row + c4, mask=mask, other=0.0)
+    x5 = tl.load(row + c5, mask=mask, other=0.0)
+    return _taps5(x0, x1, x2, x3, x4, g0, g1, g2), _taps5(x1, x2, x3, x4, x5, g0, g1, g2)
+
+
+@triton.jit
+def _colour_tensor(l0, l1, l2, l3, l4, l5, r0, r1, r2, r3, r4, r5, g0, g1, g2, alpha, inv_h):
+    """One colour's (A, B, C) at corner row r from the row passes left (l) and right (r) of it in pixel rows
+    r-3..r+2: the column pass gives the smoothed pixels above (rows r-3..r+1) and below (r-2..r+2) it."""
+    return _corner_tensor(_taps5(l0, l1, l2, l3, l4, g0, g1, g2), _taps5(r0, r1, r2, r3, r4, g0, g1, g2),
+                          _taps5(l1, l2, l3, l4, l5, g0, g1, g2), _taps5(r1, r2, r3, r4, r5, g0, g1, g2),
+                          alpha, inv_h)
+
+
+@triton.jit
+def _tensor_rows_kernel(u_ptr, abc_ptr, H, W, alpha, inv_h, g0, g1, g2, ROWS: tl.constexpr,
+                        BLOCK_C: tl.constexpr):
+    """(A, B, C) summed over colours, as ``_tensor_kernel``, for ROWS corner rows of a strip of one image."""
+    n = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    r0 = tl.program_id(2) * ROWS
+    mask = c < W + 1
+    c0 = _mirror(c - 3, W)
+    c1 = _mirror(c - 2, W)
+    c2 = _mirror(c - 1, W)
+    c3 = _mirror(c, W)
+    c4 = _mirror(c + 1, W)
+    c5 = _mirror(c + 2, W)
+    red = u_ptr + n * 3 * H * W
+    green = red + H * W
+    blue = green + H * W
+    corners = (H + 1) * (W + 1)
+    out = abc_ptr + n * 3 * corners + c
+    zero = tl.zeros((BLOCK_C,), tl.float32)
+    # pixel rows r-3..r+1 of corner row r, row passes left (rl/gl/bl) and right (rr/gr/br) of the corners, per colour
+    rl0, rl1, rl2, rl3, rl4, rr0, rr1, rr2, rr3, rr4 = zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    gl0, gl1, gl2, gl3, gl4, gr0, gr1, gr2, gr3, gr4 = zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    bl0, bl1, bl2, bl3, bl4, br0, br1, br2, br3, br4 = zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    for k in range(tl.minimum(ROWS, H + 1 - r0) + 5):  # k < 5: the rows above the first corner row
+        row = _mirror(r0 - 3 + k, H) * W
+        rl5, rr5 = _pixel_row_pass(red + row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2)
+        gl5, gr5 = _pixel_row_pass(green + row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2)
+        bl5, br5 = _pixel_row_pass(blue + row, c0, c1, c2, c3, c4, c5, mask, g0, g1, g2)
+        A, B, C = _colour_tensor(rl0, rl1, rl2, rl3, rl4, rl5, rr0, rr1, rr2, rr3, rr4, rr5, g0, g1, g2, alpha,
+                                 inv_h)
+        dA, dB, dC = _colour_tensor(gl0, gl1, gl2, gl3, gl4, gl5, gr0, gr1, gr2, gr3, gr4, gr5, g0, g1, g2, alpha,
+                                    inv_h)
+        A, B, C = A + dA, B + dB, C + dC
+        dA, dB, dC = _colour_tensor(bl0, bl1, bl2, bl3, bl4, bl5, br0, br1, br2, br3, br4, br5, g0, g1, g2, alpha,
+                                    inv_h)
+        A, B, C = A + dA, B + dB, C + dC
+        here = out + (r0 - 5 + k) * (W + 1)
+        keep = mask & (k >= 5)
+        tl.store(here, A, mask=keep)
+        tl.store(here + corners, B, mask=keep)
+        tl.store(here + 2 * corners, C, mask=keep)
+        rl0, rl1, rl2, rl3, rl4, rr0, rr1, rr2, rr3, rr4 = rl1, rl2, rl3, rl4, rl5, rr1, rr2, rr3, rr4, rr5
+        gl0, gl1, gl2, gl3, gl4, gr0, gr1, gr2, gr3, gr4 = gl1, gl2, gl3, gl4, gl5, gr1, gr2, gr3, gr4, gr5
+        bl0, bl1, bl2, bl3, bl4, br0, br1, br2, br3, br4 = bl1, bl2, bl3, bl4, bl5, br1, br2, br3, br4, br5
+
+
+@triton.jit
+def _corner_row_pass(row, c0, c1, c2, c3, c4, mask, g0, g1, g2):
+    """A corner-grid row's Gaussian along the row, from the five mirrored columns ``c0..c4``."""
+    return _taps5(tl.load(row + c0, mask=mask, other=0.0), tl.load(row + c1, mask=mask, other=0.0),
+                  tl.load(row + c2, mask=mask, other=0.0), tl.load(row + c3, mask=mask, other=0.0),
+                  tl.load(row + c4, mask=mask, other=0.0), g0, g1, g2)
+
+
+@triton.jit
+def _weights_rows_kernel(abc_ptr, w_ptr, H, W, alpha, contrast, k_step, g0, g1, g2, ROWS: tl.constexpr,
+                         BLOCK_C: tl.constexpr):
+    """Tensorblur, then ``_stencil_weights``, for ROWS corner rows of a strip of one image."""
+    n = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    r0 = tl.program_id(2) * ROWS
+    mask = c < W + 1
+    c0 = _mirror(c - 2, W + 1)
+    c1 = _mirror(c - 1, W + 1)
+    c2 = c
+    c3 = _mirror(c + 1, W + 1)
+    c4 = _mirror(c + 2, W + 1)
+    corners = (H + 1) * (W + 1)
+    plane_a = abc_ptr + n * 3 * corners
+    plane_b = plane_a + corners
+    plane_c = plane_b + corners
+    out = w_ptr + n * 4 * corners + c
+    zero = tl.zeros((BLOCK_C,), tl.float32)
+    A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3 = zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, \
+        zero, zero  # row passes of A, B, C in corner rows r-2..r+1
+    for k in range(tl.minimum(ROWS, H + 1 - r0) + 4):  # k < 4: the rows above the first output row
+        row = _mirror(r0 - 2 + k, H + 1) * (W + 1)
+        A4 = _corner_row_pass(plane_a + row, c0, c1, c2, c3, c4, mask, g0, g1, g2)
+        B4 = _corner_row_pass(plane_b + row, c0, c1, c2, c3, c4, mask, g0, g1, g2)
+        C4 = _corner_row_pass(plane_c + row, c0, c1, c2, c3, c4, mask, g0, g1, g2)
+        w_row, w_col, w_main, w_anti = _stencil_weights(
+            _taps5(A0, A1, A2, A3, A4, g0, g1, g2), _taps5(B0, B1, B2, B3, B4, g0, g1, g2),
+            _taps5(C0, C1, C2, C3, C4, g0, g1, g2), alpha, contrast, k_step)
+        here = out + (r0 - 4 + k) * (W + 1)
+        keep = mask & (k >= 4)
+        tl.store(here, w_row, mask=keep)
+        tl.store(here + corners, w_col, mask=keep)
+        tl.store(here + 2 * corners, w_main, mask=keep)
+        tl.store(here + 3 * corners, w_anti, mask=keep)
+        A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3 = A1, A2, A3, A4, B1, B2, B3, B4, C1, C2, C3, C4
+
+
+@triton.jit
+def _stencil_row(weights, corner_row, j, corners, mask):
+    """A corner row's four weight planes (row, column, main, anti) at corner columns j and j + 1."""
+    at = weights + corner_row + j
+    return (tl.load(at, mask=mask, other=0.0), tl.load(at + 1, mask=mask, other=0.0),
+            tl.load(at + corners, mask=mask, other=0.0), tl.load(at + corners + 1, mask=mask, other=0.0),
+            tl.load(at + 2 * corners, mask=mask, other=0.0), tl.load(at + 2 * corners + 1, mask=mask, other=0.0),
+            tl.load(at + 3 * corners, mask=mask, other=0.0), tl.load(at + 3 * corners + 1, mask=mask, other=0.0))
+
+
+@triton.jit
+def _three(row, jm, j, jp, mask):
+    """A row's values at the mirrored columns j - 1, j, j + 1."""
+    return (tl.load(row + jm, mask=mask, other=0.0), tl.load(row + j, mask=mask, other=0.0),
+            tl.load(row + jp, mask=mask, other=0.0))
+
+
+@triton.jit
+def _fluxes(nw, n, ne, w, u, e, sw, s, se, t_row_l, t_row_r, t_col_l, t_col_r, t_main_l, t_main_r, t_anti_l,
+            t_anti_r, b_row_l, b_row_r, b_col_l, b_col_r, b_main_l, b_main_r, b_anti_l, b_anti_r):
+    """The eight fluxes into pixel ``u`` from its neighbours (compass names), with the weights of the corners
+    above (t) and below (b) it, left and right (the pairs and diagonals of ``_weight``)."""
+    return (t_main_l * (nw - u), (t_col_l + t_col_r) * (n - u), t_anti_r * (ne - u),
+            (t_row_l + b_row_l) * (w - u), (t_row_r + b_row_r) * (e - u),
+            b_anti_l * (sw - u), (b_col_l + b_col_r) * (s - u), b_main_r * (se - u))
+
+
+@triton.jit
+def _flux_rooms(u, f0, f1, f2, f3, f4, f5, f6, f7, lo, hi):
+    """``_rooms`` of a pixel from its eight fluxes."""
+    gain = (tl.maximum(f0, 0.0) + tl.maximum(f1, 0.0) + tl.maximum(f2, 0.0) + tl.maximum(f3, 0.0)
+            + tl.maximum(f4, 0.0) + tl.maximum(f5, 0.0) + tl.maximum(f6, 0.0) + tl.maximum(f7, 0.0))
+    loss = (tl.minimum(f0, 0.0) + tl.minimum(f1, 0.0) + tl.minimum(f2, 0.0) + tl.minimum(f3, 0.0)
+            + tl.minimum(f4, 0.0) + tl.minimum(f5, 0.0) + tl.minimum(f6, 0.0) + tl.minimum(f7, 0.0))
+    return _rooms(u, gain, loss, lo, hi)
+
+
+@triton.jit
+def _colour_rooms(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
+                  lo, hi):
+    """``_rooms`` of one colour's pixel from its 3x3 neighbourhood and its corners' weights."""
+    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
+                                             b0, b1, b2, b3, b4, b5, b6, b7)
+    return _flux_rooms(u, f0, f1, f2, f3, f4, f5, f6, f7, lo, hi)
+
+
+@triton.jit
+def _rooms_rows_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    """``_rooms`` of all three colours for ROWS pixel rows of a strip of one image (layout as ``_rooms_kernel``)."""
+    n = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    i0 = tl.program_id(2) * ROWS
+    mask = j < W
+    jm = _mirror(j - 1, W)
+    jp = _mirror(j + 1, W)
+    corners = (H + 1) * (W + 1)
+    weights = w_ptr + n * 4 * corners
+    red = u_ptr + n * 3 * H * W
+    green = red + H * W
+    blue = green + H * W
+    out = rooms_ptr + n * 6 * H * W + j
+    lo_r, lo_g, lo_b = tl.load(lo_ptr + 3 * n), tl.load(lo_ptr + 3 * n + 1), tl.load(lo_ptr + 3 * n + 2)
+    hi_r, hi_g, hi_b = tl.load(hi_ptr + 3 * n), tl.load(hi_ptr + 3 * n + 1), tl.load(hi_ptr + 3 * n + 2)
+    zero = tl.zeros((BLOCK_C,), tl.float32)
+    # pixel rows i-1 (p) and i (q) of each colour at j-1, j, j+1; corner row i's weights (wt; wb: row i + 1)
+    rp0, rp1, rp2, rq0, rq1, rq2 = zero, zero, zero, zero, zero, zero
+    gp0, gp1, gp2, gq0, gq1, gq2 = zero, zero, zero, zero, zero, zero
+    bp0, bp1, bp2, bq0, bq1, bq2 = zero, zero, zero, zero, zero, zero
+    wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = zero, zero, zero, zero, zero, zero, zero, zero
+    for k in range(tl.minimum(ROWS, H - i0) + 2):  # k < 2: the rows above the first output row
+        row = _mirror(i0 - 1 + k, H) * W
+        corner_row = tl.maximum(i0 - 1 + k, 0) * (W + 1)
+        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, corner_row, j, corners, mask)
+        rs0, rs1, rs2 = _three(red + row, jm, j, jp, mask)
+        gs0, gs1, gs2 = _three(green + row, jm, j, jp, mask)
+        bs0, bs1, bs2 = _three(blue + row, jm, j, jp, mask)
+        here = out + (i0 - 2 + k) * W
+        keep = mask & (k >= 2)
+        up, down = _colour_rooms(rp0, rp1, rp2, rq0, rq1, rq2, rs0, rs1, rs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
+                                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, lo_r, hi_r)
+        tl.store(here, up, mask=keep)
+        tl.store(here + H * W, down, mask=keep)
+        up, down = _colour_rooms(gp0, gp1, gp2, gq0, gq1, gq2, gs0, gs1, gs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
+                                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, lo_g, hi_g)
+        tl.store(here + 2 * H * W, up, mask=keep)
+        tl.store(here + 3 * H * W, down, mask=keep)
+        up, down = _colour_rooms(bp0, bp1, bp2, bq0, bq1, bq2, bs0, bs1, bs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
+                                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, lo_b, hi_b)
+        tl.store(here + 4 * H * W, up, mask=keep)
+        tl.store(here + 5 * H * W, down, mask=keep)
+        rp0, rp1, rp2, rq0, rq1, rq2 = rq0, rq1, rq2, rs0, rs1, rs2
+        gp0, gp1, gp2, gq0, gq1, gq2 = gq0, gq1, gq2, gs0, gs1, gs2
+        bp0, bp1, bp2, bq0, bq1, bq2 = bq0, bq1, bq2, bs0, bs1, bs2
+        wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7
+
+
+@triton.jit
+def _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7, up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
+                 dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
+    """A pixel's eight fluxes (``_fluxes``' order), each ``_limited`` (with ``LIMIT``) by the rooms of its 3x3
+    neighbourhood (up_*, dn_*), summed."""
+    if LIMIT:
+        f0 = _limited(f0, up_c, dn_c, up_nw, dn_nw)
+        f1 = _limited(f1, up_c, dn_c, up_n, dn_n)
+        f2 = _limited(f2, up_c, dn_c, up_ne, dn_ne)
+        f3 = _limited(f3, up_c, dn_c, up_w, dn_w)
+        f4 = _limited(f4, up_c, dn_c, up_e, dn_e)
+        f5 = _limited(f5, up_c, dn_c, up_sw, dn_sw)
+        f6 = _limited(f6, up_c, dn_c, up_s, dn_s)
+        f7 = _limited(f7, up_c, dn_c, up_se, dn_se)
+    return f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7
+
+
+@triton.jit
+def _colour_update(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
+                   up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
+                   dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
+    """One colour's pixel after the step, from its 3x3 neighbourhood, its corners' weights and (with ``LIMIT``)
+    the rooms around it."""
+    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
+                                             b0, b1, b2, b3, b4, b5, b6, b7)
+    return u + _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7, up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
+                            dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT)
+
+
+@triton.jit
+def _update_rows_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.constexpr, ROWS: tl.constexpr,
+                        BLOCK_C: tl.constexpr):
+    """The explicit step of all three colours for ROWS pixel rows of a strip of one image."""
+    n = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    i0 = tl.program_id(2) * ROWS
+    mask = j < W
+    jm = _mirror(j - 1, W)
+    jp = _mirror(j + 1, W)
+    corners = (H + 1) * (W + 1)
+    plane = H * W
+    weights = w_ptr + n * 4 * corners
+    red = u_ptr + n * 3 * plane
+    green = red + plane
+    blue = green + plane
+    rooms = rooms_ptr + n * 6 * plane
+    out = out_ptr + n * 3 * plane + j
+    zero = tl.zeros((BLOCK_C,), tl.float32)
+    # per colour, pixel rows i-1 (p) and i (q) at j-1, j, j+1: values (r, g, b) and, with LIMIT, rooms up (U)
+    # and down (D); corner row i's weights (wt; wb: row i + 1)
+    rp0, rp1, rp2, rq0, rq1, rq2 = zero, zero, zero, zero, zero, zero
+    gp0, gp1, gp2, gq0, gq1, gq2 = zero, zero, zero, zero, zero, zero
+    bp0, bp1, bp2, bq0, bq1, bq2 = zero, zero, zero, zero, zero, zero
+    wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = zero, zero, zero, zero, zero, zero, zero, zero
+    rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2 = \
+        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    gUp0, gUp1, gUp2, gUq0, gUq1, gUq2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2 = \
+        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    bUp0, bUp1, bUp2, bUq0, bUq1, bUq2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2 = \
+        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    rUs0, rUs1, rUs2, rDs0, rDs1, rDs2 = zero, zero, zero, zero, zero, zero
+    gUs0, gUs1, gUs2, gDs0, gDs1, gDs2 = zero, zero, zero, zero, zero, zero
+    bUs0, bUs1, bUs2, bDs0, bDs1, bDs2 = zero, zero, zero, zero, zero, zero
+    for k in range(tl.minimum(ROWS, H - i0) + 2):  # k < 2: the rows above the first output row
+        row = _mirror(i0 - 1 + k, H) * W
+        corner_row = tl.maximum(i0 - 1 + k, 0) * (W + 1)
+        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, corner_row, j, corners, mask)
+        rs0, rs1, rs2 = _three(red + row, jm, j, jp, mask)
+        gs0, gs1, gs2 = _three(green + row, jm, j, jp, mask)
+        bs0, bs1, bs2 = _three(blue + row, jm, j, jp, mask)
+        if LIMIT:
+            rUs0, rUs1, rUs2 = _three(rooms + row, jm, j, jp, mask)
+            rDs0, rDs1, rDs2 = _three(rooms + plane + row, jm, j, jp, mask)
+            gUs0, gUs1, gUs2 = _three(rooms + 2 * plane + row, jm, j, jp, mask)
+            gDs0, gDs1, gDs2 = _three(rooms + 3 * plane + row, jm, j, jp, mask)
+            bUs0, bUs1, bUs2 = _three(rooms + 4 * plane + row, jm, j, jp, mask)
+            bDs0, bDs1, bDs2 = _three(rooms + 5 * plane + row, jm, j, jp, mask)
+        here = out + (i0 - 2 + k) * W
+        keep = mask & (k >= 2)
+        red_next = _colour_update(rp0, rp1, rp2, rq0, rq1, rq2, rs0, rs1, rs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
+                                  wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rUs0,
+                                  rUs1, rUs2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2, rDs0, rDs1, rDs2, LIMIT)
+        green_next = _colour_update(gp0, gp1, gp2, gq0, gq1, gq2, gs0, gs1, gs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
+                                    wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, gUp0, gUp1, gUp2, gUq0, gUq1, gUq2,
+                                    gUs0, gUs1, gUs2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2, gDs0, gDs1, gDs2, LIMIT)
+        blue_next = _colour_update(bp0, bp1, bp2, bq0, bq1, bq2, bs0, bs1, bs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
+                                   wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, bUp0, bUp1, bUp2, bUq0, bUq1, bUq2,
+                                   bUs0, bUs1, bUs2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2, bDs0, bDs1, bDs2, LIMIT)
+        tl.store(here, red_next, mask=keep)
+        tl.store(here + plane, green_next, mask=keep)
+        tl.store(here + 2 * plane, blue_next, mask=keep)
+        rp0, rp1, rp2, rq0, rq1, rq2 = rq0, rq1, rq2, rs0, rs1, rs2
+        gp0, gp1, gp2, gq0, gq1, gq2 = gq0, gq1, gq2, gs0, gs1, gs2
+        bp0, bp1, bp2, bq0, bq1, bq2 = bq0, bq1, bq2, bs0, bs1, bs2
+        wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7
+        if LIMIT:
+            rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2 = \
+                rUq0, rUq1, rUq2, rUs0, rUs1, rUs2, rDq0, rDq1, rDq2, rDs0, rDs1, rDs2
+            gUp0, gUp1, gUp2, gUq0, gUq1, gUq2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2 = \
+                gUq0, gUq1, gUq2, gUs0, gUs1, gUs2, gDq0, gDq1, gDq2, gDs0, gDs1, gDs2
+            bUp0, bUp1, bUp2, bUq0, bUq1, bUq2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2 = \
+                bUq0, bUq1, bUq2, bUs0, bUs1, bUs2, bDq0, bDq1, bDq2, bDs0, bDs1, bDs2
+
+
+@triton.jit
+def _fused_update_rows_kernel(u_ptr, w_ptr, lo_ptr, hi_ptr, out_ptr, H, W, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The limited step of one colour for ROWS pixel rows of a strip of one image, with the rooms of each pixel
+    and of its neighbours made here from the image and the weights instead of read from a buffer written by
+    ``_rooms_rows_kernel``: 19 fewer planes of memory traffic per step, for rooms made three times over (at
+    the columns left of, at and right of each pixel: a row's neighbours along it cannot be shifted in
+    registers). Walking down, iteration t reads pixel row t, makes the rooms of row t - 1 and steps row t - 2."""
+    plane_id = tl.program_id(0).to(tl.int64)  # image * 3 + colour
+    n = plane_id // 3
+    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    i0 = tl.program_id(2) * ROWS
+    mask = j < W
+    # the pixel columns whose rooms a pixel's step needs (left, centre, right), each with its mirrored neighbours
+    jl = _mirror(j - 1, W)
+    jr = _mirror(j + 1, W)
+    l0, l2 = _mirror(jl - 1, W), _mirror(jl + 1, W)
+    r0, r2 = _mirror(jr - 1, W), _mirror(jr + 1, W)
+    corners = (H + 1) * (W + 1)
+    weights = w_ptr + n * 4 * corners
+    u = u_ptr + plane_id * H * W
+    out = out_ptr + plane_id * H * W + j
+    lo = tl.load(lo_ptr + plane_id)
+    hi = tl.load(hi_ptr + plane_id)
+    zero = tl.zeros((BLOCK_C,), tl.float32)
+    # pixel rows t-2 (a) and t-1 (b) around the left (L), centre (C) and right (R) columns; corner row t-1's
+    # weights at each column's two corners (wL, wC, wR); rooms up (U) and down (D) of rows t-3 (p) and t-2 (q);
+    # the fluxes into row t-2's pixels (f)
+    La0, La1, La2, Ca0, Ca1, Ca2, Ra0, Ra1, Ra2 = zero, zero, zero, zero, zero, zero, zero, zero, zero
+    Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2 = zero, zero, zero, zero, zero, zero, zero, zero, zero
+    wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7 = zero, zero, zero, zero, zero, zero, zero, zero
+    wC0, wC1, wC2, wC3, wC4, wC5, wC6, wC7 = zero, zero, zero, zero, zero, zero, zero, zero
+    wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7 = zero, zero, zero, zero, zero, zero, zero, zero
+    ULp, UCp, URp, DLp, DCp, DRp, ULq, UCq, URq, DLq, DCq, DRq = \
+        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
+    f0, f1, f2, f3, f4, f5, f6, f7 = zero, zero, zero, zero, zero, zero, zero, zero
+    for k in range(tl.minimum(ROWS, H - i0) + 4):  # k < 4: the rows above the first output row
+        t = i0 - 2 + k
+        row = u + _mirror(t, H) * W
+        Ls0, Ls1, Ls2 = _three(row, l0, jl, l2, mask)
+        Cs0, Cs1, Cs2 = _three(row, jl, j, jr, mask)
+        Rs0, Rs1, Rs2 = _three(row, r0, jr, r2, mask)
+        corner_row = tl.minimum(tl.maximum(t, 0), H) * (W + 1)
+        vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7 = _stencil_row(weights, corner_row, jl, corners, mask)
+        vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7 = _stencil_row(weights, corner_row, j, corners, mask)
+        vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7 = _stencil_row(weights, corner_row, jr, corners, mask)
+        ULs, DLs = _colour_rooms(La0, La1, La2, Lb0, Lb1, Lb2, Ls0, Ls1, Ls2, wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7,
+                                 vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7, lo, hi)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _fluxes(Ca0, Ca1, Ca2, Cb0, Cb1, Cb2, Cs0, Cs1, Cs2, wC0, wC1, wC2, wC3, wC4,
+                                                 wC5, wC6, wC7, vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7)
+        UCs, DCs = _flux_rooms(Cb1, g0, g1, g2, g3, g4, g5, g6, g7, lo, hi)
+        URs, DRs = _colour_rooms(Ra0, Ra1, Ra2, Rb0, Rb1, Rb2, Rs0, Rs1, Rs2, wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7,
+                                 vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7, lo, hi)
+        # the rooms of a row outside the picture are those of its mirror image: row 0 above row 0, row H-1 below
+        top = t - 2 == 0
+        bottom = t - 2 == H - 1
+        step = _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7,
+                            tl.where(top, ULq, ULp), tl.where(top, UCq, UCp), tl.where(top, URq, URp), ULq, UCq, URq,
+                            tl.where(bottom, ULq, ULs), tl.where(bottom, UCq, UCs), tl.where(bottom, URq, URs),
+                            tl.where(top, DLq, DLp), tl.where(top, DCq, DCp), tl.where(top, DRq, DRp), DLq, DCq, DRq,
+                            tl.where(bottom, DLq, DLs), tl.where(bottom, DCq, DCs), tl.where(bottom, DRq, DRs), True)
+        tl.store(out + (t - 2) * W, Ca1 + step, mask=mask & (k >= 4))
+        La0, La1, La2, Ca0, Ca1, Ca2, Ra0, Ra1, Ra2 = Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2
+        Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2 = Ls0, Ls1, Ls2, Cs0, Cs1, Cs2, Rs0, Rs1, Rs2
+        wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7 = vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7
+        wC0, wC1, wC2, wC3, wC4, wC5, wC6, wC7 = vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7
+        wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7 = vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7
+        ULp, UCp, URp, DLp, DCp, DRp, ULq, UCq, URq, DLq, DCq, DRq = \
+            ULq, UCq, URq, DLq, DCq, DRq, ULs, UCs, URs, DLs, DCs, DRs
+        f0, f1, f2, f3, f4, f5, f6, f7 = g0, g1, g2, g3, g4, g5, g6, g7
+
+
+class Stepper:
+    """EED steps for a batch (N, 3, H, W) float32 CUDA tensor; buffers made once per batch size.
+    ``variant`` names the kernels' layout (``VARIANTS``)."""
+
+    def __init__(self, height: int, width: int, params: EEDParams, device, variant: str | Variant = DEFAULT_VARIANT):
         import torch
 
         symmetric_index(height, params.kernel_size // 2 + 1)  # the same size checks as the other paths
         symmetric_index(width, params.kernel_size // 2 + 1)
+        if isinstance(variant, str) and variant not in VARIANTS:
+            raise EEDError(f"unknown EED kernel layout {variant!r}; known: {', '.join(VARIANTS)}")
+        variant = VARIANTS[variant] if isinstance(variant, str) else variant
+        if variant.layout == "rows" and params.kernel_size != 5:  # its column passes carry five rows
+            variant = VARIANTS["tiles"]
         self.p, self.height, self.width, self.device = params, height, width, device
-        self.taps = torch.as_tensor(gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32),
-                                    device=device)
+        self.variant = variant
+        taps = gaussian_kernel_1d(params.kernel_size, params.sigma).astype(np.float32)
+        self.taps = torch.as_tensor(taps, device=device)
+        self.half_taps = tuple(float(g) for g in taps[:3])  # (g0, g1, g2) of the symmetric 5 taps (rows layout)
         self.buffers: dict[int, tuple] = {}
 
     def _buffers(self, n: int):
@@ -254,23 +727,49 @@ class Stepper:
     def __call__(self, u, steps: int, bounds):
         """``u`` after ``steps`` steps (a new tensor; ``u`` is reused as a buffer);
         ``bounds`` (low, high), each (N, 3, 1, 1), turns on the limiter."""
-        p = self.p
-        n, height, width = u.shape[0], self.height, self.width
+        n = u.shape[0]
         abc, weights, rooms, spare = self._buffers(n)
         spare = spare.view(u.shape)
-        corner_tiles = triton.cdiv(height + 1, BLOCK_ROWS) * triton.cdiv(width + 1, BLOCK_COLS)
-        pixel_tiles = triton.cdiv(height, BLOCK_ROWS) * triton.cdiv(width, BLOCK_COLS)
-        tiles = dict(BLOCK_R=BLOCK_ROWS, BLOCK_C=BLOCK_COLS)
         lo, hi = (None, None) if bounds is None else (b.reshape(-1).contiguous() for b in bounds)
+        step = self._rows_step if self.variant.layout == "rows" else self._tiles_step
         for _ in range(steps):
-            _tensor_kernel[(n * corner_tiles,)](u, abc, self.taps, height, width, p.alpha, 1 / p.h,
-                                                KSIZE=p.kernel_size, **tiles)
-            _weights_kernel[(n * corner_tiles,)](abc, weights, self.taps, height, width, p.alpha, p.contrast,
-                                                 p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
-            if bounds is not None:
-                _rooms_kernel[(n * 3, pixel_tiles)](u, weights, rooms, lo, hi, height, width, **tiles)
-            _update_kernel[(n * 3, pixel_tiles)](u, weights, rooms, spare, height, width,
-                                                 LIMIT=bounds is not None, **tiles)
+            step(n, u, abc, weights, rooms, spare, lo, hi)
             u, spare = spare, u
         self.buffers[n] = (abc, weights, rooms, spare)
         return u
+
+    def _launch(self, kernel, grid, *args, **meta):
+        """One kernel launch: the one place a step starts its kernels (``benchmarks/eed_kernel_resources.py``
+        compiles them here instead, for a GPU that is not there)."""
+        kernel[grid](*args, **meta)
+
+    def _tiles_step(self, n, u, abc, weights, rooms, out, lo, hi):
+        p, height, width, v = self.p, self.height, self.width, self.variant
+        corner_tiles = (n * triton.cdiv(height + 1, v.rows) * triton.cdiv(width + 1, v.cols),)
+        pixel_tiles = (n * 3, triton.cdiv(height, v.rows) * triton.cdiv(width, v.cols))
+        tiles = dict(BLOCK_R=v.rows, BLOCK_C=v.cols, num_warps=v.num_warps)
+        self._launch(_tensor_kernel, corner_tiles, u, abc, self.taps, height, width, p.alpha, 1 / p.h,
+                     KSIZE=p.kernel_size, **tiles)
+        self._launch(_weights_kernel, corner_tiles, abc, weights, self.taps, height, width, p.alpha, p.contrast,
+                     p.tau / (2 * p.h * p.h), KSIZE=p.kernel_size, **tiles)
+        if lo is not None:
+            self._launch(_rooms_kernel, pixel_tiles, u, weights, rooms, lo, hi, height, width, **tiles)
+        self._launch(_update_kernel, pixel_tiles, u, weights, rooms, out, height, width, LIMIT=lo is not None, **tiles)
+
+    def _rows_step(self, n, u, abc, weights, rooms, out, lo, hi):
+        p, height, width, v = self.p, self.height, self.width, self.variant
+        g0, g1, g2 = self.half_taps
+        corner_strips = (n, triton.cdiv(width + 1, v.cols), triton.cdiv(height + 1, v.rows))
+        pixel_strips = (n, triton.cdiv(width, v.cols), triton.cdiv(height, v.rows))
+        strips = dict(ROWS=v.rows, BLOCK_C=v.cols, num_warps=v.num_warps)
+        self._launch(_tensor_rows_kernel, corner_strips, u, abc, height, width, p.alpha, 1 / p.h, g0, g1, g2, **strips)
+        self._launch(_weights_rows_kernel, corner_strips, abc, weights, height, width, p.alpha, p.contrast,
+                     p.tau / (2 * p.h * p.h), g0, g1, g2, **strips)
+        if lo is not None and v.fused:  # one program per colour
+            self._launch(_fused_update_rows_kernel, (n * 3, *pixel_strips[1:]), u, weights, lo, hi, out, height, width,
+                         **strips)
+        elif lo is not None:
+            self._launch(_rooms_rows_kernel, pixel_strips, u, weights, rooms, lo, hi, height, width, **strips)
+        if lo is None or not v.fused:
+            self._launch(_update_rows_kernel, pixel_strips, u, weights, rooms, out, height, width,
+                         LIMIT=lo is not None, **strips)

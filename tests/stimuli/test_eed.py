@@ -3,6 +3,7 @@ reference structure, and what the shape cue does to real photos."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -243,37 +244,76 @@ TRITON_INTERPRETED = """
 import json, sys
 import numpy as np, torch
 from stimuli.eed import EEDParams
-from stimuli.eed_triton import Stepper
-image = np.load(sys.argv[1])
-u0 = torch.as_tensor(image.transpose(2, 0, 1)[None].copy(), dtype=torch.float32)
+from stimuli.eed_triton import Stepper, Variant
+images = np.load(sys.argv[1])
+u0 = torch.as_tensor(images.transpose(0, 3, 1, 2).copy(), dtype=torch.float32)
 out = {}
-for limit in (True, False):
-    bounds = (u0.amin(dim=(2, 3), keepdim=True), u0.amax(dim=(2, 3), keepdim=True)) if limit else None
-    stepper = Stepper(image.shape[0], image.shape[1], EEDParams(limit=limit), "cpu")
-    out[str(limit)] = stepper(u0.clone(), int(sys.argv[2]), bounds)[0].permute(1, 2, 0).tolist()
+for name, variant, limits in json.loads(sys.argv[3]):
+    for limit in limits:
+        bounds = (u0.amin(dim=(2, 3), keepdim=True), u0.amax(dim=(2, 3), keepdim=True)) if limit else None
+        stepper = Stepper(images.shape[1], images.shape[2], EEDParams(limit=limit), "cpu", Variant(**variant))
+        out[f"{name} {limit}"] = stepper(u0.clone(), int(sys.argv[2]), bounds).permute(0, 2, 3, 1).tolist()
 print(json.dumps(out))
 """
 
 
 def test_triton_kernels_agree_with_reference_in_interpreter_mode(photos, tmp_path):
-    """The CUDA kernels, run by Triton's interpreter on the CPU (numpy), step a small photo
-    as the reference does, limiter on and off (the limiter acts on this image)."""
+    """The CUDA kernels, run by Triton's interpreter on the CPU (numpy), make a step of two small photos as
+    the reference does, limiter on and off (it acts on these images, at their border rows and columns too), in
+    each layout: 2-D tiles; strips walked down row by row, here 2 strips x 2 blocks of rows so the halos
+    between them and a part-filled strip are crossed; and those strips with the limiter's rooms made inside
+    the update."""
     try:
         import triton  # noqa: F401
     except ImportError:
         unavailable("triton is not installed (the dev extra)")
-    image = small(photos["chelsea"], 12).astype(np.float32)
-    np.save(tmp_path / "image.npy", image)
+    image = small(photos["chelsea"], 10).astype(np.float32)
+    images = np.stack([image, image.transpose(1, 0, 2)])
+    np.save(tmp_path / "images.npy", images)
+    layouts = [("tiles", dict(layout="tiles", rows=16, cols=64), [True, False]),
+               ("rows", dict(layout="rows", rows=6, cols=8, num_warps=1), [True, False]),
+               ("rows-fused", dict(layout="rows", rows=6, cols=8, num_warps=1, fused=True), [True])]
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", TRITON_INTERPRETED, str(tmp_path / "image.npy"), "2"], env=env,
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", TRITON_INTERPRETED, str(tmp_path / "images.npy"), "1",
+                           json.dumps(layouts)], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    references = {limit: diffuse_one(image, 2, EEDParams(limit=limit)) for limit in (True, False)}
-    assert np.abs(references[True] - references[False]).max() > 1e-3
-    for limit, reference in references.items():
-        assert np.abs(np.array(got[str(limit)]) - reference).max() < 1e-4
+    references = {limit: np.stack([diffuse_one(im, 1, EEDParams(limit=limit)) for im in images])
+                  for limit in (True, False)}
+    limited = np.abs(references[True] - references[False]).max(axis=-1) > 1e-3
+    assert limited[:, [0, -1], :].any() and limited[:, :, [0, -1]].any()
+    assert len(got) == 5
+    for key, out in got.items():
+        limit = key.endswith("True")
+        assert np.abs(np.array(out) - references[limit]).max() < 1e-4, key
+
+
+def test_an_unknown_kernel_layout_is_named():
+    from stimuli.eed_triton import Stepper
+
+    with pytest.raises(EEDError, match=r"unknown EED kernel layout 'row'; known: tiles, .*rows"):
+        Stepper(8, 8, EEDParams(), "cpu", "row")
+
+
+def test_default_kernels_compile_for_an_h100_without_spilling():
+    """The default layout's kernels, compiled for sm_90 as a step launches them (no GPU needed), keep every
+    value in registers: a spill is off-chip traffic on every use (the 2-D tiles spill hundreds of values)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        unavailable("triton is not installed (the dev extra)")
+    spec = importlib.util.spec_from_file_location("eed_kernel_resources",
+                                                  REPO / "benchmarks" / "eed_kernel_resources.py")
+    resources = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(resources)
+    from stimuli.eed_triton import DEFAULT_VARIANT
+
+    rows = resources.layout_resources(DEFAULT_VARIANT, arch=90)
+    assert {row["constants"].get("LIMIT") for row in rows} >= {True, False}  # steps with and without the limiter
+    for row in rows:
+        assert row["spills"] == 0 and row["registers"] <= 128, row
+        assert row["global_loads"] > 0
 
 
 def test_out_of_memory_names_a_batch_size_to_try(monkeypatch):

@@ -22,7 +22,14 @@ def test_the_table_judges_each_goal_and_names_what_did_not_finish(tmp_path):
     (tmp_path / "eed.json").write_text(json.dumps({
         "device": "cuda", "reference_image_steps_per_s": 40.0, "agree_steps": 512, "max_abs_difference": 4e-4,
         "max_abs_difference_no_limit": 2e-3,
-        "full_run": {"images": 1280, "steps": 16384, "timed_steps": 4096, "timed_seconds": 12.0, "seconds": 48.0}}))
+        "full_run": {"images": 1280, "steps": 16384, "timed_steps": 4096, "timed_seconds": 12.0, "seconds": 48.0},
+        # kernel layouts at 1,280 images: the goal per step is 60 s / 16,384 = 3.66 ms; tiles 38.4 / rows 3.2 = 12.0x
+        "batch": 1280, "default_variant": "rows", "fastest_variant": "rows",
+        "variants": {"tiles": {"ms_per_step": 38.4, "max_abs_difference": 6e-4, "max_abs_difference_no_limit": 4e-4},
+                     "rows": {"ms_per_step": 3.2, "max_abs_difference": 6e-4, "max_abs_difference_no_limit": 4e-4},
+                     "rows-fused": {"ms_per_step": 3.5, "max_abs_difference": 2e-3,
+                                    "max_abs_difference_no_limit": 4e-4},
+                     "rows-wide": {"ms_per_step": 3.3}, "rows-long": {"error": "CompilationError: at 12:4"}}}))
     (tmp_path / "eval.json").write_text(json.dumps({"device": "cuda", "ours_images_per_s": 4500.0,
                                                     "bare_images_per_s": 5000.0, "ratio": 0.9}))
     out = subprocess.run([sys.executable, str(TABLE), str(tmp_path)], capture_output=True, text=True, check=True)
@@ -34,6 +41,13 @@ def test_the_table_judges_each_goal_and_names_what_did_not_finish(tmp_path):
                        "pass"]
     assert rows["EED agreement, limiter on"][-1] == "pass"
     assert rows["EED agreement, limiter off"][-1] == "FAIL"
+    assert rows["EED layout tiles"][2:] == ["38.40 ms/step", "38.40 ms/step (tiles)", "1.0x",
+                                            "<= 3.66 ms/step, agreement <= 0.001", "FAIL"]
+    assert rows["EED layout rows (fastest, default)"][2:5] == ["3.20 ms/step", "38.40 ms/step (tiles)", "12.0x"]
+    assert rows["EED layout rows (fastest, default)"][-1] == "pass"
+    assert rows["EED layout rows-fused"][-1] == "FAIL"  # fast enough, but not within 1e-3 of the reference
+    assert rows["EED layout rows-wide"][-1] == "FAIL (agreement not run)"
+    assert rows["EED layout rows-long"][-1] == "FAILED: CompilationError: at 12:4"
     assert rows["cuebench eval (cache)"][2:] == ["4500.0 img/s", "5000.0 img/s", "0.90x", ">= 0.9x bare", "pass"]
     assert rows["segmentation eval"][-1] == "TIMEOUT (cap 60 s)"
     assert rows["cuebench benchmark, cold"][-1] == "not run"
