@@ -359,7 +359,7 @@ class _Runner:
                         file=sys.stderr)
         for scheduled in progress:
             trial = self.experiment.trial(scheduled.trial_id)
-            plan = lab_plan(self.expdir, self.experiment, self.grid, trial, scheduled.index, scheduled.block,
+            plan = lab_plan(self.expdir, self.experiment, self.display.grid, trial, scheduled.index, scheduled.block,
                             scheduled.break_before)
             if plan.block > 0 and has_practice and not practice_done:
                 practice_done = True
@@ -390,7 +390,7 @@ class _Runner:
         while not block.finished:
             level, trial_id = block.next_trial()
             trial = self.experiment.trial(trial_id)
-            plan = lab_plan(self.expdir, self.experiment, self.grid, trial, block.index,
+            plan = lab_plan(self.expdir, self.experiment, self.display.grid, trial, block.index,
                             -1 - self.experiment.adaptive.index(block.plan))
             outcome, restarts = self.pacing.present(plan, trial)
             fields = block.record(level, trial_id, bool(score(trial, outcome.response)))
