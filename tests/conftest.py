@@ -335,3 +335,41 @@ def pytest_terminal_summary(terminalreporter):
         for seconds, nodeid in sorted(timed, reverse=True)[:10]:
             terminalreporter.write_line(f"{seconds:8.2f}s  {nodeid}")
 
+
+# --- the core's own: what tests/core share without the stages ----------------------------------------------------
+
+WEB_SAMPLE_V1 = REPO / "tests" / "data" / "experiment_v1.json"
+"""The web sample (every kind of trial: classify, oddity, practice, attention, catch) as written by schema version 1."""
+
+
+@pytest.fixture()
+def web_sample(tmp_path) -> tuple[Path, "Experiment"]:
+    """``tmp_path/exp`` holding the web sample's experiment.json (no images: what the core reads of a study)."""
+    from cuebench.trials import Experiment
+
+    root = tmp_path / "exp"
+    root.mkdir()
+    (root / "experiment.json").write_text(Experiment.load(WEB_SAMPLE_V1).to_json(), encoding="utf-8")
+    return root, Experiment.load(root / "experiment.json")
+
+
+@pytest.fixture()
+def core_command():
+    """``cuebench schema|export|labels ...`` as the command runs them (exit status 2 and one line on an error),
+    parsed by the core's own ``register``: the app layer's ``main`` would import every stage."""
+    import argparse
+
+    from cuebench.contract_cli import register as register_core_commands
+    from cuebench.errors import CuebenchError
+
+    def run(*args: str) -> int:
+        parser = argparse.ArgumentParser(prog="cuebench")
+        register_core_commands(parser.add_subparsers(dest="command", required=True))
+        parsed = parser.parse_args(args)
+        try:
+            return int(parsed.func(parsed) or 0)
+        except CuebenchError as err:
+            print(f"cuebench {parsed.command}: error: {err}", file=sys.stderr)
+            return 2
+
+    return run

@@ -16,7 +16,6 @@ from cuebench.trials import Experiment
 
 DOCS_SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 WEB_SAMPLE_V1 = Path(__file__).resolve().parents[1] / "data" / "experiment_v1.json"
-"""The web sample (every kind of trial: classify, oddity, practice, attention, catch) as written by schema version 1."""
 
 
 def validator(kind: str) -> jsonschema.Draft202012Validator:
@@ -42,18 +41,8 @@ def test_published_schema_files_are_current(kind):
         f"{path.name} is out of date: run `cuebench schema {kind} --out docs/schemas/{path.name}`"
 
 
-@pytest.fixture()
-def sample(tmp_path) -> tuple[Path, Experiment]:
-    """An experiment folder holding the web sample's experiment.json, written back by this version."""
-    root = tmp_path / "web-sample"
-    root.mkdir()
-    experiment = Experiment.load(WEB_SAMPLE_V1)
-    (root / "experiment.json").write_text(experiment.to_json(), encoding="utf-8")
-    return root, Experiment.load(root / "experiment.json")
-
-
-def test_the_schema_takes_the_written_experiment_and_refuses_what_the_loader_refuses(sample):
-    data = json.loads((sample[0] / "experiment.json").read_text(encoding="utf-8"))
+def test_the_schema_takes_the_written_experiment_and_refuses_what_the_loader_refuses(web_sample):
+    data = json.loads((web_sample[0] / "experiment.json").read_text(encoding="utf-8"))
     assert not list(validator("experiment").iter_errors(data))
     data["trials"][0]["role"] = "bonus"
     data["schedule"]["colour"] = "red"
@@ -61,8 +50,8 @@ def test_the_schema_takes_the_written_experiment_and_refuses_what_the_loader_ref
     assert ("trials", 0, "role") in problems and ("schedule",) in problems
 
 
-def test_response_rows_validate_as_stored_and_as_exported(sample, tmp_path, core_command):
-    root, experiment = sample
+def test_response_rows_validate_as_stored_and_as_exported(web_sample, tmp_path, core_command):
+    root, experiment = web_sample
     rows = [trial_row(experiment, trial, observer="p1", observer_kind="human", session=1, trial_index=i,
                       response=trial.choices[0], rt_ms=400.0 + i, timing_measured={"stimulus": 201.3},
                       device={"browser": "chromium"}, group=0)
@@ -86,5 +75,6 @@ def test_response_rows_validate_as_stored_and_as_exported(sample, tmp_path, core
 
 def test_an_experiment_json_of_schema_version_1_loads_and_writes_back_unchanged():
     """``data/experiment_v1.json`` is the web sample as written before the models were pydantic models."""
+
     experiment = Experiment.load(WEB_SAMPLE_V1)
     assert experiment.schema_version == 1 and experiment.to_json() == WEB_SAMPLE_V1.read_text(encoding="utf-8")
