@@ -44,20 +44,23 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class _Param:
+class Param:
+    """The rule of one parameter of a transform: its type, the allowed values in words (for the error message)
+    and the check."""
+
     kind: type  # int or float
     rule: str  # the allowed values, as the error message states them
     valid: Callable[[float], bool]
 
 
-def _odd_at_least(n: int) -> _Param:
-    return _Param(int, f"an odd integer >= {n}", lambda v: v >= n and v % 2 == 1)
+def _odd_at_least(n: int) -> Param:
+    return Param(int, f"an odd integer >= {n}", lambda v: v >= n and v % 2 == 1)
 
 
-_GRID = _Param(int, "an integer from 2 to the image's shorter side", lambda v: v >= 2)
-_POSITIVE = _Param(float, "a number > 0", lambda v: v > 0)
-_POSITIVE_INT = _Param(int, "an integer >= 1", lambda v: v >= 1)
-_ALPHA = _Param(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+_GRID = Param(int, "an integer from 2 to the image's shorter side", lambda v: v >= 2)
+_POSITIVE = Param(float, "a number > 0", lambda v: v > 0)
+_POSITIVE_INT = Param(int, "an integer >= 1", lambda v: v >= 1)
+_ALPHA = Param(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
 
 TRANSFORMS: Registry = Registry("transforms")
 """The single suppression transforms ``fn(image, params, rng)``, each declared by an entry point of
@@ -65,7 +68,7 @@ TRANSFORMS: Registry = Registry("transforms")
 parameter grids and join two of them."""
 
 
-def transform(**params: _Param) -> Callable:
+def transform(**params: Param) -> Callable:
     """Mark ``fn(image, params, rng)`` as a transform taking ``params`` (name -> rule); its name is its entry
     point's."""
 
@@ -265,9 +268,25 @@ def _single(name: str, context: str | None = None) -> Condition:
     for cond in _SINGLE_CONDITIONS:
         if cond.name == name:
             return cond
+    if name in TRANSFORMS:
+        return plugin_condition(name)
     where = f" in {context!r}" if context else ""
     raise SuppressionError(f"unknown suppression condition {name!r}{where}; "
-                           f"known: {', '.join(c.name for c in _SINGLE_CONDITIONS)}, or two joined by '+'")
+                           f"known: {', '.join(TRANSFORMS.names())}, or two joined by '+'")
+
+
+def plugin_condition(name: str) -> Condition:
+    """The condition of a transform another package installs (``cuebench.transforms``): besides its ``params``
+    (name -> ``Param``) it declares its grid, weakest first (``levels``), the cue it removes (``cue``) and,
+    optionally, the setting people saw (``human_params``) and whether it draws from the seed (``stochastic``)."""
+    fn = TRANSFORMS[name]
+    missing = [attribute for attribute in ("params", "levels", "cue") if not hasattr(fn, attribute)]
+    if missing:
+        raise SuppressionError(f"the transform {name!r} ({fn.__module__}) does not declare {', '.join(missing)}: a "
+                               "transform plug-in gives its parameters' rules (params), its grid (levels) and the cue "
+                               "it removes (cue)")
+    return Condition(name, tuple(fn.levels), getattr(fn, "human_params", None), fn.cue,
+                     bool(getattr(fn, "stochastic", False)))
 
 
 CONDITIONS: dict[str, Condition] = {c.name: c for c in _SINGLE_CONDITIONS} | {

@@ -19,7 +19,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 
 HOME_VARIABLES = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HF_HOME", "TORCH_HOME",
-                  "MPLCONFIGDIR")
+                  "MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR")
 AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 TEMP_VARIABLES = ("TMPDIR", "PYTEST_DEBUG_TEMPROOT")
@@ -47,7 +47,7 @@ def pytest_configure(config):
         os.environ.pop(key, None)
     os.environ["HOME"] = str(home)
     for key, folder in zip(HOME_VARIABLES[1:], (".cache", ".config", ".local/share", ".cache/huggingface",
-                                               ".cache/torch", ".config/matplotlib")):
+                                               ".cache/torch", ".config/matplotlib", ".cache/torchinductor")):
         os.environ[key] = str(home / folder)
     os.environ.setdefault(BLAS_THREADS, "1")
     from threadpoolctl import threadpool_limits

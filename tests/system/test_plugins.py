@@ -139,7 +139,7 @@ from model_eval.decisions import ClassifyRule, Decision
 def invert(image, params, rng):
     """Photographic negative: 255 - every channel."""
     return 255 - image
-invert.params = {}
+invert.params, invert.levels, invert.cue = {}, ({},), "colour"
 
 
 def posterize(gray, levels, rng):
@@ -173,10 +173,10 @@ def test_a_third_party_transform_corruption_and_decision_rule_are_found_by_their
     code = textwrap.dedent("""
         import numpy as np
         from stimuli.corruptions import corrupt
-        from stimuli.suppression import TRANSFORMS
+        from stimuli.suppression import suppress
         from model_eval.decisions import rule_named
         image = np.array([[[0, 100, 255], [30, 30, 30]]], dtype=np.uint8)
-        print(TRANSFORMS["invert"](image, {}, None).tolist())
+        print(suppress(image, "invert", {}, 0).tolist())
         print(corrupt(image, "posterize", 2.0)[..., 0].tolist())
         print(type(rule_named("first-label")).__name__)
     """)
@@ -189,6 +189,12 @@ def test_a_third_party_transform_corruption_and_decision_rule_are_found_by_their
     gray = (np.array([[0, 100, 255], [30, 30, 30]]) @ [0.2125, 0.7154, 0.0721]) / 255
     assert json.loads(posterized) == [[int(round(v) * 255) for v in gray]]
     assert rule == "FirstLabel"
+    built = cuebench_with(package, tmp_path, "stimuli", "build", "--design", "suppression", "--conditions", "invert",
+                          "--images", "default", "--workers", "1", "--out", "exp")
+    assert built.returncode == 0, built.stderr
+    trials = json.loads((tmp_path / "exp" / "experiment.json").read_text())["trials"]
+    assert {(t["condition"], t.get("level")) for t in trials if t["role"] == "test"} == {("original", None),
+                                                                                         ("invert", 0)}
 
 
 @pytest.fixture(scope="module")
