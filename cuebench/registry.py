@@ -52,10 +52,15 @@ class Registry(Generic[T]):
     """
 
     def __init__(self, kind: str, *, entry_point_group: str | None = None):
+        """``entry_point_group`` may be written beside a registry's definition for the reader; it is always
+        ``group_of(kind)``, so that every kind's group can be told from its name."""
         if kind in ALL:
             raise ValueError(f"a registry of {kind} exists already")
+        if entry_point_group not in (None, group_of(kind)):
+            raise ValueError(f"the registry of {kind} is filled by the entry point group {group_of(kind)!r}, "
+                             f"not {entry_point_group!r}")
         self.kind = kind
-        self.entry_point_group = entry_point_group or group_of(kind)
+        self.entry_point_group = group_of(kind)
         self._entries: dict[str, T | EntryPoint] = {}
         self._broken: dict[str, tuple[str, str]] = {}
         """name -> (package, cause) of each entry-point plug-in whose import failed."""

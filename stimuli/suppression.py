@@ -272,7 +272,13 @@ def _single(name: str, context: str | None = None) -> Condition:
         return plugin_condition(name)
     where = f" in {context!r}" if context else ""
     raise SuppressionError(f"unknown suppression condition {name!r}{where}; "
-                           f"known: {', '.join(TRANSFORMS.names())}, or two joined by '+'")
+                           f"known: {', '.join(condition_names())}, or two joined by '+'")
+
+
+def condition_names() -> list[str]:
+    """The single conditions: Burgert et al.'s in the paper's order, then those of installed transform plug-ins."""
+    built_in = [c.name for c in _SINGLE_CONDITIONS]
+    return built_in + [name for name in TRANSFORMS.names() if name not in built_in]
 
 
 def plugin_condition(name: str) -> Condition:

@@ -25,6 +25,8 @@ def test_a_registry_is_filled_by_its_kinds_entry_point_group_and_by_nothing_else
     assert not hasattr(colours, "register") and not hasattr(colours, "add")  # no second way to register
     with pytest.raises(ValueError, match="a registry of test-colours exists already"):
         Registry("test-colours")
+    with pytest.raises(ValueError, match="filled by the entry point group 'cuebench.test_shades', not 'shades'"):
+        Registry("test-shades", entry_point_group="shades")
 
 
 def test_temporarily_holds_an_entry_inside_the_block_only_and_puts_back_what_was_there(colours):
