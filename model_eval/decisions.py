@@ -177,9 +177,14 @@ class DecisionRule:
 
 def rule_named(name: str) -> DecisionRule:
     """The rule registered as ``name``, or the own choice rule of the trial type card that names it
-    (``CardRule``), or a DecisionError naming the known ones."""
+    (``CardRule``), or a DecisionError naming the known ones. A rule stores its ``name`` with every answer, so
+    one that calls itself otherwise than its entry point (a subclass that kept its parent's) is refused."""
     if name in DECISION_RULES:
-        return DECISION_RULES[name]()
+        chosen = DECISION_RULES[name]()
+        if getattr(chosen, "name", None) != name:
+            raise DecisionError(f"the decision rule {name!r} ({type(chosen).__module__}.{type(chosen).__qualname__}) "
+                                f"calls itself {getattr(chosen, 'name', None)!r}: set its name = {name!r}")
+        return chosen
     own = {c.choice_rule: c for c in cards().values() if c.decide is not None}
     if name in own:
         return CardRule(own[name])
@@ -257,7 +262,6 @@ class SixteenClassMean(AggregateRule):
     """Mean probability over each label's ImageNet classes, argmax (model-vs-human, the default)."""
 
     name = "16class-mean"
-
     how = "mean"
 
 
@@ -265,7 +269,6 @@ class SixteenClassSum(AggregateRule):
     """Summed probability over each label's ImageNet classes, argmax."""
 
     name = "16class-sum"
-
     how = "sum"
 
 
@@ -273,7 +276,6 @@ class SixteenClassBurgert(AggregateRule):
     """Summed probability, answered only above 0.5, else "not clear" (Burgert et al. 2025)."""
 
     name = "16class-burgert"
-
     how = "sum"
 
     def commit(self, best, scores):

@@ -133,7 +133,7 @@ def test_cuebench_list_shows_every_registry_with_each_plugin_and_its_summary(ins
 THIRD_PARTY = '''
 """A third-party transform, corruption and decision rule."""
 import numpy as np
-from model_eval.decisions import ClassifyRule, Decision
+from model_eval.decisions import ClassifyRule, Decision, SixteenClassMean
 
 
 def invert(image, params, rng):
@@ -155,6 +155,10 @@ class FirstLabel(ClassifyRule):
 
     def decide_rows(self, probs, choices, mapping):
         return [Decision(trial_choices[0], {}) for trial_choices in choices]
+
+
+class Forgetful(SixteenClassMean):
+    """The mean rule under a new name it forgot to give itself."""
 '''
 
 
@@ -162,7 +166,8 @@ def test_a_third_party_transform_corruption_and_decision_rule_are_found_by_their
     package = plugin_package(tmp_path / "pkg", "extras", {
         "cuebench.transforms": {"invert": "extras:invert"},
         "cuebench.corruptions": {"posterize": "extras:posterize"},
-        "cuebench.decision_rules": {"first-label": "extras:FirstLabel"}}, {"extras.py": THIRD_PARTY})
+        "cuebench.decision_rules": {"first-label": "extras:FirstLabel", "forgetful": "extras:Forgetful"}},
+        {"extras.py": THIRD_PARTY})
     listed = cuebench_with(package, tmp_path, "list")
     assert listed.returncode == 0, listed.stderr
     lines = [" ".join(line.split()) for line in listed.stdout.splitlines()]
@@ -179,16 +184,22 @@ def test_a_third_party_transform_corruption_and_decision_rule_are_found_by_their
         print(suppress(image, "invert", {}, 0).tolist())
         print(corrupt(image, "posterize", 2.0)[..., 0].tolist())
         print(type(rule_named("first-label")).__name__)
+        try:
+            rule_named("forgetful")
+        except Exception as err:
+            print(type(err).__name__, err)
     """)
     done = cuebench_with(package, tmp_path, code=code)
     assert done.returncode == 0, done.stderr[-2000:]
-    negative, posterized, rule = done.stdout.splitlines()
+    negative, posterized, rule, forgetful = done.stdout.splitlines()
     assert json.loads(negative) == [[[255, 155, 0], [225, 225, 225]]]
     # by hand: rgb2gray weights .2125 R + .7154 G + .0721 B on [0, 1]; (0, 100, 255) -> .3 -> 0 of 2 levels,
     # (30, 30, 30) -> .118 -> 0: both black
     gray = (np.array([[0, 100, 255], [30, 30, 30]]) @ [0.2125, 0.7154, 0.0721]) / 255
     assert json.loads(posterized) == [[int(round(v) * 255) for v in gray]]
     assert rule == "FirstLabel"
+    assert forgetful == ("DecisionError the decision rule 'forgetful' (extras.Forgetful) calls itself '16class-mean': "
+                         "set its name = 'forgetful'")
     built = cuebench_with(package, tmp_path, "stimuli", "build", "--design", "suppression", "--conditions", "invert",
                           "--images", "default", "--workers", "1", "--out", "exp")
     assert built.returncode == 0, built.stderr
