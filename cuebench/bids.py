@@ -19,7 +19,6 @@ from pathlib import Path
 
 from .csvsafe import csv_text
 from .expdir import ExperimentDir, atomic_write
-from .export import EXPORT_FORMATS
 from .psychds import dataset_inputs, json_cell, keyword_value
 from .responses import COLUMNS, column_dictionary
 
@@ -111,6 +110,3 @@ def export_bids_beh(expdir: ExperimentDir, out: str | Path, database: str | None
         shutil.copytree(expdir.stimuli_dir, out / "stimuli")
         written += sorted((out / "stimuli").iterdir())
     return written
-
-
-EXPORT_FORMATS.register("bids-beh")(export_bids_beh)

@@ -51,7 +51,6 @@ def response_rows(expdir: ExperimentDir, database: str | None) -> list[dict]:
         return store.rows()
 
 
-@EXPORT_FORMATS.register("csv")
 def export_csv(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
     """The common schema, one row per observer per trial, JSON columns as JSON text."""
     import json
@@ -63,7 +62,6 @@ def export_csv(expdir: ExperimentDir, out: str | Path, database: str | None = No
     return out
 
 
-@EXPORT_FORMATS.register("parquet")
 def export_parquet(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
     """The common schema as Parquet (JSON columns as JSON text)."""
     with _store(expdir, database) as store:
@@ -150,7 +148,6 @@ def mvh_imagename(row: dict) -> str:
     return "_".join(name_token(t) for t in tokens) + f"_{stimulus}.png"
 
 
-@EXPORT_FORMATS.register("mvh")
 def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None = None,
                roles: tuple[str, ...] = ROLES) -> list[Path]:
     """Model-vs-human raw CSVs, one per observer and session (OUT is a folder), every role's trials
@@ -182,7 +179,6 @@ def export_mvh(expdir: ExperimentDir, out_dir: str | Path, database: str | None 
     return written
 
 
-@EXPORT_FORMATS.register("questionnaire")
 def export_questionnaire(expdir: ExperimentDir, out: str | Path, database: str | None = None) -> Path:
     """The questionnaire answers of everyone, lab and web: observer, ``observer_kind`` (from their
     responses; empty when they have none), the exclusion in force, runner, time, one ``q_<id>``

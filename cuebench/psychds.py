@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .csvsafe import csv_text
 from .expdir import ExperimentDir, atomic_write
-from .export import EXPORT_FORMATS, ExportError, response_rows
+from .export import ExportError, response_rows
 from .responses import COLUMNS, column_dictionary
 from .trials import Experiment
 
@@ -136,6 +136,3 @@ def export_psych_ds(expdir: ExperimentDir, out: str | Path, database: str | None
         shutil.copytree(expdir.stimuli_dir, materials / "stimuli")
         written += sorted((materials / "stimuli").iterdir())
     return written
-
-
-EXPORT_FORMATS.register("psych-ds")(export_psych_ds)

@@ -1,17 +1,21 @@
 """One registry idiom for every kind of plug-in: designs, transforms, corruptions, decision
-rules, training algorithms, observers and report sections.
+rules, training algorithms, observers, report sections, benchmarks, export formats, trial types.
 
-A plug-in is registered by name with a decorator in the module that defines it, or by a
-third-party package through a Python entry point (the way Brain-Score registers models), so
-adding one touches one file. Its docstring's first line is what ``--help`` and
-``cuebench list KIND`` show. An unknown name is a one-line error with "did you mean".
+A plug-in is registered one way, in-tree or third-party: by a Python entry point in its
+package's metadata (the way Brain-Score registers models), in the group ``cuebench.<kind>``
+(``-`` as ``_``). cuebench's own plug-ins are listed in its ``pyproject.toml`` exactly as a
+third-party package lists its own, so adding one touches its file and one line there, and no
+module list or side-effect import decides what exists. Its docstring's first sentence is what
+``--help`` and ``cuebench list KIND`` show. An unknown name is a one-line error with "did you mean".
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Iterator
 from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
@@ -34,43 +38,53 @@ class PluginError(CuebenchError):
     """A registered plug-in that cannot be imported (its package is broken or incomplete)."""
 
 
-class Registry(Generic[T]):
-    """Named plug-ins of one kind, registered by decorator or entry point.
+def group_of(kind: str) -> str:
+    """The entry point group that fills the registry of ``kind``: ``report-sections`` -> ``cuebench.report_sections``."""
+    return "cuebench." + kind.replace("-", "_")
 
-    ``entry_point_group`` (e.g. ``cuebench.observers``) is read once, on the first lookup, so
-    a package installed beside cuebench contributes plug-ins without any change here. A plug-in
-    is imported only when it is asked for by name: a broken one fails its own lookup, naming
-    its package, and nobody else's.
+
+class Registry(Generic[T]):
+    """Named plug-ins of one kind, each declared by an entry point of the group ``group_of(kind)``.
+
+    The group is read once, on the first lookup, so a package installed beside cuebench contributes
+    plug-ins without any change here. A plug-in is imported only when it is asked for by name: a
+    broken one fails its own lookup, naming its package, and nobody else's.
     """
 
     def __init__(self, kind: str, *, entry_point_group: str | None = None):
+        """``entry_point_group`` may be written beside a registry's definition for the reader; it is always
+        ``group_of(kind)``, so that every kind's group can be told from its name."""
         if kind in ALL:
             raise ValueError(f"a registry of {kind} exists already")
+        if entry_point_group not in (None, group_of(kind)):
+            raise ValueError(f"the registry of {kind} is filled by the entry point group {group_of(kind)!r}, "
+                             f"not {entry_point_group!r}")
         self.kind = kind
-        self.entry_point_group = entry_point_group
-        self._entries: dict[str, T] = {}
+        self.entry_point_group = group_of(kind)
+        self._entries: dict[str, T | EntryPoint] = {}
         self._broken: dict[str, tuple[str, str]] = {}
         """name -> (package, cause) of each entry-point plug-in whose import failed."""
-        self._entry_points_loaded = entry_point_group is None
+        self._entry_points_loaded = False
         ALL[kind] = self
 
-    def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
-        """Decorator: ``@DESIGNS.register("suppression")`` above a class or function."""
+    @contextlib.contextmanager
+    def temporarily(self, name: str, entry: T) -> Iterator[T]:
+        """``entry`` under ``name`` inside the ``with`` block only, whatever was there before coming back after.
 
-        def add(entry: T) -> T:
-            self.add(name, entry, replace=replace)
-            return entry
-
-        return add
-
-    def add(self, name: str, entry: T, *, replace: bool = False) -> None:
-        """Register ``entry``; a module that registers itself while its own entry point of the same
-        name is loaded (decorator and entry point both) takes that entry point's place."""
-        existing = self._entries.get(name)
-        own_entry_point = isinstance(existing, EntryPoint) and existing.module == getattr(entry, "__module__", None)
-        if not replace and existing is not None and existing is not entry and not own_entry_point:
-            raise ValueError(f"{self.kind}: the name {name!r} is registered already")
+        Not a way to register a plug-in (that is an entry point): it is for what lives only in a running
+        process and no installed package can declare -- a test's toy plug-in or its variant of an installed
+        one, a plug-in tried out in a notebook before it gets its package."""
+        self._load_entry_points()
+        missing = object()
+        before = self._entries.get(name, missing)
         self._entries[name] = entry
+        try:
+            yield entry
+        finally:
+            if before is missing:
+                self._entries.pop(name, None)
+            else:
+                self._entries[name] = before
 
     def _load_entry_points(self) -> None:
         if self._entry_points_loaded:
@@ -85,7 +99,8 @@ class Registry(Generic[T]):
             entry = self._entries[name]
         except KeyError:
             close = difflib.get_close_matches(name, list(self._entries), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names())}"
+            hint = (f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.names())}"
+                    if self._entries else f"; none is installed (entry point group {self.entry_point_group})")
             raise UnknownName(f"unknown {self.singular} {name!r}{hint}") from None
         if isinstance(entry, EntryPoint):
             if name not in self._broken:
@@ -139,18 +154,24 @@ class Registry(Generic[T]):
         return dict(self._broken)
 
     def summary(self, name: str) -> str:
-        """The first line of the entry's docstring: what ``--help`` and ``cuebench list`` show; a broken
-        plug-in is marked so, with its package and the cause."""
+        """The first sentence of the entry's docstring, on one line: what ``--help`` and ``cuebench list``
+        show; a broken plug-in is marked so, with its package and the cause."""
         try:
             doc = inspect.getdoc(self.get(name)) or ""
         except PluginError:
             package, cause = self._broken[name]
             return f"BROKEN (package {package}): {cause}"
-        return doc.strip().splitlines()[0] if doc.strip() else ""
+        paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+        return _SENTENCE_END.split(paragraph, maxsplit=1)[0]
 
     @property
     def singular(self) -> str:
         return self.kind[:-1] if self.kind.endswith("s") else self.kind
+
+
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.!?])(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bcf\.)(?<!\bvs\.)"
+                           r"(?<!\bSec\.)(?<!\bFig\.)(?<!\bEq\.)\s+(?=[A-Z])")
+"""A full stop, then a capital: where a docstring's first sentence ends (not after "et al.", "e.g.", "Sec." ...)."""
 
 
 REGISTRIES_GROUP = "cuebench.registries"

@@ -47,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "analysis.cli": {"recruitment_target": recruitment_target}}
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, **services.get(name, {}))
-    listing = sub.add_parser("list", help="list the registered plug-ins of one kind (designs, observers, ...)")
-    listing.add_argument("kind", nargs="?", help="which registry; without it, the kinds")
+    listing = sub.add_parser("list", help="list the installed plug-ins: every kind, or one (designs, observers, ...)")
+    listing.add_argument("kind", nargs="?", help="which registry; without it, every registry with its plug-ins")
     listing.set_defaults(func=run_list)
     return parser
 
@@ -124,28 +124,33 @@ def load_feature_net(spec: str, device: str, layers: tuple[str, ...] | None = No
 
 def run_list(args) -> int:
     """``cuebench list [KIND]``: every registry the installed packages name (``cuebench.registries`` entry
-    point), and the plug-ins of one."""
+    point) with its plug-ins, or the plug-ins of one, each with the first sentence of its docstring."""
     from cuebench.registry import UnknownName, registries
 
-    ALL = registries()
-    if not args.kind:
-        for kind in sorted(ALL):
-            print(f"{kind} ({len(ALL[kind])})")
-        return 0
-    if args.kind not in ALL:
-        close = [k for k in sorted(ALL) if k.startswith(args.kind[:3])]
-        raise UnknownName(f"unknown kind {args.kind!r}; known: {', '.join(sorted(ALL))}"
+    every = registries()
+    if args.kind and args.kind not in every:
+        close = [k for k in sorted(every) if k.startswith(args.kind[:3])]
+        raise UnknownName(f"unknown kind {args.kind!r}; known: {', '.join(sorted(every))}"
                           + (f" (did you mean {', '.join(close)}?)" if close else ""))
-    registry = ALL[args.kind]
-    if not registry.names():
-        via = f" (a package adds them through the {registry.entry_point_group!r} entry point)" \
-            if registry.entry_point_group else ""
-        print(f"no {args.kind} registered{via}")
+    if args.kind:
+        print_plugins(every[args.kind], indent="")
         return 0
-    width = max((len(n) for n in registry.names()), default=0)
-    for name in registry.names():
-        print(f"{name:<{width}}  {registry.summary(name)}")
+    for number, kind in enumerate(sorted(every)):
+        registry = every[kind]
+        print(("\n" if number else "") + f"{kind} ({len(registry)}; entry point group {registry.entry_point_group})")
+        print_plugins(registry, indent="  ")
     return 0
+
+
+def print_plugins(registry, indent: str) -> None:
+    """One line per plug-in of ``registry``: its name and its summary (``BROKEN ...`` for one that fails to load)."""
+    names = registry.names()
+    if not names:
+        print(f"{indent}no {registry.kind} installed (a package adds them through the {registry.entry_point_group!r}"
+              " entry point group)")
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        print(f"{indent}{name:<{width}}  {registry.summary(name)}")
 
 
 def option_strings(parser: argparse.ArgumentParser) -> set[str]:

@@ -17,7 +17,6 @@ from cuebench.paths import user_path
 from cuebench.storage import redacted
 from cuebench.texts import ALLOW_FLAG, PILOT_FLAG
 
-from . import exports  # noqa: F401  (registers the participants and prolific export formats)
 from .assignment import HOLD_SECONDS
 from .db import OUTCOMES
 from .study_rules import (BROWSERS, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ, FLAGS, MIN_FREE_DISK_MB, RULES_FILE,

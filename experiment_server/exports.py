@@ -1,6 +1,6 @@
 """The server's own export formats: participants (statuses, times, exclusions) and the Prolific review list.
 
-Both are ``cuebench.export.EXPORT_FORMATS`` entries, so ``cuebench export --format
+Both are ``cuebench.export.EXPORT_FORMATS`` entries (entry points of ``cuebench.export_formats``), so ``cuebench export --format
 participants|prolific`` and the admin page write the same files. Times are UTC ISO-8601;
 the exclusion columns come from the one exclusion log (``cuebench.exclusions``).
 """
@@ -11,10 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cuebench.csvsafe import csv_text
-from cuebench.export import EXPORT_FORMATS, ExportError
+from cuebench.export import ExportError
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.questionnaire import ANSWER_COLUMN_PREFIX, load_questionnaire
-from human_tasks import psychopy_csv  # noqa: F401  (registers the "psychopy" export format)
 
 from .db import EXPIRED, Participant, ServerDB
 
@@ -108,7 +107,6 @@ def _write_csv(out: Path, columns: tuple[str, ...], records: list[dict]) -> Path
     return out
 
 
-@EXPORT_FORMATS.register("participants")
 def export_participants(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
     """Participants, web and lab (``runner``): group, status, ISO start/end times, duration, exclusion
     (who, why, when), screen calibration and questionnaire answers (``q_<id>``)."""
@@ -118,7 +116,6 @@ def export_participants(expdir: ExperimentDir, out: Path, database: str | None =
     return _write_csv(Path(out), PARTICIPANT_COLUMNS + questions, [participant_record(p, now) for p in people])
 
 
-@EXPORT_FORMATS.register("prolific")
 def export_prolific(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
     """Prolific review list: each Prolific ID with approve/reject/return/review/wait and the reason."""
     people, now = _participants(expdir, database)

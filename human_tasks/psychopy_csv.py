@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from cuebench.csvsafe import csv_text
-from cuebench.export import EXPORT_FORMATS, response_rows
+from cuebench.export import response_rows
 from cuebench.expdir import ExperimentDir, atomic_write
 
 from .timing import TIMED_PHASES
@@ -104,7 +104,6 @@ def write_psychopy_csv(rows: Iterable[dict], path: str | Path) -> Path:
     return path
 
 
-@EXPORT_FORMATS.register("psychopy")
 def export_psychopy(expdir: ExperimentDir, out: Path, database: str | None = None) -> Path:
     """PsychoPy-style CSV of the people's answers (Builder's column names): pilots too, told apart by
     ``observer_kind``, and the exclusions in force marked; models' answers are not a PsychoPy file."""

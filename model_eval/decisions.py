@@ -53,7 +53,8 @@ from cuebench.trials import NOT_CLEAR, SEGMENT_ANSWER, Experiment, LabelSet, Tri
 
 BURGERT_THRESHOLD = 0.5
 DECISION_RULES: Registry[type["DecisionRule"]] = Registry("decision-rules")
-"""Rule name -> rule class; ``cuebench list decision-rules`` shows them."""
+"""Rule name -> rule class, each declared by an entry point of ``cuebench.decision_rules`` (its ``name`` is the
+entry point's); ``cuebench list decision-rules`` shows them."""
 
 
 class DecisionError(CuebenchError):
@@ -157,7 +158,7 @@ def own_classes_mapping(classes: tuple[str, ...], label_set: LabelSet, observer:
 class DecisionRule:
     """One way to turn an observer's outputs into answers to trials of one type."""
 
-    name: str  # the registered name, stored with each answer as ``decision_rule``
+    name: str  # its entry point's name (group ``cuebench.decision_rules``), stored with each answer as ``decision_rule``
     trial_type: str  # the trials it answers
     needs: str  # the observer output it reads: "probabilities" or "features"
 
@@ -174,21 +175,16 @@ class DecisionRule:
         raise NotImplementedError
 
 
-def rule(name: str):
-    """Decorator: register a DecisionRule subclass under ``name`` and record the name on it."""
-
-    def add(cls: type[DecisionRule]) -> type[DecisionRule]:
-        cls.name = name
-        return DECISION_RULES.register(name)(cls)
-
-    return add
-
-
 def rule_named(name: str) -> DecisionRule:
     """The rule registered as ``name``, or the own choice rule of the trial type card that names it
-    (``CardRule``), or a DecisionError naming the known ones."""
+    (``CardRule``), or a DecisionError naming the known ones. A rule stores its ``name`` with every answer, so
+    one that calls itself otherwise than its entry point (a subclass that kept its parent's) is refused."""
     if name in DECISION_RULES:
-        return DECISION_RULES[name]()
+        chosen = DECISION_RULES[name]()
+        if getattr(chosen, "name", None) != name:
+            raise DecisionError(f"the decision rule {name!r} ({type(chosen).__module__}.{type(chosen).__qualname__}) "
+                                f"calls itself {getattr(chosen, 'name', None)!r}: set its name = {name!r}")
+        return chosen
     own = {c.choice_rule: c for c in cards().values() if c.decide is not None}
     if name in own:
         return CardRule(own[name])
@@ -262,33 +258,34 @@ class AggregateRule(ClassifyRule):
         return best
 
 
-@rule("16class-mean")
 class SixteenClassMean(AggregateRule):
     """Mean probability over each label's ImageNet classes, argmax (model-vs-human, the default)."""
 
+    name = "16class-mean"
     how = "mean"
 
 
-@rule("16class-sum")
 class SixteenClassSum(AggregateRule):
     """Summed probability over each label's ImageNet classes, argmax."""
 
+    name = "16class-sum"
     how = "sum"
 
 
-@rule("16class-burgert")
 class SixteenClassBurgert(AggregateRule):
     """Summed probability, answered only above 0.5, else "not clear" (Burgert et al. 2025)."""
 
+    name = "16class-burgert"
     how = "sum"
 
     def commit(self, best, scores):
         return best if scores[best] > BURGERT_THRESHOLD else NOT_CLEAR
 
 
-@rule("imagenet-top1")
 class ImagenetTop1(ClassifyRule):
     """The 1000-way argmax; the label whose index list holds it, else the ImageNet class (wrong)."""
+
+    name = "imagenet-top1"
 
     def prepare(self, observer, experiment, mapping_file=None):
         """Without index lists for the labels, top-1 answers are ImageNet class names."""
@@ -349,9 +346,10 @@ def mean_cosine_distances(features: np.ndarray) -> np.ndarray:
     return distances.sum(axis=1) / (len(z) - 1)
 
 
-@rule("oddity")
 class Oddity(DecisionRule):
     """The image with the largest mean cosine distance of z-scored features (DiST, Wen et al. 2024)."""
+
+    name = "oddity"
 
     trial_type = "oddity"
     needs = "features"
@@ -397,10 +395,11 @@ class SegmentTargets:
         return read_mask_file(self.experiment.directory / stimulus.path)
 
 
-@rule("confusion")
 class SegmentConfusion(DecisionRule):
     """Each image's confusion matrix against its label mask, ignored pixels left out: the counts
     mIoU is accumulated from (Heinert et al. Sec. IV-B; Everingham et al. 2015, Eq. 1 of IoU)."""
+
+    name = "confusion"
 
     trial_type = "segment"
     needs = "segmentation"

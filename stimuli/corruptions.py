@@ -30,19 +30,21 @@ class CorruptionError(CuebenchError):
 
 
 CORRUPTIONS: Registry = Registry("corruptions")
-"""Each corruption is ``fn(gray, intensity, rng)`` on a grayscale [0, 1] image, registered with the
-name of its intensity parameter (``fn.param``) and its Geirhos et al. 2018 / model-vs-human intensity
-grid (``fn.grid``, level 0 the weakest: the image itself, or its grayscale)."""
+"""Each corruption is ``fn(gray, intensity, rng)`` on a grayscale [0, 1] image, declared by an entry point of
+``cuebench.corruptions`` and marked with the name of its intensity parameter (``fn.param``) and its Geirhos
+et al. 2018 / model-vs-human intensity grid (``fn.grid``, level 0 the weakest: the image itself, or its
+grayscale) by :func:`corruption`."""
 
 
-def corruption(name: str, param: str, grid: tuple[float, ...]) -> Callable:
-    """Register ``fn(gray, intensity, rng)`` as corruption ``name`` (Heinert et al. Sec. IV)."""
+def corruption(param: str, grid: tuple[float, ...]) -> Callable:
+    """Mark ``fn(gray, intensity, rng)`` as a corruption (Heinert et al. Sec. IV) whose intensity is ``param`` on
+    ``grid``; its name is its entry point's."""
 
-    def add(fn: Callable) -> Callable:
+    def mark(fn: Callable) -> Callable:
         fn.param, fn.grid = param, grid
-        return CORRUPTIONS.register(name)(fn)
+        return fn
 
-    return add
+    return mark
 
 
 def grayscale(image: np.ndarray) -> np.ndarray:
@@ -52,13 +54,15 @@ def grayscale(image: np.ndarray) -> np.ndarray:
     return rgb2gray(image)
 
 
-def contrast(gray: np.ndarray, level: float) -> np.ndarray:
-    """Geirhos et al. 2018: c * x + (1 - c) / 2, i.e. scaled towards mid-grey."""
+@corruption("contrast", (1.0, 0.5, 0.3, 0.15, 0.10, 0.05, 0.03, 0.01))
+def contrast(gray: np.ndarray, level: float, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Contrast reduction towards mid-grey (Geirhos et al. 2018): c * x + (1 - c) / 2; deterministic."""
     return level * gray + (1 - level) / 2
 
 
-def low_pass(gray: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian blur with standard deviation ``sigma`` (pixels), grey border."""
+@corruption("sigma", (0.0, 1.0, 3.0, 5.0, 7.0, 10.0, 15.0, 40.0))
+def low_pass(gray: np.ndarray, sigma: float, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Low pass: Gaussian blur with standard deviation sigma in pixels, grey border; deterministic."""
     from scipy.ndimage import gaussian_filter
 
     if sigma == 0:
@@ -66,24 +70,27 @@ def low_pass(gray: np.ndarray, sigma: float) -> np.ndarray:
     return gaussian_filter(gray, sigma, mode="constant", cval=BACKGROUND_GREY)
 
 
-def high_pass(gray: np.ndarray, sigma: float) -> np.ndarray:
-    """Geirhos et al. 2018: the image minus its Gaussian blur, shifted to mean grey
-    0.4423. sigma = inf (level 0) blurs to a constant, leaving the image shifted to that
-    mean."""
+@corruption("sigma", (float("inf"), 3.0, 1.5, 1.0, 0.7, 0.55, 0.45, 0.4))
+def high_pass(gray: np.ndarray, sigma: float, rng: np.random.Generator | None = None) -> np.ndarray:
+    """High pass: the image minus its Gaussian blur, on mean grey (Geirhos et al. 2018). Shifted to mean grey
+    0.4423; sigma = inf (level 0) blurs to a constant, leaving the image shifted to that mean. Deterministic."""
     blurred = np.full_like(gray, gray.mean()) if np.isinf(sigma) else low_pass(gray, sigma)
     detail = gray - blurred
     return detail + (BACKGROUND_GREY - detail.mean())
 
 
+@corruption("width", (0.0, 0.03, 0.05, 0.1, 0.2, 0.35, 0.6, 0.9))
 def uniform_noise(gray: np.ndarray, width: float, rng: np.random.Generator) -> np.ndarray:
-    """Geirhos et al. 2018: contrast to 30 %, then add noise uniform on [-width, width]."""
+    """Uniform noise of the given width, added at 30 % contrast (Geirhos et al. 2018). The contrast goes to
+    30 %, then noise uniform on [-width, width] is added."""
     return contrast(gray, NOISE_CONTRAST) + rng.uniform(-width, width, size=gray.shape)
 
 
+@corruption("width_degrees", (0.0, 30.0, 60.0, 90.0, 120.0, 150.0, 180.0))
 def phase_noise(gray: np.ndarray, width_degrees: float, rng: np.random.Generator) -> np.ndarray:
-    """Geirhos et al. 2018 phase scrambling: add to every Fourier phase a shift uniform on
-    [-w, w] degrees, keeping the amplitudes. Shifts are antisymmetric over conjugate
-    frequency pairs (and zero at DC), so the image stays real."""
+    """Phase noise: every Fourier phase shifted by up to the given width in degrees (Geirhos et al. 2018).
+    A shift uniform on [-w, w] degrees is added to every phase, keeping the amplitudes; shifts are
+    antisymmetric over conjugate frequency pairs (and zero at DC), so the image stays real."""
     spectrum = np.fft.fft2(gray)
     shifts = rng.uniform(-1, 1, size=gray.shape) * np.deg2rad(width_degrees)
     conj = np.roll(shifts[::-1, ::-1], 1, axis=(0, 1))  # shift at frequency -k
@@ -111,33 +118,3 @@ def corruption_task(image: np.ndarray, transform: str, params: dict, seed: int) 
     if transform not in CORRUPTIONS:
         raise CorruptionError(f"unknown corruption {transform!r}; known: {', '.join(CORRUPTIONS)}")
     return corrupt(image, transform, params[CORRUPTIONS[transform].param], seed)
-
-
-@corruption("contrast", "contrast", (1.0, 0.5, 0.3, 0.15, 0.10, 0.05, 0.03, 0.01))
-def _contrast(gray, level, rng):
-    """Contrast reduction towards mid-grey (Geirhos et al. 2018)."""
-    return contrast(gray, level)
-
-
-@corruption("low_pass", "sigma", (0.0, 1.0, 3.0, 5.0, 7.0, 10.0, 15.0, 40.0))
-def _low_pass(gray, sigma, rng):
-    """Low pass: Gaussian blur with standard deviation sigma in pixels."""
-    return low_pass(gray, sigma)
-
-
-@corruption("high_pass", "sigma", (float("inf"), 3.0, 1.5, 1.0, 0.7, 0.55, 0.45, 0.4))
-def _high_pass(gray, sigma, rng):
-    """High pass: the image minus its Gaussian blur, on mean grey."""
-    return high_pass(gray, sigma)
-
-
-@corruption("uniform_noise", "width", (0.0, 0.03, 0.05, 0.1, 0.2, 0.35, 0.6, 0.9))
-def _uniform_noise(gray, width, rng):
-    """Uniform noise of the given width, added at 30 % contrast."""
-    return uniform_noise(gray, width, rng)
-
-
-@corruption("phase_noise", "width_degrees", (0.0, 30.0, 60.0, 90.0, 120.0, 150.0, 180.0))
-def _phase_noise(gray, width_degrees, rng):
-    """Phase noise: every Fourier phase shifted by up to the given width in degrees."""
-    return phase_noise(gray, width_degrees, rng)

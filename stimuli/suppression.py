@@ -44,34 +44,39 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class _Param:
+class Param:
+    """The rule of one parameter of a transform: its type, the allowed values in words (for the error message)
+    and the check."""
+
     kind: type  # int or float
     rule: str  # the allowed values, as the error message states them
     valid: Callable[[float], bool]
 
 
-def _odd_at_least(n: int) -> _Param:
-    return _Param(int, f"an odd integer >= {n}", lambda v: v >= n and v % 2 == 1)
+def _odd_at_least(n: int) -> Param:
+    return Param(int, f"an odd integer >= {n}", lambda v: v >= n and v % 2 == 1)
 
 
-_GRID = _Param(int, "an integer from 2 to the image's shorter side", lambda v: v >= 2)
-_POSITIVE = _Param(float, "a number > 0", lambda v: v > 0)
-_POSITIVE_INT = _Param(int, "an integer >= 1", lambda v: v >= 1)
-_ALPHA = _Param(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+_GRID = Param(int, "an integer from 2 to the image's shorter side", lambda v: v >= 2)
+_POSITIVE = Param(float, "a number > 0", lambda v: v > 0)
+_POSITIVE_INT = Param(int, "an integer >= 1", lambda v: v >= 1)
+_ALPHA = Param(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
 
 TRANSFORMS: Registry = Registry("transforms")
-"""The single suppression transforms ``fn(image, params, rng)``, each with its parameters' rules
-(``fn.params``); conditions (below) put them on parameter grids and join two of them."""
+"""The single suppression transforms ``fn(image, params, rng)``, each declared by an entry point of
+``cuebench.transforms`` with its parameters' rules (``fn.params``); conditions (below) put them on
+parameter grids and join two of them."""
 
 
-def transform(name: str, **params: _Param) -> Callable:
-    """Register ``fn(image, params, rng)`` as transform ``name`` taking ``params`` (name -> rule)."""
+def transform(**params: Param) -> Callable:
+    """Mark ``fn(image, params, rng)`` as a transform taking ``params`` (name -> rule); its name is its entry
+    point's."""
 
-    def add(fn: Callable) -> Callable:
+    def mark(fn: Callable) -> Callable:
         fn.params = params
-        return TRANSFORMS.register(name)(fn)
+        return fn
 
-    return add
+    return mark
 
 
 # --- the transforms: (image, params, rng) -> image ---------------------------------------
@@ -100,8 +105,8 @@ def _place(image: np.ndarray, cells: np.ndarray, region: tuple[slice, slice], gr
     return out
 
 
-@transform("patch_shuffle", grid=_GRID)
-def _patch_shuffle(image, params, rng):
+@transform(grid=_GRID)
+def patch_shuffle(image, params, rng):
     """Permute the g x g cells uniformly at random (Burgert et al. Sec. 4; Luo et al. 2019),
     redrawing the identity (1 in 24 for g = 2), which would leave the photo as it was."""
     cells, region = _cells(image, params["grid"])
@@ -111,8 +116,8 @@ def _patch_shuffle(image, params, rng):
     return _place(image, cells[order], region, params["grid"])
 
 
-@transform("patch_rotation", grid=_GRID)
-def _patch_rotation(image, params, rng):
+@transform(grid=_GRID)
+def patch_rotation(image, params, rng):
     """Turn every cell by k x 90 degrees, k uniform in {0, 1, 2, 3}: cells stay where they
     were, but edges break at every cell border (Burgert et al. Sec. 4). A draw that turns no
     cell at all (1 in 256 for g = 2) is redrawn."""
@@ -126,13 +131,13 @@ def _patch_rotation(image, params, rng):
     return _place(image, rotated, region, params["grid"])
 
 
-@transform("grid_overlay", grid=_GRID)
-def _grid_overlay(image, params, rng):
+@transform(grid=_GRID)
+def grid_overlay(image, params, rng):
     """Appendix J control: shuffle, then copy the 2-px-wide block boundaries (1 px each side of
     every inner cell border) of the shuffled image onto the unshuffled one."""
     grid = params["grid"]
     side, top, left = _cell_layout(image, grid)
-    shuffled = _patch_shuffle(image, params, rng)
+    shuffled = patch_shuffle(image, params, rng)
     rows = np.array([top + i * side + d for i in range(1, grid) for d in (-1, 0)])
     cols = np.array([left + i * side + d for i in range(1, grid) for d in (-1, 0)])
     span_r, span_c = slice(top, top + grid * side), slice(left, left + grid * side)
@@ -142,34 +147,34 @@ def _grid_overlay(image, params, rng):
     return out
 
 
-@transform("bilateral", d=_POSITIVE_INT, sigma_color=_POSITIVE, sigma_space=_POSITIVE)
-def _bilateral(image, params, rng):
+@transform(d=_POSITIVE_INT, sigma_color=_POSITIVE, sigma_space=_POSITIVE)
+def bilateral(image, params, rng):
     """Edge-preserving smoothing (Tomasi & Manduchi 1998), OpenCV's bilateralFilter."""
     return cv2.bilateralFilter(image, params["d"], params["sigma_color"], params["sigma_space"])
 
 
-@transform("gaussian_blur", ksize=_odd_at_least(1), sigma=_POSITIVE)
-def _gaussian_blur(image, params, rng):
+@transform(ksize=_odd_at_least(1), sigma=_POSITIVE)
+def gaussian_blur(image, params, rng):
     """Gaussian blur with a k x k kernel and standard deviation sigma (OpenCV)."""
     k = params["ksize"]
     return cv2.GaussianBlur(image, (k, k), params["sigma"])
 
 
-@transform("box_blur", ksize=_POSITIVE_INT)
-def _box_blur(image, params, rng):
+@transform(ksize=_POSITIVE_INT)
+def box_blur(image, params, rng):
     """Box (mean) filter over a k x k window (appendix D comparison smoother)."""
     k = params["ksize"]
     return cv2.blur(image, (k, k))
 
 
-@transform("median_blur", ksize=_odd_at_least(3))
-def _median_blur(image, params, rng):
+@transform(ksize=_odd_at_least(3))
+def median_blur(image, params, rng):
     """Median filter over a k x k window (appendix D comparison smoother)."""
     return cv2.medianBlur(image, params["ksize"])
 
 
-@transform("nonlocal_means", h=_POSITIVE, template_window=_odd_at_least(1), search_window=_odd_at_least(1))
-def _nonlocal_means(image, params, rng):
+@transform(h=_POSITIVE, template_window=_odd_at_least(1), search_window=_odd_at_least(1))
+def nonlocal_means(image, params, rng):
     """Non-local means (Buades et al. 2005). A gray image (three equal channels, as in the
     quality metrics of appendix A) is denoised as gray; a colour one with OpenCV's coloured
     variant, h_colour = h, which expects BGR (it denoises in L*a*b*), hence the channel flips."""
@@ -187,8 +192,8 @@ def luminance(image: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
 
 
-@transform("grayscale", alpha=_ALPHA)
-def _grayscale(image, params, rng):
+@transform(alpha=_ALPHA)
+def grayscale(image, params, rng):
     """Blend towards luminance: (1 - alpha) * RGB + alpha * gray; alpha = 1 is full grayscale."""
     alpha = params["alpha"]
     gray = luminance(image)[..., None].astype(np.float32)
@@ -199,15 +204,15 @@ def _grayscale(image, params, rng):
 _NON_IDENTITY_PERMUTATIONS = ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
 
 
-@transform("channel_shuffle")
-def _channel_shuffle(image, params, rng):
+@transform()
+def channel_shuffle(image, params, rng):
     """Reorder R, G, B by one of the five non-identity permutations, chosen by the seed."""
     order = _NON_IDENTITY_PERMUTATIONS[rng.integers(len(_NON_IDENTITY_PERMUTATIONS))]
     return np.ascontiguousarray(image[..., list(order)])
 
 
-@transform("original")
-def _original(image, params, rng):
+@transform()
+def original(image, params, rng):
     """The photo unchanged: the baseline of relative accuracy."""
     return image.copy()
 
@@ -263,9 +268,31 @@ def _single(name: str, context: str | None = None) -> Condition:
     for cond in _SINGLE_CONDITIONS:
         if cond.name == name:
             return cond
+    if name in TRANSFORMS:
+        return plugin_condition(name)
     where = f" in {context!r}" if context else ""
     raise SuppressionError(f"unknown suppression condition {name!r}{where}; "
-                           f"known: {', '.join(c.name for c in _SINGLE_CONDITIONS)}, or two joined by '+'")
+                           f"known: {', '.join(condition_names())}, or two joined by '+'")
+
+
+def condition_names() -> list[str]:
+    """The single conditions: Burgert et al.'s in the paper's order, then those of installed transform plug-ins."""
+    built_in = [c.name for c in _SINGLE_CONDITIONS]
+    return built_in + [name for name in TRANSFORMS.names() if name not in built_in]
+
+
+def plugin_condition(name: str) -> Condition:
+    """The condition of a transform another package installs (``cuebench.transforms``): besides its ``params``
+    (name -> ``Param``) it declares its grid, weakest first (``levels``), the cue it removes (``cue``) and,
+    optionally, the setting people saw (``human_params``) and whether it draws from the seed (``stochastic``)."""
+    fn = TRANSFORMS[name]
+    missing = [attribute for attribute in ("params", "levels", "cue") if not hasattr(fn, attribute)]
+    if missing:
+        raise SuppressionError(f"the transform {name!r} ({fn.__module__}) does not declare {', '.join(missing)}: a "
+                               "transform plug-in gives its parameters' rules (params), its grid (levels) and the cue "
+                               "it removes (cue)")
+    return Condition(name, tuple(fn.levels), getattr(fn, "human_params", None), fn.cue,
+                     bool(getattr(fn, "stochastic", False)))
 
 
 CONDITIONS: dict[str, Condition] = {c.name: c for c in _SINGLE_CONDITIONS} | {

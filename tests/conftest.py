@@ -19,9 +19,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 
 HOME_VARIABLES = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HF_HOME", "TORCH_HOME",
-                  "MPLCONFIGDIR")
+                  "MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR")
 AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+TEMP_VARIABLES = ("TMPDIR", "PYTEST_DEBUG_TEMPROOT")
 
 
 def pytest_configure(config):
@@ -29,26 +30,59 @@ def pytest_configure(config):
 
     Everything the tests start (Ray, PostgreSQL, browsers, PsychoPy, subprocesses) inherits a fresh
     ``HOME`` with empty cache and config folders, and no ``RAY_AUTH_*``/``RAY_ADDRESS`` of the user's;
-    tests that need one set it themselves. Set before any test module is imported.
+    tests that need one set it themselves; the system temporary folder is the suite's own
+    (``suite_temp_dir``), checked at the end for what a test left there. Set before any test module is imported.
 
     NumPy's and SciPy's OpenBLAS run one thread (unless the user set ``OPENBLAS_NUM_THREADS``): the suite
     keeps both cores of a small machine busy with servers, browsers and documented commands side by side,
     and a threaded BLAS call on a small array then waits for a core (``scipy.stats.gaussian_kde`` of four
     values: 0.7 ms on one thread, 15-55 ms on two threads of a busy 2-core machine).
     """
-    home = Path(tempfile.mkdtemp(prefix="cuebench-home-"))
     config._cuebench_user_env = {key: os.environ.get(key)
-                                 for key in (*HOME_VARIABLES, *AUTH_VARIABLES, BLAS_THREADS)}
+                                 for key in (*HOME_VARIABLES, *AUTH_VARIABLES, BLAS_THREADS, *TEMP_VARIABLES)}
+    if not hasattr(config, "workerinput"):  # the run's controller (or the one process of a run without xdist)
+        config._cuebench_temp = suite_temp_dir()
+    home = Path(tempfile.mkdtemp(prefix="cuebench-home-", dir=os.environ.get("PYTEST_DEBUG_TEMPROOT")))
     for key in AUTH_VARIABLES:
         os.environ.pop(key, None)
     os.environ["HOME"] = str(home)
     for key, folder in zip(HOME_VARIABLES[1:], (".cache", ".config", ".local/share", ".cache/huggingface",
-                                               ".cache/torch", ".config/matplotlib")):
+                                               ".cache/torch", ".config/matplotlib", ".cache/torchinductor")):
         os.environ[key] = str(home / folder)
     os.environ.setdefault(BLAS_THREADS, "1")
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(int(os.environ[BLAS_THREADS]), user_api="blas")
+
+
+def suite_temp_dir() -> Path:
+    """The suite's own system temporary folder (``TMPDIR``, inherited by xdist's workers and every process the
+    tests start), so that what a test leaves outside its temporary folder is found by
+    ``pytest_sessionfinish`` however busy the machine's shared one is. It lies in that shared one (short, for
+    Ray's 107-character socket paths; open as /tmp is, for PostgreSQL's own user); pytest's basetemp and the
+    suite's home folders stay where they were (``PYTEST_DEBUG_TEMPROOT``)."""
+    system = os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()
+    own = Path(tempfile.mkdtemp(prefix="cb-", dir=system))
+    own.chmod(0o1777)
+    os.environ["PYTEST_DEBUG_TEMPROOT"], os.environ["TMPDIR"] = system, str(own)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    return own
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """A test leaves nothing outside its temporary folder: whatever is left in the suite's own system temporary
+    folder (``suite_temp_dir``) once every test and worker is done fails the run, named in the summary; then it
+    is removed. Runs in the controller only, after xdist has shut its workers down (trylast)."""
+    own = getattr(session.config, "_cuebench_temp", None)
+    if own is None:
+        return
+    left = sorted(entry.name + (f"/ ({sum(p.is_file() for p in entry.rglob('*'))} files)" if entry.is_dir() else "")
+                  for entry in own.iterdir())
+    shutil.rmtree(own, ignore_errors=True)
+    if left:
+        session.config._cuebench_temp_left = left
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config):
@@ -61,6 +95,7 @@ def pytest_unconfigure(config):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    tempfile.tempdir = None
 
 
 def shared_root() -> Path | None:
@@ -283,7 +318,15 @@ the wait for the pool that runs pages side by side)."""
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Beside pytest's slowest tests, the documented blocks that took longest to run themselves."""
+    """Beside pytest's slowest tests, the documented blocks that took longest to run themselves; and what the
+    tests left in the system temporary folder (``pytest_sessionfinish``)."""
+    left = getattr(terminalreporter.config, "_cuebench_temp_left", None)
+    if left:
+        terminalreporter.write_sep("=", f"FAILED: the tests left {len(left)} file(s) outside their temporary "
+                                        "folders (in the system temporary folder; tmp_path keeps them in basetemp)",
+                                   red=True)
+        for name in left[:50]:
+            terminalreporter.write_line(f"  {name}")
     timed = [(dict(report.user_properties)[BLOCK_SECONDS], report.nodeid)
              for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
              if report.when == "call" and BLOCK_SECONDS in dict(report.user_properties)]
@@ -292,3 +335,41 @@ def pytest_terminal_summary(terminalreporter):
         for seconds, nodeid in sorted(timed, reverse=True)[:10]:
             terminalreporter.write_line(f"{seconds:8.2f}s  {nodeid}")
 
+
+# --- the core's own: what tests/core share without the stages ----------------------------------------------------
+
+WEB_SAMPLE_V1 = REPO / "tests" / "data" / "experiment_v1.json"
+"""The web sample (every kind of trial: classify, oddity, practice, attention, catch) as written by schema version 1."""
+
+
+@pytest.fixture()
+def web_sample(tmp_path) -> tuple[Path, "Experiment"]:
+    """``tmp_path/exp`` holding the web sample's experiment.json (no images: what the core reads of a study)."""
+    from cuebench.trials import Experiment
+
+    root = tmp_path / "exp"
+    root.mkdir()
+    (root / "experiment.json").write_text(Experiment.load(WEB_SAMPLE_V1).to_json(), encoding="utf-8")
+    return root, Experiment.load(root / "experiment.json")
+
+
+@pytest.fixture()
+def core_command():
+    """``cuebench schema|export|labels ...`` as the command runs them (exit status 2 and one line on an error),
+    parsed by the core's own ``register``: the app layer's ``main`` would import every stage."""
+    import argparse
+
+    from cuebench.contract_cli import register as register_core_commands
+    from cuebench.errors import CuebenchError
+
+    def run(*args: str) -> int:
+        parser = argparse.ArgumentParser(prog="cuebench")
+        register_core_commands(parser.add_subparsers(dest="command", required=True))
+        parsed = parser.parse_args(args)
+        try:
+            return int(parsed.func(parsed) or 0)
+        except CuebenchError as err:
+            print(f"cuebench {parsed.command}: error: {err}", file=sys.stderr)
+            return 2
+
+    return run

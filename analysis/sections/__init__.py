@@ -11,8 +11,7 @@ third-party, comes by the ``cuebench.report_sections`` entry point (pyproject.to
 
 from __future__ import annotations
 
-from .base import (SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, record_method,
-                   recorded_method, register)
+from .base import SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, record_method, recorded_method
 
 __all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "record_method",
-           "recorded_method", "register"]
+           "recorded_method"]

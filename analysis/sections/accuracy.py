@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import chance, metrics
 from ..tables import level_parameters, with_parameters
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 
 def interval_counts(*groups) -> dict:
@@ -24,7 +24,6 @@ def group_intervals_text(counts: dict, n_boot: int) -> str:
     return " and ".join(parts) or "no interval (fewer than 2 observers of a kind)"
 
 
-@register
 class Accuracy(Section):
     """Accuracy per observer, condition and level (Wilson CIs), and across observers."""
 

@@ -29,7 +29,7 @@ from cuebench.adaptive import stimulus_axis
 from .. import plots
 from ..load import has_posterior, params_of
 from ..psychometric import quest_estimates
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 CHANCE_ALPHA = 0.05
 PRIOR_ONLY, EXTRAPOLATED = "prior-only", "extrapolated"
@@ -133,7 +133,6 @@ def method_record(table: pd.DataFrame) -> dict:
     }
 
 
-@register
 class Adaptive(Section):
     """QUEST+ posterior thresholds of adaptive blocks, per observer and as population means (Watson 2017)."""
 

@@ -86,11 +86,6 @@ def recorded_method(summary: dict, section: str) -> dict | None:
     return method if isinstance(method, dict) else None
 
 
-def register(cls: type[Section]) -> type[Section]:
-    """Class decorator: register a section under its ``name``."""
-    return SECTIONS.register(cls.name)(cls)
-
-
 def ordered(names=None) -> list[Section]:
     """Instances of the registered sections (all that load, or ``names`` and what they depend on), in report
     order; a broken plug-in section is left out (``broken_notes`` says so)."""

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from .. import consistency
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 
-@register
 class NoiseCeilings(Section):
     """Leave-one-out and split-half noise ceilings (Nili et al. 2014) within each condition x level, models
     relative to the human one."""

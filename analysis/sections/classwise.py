@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from .. import classwise
 from ..tables import level_parameters, with_parameters
-from .base import Section, register
+from .base import Section
 from .reliance import suppressed_conditions
 
 
-@register
 class ClasswiseReliance(Section):
     """Per-class relative accuracy per suppression, the share of classes following the global ranking, outliers."""
 

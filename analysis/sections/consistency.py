@@ -6,10 +6,9 @@ import numpy as np
 import pandas as pd
 
 from .. import consistency, plots
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 
-@register
 class ErrorConsistency(Section):
     """Cohen's kappa of trial-by-trial correctness for every pair of observers, within each condition x level and
     pooled over those cells (a stratified kappa); the human-human mean as the reference."""

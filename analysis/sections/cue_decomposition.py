@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import metrics, plots
-from .base import Section, register
+from .base import Section
 
 
 PREDICTORS = {"Q_O": "accuracy_original", "Q_S": "accuracy_EED", "Q_T": "accuracy_texture_cue", "S_cd": "S_cd",
@@ -24,7 +24,6 @@ def robustness_predictors(scored, cue):
     return out
 
 
-@register
 class CueDecomposition(Section):
     """S_cd and R_cd from accuracies on original, EED shape-cue and Voronoi texture-cue images."""
 

@@ -17,7 +17,7 @@ from cuebench.words import LANGUAGE, say
 
 from ..load import params_of
 from ..psychometric import fixed_level_rows
-from .base import ALL, Section, ordered, record_method, recorded_method, register
+from .base import ALL, Section, ordered, record_method, recorded_method
 
 PHASES = ("fixation", "stimulus", "mask", "response_window", "iti")
 PHASE_NAMES = {"response_window": "response window", "iti": "inter-trial interval"}
@@ -354,7 +354,6 @@ def paragraph(result, scored: pd.DataFrame) -> str:
     return " ".join(s for s in sentences if s)
 
 
-@register
 class Methods(Section):
     """A methods paragraph from the data: stimuli, timing, participants, exclusions, models, statistics."""
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import comparison
-from .base import Section, register
+from .base import Section
 
 
-@register
 class Observers(Section):
     """Per-observer summary of every scalar metric; Spearman correlations between them over >= 3 models."""
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from .. import metrics, plots
-from .base import Section, register
+from .base import Section
 
 
-@register
 class Oddity(Section):
     """Fraction of triplets whose odd image was picked (chance 1/3), catch trials apart."""
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import plots
 from ..ranking import RankTestError, friedman_nemenyi
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 HUMANS_MEAN = "humans (mean)"
 DESCRIPTIVE = ("descriptive: the condition x level blocks share images and observers, so they are not the "
@@ -42,7 +42,6 @@ def friedman_scores(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, trials
 
 
-@register
 class Ranks(Section):
     """Mean ranks over condition x level blocks; Friedman, Iman-Davenport F and Nemenyi as descriptive numbers."""
 

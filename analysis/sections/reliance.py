@@ -6,7 +6,7 @@ from .. import metrics, plots
 from .. import reference as published
 from ..tables import level_parameters, with_parameters
 from .accuracy import group_intervals_text, interval_counts
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 NOT_SUPPRESSION = ("original", "attention", "practice")
 
@@ -28,7 +28,6 @@ def empty_ratios_note(rel) -> str | None:
     return "; ".join(parts) or None
 
 
-@register
 class Reliance(Section):
     """Relative accuracy A_sup / A_orig per suppressed cue and level (Burgert et al. 2025)."""
 

@@ -5,10 +5,9 @@ correlations, and the beyond-the-paper per-class S_cd and edge / inside breakdow
 from __future__ import annotations
 
 from .. import metrics, plots, segmentation
-from .base import Section, register
+from .base import Section
 
 
-@register
 class Segmentation(Section):
     """Segment trials, scored by their accumulated confusion matrices."""
 

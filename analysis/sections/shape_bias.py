@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import metrics, plots
 from ..reference import geirhos2019_shape_bias as reference_table
-from .base import Section, register
+from .base import Section
 
 
 def conflicting(scored):
@@ -12,7 +12,6 @@ def conflicting(scored):
     return scored["texture_category"].notna() & (scored["texture_category"] != scored["category"])
 
 
-@register
 class ShapeBias(Section):
     """Shape bias = shape / (shape + texture) decisions on cue-conflict images (Geirhos et al. 2019)."""
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .. import plots, psychometric
 from .. import reference as published
-from .base import Section, record_method, register
+from .base import Section, record_method
 from .reliance import suppressed_conditions
 
 
@@ -48,7 +48,6 @@ def thresholds_sentence(record: dict) -> str:
             "tested grid (or that never fell half-way) are reported as not identified, without a point value.")
 
 
-@register
 class Thresholds(Section):
     """Psychometric fits (psignifit) per observer and condition, thresholds with credible intervals."""
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from .. import comparison
 from ..tables import level_parameters, with_parameters
-from .base import Section, record_method, register
+from .base import Section, record_method
 
 PAIRED_BY = {"item": "by item (each image x condition trial: the people's mean correctness on it against the "
                      "model's)",
              "group": "by participant group (a group's mean accuracy against the model's on that group's trials)"}
 
 
-@register
 class TTests(Section):
     """Paired two-sided t-tests human vs model per condition and level, with the effect sizes d_z and d_av."""
 

@@ -141,11 +141,6 @@ TRIAL_TYPES: Registry[type[TrialTypeCard]] = Registry("trial-types", entry_point
 """Trial type name -> its card class (entry point group ``cuebench.trial_types``)."""
 
 
-def trial_type(cls: type[TrialTypeCard]) -> type[TrialTypeCard]:
-    """Class decorator: register a card under its ``name`` (as its entry point does)."""
-    return TRIAL_TYPES.register(cls.name)(cls)
-
-
 class UnknownTrialType(CuebenchError):
     """A trial names a type no installed card describes."""
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ..words import say
-from . import TrialTypeCard, trial_type, answer_time, seconds
+from . import TrialTypeCard, answer_time, seconds
 
 
-@trial_type
 class Classify(TrialTypeCard):
     """One image, masked by pink noise, then the label of what it showed (n-alternative forced choice)."""
 

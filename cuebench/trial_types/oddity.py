@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ..words import say
-from . import TrialTypeCard, trial_type, answer_time, seconds
+from . import TrialTypeCard, answer_time, seconds
 
 
-@trial_type
 class Oddity(TrialTypeCard):
     """The trial's images side by side; the answer is the position (1..k, from the left) of the odd one."""
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from . import TrialTypeCard, trial_type
+from . import TrialTypeCard
 
 SEGMENT_ANSWER = "label map"
 """The one choice of a ``segment`` trial: the answer is a label map, scored pixel by pixel."""
 
 
-@trial_type
 class Segment(TrialTypeCard):
     """Segmentation: the answer is a class for every pixel, scored against the trial's label mask."""
 

@@ -22,8 +22,7 @@ from ..decisions import Decision, DecisionTable
 from ..models import ModelError
 
 OBSERVERS: Registry[type["Observer"]] = Registry("observers", entry_point_group="cuebench.observers")
-"""Observer classes by name, registered with ``@OBSERVERS.register(NAME)`` or by another
-package's ``cuebench.observers`` entry point; ``--model NAME[:WEIGHTS]`` builds
+"""Observer classes by name, each an entry point of ``cuebench.observers`` (this package's or another's); ``--model NAME[:WEIGHTS]`` builds
 ``cls.from_spec(NAME, WEIGHTS, DEVICE)``, by default ``cls(weights=WEIGHTS or None, device=DEVICE)``."""
 ADAPTERS: Registry[type["Observer"]] = Registry("observer-adapters", entry_point_group="cuebench.observer_adapters")
 """The ways a ``--model NAME[:WEIGHTS]`` spec that names no plug-in becomes an observer (torchvision,

@@ -19,7 +19,6 @@ from cuebench.trials import NOT_CLEAR, Experiment
 
 from ..models import ModelError, UnknownArchitecture, WeightsNotFound, sha256_file
 from ..torch_compat import import_timm
-from .base import OBSERVERS
 from .module import ModuleObserver
 
 RANDOM = "random"
@@ -74,7 +73,6 @@ def label_text(label: str) -> str:
     return label.replace("_", " ").replace("-", " ")
 
 
-@OBSERVERS.register("clip")
 class ClipObserver(ModuleObserver):
     """Zero-shot CLIP (clip:ARCH:WEIGHTS): the experiment's labels through the CLIP paper's 80 ImageNet prompt templates, averaged."""
 
@@ -158,7 +156,6 @@ class ClipObserver(ModuleObserver):
         return out
 
 
-@OBSERVERS.register("clip-photo")
 class ClipPhoto(ClipObserver):
     """Zero-shot CLIP (clip-photo:ARCH:WEIGHTS): the experiment's labels in the one prompt "a photo of a {label}."."""
 

@@ -30,7 +30,6 @@ from typing import Any
 
 from ..models import ModelError, UnknownArchitecture, WeightsNotFound, load_fitting, owned_keys, read_checkpoint, \
     sha256_file
-from .base import ADAPTERS
 from .module import ModuleObserver
 from .torchvision_models import hub_checkpoints, import_torchvision, torch_hub_file
 
@@ -129,7 +128,6 @@ def segmentation_names() -> list[str]:
     return models.list_models(module=models.segmentation)
 
 
-@ADAPTERS.register("torchvision-segmentation")
 class TorchvisionSegmentation(SegmentationObserver):
     """A torchvision segmentation model (weights from the torch hub cache, or NAME:PATH with PATH.json)."""
 
@@ -175,7 +173,6 @@ class TorchvisionSegmentation(SegmentationObserver):
                    sidecar.get("stride"))
 
 
-@ADAPTERS.register("segmenter")
 class ScriptedSegmenter(SegmentationObserver):
     """Any TorchScript module giving per-pixel logits: segmenter:PATH, classes in PATH.json."""
 

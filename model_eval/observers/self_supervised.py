@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from ..models import ModelError
 from ..torch_compat import import_timm
-from .base import ADAPTERS
 from .timm_models import TimmObserver
 
 
@@ -25,7 +24,6 @@ def feature_only(name: str) -> bool:
     return cfg is not None and cfg.num_classes == 0
 
 
-@ADAPTERS.register("timm-features")
 class FeatureOnlyObserver(TimmObserver):
     """A timm self-supervised model without a classifier (vit_base_patch16_224.mae[:WEIGHTS], ...): final-layer [CLS] features, oddity trials only."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ..models import default_weights, load_model
 from ..torch_compat import import_timm
-from .base import ADAPTERS
 from .module import ModuleObserver
 
 
@@ -25,7 +24,6 @@ def head_input(model, trunk):
     return (pool(trunk) if callable(pool) else trunk).flatten(1)
 
 
-@ADAPTERS.register("timm")
 class TimmObserver(ModuleObserver):
     """A timm architecture (NAME, NAME:HF-REPO or NAME:PATH/TO/CHECKPOINT.pth): softmax over its outputs,
     the head's input as features (``head_input``)."""

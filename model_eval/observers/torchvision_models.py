@@ -14,7 +14,6 @@ from urllib.parse import urlparse
 from ..models import (ModelError, UnknownArchitecture, WeightsNotFound, head_size, load_checkpoint_into,
                       read_checkpoint, sha256_file)
 from ..torch_compat import import_timm
-from .base import ADAPTERS
 from .module import ModuleObserver
 
 WEIGHTS_TAG = "torchvision"
@@ -56,7 +55,6 @@ def weights_filename(name: str) -> str:
     return Path(urlparse(default_weights(name).url).path).name
 
 
-@ADAPTERS.register("torchvision")
 class TorchvisionObserver(ModuleObserver):
     """A torchvision model (NAME or NAME:torchvision, weights from the torch hub cache, or NAME:PATH): softmax, the
     classification block's input as features."""

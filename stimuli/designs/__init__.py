@@ -1,7 +1,7 @@
 """Experiment designs: ``DESIGNS`` (a ``cuebench.registry.Registry``) and ``build_experiment``, the one call
 that builds any of them.
 
-A design is a class registered with ``@DESIGNS.register("name")``: its docstring's first line is
+A design is a class declared by an entry point of ``cuebench.designs``: its docstring's first sentence is
 what ``cuebench list designs`` shows, ``Options`` is its typed options model (``stimuli.options``),
 and ``build(request) -> Experiment`` makes the stimuli and trials. A design may also offer
 ``shards(request, shard_size)`` for work an executor can spread (the EED shape cues). Designs
@@ -40,7 +40,7 @@ class BuildRequest:
 
 
 class Design:
-    """Base of a design: ``Options`` and ``build``; subclasses register with ``@DESIGNS.register``."""
+    """Base of a design: ``Options`` and ``build``; a subclass is named by its ``cuebench.designs`` entry point."""
 
     Options: ClassVar[type[DesignOptions]] = DesignOptions
     study_options: ClassVar[frozenset[str]] = frozenset()

@@ -17,7 +17,7 @@ from pydantic import Field
 from cuebench.trials import Experiment
 from ..build import BuildError, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
-from . import DESIGNS, Design
+from . import Design
 from .common import grid_experiment
 
 CORRUPTION_FN = "stimuli.corruptions:corruption_task"
@@ -47,7 +47,6 @@ def arms(names: list[str]) -> list[tuple[str, int, dict]]:
             for name in names for level, value in enumerate(CORRUPTIONS[name].grid)]
 
 
-@DESIGNS.register("corruptions")
 class Corruptions(Design):
     """Robustness (Heinert et al. Sec. IV): each photo under each corruption at each intensity of its grid."""
 

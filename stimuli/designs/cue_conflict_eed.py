@@ -31,7 +31,7 @@ from cuebench.images import decode_image
 
 from ..options import OptionError
 from ..sources import fit_to_stimulus, resolve_images
-from . import DESIGNS, Design
+from . import Design
 from .common import (attention_trials, build_provenance, classify_schedule, held_originals, label_set_for, slug,
                      study_hold_out, study_timing)
 from .cue_decomposition import (CueOptions, cue_jobs, eed_params, make_shape_cues, shape_cue_pixels, shards,
@@ -68,7 +68,6 @@ class CueConflictOptions(CueOptions):
                 default_t if self.gamma_texture is None else self.gamma_texture)
 
 
-@DESIGNS.register("cue-conflict-eed")
 class CueConflictEED(Design):
     """Cue conflict without style transfer (Heinert et al.): one photo's EED shape cue with another's texture."""
 

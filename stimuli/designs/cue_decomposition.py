@@ -24,7 +24,7 @@ from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from ..eed import CLASSIFICATION_STEPS
 from ..options import DesignOptions
 from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
-from . import DESIGNS, Design
+from . import Design
 from .common import (attention_trials, build_provenance, classify_schedule, held_originals, label_set_for, slug,
                      study_hold_out, study_timing)
 
@@ -48,7 +48,6 @@ class CueOptions(DesignOptions):
     voronoi_cells: int = Field(VORONOI_CELLS, ge=1, description="Voronoi sites N")
 
 
-@DESIGNS.register("cue-decomposition")
 class CueDecomposition(Design):
     """Cue decomposition (Heinert et al.): each photo, its EED shape cue and its texture cue."""
 

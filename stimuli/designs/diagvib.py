@@ -22,7 +22,7 @@ from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Sc
 from ..diagvib import FACTORS
 from ..diagvib_studies import SPLITS, STUDIES, all_pairs
 from ..options import DesignOptions, OptionError
-from . import DESIGNS, Design, portable
+from . import Design, portable
 from .common import build_provenance
 
 
@@ -89,7 +89,6 @@ class DiagVibOptions(DesignOptions):
         return [s.strip() for s in self.diagvib_human_splits.split(",") if s.strip()]
 
 
-@DESIGNS.register("diagvib")
 class DiagVib(Design):
     """DiagViB-6 factor studies (Eulig et al. 2021) for models, and some of their images as trials."""
 

@@ -34,7 +34,7 @@ from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from ..options import DesignOptions, OptionError
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
 from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS, STEPS_PER_DIST_STEP
-from . import DESIGNS, Design
+from . import Design
 from .common import build_provenance, hold_out, slug, study_timing
 from .imported_sets import POSITIONS
 
@@ -82,7 +82,6 @@ class DistOptions(DesignOptions):
         return self
 
 
-@DESIGNS.register("dist")
 class Dist(Design):
     """DiST oddity (Wen et al. 2024): each original with texture syntheses that destroy global structure."""
 

@@ -34,7 +34,7 @@ from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet
 from cuebench.words import say
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
 from ..sources import SourceError, SourceImage
-from . import DESIGNS, Design
+from . import Design
 from .common import build_provenance, hold_out, shown_in_language, study_timing
 
 CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
@@ -52,7 +52,6 @@ def _import_file(expdir, path: Path, provenance: dict, on_error: str, failed: li
     return expdir.write_stimulus_bytes(path.read_bytes(), path.suffix, pixels, provenance)
 
 
-@DESIGNS.register("cue-conflict-import")
 class CueConflictImport(Design):
     """Geirhos et al. (2019) cue-conflict images as 16-class trials with shape and texture categories."""
 
@@ -62,7 +61,6 @@ class CueConflictImport(Design):
         return build_cue_conflict(request)
 
 
-@DESIGNS.register("dist-import")
 class DistImport(Design):
     """A DiST release (Wen et al. 2024) as oddity trials: the original among two disrupted versions."""
 

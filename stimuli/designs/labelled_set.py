@@ -33,7 +33,7 @@ from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
 from ..sources import SourceImage, resolve_images
-from . import DESIGNS, Design
+from . import Design
 from .common import (attention_trials, build_provenance, classify_schedule, label_set_for, slug, study_hold_out,
                      study_timing, unchanged_trials)
 
@@ -75,7 +75,6 @@ def set_trials(sources: list[SourceImage], report, label_set, condition: str, ti
     return trials
 
 
-@DESIGNS.register("labelled-set")
 class LabelledSet(Design):
     """Any labelled image set (class folders, or a flat folder with --labels) as one classification condition."""
 

@@ -28,7 +28,7 @@ from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from ..eed import SEGMENTATION_STEPS
 from ..sources import SourceImage
 from ..texture_cues import PATCH_GRID, SHUFFLES, VORONOI_CELLS
-from . import DESIGNS, Design
+from . import Design
 from .common import build_provenance, slug
 from .corruptions import arms as corruption_arms
 from .cue_decomposition import CueOptions, eed_params, make_shape_cues, shards
@@ -174,7 +174,6 @@ def read_set(request):
     return labelled_set(common.images, request.options.convention, request.options.scale)
 
 
-@DESIGNS.register("seg-cue-decomposition")
 class SegCueDecomposition(Design):
     """Cue decomposition for segmentation (Heinert et al. Sec. IV-B): photo, EED and Voronoi cues with their masks."""
 

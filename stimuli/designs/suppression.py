@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 from cuebench.trials import Experiment
 from ..build import stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions, OptionError
-from . import DESIGNS, Design
+from . import Design
 from .common import grid_experiment
 
 DEFAULT_CONDITIONS = ("patch_shuffle", "patch_rotation", "bilateral", "gaussian_blur", "grayscale",
@@ -71,7 +71,6 @@ def _seed(seed: int, source: str, condition: str, params: dict) -> int:
     return stimulus_seed(seed, source, condition, params) if get_condition(condition).stochastic else 0
 
 
-@DESIGNS.register("suppression")
 class Suppression(Design):
     """Feature suppression (Burgert et al. 2025): each photo unchanged and under each condition and level."""
 

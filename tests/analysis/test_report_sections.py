@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis.report import AnalysisOptions, analyze, write_report
-from analysis.sections import SECTIONS, Section, all_metrics, register
+from analysis.sections import SECTIONS, Section, all_metrics
 from cuebench_app.cli import main as cuebench
 from cuebench.responses import ResponseStore
 
@@ -34,7 +34,6 @@ def _rows(conditions, observers=("p0", "p1"), kind="human", texture=None):
 
 @pytest.fixture
 def toy_section():
-    @register
     class Dogs(Section):
         """Fraction of 'dog' answers per observer (a toy metric)."""
 
@@ -49,8 +48,8 @@ def toy_section():
             result.tables["dog_answers"] = (scored.assign(dog=scored["response"] == "dog")
                                             .groupby("observer", as_index=False)["dog"].mean())
 
-    yield Dogs
-    SECTIONS._entries.pop("toy-dogs")
+    with SECTIONS.temporarily(Dogs.name, Dogs):
+        yield Dogs
 
 
 def test_a_section_from_one_class_appears_in_report_and_cli(toy_section, tmp_path, capsys):

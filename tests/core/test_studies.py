@@ -100,26 +100,3 @@ def test_a_folder_is_one_kind_of_study(tmp_path):
     (tmp_path / "cue_study.json").write_text(json.dumps(CUE_STUDY))
     with pytest.raises(StudyError, match="holds both study.json and cue_study.json"):
         StudyDir(tmp_path).study()
-
-
-def test_the_report_and_the_training_plan_read_a_study_through_its_schema(tmp_path):
-    import subprocess
-    import sys
-
-    from model_eval.training.cue_study import CueConfig, plan_cue_jobs
-    from model_eval.training.jobs import TrainingError
-
-    write_study(tmp_path / "factor", {**ENTRY, "dataset_sample": -1})
-    done = subprocess.run([sys.executable, "-m", "cuebench", "report", str(tmp_path / "factor")], capture_output=True,
-                          text=True)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "factor/study.json: field 'entries[0].dataset_sample': must be >= 0" in done.stderr
-    cue = tmp_path / "cue"
-    cue.mkdir()
-    (cue / "cue_study.json").write_text(json.dumps({**CUE_STUDY, "splits": {"train": "a"}}))
-    with pytest.raises(SchemaError, match=r"cue_study.json: field 'splits.train': expected a list"):
-        plan_cue_jobs(cue, ["erm"], 1)
-    (cue / "cue_study.json").write_text(json.dumps(CUE_STUDY))
-    with pytest.raises(TrainingError, match="the study's images are 64 px, the training asks for --input-size 224"):
-        plan_cue_jobs(cue, ["erm"], 1, CueConfig(input_size=224))
-    assert len(plan_cue_jobs(cue, ["erm"], 2, CueConfig(input_size=64))) == 2

@@ -80,7 +80,8 @@ def free_port() -> int:
 def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: str) -> None:
     """Run a bash script inside a network namespace that has only the loopback interface (Ray
     binds every interface it finds; there it finds only 127.0.0.1), with ``HOME`` in a fresh folder
-    so nothing Ray keeps in a user's home changes the result; Ray is stopped at the end."""
+    so nothing Ray keeps in a user's home changes the result; Ray is stopped at the end and what it kept in its
+    temporary folder (``RAY_TMPDIR``) removed."""
     pytest.importorskip("ray", reason="the 'scale' extra (ray) is not installed")
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         unavailable("unshare and ip (util-linux, iproute2) are needed to keep the Ray head on loopback")
@@ -88,10 +89,14 @@ def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: s
     wrapped = f"ip link set lo up && {{ {script}; }}; code=$?; {ray} stop --force >/dev/null 2>&1; exit $code"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
     paths = [str(REPO), str(Path(__file__).parent), os.environ.get("PYTHONPATH")]  # executor_scenarios.py
-    full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0",
+    temp = tempfile.mkdtemp(prefix="ray")  # what Ray keeps of a local run (session logs); short for its sockets
+    full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp,
                 "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env}
-    done = subprocess.run(["unshare", "--net", "--", "bash", "-c", wrapped], env=full_env, timeout=timeout,
-                          capture_output=True, text=True)
+    try:
+        done = subprocess.run(["unshare", "--net", "--", "bash", "-c", wrapped], env=full_env, timeout=timeout,
+                              capture_output=True, text=True)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
     assert done.returncode == 0, f"Ray scenario failed:\n{done.stderr[-4000:]}"
 
 

@@ -179,11 +179,8 @@ def constant_adapters():
         def claims(cls, name, weights):
             return name == "resnet18"
 
-    ADAPTERS.add("constant", Constant)
-    ADAPTERS.add("overriding", Overriding)
-    yield Constant, Overriding
-    ADAPTERS._entries.pop("constant")
-    ADAPTERS._entries.pop("overriding")
+    with ADAPTERS.temporarily("constant", Constant), ADAPTERS.temporarily("overriding", Overriding):
+        yield Constant, Overriding
 
 
 def test_a_registered_adapter_is_asked_in_priority_order(constant_adapters):

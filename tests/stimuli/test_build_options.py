@@ -57,11 +57,8 @@ def test_an_option_added_to_one_design_leaves_another_designs_experiment_json_un
         Options = WiderOptions
 
 
-    try:
-        DESIGNS.add("corruptions", Wider, replace=True)
+    with DESIGNS.temporarily("corruptions", Wider):
         assert build(tmp_path / "exp", *SHUFFLE) == 0
-    finally:
-        DESIGNS.add("corruptions", Corruptions, replace=True)
     assert (tmp_path / "exp" / "experiment.json").read_bytes() == (shuffled / "experiment.json").read_bytes()
 
 

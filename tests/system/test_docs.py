@@ -196,7 +196,7 @@ SKIPPED = {
     ('docs/analysis.md', 'cuebench analyze ../shared/data/geirhos2019/raw-data/cue-conflict --metric shape-bias'): f"{DEMO}; other-model-responses.csv is the reader's own file",
     ('docs/analysis.md', 'cuebench plan demo-output --effect 0.1 --power 0.8'): DEMO,
     ('docs/web.md', 'createuser study && createdb --owner study cue_study'): "needs a PostgreSQL server at the placeholder db.example.org",
-    ('docs/web.md', '.venv/bin/python -m pytest tests/experiment_server/test_server.py tests/experiment_server/test_server_config.py tests/experiment_server/test_server_launch.py \\'): "runs seven test files of this suite and three load benchmarks",
+    ('docs/web.md', '.venv/bin/python -m pytest tests/experiment_server/test_server.py tests/experiment_server/test_server_config.py tests/experiment_server/test_server_launch.py \\'): "runs eight test files of this suite and three load benchmarks",
     ('docs/web.md', '.venv/bin/python benchmarks/bench_server_load.py --participants 50 200 [--workers 4] [--database URL]'): f"{BENCHMARK} (a synopsis with [optional] arguments)",
 }
 

@@ -110,6 +110,26 @@ def test_the_command_builds_a_study_without_the_optional_extras(tmp_path):
     assert (tmp_path / "exp" / "experiment.json").is_file()
 
 
+def test_the_core_s_tests_import_only_the_core():
+    """tests/core tests the contract alone: no module of it imports a stage or the app layer, directly, inside a
+    function or by name, nor through a test helper it imports (``support`` imports the web server)."""
+    helpers = {path.stem: path for path in (ROOT / "tests").glob("*.py")}
+    wrong = []
+    for path in sorted((ROOT / "tests" / "core").glob("*.py")):
+        seen, todo = set(), [path]
+        while todo:
+            current = todo.pop()
+            for target in sorted(imported_modules(current)):
+                top = target.split(".")[0]
+                if top in PACKAGES and top != "cuebench":
+                    wrong.append(f"{path.relative_to(ROOT)} imports {target}"
+                                 + (f" (through {current.relative_to(ROOT)})" if current != path else ""))
+                elif top in helpers and top not in seen:
+                    seen.add(top)
+                    todo.append(helpers[top])
+    assert not wrong, "tests/core imports beyond the core (move the test to its stage's tests):\n" + "\n".join(wrong)
+
+
 def test_stimuli_defines_no_part_of_the_contract():
     contract = {"trials", "schema", "responses", "expdir", "counterbalance", "export", "images", "labels", "studies"}
     assert not [p.name for p in (ROOT / "stimuli").glob("*.py") if p.stem in contract]

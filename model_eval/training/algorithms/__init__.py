@@ -1,8 +1,8 @@
 """Training algorithms behind one small interface: ``update(x, y) -> loss`` and ``predict(x)``.
 
 A new method is one module here (like Brain-Score's plug-in folders): it subclasses ``Algorithm``
-(``base``), registers in ``ALGORITHMS`` (``cuebench list algorithms``) and is listed under the
-``cuebench.algorithms`` entry points, which load it on first lookup; the job runner, logging and
+(``base``) and is listed under the ``cuebench.algorithms`` entry points, which put it in ``ALGORITHMS``
+(``cuebench list algorithms``) and load it on first lookup; the job runner, logging and
 model selection stay the same. Its settings are a typed ``Options`` model (pydantic: default from
 the paper, bounds, help), validated when the algorithm is built, set from the command line with
 ``--algorithm-option NAME.KEY=VALUE`` (``options.parse_algorithm_options``) and recorded with every

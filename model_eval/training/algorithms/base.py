@@ -1,8 +1,8 @@
 """What every training algorithm shares: the registry, the options model, the optimiser settings and
 ``Algorithm``, whose ``update(x, y) -> loss`` is one cross-entropy step (ERM's) and ``predict(x)``.
 
-A method is one module beside this one, a subclass of ``Algorithm`` registered with
-``@ALGORITHMS.register`` and listed under the ``cuebench.algorithms`` entry points.
+A method is one module beside this one, a subclass of ``Algorithm`` declared by an entry point of
+``cuebench.algorithms`` (pyproject.toml).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from cuebench.registry import PluginError, Registry
 
 
 ALGORITHMS: Registry[type["Algorithm"]] = Registry("algorithms", entry_point_group="cuebench.algorithms")
-"""Training algorithms by name (``cuebench list algorithms``); a new one registers with ``@ALGORITHMS.register``."""
+"""Training algorithms by name (``cuebench list algorithms``), each an entry point of ``cuebench.algorithms``."""
 
 OPTIMIZERS = ("adam", "sgd")
 AUTO_OPTIMIZER = "auto"

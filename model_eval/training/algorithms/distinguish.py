@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import ALGORITHMS, Algorithm
+from .base import Algorithm
 
 
-@ALGORITHMS.register("distinguish")
 class DiSTinguish(Algorithm):
     """DiSTinguish (Wen et al. 2024): each class and its structure-disrupted twin as 2n classes.
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from .base import ALGORITHMS, Algorithm
+from .base import Algorithm
 
 
-@ALGORITHMS.register("erm")
 class ERM(Algorithm):
     """Empirical risk minimisation (ERM): one cross-entropy step per batch."""

@@ -10,7 +10,7 @@ from pydantic import Field
 from torch import nn
 from torch.nn import functional as F
 
-from .base import ALGORITHMS, Algorithm, AlgorithmOptions, seed_of
+from .base import Algorithm, AlgorithmOptions, seed_of
 
 
 def drop_log_probabilities(x: torch.Tensor, size: tuple[int, int], kernel: int, radius: int = 3, samples: int = 9,
@@ -50,7 +50,6 @@ def info_dropout(features: torch.Tensor, log_p: torch.Tensor, drop_rate: float =
     return features * mask.view(n, c, h, w).to(features.device, features.dtype)
 
 
-@ALGORITHMS.register("infodrop")
 class InfoDrop(Algorithm):
     """InfoDrop (Shi et al. 2020): ERM with informative dropout at the stride-4 stage.
 

@@ -7,7 +7,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from .base import ALGORITHMS, Algorithm, AlgorithmOptions
+from .base import Algorithm, AlgorithmOptions
 
 
 def permute_adain(x: torch.Tensor, perm: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -30,7 +30,6 @@ def candidate_layers(model: nn.Module) -> list[nn.Module]:
     return layers or [m for m in model.modules() if isinstance(m, nn.Conv2d)]
 
 
-@ALGORITHMS.register("padain")
 class PAdaIN(Algorithm):
     """Permuted AdaIN (Nuriel et al. 2021): ERM where a random layer sometimes swaps feature statistics.
 

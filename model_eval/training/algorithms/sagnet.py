@@ -10,7 +10,7 @@ from pydantic import Field
 from torch import nn
 from torch.nn import functional as F
 
-from .base import ALGORITHMS, Algorithm, AlgorithmOptions, seed_of
+from .base import Algorithm, AlgorithmOptions, seed_of
 
 
 def stage_module(model: nn.Module, reduction: int) -> str:
@@ -58,7 +58,6 @@ def uniform_target_loss(logits: torch.Tensor) -> torch.Tensor:
     return -(F.softmax(logits.float(), dim=1) + ADV_LOSS_EPS).log().mean(dim=1).mean()
 
 
-@ALGORITHMS.register("sagnet")
 class SagNet(Algorithm):
     """SagNet (Nam et al. 2021): content and style branches, the encoder made adversarial to style.
 

@@ -12,7 +12,6 @@ from cuebench import exclusions
 from cuebench.export import EXPORT_FORMATS, export
 from cuebench.questionnaire import store_answers
 from cuebench.responses import ResponseStore, trial_row
-from experiment_server import exports  # noqa: F401  (registers participants, prolific and psychopy)
 from experiment_server.db import ServerDB
 from stimuli.web_sample import build_sample_experiment
 
