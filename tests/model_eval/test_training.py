@@ -88,6 +88,22 @@ def test_plan_jobs_checks_its_inputs(tmp_path):
         plan_jobs(tmp_path, FactorConfig(), runs=1)
 
 
+def test_train_picks_the_kind_the_folder_is_and_names_the_kinds_for_any_other(tmp_path):
+    from model_eval.training.jobs import study_kind_of
+
+    (tmp_path / "factor").mkdir()
+    write_study(tmp_path / "factor", [])
+    (tmp_path / "set" / "train" / "cat").mkdir(parents=True)
+    assert study_kind_of(tmp_path / "factor").kind == "factor"
+    assert study_kind_of(tmp_path / "set").kind == "labelled-set"
+    with pytest.raises(TrainingError, match=r"is no study 'cuebench train' knows \(.*factor: a DiagViB-6 study "
+                                            r"directory .*labelled-set: a labelled set"):
+        train([str(tmp_path / "nothing")])
+    (tmp_path / "factor" / "train" / "cat").mkdir(parents=True)
+    with pytest.raises(TrainingError, match="a study of several kinds"):
+        study_kind_of(tmp_path / "factor")
+
+
 def test_unknown_or_missing_executor_is_a_clear_error(tmp_path):
     with pytest.raises(ExecutorError, match="unknown executor"):
         run_jobs([], executor="dask")
