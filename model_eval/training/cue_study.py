@@ -177,15 +177,12 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
     if study.input_size != config.input_size:
         raise TrainingError(f"{folder.file('cue')}: the study's images are {study.input_size} px, the training "
                             f"asks for --input-size {config.input_size}")
-    changed = {name: tuple(sorted(o.changed().items())) for name, o in (options or {}).items()}
     request = optimizer or OptimizerRequest()
-    jobs = []
-    for name in algorithms:
-        settled = request.settle(ALGORITHMS[name], adam_lr=config.lr)
-        configured = replace(config, algorithm=name, optimizer=settled.name, lr=settled.lr,
-                             weight_decay=settled.weight_decay, options=changed.get(name, ()), ood=ood)
-        jobs += [CueJob(study_dir=str(study_dir), run=run, config=configured, runtime=runtime) for run in range(runs)]
-    return jobs
+    configs = {name: config.trained_with(name, (options or {}).get(name), request.settle(ALGORITHMS[name],
+                                                                                         adam_lr=config.lr), ood=ood)
+               for name in algorithms}
+    return [CueJob(study_dir=str(study_dir), run=run, config=configs[name], runtime=runtime)
+            for name in algorithms for run in range(runs)]
 
 
 def ood_request(study_dir: str | Path, every: int | None, schedule: str | None, experiments: list[str | Path],

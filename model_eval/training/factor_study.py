@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from cuebench.studies import FACTOR_TRAINING_TABLE, StudyDir, load_split
@@ -21,9 +19,6 @@ from cuebench.studies import FACTOR_TRAINING_TABLE, StudyDir, load_split
 from .jobs import (SCRATCH_NORMALISATION, Runtime, StudyConfig, StudyJob, TrainingData, TrainingError,
                    runtime_from_arguments)
 from .starting import SCRATCH, weights_label
-
-if TYPE_CHECKING:
-    from .algorithms import AlgorithmOptions, OptimizerSettings
 
 COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
            "seed", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss",
@@ -63,16 +58,6 @@ class FactorConfig(StudyConfig):
         if self.weights == SCRATCH:
             return self.model
         return f"{self.model}:{weights_label(self.weights)}" + (" (frozen backbone)" if self.freeze else "")
-
-    @classmethod
-    def with_options(cls, options: "AlgorithmOptions | None" = None, optimizer: "OptimizerSettings | None" = None,
-                     **fields) -> "FactorConfig":
-        """A configuration whose ``options`` are the changed ones of a validated options model, and whose
-        ``optimizer``, ``lr`` and ``weight_decay`` are the settled ``optimizer`` (when given)."""
-        changed = options.changed() if options is not None else {}
-        if optimizer is not None:
-            fields.update(optimizer=optimizer.name, lr=optimizer.lr, weight_decay=optimizer.weight_decay)
-        return cls(**fields, options=tuple(sorted(changed.items())))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,7 @@ import hashlib
 import io
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,6 +31,7 @@ from cuebench.registry import Registry
 from .starting import SCRATCH, TrainingError, build_model, check_start, data_config, starting_model
 
 if TYPE_CHECKING:
+    from .algorithms import AlgorithmOptions, OptimizerSettings
     from .ood_eval import OodPlan
 
 __all__ = ["STUDY_KINDS", "StudyConfig", "StudyJob", "Runtime", "TrainingData", "TrainingError", "build_model",
@@ -94,6 +95,15 @@ class StudyConfig:
     def algorithm_options(self) -> dict:
         """The algorithm's options as its constructor takes them (the changed ones)."""
         return dict(self.options)
+
+    def trained_with(self, algorithm: str, options: "AlgorithmOptions | None" = None,
+                     optimizer: "OptimizerSettings | None" = None, **fields) -> "StudyConfig":
+        """This configuration for ``algorithm``: the changed ones of its validated ``options`` and, when given, the
+        settled ``optimizer``'s name, lr and weight decay."""
+        if optimizer is not None:
+            fields.update(optimizer=optimizer.name, lr=optimizer.lr, weight_decay=optimizer.weight_decay)
+        changed = options.changed() if options is not None else {}
+        return replace(self, algorithm=algorithm, options=tuple(sorted(changed.items())), **fields)
 
 
 @dataclass
@@ -221,7 +231,7 @@ class StudyJob:
         return cls.plan(args.study_dir, cls.config_from_arguments(args), args.runs, runtime_from_arguments(args))
 
     @classmethod
-    def config_from_arguments(cls, args, config_type: type[StudyConfig] = StudyConfig, **fields) -> StudyConfig:
+    def config_from_arguments(cls, args, config_type: type[StudyConfig] = StudyConfig) -> StudyConfig:
         """The configuration of ``cuebench train``'s arguments: the algorithm's options validated and the optimiser
         settled for it (Adam's lr being ``config_type``'s)."""
         from .algorithms import ALGORITHMS, OptimizerRequest, parse_algorithm_options
@@ -229,10 +239,9 @@ class StudyJob:
         options = parse_algorithm_options(list(args.algorithm_option), [args.algorithm])[args.algorithm]
         settled = OptimizerRequest(args.optimizer, args.lr, args.weight_decay).settle(
             ALGORITHMS[args.algorithm], adam_lr=config_type.lr)
-        return config_type(model=args.model, algorithm=args.algorithm, epochs=args.epochs, batch_size=args.batch_size,
-                           input_size=args.input_size, seed=args.seed, weights=args.weights,
-                           freeze=args.freeze_backbone, options=tuple(sorted(options.changed().items())),
-                           optimizer=settled.name, lr=settled.lr, weight_decay=settled.weight_decay, **fields)
+        return config_type(model=args.model, epochs=args.epochs, batch_size=args.batch_size, input_size=args.input_size,
+                           seed=args.seed, weights=args.weights, freeze=args.freeze_backbone).trained_with(
+            args.algorithm, options, settled)
 
     @classmethod
     def plan(cls, folder, config: StudyConfig, runs: int, runtime: Runtime = Runtime()) -> list["StudyJob"]:

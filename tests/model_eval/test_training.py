@@ -151,11 +151,11 @@ def test_algorithm_options_name_jobs_and_earlier_job_names_stay_the_same(tmp_pat
 
     assert FactorConfig().key() == former_key()
     padain = parse_algorithm_options(["p=0.05"], ["padain"])["padain"]
-    assert FactorConfig.with_options(padain, algorithm="padain").key() == former_key(algorithm="padain", padain_p=0.05)
+    assert FactorConfig().trained_with("padain", padain).key() == former_key(algorithm="padain", padain_p=0.05)
     default = parse_algorithm_options([], ["infodrop"])["infodrop"]
     biasbed = parse_algorithm_options(["test_protocol=biasbed"], ["infodrop"])["infodrop"]
-    assert FactorConfig.with_options(default, algorithm="infodrop").key() == former_key(algorithm="infodrop")
-    assert FactorConfig.with_options(biasbed, algorithm="infodrop").key() != former_key(algorithm="infodrop")
+    assert FactorConfig().trained_with("infodrop", default).key() == former_key(algorithm="infodrop")
+    assert FactorConfig().trained_with("infodrop", biasbed).key() != former_key(algorithm="infodrop")
     write_study(tmp_path, [])
     assert train([str(tmp_path), "--algorithm", "infodrop", "--algorithm-option", "help"]) == 0
     assert "infodrop.test_protocol=shi  (one of shi, biasbed;" in capsys.readouterr().out
