@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
