@@ -1,6 +1,6 @@
-"""``cuebench train STUDYDIR``: train models on a DiagViB-6 study directory or a labelled image set
-(``SET/train/<class>/``; ``model_eval.training.labelled``), from scratch or from weights with a new head, the
-backbone frozen if asked (``model_eval.training.starting``)."""
+"""``cuebench train STUDYDIR``: train the study kind the folder is (``model_eval.training.jobs.STUDY_KINDS``: a
+DiagViB-6 study directory, a labelled image set ``SET/train/<class>/``, or a plug-in's kind), from scratch or from
+weights with a new head, the backbone frozen if asked (``model_eval.training.starting``)."""
 
 from __future__ import annotations
 
