@@ -92,8 +92,8 @@ def register(sub) -> None:
 def run_train_cues(args) -> int:
     from analysis.cue_study import write_cue_report
     from model_eval.training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
-    from model_eval.training.cue_study import assemble_table, ood_request, plan_cue_jobs, study_ood_plan
-    from model_eval.training.executors import pending, run_jobs
+    from model_eval.training.cue_study import CueJob, ood_request, plan_cue_jobs, study_ood_plan
+    from model_eval.training.executors import run_study
     from model_eval.training.jobs import Runtime
 
     from cuebench.executors import parse_executor
@@ -119,9 +119,7 @@ def run_train_cues(args) -> int:
                       cue_per_class=args.cue_per_class, gate=args.quality_gate, synthesis_size=args.synthesis_size)
     jobs = plan_cue_jobs(args.out, algorithms, args.runs, config, Runtime(device=args.device, amp=args.amp), options,
                          optimizer, study_ood_plan(args.out, ood) if ood else None)
-    todo = len(pending(jobs))
-    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
-    run_jobs(jobs, spec, args.workers)
-    print(f"wrote {assemble_table(args.out)}")
+    run_study(jobs, spec, args.workers)
+    print(CueJob.wrote(CueJob.assemble(args.out)))
     print(f"wrote {write_cue_report(args.out)}")
     return 0

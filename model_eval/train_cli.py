@@ -1,6 +1,6 @@
-"""``cuebench train STUDYDIR``: train models on a DiagViB-6 study directory or a labelled image set
-(``SET/train/<class>/``; ``model_eval.training.labelled``), from scratch or from weights with a new head, the
-backbone frozen if asked (``model_eval.training.starting``)."""
+"""``cuebench train STUDYDIR``: train the study kind the folder is (``model_eval.training.jobs.STUDY_KINDS``: a
+DiagViB-6 study directory, a labelled image set ``SET/train/<class>/``, or a plug-in's kind), from scratch or from
+weights with a new head, the backbone frozen if asked (``model_eval.training.starting``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def add_training_arguments(parser, *, runs_of: str, epochs: int, batch_size: int
 
 
 def register(sub) -> None:
-    from .training.jobs import TrainConfig
+    from .training.factor_study import FactorConfig
 
     train = add_command(
         sub, "train", help="train models on a DiagViB-6 study or a labelled set (BiasBed-style runs, per-epoch log)",
@@ -54,7 +54,7 @@ def register(sub) -> None:
     train.add_argument("--padain-p", type=float, default=None,
                        help="pAdaIN: probability of a swap per step (the same as --algorithm-option p=P; default 0.01; "
                             "other algorithms ignore it)")
-    add_training_arguments(train, runs_of="entry", epochs=10, batch_size=128, adam_lr=TrainConfig.lr)
+    add_training_arguments(train, runs_of="entry", epochs=10, batch_size=128, adam_lr=FactorConfig.lr)
     train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
     train.add_argument("--weights", default="scratch",
@@ -71,63 +71,25 @@ def register(sub) -> None:
 
 
 def run_train(args) -> int:
+    """Train the study kind that claims the folder (``STUDY_KINDS``): plan its jobs, run them, write its table."""
+    from .training.algorithms import ALGORITHMS, options_help
+    from .training.executors import run_study
+    from .training.jobs import TrainingError, study_kind_of
+
     from cuebench.executors import parse_executor
 
-    from .training.algorithms import ALGORITHMS, OptimizerRequest, options_help, parse_algorithm_options
-    from .training.executors import pending, run_jobs
-    from .training.jobs import Runtime, TrainConfig, assemble_table, plan_jobs
-
     ALGORITHMS.get(args.algorithm)  # an unknown name fails first, with "did you mean"
-    from .training.labelled import is_labelled_set
-
-    if is_labelled_set(args.study_dir):
-        return run_set_training(args)
+    kind = study_kind_of(args.study_dir)
+    if not kind.takes_algorithm_options and (args.algorithm_option or args.padain_p is not None):
+        raise TrainingError(f"--algorithm-option and --padain-p are not taken on {kind.data_name} yet: its "
+                            "algorithms train with their defaults")
     if "help" in args.algorithm_option:
         print(options_help([args.algorithm]))
         return 0
-    pairs = list(args.algorithm_option)
     if args.padain_p is not None and args.algorithm == "padain":
-        pairs.append(f"padain.p={args.padain_p}")
-    options = parse_algorithm_options(pairs, [args.algorithm])[args.algorithm]
-    optimizer = OptimizerRequest(args.optimizer, args.lr, args.weight_decay).settle(ALGORITHMS[args.algorithm],
-                                                                                     adam_lr=TrainConfig.lr)
-    config = TrainConfig.with_options(options, optimizer, model=args.model, algorithm=args.algorithm,
-                                      epochs=args.epochs, batch_size=args.batch_size, input_size=args.input_size,
-                                      seed=args.seed, weights=args.weights, freeze=args.freeze_backbone)
-    runtime = Runtime(device=args.device, amp=args.amp)
-    studies = [s.strip() for s in args.studies.split(",")] if args.studies else None
+        args.algorithm_option = [*args.algorithm_option, f"padain.p={args.padain_p}"]
     spec = parse_executor(args.executor, args.executor_option)
-    jobs = plan_jobs(args.study_dir, config, args.runs, runtime, studies)
-    todo = len(pending(jobs))
-    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
-    run_jobs(jobs, spec, args.workers)
-    print(f"wrote {assemble_table(args.study_dir)}")
-    return 0
-
-
-def run_set_training(args) -> int:
-    """``cuebench train SET``: every run on a labelled set's train split, best-validation checkpoints with the
-    set's class names, ``set_training.csv`` and ``models.txt``."""
-    from pathlib import Path
-
-    from cuebench.executors import parse_executor
-
-    from .training.executors import pending, run_jobs
-    from .training.jobs import Runtime, TrainingError
-    from .training.labelled import SetConfig, assemble, plan_set_jobs
-
-    if args.algorithm_option or args.padain_p is not None:
-        raise TrainingError("--algorithm-option and --padain-p are not taken on a labelled set yet: its algorithms "
-                            "train with their defaults")
-    out = args.out or Path("runs") / Path(args.study_dir).name
-    config = SetConfig(model=args.model, weights=args.weights, freeze=args.freeze_backbone, algorithm=args.algorithm,
-                       epochs=args.epochs,
-                       batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
-                       input_size=args.input_size, seed=args.seed)
-    jobs = plan_set_jobs(args.study_dir, out, config, args.runs, Runtime(device=args.device, amp=args.amp))
-    todo = len(pending(jobs))
-    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{args.executor}'")
-    run_jobs(jobs, parse_executor(args.executor, args.executor_option), args.workers)
-    table, models = assemble(out, jobs)
-    print(f"wrote {table} and {models} (cuebench eval --models {models})")
+    jobs = kind.from_arguments(args)
+    run_study(jobs, spec, args.workers)
+    print(kind.wrote(kind.assemble(jobs[0].study_dir, jobs)))
     return 0

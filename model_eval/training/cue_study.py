@@ -12,32 +12,28 @@ it answer both experiments through ``cuebench eval``'s ``evaluate_experiment``
 (``NAME:checkpoint``), so DiST accuracy and shape bias come from the stored responses like any
 observer's. Loaded that way, the n answers sit at their ImageNet indices and the other classes
 are never answered; cue-conflict trials are decided over the 16-class categories the n classes
-fall into (``CUE_MAPPING_FILE``). Jobs run through ``jobs.run_job`` on the configured executor,
-each writing its own result file; a re-run skips finished jobs.
+fall into (``CUE_MAPPING_FILE``). The loop, the log, the checkpoint and the out-of-distribution sets are
+the training-study base's (``jobs.StudyJob``); this kind says what it trains on and what its checkpoint declares.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cuebench.expdir import atomic_write, canonical_json
 from cuebench.studies import (CUE_EXPERIMENTS as EXPERIMENTS, CUE_MAPPING_FILE as MAPPING_FILE,
                               CUE_PHOTOS_FILE as DATA_FILE, CUE_TRAINING_TABLE as TABLE_FILE, StudyDir)
 
-from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, union_table, write_rows
+from .jobs import Runtime, StudyConfig, StudyJob, TrainingData, TrainingError, resolve_device
 
 if TYPE_CHECKING:
     from .algorithms import AlgorithmOptions, OptimizerRequest
     from .ood_eval import OodPlan
 
-CHECKPOINTS_DIR = "training/checkpoints"
 COLUMNS = ("algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images", "train_loss", "selected",
            "selectable", "observer", "checkpoint", "job_id", "algorithm_options", "optimizer", "epoch_observer")
 """One row per job, epoch and split (val, test: top-1 accuracy over the study's n classes on held-out
@@ -49,64 +45,116 @@ included, as JSON; ``optimizer`` the optimiser's name, lr, weight decay and mome
 the per-epoch log ``cuebench selection`` reads."""
 
 
-@dataclass(frozen=True)
-class CueConfig:
-    """How every job of a study trains (part of each job's identity)."""
+@dataclass(frozen=True, kw_only=True)
+class CueConfig(StudyConfig):
+    """How every job of a study trains; ``lr`` is Adam's default until settled per algorithm (``plan_cue_jobs``)."""
 
     model: str = "tf_efficientnet_lite0"
     epochs: int = 3
     batch_size: int = 16
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    input_size: int = 128
-    seed: int = 0
-    optimizer: str = "adam"
-    """The optimiser ``lr`` and ``weight_decay`` belong to; ``lr`` is Adam's default until settled per
-    algorithm (``plan_cue_jobs``)."""
+    lr: float | None = 1e-4
 
     def identity(self) -> dict:
-        """What names a job: the fields, Adam (the only optimiser before there was a choice) left out, so
-        earlier jobs keep their names and an SGD run is named apart."""
-        fields = asdict(self)
+        """What names a job: the fields, Adam (the only optimiser before there was a choice) left out, so earlier
+        jobs keep their names and an SGD run is named apart; the algorithm's changed options and the
+        out-of-distribution plan when there are any (the algorithm names the job in words)."""
+        fields = {k: v for k, v in asdict(self).items()
+                  if k not in ("algorithm", "options", "ood", "weights", "freeze")}
         if fields["optimizer"] == "adam":
             del fields["optimizer"]
+        if self.options:
+            fields["options"] = dict(self.options)
+        if self.ood is not None:
+            fields["ood"] = self.ood.identity()
         return fields
 
-    def key(self) -> str:
-        return hashlib.sha256(canonical_json(self.identity()).encode()).hexdigest()[:8]
 
+@dataclass(frozen=True, kw_only=True)
+class CueJob(StudyJob):
+    """Cue-reliance studies (Wen et al. 2024): ImageNet models fine-tuned per algorithm, answering DiST and cue conflict."""
 
-@dataclass(frozen=True)
-class CueJob:
-    study_dir: str
-    algorithm: str
-    run: int = 0
+    kind = "cue"
+    data_name = "a cue study"
+    columns = COLUMNS
+    table_file = TABLE_FILE
+    pattern = "cues--*.csv"
+    sort_by = ["algorithm", "run", "epoch", "split"]
+    disrupted_twins = True
+
     config: CueConfig = CueConfig()
-    runtime: Runtime = Runtime()
-    options: tuple[tuple[str, Any], ...] = ()
-    """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
-    ood: "OodPlan | None" = None
-    """The out-of-distribution sets answered during training and when (``ood_eval``); None: none."""
 
     @property
     def job_id(self) -> str:
-        key = self.config.key()
-        extra = {**({"options": dict(self.options)} if self.options else {}),
-                 **({"ood": self.ood.identity()} if self.ood else {})}
-        if extra:  # without them the name is the configuration's, as jobs were named before either existed
-            key = hashlib.sha256(canonical_json({**self.config.identity(), **extra}).encode()).hexdigest()[:8]
-        return f"cues--{self.config.model}--{self.algorithm}--r{self.run}--{key}"
+        c = self.config
+        return f"cues--{c.model}--{c.algorithm}--r{self.run}--{c.key()}"
 
-    @property
-    def result_path(self) -> Path:
-        return Path(self.study_dir) / RUNS_DIR / f"{self.job_id}.csv"
+    def load_data(self) -> TrainingData:
+        """The training photos (with their disrupted twins for DiSTinguish, labelled n..2n-1), and the held-out
+        photos as positions in the head (-1: a class the head lacks, which counts as wrong)."""
+        import torch
 
-    @property
-    def seed(self) -> int:
-        return self.config.seed * 1000 + self.run
+        from .algorithms import ALGORITHMS
+        from .algorithms.distinguish import distinguish_labels
 
-    def execute(self, progress: bool = False) -> Path:
-        return train_and_evaluate(self, progress)
+        data = np.load(Path(self.study_dir) / DATA_FILE)
+        classes = data["classes"]
+        n = len(classes)
+        x_train = torch.from_numpy(data["train_images"])
+        y_train = torch.from_numpy(head_labels(data["train_labels"], classes))
+        if ALGORITHMS[self.config.algorithm].output_classes(n) != n:
+            disrupted = torch.from_numpy(data["disrupted_images"])
+            mask = torch.cat([torch.zeros(len(x_train), dtype=torch.bool), torch.ones(len(disrupted), dtype=torch.bool)])
+            y_train = distinguish_labels(torch.cat([y_train, y_train]), mask, n)
+            x_train = torch.cat([x_train, disrupted])
+        evaluated = {split: (torch.from_numpy(data[f"{split}_images"]),
+                             torch.from_numpy(head_labels(data[f"{split}_labels"], classes))) for split in ("val", "test")}
+        return TrainingData((x_train, y_train), evaluated, n, [int(c) for c in classes], channels_last=True)
+
+    def build_model(self, data: TrainingData, device: str):
+        """The offline ImageNet model with an n-way (DiSTinguish: 2n-way) head started from its ImageNet rows."""
+        from ..models import load_model
+        from .algorithms import ALGORITHMS
+
+        loaded = load_model(self.config.model, device)
+        subset_head(loaded.model, np.asarray(data.classes), ALGORITHMS[self.config.algorithm].output_classes(data.n_classes))
+        return loaded.model.to(device), (loaded.data_config["mean"], loaded.data_config["std"])
+
+    def predict(self, algorithm, x, data: TrainingData):
+        """The n answer logits' argmax (a DiSTinguish model answers with each class's logit plus its twin's)."""
+        import torch
+
+        algorithm.model.eval()
+        with torch.no_grad():
+            return type(algorithm).answer_logits(algorithm.model(x), data.n_classes).argmax(1)
+
+    def row(self, algorithm) -> dict:
+        return {**super().row(algorithm),
+                "algorithm_options": json.dumps(algorithm.options.model_dump(mode="json"), sort_keys=True),
+                "optimizer": json.dumps(algorithm.settings.as_dict(), sort_keys=True)}
+
+    def checkpoint_record(self, state: dict, epoch: int, algorithm, data: TrainingData) -> dict:
+        """A checkpoint in the layout ``cuebench eval`` loads (``NAME:path``): the ImageNet index of each row, and a
+        twin head's width."""
+        width = type(algorithm).output_classes(data.n_classes)
+        twin_head = {"original_classes": data.n_classes} if width != data.n_classes else {}
+        return {"state_dict": state, "imagenet_indices": data.classes, **twin_head,
+                "algorithm": self.config.algorithm, "algorithm_options": algorithm.options.model_dump(mode="json"),
+                "optimizer": algorithm.settings.as_dict(), "epoch": epoch}
+
+    def finish(self, rows: list[dict], best_epoch: int | None) -> None:
+        """The selected checkpoint answers the study's experiments, as ``cuebench eval`` would."""
+        from ..evaluate import evaluate_experiment
+
+        super().finish(rows, best_epoch)
+        study, observer = Path(self.study_dir), None
+        for name in EXPERIMENTS:
+            mapping = study / MAPPING_FILE if name == "cue_conflict" else None
+            summary = evaluate_experiment(study / name, [f"{self.config.model}:{self.checkpoint}"],
+                                          device=resolve_device(self.runtime.device), progress=False,
+                                          mapping_file=mapping)
+            observer = summary.runs[0].observer
+        for row in rows:
+            row["observer"] = observer
 
 
 def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, config: CueConfig = CueConfig(),
@@ -118,9 +166,7 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
     from .algorithms import ALGORITHMS, OptimizerRequest
 
     for name in algorithms:
-        ALGORITHMS.get(name)  # an unknown name fails here, in one line with "did you mean"
-    if runs < 1 or config.epochs < 1 or config.batch_size < 1:
-        raise TrainingError("--runs, --epochs and --batch-size must be >= 1")
+        CueJob.check_plan(replace(config, algorithm=name), runs)
     folder = StudyDir(study_dir)
     if folder.kind != "cue":
         raise TrainingError(f"{folder.file('cue')} is missing: prepare the study first")
@@ -131,14 +177,12 @@ def plan_cue_jobs(study_dir: str | Path, algorithms: list[str], runs: int, confi
     if study.input_size != config.input_size:
         raise TrainingError(f"{folder.file('cue')}: the study's images are {study.input_size} px, the training "
                             f"asks for --input-size {config.input_size}")
-    changed = {name: tuple(sorted(o.changed().items())) for name, o in (options or {}).items()}
     request = optimizer or OptimizerRequest()
-    configs = {}
-    for name in algorithms:
-        settled = request.settle(ALGORITHMS[name], adam_lr=config.lr)
-        configs[name] = replace(config, optimizer=settled.name, lr=settled.lr, weight_decay=settled.weight_decay)
-    return [CueJob(str(study_dir), a, r, configs[a], runtime, changed.get(a, ()), ood) for a in algorithms
-            for r in range(runs)]
+    configs = {name: config.trained_with(name, (options or {}).get(name), request.settle(ALGORITHMS[name],
+                                                                                         adam_lr=config.lr), ood=ood)
+               for name in algorithms}
+    return [CueJob(study_dir=str(study_dir), run=run, config=configs[name], runtime=runtime)
+            for name in algorithms for run in range(runs)]
 
 
 def ood_request(study_dir: str | Path, every: int | None, schedule: str | None, experiments: list[str | Path],
@@ -185,123 +229,3 @@ def head_labels(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """ImageNet indices -> positions in ``classes`` (-1 for a class the head does not have)."""
     position = {int(c): k for k, c in enumerate(classes)}
     return np.array([position.get(int(label), -1) for label in labels], dtype=np.int64)
-
-
-def train_and_evaluate(job: CueJob, progress: bool = False) -> Path:
-    """Fine-tune an n-way (DiSTinguish: 2n-way) head and the network, select the best-validation epoch,
-    save its checkpoint, let it answer the study's experiments, and write the job's rows."""
-    if job.result_path.is_file():
-        return job.result_path
-    import torch
-    from tqdm import tqdm
-
-    from ..evaluate import evaluate_experiment
-    from ..models import load_model
-    from .algorithms import ALGORITHMS
-    from .algorithms.distinguish import distinguish_labels
-    from .ood_eval import answer_sets, forget_unfinished
-
-    if job.runtime.threads:
-        torch.set_num_threads(job.runtime.threads)
-    device = resolve_device(job.runtime.device)
-    cfg, study = job.config, Path(job.study_dir)
-    data = np.load(study / DATA_FILE)
-    classes = data["classes"]
-    n = len(classes)
-    torch.manual_seed(job.seed)
-    loaded = load_model(cfg.model, device)
-    model = loaded.model
-    mean = torch.tensor(loaded.data_config["mean"], device=device).view(1, 3, 1, 1)
-    std = torch.tensor(loaded.data_config["std"], device=device).view(1, 3, 1, 1)
-    algorithm_class = ALGORITHMS[job.algorithm]
-    width = algorithm_class.output_classes(n)
-    subset_head(model, classes, width)
-    x_train = torch.from_numpy(data["train_images"])
-    y_train = torch.from_numpy(head_labels(data["train_labels"], classes))
-    if width != n:
-        disrupted = torch.from_numpy(data["disrupted_images"])
-        mask = torch.cat([torch.zeros(len(x_train), dtype=torch.bool), torch.ones(len(disrupted), dtype=torch.bool)])
-        y_train = distinguish_labels(torch.cat([y_train, y_train]), mask, n)
-        x_train = torch.cat([x_train, disrupted])
-    model.to(device)
-    algorithm = algorithm_class(model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed, amp=job.runtime.amp,
-                                optimizer=cfg.optimizer, **dict(job.options))
-    options = algorithm.options.model_dump(mode="json")
-    optimizer = algorithm.settings.as_dict()
-
-    def normalise(batch):
-        return (batch.to(device).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
-
-    @torch.no_grad()
-    def accuracy(split: str) -> float:
-        """Top-1 over the n classes (a photo of a class the head lacks counts as wrong)."""
-        model.eval()
-        images = torch.from_numpy(data[f"{split}_images"])
-        labels = torch.from_numpy(head_labels(data[f"{split}_labels"], classes))
-        pred = torch.cat([algorithm_class.answer_logits(model(normalise(b)), n).argmax(1).cpu()
-                          for b in images.split(job.runtime.eval_batch_size)])
-        return float((pred == labels).float().mean())
-
-    twin_head = {"original_classes": n} if width != n else {}
-
-    def checkpoint_bytes(state: dict, epoch: int) -> bytes:
-        """A checkpoint of ``state`` in the layout ``cuebench eval`` loads (``NAME:path``)."""
-        buf = io.BytesIO()
-        torch.save({"state_dict": state, "imagenet_indices": [int(c) for c in classes], **twin_head,
-                    "algorithm": job.algorithm, "algorithm_options": options, "optimizer": optimizer,
-                    "epoch": epoch}, buf)
-        return buf.getvalue()
-
-    def ood_rows(state: dict, epoch: int, losses: list[float]) -> list[dict]:
-        """The sets answered by ``state``; torch's random state is restored after loading the answering
-        model, so a run trains the same with a schedule as without."""
-        with torch.random.fork_rng(devices=[torch.device(device).index or 0] if device.startswith("cuda") else []):
-            answered = answer_sets(job.ood, cfg.model, checkpoint_bytes(state, epoch), study, job.job_id, device)
-        return [{**common, "epoch": epoch, "train_loss": float(np.mean(losses)),
-                 "selectable": algorithm.selectable(epoch, cfg.epochs), **row} for row in answered]
-
-    if job.ood:
-        forget_unfinished(study, job.job_id)
-    common = {"algorithm": job.algorithm, "run": job.run, "seed": job.seed, "job_id": job.job_id,
-              "algorithm_options": json.dumps(options, sort_keys=True),
-              "optimizer": json.dumps(optimizer, sort_keys=True)}
-    shuffle = torch.Generator().manual_seed(job.seed)
-    rows, best, best_state, best_epoch, best_losses, evaluated = [], -1.0, None, None, [], set()
-    for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
-        algorithm.start_epoch(epoch, cfg.epochs)
-        losses = [algorithm.update(normalise(x_train[b]), y_train[b].to(device))
-                  for b in torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)]
-        scores = {split: accuracy(split) for split in ("val", "test")}
-        selectable = algorithm.selectable(epoch, cfg.epochs)
-        if selectable and scores["val"] > best:
-            best, best_epoch, best_losses = scores["val"], epoch, losses
-            best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        for split, value in scores.items():
-            rows.append({**common, "epoch": epoch, "split": split, "accuracy": value,
-                         "n_images": len(data[f"{split}_labels"]), "train_loss": float(np.mean(losses)),
-                         "selectable": selectable})
-        if job.ood and job.ood.schedule.due(epoch, cfg.epochs):
-            rows += ood_rows(model.state_dict(), epoch, losses)
-            evaluated.add(epoch)
-    if job.ood and best_epoch not in evaluated:  # best-val selection needs the selected epoch's scores
-        rows += ood_rows(best_state, best_epoch, best_losses)
-    checkpoint = study / CHECKPOINTS_DIR / f"{job.job_id}.pth"
-    atomic_write(checkpoint, checkpoint_bytes(best_state, best_epoch))
-    observer = None
-    for name in EXPERIMENTS:
-        mapping = study / MAPPING_FILE if name == "cue_conflict" else None
-        summary = evaluate_experiment(study / name, [f"{cfg.model}:{checkpoint}"], device=device, progress=False,
-                                      mapping_file=mapping)
-        observer = summary.runs[0].observer
-    for row in rows:
-        row.update(selected=row["epoch"] == best_epoch, observer=observer,
-                   checkpoint=str(checkpoint.relative_to(study)))
-    write_rows(job.result_path, rows, COLUMNS)
-    return job.result_path
-
-
-def assemble_table(study_dir: str | Path) -> Path:
-    """``cue_training.csv`` = every finished job's rows; written atomically."""
-    return union_table(Path(study_dir), "cues--*.csv", ["algorithm", "run", "epoch", "split"], TABLE_FILE,
-                       "cue-study jobs")
-

@@ -1,4 +1,5 @@
-"""Training jobs as shards of the executor layer (``cuebench.executors``): local, Ray or submitit.
+"""Training jobs of every study kind as shards of the executor layer (``cuebench.executors``): local, Ray or
+submitit.
 
 Each job writes its own result file into the study directory (shared storage on a
 cluster), so results land in the same table whichever executor ran them, and a re-run
@@ -13,20 +14,20 @@ from pathlib import Path
 
 from cuebench.executors import ExecutorSpec, Shard, parse_executor, run_shards
 
-from .jobs import TrainJob, run_job
+from .jobs import StudyJob, run_job
 
 
-def pending(jobs: list[TrainJob]) -> list[TrainJob]:
+def pending(jobs: list[StudyJob]) -> list[StudyJob]:
     """The jobs without a result file."""
     return [j for j in jobs if not j.result_path.is_file()]
 
 
-def job_shard(job: TrainJob) -> Shard:
+def job_shard(job: StudyJob) -> Shard:
     gpus = 1.0 if job.runtime.device.startswith("cuda") else 0.0
     return Shard(job.job_id, run_job, (job,), Path.is_file, (job.result_path,), gpus=gpus)
 
 
-def run_jobs(jobs: list[TrainJob], executor: str | ExecutorSpec = "local", workers: int = 1,
+def run_jobs(jobs: list[StudyJob], executor: str | ExecutorSpec = "local", workers: int = 1,
              executor_options: list[str] | None = None) -> list[Path]:
     """Run the pending jobs on the chosen executor; return every job's result file.
 
@@ -43,3 +44,10 @@ def run_jobs(jobs: list[TrainJob], executor: str | ExecutorSpec = "local", worke
     run_shards([job_shard(j) for j in jobs], spec, desc="training jobs",
                default_folder=study_dir / "training" / "submitit")
     return [j.result_path for j in jobs]
+
+
+def run_study(jobs: list[StudyJob], executor: ExecutorSpec, workers: int = 1) -> None:
+    """What a training command does with its planned jobs: say how many are left, run them."""
+    todo = len(pending(jobs))
+    print(f"{len(jobs)} jobs, {len(jobs) - todo} already finished, {todo} to run on '{executor.name}'")
+    run_jobs(jobs, executor, workers)

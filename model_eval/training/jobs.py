@@ -1,106 +1,47 @@
-"""Training jobs on a DiagViB-6 study directory: plan them, run one, collect the table.
+"""One training study, whatever it trains on: the configuration, the job, the loop, the per-epoch log, the
+best-validation checkpoint and the out-of-distribution sets answered on a schedule.
 
-A job is one (study, pair, dataset sample, run) with a training configuration. It
-trains a model (timm, or torchvision's for an architecture timm lacks such as AlexNet; from
-scratch, or from ImageNet weights with a new head and optionally a frozen backbone:
-``training.starting``) to predict the target factor and evaluates on the
-validation and test splits after every epoch (BiasBed, Kalischek et al. 2023: model
-selection happens afterwards, from the logged curve). Each finished job writes its rows
-to ``training/runs/<job id>.csv`` atomically, so jobs on any executor never write the
-same file, an interrupted job leaves nothing half-written, and a re-run skips the jobs
-whose file exists. ``training.csv`` is rebuilt from those files.
+A study kind is a ``StudyJob`` subclass registered by name in ``STUDY_KINDS`` (entry point group
+``cuebench.study_kinds``): it says what one job trains on (``load_data``), how a job is named (``job_id``), what
+its table holds (``columns``, ``row``) and what its checkpoint declares; everything else is this loop. A job
+trains a model from its algorithm's ``update`` step, evaluates the validation and test splits after every epoch
+(BiasBed, Kalischek et al. 2023: model selection is made from the logged curve), keeps the best-validation epoch
+among those its algorithm lets be picked (BiasBed's selection) as a checkpoint when the kind keeps one, and writes
+its rows to ``training/runs/<job id>.csv`` atomically, so jobs on any executor never write the same file, an
+interrupted job leaves nothing half-written, and a re-run skips the jobs whose file exists. The kind's table is
+the union of those files (``assemble``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from cuebench.csvsafe import frame_csv
-from cuebench.studies import FACTOR_TRAINING_TABLE as TABLE_FILE, StudyDir, load_split
 from cuebench.expdir import atomic_write, canonical_json
+from cuebench.registry import Registry
 
-from .starting import TrainingError, build_model, check_start, data_config, starting_model, weights_label
+from .starting import SCRATCH, TrainingError, build_model, check_start, data_config, starting_model
 
 if TYPE_CHECKING:
     from .algorithms import AlgorithmOptions, OptimizerSettings
+    from .ood_eval import OodPlan
+
+__all__ = ["STUDY_KINDS", "StudyConfig", "StudyJob", "Runtime", "TrainingData", "TrainingError", "build_model",
+           "run_job", "study_kind_of"]
+
+STUDY_KINDS: Registry[type["StudyJob"]] = Registry("study-kinds", entry_point_group="cuebench.study_kinds")
+"""Training-study kinds by name (``cuebench list study-kinds``); a new one is a ``StudyJob`` subclass in one module
+with an entry point in ``cuebench.study_kinds`` (docs/extending.md)."""
 
 RUNS_DIR = "training/runs"
-COLUMNS = ("study", "target", "correlated", "pair", "dataset_sample", "shortcut_class", "model", "algorithm", "run",
-           "seed", "epoch", "split", "accuracy", "per_class_accuracy", "n_images", "train_loss",
-           "train_images_per_s", "job_id", "algorithm_options", "optimizer")
-"""The training table: one row per job, epoch and evaluated split. ``accuracy`` is the mean
-per-class accuracy (Eulig et al. 2021, Sec. 3.4); ``per_class_accuracy`` a JSON list in
-the order of the entry's selected target classes; ``algorithm_options`` the algorithm's
-options, defaults included, as JSON; ``optimizer`` the optimiser's name, lr, weight decay and
-momentum, as JSON."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """How every job of one ``cuebench train`` call trains (part of each job's identity)."""
-
-    model: str = "resnet18"
-    algorithm: str = "erm"
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    input_size: int = 128
-    seed: int = 0
-    options: tuple[tuple[str, Any], ...] = ()
-    """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
-    optimizer: str = "adam"
-    """The optimiser ``lr`` and ``weight_decay`` belong to (settled by ``OptimizerRequest.settle``)."""
-    weights: str = "scratch"
-    """``scratch`` (random initialisation) or the WEIGHTS of ``model:WEIGHTS`` to start from, with a new head."""
-    freeze: bool = False
-    """Train the new head only (Eulig et al. 2021's RN50-IN: frozen convolutional layers)."""
-
-    def key(self) -> str:
-        """Hash of what names the job: the fields, with the changed options. pAdaIN's p keeps the
-        name and place it had as the field ``padain_p``, and Adam, the only optimiser before there was
-        a choice, is left out (so job names of earlier runs still match; an SGD run is named apart)."""
-        identity = {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer", "weights", "freeze")}
-        if self.optimizer != "adam":
-            identity["optimizer"] = self.optimizer
-        if self.weights != "scratch" or self.freeze:  # named apart; runs from scratch keep their names
-            identity.update(weights=self.weights, freeze=self.freeze)
-        options = dict(self.options)
-        identity["padain_p"] = options.pop("p", 0.01) if self.algorithm == "padain" else 0.01
-        if options:
-            identity["options"] = options
-        return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:8]
-
-    @property
-    def model_label(self) -> str:
-        """The model as the training table and the factor-study report name it: the architecture from scratch,
-        ``NAME:WEIGHTS`` from weights, ``NAME:WEIGHTS (frozen backbone)`` with only the head trained, so a
-        baseline is never pooled with the same architecture trained another way."""
-        if self.weights == "scratch":
-            return self.model
-        return f"{self.model}:{weights_label(self.weights)}" + (" (frozen backbone)" if self.freeze else "")
-
-    def algorithm_options(self) -> dict:
-        """The algorithm's options as its constructor takes them (the changed ones)."""
-        return dict(self.options)
-
-    @classmethod
-    def with_options(cls, options: "AlgorithmOptions | None" = None, optimizer: "OptimizerSettings | None" = None,
-                     **fields) -> "TrainConfig":
-        """A configuration whose ``options`` are the changed ones of a validated options model, and whose
-        ``optimizer``, ``lr`` and ``weight_decay`` are the settled ``optimizer`` (when given)."""
-        changed = options.changed() if options is not None else {}
-        if optimizer is not None:
-            fields.update(optimizer=optimizer.name, lr=optimizer.lr, weight_decay=optimizer.weight_decay)
-        return cls(**fields, options=tuple(sorted(changed.items())))
+CHECKPOINTS_DIR = "training/checkpoints"
 
 
 @dataclass(frozen=True)
@@ -113,65 +54,85 @@ class Runtime:
     eval_batch_size: int = 512
 
 
-@dataclass(frozen=True)
-class TrainJob:
-    study_dir: str
-    study: str
-    target: str
-    correlated: str
-    dataset_sample: int
-    shortcut_class: int | None
-    files: dict = field(hash=False)
-    run: int = 0
-    config: TrainConfig = TrainConfig()
-    runtime: Runtime = Runtime()
+@dataclass(frozen=True, kw_only=True)
+class StudyConfig:
+    """How every job of one call trains (part of each job's identity, ``identity``)."""
 
-    @property
-    def job_id(self) -> str:
-        c = self.config
-        return (f"{self.study}--{self.target}--{self.correlated}--s{self.dataset_sample}--{c.model}--{c.algorithm}"
-                f"--r{self.run}--{c.key()}")
+    model: str = "resnet18"
+    algorithm: str = "erm"
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float | None = 1e-3
+    weight_decay: float | None = 0.0
+    input_size: int = 128
+    seed: int = 0
+    options: tuple[tuple[str, Any], ...] = ()
+    """The algorithm's options that differ from its defaults, as sorted (name, value) pairs."""
+    optimizer: str = "adam"
+    """The optimiser ``lr`` and ``weight_decay`` belong to (settled by ``OptimizerRequest.settle``; ``auto``: the
+    algorithm's own, with its defaults where ``lr`` or ``weight_decay`` is None)."""
+    weights: str = SCRATCH
+    """``scratch`` (random initialisation) or the WEIGHTS of ``model:WEIGHTS`` to start from, with a new head."""
+    freeze: bool = False
+    """Train the new head only (Eulig et al. 2021's RN50-IN: frozen convolutional layers)."""
+    ood: "OodPlan | None" = None
+    """The out-of-distribution sets answered during training and when (``ood_eval``); None: none."""
 
-    @property
-    def result_path(self) -> Path:
-        return Path(self.study_dir) / RUNS_DIR / f"{self.job_id}.csv"
+    def identity(self) -> dict:
+        """What names a job: every field that differs from what a run of the kind does by default, so a field added
+        later leaves the names of earlier jobs as they were (a kind with names from before overrides this)."""
+        fields = {k: v for k, v in asdict(self).items() if k not in ("options", "ood")}
+        if self.options:
+            fields["options"] = dict(self.options)
+        if self.ood is not None:
+            fields["ood"] = self.ood.identity()
+        return fields
 
-    @property
-    def seed(self) -> int:
-        return self.config.seed * 1000 + self.run
+    def key(self) -> str:
+        return hashlib.sha256(canonical_json(self.identity()).encode()).hexdigest()[:8]
 
+    def algorithm_options(self) -> dict:
+        """The algorithm's options as its constructor takes them (the changed ones)."""
+        return dict(self.options)
 
-def plan_jobs(study_dir: str | Path, config: TrainConfig, runs: int, runtime: Runtime = Runtime(),
-              studies: list[str] | None = None) -> list[TrainJob]:
-    """Every (entry x run) job of a study directory, optionally limited to some studies."""
-    check_factor_algorithm(config.algorithm)
-    check_start(config.model, config.weights, config.freeze)
-    if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
-        raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
-    study_dir = StudyDir(study_dir)
-    if study_dir.kind != "factor":
-        raise TrainingError(f"{study_dir.file('factor')} does not exist; build a study with "
-                            "'cuebench stimuli build --design diagvib ...' first")
-    entries = [e for e in study_dir.load("factor").entries if studies is None or e.study in studies]
-    if not entries:
-        raise TrainingError(f"{study_dir.file('factor')} has no entries"
-                            + (f" for studies {', '.join(studies)}" if studies else ""))
-    for e in entries:
-        for relative in e.files.values():
-            study_dir.split_file(relative)  # refuses a split file outside the folder before any job starts
-    return [TrainJob(str(study_dir.root), e.study, e.target, e.correlated, e.dataset_sample, e.shortcut_class,
-                     dict(e.files), run, config, runtime)
-            for e in entries for run in range(runs)]
+    def trained_with(self, algorithm: str, options: "AlgorithmOptions | None" = None,
+                     optimizer: "OptimizerSettings | None" = None, **fields) -> "StudyConfig":
+        """This configuration for ``algorithm``: the changed ones of its validated ``options`` and, when given, the
+        settled ``optimizer``'s name, lr and weight decay."""
+        if optimizer is not None:
+            fields.update(optimizer=optimizer.name, lr=optimizer.lr, weight_decay=optimizer.weight_decay)
+        changed = options.changed() if options is not None else {}
+        return replace(self, algorithm=algorithm, options=tuple(sorted(changed.items())), **fields)
 
 
-def check_factor_algorithm(name: str) -> None:
-    """Refuse an algorithm that needs more than a DiagViB-6 study has (plan and run alike)."""
-    from .algorithms import ALGORITHMS
+@dataclass
+class TrainingData:
+    """What a job trains and evaluates on: uint8 images (NCHW, or NHWC with ``channels_last``) and int64 labels
+    of the training split and of each evaluated split (``val`` selects; ``test`` when the kind has one), and the
+    number of classes the head answers over."""
 
-    if ALGORITHMS[name].output_classes(3) != 3:
-        raise TrainingError(f"algorithm {name!r} trains on images with a second label set (DiSTinguish: "
-                            "structure-disrupted twins of every class), which a DiagViB-6 study does not have; "
-                            "use 'cuebench train-cues' for it")
+    train: tuple
+    evaluated: dict[str, tuple]
+    n_classes: int
+    classes: list = field(default_factory=list)
+    """What each of the head's rows stands for, as the kind's checkpoint declares it (names, ImageNet indices)."""
+    channels_last: bool = False
+
+
+SCRATCH_NORMALISATION = ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+"""Mean and sd a model trained from scratch is fed with: about zero mean and unit spread (fixed,
+data-independent); a model started from weights is fed as it was trained (its data config)."""
+
+
+def to_input(batch, device: str, normalisation=SCRATCH_NORMALISATION, channels_last: bool = False):
+    """uint8 NCHW (or NHWC with ``channels_last``) -> float NCHW, normalised by ``(mean, sd)`` per channel."""
+    import torch
+
+    mean, sd = (torch.tensor(v, device=device).view(1, 3, 1, 1) for v in normalisation)
+    batch = batch.to(device, non_blocking=True)
+    if channels_last:
+        batch = batch.permute(0, 3, 1, 2)
+    return (batch.float() / 255.0 - mean) / sd
 
 
 def resolve_device(name: str) -> str:
@@ -184,128 +145,270 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def load_tensors(path: Path, input_size: int):
-    """A split as (uint8 NCHW images at ``input_size``, int64 labels); resized once, with antialiasing."""
-    import torch
-    from torch.nn import functional as F
+@dataclass(frozen=True, kw_only=True)
+class StudyJob:
+    """One seeded run of a study kind: what it trains on (the subclass's fields), how (``config``) and where
+    (``runtime``). A subclass overrides only what its kind does differently."""
 
-    if not path.is_file():
-        raise TrainingError(f"split file {path} is missing; rebuild the study")
-    split = load_split(path)
-    images = torch.from_numpy(split.images).permute(0, 3, 1, 2).contiguous()
-    if images.shape[-1] != input_size:
-        chunks = [F.interpolate(c.float(), size=(input_size, input_size), mode="bilinear", antialias=True,
-                                align_corners=False).round().clamp(0, 255).to(torch.uint8)
-                  for c in images.split(1024)]
-        images = torch.cat(chunks)
-    return images, torch.from_numpy(split.label)
+    kind: ClassVar[str]
+    """The name the kind is registered under (``STUDY_KINDS``): what executors and commands dispatch by."""
+    data_name: ClassVar[str] = "the training set"
+    """What the kind trains on, in words, for errors (``a DiagViB-6 study``)."""
+    columns: ClassVar[tuple[str, ...]]
+    """The kind's table: one row per job, epoch and evaluated split."""
+    table_file: ClassVar[str]
+    pattern: ClassVar[str] = "*.csv"
+    """The result files of the kind's jobs in ``training/runs`` (their job ids' prefix)."""
+    sort_by: ClassVar[list[str]]
+    disrupted_twins: ClassVar[bool] = False
+    """Whether the data holds structure-disrupted twins of every class, which DiSTinguish trains on."""
+    keeps_checkpoint: ClassVar[bool] = True
+    """Whether the best-validation epoch is saved as ``training/checkpoints/<job id>.pth`` (else selection is made
+    afterwards, from the log)."""
+    drops_single_image_batches: ClassVar[bool] = False
+    """Whether a batch of one image is left out of an epoch of several (batch norm cannot train on one image)."""
+    takes_algorithm_options: ClassVar[bool] = True
+    """Whether ``cuebench train`` passes ``--algorithm-option`` and ``--optimizer`` on (else the defaults train)."""
+    folder_hint: ClassVar[str | None] = None
+    """What ``cuebench train FOLDER`` trains as this kind, in words (None: the kind has a command of its own)."""
+
+    study_dir: str
+    """The folder the job's result file, checkpoint and executor logs go to."""
+    run: int = 0
+    config: StudyConfig = StudyConfig()
+    runtime: Runtime = Runtime()
+
+    @property
+    def job_id(self) -> str:
+        c = self.config
+        return f"{self.kind}--{c.model}--{c.algorithm}--r{self.run}--{c.key()}"
+
+    @property
+    def result_path(self) -> Path:
+        return Path(self.study_dir) / RUNS_DIR / f"{self.job_id}.csv"
+
+    @property
+    def checkpoint(self) -> Path:
+        return Path(self.study_dir) / CHECKPOINTS_DIR / f"{self.job_id}.pth"
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed * 1000 + self.run
+
+    # --- what a kind says about itself ---------------------------------------------------------------------------
+
+    @classmethod
+    def claims(cls, folder: Path) -> bool:
+        """Whether ``cuebench train FOLDER`` trains this kind: by default a folder whose stored study file is of the
+        kind's name (``cuebench.studies.StudyDir.kind``); a kind with a command of its own claims nothing."""
+        from cuebench.studies import StudyDir
+
+        return cls.folder_hint is not None and StudyDir(folder).kind == cls.kind
+
+    @classmethod
+    def check_plan(cls, config: StudyConfig, runs: int) -> None:
+        """Refuse before any job what no job of this kind could do as asked."""
+        cls.check_algorithm(config.algorithm)
+        if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
+            raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
+        check_start(config.model, config.weights, config.freeze)
+
+    @classmethod
+    def check_algorithm(cls, name: str) -> None:
+        """An unknown algorithm fails in one line with "did you mean"; one that needs disrupted twins fails on
+        data without them."""
+        from .algorithms import ALGORITHMS
+
+        if not cls.disrupted_twins and ALGORITHMS[name].output_classes(3) != 3:
+            raise TrainingError(f"algorithm {name!r} trains on images with a second label set (DiSTinguish: "
+                                f"structure-disrupted twins of every class), which {cls.data_name} does not have; "
+                                "use 'cuebench train-cues' for it")
+
+    @classmethod
+    def from_arguments(cls, args) -> list["StudyJob"]:
+        """The jobs ``cuebench train FOLDER`` asks for (``model_eval.train_cli``)."""
+        return cls.plan(args.study_dir, cls.config_from_arguments(args), args.runs, runtime_from_arguments(args))
+
+    @classmethod
+    def config_from_arguments(cls, args, config_type: type[StudyConfig] = StudyConfig) -> StudyConfig:
+        """The configuration of ``cuebench train``'s arguments: the algorithm's options validated and the optimiser
+        settled for it (Adam's lr being ``config_type``'s)."""
+        from .algorithms import ALGORITHMS, OptimizerRequest, parse_algorithm_options
+
+        options = parse_algorithm_options(list(args.algorithm_option), [args.algorithm])[args.algorithm]
+        settled = OptimizerRequest(args.optimizer, args.lr, args.weight_decay).settle(
+            ALGORITHMS[args.algorithm], adam_lr=config_type.lr)
+        return config_type(model=args.model, epochs=args.epochs, batch_size=args.batch_size, input_size=args.input_size,
+                           seed=args.seed, weights=args.weights, freeze=args.freeze_backbone).trained_with(
+            args.algorithm, options, settled)
+
+    @classmethod
+    def plan(cls, folder, config: StudyConfig, runs: int, runtime: Runtime = Runtime()) -> list["StudyJob"]:
+        """Every run of the kind on ``folder`` (a kind with more than runs per folder overrides this)."""
+        cls.check_plan(config, runs)
+        return [cls(study_dir=str(folder), run=run, config=config, runtime=runtime) for run in range(runs)]
+
+    @classmethod
+    def assemble(cls, study_dir: str | Path, jobs: list["StudyJob"] | None = None) -> list[Path]:
+        """The kind's table: every finished job's rows in ``study_dir``, sorted, written atomically (a kind with more
+        outputs adds them)."""
+        import pandas as pd
+
+        root = Path(study_dir)
+        files = sorted((root / RUNS_DIR).glob(cls.pattern))
+        if not files:
+            raise TrainingError(f"{root / RUNS_DIR} holds no finished {cls.kind} jobs")
+        table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True).sort_values(cls.sort_by, kind="stable")
+        atomic_write(root / cls.table_file, frame_csv(table))
+        return [root / cls.table_file]
+
+    @staticmethod
+    def wrote(outputs: list[Path]) -> str:
+        """What ``cuebench train`` says it wrote."""
+        return "wrote " + " and ".join(map(str, outputs))
+
+    # --- what a job trains on and how it is scored ---------------------------------------------------------------
+
+    def load_data(self) -> TrainingData:
+        raise NotImplementedError(f"study kind {self.kind!r} does not say what it trains on (load_data)")
+
+    def build_model(self, data: TrainingData, device: str):
+        """(model on ``device``, (mean, sd) it is fed with): ``config.model`` over the data's classes from scratch or
+        from weights with a new head (``starting``), fed as ``cuebench eval`` feeds it."""
+        cfg = self.config
+        model = starting_model(cfg.model, cfg.weights, cfg.freeze, data.n_classes, device).to(device)
+        settings = data_config(model)
+        return model, (settings["mean"], settings["std"])
+
+    def predict(self, algorithm, x, data: TrainingData):
+        """The class each image of ``x`` is answered with."""
+        return algorithm.predict(x)
+
+    def score(self, pred, y) -> dict:
+        """An evaluated split's columns: ``accuracy``, the top-1 share of right answers."""
+        return {"accuracy": float((pred == y).float().mean())}
+
+    def row(self, algorithm) -> dict:
+        """The columns every row of the job shares."""
+        return {"algorithm": self.config.algorithm, "run": self.run, "seed": self.seed, "job_id": self.job_id}
+
+    def checkpoint_record(self, state: dict, epoch: int, algorithm, data: TrainingData) -> dict:
+        """What the checkpoint of ``state`` holds besides it, for ``cuebench eval --model NAME:CHECKPOINT``."""
+        return {"state_dict": state, "epoch": epoch}
+
+    def finish(self, rows: list[dict], best_epoch: int | None) -> None:
+        """After the checkpoint is saved: mark the selected epoch and the checkpoint in every row."""
+        for row in rows:
+            row.update(selected=row["epoch"] == best_epoch,
+                       checkpoint=str(self.checkpoint.relative_to(self.study_dir)))
+
+    # --- the loop ------------------------------------------------------------------------------------------------
+
+    def execute(self, progress: bool = False) -> Path:
+        """Train and evaluate (skipped when the result file exists); return the result file."""
+        if self.result_path.is_file():
+            return self.result_path
+        self.check_algorithm(self.config.algorithm)
+        import torch
+        from tqdm import tqdm
+
+        from .algorithms import ALGORITHMS
+
+        if self.runtime.threads:
+            torch.set_num_threads(self.runtime.threads)
+        device = resolve_device(self.runtime.device)
+        cfg = self.config
+        data = self.load_data()
+        torch.manual_seed(self.seed)
+        model, normalisation = self.build_model(data, device)
+        algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=self.seed,
+                                              amp=self.runtime.amp, optimizer=cfg.optimizer, **cfg.algorithm_options())
+        common = self.row(algorithm)
+
+        def inputs(x):
+            return to_input(x, device, normalisation, data.channels_last)
+
+        def checkpoint_bytes(state: dict, epoch: int) -> bytes:
+            buf = io.BytesIO()
+            torch.save(self.checkpoint_record(state, epoch, algorithm, data), buf)
+            return buf.getvalue()
+
+        def ood_rows(state: dict, epoch: int, losses: list[float]) -> list[dict]:
+            """The sets answered by ``state``; torch's random state is restored after loading the answering
+            model, so a run trains the same with a schedule as without."""
+            from .ood_eval import answer_sets
+
+            with torch.random.fork_rng(devices=[torch.device(device).index or 0] if device.startswith("cuda") else []):
+                answered = answer_sets(cfg.ood, cfg.model, checkpoint_bytes(state, epoch), self.study_dir, self.job_id,
+                                       device)
+            return [{**common, "epoch": epoch, "train_loss": float(np.mean(losses)),
+                     "selectable": algorithm.selectable(epoch, cfg.epochs), **row} for row in answered]
+
+        if cfg.ood:
+            from .ood_eval import forget_unfinished
+
+            forget_unfinished(self.study_dir, self.job_id)
+        shuffle = torch.Generator().manual_seed(self.seed)
+        x_train, y_train = data.train
+        rows, best, best_state, best_epoch, best_losses, evaluated = [], -1.0, None, None, [], set()
+        for epoch in tqdm(range(1, cfg.epochs + 1), desc=self.job_id, unit="epoch", disable=not progress):
+            algorithm.start_epoch(epoch, cfg.epochs)
+            batches = torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)
+            start = time.perf_counter()
+            losses = [algorithm.update(inputs(x_train[b]), y_train[b].to(device)) for b in batches
+                      if len(b) > 1 or len(batches) == 1 or not self.drops_single_image_batches]
+            speed = len(y_train) / (time.perf_counter() - start)
+            scores = {}
+            for split, (x, y) in data.evaluated.items():
+                pred = torch.cat([self.predict(algorithm, inputs(b), data).cpu()
+                                  for b in x.split(self.runtime.eval_batch_size)])
+                scores[split] = self.score(pred, y)
+            selectable = algorithm.selectable(epoch, cfg.epochs)
+            if self.keeps_checkpoint and selectable and scores["val"]["accuracy"] > best:
+                best, best_epoch, best_losses = scores["val"]["accuracy"], epoch, losses
+                best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            rows += [{**common, "epoch": epoch, "split": split, **score, "n_images": len(data.evaluated[split][1]),
+                      "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "selectable": selectable}
+                     for split, score in scores.items()]
+            if cfg.ood and cfg.ood.schedule.due(epoch, cfg.epochs):
+                rows += ood_rows(model.state_dict(), epoch, losses)
+                evaluated.add(epoch)
+        if cfg.ood and best_epoch not in evaluated:  # best-val selection needs the selected epoch's scores
+            rows += ood_rows(best_state, best_epoch, best_losses)
+        if self.keeps_checkpoint:
+            atomic_write(self.checkpoint, checkpoint_bytes(best_state, best_epoch))
+            self.finish(rows, best_epoch)
+        write_rows(self.result_path, rows, self.columns)
+        return self.result_path
 
 
-SCRATCH_NORMALISATION = ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
-"""Mean and sd a model trained from scratch is fed with: about zero mean and unit spread (fixed,
-data-independent); a model started from weights is fed as it was trained (its data config)."""
+def run_job(job: StudyJob, progress: bool = False) -> Path:
+    """Run one job of any kind: what every executor calls."""
+    return job.execute(progress)
 
 
-def to_input(batch, device: str, normalisation=SCRATCH_NORMALISATION):
-    """uint8 NCHW -> float, normalised by ``(mean, sd)`` per channel."""
-    import torch
-
-    mean, sd = (torch.tensor(v, device=device).view(1, 3, 1, 1) for v in normalisation)
-    return (batch.to(device, non_blocking=True).float() / 255.0 - mean) / sd
+def runtime_from_arguments(args) -> Runtime:
+    return Runtime(device=args.device, amp=args.amp)
 
 
-def class_accuracies(pred: np.ndarray, label: np.ndarray, n_classes: int = 3) -> list[float | None]:
-    """Accuracy per class (None for a class absent from the split)."""
-    return [float(np.mean(pred[label == k] == k)) if np.any(label == k) else None for k in range(n_classes)]
+def study_kind_of(folder: str | Path) -> type[StudyJob]:
+    """The one registered kind that claims ``folder`` for ``cuebench train``; none or several is an error naming
+    the kinds."""
+    kinds = STUDY_KINDS.working()
+    claiming = [kind for _, kind in kinds if kind.claims(Path(folder))]
+    if len(claiming) == 1:
+        return claiming[0]
+    known = "; ".join(f"{name}: {kind.folder_hint}" for name, kind in kinds if kind.folder_hint)
+    if claiming:
+        raise TrainingError(f"{folder} is a study of several kinds ({', '.join(k.kind for k in claiming)}); "
+                            "its kind would be a guess")
+    raise TrainingError(f"{folder} is no study 'cuebench train' knows ({known})")
 
 
-def mean_class_accuracy(per_class: list[float | None]) -> float:
-    """Mean per-class accuracy over the classes present (Eulig et al. 2021, Sec. 3.4: acc_ij)."""
-    present = [a for a in per_class if a is not None]
-    return float(np.mean(present)) if present else float("nan")
-
-
-def run_job(job: TrainJob, progress: bool = False) -> Path:
-    """Train and evaluate one job (skipped when its result file exists); return the result file.
-    Jobs of other kinds (``cue_study.CueJob``) carry their own ``execute``, so every executor runs them too."""
-    if not isinstance(job, TrainJob):
-        return job.execute(progress)
-    if job.result_path.is_file():
-        return job.result_path
-    check_factor_algorithm(job.config.algorithm)
-    import torch
-    from tqdm import tqdm
-
-    from .algorithms import ALGORITHMS
-
-    if job.runtime.threads:
-        torch.set_num_threads(job.runtime.threads)
-    device = resolve_device(job.runtime.device)
-    cfg = job.config
-    root = Path(job.study_dir)
-    data = {split: load_tensors(root / job.files[split], cfg.input_size) for split in ("train", "val", "test")}
-    torch.manual_seed(job.seed)
-    model = starting_model(cfg.model, cfg.weights, cfg.freeze, 3, device).to(device)
-    if cfg.weights == "scratch":
-        normalisation = SCRATCH_NORMALISATION
-    else:
-        normalisation = tuple(tuple(data_config(model)[k]) for k in ("mean", "std"))
-    algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
-                                          amp=job.runtime.amp, optimizer=cfg.optimizer, **cfg.algorithm_options())
-    options = json.dumps(algorithm.options.model_dump(mode="json"), sort_keys=True)
-    optimizer = json.dumps(algorithm.settings.as_dict(), sort_keys=True)
-    shuffle = torch.Generator().manual_seed(job.seed)
-    x_train, y_train = data["train"]
-    rows = []
-    for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
-        algorithm.start_epoch(epoch, cfg.epochs)
-        order = torch.randperm(len(y_train), generator=shuffle)
-        losses, start = [], time.perf_counter()
-        for batch in order.split(cfg.batch_size):
-            losses.append(algorithm.update(to_input(x_train[batch], device, normalisation),
-                                           y_train[batch].to(device)))
-        speed = len(order) / (time.perf_counter() - start)
-        for split in ("val", "test"):
-            x, y = data[split]
-            pred = torch.cat([algorithm.predict(to_input(xb, device, normalisation)).cpu()
-                              for xb in x.split(job.runtime.eval_batch_size)]).numpy()
-            per_class = class_accuracies(pred, y.numpy())
-            rows.append({"study": job.study, "target": job.target, "correlated": job.correlated,
-                         "pair": f"{job.target}-{job.correlated}", "dataset_sample": job.dataset_sample,
-                         "shortcut_class": -1 if job.shortcut_class is None else job.shortcut_class,
-                         "model": cfg.model_label, "algorithm": cfg.algorithm, "run": job.run, "seed": job.seed,
-                         "epoch": epoch, "split": split, "accuracy": mean_class_accuracy(per_class),
-                         "per_class_accuracy": json.dumps(per_class), "n_images": len(y),
-                         "train_loss": float(np.mean(losses)), "train_images_per_s": speed, "job_id": job.job_id,
-                         "algorithm_options": options, "optimizer": optimizer})
-    write_rows(job.result_path, rows)
-    return job.result_path
-
-
-def write_rows(path: Path, rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> None:
+def write_rows(path: Path, rows: list[dict], columns: tuple[str, ...]) -> None:
     """One job's rows as its result file, written atomically (the file marks the job finished)."""
     import pandas as pd
 
     buf = io.StringIO()
     pd.DataFrame(rows, columns=list(columns)).to_csv(buf, index=False)
     atomic_write(path, buf.getvalue().encode("utf-8"))
-
-
-def union_table(root: Path, pattern: str, sort_by: list[str], table_file: str, what: str) -> Path:
-    """``table_file`` = the rows of every finished job whose result file matches ``pattern``, sorted; atomic."""
-    import pandas as pd
-
-    files = sorted((root / RUNS_DIR).glob(pattern))
-    if not files:
-        raise TrainingError(f"{root / RUNS_DIR} holds no finished {what}")
-    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    table = table.sort_values(sort_by, kind="stable")
-    out = root / table_file
-    atomic_write(out, frame_csv(table))
-    return out
-
-
-def assemble_table(study_dir: str | Path) -> Path:
-    """``training.csv`` = every finished job's rows, sorted; written atomically."""
-    return union_table(Path(study_dir), "*.csv", ["study", "target", "correlated", "dataset_sample", "model",
-                                                  "algorithm", "run", "epoch", "split"], TABLE_FILE, "jobs")

@@ -15,8 +15,6 @@ lists the checkpoints for ``cuebench eval --models``.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import random
 from dataclasses import asdict, dataclass
@@ -24,14 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cuebench.expdir import atomic_write, canonical_json
+from cuebench.expdir import atomic_write
 from cuebench.images import IMAGE_SUFFIXES, decode_image
 
-from .jobs import RUNS_DIR, Runtime, TrainingError, resolve_device, to_input, union_table, write_rows
-from .starting import SCRATCH, check_start, data_config, starting_model, weights_label
+from .jobs import Runtime, StudyConfig, StudyJob, TrainingData, TrainingError, runtime_from_arguments
+from .starting import weights_label
 
 SPLITS = ("train", "val", "test")
-CHECKPOINTS_DIR = "training/checkpoints"
 TABLE_FILE = "set_training.csv"
 MODELS_FILE = "models.txt"
 VAL_FRACTION = 0.2
@@ -87,38 +84,35 @@ def split_files(root: Path, seed: int) -> dict[str, list[tuple[Path, str]]]:
     return splits
 
 
-@dataclass(frozen=True)
-class SetConfig:
-    """How every job of one call trains (part of each job's identity)."""
+@dataclass(frozen=True, kw_only=True)
+class SetConfig(StudyConfig):
+    """How every job of one call on a labelled set trains: the algorithm with its defaults (``optimizer`` auto: its
+    own optimiser; ``lr`` and ``weight_decay`` None: that optimiser's)."""
 
-    model: str = "resnet18"
-    weights: str = SCRATCH
-    freeze: bool = False
-    """Train the new head only (the seeds' ImageNet ResNet-50 with frozen convolutional layers)."""
-    algorithm: str = "erm"
-    epochs: int = 10
     batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    input_size: int = 128
-    seed: int = 0
+    optimizer: str = "auto"
 
-    def key(self) -> str:
-        return hashlib.sha256(canonical_json(asdict(self)).encode()).hexdigest()[:8]
+    def identity(self) -> dict:
+        """The fields a labelled-set job was named by before options and optimisers could be chosen."""
+        return {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer", "ood")}
 
 
-@dataclass(frozen=True)
-class SetJob:
+@dataclass(frozen=True, kw_only=True)
+class SetJob(StudyJob):
+    """Labelled image sets (Burgert et al. 2025, Exp. II): a model per set and run, its best-validation checkpoint."""
+
+    kind = "labelled-set"
+    data_name = "a labelled set"
+    folder_hint = "a labelled set, a folder with train/<class>/ (and test/, optionally val/)"
+    columns = COLUMNS
+    table_file = TABLE_FILE
+    pattern = "set--*.csv"
+    sort_by = ["data_set", "model", "weights", "run", "epoch", "split"]
+    drops_single_image_batches = True
+    takes_algorithm_options = False
+
     set_dir: str
-    out_dir: str
-    run: int = 0
     config: SetConfig = SetConfig()
-    runtime: Runtime = Runtime()
-
-    @property
-    def study_dir(self) -> str:
-        """Where the job's training lives (the executors keep their logs beneath it)."""
-        return self.out_dir
 
     @property
     def data_set(self) -> str:
@@ -129,105 +123,62 @@ class SetJob:
         c = self.config
         return f"set--{self.data_set}--{c.model}--{weights_label(c.weights)}--{c.algorithm}--r{self.run}--{c.key()}"
 
-    @property
-    def result_path(self) -> Path:
-        return Path(self.out_dir) / RUNS_DIR / f"{self.job_id}.csv"
+    @classmethod
+    def claims(cls, folder: Path) -> bool:
+        return is_labelled_set(folder)
 
-    @property
-    def checkpoint(self) -> Path:
-        return Path(self.out_dir) / CHECKPOINTS_DIR / f"{self.job_id}.pth"
+    @classmethod
+    def from_arguments(cls, args) -> list["SetJob"]:
+        config = SetConfig(model=args.model, weights=args.weights, freeze=args.freeze_backbone,
+                           algorithm=args.algorithm, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                           weight_decay=args.weight_decay, input_size=args.input_size, seed=args.seed)
+        return plan_set_jobs(args.study_dir, args.out or Path("runs") / Path(args.study_dir).name, config, args.runs,
+                             runtime_from_arguments(args))
 
-    @property
-    def seed(self) -> int:
-        return self.config.seed * 1000 + self.run
+    @classmethod
+    def assemble(cls, study_dir: str | Path, jobs: list["SetJob"] | None = None) -> list[Path]:
+        """``set_training.csv`` (every finished job's rows) and ``models.txt`` (``MODEL:CHECKPOINT`` per job, as the
+        output folder was named, for ``cuebench eval --models``); both written atomically."""
+        models = Path(study_dir) / MODELS_FILE
+        atomic_write(models, "".join(f"{j.config.model}:{j.checkpoint}\n" for j in jobs or []).encode("utf-8"))
+        return [*super().assemble(study_dir, jobs), models]
 
-    def execute(self, progress: bool = False) -> Path:
-        return train_on_set(self, progress)
+    @staticmethod
+    def wrote(outputs: list[Path]) -> str:
+        return f"wrote {outputs[0]} and {outputs[1]} (cuebench eval --models {outputs[1]})"
+
+    def load_data(self) -> TrainingData:
+        """The set's splits at the input size; a test class the training never saw scores no row."""
+        import torch
+
+        splits = split_files(Path(self.set_dir), self.config.seed)
+        classes = sorted({c for _, c in splits["train"]})
+        position = {c: k for k, c in enumerate(classes)}
+        data = {}
+        for name, files in splits.items():
+            known = [(f, c) for f, c in files if c in position]
+            images = np.stack([fitted(f, self.config.input_size) for f, _ in known])
+            data[name] = (torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(),
+                          torch.tensor([position[c] for _, c in known]))
+        return TrainingData(data["train"], {s: data[s] for s in ("val", "test") if s in data}, len(classes), classes)
+
+    def row(self, algorithm) -> dict:
+        return {**super().row(algorithm), "data_set": self.data_set, "model": self.config.model,
+                "weights": self.config.weights}
+
+    def checkpoint_record(self, state: dict, epoch: int, algorithm, data: TrainingData) -> dict:
+        """The weights with the set's ``class_names``, so ``cuebench eval`` answers with the set's own head."""
+        return {"state_dict": state, "class_names": data.classes, "epoch": epoch, "seed": self.seed,
+                "config": json.dumps(self.config.identity(), sort_keys=True), "data_set": self.data_set}
 
 
 def plan_set_jobs(set_dir: str | Path, out_dir: str | Path, config: SetConfig, runs: int,
                   runtime: Runtime = Runtime()) -> list[SetJob]:
     """Every run of one set; the splits are read first, so a set without images fails before any job."""
-    from .algorithms import ALGORITHMS
-
-    if ALGORITHMS[config.algorithm].output_classes(3) != 3:
-        raise TrainingError(f"algorithm {config.algorithm!r} trains on a second label set (disrupted twins), which a "
-                            "labelled set does not have; use 'cuebench train-cues' for it")
-    if runs < 1 or config.epochs < 1 or config.batch_size < 1 or config.input_size < 8:
-        raise TrainingError("--runs, --epochs and --batch-size must be >= 1 and --input-size >= 8")
+    SetJob.check_plan(config, runs)
     if not is_labelled_set(set_dir):
         raise TrainingError(f"{set_dir} is not a labelled set: it needs train/<class>/ image folders "
                             "(and test/<class>/, optionally val/<class>/)")
-    check_start(config.model, config.weights, config.freeze)
     split_files(Path(set_dir), config.seed)
-    return [SetJob(str(set_dir), str(out_dir), run, config, runtime) for run in range(runs)]
-
-
-def train_on_set(job: SetJob, progress: bool = False) -> Path:
-    """Train, select the best-validation epoch, save its checkpoint (with ``class_names``), write the job's rows."""
-    if job.result_path.is_file():
-        return job.result_path
-    import torch
-    from tqdm import tqdm
-
-    from .algorithms import ALGORITHMS
-
-    if job.runtime.threads:
-        torch.set_num_threads(job.runtime.threads)
-    device = resolve_device(job.runtime.device)
-    cfg = job.config
-    splits = split_files(Path(job.set_dir), cfg.seed)
-    classes = sorted({c for _, c in splits["train"]})
-    position = {c: k for k, c in enumerate(classes)}
-    data = {}
-    for name, files in splits.items():
-        known = [(f, c) for f, c in files if c in position]  # a test class the training never saw scores no row
-        images = np.stack([fitted(f, cfg.input_size) for f, _ in known])
-        data[name] = (torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(),
-                      torch.tensor([position[c] for _, c in known]))
-    torch.manual_seed(job.seed)
-    model = starting_model(cfg.model, cfg.weights, cfg.freeze, len(classes), device).to(device)
-    config = data_config(model)
-    normalisation = (config["mean"], config["std"])  # as ``cuebench eval`` feeds the model
-
-    algorithm = ALGORITHMS[cfg.algorithm](model, lr=cfg.lr, weight_decay=cfg.weight_decay, seed=job.seed,
-                                          amp=job.runtime.amp)
-    shuffle = torch.Generator().manual_seed(job.seed)
-    x_train, y_train = data["train"]
-    rows, best, best_state, best_epoch = [], -1.0, None, None
-    for epoch in tqdm(range(1, cfg.epochs + 1), desc=job.job_id, unit="epoch", disable=not progress):
-        algorithm.start_epoch(epoch, cfg.epochs)
-        batches = torch.randperm(len(y_train), generator=shuffle).split(cfg.batch_size)
-        losses = [algorithm.update(to_input(x_train[b], device, normalisation), y_train[b].to(device))
-                  for b in batches if len(b) > 1 or len(batches) == 1]  # batch norm cannot train on one image
-        scores = {}
-        for split in ("val", "test"):
-            if split in data:
-                x, y = data[split]
-                pred = torch.cat([algorithm.predict(to_input(b, device, normalisation)).cpu() for b in x.split(job.runtime.eval_batch_size)])
-                scores[split] = float((pred == y).float().mean())
-        if algorithm.selectable(epoch, cfg.epochs) and scores["val"] > best:
-            best, best_epoch = scores["val"], epoch
-            best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        rows += [{"data_set": job.data_set, "model": cfg.model, "weights": cfg.weights, "algorithm": cfg.algorithm,
-                  "run": job.run, "seed": job.seed, "epoch": epoch, "split": split, "accuracy": value,
-                  "n_images": len(data[split][1]), "train_loss": float(np.mean(losses)), "job_id": job.job_id}
-                 for split, value in scores.items()]
-    buf = io.BytesIO()
-    torch.save({"state_dict": best_state, "class_names": classes, "epoch": best_epoch, "seed": job.seed,
-                "config": json.dumps(asdict(cfg), sort_keys=True), "data_set": job.data_set}, buf)
-    atomic_write(job.checkpoint, buf.getvalue())
-    for row in rows:
-        row.update(selected=row["epoch"] == best_epoch, checkpoint=str(job.checkpoint.relative_to(job.out_dir)))
-    write_rows(job.result_path, rows, COLUMNS)
-    return job.result_path
-
-
-def assemble(out_dir: str | Path, jobs: list[SetJob]) -> tuple[Path, Path]:
-    """``set_training.csv`` (every finished job's rows) and ``models.txt`` (``MODEL:CHECKPOINT`` per job, as
-    the output folder was named, for ``cuebench eval --models``); both written atomically."""
-    table = union_table(Path(out_dir), "set--*.csv", ["data_set", "model", "weights", "run", "epoch", "split"],
-                        TABLE_FILE, "labelled-set jobs")
-    models = Path(out_dir) / MODELS_FILE
-    atomic_write(models, "".join(f"{j.config.model}:{j.checkpoint}\n" for j in jobs).encode("utf-8"))
-    return table, models
+    return [SetJob(study_dir=str(out_dir), set_dir=str(set_dir), run=run, config=config, runtime=runtime)
+            for run in range(runs)]

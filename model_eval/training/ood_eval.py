@@ -25,7 +25,7 @@ from pathlib import Path
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.labels import IMAGENET16
 
-from .jobs import TrainingError
+from .starting import TrainingError
 
 OOD_DIR = "training/ood"
 RESERVED_SPLITS = ("val", "test", "train")

@@ -18,8 +18,9 @@ from model_eval.training.algorithms.padain import PAdaIN, candidate_layers, perm
 from cuebench.executors import ExecutorError
 from cuebench.registry import UnknownName
 from model_eval.training.executors import run_jobs
-from model_eval.training.jobs import (COLUMNS, TrainConfig, TrainingError, build_model, class_accuracies,
-                                      mean_class_accuracy, plan_jobs)
+from model_eval.training.factor_study import (COLUMNS, FactorConfig, class_accuracies,
+                                              mean_class_accuracy, plan_jobs)
+from model_eval.training.jobs import TrainingError, build_model
 
 
 def train(argv: list[str]) -> int:
@@ -77,14 +78,30 @@ def write_study(root, entries: list[dict]) -> None:
 
 def test_plan_jobs_checks_its_inputs(tmp_path):
     with pytest.raises(TrainingError, match="study.json does not exist"):
-        plan_jobs(tmp_path, TrainConfig(), runs=1)
+        plan_jobs(tmp_path, FactorConfig(), runs=1)
     write_study(tmp_path, [])
     with pytest.raises(UnknownName, match="unknown algorithm 'mixstyle'"):
-        plan_jobs(tmp_path, TrainConfig(algorithm="mixstyle"), runs=1)
+        plan_jobs(tmp_path, FactorConfig(algorithm="mixstyle"), runs=1)
     with pytest.raises(TrainingError, match="'distinguish' .* a DiagViB-6 study does not have; use 'cuebench train-cues'"):
-        plan_jobs(tmp_path, TrainConfig(algorithm="distinguish"), runs=1)
+        plan_jobs(tmp_path, FactorConfig(algorithm="distinguish"), runs=1)
     with pytest.raises(TrainingError, match="no entries"):
-        plan_jobs(tmp_path, TrainConfig(), runs=1)
+        plan_jobs(tmp_path, FactorConfig(), runs=1)
+
+
+def test_train_picks_the_kind_the_folder_is_and_names_the_kinds_for_any_other(tmp_path):
+    from model_eval.training.jobs import study_kind_of
+
+    (tmp_path / "factor").mkdir()
+    write_study(tmp_path / "factor", [])
+    (tmp_path / "set" / "train" / "cat").mkdir(parents=True)
+    assert study_kind_of(tmp_path / "factor").kind == "factor"
+    assert study_kind_of(tmp_path / "set").kind == "labelled-set"
+    with pytest.raises(TrainingError, match=r"is no study 'cuebench train' knows \(.*factor: a DiagViB-6 study "
+                                            r"directory .*labelled-set: a labelled set"):
+        train([str(tmp_path / "nothing")])
+    (tmp_path / "factor" / "train" / "cat").mkdir(parents=True)
+    with pytest.raises(TrainingError, match="a study of several kinds"):
+        study_kind_of(tmp_path / "factor")
 
 
 def test_unknown_or_missing_executor_is_a_clear_error(tmp_path):
@@ -101,7 +118,7 @@ def _fake_job(tmp_path):
     write_study(tmp_path, [{"study": "ZSO", "target": "hue", "correlated": "shape", "dataset_sample": 0,
                             "shortcut_class": None, "selected": {}, "selected_index": {}, "design_train": [],
                             "design_test": [], "files": {}, "cooccurrence": {}}])
-    return plan_jobs(tmp_path, TrainConfig(), runs=1)[0]
+    return plan_jobs(tmp_path, FactorConfig(), runs=1)[0]
 
 
 def test_job_identity_follows_the_training_configuration(tmp_path):
@@ -132,13 +149,13 @@ def test_algorithm_options_name_jobs_and_earlier_job_names_stay_the_same(tmp_pat
                   "weight_decay": 0.0, "input_size": 128, "padain_p": 0.01, "seed": 0, **changes}
         return hashlib.sha256(canonical_json(fields).encode()).hexdigest()[:8]
 
-    assert TrainConfig().key() == former_key()
+    assert FactorConfig().key() == former_key()
     padain = parse_algorithm_options(["p=0.05"], ["padain"])["padain"]
-    assert TrainConfig.with_options(padain, algorithm="padain").key() == former_key(algorithm="padain", padain_p=0.05)
+    assert FactorConfig().trained_with("padain", padain).key() == former_key(algorithm="padain", padain_p=0.05)
     default = parse_algorithm_options([], ["infodrop"])["infodrop"]
     biasbed = parse_algorithm_options(["test_protocol=biasbed"], ["infodrop"])["infodrop"]
-    assert TrainConfig.with_options(default, algorithm="infodrop").key() == former_key(algorithm="infodrop")
-    assert TrainConfig.with_options(biasbed, algorithm="infodrop").key() != former_key(algorithm="infodrop")
+    assert FactorConfig().trained_with("infodrop", default).key() == former_key(algorithm="infodrop")
+    assert FactorConfig().trained_with("infodrop", biasbed).key() != former_key(algorithm="infodrop")
     write_study(tmp_path, [])
     assert train([str(tmp_path), "--algorithm", "infodrop", "--algorithm-option", "help"]) == 0
     assert "infodrop.test_protocol=shi  (one of shi, biasbed;" in capsys.readouterr().out

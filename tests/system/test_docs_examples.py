@@ -19,7 +19,8 @@ EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```python\n(.*?)```", re.S
 ENTRY_POINTS = {"design": ("cuebench.designs", "blur-only", "BlurOnly"),
                 "report-section": ("cuebench.report_sections", "not-clear-rate", "NotClearRate"),
                 "algorithm": ("cuebench.algorithms", "label-smoothing", "LabelSmoothing"),
-                "benchmark": ("cuebench.benchmarks", "grayscale-reliance", "GrayscaleReliance")}
+                "benchmark": ("cuebench.benchmarks", "grayscale-reliance", "GrayscaleReliance"),
+                "study-kind": ("cuebench.study_kinds", "toy-squares", "ToySquares")}
 
 
 def examples() -> dict[str, tuple[str, str]]:
@@ -167,3 +168,50 @@ def test_the_benchmark_example_scores_a_model_without_ranking_it(plugins, tmp_pa
                                            "measured this way.")
     assert entry["comparable"] is False and entry.get("rank") is None
     assert "no published values were measured this way" in next((tmp_path / "cards").glob("*.md")).read_text()
+
+
+@pytest.mark.slow
+def test_the_study_kind_example_trains_selects_and_keeps_its_checkpoint(plugins, tmp_path):
+    listed = run(plugins, tmp_path, "list", "study-kinds")
+    assert re.search(r"^toy-squares +Generated squares on noise, bright or dark", listed.stdout, re.M), listed.stderr
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "toy.json").write_text('{"per_class": 6}')
+    argv = ["train", "toy", "--model", "test_resnet", "--epochs", "3", "--runs", "1", "--input-size", "16",
+            "--batch-size", "4", "--device", "cpu"]
+    trained = run(plugins, tmp_path, *argv)
+    assert trained.returncode == 0, trained.stderr
+    assert trained.stdout.rstrip().endswith("toy/toy_training.csv")
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "toy" / "toy_training.csv")
+    assert len(table) == 3 * 2 and set(table["split"]) == {"val", "test"} and table["n_images"].eq(12).all()
+    val = table[table["split"] == "val"].set_index("epoch")["accuracy"]
+    best = int(val.idxmax())  # BiasBed's best validation, the earliest of equal ones
+    assert table.loc[table["selected"], "epoch"].unique().tolist() == [best]
+    # the checkpoint is the selected epoch's: its test accuracy, computed here from the saved weights, is the row's
+    check = f"""
+import torch
+from model_eval.torch_compat import import_timm
+from model_eval.training.jobs import StudyConfig
+from toy_squares import ToySquares
+saved = torch.load("toy/{table['checkpoint'].iloc[0]}", weights_only=True)
+timm = import_timm()
+model = timm.create_model("test_resnet", num_classes=2)
+model.load_state_dict(saved["state_dict"])
+model.eval()
+config = timm.data.resolve_data_config(model=model)
+data = ToySquares(study_dir="toy", config=StudyConfig(input_size=16)).load_data()
+x, y = data.evaluated["test"]
+mean, std = (torch.tensor(config[k]).view(1, 3, 1, 1) for k in ("mean", "std"))
+with torch.no_grad():
+    right = (model((x.float() / 255 - mean) / std).argmax(1) == y).sum()
+print(saved["epoch"], saved["class_names"], int(right))
+"""
+    checked = run(plugins, tmp_path, code=check)
+    assert checked.returncode == 0, checked.stderr
+    epoch, rest = checked.stdout.strip().split(" ", 1)
+    names, right = rest.rsplit(" ", 1)
+    assert int(epoch) == best and names == "['dark', 'bright']"
+    test_row = table[(table["split"] == "test") & (table["epoch"] == best)].iloc[0]
+    assert test_row["accuracy"] == pytest.approx(int(right) / 12)
+
