@@ -170,8 +170,8 @@ class Registry(Generic[T]):
 
 
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.!?])(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bcf\.)(?<!\bvs\.)"
-                           r"(?<!\bSec\.)(?<!\bFig\.)(?<!\bEq\.)\s+(?=[A-Z])")
-"""A full stop, then a capital: where a docstring's first sentence ends (not after "et al.", "e.g.", "Sec." ...)."""
+                           r"(?<!\bSec\.)(?<!\bFig\.)(?<!\bEq\.)(?<!\bExp\.)(?<!\bApp\.)(?<!\bTab\.)\s+(?=[A-Z])")
+"""A full stop, then a capital: where a docstring's first sentence ends (not after "et al.", "e.g.", "Sec.", "Exp." ...)."""
 
 
 REGISTRIES_GROUP = "cuebench.registries"
