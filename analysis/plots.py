@@ -351,7 +351,7 @@ def psychometric_curves(points: pd.DataFrame, curves: pd.DataFrame, thresholds: 
                         reference: pd.DataFrame | None = None):
     """Observed accuracies of every observer with their fitted psychometric functions (psignifit), one panel per
     condition with humans and models on the same axes. Every observer's points are drawn: filled where a curve
-    was fitted, hollow where not (flat data, too few levels: the fits table's ``note`` says why). Each threshold
+    was fitted, hollow where not (too few levels: the fits table's ``note`` says why). Each threshold
     is a vertical tick at its accuracy with its 95 % credible interval as a horizontal bar; the dotted line is
     chance. ``reference`` (published relative accuracies with the originals' accuracy,
     :func:`analysis.reference.burgert2025_humans`) adds grey stars at relative accuracy x original accuracy

@@ -8,16 +8,17 @@ two fits' thresholds and 95 % intervals (the same function, so it is zero up to 
     OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --fits 5
 
 With ``--coverage N`` it instead prints the coverage-by-design table of docs/adaptive.md: for each design of
-:data:`FIT_DESIGNS` (levels, trials per level, alternatives, floor, lapse) the share of N observers whose true half-way
-threshold lies in the reported 95 % interval, the bias of the identified thresholds and how many were identified.
+:data:`FIT_DESIGNS` (levels, trials per level, alternatives, floor, lapse, where on the grid the fall lies) the share
+of N observers whose true half-way threshold lies in the reported 95 % interval, the bias of the identified thresholds
+and how many were identified.
 With ``--studies S`` it prints the QUEST+ population-mean table: per design of :data:`QUEST_DESIGNS` (C = 3 and 16,
 20-40 trials, between-observer SD 0-1.5, means in the middle and near the ends of the grid, people's lapses) the
 coverage of the population mean's 95 % interval and its bias over S studies of 8 people, every level chosen by
 QUEST+ and pooled as the report pools. Observers are simulated here from the documented model, without the fitting
 code.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 40
-    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --studies 20
+    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 60
+    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --studies 100
 """
 
 from __future__ import annotations
@@ -45,30 +46,37 @@ def falling(x, location, scale, floor, lapse):
     return floor + (1 - floor - lapse) / (1 + np.exp((x - location) / scale))
 
 
-# (levels, trials per level, alternatives C, floor (None: chance), lapse): the short grids people run, with a floor
-# above chance and at it, beside the 15-level grid the suite's coverage test uses
-FIT_DESIGNS = [(7, 12, 4, 0.45, 0.05), (7, 12, 4, 0.45, 0.10), (7, 12, 4, None, 0.05), (7, 30, 4, 0.45, 0.05),
-               (15, 12, 4, 0.45, 0.05), (15, 20, 16, None, 0.05)]
+# (levels, trials per level, alternatives C, floor (None: chance), lapse, where the logistic's location lies): the
+# short grids people run, with a floor above chance and at it, beside the 15-level grid the suite's coverage test uses
+FIT_DESIGNS = [(7, 12, 4, 0.45, 0.05, "middle"), (7, 12, 4, 0.45, 0.05, "late"), (7, 12, 4, 0.45, 0.05, "anywhere"),
+               (7, 12, 4, 0.45, 0.10, "middle"), (7, 12, 4, None, 0.05, "middle"), (7, 30, 4, 0.45, 0.05, "middle"),
+               (15, 12, 4, 0.45, 0.05, "middle"), (15, 20, 16, None, 0.05, "middle")]
+PLACEMENTS = {"middle": (1.5 / 7, 4.5 / 7), "late": (0.5, 0.9), "anywhere": (0.0, 1.0)}
+"""The logistic's location as a share of the grid's span from its first level: the 2nd-5th sevenths, its second
+half up to the last tenth, or anywhere on it (the fall may then lie before the first level, where accuracy is flat)."""
 ORIGINALS = 24
 
 
 def fit_coverage(observers: int) -> None:
     """Coverage and bias of ``threshold_halfway`` per design (:data:`FIT_DESIGNS`), as a Markdown table. Each observer's
-    logistic falls from 1 − λ at the first level: location uniform over the grid's second to fifth sevenths, scale
+    logistic falls from 1 − λ, its location uniform over the design's share of the grid (:data:`PLACEMENTS`), scale
     0.5-1.2 level steps; accuracy on the originals 1 − λ, measured on :data:`ORIGINALS` trials. Coverage counts
-    every interval, identified or not ([low, high] as reported, high may be inf); bias is over identified thresholds."""
+    every row, identified or not ([low, high] as reported, high may be inf; a row without an interval counts as a
+    miss); bias is over identified thresholds."""
     from analysis.psychometric import fit_curve
 
-    print("| levels | trials per level | C | floor | lapse | observers | coverage | bias (grid units) | identified |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for levels, trials, choices, floor, lapse in FIT_DESIGNS:
+    print("| levels | trials per level | C | floor | lapse | location | observers | coverage | bias (grid units) | "
+          "identified |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for levels, trials, choices, floor, lapse, placement in FIT_DESIGNS:
         grid, chance = np.arange(1, levels + 1, dtype=float), 1 / choices
         floor_value = chance if floor is None else floor
+        share = PLACEMENTS[placement]
         hits, errors, identified = [], [], 0
         for seed in range(observers):
             rng = np.random.default_rng(10_000 + seed)
             span = levels - 1
-            location, scale = 1 + rng.uniform(span / 7 * 1.5, span / 7 * 4.5), rng.uniform(0.5, 1.2)
+            location, scale = 1 + span * rng.uniform(*share), rng.uniform(0.5, 1.2)
             k = rng.binomial(trials, falling(grid, location, scale, floor_value, lapse)).astype(float)
             original = 1 - lapse
             row, _ = fit_curve(grid, k, np.full(levels, float(trials)), chance,
@@ -82,8 +90,8 @@ def fit_coverage(observers: int) -> None:
                 errors.append(point - truth)
         floor_text = "chance" if floor is None else f"{floor:g}"
         bias = f"{np.mean(errors):+.2f}" if errors else "–"
-        print(f"| {levels} | {trials} | {choices} | {floor_text} | {lapse:g} | {observers} | {np.mean(hits):.2f} | "
-              f"{bias} | {identified}/{observers} |", flush=True)
+        print(f"| {levels} | {trials} | {choices} | {floor_text} | {lapse:g} | {placement} | {observers} | "
+              f"{np.mean(hits):.2f} | {bias} | {identified}/{observers} |", flush=True)
 
 
 # (alternatives C, trials, population mean, between-observer SD, people's lapses up to): means in the middle of the
