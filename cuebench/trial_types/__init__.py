@@ -54,7 +54,8 @@ class TrialTypeCard:
     timing: ClassVar[dict[str, Any]] = {}
     prompt: ClassVar[str | None] = None
     """The response screen's words (the ``keys`` response): what to press. Like ``how_to_answer``, a key of the
-    catalogue (``cuebench.words``: the built-in cards', translated there) or a plug-in's own words (:meth:`say`)."""
+    catalogue (``cuebench.words``: a card's words, translated, sit in the fragment beside its module, e.g.
+    ``oddity.words.json``) or a plug-in's own words as written (:meth:`say`)."""
     how_to_answer: ClassVar[dict[str, str]] = {}
     """The lab's words after the study's instructions, per input mode (``mouse``, ``keyboard``)."""
     choice_rule: ClassVar[str]
