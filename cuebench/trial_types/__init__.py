@@ -71,6 +71,11 @@ class TrialTypeCard:
             return "choices", f"the choices of a trial of type {self.name} are {', '.join(self.answers)}"
         return None
 
+    def references(self, trial) -> tuple[str, ...]:
+        """The stimulus ids a trial of this type names besides the images it shows (a segment trial's label mask):
+        the experiment checks that each exists."""
+        return ()
+
     def answer_keys(self, trial) -> dict[str, str]:
         """Answer -> key of the ``keys`` response, in the order the answers are offered."""
         if self.answers == "positions":
@@ -118,6 +123,9 @@ class TrialTypeCard:
         return self.response is not None
 
 
+UNTYPED = "classify"
+"""The type of a response row that names none: rows written before trial types were classifications (the
+model-vs-human export writes its conditions bare, and the analysis reads them back so)."""
 NOT_CLEAR = "not clear"
 """The answer "I saw nothing" a label set may offer after its labels (``cuebench.trials`` exports it too)."""
 

@@ -32,6 +32,10 @@ from ..registry import module_file, plugin_modules
 HERE = Path(__file__).parent
 LANGUAGE = "en"
 """The default language, whose catalogue every other one mirrors key by key."""
+FRAGMENT = ".words.json"
+"""The suffix of a plug-in's catalogue fragment, beside its module (``dist.py`` -> ``dist.words.json``;
+a package's ``__init__.py`` -> ``__init__.words.json``): ``{"en": {key: text}, "de": {...}}``."""
+CORE = "cuebench/words"
 
 
 class UnknownWords(CuebenchError):
@@ -50,15 +54,9 @@ def check_language(language: str) -> str:
         close = difflib.get_close_matches(language, known, n=2, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownWords(f"no words for language {language!r} (there are: {', '.join(known)}){hint}; a translation "
-                           f"is a copy of cuebench/words/{LANGUAGE}.json with every text translated (and a {LANGUAGE!r} part of "
-                           f"each plug-in's {FRAGMENT} beside it)")
+                           f"is a copy of cuebench/words/{LANGUAGE}.json with every text translated (and a "
+                           f"{LANGUAGE!r} part of each plug-in's {FRAGMENT} beside it)")
     return language
-
-
-FRAGMENT = ".words.json"
-"""The suffix of a plug-in's catalogue fragment, beside its module (``dist.py`` -> ``dist.words.json``;
-a package's ``__init__.py`` -> ``__init__.words.json``): ``{"en": {key: text}, "de": {...}}``."""
-CORE = "cuebench/words"
 
 
 @cache
@@ -85,8 +83,8 @@ def fragments() -> dict[str, dict[str, dict[str, str]]]:
         source = module_file(module)
         path = None if source is None else source.with_name(source.stem + FRAGMENT)
         if path is not None and path.is_file():
-            found["/".join([*module.split(".")[:-1], path.name] if source.stem != "__init__"
-                           else [*module.split("."), path.name])] = _read_fragment(path, module)
+            package = module.split(".") if source.stem == "__init__" else module.split(".")[:-1]
+            found["/".join([*package, path.name])] = _read_fragment(path, module)
     return found
 
 
