@@ -11,8 +11,8 @@ third-party, comes by the ``cuebench.report_sections`` entry point (pyproject.to
 
 from __future__ import annotations
 
-from .base import (SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, record_method,
-                   recorded_method, register)
+from .base import (SECTIONS, Section, all_metrics, broken_notes, metric_columns, metric_table, ordered,
+                   per_observer_sections, record_method, recorded_method, register, summary_tables)
 
-__all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "record_method",
-           "recorded_method", "register"]
+__all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_columns", "metric_table", "ordered",
+           "per_observer_sections", "record_method", "recorded_method", "register", "summary_tables"]
