@@ -161,11 +161,11 @@ class Trial(Model):
     """Null or absent: the standard timing of the trial type."""
     instruction: str | None = None
     mask_seed: StrictInt | None = None
+    # The one field of a single trial type: it stays a field of its own, as the segmentation experiments written so
+    # far and the published JSON Schema have it; its card checks it (``Segment.check``) and names it among the
+    # trial's stimuli (``TrialTypeCard.references``), so the schema's rules do not name the type.
     label_mask: str | None = None
-    """``segment`` trials: the stimulus id of the ground-truth label mask (``cuebench.segmentation``). The one field a
-    single trial type uses: it stays a field of its own, as the segmentation experiments written so far and the
-    published JSON Schema have it, and its card checks it (``Segment.check``) and names it among the trial's
-    stimuli (``TrialTypeCard.references``)."""
+    """``segment`` trials: the stimulus id of the ground-truth label mask (``cuebench.segmentation``)."""
 
     @field_validator("trial_type")
     @classmethod
