@@ -70,8 +70,8 @@ def test_every_key_looked_up_exists_and_every_key_is_looked_up():
 def test_every_fragment_beside_a_plugin_is_found_and_translated():
     """Each ``*.words.json`` of the tree sits beside a registered plug-in's module (found through the registries'
     entry points, none left unread) and has every language's words with the same keys."""
-    in_tree = {p.relative_to(ROOT).as_posix() for top in ("cuebench", "stimuli", "human_tasks", "experiment_server",
-                                                           "model_eval", "analysis") for p in (ROOT / top).rglob(f"*{FRAGMENT}")}
+    packages = ("cuebench", "stimuli", "human_tasks", "experiment_server", "model_eval", "analysis")
+    in_tree = {p.relative_to(ROOT).as_posix() for top in packages for p in (ROOT / top).rglob(f"*{FRAGMENT}")}
     assert in_tree and set(fragments()) == in_tree
     assert missing_translations() == {}
 
