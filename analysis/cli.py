@@ -8,11 +8,10 @@ from pathlib import Path
 from cuebench.commands import add_command
 from cuebench.paths import user_path
 
-from .sections import all_metrics, metric_table
+from .sections import all_metrics, metric_columns, metric_table, ordered, per_observer_sections, summary_tables
 
-MAIN_TABLES = ("exclusion_summary", "catch_per_person", "group_accuracy", "group_relative_accuracy", "shape_bias",
-               "cue_decomposition", "oddity", "thresholds", "noise_ceilings", "ttests", "friedman_ranks")
-SHAPE_BIAS_COLUMNS = ["observer", "shape_bias", "n_shape", "n_texture"]
+EXCLUSION_TABLES = ("exclusion_summary", "catch_per_person")
+"""What ``cuebench analyze`` prints first, before each section's ``summary_tables``: who and what was excluded."""
 
 
 class MetricNames:
@@ -369,11 +368,12 @@ def run_analyze(args) -> int:
 
     if args.out and not (args.metric or args.correlate):
         raise ReportError("--out writes one table: give --metric NAME (or --correlate X Y)")
-    only = {"observers", "segmentation"} if args.correlate else ({metric_table(args.metric)[0]} if args.metric
-                                                                 else None)
+    only = per_observer_sections() if args.correlate else ({metric_table(args.metric)[0]} if args.metric
+                                                            else None)
     result, options = analyze_sources(args.sources, options_from(args), only=only)
     if args.correlate:
-        summary = result.tables.get("observer_summary", result.tables.get("segmentation_summary"))
+        summary = next((result.tables[s.per_observer] for s in ordered(result.sections)
+                        if s.per_observer in result.tables), None)
         if summary is None:
             raise ReportError("--correlate needs per-observer metrics; these responses have none")
         models = summary[summary["observer_kind"] == "model"]
@@ -383,12 +383,11 @@ def run_analyze(args) -> int:
         if name not in result.tables:
             why = f"; {result.missing[section]}" if section in result.missing else ""
             raise ReportError(f"metric {args.metric!r} needs {needs}; these responses have none{why}")
-        table = result.tables[name]
-        if args.metric == "shape-bias":
-            table = table[SHAPE_BIAS_COLUMNS]
+        columns = metric_columns(args.metric)
+        table = result.tables[name] if columns is None else result.tables[name][list(columns)]
     else:
         with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
-            for name in MAIN_TABLES:
+            for name in (*EXCLUSION_TABLES, *summary_tables(result.sections)):
                 if name in result.tables and len(result.tables[name]):
                     print(f"\n== {name}\n{result.tables[name].to_string(index=False)}")
             for note in result.notes:

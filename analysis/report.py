@@ -37,7 +37,6 @@ from .design_record import experiment_of, experiment_record
 from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance
 from .load import fixed_level_rows, load_responses, logged_exclusions, withdrawal_count
 from .ranking import FriedmanResult
-from .sections.reliance import suppressed_conditions
 from .tables import html_table
 
 LIBRARIES = ("numpy", "pandas", "scipy", "pingouin", "scikit_posthocs", "matplotlib", "jinja2", "psignifit")
@@ -291,36 +290,21 @@ def render_html(analysis: Analysis, figures: dict[str, bytes], sources, compare,
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("analysis", "templates"), autoescape=select_autoescape(["html"]))
+    applied = [section for section in sections.ordered(analysis.sections) if section.name in analysis.sections]
     images = {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in figures.items()}
-    tables = {name: html_table(t, p_values=name == "nemenyi_p") for name, t in analysis.tables.items() if len(t)}
-    burgert = (reference_name == "burgert2025" and "reliance" in analysis.sections
-               and published.burgert2025_applies(suppressed_conditions(analysis.cleaned.scored)))
-    geirhos = reference_name is not None and "shape-bias" in analysis.sections
-    context = {"images": images, "tables": tables, "summary": analysis.summary,
-               "reference_table": html_table(reference_wide()) if burgert else None,
-               "reference_label": published.BURGERT2025_LABEL,
-               "shape_bias_reference": html_table(published.geirhos2019_shape_bias()) if geirhos else None,
-               "shape_bias_label": published.GEIRHOS2019_LABEL}
+    p_values = {name for section in applied for name in section.p_value_tables}
+    tables = {name: html_table(t, p_values=name in p_values) for name, t in analysis.tables.items() if len(t)}
+    context = {"images": images, "tables": tables, "summary": analysis.summary}
+    for section in applied:  # the published numbers each section shows beside this experiment's
+        context.update(section.references(analysis, reference_name))
     shown = []
-    for section in sections.ordered(analysis.sections):
-        if section.name in analysis.sections:
-            template = (env.from_string(section.template) if section.template
-                        else env.get_template(f"sections/{section.name}.html"))
-            shown.append({"name": section.name, "title": section.title, "note": analysis.missing.get(section.name),
-                          "html": template.render(**context)})
+    for section in applied:
+        template = (env.from_string(section.template) if section.template
+                    else env.get_template(f"sections/{section.name}.html"))
+        shown.append({"name": section.name, "title": section.title, "note": analysis.missing.get(section.name),
+                      "html": template.render(**context)})
     return env.get_template("report.html").render(
         title="cuebench report", sources=[recorded_path(s) for s in sources],
         compare=[recorded_path(c) for c in (compare or [])],
         sections=shown, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
         **context)
-
-
-def reference_wide() -> pd.DataFrame:
-    """Burgert et al. 2025 Table 3 laid out as published: one row per observer, one column per feature."""
-    table = published.burgert2025_table3()
-    wide = table[table["feature"] != "original"].pivot(index="observer", columns="feature", values="relative_accuracy")
-    wide = wide[list(published.BURGERT2025_FEATURES)]
-    wide["original_accuracy"] = table[table["feature"] == "original"].set_index("observer")["accuracy"]
-    wide = wide.loc[table["observer"].unique()]
-    wide.columns.name = None
-    return wide.reset_index()

@@ -53,7 +53,8 @@ def time_eed(images: np.ndarray, steps: int, device: str) -> float:
 def segmentation_experiment(root: Path, images: np.ndarray) -> list[np.ndarray]:
     """An experiment of ``segment`` trials on ``images`` with random label masks."""
     from cuebench.expdir import ExperimentDir
-    from cuebench.trials import SEGMENT_ANSWER, Experiment, LabelSet, Trial
+    from cuebench.trial_types.segment import SEGMENT_ANSWER
+    from cuebench.trials import Experiment, LabelSet, Trial
 
     expdir = ExperimentDir(root)
     rng = np.random.default_rng(1)

@@ -25,6 +25,7 @@ from .errors import CuebenchError
 from .expdir import ExperimentDir, atomic_write, private_files
 from .registry import Registry
 from .responses import COLUMNS, ResponseStore
+from .trial_types import UNTYPED
 from .trials import ROLES
 
 MVH_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
@@ -111,10 +112,10 @@ def mvh_condition(row: dict) -> str:
     if isinstance(params, str):
         params = json.loads(params) if params else {}
     pairs = ",".join(f"{condition_token(k)}={json.dumps(v)}" for k, v in sorted(params.items()))
-    trial_type = row.get("trial_type") or "classify"
+    trial_type = row.get("trial_type") or UNTYPED
     role = row.get("role") or "test"
     prefix = ("" if role == "test" else f"{condition_token(role)}@") + \
-             ("" if trial_type == "classify" else f"{condition_token(trial_type)}/")
+             ("" if trial_type == UNTYPED else f"{condition_token(trial_type)}/")
     return f"{prefix}{condition_token(row.get('condition') or '')}:{level}:{pairs}"
 
 
@@ -125,7 +126,7 @@ def mvh_category(row: dict) -> str:
     has none. The class itself stands in the image name."""
     if row.get("correct_answer"):
         return row["correct_answer"]
-    classify = (row.get("trial_type") or "classify") == "classify"
+    classify = (row.get("trial_type") or UNTYPED) == UNTYPED
     return (row.get("category") if classify else None) or "na"
 
 

@@ -17,6 +17,8 @@ import inspect
 import re
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint, entry_points
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from .errors import CuebenchError
@@ -188,3 +190,36 @@ def registries() -> dict[str, "Registry"]:
             except Exception as err:  # noqa: BLE001 - a broken package's registry is left out, named
                 raise PluginError(f"the registry {point.name!r} ({point.value}) cannot be loaded: {err}") from err
     return dict(ALL)
+
+
+PLUGIN_GROUPS = "cuebench."
+"""The prefix of every registry's entry point group (``cuebench.designs``, ``cuebench.trial_types``, ...) and of
+``cuebench.registries``."""
+
+
+def plugin_modules() -> list[str]:
+    """The module of every installed plug-in and registry, read from the packages' metadata (the entry points
+    the registries read), sorted: what a plug-in keeps beside its module is found without importing it."""
+    return sorted({point.module for group in entry_points().groups if group.startswith(PLUGIN_GROUPS)
+                   for point in entry_points(group=group)})
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of ``module`` (``stimuli.designs.dist`` -> ``.../stimuli/designs/dist.py``, a package's
+    ``__init__.py``), found from its top-level package's location without importing the module or its parents
+    (a plug-in may import heavy libraries, or the core that asks); None when it is not there as files."""
+    top, *inner = module.split(".")
+    try:
+        spec = find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if not inner:
+        return Path(spec.origin) if spec.origin and spec.has_location else None
+    for base in spec.submodule_search_locations or ():
+        path = Path(base).joinpath(*inner)
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None

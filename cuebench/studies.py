@@ -35,8 +35,8 @@ CUE_PHOTOS_FILE = "photos.npz"
 CUE_MAPPING_FILE = "cue_conflict_mapping.json"
 """Label -> ImageNet indices with which a cue study's checkpoints answer the cue-conflict trials (the 16-class
 categories the trained classes fall into)."""
-CUE_EXPERIMENTS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
-"""A cue study's experiment folders and the design each is built with."""
+CUE_EXPERIMENTS = ("dist", "cue_conflict")
+"""A cue study's experiment folders (the design each is built with is the builder's, ``stimuli.cue_training_sets``)."""
 CUE_TRAINING_TABLE = "cue_training.csv"
 """A cue study's training table: a row per job, epoch and split (written by ``model_eval``, read by ``analysis``)."""
 StudyKind = Literal["factor", "cue"]

@@ -136,28 +136,33 @@ def _lead_in(key: str, sentence: str, language: str) -> str:
     return say(key, language, sentence=_capitalised(sentence) if ": {sentence}" in lead else sentence)
 
 
-DESIGN_DEBRIEFS = {"cue-conflict-import": "debrief_cue_conflict_import", "cue-conflict-eed": "debrief_cue_conflict_eed",
-                   "cue-decomposition": "debrief_cue_decomposition", "dist": "debrief_oddity",
-                   "dist-import": "debrief_oddity", "corruptions": "debrief_corruptions", "diagvib": "debrief_diagvib"}
-"""Design -> the catalogue key of what it changed, in words a participant follows (the papers in DESIGN.md)."""
+DESIGN_DEBRIEF = "debrief_{design}"
+"""The catalogue key of a design's own debrief sentence (in the fragment beside the design, ``cuebench.words``): what
+the study changed, in words a participant follows (the papers in DESIGN.md)."""
+CONDITION_CLAUSE = "suppressed_{condition}"
+"""The key of a transform's clause on what it took away (in the fragment beside the transforms)."""
+TRIAL_TYPE_DEBRIEF = "debrief_trials_{trial_type}"
+"""The key of a trial type's sentence on what its trials tested (in the fragment beside its card)."""
 
 
 def debrief_sentence(experiment: Experiment) -> str:
     """What this study's images had changed, in the study's language: the design's own sentence
-    (:data:`DESIGN_DEBRIEFS`), or, for feature suppression and mixed studies, one clause per suppression
-    condition its test trials use (``suppressed_NAME``: what it took away, Burgert et al. 2025) and the oddity
-    sentence (DiST, Wen et al. 2024: what the oddity trials tested, said only after the last trial)."""
-    catalogue = words(experiment.language)
-    if experiment.design in DESIGN_DEBRIEFS:
-        return catalogue[DESIGN_DEBRIEFS[experiment.design]]
+    (:data:`DESIGN_DEBRIEF`), or, for a design without one (feature suppression, mixed studies), one clause per
+    condition of its test trials whose transform has one (:data:`CONDITION_CLAUSE`: what it took away, Burgert et
+    al. 2025) and the sentence of each trial type of its test trials that has one (:data:`TRIAL_TYPE_DEBRIEF`: the
+    DiST oddity's, Wen et al. 2024, what those trials tested, said only after the last trial). Which keys exist is
+    read from the English catalogue, so a fragment that lacks a translation fails loudly, naming its file."""
+    english, language = words(), experiment.language
+    own = DESIGN_DEBRIEF.format(design=experiment.design)
+    if own in english:
+        return say(own, language)
     tests = [t for t in experiment.trials if t.role == "test"]
-    changes = list(dict.fromkeys(catalogue[f"suppressed_{t.condition}"] for t in tests
-                                 if f"suppressed_{t.condition}" in catalogue))
-    parts = [say("debrief_changes", experiment.language, changes=catalogue["debrief_and"].join(changes))] \
-        if changes else []
-    if any(t.trial_type == "oddity" for t in tests):
-        parts.append(catalogue["debrief_oddity"])
-    return " ".join(parts) or catalogue["debrief_unknown"]
+    clauses = [CONDITION_CLAUSE.format(condition=c) for c in dict.fromkeys(t.condition for t in tests)]
+    changes = list(dict.fromkeys(say(key, language) for key in clauses if key in english))
+    parts = [say("debrief_changes", language, changes=say("debrief_and", language).join(changes))] if changes else []
+    kinds = [TRIAL_TYPE_DEBRIEF.format(trial_type=k) for k in dict.fromkeys(t.trial_type for t in tests)]
+    parts += [say(key, language) for key in kinds if key in english]
+    return " ".join(parts) or say("debrief_unknown", language)
 
 
 def default_texts(experiment: Experiment) -> dict[str, str]:

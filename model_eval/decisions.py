@@ -49,7 +49,8 @@ from cuebench.labels import IMAGENET16_NAME
 from cuebench.registry import Registry
 from cuebench.segmentation import IGNORE
 from cuebench.trial_types import TrialTypeCard, cards
-from cuebench.trials import NOT_CLEAR, SEGMENT_ANSWER, Experiment, LabelSet, Trial
+from cuebench.trial_types.segment import SEGMENT_ANSWER
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Trial
 
 BURGERT_THRESHOLD = 0.5
 DECISION_RULES: Registry[type["DecisionRule"]] = Registry("decision-rules")

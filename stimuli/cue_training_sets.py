@@ -25,7 +25,7 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir, atomic_write
 from cuebench.imagenet16 import IMAGENET16_INDICES
 from cuebench.paths import recorded_path
-from cuebench.studies import CUE_EXPERIMENTS, CUE_MAPPING_FILE, CUE_PHOTOS_FILE, CueStudy, StudyDir
+from cuebench.studies import CUE_MAPPING_FILE, CUE_PHOTOS_FILE, CueStudy, StudyDir
 
 from .texture_synthesis import STEPS_PER_DIST_STEP, FeatureNet, FeatureNetLoader
 
@@ -91,6 +91,8 @@ def split_photos(photos: list, seed: int, val: float = 0.15, test: float = 0.25)
     return {name: sorted(members) for name, members in splits.items()}
 
 
+CUE_DESIGNS = {"dist": "dist-import", "cue_conflict": "cue-conflict-import"}
+"""The design each of a cue study's experiment folders (``cuebench.studies.CUE_EXPERIMENTS``) is built with."""
 SYNTHESIS_SIZE = 224
 """Default side at which the disrupted images are synthesised and quality-checked, whatever the
 training size: DiST's own images are 224 x 224, and smaller ones come out as noise (docs/dist.md)."""
@@ -280,7 +282,7 @@ def build_experiment(study: Path, name: str, images: Path, seed: int) -> Path:
 
     expdir = ExperimentDir(study / name)
     if not expdir.experiment_file.is_file():
-        build_experiment(CUE_EXPERIMENTS[name], expdir.root, common=BuildOptions(images=str(images), seed=seed, name=name))
+        build_experiment(CUE_DESIGNS[name], expdir.root, common=BuildOptions(images=str(images), seed=seed, name=name))
     return expdir.root
 
 

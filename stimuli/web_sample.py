@@ -17,7 +17,7 @@ import numpy as np
 from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
-from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from cuebench.trials import Experiment, LabelSet, Schedule, Trial, standard_timing
 from cuebench.words import say, with_article
 from .sources import default_images, fit_to_stimulus
 
@@ -60,7 +60,7 @@ def build_sample_experiment(root: str | Path, name: str = "web-sample") -> Exper
         for arm, transform in arms.items():
             trials.append(Trial(f"{source}-{arm}", "classify", "test", (store(transform(photos[source]), source, arm),),
                                 tuple(IMAGENET16), category, condition=arm, source_image=source, category=category,
-                                timing=CLASSIFY_TIMING))
+                                timing=standard_timing("classify")))
     for source in (*ODDITY_IMAGES, CATCH_IMAGE):
         arm_list = arms.items() if source != CATCH_IMAGE else [("original", arms["original"])]
         for arm, transform in arm_list:
@@ -75,7 +75,7 @@ def build_sample_experiment(root: str | Path, name: str = "web-sample") -> Exper
             role = "catch" if source == CATCH_IMAGE else "test"
             trials.append(Trial(f"{source}-{arm}-oddity" if role == "test" else f"catch-{source}", "oddity", role, ids,
                                 ("1", "2", "3"), ODD_POSITION[source], condition=arm if role == "test" else "catch",
-                                source_image=source, timing=ODDITY_TIMING))
+                                source_image=source, timing=standard_timing("oddity")))
     trials.append(Trial("practice-astronaut", "classify", "practice",
                         (store(photos[PRACTICE_IMAGE], PRACTICE_IMAGE, "original"),), tuple(IMAGENET16), None,
                         condition="practice", source_image=PRACTICE_IMAGE))

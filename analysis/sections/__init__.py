@@ -11,7 +11,8 @@ third-party, comes by the ``cuebench.report_sections`` entry point (pyproject.to
 
 from __future__ import annotations
 
-from .base import SECTIONS, Section, all_metrics, broken_notes, metric_table, ordered, record_method, recorded_method
+from .base import (SECTIONS, Section, all_metrics, broken_notes, metric_columns, metric_table, ordered,
+                   per_observer_sections, record_method, recorded_method, summary_tables)
 
-__all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_table", "ordered", "record_method",
-           "recorded_method"]
+__all__ = ["SECTIONS", "Section", "all_metrics", "broken_notes", "metric_columns", "metric_table", "ordered",
+           "per_observer_sections", "record_method", "recorded_method", "summary_tables"]

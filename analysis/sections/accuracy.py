@@ -30,6 +30,7 @@ class Accuracy(Section):
     name = "accuracy"
     title = "Accuracy"
     order = 90
+    summary_tables = ("group_accuracy",)
     metrics = {"accuracy": "accuracy", "group-accuracy": "group_accuracy", "exclusions": "exclusion_summary"}
     needs = "scored trials"
 

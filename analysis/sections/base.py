@@ -42,7 +42,16 @@ class Section:
     instead of the scored classification and oddity trials."""
     template: ClassVar[str | None] = None
     """Jinja fragment of the section's body; None: ``templates/sections/<name>.html``. It sees
-    ``tables`` (HTML), ``images`` (PNG data URLs) and ``summary``."""
+    ``tables`` (HTML), ``images`` (PNG data URLs), ``summary`` and what the sections' :meth:`references` give."""
+    summary_tables: ClassVar[tuple[str, ...]] = ()
+    """The tables ``cuebench analyze`` prints without ``--metric``: the section's part of that quick look."""
+    metric_columns: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """``--metric`` name -> the columns it prints and writes, where not its whole table."""
+    p_value_tables: ClassVar[tuple[str, ...]] = ()
+    """Tables of p-values only, which the report prints to 3 significant digits rather than 3 decimals."""
+    per_observer: ClassVar[str | None] = None
+    """The table with one row per observer and a column per scalar metric, which ``cuebench analyze --correlate X
+    Y`` ranks the models by."""
 
     def applies(self, scored: pd.DataFrame) -> bool:
         """Whether the responses contain the kind of trials this section is about."""
@@ -59,6 +68,12 @@ class Section:
 
     def figures(self, analysis, reference: str | None) -> dict:
         """Matplotlib figures by key (file name stem); drawn only when ``compute`` succeeded."""
+        return {}
+
+    def references(self, analysis, reference: str | None) -> dict:
+        """Published numbers the report shows beside this experiment's, as names the templates read -> values
+        (an HTML table, its label); ``reference`` is the one asked for (``cuebench report --reference``), None for
+        none. Asked of the sections that apply; what one gives, every section's template sees."""
         return {}
 
     def method_sentence(self, method: dict) -> str | None:
@@ -107,6 +122,21 @@ def metric_table(metric: str) -> tuple[str, str, str]:
         if metric in cls.metrics:
             return name, cls.metrics[metric], cls.needs
     raise KeyError(metric)
+
+
+def metric_columns(metric: str) -> tuple[str, ...] | None:
+    """The columns ``cuebench analyze --metric`` prints of the metric's table (None: all of them)."""
+    return next((cls.metric_columns[metric] for _, cls in SECTIONS.working() if metric in cls.metric_columns), None)
+
+
+def summary_tables(names) -> list[str]:
+    """The tables ``cuebench analyze`` prints without ``--metric``, of the sections ``names``, in report order."""
+    return [table for section in ordered(names) if section.name in names for table in section.summary_tables]
+
+
+def per_observer_sections() -> set[str]:
+    """The sections that make a per-observer table of metrics (``--correlate`` runs only these and what they need)."""
+    return {name for name, cls in SECTIONS.working() if cls.per_observer}
 
 
 def all_metrics() -> list[str]:

@@ -13,6 +13,7 @@ class NoiseCeilings(Section):
     name = "ceilings"
     title = "Noise ceilings"
     order = 70
+    summary_tables = ("noise_ceilings",)
     metrics = {"noise-ceiling": "noise_ceilings", "model-ceiling": "model_vs_human_ceiling"}
     needs = "two observers of a kind"
 

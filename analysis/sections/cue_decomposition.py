@@ -30,6 +30,7 @@ class CueDecomposition(Section):
     name = "cue-decomposition"
     title = "Cue decomposition"
     order = 40
+    summary_tables = ("cue_decomposition",)
     metrics = {"cue-decomposition": "cue_decomposition", "relative-robustness": "relative_robustness",
                "robustness-correlations": "robustness_correlations"}
     needs = "original, shape_cue and texture_cue trials"

@@ -15,6 +15,7 @@ class Observers(Section):
     title = "Per observer"
     order = 95
     metrics = {"observers": "observer_summary", "correlations": "rank_correlations"}
+    per_observer = "observer_summary"
     needs = "scored trials"
     depends = ("shape-bias", "cue-decomposition", "reliance", "consistency")
 

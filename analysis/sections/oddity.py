@@ -12,6 +12,7 @@ class Oddity(Section):
     name = "oddity"
     title = "Oddity (DiST)"
     order = 50
+    summary_tables = ("oddity",)
     metrics = {"oddity": "oddity"}
     needs = "oddity trials"
 

@@ -49,6 +49,8 @@ class Ranks(Section):
     title = "Rank tests"
     order = 85
     metrics = {"friedman": "friedman_ranks", "nemenyi": "nemenyi_p"}
+    summary_tables = ("friedman_ranks",)
+    p_value_tables = ("nemenyi_p",)
     needs = "two methods and two blocks"
 
     def compute(self, result, scored, options, n_choices):

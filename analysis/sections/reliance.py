@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from .. import metrics, plots
 from .. import reference as published
-from ..tables import level_parameters, with_parameters
+from ..tables import html_table, level_parameters, with_parameters
 from .accuracy import group_intervals_text, interval_counts
 from .base import Section, record_method
 
@@ -16,6 +18,25 @@ def suppressed_conditions(scored) -> set[str]:
     images (whatever a data set calls them: they carry a texture class)."""
     classify = scored[(scored["trial_type"] == "classify") & scored["texture_category"].isna()]
     return set(classify["condition"]) - set(NOT_SUPPRESSION) - set(metrics.CUE_CONDITIONS)
+
+
+def burgert_reference(analysis, reference: str | None) -> dict:
+    """Burgert et al. 2025's Table 3 for the report (its table and label), when it was asked for and the
+    experiment suppressed the cues it reports; else nothing."""
+    if reference != "burgert2025" or not published.burgert2025_applies(suppressed_conditions(analysis.cleaned.scored)):
+        return {}
+    return {"reference_table": html_table(reference_wide()), "reference_label": published.BURGERT2025_LABEL}
+
+
+def reference_wide() -> pd.DataFrame:
+    """Burgert et al. 2025 Table 3 laid out as published: one row per observer, one column per feature."""
+    table = published.burgert2025_table3()
+    wide = table[table["feature"] != "original"].pivot(index="observer", columns="feature", values="relative_accuracy")
+    wide = wide[list(published.BURGERT2025_FEATURES)]
+    wide["original_accuracy"] = table[table["feature"] == "original"].set_index("observer")["accuracy"]
+    wide = wide.loc[table["observer"].unique()]
+    wide.columns.name = None
+    return wide.reset_index()
 
 
 def empty_ratios_note(rel) -> str | None:
@@ -35,6 +56,7 @@ class Reliance(Section):
     title = "Reliance profiles"
     order = 10
     metrics = {"relative-accuracy": "relative_accuracy", "reliance": "group_relative_accuracy"}
+    summary_tables = ("group_relative_accuracy",)
     needs = "'original' and suppression trials"
     depends = ("accuracy",)
 
@@ -76,3 +98,5 @@ class Reliance(Section):
         if burgert:
             out["reference"] = plots.reference_bars(published.burgert2025_table3())
         return out
+
+    references = staticmethod(burgert_reference)

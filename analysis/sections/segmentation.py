@@ -20,6 +20,7 @@ class Segmentation(Section):
                "segmentation-class-cues": "seg_class_cue_decomposition", "segmentation-edges": "seg_boundaries",
                "segmentation-robustness": "seg_relative_robustness", "segmentation-correlations": "seg_correlations",
                "segmentation-summary": "segmentation_summary"}
+    per_observer = "segmentation_summary"
     needs = "segment trials (--design seg-cue-decomposition, evaluated by segmentation models)"
 
     def applies(self, rows):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import metrics, plots
-from ..reference import geirhos2019_shape_bias as reference_table
+from ..reference import GEIRHOS2019_LABEL, geirhos2019_shape_bias as reference_table
+from ..tables import html_table
 from .base import Section
 
 
@@ -19,6 +20,8 @@ class ShapeBias(Section):
     title = "Shape bias"
     order = 30
     metrics = {"shape-bias": "shape_bias", "shape-bias-category": "shape_bias_by_category"}
+    summary_tables = ("shape_bias",)
+    metric_columns = {"shape-bias": ("observer", "shape_bias", "n_shape", "n_texture")}
     needs = "cue-conflict trials (texture_category != category)"
 
     def applies(self, scored):
@@ -42,3 +45,9 @@ class ShapeBias(Section):
             return {}
         published = reference_table() if reference else None
         return {"shape_bias": plots.shape_bias_plot(t["shape_bias_by_category"], t["shape_bias"], published)}
+
+    def references(self, analysis, reference):
+        """The shape biases of Geirhos et al. 2019's released data, whichever reference was asked for."""
+        if reference is None:
+            return {}
+        return {"shape_bias_reference": html_table(reference_table()), "shape_bias_label": GEIRHOS2019_LABEL}

@@ -8,7 +8,7 @@ import pandas as pd
 from .. import plots, psychometric
 from .. import reference as published
 from .base import Section, record_method
-from .reliance import suppressed_conditions
+from .reliance import burgert_reference, suppressed_conditions
 
 
 def open_bounds_as_notes(table: pd.DataFrame) -> pd.DataFrame:
@@ -55,6 +55,7 @@ class Thresholds(Section):
     title = "Psychometric thresholds"
     order = 20
     metrics = {"thresholds": "thresholds"}
+    summary_tables = ("thresholds",)
     needs = "suppression trials on an ordered grid of levels"
     adaptive_blocks = True
 
@@ -87,3 +88,5 @@ class Thresholds(Section):
         if comparison is not None:
             out["thresholds"] = comparison
         return out
+
+    references = staticmethod(burgert_reference)  # its figure's stars are Table 3's too

@@ -17,6 +17,7 @@ class TTests(Section):
     name = "ttests"
     title = "Human vs model t-tests"
     order = 80
+    summary_tables = ("ttests",)
     metrics = {"ttests": "ttests"}
     needs = "humans and models"
 

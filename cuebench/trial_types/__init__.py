@@ -54,7 +54,8 @@ class TrialTypeCard:
     timing: ClassVar[dict[str, Any]] = {}
     prompt: ClassVar[str | None] = None
     """The response screen's words (the ``keys`` response): what to press. Like ``how_to_answer``, a key of the
-    catalogue (``cuebench.words``: the built-in cards', translated there) or a plug-in's own words (:meth:`say`)."""
+    catalogue (``cuebench.words``: a card's words, translated, sit in the fragment beside its module, e.g.
+    ``oddity.words.json``) or a plug-in's own words as written (:meth:`say`)."""
     how_to_answer: ClassVar[dict[str, str]] = {}
     """The lab's words after the study's instructions, per input mode (``mouse``, ``keyboard``)."""
     choice_rule: ClassVar[str]
@@ -69,6 +70,11 @@ class TrialTypeCard:
         if isinstance(self.answers, tuple) and trial.choices != self.answers:
             return "choices", f"the choices of a trial of type {self.name} are {', '.join(self.answers)}"
         return None
+
+    def references(self, trial) -> tuple[str, ...]:
+        """The stimulus ids a trial of this type names besides the images it shows (a segment trial's label mask):
+        the experiment checks that each exists."""
+        return ()
 
     def answer_keys(self, trial) -> dict[str, str]:
         """Answer -> key of the ``keys`` response, in the order the answers are offered."""
@@ -117,6 +123,9 @@ class TrialTypeCard:
         return self.response is not None
 
 
+UNTYPED = "classify"
+"""The type of a response row that names none: rows written before trial types were classifications (the
+model-vs-human export writes its conditions bare, and the analysis reads them back so)."""
 NOT_CLEAR = "not clear"
 """The answer "I saw nothing" a label set may offer after its labels (``cuebench.trials`` exports it too)."""
 

@@ -21,6 +21,9 @@ class Segment(TrialTypeCard):
             return "label_mask", f"a segment trial needs its label mask and the one choice {SEGMENT_ANSWER!r}"
         return None
 
+    def references(self, trial):
+        return (trial.label_mask,)
+
     def n_choices(self, choices):
         """No chance level: the one choice is a label map, scored pixel by pixel (mIoU), not right or wrong."""
         return None

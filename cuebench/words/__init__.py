@@ -10,7 +10,13 @@ Keys starting ``class_`` name the 16 ImageNet entry-level classes as that langua
 (the answer stored stays the English label). Keys starting ``claim_`` are regular expressions: how that
 language's texts state a fact about the study (trial count, practice, breaks, time limit, duration), which
 ``cuebench.texts`` checks against the experiment.
-The texts the researcher writes (consent, instructions, ...) are not here but in ``EXPDIR/texts/``."""
+The texts the researcher writes (consent, instructions, ...) are not here but in ``EXPDIR/texts/``.
+
+A plug-in brings its own words (a design's debrief sentence, a transform's clause, a trial type's prompt and task
+sentence) in a catalogue fragment beside its module: ``MODULE.words.json`` next to ``MODULE.py``, one object per
+language with the same keys (:data:`FRAGMENT`). The plug-ins are found through the registries' entry points
+(``cuebench.registry.plugin_modules``), never a list here; each language's catalogue is the core file merged with
+every fragment's part in that language, and a key two files define is an error naming both."""
 
 from __future__ import annotations
 
@@ -21,10 +27,15 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import CuebenchError
+from ..registry import module_file, plugin_modules
 
 HERE = Path(__file__).parent
 LANGUAGE = "en"
 """The default language, whose catalogue every other one mirrors key by key."""
+FRAGMENT = ".words.json"
+"""The suffix of a plug-in's catalogue fragment, beside its module (``dist.py`` -> ``dist.words.json``;
+a package's ``__init__.py`` -> ``__init__.words.json``): ``{"en": {key: text}, "de": {...}}``."""
+CORE = "cuebench/words"
 
 
 class UnknownWords(CuebenchError):
@@ -43,14 +54,83 @@ def check_language(language: str) -> str:
         close = difflib.get_close_matches(language, known, n=2, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownWords(f"no words for language {language!r} (there are: {', '.join(known)}){hint}; a translation "
-                           f"is a copy of cuebench/words/{LANGUAGE}.json with every text translated")
+                           f"is a copy of cuebench/words/{LANGUAGE}.json with every text translated (and a "
+                           f"{LANGUAGE!r} part of each plug-in's {FRAGMENT} beside it)")
     return language
 
 
 @cache
 def words(language: str = LANGUAGE) -> dict[str, str]:
-    """The catalogue of one language: key -> text (what the web server sends in the plan)."""
-    return json.loads((HERE / f"{check_language(language)}.json").read_text(encoding="utf-8"))
+    """The catalogue of one language: key -> text (what the web server sends in the plan): the core's, then each
+    plug-in's fragment's texts in that language."""
+    sources()  # no two files define one key
+    merged = _core(check_language(language))
+    for fragment in fragments().values():
+        merged.update(fragment.get(language, {}))
+    return merged
+
+
+def _core(language: str) -> dict[str, str]:
+    return json.loads((HERE / f"{language}.json").read_text(encoding="utf-8"))
+
+
+@cache
+def fragments() -> dict[str, dict[str, dict[str, str]]]:
+    """Every installed plug-in's catalogue fragment (:data:`FRAGMENT`), by its file as a package path
+    (``stimuli/designs/dist.words.json``): language -> key -> text."""
+    found = {}
+    for module in plugin_modules():
+        source = module_file(module)
+        path = None if source is None else source.with_name(source.stem + FRAGMENT)
+        if path is not None and path.is_file():
+            package = module.split(".") if source.stem == "__init__" else module.split(".")[:-1]
+            found["/".join([*package, path.name])] = _read_fragment(path, module)
+    return found
+
+
+def _read_fragment(path: Path, module: str) -> dict[str, dict[str, str]]:
+    """A fragment's language -> key -> text, checked: an object per language of the core's, texts as strings."""
+    where = f"the words of the plug-in module {module} ({path.name})"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UnknownWords(f"{where} cannot be read: {err}") from None
+    if not isinstance(data, dict) or not all(isinstance(texts, dict) for texts in data.values()):
+        raise UnknownWords(f"{where} must be an object of languages, each an object of key -> text")
+    unknown = sorted(set(data) - set(languages()))
+    if unknown:
+        raise UnknownWords(f"{where} has words in {unknown[0]!r}, for which cuebench has no catalogue (there are: "
+                           f"{', '.join(languages())})")
+    bad = [f"{lang}.{key}" for lang, texts in data.items() for key, text in texts.items() if not isinstance(text, str)]
+    if bad:
+        raise UnknownWords(f"{where}: {bad[0]} is not a text")
+    return data
+
+
+@cache
+def sources() -> dict[str, str]:
+    """Key -> the file that defines it: the core catalogue (``cuebench/words``) or a plug-in's fragment; a key
+    that two files define is an error naming both (a plug-in's keys carry its name: ``debrief_NAME``)."""
+    owner = dict.fromkeys(_core(LANGUAGE), CORE)
+    for name, fragment in fragments().items():
+        for key in dict.fromkeys(k for texts in fragment.values() for k in texts):
+            if key in owner:
+                raise UnknownWords(f"the words {key!r} are defined twice: in {owner[key]} and in {name}")
+            owner[key] = name
+    return owner
+
+
+def missing_translations() -> dict[str, list[str]]:
+    """``FILE: LANG`` -> the keys of that fragment's English words its LANG part lacks or adds, for every fragment
+    and every language of the core (a plug-in's translation is checked as the core's catalogues are)."""
+    out = {}
+    for name, fragment in fragments().items():
+        english = set(fragment.get(LANGUAGE, {}))
+        for language in languages():
+            differ = sorted(english ^ set(fragment.get(language, {})))
+            if differ:
+                out[f"{name}: {language}"] = differ
+    return out
 
 
 BUILD_ONLY = ("text_", "debrief_", "suppressed_", "claim_", "lab_", "class_")
@@ -69,6 +149,9 @@ def say(key: str, language: str = LANGUAGE, **values) -> str:
     try:
         return words(language)[key].format(**values)
     except KeyError as err:
+        where = sources().get(key)
+        if where is not None and key not in words(language):
+            raise UnknownWords(f"the {language} words have no text {key!r}: add its translation to {where}") from None
         raise UnknownWords(f"the {language} words have no text {key!r} (or it needs {err})") from None
 
 

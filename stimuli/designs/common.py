@@ -18,7 +18,7 @@ from cuebench.adaptive import plan_for_grid, stimulus_axis
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME, category_labels, imagenet_mapping, single_answer
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from cuebench.counterbalance import latin_square_plan
-from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial, standard_timing
 from cuebench.label_names import named
 from cuebench.words import LANGUAGE, say, with_article
 from ..options import OptionError, parse_timing
@@ -84,7 +84,7 @@ def display_geometry(common) -> dict:
 
 
 def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], seed: int,
-                     timing: Timing = CLASSIFY_TIMING, language: str = LANGUAGE) -> list[Trial]:
+                     timing: Timing = standard_timing("classify"), language: str = LANGUAGE) -> list[Trial]:
     """Burgert et al. 2025, appendix E.2: "you will see an A; click B". ``originals`` are
     (source image, stimulus id, category A) of photos held out of the test trials (``hold_out``), one
     trial each, so a check never shows the intact original of a photo the person sees suppressed; B is
@@ -280,7 +280,7 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
     common, expdir = request.common, request.expdir
     sources = resolve_images(common.images, common.labels, common.only)
     label_set = label_set_for(sources, common)
-    timing = study_timing(common, CLASSIFY_TIMING)
+    timing = study_timing(common, standard_timing("classify"))
     adaptive = adaptive_plans(list(adaptive_specs), plan, len(label_set.labels))
     adaptive_conditions = {p.condition for p in adaptive}
     catch_every = common.catch_every or 0

@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 
 from ..build import BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.counterbalance import everyone_plan
-from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
+from cuebench.trials import Experiment, Trial, standard_timing
 from cuebench.images import decode_image
 
 from ..options import OptionError
@@ -147,7 +147,7 @@ def build(request) -> Experiment:
         return decode_image(expdir.stimulus_path(textures[name]))
 
     mix = {"mode": args.conflict_mode, "gamma_shape": g_s, "gamma_texture": g_t}
-    timing = study_timing(common, CLASSIFY_TIMING)
+    timing = study_timing(common, standard_timing("classify"))
     stimuli, trials = {}, []
     for shape_src, texture_src in plan:
         params = {"texture_image": texture_src.name, "texture_cue": t_params, "shape_cue": shape_params, **mix}

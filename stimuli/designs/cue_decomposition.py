@@ -19,7 +19,7 @@ from pydantic import Field
 from ..build import RESIZE_POLICY, BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
 from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
-from cuebench.trials import CLASSIFY_TIMING, Experiment, Stimulus, Trial
+from cuebench.trials import Experiment, Stimulus, Trial, standard_timing
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
 from ..eed import CLASSIFICATION_STEPS
 from ..options import DesignOptions
@@ -232,7 +232,7 @@ def build(request) -> Experiment:
         raise BuildError("no stimuli were made: every source image failed")
     shapes, fresh = make_shape_cues(expdir, usable, args, existing)
     textures = texture_stimuli(expdir, args, common.seed, jobs, report, usable, existing, shapes, fresh)
-    timing = study_timing(common, CLASSIFY_TIMING)
+    timing = study_timing(common, standard_timing("classify"))
     stimuli, trials = {}, []
     for job in jobs[:len(sources)]:
         src = job.source

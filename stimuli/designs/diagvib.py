@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from ..build import BuildError
 from cuebench.counterbalance import everyone_plan
 from cuebench.studies import FACTOR_STUDY_FILE, FACTOR_STUDY_FORMAT, FactorStudy, StudyDir
-from cuebench.trials import CLASSIFY_TIMING, NOT_CLEAR, Experiment, LabelSet, Schedule, Trial
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Schedule, Trial, standard_timing
 from ..diagvib import FACTORS
 from ..diagvib_studies import SPLITS, STUDIES, all_pairs
 from ..options import DesignOptions, OptionError
@@ -184,8 +184,8 @@ def _human_trials(expdir, space, entry, split, data, count, seed, stimuli, trial
         trials.append(Trial(
             trial_id=f"{key}--{split}--{i:05d}", trial_type="classify", role="test", stimuli=(stim.id,),
             choices=choices, correct=factors[target], condition=f"{entry['study']}:{target}-{entry['correlated']}",
-            params=params, source_image=f"{key}/{split}/{i}", category=factors[target], timing=CLASSIFY_TIMING,
-            instruction=space.question(target)))
+            params=params, source_image=f"{key}/{split}/{i}", category=factors[target],
+            timing=standard_timing("classify"), instruction=space.question(target)))
 
 
 def _version() -> str:

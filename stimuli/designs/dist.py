@@ -27,7 +27,7 @@ from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.csvsafe import csv_text
 from cuebench.counterbalance import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
-from cuebench.trials import ODDITY_TIMING, Experiment, Schedule, Stimulus, Timing, Trial
+from cuebench.trials import Experiment, Schedule, Stimulus, Timing, Trial, standard_timing
 from cuebench.images import decode_image
 
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
@@ -260,7 +260,7 @@ def write_original(expdir: ExperimentDir, maker: VersionMaker, src: SourceImage)
 
 
 def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage,
-                 timing: Timing = ODDITY_TIMING) -> Trial:
+                 timing: Timing = standard_timing("oddity")) -> Trial:
     return Trial(trial_id=trial_id, trial_type="oddity", role=role, stimuli=tuple(s.id for s in order),
                  choices=POSITIONS.labels, correct=str(odd + 1), condition="dist" if role == "test" else "catch",
                  params={}, source_image=src.name, category=src.category, timing=timing)
@@ -282,7 +282,7 @@ def build(request) -> Experiment:
     for v in versions:
         disrupted.setdefault(v.source.name, []).append(v.stimulus)
     per_original = args.variants // 2
-    timing = study_timing(common, ODDITY_TIMING)
+    timing = study_timing(common, standard_timing("oddity"))
     rng = random.Random(common.seed)
     stimuli: dict[str, Stimulus] = {}
     trials: list[Trial] = []

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from ..build import BuildError
 from cuebench.counterbalance import everyone_plan
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
-from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING, Experiment, LabelSet, Schedule, Trial
+from cuebench.trials import Experiment, LabelSet, Schedule, Trial, standard_timing
 from cuebench.words import say
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
 from ..sources import SourceError, SourceImage
@@ -99,7 +99,7 @@ def build_cue_conflict(request) -> Experiment:
             trial_id=f"cue-conflict--{path.stem}", trial_type="classify", role="test", stimuli=(stim.id,),
             choices=tuple(label_set.displayed()), correct=shape, condition="cue-conflict",
             params={"same_class": shape == texture}, source_image=path.stem, category=shape,
-            texture_category=texture, timing=study_timing(args, CLASSIFY_TIMING),
+            texture_category=texture, timing=study_timing(args, standard_timing("classify")),
         ))
     return _finish(request, label_set, stimuli, trials, failed,
                    Schedule(break_every=100, attention_every=None, catch_every=None))
@@ -135,7 +135,7 @@ def build_dist(request) -> Experiment:
     catch_every = args.catch_every or 0
     held = hold_out([SourceImage(orig.stem, names.get(orig.stem), str(orig), lambda: None) for orig in originals],
                     args.seed, args.practice, catch_every, args.attention or 0)
-    timing = study_timing(args, ODDITY_TIMING)
+    timing = study_timing(args, standard_timing("oddity"))
     rng = random.Random(args.seed)
     stimuli, trials, failed = {}, [], []
     for role, photos in (("test", held.tests), ("practice", held.practice), ("catch", held.catch),

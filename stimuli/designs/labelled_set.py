@@ -29,7 +29,7 @@ from pydantic import Field
 
 from cuebench.counterbalance import everyone_plan
 from cuebench.labels import category_labels, single_answer
-from cuebench.trials import CLASSIFY_TIMING, Experiment, Trial
+from cuebench.trials import Experiment, Trial, standard_timing
 from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
 from ..sources import SourceImage, resolve_images
@@ -92,7 +92,7 @@ class LabelledSet(Design):
                              f"({len(unlabelled)} of {len(sources)} images have none)")
         label_set = label_set_for(sources, common)
         condition = request.options.condition or set_name(common.images)
-        timing = study_timing(common, CLASSIFY_TIMING)
+        timing = study_timing(common, standard_timing("classify"))
         catch_every = common.catch_every or 0
         held = study_hold_out(sources, common, catch_every)
         if held.attention and any(len(category_labels(s.category)) > 1 for s in sources):

@@ -23,7 +23,8 @@ from pydantic import Field, field_validator
 from cuebench.counterbalance import everyone_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.segmentation import CONVENTIONS, IGNORE, LabelledImage, labelled_set
-from cuebench.trials import SEGMENT_ANSWER, Experiment, LabelSet, Stimulus, Trial
+from cuebench.trial_types.segment import SEGMENT_ANSWER
+from cuebench.trials import Experiment, LabelSet, Stimulus, Trial
 from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from ..eed import SEGMENTATION_STEPS
 from ..sources import SourceImage

@@ -67,6 +67,46 @@ def test_a_section_from_one_class_appears_in_report_and_cli(toy_section, tmp_pat
     assert "toy-dogs" in capsys.readouterr().out
 
 
+class Hesitation(Section):
+    """Share of answers slower than 600 ms per observer (a toy metric that declares what the commands show)."""
+
+    name = "toy-hesitation"
+    title = "Hesitation"
+    order = 6
+    metrics = {"hesitation": "hesitation"}
+    metric_columns = {"hesitation": ("observer", "slow")}
+    summary_tables = ("hesitation",)
+    needs = "answer times"
+    template = "<p>hesitation:</p>{{ tables.hesitation|safe }}{{ hesitation_reference|safe }}"
+
+    def compute(self, result, scored, options, n_choices):
+        result.tables["hesitation"] = scored.assign(slow=scored["rt_ms"] > 600).groupby(
+            "observer", as_index=False).agg(slow=("slow", "mean"), trials=("slow", "size"))
+
+    def references(self, analysis, reference):
+        return {"hesitation_reference": f"<p>published hesitation ({reference}): 0.125</p>"} if reference else {}
+
+
+def test_the_commands_learn_a_section_s_tables_and_references_from_the_section(tmp_path, capsys):
+    """``analyze`` prints the section's ``summary_tables`` and its ``metric_columns``, the report shows what its
+    ``references`` give, asked for with ``--reference``: neither command names the section."""
+    with SECTIONS.temporarily(Hesitation.name, Hesitation):
+        rows = _rows([("original", None, {})])
+        for row in rows[::4]:
+            row["rt_ms"] = 900.0  # rows are p0's 4 answers, then p1's: the first of each is slow, 1 of 4
+        with ResponseStore(tmp_path / "r.sqlite") as store:
+            store.write_many(rows)
+        assert cuebench(["analyze", str(tmp_path / "r.sqlite"), "--n-boot", "20"]) == 0
+        assert "== hesitation" in capsys.readouterr().out
+        assert cuebench(["analyze", str(tmp_path / "r.sqlite"), "--metric", "hesitation", "--out",
+                         str(tmp_path / "h.csv")]) == 0
+        table = pd.read_csv(tmp_path / "h.csv")
+        assert list(table.columns) == ["observer", "slow"] and table["slow"].tolist() == [0.25, 0.25]
+        html = write_report([tmp_path / "r.sqlite"], tmp_path / "out", reference="burgert2025",
+                            options=AnalysisOptions(n_boot=20), progress=False).read_text()
+        assert "hesitation:" in html and "published hesitation (burgert2025): 0.125" in html
+
+
 def test_sections_follow_the_design(tmp_path):
     suppression = _rows([("original", None, {}), ("patch_shuffle", 0, {"grid": 3}), ("patch_shuffle", 1, {"grid": 6})])
     conflict = _rows([("cue-conflict", None, {})], texture=True)

@@ -4,7 +4,7 @@ import pytest
 
 from human_tasks.timing import (RefreshRateError, dropped_frames, ms_to_frames, phase_frames, settle_refresh_rate,
                                 stable_refresh_rate)
-from cuebench.trials import CLASSIFY_TIMING, ODDITY_TIMING
+from cuebench.trials import standard_timing
 
 
 @pytest.mark.parametrize("ms, hz, frames, achieved", [
@@ -38,9 +38,9 @@ def test_skipped_phase_is_zero_frames_and_bad_input_is_refused():
 
 
 def test_phase_frames_of_the_reference_protocols_at_144_hz():
-    burgert = phase_frames(CLASSIFY_TIMING, 144)  # 300 / 200 / 200 ms
+    burgert = phase_frames(standard_timing("classify"), 144)  # 300 / 200 / 200 ms
     assert [burgert[p].frames for p in ("fixation", "stimulus", "mask", "response_window")] == [43, 29, 29, 0]
-    dist = phase_frames(ODDITY_TIMING, 144)  # 800 ms triplet, 2000 ms window, no mask
+    dist = phase_frames(standard_timing("oddity"), 144)  # 800 ms triplet, 2000 ms window, no mask
     assert (dist["stimulus"].frames, dist["mask"].frames, dist["response_window"].frames) == (115, 0, 288)
     assert "29 frames = 201.4 ms (+1.4 ms)" in burgert["stimulus"].describe()
 

@@ -10,7 +10,7 @@ import pytest
 
 from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
-from cuebench.trials import ODDITY_TIMING
+from cuebench.trials import standard_timing
 
 FAST = ["--synthesis-steps", "2", "--synthesis-device", "cpu", "--catch-every", "3"]
 
@@ -44,7 +44,7 @@ def test_oddity_trials_balanced_with_held_out_catches(built):
         assert {exp.stimuli[s].source_image for s in t.stimuli} == {t.source_image}
         seeds = {exp.stimuli[s].seed for s in t.stimuli if exp.stimuli[s].transform != "original"}
         assert len(seeds) == 2  # two versions from different seeds
-        assert t.timing == ODDITY_TIMING and t.choices == ("1", "2", "3")
+        assert t.timing == standard_timing("oddity") and t.choices == ("1", "2", "3")
     test_stimuli = {s for t in tests for s in t.stimuli}
     test_sources = {t.source_image for t in tests}
     for t in catches:

@@ -15,12 +15,14 @@ from conftest import REPO
 from support import plugin_package
 
 PAGE = REPO / "docs" / "extending.md"
-EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```python\n(.*?)```", re.S)
+EXAMPLE = re.compile(r"<!-- example: (\S+) (\S+) -->\n```(?:python|json)\n(.*?)```", re.S)
 ENTRY_POINTS = {"design": ("cuebench.designs", "blur-only", "BlurOnly"),
                 "report-section": ("cuebench.report_sections", "not-clear-rate", "NotClearRate"),
                 "algorithm": ("cuebench.algorithms", "label-smoothing", "LabelSmoothing"),
                 "benchmark": ("cuebench.benchmarks", "grayscale-reliance", "GrayscaleReliance"),
                 "study-kind": ("cuebench.study_kinds", "toy-squares", "ToySquares")}
+BESIDE = {"design-words"}
+"""Examples that are no plug-in of their own but a file beside one (the design's catalogue fragment)."""
 
 
 def examples() -> dict[str, tuple[str, str]]:
@@ -32,9 +34,10 @@ def plugins(tmp_path_factory):
     """A package holding the page's example files, installed only by being on PYTHONPATH."""
     entry_points, modules = {}, {}
     for kind, (filename, code) in examples().items():
-        group, name, cls = ENTRY_POINTS[kind]
-        entry_points.setdefault(group, {})[name] = f"{filename.removesuffix('.py')}:{cls}"
         modules[filename] = code
+        if kind not in BESIDE:
+            group, name, cls = ENTRY_POINTS[kind]
+            entry_points.setdefault(group, {})[name] = f"{filename.removesuffix('.py')}:{cls}"
     return plugin_package(tmp_path_factory.mktemp("plugins"), "cuebench-examples", entry_points, modules)
 
 
@@ -46,7 +49,30 @@ def run(plugins, cwd, *args: str, code: str | None = None) -> subprocess.Complet
 
 
 def test_every_example_of_the_page_is_run_here():
-    assert set(examples()) == set(ENTRY_POINTS)
+    assert set(examples()) == set(ENTRY_POINTS) | BESIDE
+
+
+def test_the_design_example_s_words_are_its_participants_debrief(plugins, tmp_path):
+    """The fragment beside ``blur_only.py`` is found through the design's entry point and merged per language: a
+    blur-only study's default debrief says the page's sentence in English and in German, and no translation
+    is missing."""
+    page = json.loads(examples()["design-words"][1])
+    check = """
+import json
+from cuebench.texts import default_texts
+from cuebench.trials import Experiment, LabelSet
+from cuebench.words import missing_translations, sources
+study = Experiment(name="x", design="blur-only", label_set=LabelSet("s", ("cat",)), stimuli={}, trials=[])
+print(json.dumps({"en": default_texts(study)["debrief"],
+                  "de": default_texts(study.model_copy(update={"language": "de"}))["debrief"],
+                  "from": sources()["debrief_blur-only"], "missing": missing_translations()}))
+"""
+    done = run(plugins, tmp_path, code=check)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["from"] == "blur_only.words.json" and said["missing"] == {}
+    for language in ("en", "de"):
+        assert page[language]["debrief_blur-only"] in said[language]
 
 
 @pytest.mark.slow
@@ -99,6 +125,8 @@ print(seen["original"], seen["gaussian_blur"])
 
     rates = pd.read_csv(tmp_path / "rate.csv").set_index("condition")["rate"]
     assert rates["original"] == pytest.approx(3 / n_original) and rates["gaussian_blur"] == pytest.approx(1 / n_blur)
+    quick_look = run(plugins, tmp_path, "analyze", "exp/blur")  # the section's summary_tables, by its declaration
+    assert quick_look.returncode == 0 and "== not_clear_rate" in quick_look.stdout, quick_look.stderr
     reported = run(plugins, tmp_path, "report", "exp/blur", "--out", "report")
     assert reported.returncode == 0, reported.stderr
     html = next((tmp_path / "report").glob("*.html")).read_text()

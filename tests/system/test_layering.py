@@ -8,9 +8,11 @@ also those inside functions, because a lazy import against the flow is still a d
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -162,3 +164,46 @@ def test_the_import_graph_in_the_docs_is_the_code_s():
     docs = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert block_in(docs) is not None, f"docs/architecture.md lacks the {BEGIN} block"
     assert block_in(docs) == render(), "run: python scripts/import_graph.py --write docs/architecture.md"
+
+
+def _named_in_code(path: Path) -> tuple[set[str], set[str]]:
+    """The strings a module's code holds (its docstrings aside) and the identifiers it uses or imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    prose = {id(node.value) for node in ast.walk(tree)
+             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}  # docstrings, attribute docs
+    strings = {node.value for node in ast.walk(tree)
+               if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose}
+    identifiers = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    identifiers |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    identifiers |= {node.name.split(".")[-1] for node in ast.walk(tree) if isinstance(node, ast.alias)}
+    return strings, identifiers
+
+
+def test_the_core_names_no_design_section_or_trial_type():
+    """The core (``cuebench``, less its trial-type cards, which are plug-ins) names no registered design, report
+    section or trial type, neither as a string of its code nor by its class: what one plug-in needs sits on the
+    plug-in (its card, its words beside it), so the core stays the same as plug-ins come. Built from the
+    registries, so a plug-in added later is checked too. A field or folder of the contract that a plug-in shares
+    its name with (``adaptive``: the experiment's QUEST+ blocks and their response column; ``dist``: a cue study's
+    folder of DiST trials) is the contract's own word."""
+    from analysis.sections.base import SECTIONS
+    from cuebench.responses import COLUMNS
+    from cuebench.studies import CUE_EXPERIMENTS
+    from cuebench.trial_types import TRIAL_TYPES
+    from cuebench.trials import Experiment, Trial
+    from stimuli.designs import DESIGNS
+
+    registries = (DESIGNS, SECTIONS, TRIAL_TYPES)
+    contract = {*Experiment.model_fields, *Trial.model_fields, *COLUMNS, *CUE_EXPERIMENTS}
+    names = {name: registry.singular for registry in registries for name in registry.names() if name not in contract}
+    classes = {point.attr.split(".")[-1]: registry.singular for registry in registries
+               for point in metadata.entry_points(group=registry.entry_point_group)}
+    assert {"cue-conflict-import", "reliance", "oddity"} <= set(names) and {"Dist", "Oddity"} <= set(classes)
+    found = []
+    for name, path in sorted(MODULES.items()):
+        if name.split(".")[0] != "cuebench" or name.startswith("cuebench.trial_types"):
+            continue
+        strings, identifiers = _named_in_code(path)
+        found += [f"{name} names the {names[s]} {s!r}" for s in sorted(strings & set(names))]
+        found += [f"{name} names the {classes[c]} class {c}" for c in sorted(identifiers & set(classes))]
+    assert found == [], "the core names plug-ins:\n" + "\n".join(found)

@@ -173,13 +173,15 @@ def test_a_trial_names_a_type_with_a_card_and_follows_its_rules():
     timing are its card's."""
     from cuebench.errors import SchemaError
     from cuebench.trial_types import TRIAL_TYPES
-    from cuebench.trials import ODDITY_TIMING, Trial
+    from cuebench.trials import Timing, Trial
 
     with pytest.raises(SchemaError, match=r"field 'trial_type': 'odd' is not a trial type \(known: .*oddity"):
         Trial("t", "odd", "test", ("a", "b", "c"), ("1", "2", "3"), "1")
     with pytest.raises(SchemaError, match="the choices of a trial of type oddity are the positions 1..3"):
         Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2"), "1")
-    assert Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2", "3"), "1").timing == ODDITY_TIMING
+    # Wen et al. 2024, App. A.4: 300 ms delay, the triplet for 800 ms, answered within 2000 ms of its onset
+    assert Trial("t", "oddity", "test", ("a", "b", "c"), ("1", "2", "3"), "1").timing == Timing(
+        fixation=300, stimulus=800, mask=None, response_window=2000, iti=500, response_from_onset=True)
     assert {"classify", "oddity", "segment"} <= set(TRIAL_TYPES.names())
 
 
