@@ -8,7 +8,7 @@ exactly what was left out. Rules (Burgert et al. 2025, App. E.2; Wen et al. 2024
   people only: a model cannot follow an instruction, its attention trials are just unscored;
 - a participant who answers more than ``max_catch_errors`` catch trials wrong (if set) is
   excluded entirely (catch trials have a known answer: DiST's mirrored-copy triplets, unchanged
-  held-out photos in classification studies); people only; every person's catch performance is
+  check photos in classification studies); people only; every person's catch performance is
   reported either way (:func:`catch_performance`);
 - catch, attention and practice trials never enter accuracy (catch trials are reported
   on their own, :attr:`Cleaned.catch`);

@@ -25,7 +25,7 @@ def adaptive_conditions(experiment: Experiment) -> set[str]:
 
 
 def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, observer: Observer,
-                        policy: str, progress: bool, workers: int, answer) -> int:
+                        policy: str, progress: bool, workers: int | None, answer) -> int:
     """Let the observer finish every adaptive block of ``experiment``; returns how many trials it answered now.
 
     ``answer(ready, outputs)`` is model evaluation's response-row maker (``model_eval.evaluate``),
@@ -41,7 +41,7 @@ def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: Re
     shown = {sid for plan in experiment.adaptive for ids in experiment.adaptive_trials(plan.condition).values()
              for tid in ids for sid in experiment.trial(tid).stimuli}
     decoded = decoded_stimuli(expdir, expdir.stimulus_paths({sid: experiment.stimuli[sid] for sid in sorted(shown)}),
-                              workers, progress)
+                              workers, progress, observer.device)
     preprocess = DevicePreprocess(observer.data_config, policy, observer.device, channels_last=observer.channels_last)
     answered = 0
     for block in blocks:

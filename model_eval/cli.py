@@ -44,8 +44,8 @@ def register(sub) -> None:
                         help="as-is: feed the stimuli unchanged (model-vs-human); resize-crop: the model's own "
                              "resize + centre crop")
     parser.add_argument("--workers", type=int, default=None,
-                        help="processes that decode the stimuli the first time (default: spare cores on a GPU "
-                             "machine, none on a CPU)")
+                        help="processes that decode the stimuli the first time (default: up to 4, on a CPU "
+                             "for 256 images or more)")
     parser.add_argument("--database", metavar="URL",
                         help="postgresql://USER@HOST/DB to store the answers in (default: the experiment's "
                              "responses.sqlite)")

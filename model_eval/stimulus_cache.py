@@ -73,14 +73,33 @@ class DecodedStimuli:
         return np.take(array, rows, axis=0, out=out[:len(ids)], mode="clip")  # "raise" would copy twice
 
 
+PROCESS_DECODING_FROM = 256
+"""Images to decode before decoding processes pay for their start on a CPU (about 10 ms a PNG each, against a
+fraction of a second to start them)."""
+
+
+def decoding_workers(requested: int | None, device: str, images: int) -> int:
+    """Processes that decode ``images`` new stimuli (``requested``, else a default). The cache is filled before
+    the model runs, so decoding takes no core from it: on a GPU machine up to 4, leaving the model's host
+    thread one; on a CPU up to 4 of its cores, once there are enough images to pay for starting them (else
+    this process decodes)."""
+    if requested is not None:
+        return requested
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if device.startswith("cuda"):
+        return max(1, min(4, cores - 1))
+    return min(4, cores) if cores > 1 and images >= PROCESS_DECODING_FROM else 0
+
+
 def cache_dir(expdir: ExperimentDir) -> Path:
     return expdir.root / CACHE_DIR
 
 
-def decoded_stimuli(expdir: ExperimentDir, stimulus_paths: dict[str, Path], workers: int = 0,
-                    progress: bool = True) -> DecodedStimuli:
+def decoded_stimuli(expdir: ExperimentDir, stimulus_paths: dict[str, Path], workers: int | None = 0,
+                    progress: bool = True, device: str = "cpu") -> DecodedStimuli:
     """The decoded pixels of the stimuli ``id -> file``; those not cached yet (or whose file
-    changed since) are decoded first, by ``workers`` processes (0: this one)."""
+    changed since) are decoded first, by ``workers`` processes (0: this one; None: ``decoding_workers``
+    for ``device``)."""
     from filelock import FileLock
 
     root = cache_dir(expdir)
@@ -90,7 +109,8 @@ def decoded_stimuli(expdir: ExperimentDir, stimulus_paths: dict[str, Path], work
         entries = read_index(root)
         stale = [sid for sid in stimulus_paths if sid not in entries or not entries[sid].matches(stats[sid])]
         if stale:
-            entries = _extend(root, entries, {sid: stimulus_paths[sid] for sid in stale}, stats, workers, progress)
+            entries = _extend(root, entries, {sid: stimulus_paths[sid] for sid in stale}, stats,
+                              decoding_workers(workers, device, len(stale)), progress)
         # opened under the lock: a later rebuild may delete these files, but not the open maps
         arrays = {name: np.load(root / name, mmap_mode="r")
                   for name in {entries[sid].array for sid in stimulus_paths}}

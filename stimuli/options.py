@@ -80,7 +80,7 @@ def parse_timing(spec: str, base: Timing) -> Timing:
         raise OptionError(f"--timing {spec!r}: {err}") from None
 
 
-STUDY_OPTIONS = ("practice", "catch_every", "attention", "timing", "only", "label_names")
+STUDY_OPTIONS = ("practice", "catch_every", "attention", "check_images", "timing", "only", "label_names")
 """Common options that shape the trials; each design says which of them it honours."""
 
 
@@ -99,12 +99,14 @@ class BuildOptions(Options):
         "fail", description="what to do with a corrupt, unreadable or oversized source image: leave it out "
                             "(listed at the end) or stop")
     workers: int | None = Field(None, ge=1, description="processes (default: all cores)")
-    practice: int = Field(0, ge=0, description="practice trials with feedback, from source images held out of "
-                                               "the test trials")
-    catch_every: int | None = Field(None, ge=0, description="one catch trial (an unchanged held-out photo, known "
+    practice: int = Field(0, ge=0, description="practice trials with feedback, on check photos (--check-images)")
+    catch_every: int | None = Field(None, ge=0, description="one catch trial (an unchanged check photo, known "
                                                             "answer) after every K test trials; 0: none")
-    attention: int | None = Field(None, ge=0, description="one attention check after every N test trials "
-                                                          "(design default; 0: none)")
+    attention: int | None = Field(None, ge=0, description="one attention check (on a check photo) after every N "
+                                                          "test trials (design default; 0: none)")
+    check_images: str | None = Field(None, description="folder with one sub-folder per class: the photos practice, "
+                                                       "catch and attention trials show, never the study's own "
+                                                       "(default: the bundled cat and clock photos)")
     timing: str | None = Field(None, description="phase durations in ms over the design's standard timing, e.g. "
                                                  "fixation=300,stimulus=200,mask=200,iti=500,response=none")
     stimulus_degrees: float | None = Field(None, gt=0, description="stimulus width in degrees of visual angle "

@@ -105,6 +105,32 @@ def default_images() -> list[SourceImage]:
             for name, (reader, cat, idx) in DEFAULT_IMAGES.items()]
 
 
+CHECK_IMAGES: dict[str, tuple[Callable[[], np.ndarray], str]] = {
+    "chelsea": (_skimage("chelsea"), "cat"),
+    "clock": (_skimage("clock"), "clock"),
+}
+"""The bundled photos of ImageNet-16 classes (scikit-image's, CC0 / public domain) that practice, catch and
+attention trials show when a build names no ``--check-images``: photos outside every published set, so a
+study's own images all stay test images."""
+
+CHECK_PREFIX = "check/"
+"""Check photos' names start with it, so none is ever taken for one of the study's images (which may share a
+file name) in trials, stimuli or analyses."""
+
+
+def check_images(folder: str | None) -> list[SourceImage]:
+    """The photos for a study's practice, catch and attention trials: a folder with one sub-folder per class
+    (``--check-images``), else ``CHECK_IMAGES``; named ``check/...``."""
+    if folder is None:
+        return [SourceImage(CHECK_PREFIX + name, category, f"builtin:{name}", reader)
+                for name, (reader, category) in CHECK_IMAGES.items()]
+    images = folder_images(folder)
+    if any(img.category is None for img in images):
+        raise SourceError(f"--check-images {folder}: expected one sub-folder per class (the class is the answer a "
+                          "practice or catch trial expects), found images directly in it")
+    return [SourceImage(CHECK_PREFIX + img.name, img.category, img.origin, img.reader) for img in images]
+
+
 def _file_reader(path: Path) -> Callable[[], np.ndarray]:
     return partial(decode_image, path)
 

@@ -150,10 +150,10 @@ def save_segmenter(kind: str, path: Path) -> Path:
     path.with_suffix(".json").write_text(json.dumps({"classes": CLASSES, "mean": [0, 0, 0], "std": [1, 1, 1]}))
     return path
 
-def dist_subset(release: Path, subset: Path, photos: int) -> Path:
-    """The first ``photos`` originals of the DiST release: every folder (original, set1, set2) and
-    labels.csv cut to the same photos, so the importer reads the release's own layout."""
-    keep = sorted(path.name for path in (release / "original").iterdir())[:photos]
+def dist_subset(release: Path, subset: Path, photos: int, skip: int = 0) -> Path:
+    """``photos`` originals of the DiST release after the first ``skip``: every folder (original, set1, set2)
+    and labels.csv cut to the same photos, so the importer reads the release's own layout."""
+    keep = sorted(path.name for path in (release / "original").iterdir())[skip:skip + photos]
     for folder in sorted(path for path in release.iterdir() if path.is_dir()):
         (subset / folder.name).mkdir(parents=True)
         for name in keep:
@@ -162,6 +162,21 @@ def dist_subset(release: Path, subset: Path, photos: int) -> Path:
     header, *rows = (release / "labels.csv").read_text().splitlines()
     (subset / "labels.csv").write_text("\n".join([header, *(row for row in rows if row.split(",")[0] in stems)]) + "\n")
     return subset
+
+
+def check_photo_folder(root: Path, classes: dict[str, tuple[str, ...]]) -> Path:
+    """A ``--check-images`` folder: bundled photos (class folder -> their names) mirrored, so that each shows its
+    class and none has the pixels of a study photo."""
+    from PIL import Image
+
+    from stimuli.sources import default_images
+
+    bundled = {image.name: image for image in default_images()}
+    for category, names in classes.items():
+        (root / category).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            Image.fromarray(bundled[name].read()[:, ::-1]).save(root / category / f"{name}-mirrored.png")
+    return root
 
 
 def plugin_package(root: Path, name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str]) -> Path:

@@ -9,6 +9,7 @@ import random
 import re
 import sys
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -16,11 +17,11 @@ import numpy as np
 from cuebench.version import __version__
 from cuebench.adaptive import plan_for_grid, stimulus_axis
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME, category_labels, imagenet_mapping, single_answer
-from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
+from ..build import BuildError, BuildReport, SourceJob, Task, run_jobs, stimulus_seed
 from cuebench.counterbalance import latin_square_plan
 from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Schedule, Timing, Trial, standard_timing
 from cuebench.label_names import named
-from cuebench.words import LANGUAGE, say, with_article
+from cuebench.words import LANGUAGE, say, with_article, words
 from ..options import OptionError, parse_timing
 from ..sources import DEFAULT_LABEL_INDICES, SourceImage, resolve_images
 
@@ -86,13 +87,18 @@ def display_geometry(common) -> dict:
 def attention_trials(label_set: LabelSet, originals: list[tuple[str, str, str]], seed: int,
                      timing: Timing = standard_timing("classify"), language: str = LANGUAGE) -> list[Trial]:
     """Burgert et al. 2025, appendix E.2: "you will see an A; click B". ``originals`` are
-    (source image, stimulus id, category A) of photos held out of the test trials (``hold_out``), one
-    trial each, so a check never shows the intact original of a photo the person sees suppressed; B is
+    (source image, stimulus id, category A) of check photos from outside the study's set (``study_checks``),
+    one trial each, so a check never shows the intact original of a photo the person sees suppressed; B is
     another label, drawn by seed without repeats until every label has been used, so the instructed answer
-    moves over the response grid. The image is an original photo of class A: the check tests reading,
-    not recognition. The instruction is in the study's ``language``."""
+    moves over the response grid. The image is an original photo of class A, a label of the study or an
+    ImageNet-16 class named by the catalogue: the check tests reading, not recognition. The instruction is in the
+    study's ``language``."""
     rng = random.Random(seed)
-    name = label_set.name_of
+    catalogue = words(language)
+
+    def name(label: str) -> str:
+        return label_set.name_of(label) if label in label_set.labels else catalogue.get(f"class_{label}", label)
+
     labels = [lab for lab in label_set.displayed() if lab != NOT_CLEAR]
     answers: list[str] = []
     trials = []
@@ -164,8 +170,8 @@ def checks_per_person(tests: int, every: int) -> int:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """The source photos split by use: ``tests`` (the scored trials) and the photos held out of them, so that
-    no practice, catch or attention image is ever one of a person's test photos (it would prime the test)."""
+    """The photos a study shows, by use: ``tests`` (the scored trials) and the practice, catch and attention
+    photos, never one of a person's test photos (it would prime the test)."""
 
     tests: list
     practice: list
@@ -222,19 +228,78 @@ def hold_out(sources: list[SourceImage], seed: int, practice: int = 0, catch_eve
     return HeldOut([s for s in sources if s.name not in taken], **held)
 
 
-def study_hold_out(sources: list[SourceImage], common, catch_every: int = 0, trials_per_photo: int = 1) -> HeldOut:
-    """``hold_out`` for a classification study's common options. The default attention checks (no
-    ``--attention`` given) are left out, with a note, when the photos are too few to hold one out;
-    checks the researcher asked for are refused instead."""
-    try:
-        return hold_out(sources, common.seed, common.practice, catch_every, attention_every(common), trials_per_photo)
-    except OptionError:
+def study_checks(sources: list[SourceImage], label_set: LabelSet, common, catch_every: int = 0,
+                 trials_per_photo: int = 1, excluded: frozenset[str] = frozenset()) -> HeldOut:
+    """Every source photo a test photo, so a study's set stays whole (a published set is scored on all its
+    images); practice, catch and attention trials show check photos from outside it: ``--check-images``, else
+    the bundled ones (``stimuli.sources.check_images``) that are not among the study's (nor ``excluded``,
+    ``run_with_checks``). A practice or catch
+    photo is of one of the study's classes (its answer is a button); an attention check tests reading, not
+    recognition ("the next image shows a clock; click cat"), so it may show any ImageNet-16 class the
+    catalogue names in the study's language. Each check a person sees has a photo of its own
+    (``checks_per_person``). Too few photos: refused, naming ``--check-images``, for the checks asked for;
+    the default attention checks are left out with a note."""
+    from ..sources import check_images
+
+    builtin = {s.origin for s in sources if s.origin.startswith("builtin:")}
+    pool = [p for p in check_images(common.check_images) if p.origin not in builtin and p.name not in excluded]
+    where = f"--check-images {common.check_images} holds" if common.check_images else \
+        f"the bundled check photos ({', '.join(p.category for p in pool) or 'none left: the study uses them'}) hold"
+    tests = len(sources) * trials_per_photo
+    practice, catches = common.practice, checks_per_person(tests, catch_every)
+    answerable = by_class_in_turn([p for p in pool if p.category in label_set.labels], common.seed)
+    if practice + catches > len(answerable):
+        asked = " + ".join(f"{n} {what}" for n, what in ((practice, "practice (--practice)"),
+                                                          (catches, "catch (--catch-every)")) if n)
+        raise OptionError(f"{asked} trial(s) need as many photos of the study's classes from outside its images, and "
+                          f"{where} {len(answerable)}: give --check-images DIR (one sub-folder per class, "
+                          f"e.g. {', '.join(label_set.labels[:3])})")
+    spare = by_class_in_turn([p for p in pool if p.category not in label_set.labels and p.category in IMAGENET16],
+                             common.seed) + answerable[practice + catches:]
+    attentions = checks_per_person(tests, attention_every(common))
+    if attentions > len(spare):
+        message = (f"{attentions} attention check(s) (--attention {attention_every(common)}) need as many photos "
+                   f"from outside the study's images; {where} {len(spare)} to spare: give --check-images DIR "
+                   "(one sub-folder per class)")
         if common.attention is not None:
-            raise
-        held = hold_out(sources, common.seed, common.practice, catch_every, 0, trials_per_photo)
-    print(f"note: no attention checks: each needs a photo held out of the test trials, and the {len(sources)} "
-          "photo(s) are all needed; give more photos, or --attention 0 to leave them out on purpose", file=sys.stderr)
-    return held
+            raise OptionError(message)
+        print(f"note: no attention checks: {message}, or --attention 0 to leave them out on purpose", file=sys.stderr)
+        attentions = 0
+    return HeldOut(list(sources), answerable[:practice], answerable[practice:practice + catches], spare[:attentions])
+
+
+def run_with_checks(expdir, jobs: list[SourceJob], held: HeldOut, again: Callable[[frozenset[str]], HeldOut], common,
+                    existing) -> tuple[BuildReport, HeldOut]:
+    """``run_jobs`` over the study's ``jobs`` and the check photos' originals, keeping the check photos apart from
+    the study's: one with the pixels of a study photo would show people an intact test image (and prime it).
+    Compared on the stored 224 x 224 originals (deterministic PNGs). From ``--check-images`` that is refused,
+    naming both; a bundled one (in a study of scikit-image's own photos) gives way to another: ``again(names)``
+    picks the checks without those."""
+    def originals(checks: HeldOut) -> list[SourceJob]:
+        return [SourceJob(src, [Task("original", {}, None)]) for src in checks.practice + checks.catch + checks.attention]
+
+    def digest(src: SourceImage) -> str | None:
+        stim = report.get(src, Task("original", {}, None))
+        return None if stim is None else hashlib.sha256(expdir.stimulus_path(stim).read_bytes()).hexdigest()
+
+    report = run_jobs(expdir, jobs + originals(held), workers=common.workers, on_error=common.on_error,
+                      existing=existing)
+    study: dict[str, SourceImage] | None = None
+    excluded: set[str] = set()
+    while checks := {d: src for src in held.practice + held.catch + held.attention if (d := digest(src))}:
+        study = study if study is not None else {d: src for src in held.tests if (d := digest(src))}
+        twins = [(check, study[d]) for d, check in checks.items() if d in study]
+        if not twins:
+            break
+        if common.check_images:
+            check, photo = twins[0]
+            raise BuildError(f"check photo {check.origin} is the study's image {photo.origin}: practice, catch and "
+                             "attention trials show photos from outside the study (--check-images)")
+        excluded |= {check.name for check, _ in twins}
+        held = again(frozenset(excluded))
+        report.stimuli.update(run_jobs(expdir, originals(held), workers=1, on_error=common.on_error,
+                                       progress=False).stimuli)
+    return report, held
 
 
 def held_originals(photos: list[SourceImage], report, failed: set[str], stimuli: dict) -> list[tuple[str, str, str]]:
@@ -274,8 +339,8 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
     ``original_trials`` adds the unchanged image as condition ``original`` (the baseline of
     relative accuracy); grids whose level 0 is the unchanged image leave it out. Conditions with an
     adaptive block (``adaptive_specs``) keep their trials at every level but leave the Latin square:
-    QUEST+ chooses among them per observer. ``--practice`` and ``--catch-every`` hold photos out of the
-    test trials and show them unchanged.
+    QUEST+ chooses among them per observer. ``--practice`` and ``--catch-every`` show check photos
+    (``study_checks``) unchanged.
     """
     common, expdir = request.common, request.expdir
     sources = resolve_images(common.images, common.labels, common.only)
@@ -284,14 +349,13 @@ def grid_experiment(request, plan: list[Arm], fn: str, seed_for: Callable[[str, 
     adaptive = adaptive_plans(list(adaptive_specs), plan, len(label_set.labels))
     adaptive_conditions = {p.condition for p in adaptive}
     catch_every = common.catch_every or 0
-    held = study_hold_out(sources, common, catch_every)
-    sources = held.tests
+    pick = partial(study_checks, sources, label_set, common, catch_every)
+    held = pick()
     jobs = [SourceJob(src, [Task("original", {}, None)] +
                       [Task(cond, params, seed_for(src.name, cond, params), fn) for cond, _, params in plan])
             for src in sources]
-    jobs += [SourceJob(src, [Task("original", {}, None)]) for src in held.practice + held.catch + held.attention]
     existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
+    report, held = run_with_checks(expdir, jobs, held, lambda excluded: pick(excluded=excluded), common, existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     arms = ([("original", None, {})] if original_trials else []) + list(plan)
     stimuli, trials = {}, []

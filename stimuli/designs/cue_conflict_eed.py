@@ -24,7 +24,7 @@ import numpy as np
 
 from pydantic import Field, model_validator
 
-from ..build import BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
+from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.counterbalance import everyone_plan
 from cuebench.trials import Experiment, Trial, standard_timing
 from cuebench.images import decode_image
@@ -33,7 +33,7 @@ from ..options import OptionError
 from ..sources import fit_to_stimulus, resolve_images
 from . import Design
 from .common import (attention_trials, build_provenance, classify_schedule, held_originals, label_set_for, slug,
-                     study_hold_out, study_timing)
+                     run_with_checks, study_checks, study_timing)
 from .cue_decomposition import (CueOptions, cue_jobs, eed_params, make_shape_cues, shape_cue_pixels, shards,
                                 texture_params, texture_stimuli)
 
@@ -72,7 +72,7 @@ class CueConflictEED(Design):
     """Cue conflict without style transfer (Heinert et al.): one photo's EED shape cue with another's texture."""
 
     Options = CueConflictOptions
-    study_options = frozenset({"attention", "timing", "label_names"})
+    study_options = frozenset({"attention", "check_images", "timing", "label_names"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -118,13 +118,11 @@ def build(request) -> Experiment:
     g_s, g_t = args.gammas()
     t_params = texture_params(args)
     shape_params = {"method": "eed", **eed_params(args)}
-    held = study_hold_out(sources, common, trials_per_photo=args.conflict_textures)
-    sources = held.tests
+    pick = functools.partial(study_checks, sources, label_set, common, trials_per_photo=args.conflict_textures)
     check_pairing(sources)
-    jobs = cue_jobs(sources, args, common.seed, t_params) + [SourceJob(src, [Task("original", {}, None)])
-                                                              for src in held.attention]
+    jobs = cue_jobs(sources, args, common.seed, t_params)
     existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
+    report, held = run_with_checks(expdir, jobs, pick(), lambda excluded: pick(excluded=excluded), common, existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
     plan = pairs(usable, args.conflict_textures, common.seed)

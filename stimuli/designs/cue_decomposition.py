@@ -9,6 +9,7 @@ and are shared with ``cue-conflict-eed`` through ``make_shape_cues``.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from pydantic import Field
 
-from ..build import RESIZE_POLICY, BuildError, SourceJob, Task, known_stimuli, run_jobs, stimulus_seed, task_key
+from ..build import RESIZE_POLICY, BuildError, SourceJob, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.trials import Experiment, Stimulus, Trial, standard_timing
@@ -26,7 +27,7 @@ from ..options import DesignOptions
 from ..texture_cues import TEXTURE_CUES, VORONOI_CELLS
 from . import Design
 from .common import (attention_trials, build_provenance, classify_schedule, held_originals, label_set_for, slug,
-                     study_hold_out, study_timing)
+                     run_with_checks, study_checks, study_timing)
 
 TEXTURE_FN = "stimuli.texture_cues:texture_task"
 SHUFFLE_CUES = ("voronoi", "patch", "diamond")  # made from the photo alone, in worker processes
@@ -52,7 +53,7 @@ class CueDecomposition(Design):
     """Cue decomposition (Heinert et al.): each photo, its EED shape cue and its texture cue."""
 
     Options = CueOptions
-    study_options = frozenset({"attention", "timing", "label_names"})
+    study_options = frozenset({"attention", "check_images", "timing", "label_names"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -124,8 +125,8 @@ def shards(request, shard_size: int, sources: list[SourceImage] | None = None, f
            resize: str = RESIZE_POLICY) -> list:
     """The EED shape cues still to make, cut into shards of ``--shard-size`` source images
     (``stimuli.shards``); names stay the same across re-runs, finished ones are left out.
-    ``sources``, ``fit`` and ``resize`` as for ``make_shape_cues`` (default: the build's test photos at 224 x 224,
-    without those held out for checks, which show only the original)."""
+    ``sources``, ``fit`` and ``resize`` as for ``make_shape_cues`` (default: the build's photos at 224 x 224, all
+    test photos: check photos come from outside them and show only the original)."""
     from cuebench.executors import Shard
 
     from ..shards import chunks, manifest_path
@@ -134,7 +135,7 @@ def shards(request, shard_size: int, sources: list[SourceImage] | None = None, f
         raise BuildError(f"--shard-size must be >= 1, got {shard_size}")
     args, expdir = request.options, request.expdir
     if sources is None:
-        sources = study_hold_out(resolve_images(request.common.images, request.common.labels), request.common).tests
+        sources = resolve_images(request.common.images, request.common.labels)
     task = Task("eed", eed_params(args), None)
     known = known_stimuli(expdir, expdir.load() if expdir.exists() else None)
     groups = chunks(sources, shard_size)
@@ -220,12 +221,10 @@ def build(request) -> Experiment:
     label_set = label_set_for(sources, common)
     t_params = texture_params(args)
     e_params = eed_params(args)
-    held = study_hold_out(sources, common)
-    sources = held.tests
-    jobs = cue_jobs(sources, args, common.seed, t_params) + [SourceJob(src, [Task("original", {}, None)])
-                                                              for src in held.attention]
+    pick = partial(study_checks, sources, label_set, common)
+    jobs = cue_jobs(sources, args, common.seed, t_params)
     existing = expdir.load() if expdir.exists() else None
-    report = run_jobs(expdir, jobs, workers=common.workers, on_error=common.on_error, existing=existing)
+    report, held = run_with_checks(expdir, jobs, pick(), lambda excluded: pick(excluded=excluded), common, existing)
     failed = {f.split(":", 1)[0] for f in report.failed}
     usable = [src for src in sources if src.name not in failed]
     if not usable:

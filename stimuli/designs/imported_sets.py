@@ -20,8 +20,11 @@ alone would give the odd one away.
 from __future__ import annotations
 
 import csv
+import hashlib
 import random
 import re
+from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +36,11 @@ from cuebench.labels import IMAGENET16, IMAGENET16_NAME
 from cuebench.trials import Experiment, LabelSet, Schedule, Trial, standard_timing
 from cuebench.words import say
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
-from ..sources import SourceError, SourceImage
+from ..options import OptionError
+from ..sources import CHECK_PREFIX, SourceError, SourceImage
 from . import Design
-from .common import build_provenance, hold_out, shown_in_language, study_timing
+from .common import (HeldOut, build_provenance, by_class_in_turn, checks_per_person, shown_in_language, slug,
+                     study_timing)
 
 CUE_CONFLICT_NAME = re.compile(r"^(?P<shape>[a-z]+)\d+-(?P<texture>[a-z]+)\d+$")
 POSITIONS = LabelSet("positions", ("1", "2", "3"), display_order="given", not_clear=False)
@@ -64,7 +69,7 @@ class CueConflictImport(Design):
 class DistImport(Design):
     """A DiST release (Wen et al. 2024) as oddity trials: the original among two disrupted versions."""
 
-    study_options = frozenset({"timing", "practice", "catch_every", "attention"})
+    study_options = frozenset({"timing", "practice", "catch_every", "attention", "check_images"})
 
     def build(self, request) -> Experiment:
         return build_dist(request)
@@ -113,37 +118,82 @@ def _dist_labels(root: Path) -> dict[str, str]:
         return {row["image"]: row.get("imagenet_name") or None for row in csv.DictReader(fh)}
 
 
-def build_dist(request) -> Experiment:
-    """The release's triplets as oddity trials. ``--practice``, ``--catch-every`` (``10``: the paper's protocol;
-    none by default, so a model study keeps every triplet) and ``--attention`` hold originals out of the
-    standard trials (``common.hold_out``): practice trials are triplets with feedback; a catch trial shows the
-    original, its mirror image and one disrupted version (the disrupted one is correct, as in DiST); an
-    attention check shows a triplet and asks for a given key."""
-    expdir, args = request.expdir, request.common
-    root = Path(args.images)
+@dataclass(frozen=True)
+class Release:
+    """A folder in the DiST release's layout: its ``folders`` (original, set1, set2), originals, each set's
+    files by stem (``set1/X.jpg`` beside ``original/X.JPEG``) and the originals' ImageNet names."""
+
+    folders: list[Path]
+    originals: list[Path]
+    by_stem: list[dict[str, Path]]
+    names: dict[str, str]
+
+
+def read_release(root: Path, option: str = "--images") -> Release:
     folders = [root / name for name in ("original", "set1", "set2")]
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
-        raise SourceError(f"a DiST release needs original/, set1/ and set2/; missing: {', '.join(missing)}")
+        raise SourceError(f"{option} {root}: a DiST release needs original/, set1/ and set2/; missing: "
+                          f"{', '.join(missing)}")
     originals = sorted(f for f in folders[0].iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
     if not originals:
         raise SourceError(f"{folders[0]} holds no images")
-    names = _dist_labels(root)
-    by_name = {orig.stem: orig for orig in originals}
     by_stem = [{f.stem: f for f in sorted(folder.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES}
-               for folder in folders[1:]]  # set1/X.jpg beside original/X.JPEG
+               for folder in folders[1:]]
+    return Release(folders, originals, by_stem, _dist_labels(root))
+
+
+def dist_checks(args, release: Release, tests: int) -> tuple[Release | None, HeldOut]:
+    """The triplets of practice, catch and attention trials, from ``--check-images`` (a folder of other triplets
+    in the release's layout), so every triplet of the release is a standard trial (DiST's 400). Each check a
+    person sees has a triplet of its own (``checks_per_person``); asked for without ``--check-images``, or
+    with too few triplets or one of the release's own originals there, the build is refused naming it."""
     catch_every = args.catch_every or 0
-    held = hold_out([SourceImage(orig.stem, names.get(orig.stem), str(orig), lambda: None) for orig in originals],
-                    args.seed, args.practice, catch_every, args.attention or 0)
+    needed = {"practice (--practice)": args.practice, "catch (--catch-every)": checks_per_person(tests, catch_every),
+              "attention (--attention)": checks_per_person(tests, args.attention or 0)}
+    asked = " + ".join(f"{n} {what}" for what, n in needed.items() if n)
+    if not asked:
+        return None, HeldOut([], [], [], [])
+    if args.check_images is None:
+        raise OptionError(f"{asked} trial(s) show triplets from outside the release (its {tests} are all standard "
+                          "trials): give --check-images DIR, other triplets in the release's layout "
+                          "(original/, set1/, set2/)")
+    checks = read_release(Path(args.check_images), "--check-images")
+    own = {hashlib.sha256(f.read_bytes()).hexdigest(): f for f in release.originals}
+    for f in checks.originals:
+        if (twin := own.get(hashlib.sha256(f.read_bytes()).hexdigest())) is not None:
+            raise SourceError(f"--check-images {args.check_images}: {f.name} is the release's {twin.name}; check "
+                              "triplets come from outside the release")
+    pool = by_class_in_turn([SourceImage(CHECK_PREFIX + f.stem, checks.names.get(f.stem), str(f), lambda: None)
+                             for f in checks.originals], args.seed)
+    if sum(needed.values()) > len(pool):
+        raise OptionError(f"{asked} trial(s) need as many triplets; --check-images {args.check_images} has "
+                          f"{len(pool)}")
+    cuts = list(accumulate(needed.values(), initial=0))
+    return checks, HeldOut([], *(pool[a:b] for a, b in zip(cuts, cuts[1:])))
+
+
+def build_dist(request) -> Experiment:
+    """The release's triplets as oddity trials, every one a standard trial. ``--practice``, ``--catch-every``
+    (``10``: the paper's protocol; none by default, as a model study wants) and ``--attention`` add trials on
+    triplets from outside the release (``dist_checks``): practice trials are triplets with feedback; a catch
+    trial shows the original, its mirror image and one disrupted version (the disrupted one is correct, as in
+    DiST); an attention check shows a triplet and asks for a given key."""
+    expdir, args = request.expdir, request.common
+    release = read_release(Path(args.images))
+    checks, held = dist_checks(args, release, len(release.originals))
+    tests = [SourceImage(orig.stem, release.names.get(orig.stem), str(orig), lambda: None)
+             for orig in release.originals]
+    catch_every = args.catch_every or 0
     timing = study_timing(args, standard_timing("oddity"))
     rng = random.Random(args.seed)
     stimuli, trials, failed = {}, [], []
-    for role, photos in (("test", held.tests), ("practice", held.practice), ("catch", held.catch),
-                         ("attention", held.attention)):
+    for role, photos, source in (("test", tests, release), ("practice", held.practice, checks),
+                                 ("catch", held.catch, checks), ("attention", held.attention, checks)):
         positions = [i % 3 for i in range(len(photos))]
         rng.shuffle(positions)
         for src, position in tqdm(list(zip(photos, positions)), desc=f"dist {role} triplets", unit="triplet"):
-            made = _dist_triplet(expdir, folders, by_stem, by_name[src.name], role, args.on_error, failed)
+            made = _dist_triplet(expdir, source, src.name, Path(src.origin), role, args.on_error, failed)
             if made is None:
                 continue
             stimuli.update((stim.id, stim) for stim in made)
@@ -152,7 +202,8 @@ def build_dist(request) -> Experiment:
             odd = made[0] if role != "catch" else made[2]  # a catch trial's odd one is the disrupted version
             correct = str(order.index(odd) + 1) if role != "attention" else str(rng.choice((1, 2, 3)))
             trials.append(Trial(
-                trial_id=f"{'dist' if role == 'test' else role}--{src.name}", trial_type="oddity", role=role,
+                trial_id=f"dist--{src.name}" if role == "test" else f"{role}--{slug(src.name)}", trial_type="oddity",
+                role=role,
                 stimuli=tuple(s.id for s in order), choices=POSITIONS.labels, correct=correct,
                 condition="dist" if role == "test" else role, params={}, source_image=src.name,
                 category=src.category, timing=timing,
@@ -163,19 +214,18 @@ def build_dist(request) -> Experiment:
                    Schedule(break_every=100, catch_every=catch_every or None, attention_every=args.attention or None))
 
 
-def _dist_triplet(expdir, folders: list[Path], by_stem: list[dict[str, Path]], orig: Path, role: str, on_error: str,
-                  failed: list[str]):
-    """The original and the two versions a trial of ``role`` shows, stored; a catch trial shows the original,
-    its mirror image and set1's version instead. The versions are paired by stem (the release's
-    ``original/X.JPEG`` beside ``set1/X.jpg``) and kept at their size; a triplet whose images differ in size
-    would give the odd one away, so it is refused (or skipped). None when a file is corrupt and skipped."""
-    paths = [orig] + [versions.get(orig.stem) for versions in by_stem]
-    absent = [f"{folder}/{orig.stem}.*" for folder, p in zip(folders, paths) if p is None]
+def _dist_triplet(expdir, release: Release, name: str, orig: Path, role: str, on_error: str, failed: list[str]):
+    """The original and the two versions a trial of ``role`` shows, stored under the source ``name``; a catch
+    trial shows the original, its mirror image and set1's version instead. The versions are paired by stem (the
+    release's ``original/X.JPEG`` beside ``set1/X.jpg``) and kept at their size; a triplet whose images differ in
+    size would give the odd one away, so it is refused (or skipped). None when a file is corrupt and skipped."""
+    paths = [orig] + [versions.get(orig.stem) for versions in release.by_stem]
+    absent = [f"{folder}/{orig.stem}.*" for folder, p in zip(release.folders, paths) if p is None]
     if absent:
         raise SourceError(f"triplet {orig.stem} is incomplete: {', '.join(absent)} missing")
     made = []
     for path, version in zip(paths, ("original", "set1", "set2")):
-        prov = {"source_image": orig.stem, "source_origin": f"{version}/{path.name}",
+        prov = {"source_image": name, "source_origin": f"{version}/{path.name}",
                 "transform": "original" if version == "original" else "texture synthesis (DiST release)",
                 "params": {"version": version}, "seed": None}
         made.append(_import_file(expdir, path, prov, on_error, failed))
@@ -192,7 +242,7 @@ def _dist_triplet(expdir, folders: list[Path], by_stem: list[dict[str, Path]], o
         return None
     if role == "catch":
         mirrored = np.ascontiguousarray(decode_image(orig)[:, ::-1])
-        mirror = expdir.write_stimulus(mirrored, {"source_image": orig.stem, "source_origin": f"original/{orig.name}",
+        mirror = expdir.write_stimulus(mirrored, {"source_image": name, "source_origin": f"original/{orig.name}",
                                                   "transform": "mirror", "params": {}, "seed": None})
         made = [made[0], mirror, made[1]]
     return made

@@ -7,9 +7,10 @@ its own classes are the answer labels (the 16 entry-level classes when the set u
 folder's classes with the ImageNet-1k classes their names match, ``stimuli.designs.common.label_set_for``),
 so chance is 1/C of the set's own C. Every image is
 one ``classify`` trial of one condition, the set's name (the folder's, or ``--condition``), and
-every participant sees every image (as in Geirhos et al.'s edge and silhouette experiments). No image is
-held out for attention checks unless ``--attention N`` asks for them, as the imported sets do: a published
-set (160 edge maps, 160 silhouettes) is scored whole.
+every participant sees every image (as in Geirhos et al.'s edge and silhouette experiments), so a published
+set (160 edge maps, 160 silhouettes) is scored whole: practice, catch and attention trials show check photos
+from outside it (``--check-images``, else the bundled ones: ``common.study_checks``), and there are no
+attention checks unless ``--attention N`` asks for them, as in the imported sets.
 
 Each trial's ``source_image`` is the file's name without its extension (``airplane1``), the
 last token of Geirhos et al.'s raw-data image names (``..._airplane_00_airplane1.png``), and its
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from functools import partial
 from pathlib import PurePath
 
 from pydantic import Field
@@ -30,12 +32,12 @@ from pydantic import Field
 from cuebench.counterbalance import everyone_plan
 from cuebench.labels import category_labels, single_answer
 from cuebench.trials import Experiment, Trial, standard_timing
-from ..build import BuildError, SourceJob, Task, run_jobs, stimulus_seed
+from ..build import BuildError, SourceJob, Task, stimulus_seed
 from ..options import STUDY_OPTIONS, DesignOptions
 from ..sources import SourceImage, resolve_images
 from . import Design
-from .common import (attention_trials, build_provenance, classify_schedule, label_set_for, slug, study_hold_out,
-                     study_timing, unchanged_trials)
+from .common import (attention_trials, build_provenance, classify_schedule, label_set_for, run_with_checks, slug,
+                     study_checks, study_timing, unchanged_trials)
 
 
 class LabelledSetOptions(DesignOptions):
@@ -82,7 +84,7 @@ class LabelledSet(Design):
     study_options = STUDY_OPTIONS
 
     def build(self, request) -> Experiment:
-        # a published set is scored whole: no image is held out for attention checks unless --attention asks
+        # no attention checks unless --attention asks, as in the imported sets (a model run needs none)
         common = request.common.model_copy(update={"attention": request.common.attention or 0})
         expdir = request.expdir
         sources = file_named(resolve_images(common.images, common.labels, common.only))
@@ -94,13 +96,13 @@ class LabelledSet(Design):
         condition = request.options.condition or set_name(common.images)
         timing = study_timing(common, standard_timing("classify"))
         catch_every = common.catch_every or 0
-        held = study_hold_out(sources, common, catch_every)
-        if held.attention and any(len(category_labels(s.category)) > 1 for s in sources):
+        if common.attention and any(len(category_labels(s.category)) > 1 for s in sources):
             raise BuildError(f"{common.labels or common.images}: a multi-label set (several labels in a category cell) "
                              "has no one class an attention check could name: build it with --attention 0")
-        report = run_jobs(expdir, [SourceJob(src, [Task("original", {}, None)]) for src in sources],
-                          workers=common.workers, on_error=common.on_error,
-                          existing=expdir.load() if expdir.exists() else None)
+        pick = partial(study_checks, sources, label_set, common, catch_every)
+        report, held = run_with_checks(expdir, [SourceJob(src, [Task("original", {}, None)]) for src in sources],
+                                       pick(), lambda excluded: pick(excluded=excluded), common,
+                                       expdir.load() if expdir.exists() else None)
         trials = set_trials(held.tests, report, label_set, condition, timing, common.seed)
         if not trials:
             raise BuildError(f"no trials made from {common.images}: every image failed")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from support import check_photo_folder
+
 SHUFFLE = ("--design", "suppression", "--conditions", "channel_shuffle", "--workers", "1")
 
 
@@ -25,8 +27,9 @@ def test_a_rebuild_with_a_time_limit_rewrites_unedited_texts_and_stops_serve_and
     cuebench(tmp_path, "stimuli", "build", "--out", "exp", *SHUFFLE)
     consent = tmp_path / "exp" / "texts" / "consent.md"
     consent.write_text(consent.read_text() + "\nEthics approval E-42.\n")
+    check_photo_folder(tmp_path / "checks", {"cat": ("chelsea",), "coffee": ("coffee",)})
     rebuilt = cuebench(tmp_path, "stimuli", "build", "--out", "exp", *SHUFFLE, "--practice", "2",
-                       "--timing", "response=2000")
+                       "--check-images", "checks", "--timing", "response=2000")
     assert "rewrote instructions.md (unedited defaults)" in rebuilt.stderr and "edited consent.md" in rebuilt.stderr
     instructions = (tmp_path / "exp" / "texts" / "instructions.md").read_text()
     assert "You have 2 seconds to answer" in instructions and "The first 2 trials are practice." in instructions

@@ -59,6 +59,17 @@ def test_decoded_once_then_read(stimuli, monkeypatch):
     assert np.array_equal(gathered, np.stack([decode_image(paths[sid]) for sid in same_size[::-1]]))
 
 
+def test_decoding_processes_fill_the_same_cache_and_start_only_where_they_pay(stimuli):
+    """Two decoding processes (what a CPU run of 256 or more new images uses) store the pixels Pillow decodes,
+    in both sizes; a few images are decoded in this process."""
+    expdir, paths = stimuli
+    decoded = decoded_stimuli(expdir, paths, workers=2, progress=False)
+    for sid, path in paths.items():
+        assert np.array_equal(decoded.gather([sid])[0], decode_image(path))
+    assert stimulus_cache.decoding_workers(None, "cpu", len(paths)) == 0
+    assert stimulus_cache.decoding_workers(3, "cpu", len(paths)) == 3
+
+
 def test_batches_gathered_ahead_come_in_order_and_stop_cleanly(stimuli):
     """The prefetching loader yields each batch's pixels (the files as Pillow decodes them) in order, with
     batches of both sizes; a gather that fails surfaces in the consumer; a consumer that stops early leaves no

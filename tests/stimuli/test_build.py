@@ -39,7 +39,7 @@ def test_same_seed_gives_identical_files_and_another_seed_other_files(built, tmp
     assert (built / "experiment.json").read_bytes() != b""
     assert build(tmp_path / "c", "--seed", "8") == 0
     a, c = ExperimentDir(built).load(), ExperimentDir(tmp_path / "c").load()
-    # the seed also picks the photo held out for the attention check: compare the photos both builds test
+    # every photo is tested in both builds (the attention check shows a bundled photo outside them)
     tested = {t.source_image for t in a.trials if t.role == "test"} & \
         {t.source_image for t in c.trials if t.role == "test"}
     of = lambda exp, kinds: {s.id for s in exp.stimuli.values() if s.transform in kinds and s.source_image in tested}
@@ -50,8 +50,8 @@ def test_same_seed_gives_identical_files_and_another_seed_other_files(built, tmp
 def test_every_stimulus_records_its_provenance_in_the_manifest_not_the_image(built):
     expdir = ExperimentDir(built)
     exp = expdir.load()
-    # one of the 8 photos is held out for the attention check: never a test photo of anyone
-    assert len(exp.trials) == 7 * (1 + 15 + 6 + 5 + 1) + 1
+    # all 8 photos tested; the attention check shows the bundled clock, outside the study
+    assert len(exp.trials) == 8 * (1 + 15 + 6 + 5 + 1) + 1
     for stim in exp.stimuli.values():
         path = built / stim.path
         with Image.open(path) as im:
@@ -59,7 +59,7 @@ def test_every_stimulus_records_its_provenance_in_the_manifest_not_the_image(bui
             assert im.info == {}  # no text, time or other ancillary chunk: pixels only
         prov = expdir.provenance(stim.id)
         assert prov["transform"] == stim.transform and prov["params"] == stim.params and prov["seed"] == stim.seed
-        assert prov["source_origin"] == f"builtin:{stim.source_image}"
+        assert prov["source_origin"] == f"builtin:{stim.source_image.removeprefix('check/')}"
         assert stim.source_image and stim.software_version
     assert exp.provenance["design"] == "suppression" and exp.provenance["options"]["seed"] == 7
     trial = exp.trial("chelsea--patch_shuffle--4")
@@ -100,12 +100,12 @@ def test_corrupt_image_is_named_and_skipped_or_fatal(tmp_path, photos, capsys):
                  "--conditions", "grayscale", "--on-error", "skip"]) == 0
     expdir = ExperimentDir(tmp_path / "y")
     exp = expdir.load()
-    # one photo is tested, the other held out for the attention check
-    assert {t.source_image for t in exp.trials} == {"cat/chelsea", "flower/flower"}
-    assert len({t.source_image for t in exp.trials if t.role == "test"}) == 1
+    # both photos tested; the attention check shows the bundled clock
+    assert {t.source_image for t in exp.trials if t.role == "test"} == {"cat/chelsea", "flower/flower"}
+    assert [t.source_image for t in exp.trials if t.role != "test"] == ["check/clock"]
     assert "broken" in exp.provenance["skipped_images"][0]
     origins = {expdir.provenance(sid)["source_origin"] for sid in exp.stimuli}
-    assert origins == {"cat/chelsea.png", "flower/flower.jpg"}  # relative to the folder: no path of this machine
+    assert origins == {"cat/chelsea.png", "flower/flower.jpg", "builtin:clock"}  # no path of this machine
     for path in (tmp_path / "y").rglob("*"):
         if path.is_file() and path.suffix in (".json", ".png"):
             assert str(tmp_path).encode() not in path.read_bytes(), path

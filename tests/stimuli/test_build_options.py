@@ -103,11 +103,11 @@ def test_cuebench_build_is_the_call_of_the_issue(shuffled, tmp_path, monkeypatch
     (["--design", "corruptions", "--timing", "stimulus=0"], "--timing 'stimulus=0': field 'stimulus': must be > 0"),
     (["--design", "corruptions", "--viewing-distance", "57"],
      "--viewing-distance needs --stimulus-degrees, --screen-width as well"),
-    (["--design", "corruptions", "--practice", "8"], "8 practice (--practice) photo(s) held out of the test trials "
-                                                     "and at least 1 test photo: needs 9 photos, but --images has 8"),
-    (["--design", "corruptions", "--practice", "6", "--catch-every", "1", "--attention", "1"],
-     "6 practice (--practice) + 1 catch (--catch-every) + 1 attention (--attention) photo(s) held out of the test "
-     "trials and at least 1 test photo: needs 9 photos, but --images has 8"),
+    (["--design", "corruptions", "--practice", "1", "--catch-every", "8"],
+     "1 practice (--practice) + 1 catch (--catch-every) trial(s) need as many photos of the study's classes from "
+     "outside its images, and the bundled check photos (clock) hold 0: give --check-images DIR"),
+    (["--design", "corruptions", "--attention", "1"], "8 attention check(s) (--attention 1) need as many photos from "
+     "outside the study's images; the bundled check photos (clock) hold 1 to spare: give --check-images DIR"),
     (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
     (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
                                               "corruptions, dist-import, labelled-set, suppression"),
@@ -204,39 +204,62 @@ def test_list_designs_transforms_and_corruptions(capsys):
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory) -> Path:
+def check_photos(tmp_path_factory) -> Path:
+    """A --check-images folder: six bundled photos in their classes, mirrored."""
+    from stimuli.sources import default_images
+    from support import check_photo_folder
+
+    return check_photo_folder(tmp_path_factory.mktemp("checks"),
+                              {image.category: (image.name,) for image in default_images()[:6]})
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, check_photos) -> Path:
     out = tmp_path_factory.mktemp("study") / "exp"
     assert build(out, "--design", "suppression", "--conditions", "grayscale", "--workers", "2", "--practice", "2",
-                 "--catch-every", "3", "--attention", "4", "--timing", "fixation=500,mask=none,response=3000",
+                 "--catch-every", "4", "--attention", "8", "--check-images", str(check_photos),
+                 "--timing", "fixation=500,mask=none,response=3000",
                  "--stimulus-degrees", "4", "--viewing-distance", "57", "--screen-width", "53") == 0
     return out
 
 
-def test_practice_catch_and_attention_trials_from_held_out_photos(study):
+def test_practice_catch_and_attention_trials_show_check_photos_and_every_photo_is_tested(study):
     exp = ExperimentDir(study).load()
     by_role = {role: [t for t in exp.trials if t.role == role] for role in ("test", "practice", "catch", "attention")}
-    # 8 photos: 2 held out for practice; 4 test photos need 4 // 3 = 1 catch and 4 // 4 = 1 attention photo
-    # (5 would need 2 + 5 + 1 + 1 = 9); each test photo under 1 + 5 grayscale levels
+    # all 8 photos tested, each under 1 + 5 grayscale levels, a person seeing each in one (8 test trials): 2 catch
+    # trials (one after every 4) and 1 attention check, on 2 + 2 + 1 of the 6 check photos
     assert (len(by_role["practice"]), len(by_role["catch"]), len(by_role["attention"]), len(by_role["test"])) == \
-        (2, 1, 1, 4 * 6)
-    tested = {t.source_image for t in by_role["test"]}
+        (2, 2, 1, 8 * 6)
+    assert {t.source_image for t in by_role["test"]} == {
+        "chelsea", "coffee", "rocket", "motorcycle", "astronaut", "camera", "china", "flower"}
     held = [t.source_image for t in by_role["practice"] + by_role["catch"] + by_role["attention"]]
-    assert len(set(held)) == 4 and tested.isdisjoint(held)
+    assert len(set(held)) == 5 and all(name.startswith("check/") and name.endswith("-mirrored") for name in held)
     assert all(exp.stimuli[t.stimuli[0]].transform == "original" and t.correct == t.category
                for t in by_role["practice"] + by_role["catch"])
-    assert (exp.schedule.catch_every, exp.schedule.attention_every) == (3, 4)
+    assert (exp.schedule.catch_every, exp.schedule.attention_every) == (4, 8)
     sequence = participant_sequence(exp, 0, "p1")
     assert [s.block for s in sequence[:2]] == [0, 0] and all(s.block > 0 for s in sequence[2:])
     roles = [exp.trial(s.trial_id).role for s in sequence[2:]]
-    assert roles.count("catch") == len([r for r in roles if r == "test"]) // 3
+    assert roles.count("catch") == len([r for r in roles if r == "test"]) // 4 == 2
 
 
-def test_no_person_sees_a_check_photo_among_their_test_photos_and_checks_vary(tmp_path):
-    """Attention and catch images are held-out photos: over every group and many people of a built study, no
-    check shows one of that person's test photos (an intact original would prime the test), no check photo
-    repeats within a person, and the attention checks name different classes and ask for different answers."""
+def test_the_demo_keeps_every_photo_and_checks_attention_on_a_bundled_photo_outside_it(shuffled):
+    """The default attention check (one per 100 trials) shows the bundled clock, a photo of none of the demo's
+    classes: the demo's only coffee photo stays a test photo."""
+    exp = ExperimentDir(shuffled).load()
+    assert {t.source_image for t in exp.trials if t.role == "test"} == {
+        "chelsea", "coffee", "rocket", "motorcycle", "astronaut", "camera", "china", "flower"}
+    (attention,) = exp.trials_with_role("attention")
+    assert (attention.source_image, attention.category) == ("check/clock", "clock")
+    assert attention.instruction.startswith("Attention check: the next image shows a clock.")
+
+
+def test_no_person_sees_a_check_photo_among_their_test_photos_and_checks_vary(tmp_path, check_photos):
+    """Over every group and many people of a built study, no check shows one of that person's test photos (an
+    intact original would prime the test), no check photo repeats within a person, and the attention checks
+    name different classes and ask for different answers."""
     out = tmp_path / "exp"
-    assert build(out, *SHUFFLE, "--catch-every", "2", "--attention", "2") == 0
+    assert build(out, *SHUFFLE, "--catch-every", "4", "--attention", "4", "--check-images", str(check_photos)) == 0
     exp = ExperimentDir(out).load()
     attention = exp.trials_with_role("attention")
     assert len(attention) == 2 and len({t.category for t in attention}) == len({t.correct for t in attention}) == 2
@@ -246,7 +269,19 @@ def test_no_person_sees_a_check_photo_among_their_test_photos_and_checks_vary(tm
             trials = [exp.trial(s.trial_id) for s in participant_sequence(exp, group, f"p{person}")]
             tested = {t.source_image for t in trials if t.role == "test"}
             checks = [t.source_image for t in trials if t.role in ("catch", "attention")]
-            assert checks and tested.isdisjoint(checks) and len(checks) == len(set(checks)), (group, person)
+            assert len(tested) == 8 and checks and tested.isdisjoint(checks) and len(checks) == len(set(checks))
+
+
+def test_a_check_photo_that_is_one_of_the_studys_photos_is_refused(tmp_path, capsys):
+    from stimuli.sources import default_images
+
+    chelsea = default_images()[0].read()
+    for folder, name in (("study", "chelsea"), ("study", "coffee-like"), ("checks", "same-cat")):
+        (tmp_path / folder / "cat").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(chelsea if name != "coffee-like" else chelsea[::-1]).save(tmp_path / folder / "cat" / f"{name}.png")
+    assert build(tmp_path / "x", *SHUFFLE, "--images", str(tmp_path / "study"), "--practice", "1",
+                 "--check-images", str(tmp_path / "checks")) == 2
+    assert "check photo cat/same-cat.png is the study's image cat/chelsea.png" in capsys.readouterr().err
 
 
 def test_timing_and_stimulus_size_are_recorded(study):

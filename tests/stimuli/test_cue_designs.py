@@ -15,7 +15,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.images import decode_image
 from stimuli.sources import default_images
 
-N_IMAGES = len(default_images()) - 1  # the photos tested: one is held out for the default attention check
+N_IMAGES = len(default_images())  # every photo tested: the default attention check shows a bundled photo outside them
 
 
 def build(tmp_path, name: str, *options: str) -> ExperimentDir:
@@ -206,6 +206,6 @@ def test_corrupt_source_is_skipped_and_recorded(tmp_path, photos):
     assert main([*args, "--on-error", "skip"]) == 0
     exp = ExperimentDir(out).load()
     tests = [t for t in exp.trials if t.role == "test"]
-    assert len(tests) == 2  # one of the three photos is held out for the attention check: the other two pair up
+    assert len(tests) == 3 * 2  # every readable photo paired with two textures (the attention check shows the clock)
     assert all("broken" not in t.source_image and "broken" not in t.params["texture_image"] for t in tests)
     assert any("broken" in s for s in exp.provenance["skipped_images"])

@@ -46,22 +46,31 @@ def test_dist_import_has_400_balanced_oddity_trials(shared, tmp_path):
     assert exp.trial("dist--ILSVRC2012_val_00000064").category == "European green lizard"
 
 
-def test_dist_import_holds_out_practice_catch_and_attention_triplets(shared, tmp_path):
-    """DiST's protocol on the release: a catch trial after every 10 standard trials (the original, its mirror
-    image and one disrupted version; the disrupted one is correct), practice triplets and attention checks,
-    each from an original no standard trial shows."""
+def test_dist_import_shows_practice_catch_and_attention_on_triplets_outside_the_release(shared, tmp_path, capsys):
+    """DiST's protocol with the release kept whole: a catch trial after every 10 standard trials (the original, its
+    mirror image and one disrupted version; the disrupted one is correct), practice triplets and attention checks,
+    all on triplets of --check-images; without it, or with the release's own triplets there, refused."""
     from support import dist_subset
 
-    images = dist_subset(shared / "data/dist", tmp_path / "dist", 14)
-    assert main(["stimuli", "build", "--design", "dist-import", "--images", str(images), "--out", str(tmp_path / "x"),
-                 "--practice", "1", "--catch-every", "10", "--attention", "10", "--workers", "1"]) == 0
+    images = dist_subset(shared / "data/dist", tmp_path / "dist", 11)
+    checks = dist_subset(shared / "data/dist", tmp_path / "checks", 4, skip=11)
+    study = ["stimuli", "build", "--design", "dist-import", "--images", str(images), "--practice", "1",
+             "--catch-every", "10", "--attention", "10", "--workers", "1"]
+    assert main([*study, "--out", str(tmp_path / "x")]) == 2
+    assert "1 practice (--practice) + 1 catch (--catch-every) + 1 attention (--attention) trial(s) show triplets " \
+           "from outside the release (its 11 are all standard trials): give --check-images DIR" in capsys.readouterr().err
+    assert main([*study, "--out", str(tmp_path / "x"), "--check-images", str(images)]) == 2
+    assert "is the release's" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main([*study, "--out", str(tmp_path / "x"), "--check-images", str(checks)]) == 0
     exp = ExperimentDir(tmp_path / "x").load()
     by_role = Counter(t.role for t in exp.trials)
-    # 14 originals: 1 practice; 11 standard trials need 11 // 10 = 1 catch and 1 attention check (12 would need 15)
+    # all 11 triplets standard trials: 11 // 10 = 1 catch and 1 attention check, 1 practice, on 3 of the 4 others
     assert by_role == {"test": 11, "practice": 1, "catch": 1, "attention": 1}
     assert (exp.schedule.catch_every, exp.schedule.attention_every) == (10, 10)
-    tested = {t.source_image for t in exp.trials if t.role == "test"}
-    assert tested.isdisjoint(t.source_image for t in exp.trials if t.role != "test")
+    released = sorted(p.stem for p in (images / "original").iterdir())
+    assert sorted(t.source_image for t in exp.trials if t.role == "test") == released
+    others = {f"check/{p.stem}" for p in (checks / "original").iterdir()}
+    assert {t.source_image for t in exp.trials if t.role != "test"} < others
     (catch,) = exp.trials_with_role("catch")
     versions = [exp.stimuli[s].transform for s in catch.stimuli]
     assert sorted(versions) == ["mirror", "original", "texture synthesis (DiST release)"]

@@ -52,6 +52,27 @@ def test_geirhos_edge_and_silhouette_sets_import_with_their_raw_data_names(share
         assert exp.trial(f"{name}--airplane1").category == "airplane"
 
 
+@pytest.mark.shared
+def test_a_study_of_the_edge_set_with_people_keeps_all_160_images_and_checks_on_photos_outside_it(shared, tmp_path):
+    """Built as a study with people (a practice trial, Burgert et al.'s attention check every 100 trials), the
+    published set stays whole: 160 test trials, one per image, and the practice and attention trials show the
+    bundled check photos, none of them an edge image by name or by pixels."""
+    source = shared / "data/geirhos2019/stimuli/edges"
+    cuebench(tmp_path, "stimuli", "build", "--design", "labelled-set", "--images", str(source), "--out", "study",
+             "--practice", "1", "--attention", "100", "--workers", "2")
+    exp = ExperimentDir(tmp_path / "study").load()
+    tests = [t for t in exp.trials if t.role == "test"]
+    files = sorted(p.stem for p in source.glob("*/*.png"))
+    assert len(files) == 160 and sorted(t.source_image for t in tests) == files
+    checks = [t for t in exp.trials if t.role != "test"]
+    assert sorted(t.role for t in checks) == ["attention", "practice"]
+    assert {t.source_image for t in checks} == {"check/chelsea", "check/clock"}
+    edge_pixels = {np.asarray(Image.open(p).convert("RGB")).tobytes() for p in source.glob("*/*.png")}
+    study = ExperimentDir(tmp_path / "study")
+    assert not any(np.asarray(Image.open(study.stimulus_path(exp.stimuli[t.stimuli[0]]))).tobytes() in edge_pixels
+                   for t in checks)
+
+
 @pytest.fixture(scope="module")
 def answered_edges(shared, tmp_path_factory):
     """An Edge study (one image per class) answered by efficientnet-lite0 and by a simulated web participant,
@@ -60,7 +81,6 @@ def answered_edges(shared, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("edges-study")
     first_of_each_class(shared / "data/geirhos2019/stimuli/edges", root / "images" / "edges")
-    # no attention check: each would hold one of the 16 photos out of the test trials
     cuebench(root, "stimuli", "build", "--design", "labelled-set", "--images", "images/edges", "--out", "study",
              "--workers", "1", "--attention", "0")
     cuebench(root, "eval", "--experiment", "study", "--model", "tf_efficientnet_lite0", "--device", "cpu", "--quiet")

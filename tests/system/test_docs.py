@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BLOCK_SECONDS, REPO
-from support import dist_subset
+from stimuli.sources import default_images
+from support import check_photo_folder, dist_subset
 
 pytestmark = pytest.mark.slow
 
@@ -226,7 +227,8 @@ def test_small_sizes_reach_the_commands_they_name():
 @pytest.fixture(scope="session")
 def docs_root(tmp_path_factory, shared) -> Path:
     """``T/shared`` -> the shared data, ``T/subset`` small copies of the published sets, and a
-    ``photos/`` folder of real photos that each page's working folder starts with."""
+    ``photos/`` folder of real photos and a ``check-photos/`` folder of the bundled classes (``--check-images``) that
+    each page's working folder starts with."""
     root = tmp_path_factory.mktemp("docs")
     (root / "shared").symlink_to(shared.resolve(), target_is_directory=True)
     cue_conflict = shared / "data" / "geirhos2019" / "stimuli" / "cue-conflict"
@@ -237,6 +239,7 @@ def docs_root(tmp_path_factory, shared) -> Path:
             shutil.copy(image, copy / image.name)
     dist_subset(shared / "data" / "dist", root / "subset" / "dist", DIST_SUBSET)
     make_photo_folder(shared / "data" / "dist", root / "photos")
+    check_photo_folder(root / "check-photos", {image.category: (image.name,) for image in default_images()[:6]})
     return root
 
 
@@ -264,6 +267,7 @@ def page_folders(docs_root):
             for name in ("shared", "subset"):
                 (base / name).symlink_to(docs_root / name, target_is_directory=True)
             shutil.copytree(docs_root / "photos", work / "photos")
+            shutil.copytree(docs_root / "check-photos", work / "check-photos")  # --check-images of the bundled classes
             folders[page] = work
         return folders[page]
 

@@ -26,24 +26,25 @@ from cuebench.expdir import ExperimentDir
 from cuebench.export import export_mvh
 from cuebench.responses import ResponseStore, trial_row
 from stimuli.designs import DESIGNS
-from support import dist_subset
+from support import check_photo_folder, dist_subset
 
 CLASSES = {"tabby cat": ("chelsea", "coffee", "rocket"), "T-rex_2.0": ("motorcycle", "astronaut", "camera")}
 GEIRHOS_CLASSES = ("airplane", "bear", "bicycle")
 DIST_TRIPLETS = 4
 BUILDS = {
-    "suppression": ["--grid", "human", "--practice", "1",
-                    "--catch-every", "2", "--attention", "3"],
+    "suppression": ["--grid", "human", "--practice", "1", "--catch-every", "2", "--attention", "3", "--check-images", "CHECKS"],
     "corruptions": ["--corruptions", "contrast,high_pass"],
     "cue-decomposition": ["--eed-steps", "2", "--attention", "4"],
     "cue-conflict-eed": ["--eed-steps", "2", "--conflict-textures", "2"],
     "dist": ["--synthesis-steps", "1", "--synthesis-device", "cpu", "--catch-every", "2"],
     "cue-conflict-import": [],
     "dist-import": [],
-    "labelled-set": ["--practice", "1", "--catch-every", "2", "--attention", "3"],
+    "labelled-set": ["--practice", "1", "--catch-every", "2", "--attention", "3", "--check-images", "CHECKS"],
     "diagvib": ["--diagvib-digits", "sklearn-digits", "--sizes", "90,18,60", "--diagvib-human-trials", "6",
                 "--study", "ZGO", "--target", "shape", "--correlated", "hue", "--dataset-sample", "0"],
 }
+CHECKS = "CHECKS"
+"""Stands in a build's arguments for a --check-images folder of the photos' classes (mirrored copies)."""
 SLOW = {"cue-decomposition", "cue-conflict-eed", "dist"}
 SHARED = {"cue-conflict-import", "dist-import"}
 OBSERVERS = (("p1", "human", 0.8), ("p2", "human", 0.7), ("p3", "human", 0.9), ("resnet-a", "model", 0.6),
@@ -130,8 +131,9 @@ def answered(request, photos_by_class, tmp_path_factory):
     design = request.param
     tmp = tmp_path_factory.mktemp(design)
     out = tmp / "experiment"
+    options = [str(check_photo_folder(tmp / "checks", CLASSES)) if arg == CHECKS else arg for arg in BUILDS[design]]
     assert main(["stimuli", "build", "--design", design, "--out", str(out), "--workers", "1",
-                 *images_for(design, photos_by_class, tmp), *BUILDS[design]]) == 0
+                 *images_for(design, photos_by_class, tmp), *options]) == 0
     expdir = ExperimentDir(out)
     rows = simulated_answers(expdir.load())
     with ResponseStore(expdir.responses_file) as store:

@@ -32,7 +32,7 @@ from PIL import Image
 from cuebench.counterbalance import participant_sequence
 from cuebench.expdir import ExperimentDir
 from stimuli.sources import default_images
-from support import fill_consent
+from support import check_photo_folder, fill_consent
 
 pytestmark = pytest.mark.slow
 
@@ -368,8 +368,9 @@ def test_a_german_study_as_a_participant_meets_it(tmp_path, browser):
     English catalogue on them; the texts sit in texts/de/."""
     work = tmp_path / "study"
     make_photo_folder(work / "photos")
+    check_photo_folder(work / "checks", {"cat": ("chelsea",), "camera": ("camera",)})
     cuebench(work, "stimuli", "build", "--design", "suppression", "--images", "photos", "--out", "exp/de",
-             "--grid", "human", "--workers", "1", "--practice", "1", "--language", "de")
+             "--grid", "human", "--workers", "1", "--practice", "1", "--check-images", "checks", "--language", "de")
     assert (work / "exp/de/texts/de/consent.md").read_text(encoding="utf-8").startswith("# Willkommen")
     english = [piece.strip() for text in json.loads((REPO_WORDS / "en.json").read_text(encoding="utf-8")).values()
                for piece in re.split(r"\{\w+\}", text) if len(piece.split()) >= 3]
