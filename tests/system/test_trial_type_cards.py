@@ -1,4 +1,4 @@
-"""A new trial type is one card: the toy same/different task of docs/architecture.md, added as a
+"""A new trial type is one card: the toy same/different task of docs/extending.md, added as a
 third-party plug-in does it (one module and its entry point, nothing else), runs through the web task (a real server and
 chromium), the lab runner (PsychoPy under Xvfb, a simulated participant), a model (the card's own
 choice rule on a plug-in observer's features) and the report (accuracy from the card's scoring)."""
@@ -27,12 +27,12 @@ from experiment_server.simulate import ServerProcess, free_port
 from support import plugin_package
 from support import observer_example
 
-ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+EXTENDING = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
 
 
 def trial_type_example() -> str:
-    """The one-module trial type of docs/architecture.md ("A trial type: one card"), so the docs run as written."""
-    text = ARCHITECTURE.read_text(encoding="utf-8").split("<!-- trial-type-example -->", 1)[1]
+    """The one-module trial type of docs/extending.md ("A trial type"), so the docs run as written."""
+    text = EXTENDING.read_text(encoding="utf-8").split("<!-- trial-type-example -->", 1)[1]
     return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
