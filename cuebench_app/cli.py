@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import sys
 
 from cuebench.version import __version__
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"cuebench {args.command}: interrupted; everything committed so far is kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped early (`cuebench list | head`): quiet, as other Unix tools are
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush fails no more
+        return 141
 
 
 if __name__ == "__main__":
