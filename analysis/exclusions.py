@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from cuebench.errors import CuebenchError
+from cuebench.trial_types import cards
 from cuebench.trials import NOT_CLEAR
 
 LOG_COLUMNS = ["observer", "observer_kind", "experiment", "trial_id", "role", "reason"]
@@ -91,7 +92,8 @@ class ExclusionOptions:
 @dataclass
 class Cleaned:
     """``scored``: test trials that count; ``catch``: catch trials of kept observers; ``log``: one row per excluded
-    answer; ``segments``: kept ``segment`` test trials, scored by their stored confusion matrices, not ``correct``."""
+    answer; ``segments``: kept test trials of a type not scored right or wrong (:func:`scored_otherwise`: a
+    segment trial, by its stored confusion matrices)."""
 
     scored: pd.DataFrame
     catch: pd.DataFrame
@@ -147,12 +149,12 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
 
     unscored_role = ~df["role"].isin(["test", "catch"])
     mark(unscored_role, "role '" + df["role"] + "' is never scored")
-    segment = df["trial_type"] == "segment"
-    mark(df["correct"].isna() & (df["role"] == "test") & ~segment, "no correct answer to score against")
+    otherwise = scored_otherwise(df)
+    mark(df["correct"].isna() & (df["role"] == "test") & ~otherwise, "no correct answer to score against")
 
     keep = reasons.isna()
-    segments = df[keep & (df["role"] == "test") & segment].reset_index(drop=True)
-    scored = df[keep & (df["role"] == "test") & ~segment].copy()
+    segments = df[keep & (df["role"] == "test") & otherwise].reset_index(drop=True)
+    scored = df[keep & (df["role"] == "test") & ~otherwise].copy()
     scored["correct"] = scored["correct"].astype(int)
     catch = df[keep & (df["role"] == "catch")].copy()
     log = (df.loc[~keep, LOG_COLUMNS[:-1]].assign(observer_kind=kinds[~keep], reason=reasons[~keep])
@@ -166,6 +168,13 @@ def apply_exclusions(df: pd.DataFrame, options: ExclusionOptions | None = None) 
     })
     return Cleaned(scored=scored.reset_index(drop=True), catch=catch.reset_index(drop=True), log=log,
                    excluded_observers=excluded_observers, segments=segments)
+
+
+def scored_otherwise(df: pd.DataFrame) -> pd.Series:
+    """Which rows are of a trial type whose answers are not right or wrong (its card's ``right_or_wrong``: a
+    segment trial's label map): they need no correct answer, and ``Cleaned.segments`` keeps them for the sections
+    that read them (``Section.reads_segments``) instead of among the scored trials."""
+    return df["trial_type"].isin([name for name, card in cards().items() if not card.right_or_wrong])
 
 
 def attention_failures(df: pd.DataFrame, allowed: int) -> pd.Series:

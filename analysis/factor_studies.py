@@ -29,6 +29,8 @@ from cuebench.studies import FACTOR_TRAINING_TABLE as TABLE_FILE, StudyDir
 from cuebench.errors import CuebenchError
 from cuebench.expdir import atomic_write
 
+from .selection import ORACLE, SelectionError, picked_epochs
+
 FACTORS = ("position", "hue", "lightness", "scale", "shape", "texture")
 """Row order of Eulig et al. (2021), Fig. 4a (most shortcut-robust first)."""
 STUDY_ORDER = ("ZSO", "FGO-20", "FGO-10", "FGO-5", "CGO-3", "CGO-2", "CGO-1", "CHGO", "ZGO")
@@ -72,7 +74,8 @@ def method_label(model: str, algorithm: str) -> str:
 
 
 def select_epochs(table: pd.DataFrame, selection: str = "best_val", last_n: int = 3) -> pd.DataFrame:
-    """One test result per run (BiasBed model selection, Kalischek et al. 2023, Sec. 4).
+    """One test result per run (BiasBed model selection, Kalischek et al. 2023, Sec. 4), the epochs picked by
+    :func:`analysis.selection.picked_epochs` with the factor study's run columns.
 
     ``best_val``: the epoch with the highest validation accuracy (earliest on ties);
     ``last_n``: test accuracy averaged over the last ``last_n`` epochs; ``oracle``: the best
@@ -80,28 +83,17 @@ def select_epochs(table: pd.DataFrame, selection: str = "best_val", last_n: int 
     """
     if selection not in SELECTIONS:
         raise FactorStudyError(f"unknown model selection {selection!r}; known: {', '.join(SELECTIONS)}")
+    method = {"best_val": "best-val", "last_n": f"last-{last_n}", "oracle": ORACLE}[selection]
     run_keys = KEYS + ["run"]
-    test = table[table["split"] == "test"].set_index(run_keys + ["epoch"]).sort_index()
-    val = table[table["split"] == "val"].set_index(run_keys + ["epoch"]).sort_index()
-    rows = []
-    for key, runs in test.groupby(level=list(range(len(run_keys)))):
-        epochs = runs.index.get_level_values("epoch")
-        if selection == "best_val":
-            try:
-                curve = val.loc[key]["accuracy"]
-            except KeyError:
-                raise FactorStudyError(f"run {key} has no validation rows; use selection 'last_n'") from None
-            chosen = [int(curve.idxmax())]
-        elif selection == "oracle":
-            chosen = [int(epochs[np.argmax(runs["accuracy"].to_numpy())])]
-        else:
-            chosen = sorted(epochs)[-last_n:]
-        picked = runs[epochs.isin(chosen)]
-        rows.append({**dict(zip(run_keys, key)), "shortcut_class": int(picked["shortcut_class"].iloc[0]),
-                     "epoch": chosen[-1] if len(chosen) == 1 else f"last {len(chosen)}",
-                     "accuracy": float(picked["accuracy"].mean()),
-                     "per_class_accuracy": np.nanmean(np.stack(picked["per_class_accuracy"].to_list()), axis=0)})
-    out = pd.DataFrame(rows)
+    try:
+        picked = list(picked_epochs(table, method, tuple(run_keys)))
+    except SelectionError as err:
+        raise FactorStudyError(str(err)) from None
+    out = pd.DataFrame([{**dict(zip(run_keys, key)), "shortcut_class": int(rows["shortcut_class"].iloc[0]),
+                         "epoch": epochs[0] if len(epochs) == 1 else f"last {len(epochs)}",
+                         "accuracy": float(rows["accuracy"].mean()),
+                         "per_class_accuracy": np.nanmean(np.stack(rows["per_class_accuracy"].to_list()), axis=0)}
+                        for key, _, rows, epochs in picked])
     out["selection"] = selection
     out["oracle"] = selection == "oracle"
     return out

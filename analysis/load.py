@@ -50,6 +50,7 @@ from cuebench.errors import CuebenchError
 from cuebench.expdir import EXPERIMENT_FILE, RESPONSES_FILE
 from cuebench.responses import COLUMNS, ResponseStore
 from cuebench.storage import is_database_url, redacted
+from cuebench.trial_types import UNTYPED
 
 RAW_COLUMNS = ("subj", "session", "trial", "rt", "object_response", "category", "condition", "imagename")
 KNOWN_MODELS = frozenset({
@@ -236,7 +237,7 @@ def conform(df: pd.DataFrame, where) -> pd.DataFrame:
     out["response"] = out["response"].fillna("")
     out["observer_kind"] = out["observer_kind"].fillna("human")
     out["role"] = out["role"].fillna("test")
-    out["trial_type"] = out["trial_type"].fillna("classify")
+    out["trial_type"] = out["trial_type"].fillna(UNTYPED)
     out["condition"] = out["condition"].fillna("original")
     out["session"] = out["session"].fillna("1")
     out["experiment"] = out["experiment"].fillna("responses")
@@ -327,7 +328,7 @@ def _raw_file_to_common(raw: pd.DataFrame, path: Path, trial_ids: pd.Series) -> 
         "trial_index": trial.astype(int) - 1,
         "trial_id": field("trial_id", trial_ids),
         "role": raw["condition"].map(lambda c: decoded[c][4] if decoded[c] else "test"),
-        "trial_type": raw["condition"].map(lambda c: decoded[c][3] if decoded[c] else "classify"),
+        "trial_type": raw["condition"].map(lambda c: decoded[c][3] if decoded[c] else UNTYPED),
         "condition": raw["condition"].map(lambda c: decoded[c][0] if decoded[c] else dataset),
         "level": raw["condition"].map(lambda c: decoded[c][1] if decoded[c] else raw_conditions.index(c)),
         "params": raw["condition"].map(lambda c: json.dumps(decoded[c][2] if decoded[c] else {"condition": c})),
@@ -374,7 +375,7 @@ def decode_condition(value: str) -> tuple[str, int | None, dict, str, str] | Non
     params = decode_params(parts[2])
     if not condition or params is None:
         return None
-    return (unquote(condition), int(parts[1]) if parts[1] else None, params, unquote(trial_type) or "classify",
+    return (unquote(condition), int(parts[1]) if parts[1] else None, params, unquote(trial_type) or UNTYPED,
             unquote(role) or "test")
 
 

@@ -34,7 +34,7 @@ from . import chance, factor_studies, figure_style, sections
 from . import reference as published
 from .chance import experiment_n_choices, with_chance
 from .design_record import experiment_of, experiment_record
-from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance
+from .exclusions import Cleaned, ExclusionOptions, apply_exclusions, catch_performance, scored_otherwise
 from .load import fixed_level_rows, load_responses, logged_exclusions, withdrawal_count
 from .ranking import FriedmanResult
 from .tables import html_table
@@ -135,13 +135,13 @@ def analyze(df: pd.DataFrame, options: AnalysisOptions | None = None, progress: 
     if scored.empty and cleaned.segments.empty:
         result.notes.append("no scored test trials are left after exclusions")
     designed = df[df["role"] == "test"]
-    segment = designed["trial_type"] == "segment"
+    otherwise = scored_otherwise(designed)
 
     def designed_for(section) -> pd.DataFrame:
-        return designed[segment] if section.reads_segments else designed[~segment]
+        return designed[otherwise] if section.reads_segments else designed[~otherwise]
 
     wanted = [s for s in sections.ordered(only)
-              if not (segment.any() and designed_for(s).empty) and s.applies(designed_for(s))]
+              if not (otherwise.any() and designed_for(s).empty) and s.applies(designed_for(s))]
     for section in tqdm(wanted, desc="analysis", disable=not progress, unit="section"):
         available = cleaned.segments if section.reads_segments else scored
         rows = available if section.reads_segments or section.adaptive_blocks else fixed

@@ -35,6 +35,8 @@ from .ranking import friedman_nemenyi
 VALIDATION = "val"
 ORACLE = "oracle"
 LOG_COLUMNS = ("algorithm", "run", "epoch", "split", "accuracy")
+RUN = ("algorithm", "run")
+"""The columns that name one run of a training log."""
 
 
 class SelectionError(ValueError):
@@ -60,30 +62,39 @@ def parse_method(method: str) -> tuple[str, int | None]:
     raise SelectionError(f"unknown selection {method!r}: use best-val, last-N (e.g. last-5) or oracle")
 
 
+def picked_epochs(log: pd.DataFrame, method: str, runs: tuple[str, ...] = RUN):
+    """Per run (one value of each ``runs`` column) and test split: the run's key, the split, the split's rows at
+    the epochs ``method`` picks (sorted by epoch; none where the best validation epoch has no test row) and those
+    epochs. The one implementation of the three selections; a table of another shape (the DiagViB-6 training
+    table, ``analysis.factor_studies``) names its own run columns."""
+    kind, n = parse_method(method)
+    for key, runlog in log.groupby(list(runs), sort=True):
+        if kind == "best-val":
+            val = runlog[runlog["split"] == VALIDATION].sort_values("epoch")
+            if "selectable" in val.columns and val["selectable"].astype(bool).any():
+                val = val[val["selectable"].astype(bool)]
+            if val.empty:
+                raise SelectionError(f"run {key} has no validation rows to select the best validation epoch by; "
+                                     "select by the last epochs instead")
+            epochs = [int(val.loc[val["accuracy"].idxmax(), "epoch"])]  # idxmax: the first maximum, earliest epoch
+        for split, test in runlog[runlog["split"] != VALIDATION].groupby("split", sort=True):
+            test = test.sort_values("epoch")
+            if kind == "last":
+                epochs = [int(e) for e in test["epoch"].tail(n)]
+            elif kind == ORACLE:
+                epochs = [int(test.loc[test["accuracy"].idxmax(), "epoch"])]
+            yield key, split, test[test["epoch"].isin(epochs)], epochs
+
+
 def select(log: pd.DataFrame, method: str) -> pd.DataFrame:
     """One score per algorithm, run and test split by ``method``, with the epoch(s) it comes from and
     ``oracle`` True for the oracle selection."""
     check_log(log)
-    kind, n = parse_method(method)
-    rows = []
-    for (algorithm, run), runlog in log.groupby(["algorithm", "run"], sort=True):
-        val = runlog[runlog["split"] == VALIDATION].sort_values("epoch")
-        if "selectable" in val.columns and val["selectable"].astype(bool).any():
-            val = val[val["selectable"].astype(bool)]
-        best_epoch = int(val.loc[val["accuracy"].idxmax(), "epoch"])  # idxmax: the first maximum, earliest epoch
-        for split, test in runlog[runlog["split"] != VALIDATION].groupby("split", sort=True):
-            test = test.sort_values("epoch")
-            if kind == "best-val":
-                at = test[test["epoch"] == best_epoch]
-                score, epochs = (float(at["accuracy"].iloc[0]) if len(at) else np.nan), str(best_epoch)
-            elif kind == "last":
-                tail = test.tail(n)
-                score, epochs = float(tail["accuracy"].mean()), f"{int(tail['epoch'].min())}-{int(tail['epoch'].max())}"
-            else:
-                score = float(test["accuracy"].max())
-                epochs = str(int(test.loc[test["accuracy"].idxmax(), "epoch"]))
-            rows.append({"algorithm": algorithm, "run": run, "split": split, "selection": method, "score": score,
-                         "epochs": epochs, "oracle": kind == ORACLE})
+    kind, _ = parse_method(method)
+    rows = [{"algorithm": algorithm, "run": run, "split": split, "selection": method,
+             "score": float(picked["accuracy"].mean()) if len(picked) else np.nan,
+             "epochs": f"{epochs[0]}-{epochs[-1]}" if kind == "last" else str(epochs[0]), "oracle": kind == ORACLE}
+            for (algorithm, run), split, picked, epochs in picked_epochs(log, method)]
     return pd.DataFrame(rows, columns=["algorithm", "run", "split", "selection", "score", "epochs", "oracle"])
 
 

@@ -16,16 +16,12 @@ import math
 import re
 from typing import Any
 
-from human_tasks.web.constants import MAX_OUTLIER_SHARE
+from human_tasks.web.constants import BROWSER_FAMILIES, BROWSER_NAMES, MAX_OUTLIER_SHARE
 
 from .study_rules import DeviceRules
 from .validation import Rejected
 
 SIZE_FIELDS = ("width", "height", "screen_width", "screen_height")
-BROWSER_FAMILIES = (("edge", r"Edg(e|A|iOS)?/"), ("opera", r"OPR/|Opera"), ("firefox", r"Firefox/|FxiOS"),
-                    ("chrome", r"Chrome/|Chromium/|CriOS"), ("safari", r"Safari/"))
-"""device.js ``browserOf``, in its order (Edge and Opera also say "Chrome")."""
-BROWSER_NAMES = {"chrome": "Chrome", "edge": "Edge", "firefox": "Firefox", "safari": "Safari", "opera": "Opera"}
 PHONE_OR_TABLET = re.compile(r"Mobi|iPhone|iPad|iPod|Android|Tablet|Silk/|Kindle")
 """What the user agents of phones and tablets say (every mobile browser's carries "Mobi", Android tablets'
 "Android", iOS's its device). An iPad asking for the desktop site says "Macintosh": the browser check's

@@ -29,15 +29,13 @@ from cuebench.errors import CuebenchError, SchemaError
 from cuebench.expdir import atomic_write
 from cuebench.storage import utc_now
 from cuebench.trials import Model
+from human_tasks.web.constants import BROWSER_NAMES, DEFAULT_MIN_WINDOW, DEFAULT_REFRESH_HZ
 
 from .assignment import HOLD_SECONDS
 
 RULES_FILE = "rules.json"
-BROWSERS = ("chrome", "edge", "firefox", "safari", "opera")
+BROWSERS = tuple(BROWSER_NAMES)
 """Browser families ``--browsers`` may name (``device.js`` tells them apart from the user agent)."""
-DEFAULT_MIN_WINDOW = (800, 600)
-DEFAULT_REFRESH_HZ = (48.0, 500.0)
-"""A display below 48 Hz cannot show a 200 ms image to the frame; above 500 Hz the measure is not a refresh."""
 START_LIMIT = 60
 """Session starts per client address per ``START_WINDOW_S`` (a class behind one router fits;
 a script filling the admin page with anonymous sessions does not)."""

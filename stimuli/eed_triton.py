@@ -421,6 +421,11 @@ def _weights_rows_kernel(abc_ptr, w_ptr, H, W, alpha, contrast, k_step, g0, g1, 
         A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3 = A1, A2, A3, A4, B1, B2, B3, B4, C1, C2, C3, C4
 
 
+# A pixel's 3x3 neighbourhood is three pixel rows (above, at and below it), each a tuple of its values at the
+# columns left of, at and right of it; corner weights are ``_stencil_row``'s 8-tuples; the fluxes into a pixel are
+# an 8-tuple in the order nw, n, ne, w, e, sw, s, se. Tuples of values are held in registers like single values.
+
+
 @triton.jit
 def _stencil_row(weights, corner_row, j, corners, mask):
     """A corner row's four weight planes (row, column, main, anti) at corner columns j and j + 1."""
@@ -439,111 +444,98 @@ def _three(row, jm, j, jp, mask):
 
 
 @triton.jit
-def _fluxes(nw, n, ne, w, u, e, sw, s, se, t_row_l, t_row_r, t_col_l, t_col_r, t_main_l, t_main_r, t_anti_l,
-            t_anti_r, b_row_l, b_row_r, b_col_l, b_col_r, b_main_l, b_main_r, b_anti_l, b_anti_r):
-    """The eight fluxes into pixel ``u`` from its neighbours (compass names), with the weights of the corners
-    above (t) and below (b) it, left and right (the pairs and diagonals of ``_weight``)."""
-    return (t_main_l * (nw - u), (t_col_l + t_col_r) * (n - u), t_anti_r * (ne - u),
-            (t_row_l + b_row_l) * (w - u), (t_row_r + b_row_r) * (e - u),
-            b_anti_l * (sw - u), (b_col_l + b_col_r) * (s - u), b_main_r * (se - u))
+def _colour_rows(red, green, blue, row, jm, j, jp, mask):
+    """``_three`` of pixel row ``row`` (an offset) in each colour's plane."""
+    return _three(red + row, jm, j, jp, mask), _three(green + row, jm, j, jp, mask), _three(blue + row, jm, j, jp, mask)
 
 
 @triton.jit
-def _flux_rooms(u, f0, f1, f2, f3, f4, f5, f6, f7, lo, hi):
-    """``_rooms`` of a pixel from its eight fluxes."""
-    gain = (tl.maximum(f0, 0.0) + tl.maximum(f1, 0.0) + tl.maximum(f2, 0.0) + tl.maximum(f3, 0.0)
-            + tl.maximum(f4, 0.0) + tl.maximum(f5, 0.0) + tl.maximum(f6, 0.0) + tl.maximum(f7, 0.0))
-    loss = (tl.minimum(f0, 0.0) + tl.minimum(f1, 0.0) + tl.minimum(f2, 0.0) + tl.minimum(f3, 0.0)
-            + tl.minimum(f4, 0.0) + tl.minimum(f5, 0.0) + tl.minimum(f6, 0.0) + tl.minimum(f7, 0.0))
+def _strip(W, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    """A rows-layout program's pixels: the strip's columns j (with their mirrored neighbours j - 1, j + 1 and the
+    mask of those inside the image) and its first pixel row."""
+    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    return j, _mirror(j - 1, W), _mirror(j + 1, W), j < W, tl.program_id(2) * ROWS
+
+
+@triton.jit
+def _fluxes(above, here, below, t, b):
+    """The eight fluxes into pixel ``here[1]`` from its neighbourhood, with the weights of the corners above (t)
+    and below (b) it, left and right (the pairs and diagonals of ``_weight``)."""
+    u = here[1]
+    return (t[4] * (above[0] - u), (t[2] + t[3]) * (above[1] - u), t[7] * (above[2] - u),
+            (t[0] + b[0]) * (here[0] - u), (t[1] + b[1]) * (here[2] - u),
+            b[6] * (below[0] - u), (b[2] + b[3]) * (below[1] - u), b[5] * (below[2] - u))
+
+
+@triton.jit
+def _flux_rooms(u, f, lo, hi):
+    """``_rooms`` of pixel value ``u`` from its eight fluxes."""
+    gain = (tl.maximum(f[0], 0.0) + tl.maximum(f[1], 0.0) + tl.maximum(f[2], 0.0) + tl.maximum(f[3], 0.0)
+            + tl.maximum(f[4], 0.0) + tl.maximum(f[5], 0.0) + tl.maximum(f[6], 0.0) + tl.maximum(f[7], 0.0))
+    loss = (tl.minimum(f[0], 0.0) + tl.minimum(f[1], 0.0) + tl.minimum(f[2], 0.0) + tl.minimum(f[3], 0.0)
+            + tl.minimum(f[4], 0.0) + tl.minimum(f[5], 0.0) + tl.minimum(f[6], 0.0) + tl.minimum(f[7], 0.0))
     return _rooms(u, gain, loss, lo, hi)
 
 
 @triton.jit
-def _colour_rooms(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
-                  lo, hi):
-    """``_rooms`` of one colour's pixel from its 3x3 neighbourhood and its corners' weights."""
-    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
-                                             b0, b1, b2, b3, b4, b5, b6, b7)
-    return _flux_rooms(u, f0, f1, f2, f3, f4, f5, f6, f7, lo, hi)
+def _colour_rooms(above, here, below, t, b, lo, hi):
+    """``_rooms`` of one colour's pixel from its neighbourhood and its corners' weights."""
+    return _flux_rooms(here[1], _fluxes(above, here, below, t, b), lo, hi)
+
+
+@triton.jit
+def _limited_sum(f, up, down, LIMIT: tl.constexpr):
+    """A pixel's eight fluxes, each ``_limited`` (with ``LIMIT``) by the rooms up and down of its neighbourhood
+    (each three rows of three, as the values), summed."""
+    if LIMIT:
+        u, d = up[1][1], down[1][1]
+        f = (_limited(f[0], u, d, up[0][0], down[0][0]), _limited(f[1], u, d, up[0][1], down[0][1]),
+             _limited(f[2], u, d, up[0][2], down[0][2]), _limited(f[3], u, d, up[1][0], down[1][0]),
+             _limited(f[4], u, d, up[1][2], down[1][2]), _limited(f[5], u, d, up[2][0], down[2][0]),
+             _limited(f[6], u, d, up[2][1], down[2][1]), _limited(f[7], u, d, up[2][2], down[2][2]))
+    return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]
+
+
+@triton.jit
+def _colour_update(above, here, below, t, b, up, down, LIMIT: tl.constexpr):
+    """One colour's pixel after the step, from its neighbourhood, its corners' weights and (with ``LIMIT``) the
+    rooms around it."""
+    return here[1] + _limited_sum(_fluxes(above, here, below, t, b), up, down, LIMIT)
+
+
+@triton.jit
+def _where3(condition, x, y):
+    """``tl.where`` of each of three values."""
+    return tl.where(condition, x[0], y[0]), tl.where(condition, x[1], y[1]), tl.where(condition, x[2], y[2])
 
 
 @triton.jit
 def _rooms_rows_kernel(u_ptr, w_ptr, rooms_ptr, lo_ptr, hi_ptr, H, W, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
     """``_rooms`` of all three colours for ROWS pixel rows of a strip of one image (layout as ``_rooms_kernel``)."""
     n = tl.program_id(0).to(tl.int64)
-    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    i0 = tl.program_id(2) * ROWS
-    mask = j < W
-    jm = _mirror(j - 1, W)
-    jp = _mirror(j + 1, W)
+    j, jm, jp, mask, i0 = _strip(W, ROWS, BLOCK_C)
     corners = (H + 1) * (W + 1)
     weights = w_ptr + n * 4 * corners
     red = u_ptr + n * 3 * H * W
     green = red + H * W
     blue = green + H * W
     out = rooms_ptr + n * 6 * H * W + j
-    lo_r, lo_g, lo_b = tl.load(lo_ptr + 3 * n), tl.load(lo_ptr + 3 * n + 1), tl.load(lo_ptr + 3 * n + 2)
-    hi_r, hi_g, hi_b = tl.load(hi_ptr + 3 * n), tl.load(hi_ptr + 3 * n + 1), tl.load(hi_ptr + 3 * n + 2)
+    lo = tl.load(lo_ptr + 3 * n), tl.load(lo_ptr + 3 * n + 1), tl.load(lo_ptr + 3 * n + 2)
+    hi = tl.load(hi_ptr + 3 * n), tl.load(hi_ptr + 3 * n + 1), tl.load(hi_ptr + 3 * n + 2)
     zero = tl.zeros((BLOCK_C,), tl.float32)
-    # pixel rows i-1 (p) and i (q) of each colour at j-1, j, j+1; corner row i's weights (wt; wb: row i + 1)
-    rp0, rp1, rp2, rq0, rq1, rq2 = zero, zero, zero, zero, zero, zero
-    gp0, gp1, gp2, gq0, gq1, gq2 = zero, zero, zero, zero, zero, zero
-    bp0, bp1, bp2, bq0, bq1, bq2 = zero, zero, zero, zero, zero, zero
-    wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = zero, zero, zero, zero, zero, zero, zero, zero
+    three = (zero, zero, zero)
+    # per colour, pixel rows i-1 (p) and i (q); corner row i's weights (wt; wb: row i + 1)
+    p, q = (three, three, three), (three, three, three)
+    wt = (zero, zero, zero, zero, zero, zero, zero, zero)
     for k in range(tl.minimum(ROWS, H - i0) + 2):  # k < 2: the rows above the first output row
-        row = _mirror(i0 - 1 + k, H) * W
-        corner_row = tl.maximum(i0 - 1 + k, 0) * (W + 1)
-        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, corner_row, j, corners, mask)
-        rs0, rs1, rs2 = _three(red + row, jm, j, jp, mask)
-        gs0, gs1, gs2 = _three(green + row, jm, j, jp, mask)
-        bs0, bs1, bs2 = _three(blue + row, jm, j, jp, mask)
+        wb = _stencil_row(weights, tl.maximum(i0 - 1 + k, 0) * (W + 1), j, corners, mask)
+        s = _colour_rows(red, green, blue, _mirror(i0 - 1 + k, H) * W, jm, j, jp, mask)
         here = out + (i0 - 2 + k) * W
-        keep = mask & (k >= 2)
-        up, down = _colour_rooms(rp0, rp1, rp2, rq0, rq1, rq2, rs0, rs1, rs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
-                                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, lo_r, hi_r)
-        tl.store(here, up, mask=keep)
-        tl.store(here + H * W, down, mask=keep)
-        up, down = _colour_rooms(gp0, gp1, gp2, gq0, gq1, gq2, gs0, gs1, gs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
-                                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, lo_g, hi_g)
-        tl.store(here + 2 * H * W, up, mask=keep)
-        tl.store(here + 3 * H * W, down, mask=keep)
-        up, down = _colour_rooms(bp0, bp1, bp2, bq0, bq1, bq2, bs0, bs1, bs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7,
-                                 wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, lo_b, hi_b)
-        tl.store(here + 4 * H * W, up, mask=keep)
-        tl.store(here + 5 * H * W, down, mask=keep)
-        rp0, rp1, rp2, rq0, rq1, rq2 = rq0, rq1, rq2, rs0, rs1, rs2
-        gp0, gp1, gp2, gq0, gq1, gq2 = gq0, gq1, gq2, gs0, gs1, gs2
-        bp0, bp1, bp2, bq0, bq1, bq2 = bq0, bq1, bq2, bs0, bs1, bs2
-        wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7
-
-
-@triton.jit
-def _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7, up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
-                 dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
-    """A pixel's eight fluxes (``_fluxes``' order), each ``_limited`` (with ``LIMIT``) by the rooms of its 3x3
-    neighbourhood (up_*, dn_*), summed."""
-    if LIMIT:
-        f0 = _limited(f0, up_c, dn_c, up_nw, dn_nw)
-        f1 = _limited(f1, up_c, dn_c, up_n, dn_n)
-        f2 = _limited(f2, up_c, dn_c, up_ne, dn_ne)
-        f3 = _limited(f3, up_c, dn_c, up_w, dn_w)
-        f4 = _limited(f4, up_c, dn_c, up_e, dn_e)
-        f5 = _limited(f5, up_c, dn_c, up_sw, dn_sw)
-        f6 = _limited(f6, up_c, dn_c, up_s, dn_s)
-        f7 = _limited(f7, up_c, dn_c, up_se, dn_se)
-    return f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7
-
-
-@triton.jit
-def _colour_update(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7, b0, b1, b2, b3, b4, b5, b6, b7,
-                   up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
-                   dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT: tl.constexpr):
-    """One colour's pixel after the step, from its 3x3 neighbourhood, its corners' weights and (with ``LIMIT``)
-    the rooms around it."""
-    f0, f1, f2, f3, f4, f5, f6, f7 = _fluxes(nw, n, ne, w, u, e, sw, s, se, t0, t1, t2, t3, t4, t5, t6, t7,
-                                             b0, b1, b2, b3, b4, b5, b6, b7)
-    return u + _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7, up_nw, up_n, up_ne, up_w, up_c, up_e, up_sw, up_s, up_se,
-                            dn_nw, dn_n, dn_ne, dn_w, dn_c, dn_e, dn_sw, dn_s, dn_se, LIMIT)
+        for c in tl.static_range(3):
+            up, down = _colour_rooms(p[c], q[c], s[c], wt, wb, lo[c], hi[c])
+            tl.store(here + 2 * c * H * W, up, mask=mask & (k >= 2))
+            tl.store(here + (2 * c + 1) * H * W, down, mask=mask & (k >= 2))
+        p, q, wt = q, s, wb
 
 
 @triton.jit
@@ -551,11 +543,7 @@ def _update_rows_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.conste
                         BLOCK_C: tl.constexpr):
     """The explicit step of all three colours for ROWS pixel rows of a strip of one image."""
     n = tl.program_id(0).to(tl.int64)
-    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    i0 = tl.program_id(2) * ROWS
-    mask = j < W
-    jm = _mirror(j - 1, W)
-    jp = _mirror(j + 1, W)
+    j, jm, jp, mask, i0 = _strip(W, ROWS, BLOCK_C)
     corners = (H + 1) * (W + 1)
     plane = H * W
     weights = w_ptr + n * 4 * corners
@@ -565,60 +553,32 @@ def _update_rows_kernel(u_ptr, w_ptr, rooms_ptr, out_ptr, H, W, LIMIT: tl.conste
     rooms = rooms_ptr + n * 6 * plane
     out = out_ptr + n * 3 * plane + j
     zero = tl.zeros((BLOCK_C,), tl.float32)
-    # per colour, pixel rows i-1 (p) and i (q) at j-1, j, j+1: values (r, g, b) and, with LIMIT, rooms up (U)
-    # and down (D); corner row i's weights (wt; wb: row i + 1)
-    rp0, rp1, rp2, rq0, rq1, rq2 = zero, zero, zero, zero, zero, zero
-    gp0, gp1, gp2, gq0, gq1, gq2 = zero, zero, zero, zero, zero, zero
-    bp0, bp1, bp2, bq0, bq1, bq2 = zero, zero, zero, zero, zero, zero
-    wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = zero, zero, zero, zero, zero, zero, zero, zero
-    rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2 = \
-        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
-    gUp0, gUp1, gUp2, gUq0, gUq1, gUq2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2 = \
-        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
-    bUp0, bUp1, bUp2, bUq0, bUq1, bUq2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2 = \
-        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
-    rUs0, rUs1, rUs2, rDs0, rDs1, rDs2 = zero, zero, zero, zero, zero, zero
-    gUs0, gUs1, gUs2, gDs0, gDs1, gDs2 = zero, zero, zero, zero, zero, zero
-    bUs0, bUs1, bUs2, bDs0, bDs1, bDs2 = zero, zero, zero, zero, zero, zero
+    three = (zero, zero, zero)
+    nine = (three, three, three)
+    # per colour, pixel rows i-1 (p) and i (q) and, with LIMIT, their rooms up (U) and down (D); corner row i's
+    # weights (wt; wb: row i + 1)
+    p, q, Up, Uq, Us, Dp, Dq, Ds = nine, nine, nine, nine, nine, nine, nine, nine
+    wt = (zero, zero, zero, zero, zero, zero, zero, zero)
     for k in range(tl.minimum(ROWS, H - i0) + 2):  # k < 2: the rows above the first output row
         row = _mirror(i0 - 1 + k, H) * W
-        corner_row = tl.maximum(i0 - 1 + k, 0) * (W + 1)
-        wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7 = _stencil_row(weights, corner_row, j, corners, mask)
-        rs0, rs1, rs2 = _three(red + row, jm, j, jp, mask)
-        gs0, gs1, gs2 = _three(green + row, jm, j, jp, mask)
-        bs0, bs1, bs2 = _three(blue + row, jm, j, jp, mask)
+        wb = _stencil_row(weights, tl.maximum(i0 - 1 + k, 0) * (W + 1), j, corners, mask)
+        s = _colour_rows(red, green, blue, row, jm, j, jp, mask)
         if LIMIT:
-            rUs0, rUs1, rUs2 = _three(rooms + row, jm, j, jp, mask)
-            rDs0, rDs1, rDs2 = _three(rooms + plane + row, jm, j, jp, mask)
-            gUs0, gUs1, gUs2 = _three(rooms + 2 * plane + row, jm, j, jp, mask)
-            gDs0, gDs1, gDs2 = _three(rooms + 3 * plane + row, jm, j, jp, mask)
-            bUs0, bUs1, bUs2 = _three(rooms + 4 * plane + row, jm, j, jp, mask)
-            bDs0, bDs1, bDs2 = _three(rooms + 5 * plane + row, jm, j, jp, mask)
+            Us = _colour_rows(rooms, rooms + 2 * plane, rooms + 4 * plane, row, jm, j, jp, mask)
+            Ds = _colour_rows(rooms + plane, rooms + 3 * plane, rooms + 5 * plane, row, jm, j, jp, mask)
+        # the three colours stepped before any is stored (stepping and storing each in turn took 8 more registers
+        # in rows-2x: benchmarks/eed_kernel_resources.py)
+        red_next = _colour_update(p[0], q[0], s[0], wt, wb, (Up[0], Uq[0], Us[0]), (Dp[0], Dq[0], Ds[0]), LIMIT)
+        green_next = _colour_update(p[1], q[1], s[1], wt, wb, (Up[1], Uq[1], Us[1]), (Dp[1], Dq[1], Ds[1]), LIMIT)
+        blue_next = _colour_update(p[2], q[2], s[2], wt, wb, (Up[2], Uq[2], Us[2]), (Dp[2], Dq[2], Ds[2]), LIMIT)
         here = out + (i0 - 2 + k) * W
         keep = mask & (k >= 2)
-        red_next = _colour_update(rp0, rp1, rp2, rq0, rq1, rq2, rs0, rs1, rs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
-                                  wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rUs0,
-                                  rUs1, rUs2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2, rDs0, rDs1, rDs2, LIMIT)
-        green_next = _colour_update(gp0, gp1, gp2, gq0, gq1, gq2, gs0, gs1, gs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
-                                    wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, gUp0, gUp1, gUp2, gUq0, gUq1, gUq2,
-                                    gUs0, gUs1, gUs2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2, gDs0, gDs1, gDs2, LIMIT)
-        blue_next = _colour_update(bp0, bp1, bp2, bq0, bq1, bq2, bs0, bs1, bs2, wt0, wt1, wt2, wt3, wt4, wt5, wt6,
-                                   wt7, wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7, bUp0, bUp1, bUp2, bUq0, bUq1, bUq2,
-                                   bUs0, bUs1, bUs2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2, bDs0, bDs1, bDs2, LIMIT)
         tl.store(here, red_next, mask=keep)
         tl.store(here + plane, green_next, mask=keep)
         tl.store(here + 2 * plane, blue_next, mask=keep)
-        rp0, rp1, rp2, rq0, rq1, rq2 = rq0, rq1, rq2, rs0, rs1, rs2
-        gp0, gp1, gp2, gq0, gq1, gq2 = gq0, gq1, gq2, gs0, gs1, gs2
-        bp0, bp1, bp2, bq0, bq1, bq2 = bq0, bq1, bq2, bs0, bs1, bs2
-        wt0, wt1, wt2, wt3, wt4, wt5, wt6, wt7 = wb0, wb1, wb2, wb3, wb4, wb5, wb6, wb7
+        p, q, wt = q, s, wb
         if LIMIT:
-            rUp0, rUp1, rUp2, rUq0, rUq1, rUq2, rDp0, rDp1, rDp2, rDq0, rDq1, rDq2 = \
-                rUq0, rUq1, rUq2, rUs0, rUs1, rUs2, rDq0, rDq1, rDq2, rDs0, rDs1, rDs2
-            gUp0, gUp1, gUp2, gUq0, gUq1, gUq2, gDp0, gDp1, gDp2, gDq0, gDq1, gDq2 = \
-                gUq0, gUq1, gUq2, gUs0, gUs1, gUs2, gDq0, gDq1, gDq2, gDs0, gDs1, gDs2
-            bUp0, bUp1, bUp2, bUq0, bUq1, bUq2, bDp0, bDp1, bDp2, bDq0, bDq1, bDq2 = \
-                bUq0, bUq1, bUq2, bUs0, bUs1, bUs2, bDq0, bDq1, bDq2, bDs0, bDs1, bDs2
+            Up, Uq, Dp, Dq = Uq, Us, Dq, Ds
 
 
 @triton.jit
@@ -630,12 +590,8 @@ def _fused_update_rows_kernel(u_ptr, w_ptr, lo_ptr, hi_ptr, out_ptr, H, W, ROWS:
     registers). Walking down, iteration t reads pixel row t, makes the rooms of row t - 1 and steps row t - 2."""
     plane_id = tl.program_id(0).to(tl.int64)  # image * 3 + colour
     n = plane_id // 3
-    j = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    i0 = tl.program_id(2) * ROWS
-    mask = j < W
+    j, jl, jr, mask, i0 = _strip(W, ROWS, BLOCK_C)
     # the pixel columns whose rooms a pixel's step needs (left, centre, right), each with its mirrored neighbours
-    jl = _mirror(j - 1, W)
-    jr = _mirror(j + 1, W)
     l0, l2 = _mirror(jl - 1, W), _mirror(jl + 1, W)
     r0, r2 = _mirror(jr - 1, W), _mirror(jr + 1, W)
     corners = (H + 1) * (W + 1)
@@ -645,51 +601,33 @@ def _fused_update_rows_kernel(u_ptr, w_ptr, lo_ptr, hi_ptr, out_ptr, H, W, ROWS:
     lo = tl.load(lo_ptr + plane_id)
     hi = tl.load(hi_ptr + plane_id)
     zero = tl.zeros((BLOCK_C,), tl.float32)
-    # pixel rows t-2 (a) and t-1 (b) around the left (L), centre (C) and right (R) columns; corner row t-1's
-    # weights at each column's two corners (wL, wC, wR); rooms up (U) and down (D) of rows t-3 (p) and t-2 (q);
-    # the fluxes into row t-2's pixels (f)
-    La0, La1, La2, Ca0, Ca1, Ca2, Ra0, Ra1, Ra2 = zero, zero, zero, zero, zero, zero, zero, zero, zero
-    Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2 = zero, zero, zero, zero, zero, zero, zero, zero, zero
-    wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7 = zero, zero, zero, zero, zero, zero, zero, zero
-    wC0, wC1, wC2, wC3, wC4, wC5, wC6, wC7 = zero, zero, zero, zero, zero, zero, zero, zero
-    wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7 = zero, zero, zero, zero, zero, zero, zero, zero
-    ULp, UCp, URp, DLp, DCp, DRp, ULq, UCq, URq, DLq, DCq, DRq = \
-        zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero, zero
-    f0, f1, f2, f3, f4, f5, f6, f7 = zero, zero, zero, zero, zero, zero, zero, zero
+    three = (zero, zero, zero)
+    eight = (zero, zero, zero, zero, zero, zero, zero, zero)
+    # around the left, centre and right columns: pixel rows t-2 (a) and t-1 (b) and corner row t-1's weights (w);
+    # rooms up (U) and down (D) of rows t-3 (p) and t-2 (q) at those columns; the fluxes into row t-2's pixels (f)
+    a, b, w = (three, three, three), (three, three, three), (eight, eight, eight)
+    Up, Uq, Dp, Dq = three, three, three, three
+    f = eight
     for k in range(tl.minimum(ROWS, H - i0) + 4):  # k < 4: the rows above the first output row
         t = i0 - 2 + k
         row = u + _mirror(t, H) * W
-        Ls0, Ls1, Ls2 = _three(row, l0, jl, l2, mask)
-        Cs0, Cs1, Cs2 = _three(row, jl, j, jr, mask)
-        Rs0, Rs1, Rs2 = _three(row, r0, jr, r2, mask)
+        s = _three(row, l0, jl, l2, mask), _three(row, jl, j, jr, mask), _three(row, r0, jr, r2, mask)
         corner_row = tl.minimum(tl.maximum(t, 0), H) * (W + 1)
-        vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7 = _stencil_row(weights, corner_row, jl, corners, mask)
-        vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7 = _stencil_row(weights, corner_row, j, corners, mask)
-        vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7 = _stencil_row(weights, corner_row, jr, corners, mask)
-        ULs, DLs = _colour_rooms(La0, La1, La2, Lb0, Lb1, Lb2, Ls0, Ls1, Ls2, wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7,
-                                 vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7, lo, hi)
-        g0, g1, g2, g3, g4, g5, g6, g7 = _fluxes(Ca0, Ca1, Ca2, Cb0, Cb1, Cb2, Cs0, Cs1, Cs2, wC0, wC1, wC2, wC3, wC4,
-                                                 wC5, wC6, wC7, vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7)
-        UCs, DCs = _flux_rooms(Cb1, g0, g1, g2, g3, g4, g5, g6, g7, lo, hi)
-        URs, DRs = _colour_rooms(Ra0, Ra1, Ra2, Rb0, Rb1, Rb2, Rs0, Rs1, Rs2, wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7,
-                                 vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7, lo, hi)
+        v = (_stencil_row(weights, corner_row, jl, corners, mask), _stencil_row(weights, corner_row, j, corners, mask),
+             _stencil_row(weights, corner_row, jr, corners, mask))
+        UL, DL = _colour_rooms(a[0], b[0], s[0], w[0], v[0], lo, hi)
+        g = _fluxes(a[1], b[1], s[1], w[1], v[1])
+        UC, DC = _flux_rooms(b[1][1], g, lo, hi)
+        UR, DR = _colour_rooms(a[2], b[2], s[2], w[2], v[2], lo, hi)
+        Us, Ds = (UL, UC, UR), (DL, DC, DR)
         # the rooms of a row outside the picture are those of its mirror image: row 0 above row 0, row H-1 below
         top = t - 2 == 0
         bottom = t - 2 == H - 1
-        step = _limited_sum(f0, f1, f2, f3, f4, f5, f6, f7,
-                            tl.where(top, ULq, ULp), tl.where(top, UCq, UCp), tl.where(top, URq, URp), ULq, UCq, URq,
-                            tl.where(bottom, ULq, ULs), tl.where(bottom, UCq, UCs), tl.where(bottom, URq, URs),
-                            tl.where(top, DLq, DLp), tl.where(top, DCq, DCp), tl.where(top, DRq, DRp), DLq, DCq, DRq,
-                            tl.where(bottom, DLq, DLs), tl.where(bottom, DCq, DCs), tl.where(bottom, DRq, DRs), True)
-        tl.store(out + (t - 2) * W, Ca1 + step, mask=mask & (k >= 4))
-        La0, La1, La2, Ca0, Ca1, Ca2, Ra0, Ra1, Ra2 = Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2
-        Lb0, Lb1, Lb2, Cb0, Cb1, Cb2, Rb0, Rb1, Rb2 = Ls0, Ls1, Ls2, Cs0, Cs1, Cs2, Rs0, Rs1, Rs2
-        wL0, wL1, wL2, wL3, wL4, wL5, wL6, wL7 = vL0, vL1, vL2, vL3, vL4, vL5, vL6, vL7
-        wC0, wC1, wC2, wC3, wC4, wC5, wC6, wC7 = vC0, vC1, vC2, vC3, vC4, vC5, vC6, vC7
-        wR0, wR1, wR2, wR3, wR4, wR5, wR6, wR7 = vR0, vR1, vR2, vR3, vR4, vR5, vR6, vR7
-        ULp, UCp, URp, DLp, DCp, DRp, ULq, UCq, URq, DLq, DCq, DRq = \
-            ULq, UCq, URq, DLq, DCq, DRq, ULs, UCs, URs, DLs, DCs, DRs
-        f0, f1, f2, f3, f4, f5, f6, f7 = g0, g1, g2, g3, g4, g5, g6, g7
+        step = _limited_sum(f, (_where3(top, Uq, Up), Uq, _where3(bottom, Uq, Us)),
+                            (_where3(top, Dq, Dp), Dq, _where3(bottom, Dq, Ds)), True)
+        tl.store(out + (t - 2) * W, a[1][1] + step, mask=mask & (k >= 4))
+        a, b, w, f = b, s, v, g
+        Up, Uq, Dp, Dq = Uq, Us, Dq, Ds
 
 
 class Stepper:

@@ -60,6 +60,10 @@ class TrialTypeCard:
     """The lab's words after the study's instructions, per input mode (``mouse``, ``keyboard``)."""
     choice_rule: ClassVar[str]
     needs: ClassVar[str | None] = None
+    right_or_wrong: ClassVar[bool] = True
+    """Whether an answer is right or wrong (the response row's ``correct``), which accuracy and every statistic on
+    it read; False: the answers are scored another way (a segment trial's label map, by confusion matrices), only
+    by the report sections that read such trials (``analysis.sections.base.Section.reads_segments``)."""
 
     # ------------------------------------------------------------------ what a trial of this type is
     def check(self, trial) -> tuple[str, str] | None:

@@ -15,6 +15,7 @@ class Segment(TrialTypeCard):
     answers = (SEGMENT_ANSWER,)
     response = None
     choice_rule = "confusion"
+    right_or_wrong = False
 
     def check(self, trial):
         if trial.label_mask is None or trial.choices != self.answers:

@@ -1,4 +1,4 @@
-"""The numbers the web task shares with Python, and the JavaScript module generated from them.
+"""The numbers and names the web pages share with Python, and the JavaScript module generated from them.
 
 Each number is defined once, in Python, where the rule it belongs to lives; the task's
 ``static/task/constants.js`` is generated from them (``python -m human_tasks.web.constants`` writes
@@ -26,6 +26,17 @@ VIEWING_DISTANCE_CM = (20.0, 300.0)
 """The eye-to-screen distances the screen calibration takes (typed or measured from the blind spot), in cm;
 the server refuses a calibration outside them (``experiment_server.validation``)."""
 
+DEFAULT_MIN_WINDOW = (800, 600)
+"""The smallest browser window (CSS px) a study takes unless ``serve --min-window`` says otherwise."""
+DEFAULT_REFRESH_HZ = (48.0, 500.0)
+"""A display below 48 Hz cannot show a 200 ms image to the frame; above 500 Hz the measure is not a refresh."""
+BROWSER_NAMES = {"chrome": "Chrome", "edge": "Edge", "firefox": "Firefox", "safari": "Safari", "opera": "Opera"}
+"""The browser families ``serve --browsers`` may name, and the name a participant reads for each."""
+BROWSER_FAMILIES = (("edge", r"Edg(e|A|iOS)?/"), ("opera", r"OPR/|Opera"), ("firefox", r"Firefox/|FxiOS"),
+                    ("chrome", r"Chrome/|Chromium/|CriOS"), ("safari", r"Safari/"))
+"""How a user agent tells its family: the first family whose pattern it matches (the order matters: Edge and
+Opera also say "Chrome"), else ``other``; the same patterns in Python's ``re`` and JavaScript's ``RegExp``."""
+
 SHARED = {
     "DROPPED_FRAME_FACTOR": (DROPPED_FRAME_FACTOR, "human_tasks.timing.DROPPED_FRAME_FACTOR",
                              "a frame interval longer than this many refresh periods is a dropped frame"),
@@ -35,6 +46,14 @@ SHARED = {
                           "the browser check fails a display with more irregular frame intervals than this share"),
     "VIEWING_DISTANCE_CM": (VIEWING_DISTANCE_CM, "human_tasks.web.constants.VIEWING_DISTANCE_CM",
                             "the shortest and longest viewing distance a calibration takes, in cm"),
+    "DEFAULT_MIN_WINDOW": (DEFAULT_MIN_WINDOW, "human_tasks.web.constants.DEFAULT_MIN_WINDOW",
+                           "the smallest window (CSS px) where the study names none"),
+    "DEFAULT_REFRESH_HZ": (DEFAULT_REFRESH_HZ, "human_tasks.web.constants.DEFAULT_REFRESH_HZ",
+                           "the refresh rates allowed where the study names none"),
+    "BROWSER_NAMES": (BROWSER_NAMES, "human_tasks.web.constants.BROWSER_NAMES",
+                      "the browser families and the names a participant reads"),
+    "BROWSER_FAMILIES": (BROWSER_FAMILIES, "human_tasks.web.constants.BROWSER_FAMILIES",
+                         "a user agent's family: the first whose pattern it matches"),
 }
 """The JavaScript name of each shared number -> (its value, where Python defines it, what it is)."""
 MODULE = STATIC_DIR / "task" / "constants.js"

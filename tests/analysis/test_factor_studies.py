@@ -44,6 +44,10 @@ def test_model_selection_best_val_last_n_and_flagged_oracle(tmp_path):
     assert oracle["accuracy"].item() == pytest.approx(0.8) and oracle["oracle"].item()
     with pytest.raises(FactorStudyError, match="unknown model selection"):
         select_epochs(table, "best_train")
+    tests_only = write_table(tmp_path / "no-val", [r for r in rows if r["split"] == "test"])
+    with pytest.raises(FactorStudyError, match=r"run \('ZGO'.* has no validation rows"):
+        select_epochs(tests_only, "best_val")
+    assert select_epochs(tests_only, "last_n", last_n=2)["accuracy"].item() == pytest.approx(0.7)
 
 
 def zgo_zso_rows():

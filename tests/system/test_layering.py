@@ -179,6 +179,29 @@ def _named_in_code(path: Path) -> tuple[set[str], set[str]]:
     return strings, identifiers
 
 
+def _plugins(*registries) -> tuple[dict[str, str], dict[str, str]]:
+    """The registered names of the plug-ins of ``registries`` (less the contract's own words, see below) and their
+    classes' names, each -> the kind of plug-in it is."""
+    from cuebench.responses import COLUMNS
+    from cuebench.studies import CUE_EXPERIMENTS
+    from cuebench.trials import Experiment, Trial
+
+    contract = {*Experiment.model_fields, *Trial.model_fields, *COLUMNS, *CUE_EXPERIMENTS}
+    names = {name: registry.singular for registry in registries for name in registry.names() if name not in contract}
+    classes = {point.attr.split(".")[-1]: registry.singular for registry in registries
+               for point in metadata.entry_points(group=registry.entry_point_group)}
+    return names, classes
+
+
+def _naming(modules, names: dict[str, str], classes: dict[str, str]) -> list[str]:
+    found = []
+    for name in modules:
+        strings, identifiers = _named_in_code(MODULES[name])
+        found += [f"{name} names the {names[s]} {s!r}" for s in sorted(strings & set(names))]
+        found += [f"{name} names the {classes[c]} class {c}" for c in sorted(identifiers & set(classes))]
+    return found
+
+
 def test_the_core_names_no_design_section_or_trial_type():
     """The core (``cuebench``, less its trial-type cards, which are plug-ins) names no registered design, report
     section or trial type, neither as a string of its code nor by its class: what one plug-in needs sits on the
@@ -187,23 +210,32 @@ def test_the_core_names_no_design_section_or_trial_type():
     its name with (``adaptive``: the experiment's QUEST+ blocks and their response column; ``dist``: a cue study's
     folder of DiST trials) is the contract's own word."""
     from analysis.sections.base import SECTIONS
-    from cuebench.responses import COLUMNS
-    from cuebench.studies import CUE_EXPERIMENTS
     from cuebench.trial_types import TRIAL_TYPES
-    from cuebench.trials import Experiment, Trial
     from stimuli.designs import DESIGNS
 
-    registries = (DESIGNS, SECTIONS, TRIAL_TYPES)
-    contract = {*Experiment.model_fields, *Trial.model_fields, *COLUMNS, *CUE_EXPERIMENTS}
-    names = {name: registry.singular for registry in registries for name in registry.names() if name not in contract}
-    classes = {point.attr.split(".")[-1]: registry.singular for registry in registries
-               for point in metadata.entry_points(group=registry.entry_point_group)}
+    names, classes = _plugins(DESIGNS, SECTIONS, TRIAL_TYPES)
     assert {"cue-conflict-import", "reliance", "oddity"} <= set(names) and {"Dist", "Oddity"} <= set(classes)
-    found = []
-    for name, path in sorted(MODULES.items()):
-        if name.split(".")[0] != "cuebench" or name.startswith("cuebench.trial_types"):
-            continue
-        strings, identifiers = _named_in_code(path)
-        found += [f"{name} names the {names[s]} {s!r}" for s in sorted(strings & set(names))]
-        found += [f"{name} names the {classes[c]} class {c}" for c in sorted(identifiers & set(classes))]
+    core = sorted(name for name in MODULES if name.split(".")[0] == "cuebench"
+                  and not name.startswith("cuebench.trial_types"))
+    found = _naming(core, names, classes)
     assert found == [], "the core names plug-ins:\n" + "\n".join(found)
+
+
+ANALYSIS_RUNNER = ("analysis.load", "analysis.exclusions", "analysis.chance", "analysis.report",
+                   "analysis.sections.base")
+"""The analysis's modules every report goes through: loading, exclusions, chance, the section runner and the
+section contract."""
+
+
+def test_the_analysis_runner_names_no_design_or_trial_type():
+    """The modules every analysis goes through treat every trial type and design alike: what one needs they ask
+    its card (``cuebench.trial_types``: chance, whether answers are right or wrong) or the section that reads it
+    declares (``Section.reads_segments``, ``adaptive_blocks``). Section names are not checked here: the runner's
+    tables and summary keys share words with them (``observers``)."""
+    from cuebench.trial_types import TRIAL_TYPES
+    from stimuli.designs import DESIGNS
+
+    names, classes = _plugins(DESIGNS, TRIAL_TYPES)
+    assert {"segment", "oddity", "suppression"} <= set(names)
+    found = _naming(ANALYSIS_RUNNER, names, classes)
+    assert found == [], "the analysis's runner names plug-ins:\n" + "\n".join(found)

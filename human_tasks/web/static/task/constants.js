@@ -8,3 +8,11 @@ export const FEEDBACK_MS = 1000;
 export const MAX_OUTLIER_SHARE = 0.2;
 // the shortest and longest viewing distance a calibration takes, in cm (human_tasks.web.constants.VIEWING_DISTANCE_CM)
 export const VIEWING_DISTANCE_CM = [20.0, 300.0];
+// the smallest window (CSS px) where the study names none (human_tasks.web.constants.DEFAULT_MIN_WINDOW)
+export const DEFAULT_MIN_WINDOW = [800, 600];
+// the refresh rates allowed where the study names none (human_tasks.web.constants.DEFAULT_REFRESH_HZ)
+export const DEFAULT_REFRESH_HZ = [48.0, 500.0];
+// the browser families and the names a participant reads (human_tasks.web.constants.BROWSER_NAMES)
+export const BROWSER_NAMES = {"chrome": "Chrome", "edge": "Edge", "firefox": "Firefox", "safari": "Safari", "opera": "Opera"};
+// a user agent's family: the first whose pattern it matches (human_tasks.web.constants.BROWSER_FAMILIES)
+export const BROWSER_FAMILIES = [["edge", "Edg(e|A|iOS)?/"], ["opera", "OPR/|Opera"], ["firefox", "Firefox/|FxiOS"], ["chrome", "Chrome/|Chromium/|CriOS"], ["safari", "Safari/"]];
