@@ -320,6 +320,19 @@ def postgres_url(postgres_server):
     return postgres_server.url.replace("/postgres?", f"/{name}?")
 
 
+@pytest.fixture()
+def response_row():
+    """``response_row(i, response, observer, **fields)``: a valid response row of experiment "e" (trial ``t<i>``, "cat"
+    correct) for the store's own tests, one way for the core's and the stages' tests to write them."""
+
+    def row(i=0, response="cat", observer="p1", **extra):
+        return dict(experiment="e", observer=observer, observer_kind="human", session="1", trial_index=i,
+                    trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
+                    timing_measured={"stimulus": 200.1}, params={"grid": 3}, level=2) | extra
+
+    return row
+
+
 BLOCK_SECONDS = "docs_block_seconds"
 """The user property a docs-runner test records: its block's own run time (the test's duration also counts
 the wait for the pool that runs pages side by side)."""
