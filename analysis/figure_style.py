@@ -35,12 +35,14 @@ HUMAN_MARKER = "D"
 REFERENCE = "#7f7f7f"
 REFERENCE_MARKER = "*"
 FORMATS = ("png", "svg", "pdf")
-STABLE_METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
-"""No time stamp inside the files: the same data give the same bytes."""
+STABLE_METADATA = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
+                   "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
+"""No time stamp nor matplotlib's version inside the files (the report's provenance.json keeps the versions):
+the same data give the same bytes, with ``svg.hashsalt`` in :data:`RC` fixing the ids of an SVG's clip paths."""
 
 RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9, "figure.dpi": 110,
       "savefig.dpi": 200, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none",
-      "pdf.fonttype": 42, "axes.grid": True, "grid.alpha": 0.25}
+      "svg.hashsalt": "cuebench", "pdf.fonttype": 42, "axes.grid": True, "grid.alpha": 0.25}
 plt.rcParams.update(RC)
 
 

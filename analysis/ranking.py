@@ -98,8 +98,10 @@ def cd_diagram(result: FriedmanResult, ax=None, title: str | None = None, colour
     own_figure = ax is None
     if own_figure:
         _, ax = plt.subplots(figsize=(8, 1.2 + 0.3 * result.n_methods))
-    sp.critical_difference_diagram(result.average_ranks, result.nemenyi_p, ax=ax, alpha=result.alpha,
-                                   label_props={"fontsize": 10}, color_palette=colours)
+    drawn = sp.critical_difference_diagram(result.average_ranks, result.nemenyi_p, ax=ax, alpha=result.alpha,
+                                           label_props={"fontsize": 10}, color_palette=colours)
+    for (crossbar,) in drawn["crossbars"]:  # drawn through its methods in a set's order, which Python's hash seed
+        crossbar.set_xdata(sorted(crossbar.get_xdata()))  # changes from run to run: left to right, the same pixels
     test = (f"Friedman/Iman-Davenport p = {result.f_p:.3g}" if np.isfinite(result.f_p)
             else f"Friedman p = {result.chi2_p:.3g} (every block ranks alike)")
     ax.set_title(title or f"Average rank over {result.n_blocks} blocks (1 = best); CD = "

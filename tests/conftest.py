@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -24,10 +23,6 @@ HOME_VARIABLES = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", 
 AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 TEMP_VARIABLES = ("TMPDIR", "PYTEST_DEBUG_TEMPROOT")
-TOOLS_OWN_TEMP = re.compile(r"ray[a-z0-9_]{8}|xvfb-run\.[A-Za-z0-9]{6}")
-"""Temporary folders that Ray's local sessions (``ray<8 characters>``) and ``xvfb-run`` (``xvfb-run.<6>``) make for
-themselves and do not always remove: still known leaks of the Ray and Xvfb tests, named in the summary and
-removed, but not a failure; anything else left is one."""
 
 
 def pytest_configure(config):
@@ -82,11 +77,8 @@ def pytest_sessionfinish(session):
     own = getattr(session.config, "_cuebench_temp", None)
     if own is None:
         return
-    entries = sorted(own.iterdir())
-    described = {entry: entry.name + (f"/ ({sum(p.is_file() for p in entry.rglob('*'))} files)" if entry.is_dir()
-                                      else "") for entry in entries}
-    session.config._cuebench_temp_tools = [described[e] for e in entries if TOOLS_OWN_TEMP.fullmatch(e.name)]
-    left = [described[e] for e in entries if not TOOLS_OWN_TEMP.fullmatch(e.name)]
+    left = [entry.name + (f"/ ({sum(p.is_file() for p in entry.rglob('*'))} files)" if entry.is_dir() else "")
+            for entry in sorted(own.iterdir())]
     shutil.rmtree(own, ignore_errors=True)
     if left:
         session.config._cuebench_temp_left = left
@@ -320,6 +312,19 @@ def postgres_url(postgres_server):
     return postgres_server.url.replace("/postgres?", f"/{name}?")
 
 
+@pytest.fixture()
+def response_row():
+    """``response_row(i, response, observer, **fields)``: a valid response row of experiment "e" (trial ``t<i>``, "cat"
+    correct) for the store's own tests, one way for the core's and the stages' tests to write them."""
+
+    def row(i=0, response="cat", observer="p1", **extra):
+        return dict(experiment="e", observer=observer, observer_kind="human", session="1", trial_index=i,
+                    trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
+                    timing_measured={"stimulus": 200.1}, params={"grid": 3}, level=2) | extra
+
+    return row
+
+
 BLOCK_SECONDS = "docs_block_seconds"
 """The user property a docs-runner test records: its block's own run time (the test's duration also counts
 the wait for the pool that runs pages side by side)."""
@@ -334,12 +339,6 @@ def pytest_terminal_summary(terminalreporter):
                                         "folders (in the system temporary folder; tmp_path keeps them in basetemp)",
                                    red=True)
         for name in left[:50]:
-            terminalreporter.write_line(f"  {name}")
-    tools = getattr(terminalreporter.config, "_cuebench_temp_tools", None)
-    if tools:
-        terminalreporter.write_sep("=", f"known leak: Ray and xvfb-run left {len(tools)} temporary folder(s) of their "
-                                        "own (removed; not counted as a failure)", yellow=True)
-        for name in tools:
             terminalreporter.write_line(f"  {name}")
     timed = [(dict(report.user_properties)[BLOCK_SECONDS], report.nodeid)
              for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])

@@ -30,6 +30,7 @@ import csv
 import io
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -264,3 +265,41 @@ def login(client) -> None:
     r = client.post("/admin/login", data={"password": ADMIN_PASSWORD, "csrf_token": token})
     assert r.status_code == 302, r.data
 
+
+# ------------------------------------------- answers that reach the web server's group commit as one batch
+
+
+def first_answer(study, person, **fields) -> dict:
+    """The row the web server stores for ``person``'s answer to their first trial (its first choice, at 500 ms)."""
+    from cuebench.responses import trial_row
+
+    trial = study.experiment.trial(study.sequence(person)[0].trial_id)
+    return trial_row(study.experiment, trial, **{
+        "observer": person.code, "observer_kind": "human", "session": "1", "trial_index": 0,
+        "response": trial.choices[0], "group": person.group, "rt_ms": 500.0, "timed_out": 0, "timing_measured": {},
+        "frames": {}, "dropped_frames": 0, "refresh_hz": 60.0, "device": {}, "events": [], **fields})
+
+
+def commit_as_one_batch(commit, rows: dict[str, dict], while_waiting=lambda: None) -> dict[str, object]:
+    """Each row (session code -> row) written to the group commit by a thread of its own, all queued before its
+    first turn (the commit lock is held until they are), so that they commit as one batch; ``while_waiting`` runs
+    while they wait. What ``write`` returned or raised, per code."""
+    outcomes: dict[str, object] = {}
+
+    def write(code):
+        try:
+            outcomes[code] = commit.write(rows[code], code)
+        except Exception as err:  # noqa: BLE001 - the outcome under test
+            outcomes[code] = err
+
+    threads = [threading.Thread(target=write, args=(code,), daemon=True) for code in rows]
+    with commit._commit_lock:
+        for thread in threads:
+            thread.start()
+        while len(commit._queue) < len(threads):
+            threading.Event().wait(0.01)
+        while_waiting()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not [t for t in threads if t.is_alive()], "a writer of the batch still waits after 60 s"
+    return outcomes

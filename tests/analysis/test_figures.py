@@ -3,9 +3,16 @@ repeat within a figure, up to the largest figure drawn: Burgert et al.'s 12 mode
 humans apart from models in greyscale (marker and line style), the legend outside the data, axis labels
 with the parameter's unit, and every figure as PNG, SVG and PDF.
 
-The figures are inspected as matplotlib objects before they are saved."""
+The figures are inspected as matplotlib objects before they are saved, and saved they are the same bytes in
+every run."""
 
 from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -221,3 +228,28 @@ def test_reference_chart_uses_thirteen_distinct_styles():
     fig = plots.reference_bars(burgert2025_table3())
     assert_journal_ready("reference", fig)
     assert len(series(fig)) == 13
+
+
+def cd_figure():
+    """A critical-difference diagram whose Nemenyi test leaves methods under crossbars of three and more."""
+    from analysis.ranking import friedman_nemenyi
+
+    scores = pd.DataFrame(np.random.default_rng(0).normal(size=(6, 7)) + 0.3 * np.arange(7),
+                          columns=[f"method-{i}" for i in range(7)])
+    return plots.cd_plot(friedman_nemenyi(scores), humans=("method-3",))
+
+
+def test_a_figure_is_the_same_bytes_in_every_run(tmp_path):
+    """The figure saved here and in a run with another Python hash seed (scikit-posthocs draws a crossbar through
+    its methods in a set's order) is the same PNG, SVG and PDF, with no time stamp or matplotlib version in them."""
+    figure_style.save(cd_figure(), tmp_path / "here")
+    seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"  # this run's own seed is random unless set
+    subprocess.run([sys.executable, "-c", "import sys; from analysis.figure_style import save; "
+                    "from test_figures import cd_figure; save(cd_figure(), __import__('pathlib').Path(sys.argv[1]))",
+                    str(tmp_path / "there")], check=True, timeout=120,
+                   env={**os.environ, "PYTHONHASHSEED": seed,
+                        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), str(Path(__file__).parent)])})
+    for fmt in figure_style.FORMATS:
+        here, there = ((tmp_path / f"{run}.{fmt}").read_bytes() for run in ("here", "there"))
+        assert here == there, f"the {fmt.upper()} differs between two runs"
+        assert not re.search(rb"CreationDate|<dc:date>|matplotlib\.org|backend v", here), f"a stamp in the {fmt}"

@@ -8,39 +8,31 @@ import pytest
 from cuebench.responses import COLUMNS, ResponseConflict, ResponseError, ResponseStore
 
 
-def row(i=0, response="cat", **extra):
-    base = dict(experiment="e", observer="p1", observer_kind="human", session="1", trial_index=i,
-                trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
-                timing_measured={"stimulus": 200.1})
-    base.update(extra)
-    return base
-
-
-def test_write_is_idempotent_and_refuses_a_different_answer(tmp_path):
+def test_write_is_idempotent_and_refuses_a_different_answer(tmp_path, response_row):
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        assert store.write(row()).stored
-        assert not store.write(row()).stored
+        assert store.write(response_row()).stored
+        assert not store.write(response_row()).stored
         with pytest.raises(ResponseConflict, match="already stored with a different 'response'"):
-            store.write(row(response="dog"))
+            store.write(response_row(response="dog"))
         assert store.count() == 1
         assert store.rows()[0]["response"] == "cat"
         assert store.rows()[0]["timing_measured"] == {"stimulus": 200.1}
 
 
-def test_a_batch_is_all_or_nothing(tmp_path):
+def test_a_batch_is_all_or_nothing(tmp_path, response_row):
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        store.write(row(0))
+        store.write(response_row(0))
         with pytest.raises(ResponseConflict):
-            store.write_many([row(1), row(0, response="dog")])
+            store.write_many([response_row(1), response_row(0, response="dog")])
         assert store.answered_indices("e", "p1", "1") == {0}
 
 
-def test_store_is_wal_with_full_sync_and_survives_reopen(tmp_path):
+def test_store_is_wal_with_full_sync_and_survives_reopen(tmp_path, response_row):
     path = tmp_path / "r.sqlite"
     with ResponseStore(path) as store:
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
-        store.write(row(3))
+        store.write(response_row(3))
     con = sqlite3.connect(path)
     assert con.execute("SELECT trial_index, rt_ms FROM responses").fetchall() == [(3, 512.5)]
 
@@ -50,21 +42,21 @@ def test_store_is_wal_with_full_sync_and_survives_reopen(tmp_path):
     ({"trial_id": None}, "'trial_id' is missing"),
     ({"colour": "red"}, "unknown response field 'colour'"),
 ])
-def test_malformed_rows_are_refused(tmp_path, bad, words):
+def test_malformed_rows_are_refused(tmp_path, bad, words, response_row):
     with ResponseStore(tmp_path / "r.sqlite") as store:
         with pytest.raises(ResponseError, match=words):
-            store.write(row(**bad))
+            store.write(response_row(**bad))
 
 
-def test_concurrent_writers_lose_nothing(tmp_path):
+def test_concurrent_writers_lose_nothing(tmp_path, response_row):
     path = tmp_path / "r.sqlite"
     ResponseStore(path).close()
 
     def writer(observer):
         with ResponseStore(path) as store:
             for i in range(40):
-                store.write(row(i, observer=observer))
-                store.write(row(i, observer=observer))
+                store.write(response_row(i, observer=observer))
+                store.write(response_row(i, observer=observer))
 
     threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(5)]
     for t in threads:
@@ -76,7 +68,7 @@ def test_concurrent_writers_lose_nothing(tmp_path):
         assert list(store.dataframe().columns) == list(COLUMNS)
 
 
-def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path):
+def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path, response_row):
     """Every writer creates the schema if it is missing: on a fresh file they take turns, none sees "locked"."""
     path = tmp_path / "fresh.sqlite"
     barrier = threading.Barrier(8)
@@ -86,7 +78,7 @@ def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path):
         barrier.wait()
         try:
             with ResponseStore(path) as store:
-                store.write(row(0, observer=observer))
+                store.write(response_row(0, observer=observer))
         except Exception as err:  # collected: an exception in a thread would not fail the test
             errors.append(err)
 
@@ -100,10 +92,11 @@ def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path):
         assert store.count() == 8
 
 
-def test_group_write_refuses_a_conflict_and_keeps_the_rest(tmp_path):
+def test_group_write_refuses_a_conflict_and_keeps_the_rest(tmp_path, response_row):
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        store.write(row(0))
-        outcomes = store.write_each([row(1), row(0, response="dog"), row(0), row(1)])
+        store.write(response_row(0))
+        outcomes = store.write_each([response_row(1), response_row(0, response="dog"), response_row(0),
+                                     response_row(1)])
         assert [getattr(o, "stored", None) for o in outcomes] == [True, None, False, False]
         assert isinstance(outcomes[1], ResponseConflict)
         assert store.answered_indices("e", "p1", "1") == {0, 1} and store.rows()[0]["response"] == "cat"

@@ -23,22 +23,14 @@ def location(request, tmp_path):
     return request.getfixturevalue("postgres_url")
 
 
-def row(i=0, response="cat", observer="p1", **extra):
-    base = dict(experiment="e", observer=observer, observer_kind="human", session="1", trial_index=i,
-                trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
-                timing_measured={"stimulus": 200.1}, params={"grid": 3}, level=2)
-    base.update(extra)
-    return base
-
-
-def test_same_rules_on_both_backends(location):
+def test_same_rules_on_both_backends(location, response_row):
     with ResponseStore(location) as store:
-        assert store.write(row()).stored and not store.write(row()).stored
+        assert store.write(response_row()).stored and not store.write(response_row()).stored
         with pytest.raises(ResponseConflict, match="already stored with a different 'response'"):
-            store.write(row(response="dog"))
+            store.write(response_row(response="dog"))
         with pytest.raises(ResponseConflict):
-            store.write_many([row(1), row(0, response="dog")])
-        outcomes = store.write_each([row(2), row(0, response="dog")])
+            store.write_many([response_row(1), response_row(0, response="dog")])
+        outcomes = store.write_each([response_row(2), response_row(0, response="dog")])
         assert outcomes[0].stored and isinstance(outcomes[1], ResponseConflict)
         assert store.answered_indices("e", "p1", "1") == {0, 2}
         assert [r["response"] for r in store.rows()] == ["cat", "cat"]
@@ -57,7 +49,7 @@ def test_questionnaire_answers_are_stored_once_on_both_backends(location):
         {"p1": ({"age": 30, "hand": "left"}, "lab"), "p2": ({"age": 22}, "web")}
 
 
-def test_writers_at_once_on_a_fresh_database(location):
+def test_writers_at_once_on_a_fresh_database(location, response_row):
     barrier = threading.Barrier(6)
     errors = []
 
@@ -66,8 +58,8 @@ def test_writers_at_once_on_a_fresh_database(location):
         try:
             with ResponseStore(location) as store:
                 for i in range(20):
-                    store.write(row(i, observer=observer))
-                    store.write(row(i, observer=observer))
+                    store.write(response_row(i, observer=observer))
+                    store.write(response_row(i, observer=observer))
         except Exception as err:  # collected: an exception in a thread would not fail the test
             errors.append(err)
 
@@ -81,10 +73,10 @@ def test_writers_at_once_on_a_fresh_database(location):
         assert store.count() == 120
 
 
-def test_exports_are_byte_identical(tmp_path, postgres_url, web_sample):
+def test_exports_are_byte_identical(tmp_path, postgres_url, web_sample, response_row):
     expdir = web_sample[0]
-    rows = [row(i, observer=f"p{k}", response=("cat", "dog", None)[i % 3], rt_ms=None if i == 1 else 400.25 + i,
-                experiment="web-sample", condition="gray", category="cat")
+    rows = [response_row(i, observer=f"p{k}", response=("cat", "dog", None)[i % 3],
+                         rt_ms=None if i == 1 else 400.25 + i, experiment="web-sample", condition="gray", category="cat")
             for k in range(3) for i in range(4)]
     for location in (expdir / "responses.sqlite", postgres_url):
         with ResponseStore(location) as store:

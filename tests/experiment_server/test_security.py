@@ -21,7 +21,6 @@ import json
 import os
 import re
 import socket
-import sqlite3
 import stat
 import threading
 import time
@@ -34,7 +33,7 @@ from flask.sessions import SecureCookieSessionInterface
 from werkzeug.security import generate_password_hash
 
 from cuebench.csvsafe import FORMULA_STARTS, csv_text, frame_csv, safe_cell
-from cuebench.responses import KEY, ResponseStore, trial_row
+from cuebench.responses import KEY, ResponseStore
 from cuebench.storage import open_database
 from experiment_server import cli as server_cli
 from experiment_server.admin import ADMIN_SESSION_S, set_admin_password
@@ -48,7 +47,7 @@ from experiment_server.server_secrets import SECRET_KEYS
 from experiment_server.simulate import (NONCE, ClientLog, ServerProcess, SimulatedParticipant, free_port,
                                         measured_display, trial_answer)
 from experiment_server.study import open_study, study_of
-from support import fill_consent
+from support import commit_as_one_batch, fill_consent, first_answer
 
 PASSWORD = "correct horse battery"
 START_LIMIT = 20
@@ -232,30 +231,8 @@ def test_a_row_the_database_refuses_fails_only_its_own_request(served):
     PostgreSQL) stores the others and fails only that one."""
     study = served.study()
     people = [study.db.start(study.experiment.name, study.n_groups, entry_code=f"batch{n}")[0] for n in range(6)]
-    trial = study.experiment.trial(study.sequence(people[0])[0].trial_id)
-
-    def row(person, dropped):
-        return trial_row(study.experiment, trial, observer=person.code, observer_kind="human", session="1",
-                         trial_index=0, response=trial.choices[0], group=person.group, rt_ms=500.0, timed_out=0,
-                         timing_measured={}, frames={}, dropped_frames=dropped, refresh_hz=60.0, device={}, events=[])
-
-    commit = GroupCommit(lambda: ResponseStore(study.location), study.db.renew)
-    outcomes: dict[str, object] = {}
-
-    def write(person, dropped):
-        try:
-            outcomes[person.code] = commit.write(row(person, dropped), person.code)
-        except Exception as err:  # noqa: BLE001 - the outcome under test
-            outcomes[person.code] = err
-
-    threads = [threading.Thread(target=write, args=(p, 2**63 if k == 2 else 0)) for k, p in enumerate(people)]
-    with commit._commit_lock:  # every write queues before the first commit: one batch
-        for t in threads:
-            t.start()
-        while len(commit._queue) < len(people):
-            threading.Event().wait(0.01)
-    for t in threads:
-        t.join()
+    rows = {p.code: first_answer(study, p, dropped_frames=2**63 if k == 2 else 0) for k, p in enumerate(people)}
+    outcomes = commit_as_one_batch(GroupCommit(lambda: ResponseStore(study.location), study.db.renew), rows)
     assert isinstance(outcomes.pop(people[2].code), Exception)
     assert all(o.stored for o in outcomes.values())
     assert {k[1] for k in rows_of(served)} >= set(outcomes)

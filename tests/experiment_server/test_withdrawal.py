@@ -26,6 +26,7 @@ import requests
 
 from experiment_server.simulate import NONCE, ServerProcess, fill_consent, free_port, trial_answer
 from stimuli.web_sample import build_sample_experiment
+from support import commit_as_one_batch, first_answer
 
 PID = "5f1e2d3c4b5a69788796a5b4"
 """A's Prolific ID, and B's entry code."""
@@ -212,7 +213,6 @@ def test_an_answer_on_its_way_during_a_withdrawal_is_refused_and_its_neighbours_
     request read the session before): that one is refused in the transaction that would store it, the
     other is stored; the withdrawn session's token and its start identity are refused from then on, while
     the database keeps only salted hashes of them."""
-    from cuebench.responses import trial_row
     from cuebench_app.withdraw import erase
     from experiment_server.db import WITHDRAWN, SessionWithdrawn, hash_token, prolific_identity
     from experiment_server.study import open_study
@@ -224,30 +224,8 @@ def test_an_answer_on_its_way_during_a_withdrawal_is_refused_and_its_neighbours_
     leaving, token = study.db.start(name, study.n_groups, prolific_pid=PID, prolific_session=A_FIRST,
                                     identity=identity, token=study.start_token(identity))
     staying, _ = study.db.start(name, study.n_groups, entry_code=PID)
-    trial = study.experiment.trial(study.sequence(leaving)[0].trial_id)
-
-    def row(person):
-        return trial_row(study.experiment, trial, observer=person.code, observer_kind="human", session="1",
-                         trial_index=0, response=trial.choices[0], group=person.group, rt_ms=500.0, timed_out=0,
-                         timing_measured={}, frames={}, dropped_frames=0, refresh_hz=60.0, device={}, events=[])
-
-    outcomes = {}
-
-    def write(person):
-        try:
-            outcomes[person.code] = study.answers.write(row(person), person.code)
-        except SessionWithdrawn as err:
-            outcomes[person.code] = err
-
-    threads = [threading.Thread(target=write, args=(person,)) for person in (leaving, staying)]
-    with study.answers._commit_lock:  # both answers queue behind the commit turn, as in a burst
-        for thread in threads:
-            thread.start()
-        while len(study.answers._queue) < 2:
-            threading.Event().wait(0.01)
-        erase(study.store, name, [leaving.code])  # the withdrawal commits while they wait
-    for thread in threads:
-        thread.join()
+    rows = {person.code: first_answer(study, person) for person in (leaving, staying)}
+    outcomes = commit_as_one_batch(study.answers, rows, while_waiting=lambda: erase(study.store, name, [leaving.code]))
     assert isinstance(outcomes[leaving.code], SessionWithdrawn) and outcomes[staying.code].stored
     assert {r["observer"] for r in study.store.rows()} == {staying.code}
     with pytest.raises(SessionWithdrawn):
@@ -286,7 +264,7 @@ def test_withdraw_asks_on_a_terminal_and_refuses_an_empty_database_option(built,
         return said
 
     said = typed("n")
-    assert f"lab-visit-07 is the entry code of 1 session(s):" in said and person.code in said
+    assert "lab-visit-07 is the entry code of 1 session(s):" in said and person.code in said
     assert "nothing was changed" in said and study.db.get(person.code) is not None
     assert f"erased {person.code}" in typed("y") and study.db.get(person.code) is None
 

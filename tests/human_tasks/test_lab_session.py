@@ -268,6 +268,10 @@ def test_a_german_study_runs_in_german_in_the_lab(tmp_path, photos):
 @pytest.mark.slow
 @pytest.mark.usefixtures("display")
 def test_sigkill_mid_session_then_rerun_resumes_and_stores_each_trial_once(experiment_dir):
+    """The session's process alone is killed: xvfb-run, its parent, then stops its X server and removes its
+    folder as after any command (killed with them, it would leave both)."""
+    import psutil
+
     proc = subprocess.Popen(lab_command(experiment_dir, "P02", "--simulate", "--refresh-hz", "60"), cwd=REPO,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -275,9 +279,13 @@ def test_sigkill_mid_session_then_rerun_resumes_and_stores_each_trial_once(exper
         while stored_count(experiment_dir) < 3 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proc.poll() is None, "the session ended before it could be killed"
+        session, = [child for child in psutil.Process(proc.pid).children() if "lab" in child.cmdline()]
+        session.kill()
+        assert proc.wait(timeout=60) == 128 + signal.SIGKILL  # xvfb-run passes on its command's status
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
     before = stored_count(experiment_dir)
     assert 3 <= before < 9
     resumed = run_lab(experiment_dir, "P02", "--simulate", "--refresh-hz", "60")

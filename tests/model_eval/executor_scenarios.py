@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from cuebench.executors import ExecutorError, Shard, ShardsFailed, parse_executor, run_shards
@@ -98,12 +97,12 @@ RAY = Path(sys.executable).with_name("ray")
 
 
 def start_head(port: int, log: Path, **auth: str) -> None:
-    """``ray start --head`` on loopback with the given ``RAY_AUTH_*`` variables (none: Ray's own rule)."""
+    """``ray start --head`` on loopback with the given ``RAY_AUTH_*`` variables (none: Ray's own rule). Its
+    sessions go where every Ray run of the scenario keeps them: ``$RAY_TMPDIR/ray``, the folder the test removes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")} | auth
-    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
     with open(log, "a") as fh:
         subprocess.run([str(RAY), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
-                        "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
+                        "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats"],
                        env=env, stdout=fh, stderr=fh, check=True, timeout=120)
 
 

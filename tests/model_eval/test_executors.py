@@ -80,8 +80,8 @@ def free_port() -> int:
 def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: str) -> None:
     """Run a bash script inside a network namespace that has only the loopback interface (Ray
     binds every interface it finds; there it finds only 127.0.0.1), with ``HOME`` in a fresh folder
-    so nothing Ray keeps in a user's home changes the result; Ray is stopped at the end and what it kept in its
-    temporary folder (``RAY_TMPDIR``) removed."""
+    so nothing Ray keeps in a user's home changes the result; Ray is stopped at the end and its temporary folder
+    (``RAY_TMPDIR``: every head's and local run's sessions, ``ray start`` without ``--temp-dir``) removed."""
     pytest.importorskip("ray", reason="the 'scale' extra (ray) is not installed")
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         unavailable("unshare and ip (util-linux, iproute2) are needed to keep the Ray head on loopback")
@@ -89,7 +89,7 @@ def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: s
     wrapped = f"ip link set lo up && {{ {script}; }}; code=$?; {ray} stop --force >/dev/null 2>&1; exit $code"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
     paths = [str(REPO), str(Path(__file__).parent), os.environ.get("PYTHONPATH")]  # executor_scenarios.py
-    temp = tempfile.mkdtemp(prefix="ray")  # what Ray keeps of a local run (session logs); short for its sockets
+    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
     full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp,
                 "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env}
     try:
@@ -107,15 +107,13 @@ def ray_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray")
     token = out / "token"
     token.write_text(secrets.token_hex(32))
-    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
     ray = Path(sys.executable).with_name("ray")
     port = free_port()
     head = (f"RAY_AUTH_MODE=token {ray} start --head --node-ip-address=127.0.0.1 --port={port} --num-cpus=2 "
-            f"--num-gpus=0 --include-dashboard=false --disable-usage-stats --temp-dir={temp}")
+            f"--num-gpus=0 --include-dashboard=false --disable-usage-stats")
     script = (f"{head} >{out}/head.log 2>&1 && "
               f"timeout 900 {sys.executable} {Path(__file__).with_name('executor_scenarios.py')} {out} 127.0.0.1:{port}")
     in_loopback_namespace(script, tmp_path_factory.mktemp("home"), RAY_AUTH_TOKEN_PATH=str(token))
-    shutil.rmtree(temp, ignore_errors=True)
     return out, json.loads((out / "results.json").read_text())
 
 

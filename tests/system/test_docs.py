@@ -224,6 +224,13 @@ def test_small_sizes_reach_the_commands_they_name():
     assert not unused, f"SMALL_SIZES entries that match no documented command: {unused}"
 
 
+def test_documented_commands_keep_their_files_in_the_working_folder():
+    """A reader runs the docs' commands in a folder of their own, as this runner does: none reads or writes
+    the machine's shared /tmp, where another user's files of the same name would be."""
+    outside = [block.id for block in BLOCKS if re.search(r"(?<![\w.~])/tmp\b", block.text)]
+    assert not outside, f"documented commands that use /tmp instead of a relative path: {outside}"
+
+
 @pytest.fixture(scope="session")
 def docs_root(tmp_path_factory, shared) -> Path:
     """``T/shared`` -> the shared data, ``T/subset`` small copies of the published sets, and a

@@ -5,21 +5,12 @@ command's ``--database`` reaches the store of lab, report and eval. The storage 
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from cuebench.responses import ResponseStore, trial_row
+from cuebench.responses import ResponseStore
 from cuebench.storage import StorageError
 from stimuli.web_sample import build_sample_experiment
-
-
-def row(i=0, response="cat", observer="p1", **extra):
-    base = dict(experiment="e", observer=observer, observer_kind="human", session="1", trial_index=i,
-                trial_id=f"t{i}", role="test", response=response, correct=int(response == "cat"), rt_ms=512.5,
-                timing_measured={"stimulus": 200.1}, params={"grid": 3}, level=2)
-    base.update(extra)
-    return base
+from support import commit_as_one_batch, first_answer
 
 
 @pytest.mark.slow
@@ -86,13 +77,13 @@ def test_admin_area_on_postgresql(tmp_path, postgres_url):
     assert study.db.get(code).excluded == 1
 
 
-def test_analysis_reads_the_same_table_from_postgresql(tmp_path, postgres_url):
+def test_analysis_reads_the_same_table_from_postgresql(tmp_path, postgres_url, response_row):
     from analysis.load import load_responses
 
     expdir = tmp_path / "exp"
     build_sample_experiment(expdir)
-    rows = [row(i, observer=f"p{k}", experiment="web-sample", condition="gray", category="cat",
-                created_at="2026-01-01T00:00:00.000+00:00") for k in range(2) for i in range(3)]
+    rows = [response_row(i, observer=f"p{k}", experiment="web-sample", condition="gray", category="cat",
+                         created_at="2026-01-01T00:00:00.000+00:00") for k in range(2) for i in range(3)]
     for location in (expdir / "responses.sqlite", postgres_url):
         with ResponseStore(location) as store:
             store.write_many(rows)
@@ -149,38 +140,18 @@ def test_every_request_of_a_batch_is_answered_while_postgresql_is_down(tmp_path,
     build_sample_experiment(expdir)
     study = open_study(expdir, database=postgres_url)
     people = [study.db.start(study.experiment.name, study.n_groups, entry_code=f"outage{n}")[0] for n in range(4)]
-    trial = study.experiment.trial(study.sequence(people[0])[0].trial_id)
-    rows = {p.code: trial_row(study.experiment, trial, observer=p.code, observer_kind="human", session="1",
-                              trial_index=0, response=trial.choices[0], group=p.group, rt_ms=500.0, timed_out=0,
-                              timing_measured={}, frames={}, dropped_frames=0, refresh_hz=60.0, device={}, events=[])
-            for p in people}
+    rows = {p.code: first_answer(study, p) for p in people}
     commit = GroupCommit(lambda: ResponseStore(postgres_url), study.db.renew)
     client = create_app(expdir, database=postgres_url).test_client()
     nonce = NONCE.search(client.get("/").get_data(as_text=True)).group(1)
     token = client.post("/start", data={"consent": "yes", "start_nonce": nonce}).headers["Location"].rsplit("/", 1)[1]
     plan = client.get(f"/api/session/{token}").get_json()["trials"][0]
-    outcomes: dict[str, object] = {}
-
-    def write(code):
-        try:
-            outcomes[code] = commit.write(rows[code], code)
-        except Exception as err:  # noqa: BLE001 - the outcome under test
-            outcomes[code] = err
-
     postgres_server.pg_ctl("stop", "-m", "immediate")
     try:
-        threads = [threading.Thread(target=write, args=(code,), daemon=True) for code in rows]
-        with commit._commit_lock:  # every write queues before the first commit: one batch
-            for t in threads:
-                t.start()
-            while len(commit._queue) < len(threads):
-                threading.Event().wait(0.01)
-        for t in threads:
-            t.join(timeout=60)
+        outcomes = commit_as_one_batch(commit, rows)
         reply = client.post(f"/api/session/{token}/trial/0", json=trial_answer(plan))
     finally:
         postgres_server.start()
-    assert [t.is_alive() for t in threads] == [False] * len(threads)
     assert {type(o) for o in outcomes.values()} == {StorageError}
     assert reply.status_code == 503 and reply.headers["Retry-After"] == str(RETRY_AFTER_S)
     assert [commit.write(row, code).stored for code, row in rows.items()] == [True] * len(rows)
