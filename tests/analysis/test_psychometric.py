@@ -651,6 +651,14 @@ def test_an_interval_beyond_the_last_level_starts_where_the_data_put_it():
     assert row["threshold_halfway_ci_low"] == 5.0 and row["threshold_halfway_ci_high"] > SEVEN[-1], row
     assert "threshold_halfway's interval starts at the last level clearly above its accuracy 5" in row["note"]
     assert np.isnan(row.get("threshold_halfway", np.nan))
+    from analysis.psychometric import TABLE_COLUMNS, method_record
+    from analysis.sections.thresholds import thresholds_sentence
+
+    record = method_record(pd.DataFrame([{"observer": "p1", **row}], columns=TABLE_COLUMNS))
+    assert record["half-way lower ends from the data"] == 1
+    assert "its lower end was set no higher than the last level whose accuracy lay above the threshold's with " \
+           "97.5 % posterior probability (the fall is not in the data; 1 half-way interval(s))" \
+           in thresholds_sentence(record)
 
 
 @pytest.mark.slow
