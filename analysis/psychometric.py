@@ -29,9 +29,10 @@ the model), renormalised. With prior odds 1:1 between the two models, half the f
 free floor concentrated near chance as well (Beta(1, b) on (γ − 1/C)/(1 − 1/C), as psignifit's default prior on a
 yes/no guess rate is Beta(1, 10)) was tried and not kept: Beta(1, 10) covered a floor of 0.3-0.45 in 24 of 40
 simulated observers (33 needed); Beta(1, 3) covered the half-way threshold on the 15-level grid with a floor of 0.45
-in 26 of 30 (28 flat) and left late thresholds on a 7-level grid where the flat prior has them (0.94 of 120 either
-way). Each model's evidence (marginal likelihood) p(data | model) is the integral of likelihood × prior over
-psignifit's posterior grid, and with prior odds 1:1 the free floor's posterior probability is p_free = E_free /
+in 26 of 30 (28 flat) and late thresholds on a 7-level grid in 0.91 of 193 (0.88 flat; both short of 0.95 until the
+lower ends of intervals beyond the grid came from the data, "Falls the grid does not show" below). Each model's
+evidence (marginal likelihood) p(data | model) is the integral of likelihood × prior over psignifit's posterior
+grid, and with prior odds 1:1 the free floor's posterior probability is p_free = E_free /
 (E_free + E_chance) (Bayes factor; Kass & Raftery 1995, J. Am. Stat. Assoc. 90). The reported estimates come from
 the mixture of both posteriors, p_free of the draws from the free-floor one (Bayesian model averaging, Hoeting et
 al. 1999, Statistical Science 14). Nothing is chosen by a significance test: with 8–20 trials per level a floor
@@ -46,6 +47,16 @@ prior's tails and the sigmoid's shape, not on data: the row keeps the interval a
 note, and no point value is printed in the table, the report or a figure. On a 7-level grid with 12 trials per
 level and a floor of 0.45 (4 alternatives), most half-way intervals were open above while their medians sat about
 two grid units late.
+
+**Falls the grid does not show.** Where a crossing threshold's (half-way, 75 %) interval reaches beyond the last
+level, the data never show accuracy falling to that threshold's accuracy, and the posterior's lower end extrapolates
+the sigmoid past them, leaning on the floor's prior: on 7 levels of 12 trials with the fall late in the grid and a
+floor of 0.45, last levels whose answers run high read as a floor at or above the half-way level and a fall later
+than it is (0.89 of 300 simulated intervals covered; 32 of the 33 misses began 0.02-1.4 grid units above the truth).
+Such an interval starts no higher than the last level whose accuracy lies above the threshold's with posterior
+probability 0.975 (:func:`last_level_above`, each level's Beta posterior on its own, the rule of the central
+interval's 2.5 % tail): accuracy falls with x, so the threshold lies beyond that level whatever the sigmoid's shape
+and the floor, and the note says so. Intervals inside the grid, and so every point value, are unchanged.
 
 Reported per fit as the posterior median with the central 95 % credible interval of 4000
 posterior draws (a median always lies inside its interval; the drawn curve is psignifit's MAP fit of
@@ -117,6 +128,8 @@ ASYMPTOTE_MARGIN = 1e-3
 """Keeps the lapse and the free floor off the values where the curve is flat."""
 CHANCE_FLOOR, FREE_FLOOR = "floor at chance", "free floor"
 NOT_IDENTIFIED = "not identified"
+DATA_BOUND = "the last level clearly above its accuracy"
+"""Names :func:`last_level_above` in a row's note where it sets an interval's lower end."""
 POOLED_HUMANS = "humans (pooled)"
 NOT_GRADED = ("original", "attention", "practice")
 ESTIMATES = ("threshold_halfway", "threshold_midpoint", "threshold_75", "lapse", "floor", "slope")
@@ -343,6 +356,11 @@ def method_record(table: pd.DataFrame) -> dict:
         "identification": "a threshold whose 95 % interval reaches beyond the tested grid is not identified: "
                           "interval only, no point value",
         "half-way thresholds not identified": int((fitted["threshold_halfway"].isna()).sum()),
+        "lower ends from the data": "an interval reaching beyond the last level starts no higher than the last level "
+                                    "whose accuracy lies above the threshold's with 97.5 % posterior probability "
+                                    "(Beta posterior per level): the fall to it is not in the data",
+        "half-way lower ends from the data": int(fitted["note"].str.contains(
+            f"threshold_halfway's interval (?:starts at {DATA_BOUND}|is unbounded below)", regex=True).sum()),
         "series": int(len(table)),
         "series fitted": int(len(fitted)),
         "series not fitted": {str(reason): int(count) for reason, count in  # the reason without its numbers
@@ -409,7 +427,8 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
                      f"{np.median(halfway_level):.3g})")
     elif median == -np.inf:
         notes.append("below half-way to chance at every level (threshold below the grid)")
-    if identify(row, notes, "threshold_halfway", halfway, x, say=np.isfinite(median)):
+    if identify(row, notes, "threshold_halfway", halfway, x, say=np.isfinite(median),
+                lowest=last_level_above(x, k, n, halfway_level)):
         slopes = slope_at(np.where(np.isfinite(halfway), halfway, np.nan), draws)
         row["slope"], row["slope_ci_low"], row["slope_ci_high"] = summary(slopes[np.isfinite(slopes)])
     elif np.isfinite(median) and row["threshold_halfway_ci_high"] == np.inf:
@@ -421,7 +440,7 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
         notes.append(f"never reaches 75 % correct on the measured grid (fitted {easiest:.3g} at {x.min():g}, "
                      f"ceiling {1 - row['lapse']:.3g})")
     elif np.isfinite(summary(at_75)[0]):
-        identify(row, notes, "threshold_75", at_75, x)
+        identify(row, notes, "threshold_75", at_75, x, lowest=last_level_above(x, k, n, 0.75))
     else:
         notes.append(f"never falls to 75 % correct (floor {row['floor']:.3g})")
     if fit.model == FREE_FLOOR:
@@ -441,13 +460,24 @@ def fit_curve(x, k, n, guess: float, reference: tuple[float, float] | None = Non
     return row, (grid, np.asarray(psi(grid, best), dtype=float))
 
 
-def identify(row: dict, notes: list[str], column: str, samples, x, say: bool = True) -> bool:
+def identify(row: dict, notes: list[str], column: str, samples, x, say: bool = True,
+             lowest: float | None = None) -> bool:
     """Puts a threshold's 95 % credible interval into ``row`` (``_ci_low``, ``_ci_high``) and its median only where
     that interval is closed inside the tested grid [min x, max x]; otherwise the data do not pin the threshold down
     (the interval reaches an edge: open, or beyond the grid, where only the prior's tails and the sigmoid's shape
     speak) and the row says "not identified" (in ``notes`` when ``say``) with no point value. Returns whether it is
-    identified."""
+    identified.
+
+    ``lowest`` (:func:`last_level_above`) is where the data alone bound a crossing threshold from below. Where the
+    interval's upper end lies beyond the last level, the grid never shows the fall to the threshold's accuracy, and
+    the posterior's lower end comes from extrapolating the sigmoid past the data: it is lowered to ``lowest`` where
+    that lies below it (module docstring, "Falls the grid does not show")."""
     point, low, high = summary(samples)
+    if lowest is not None and high > x.max() and lowest < low:
+        notes.append(f"{column}'s interval starts at {DATA_BOUND} {lowest:g} (the sigmoid's extrapolation: {low:.3g})"
+                     if np.isfinite(lowest) else f"{column}'s interval is unbounded below: no level's accuracy lies "
+                     f"clearly above the threshold's (the sigmoid's extrapolation: {low:.3g})")
+        low = lowest
     row[f"{column}_ci_low"], row[f"{column}_ci_high"] = low, high
     if x.min() <= low and high <= x.max():
         row[column] = point
@@ -458,6 +488,18 @@ def identify(row: dict, notes: list[str], column: str, samples, x, say: bool = T
         notes.append(f"{column} {NOT_IDENTIFIED}: its 95 % interval [{bounds[0]}, {bounds[1]}] reaches beyond the "
                      f"tested grid [{x.min():g}, {x.max():g}]")
     return False
+
+
+def last_level_above(x, k, n, target) -> float:
+    """The last level x_j whose accuracy lies above ``target`` (a number, or posterior draws of it) with posterior
+    probability at least 1 − (1 − :data:`CREDIBLE`)/2, each level's accuracy Beta(k_j + 1, n_j − k_j + 1) (flat
+    prior) on its own; −inf where no level does. Accuracy falls with x, so a threshold where ψ = target lies above
+    x_j, whatever the sigmoid's shape; by the same per-level rule as the central interval's 2.5 % tail."""
+    x, k, n = (np.asarray(v, dtype=float) for v in (x, k, n))
+    targets = np.atleast_1d(np.asarray(target, dtype=float))
+    above = stats.beta.sf(targets[None, :], k[:, None] + 1, n[:, None] - k[:, None] + 1).mean(axis=1)
+    clear = x[above >= 1 - (1 - CREDIBLE) / 2]
+    return float(clear.max()) if clear.size else -np.inf
 
 
 def below_chance(x, k, n, guess: float) -> list[float]:

@@ -17,7 +17,7 @@ coverage of the population mean's 95 % interval and its bias over S studies of 8
 QUEST+ and pooled as the report pools. Observers are simulated here from the documented model, without the fitting
 code.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 60
+    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 120
     OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --studies 100
 """
 

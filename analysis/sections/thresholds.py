@@ -45,7 +45,11 @@ def thresholds_sentence(record: dict) -> str:
             "where accuracy falls half-way from the originals' accuracy to chance (our definition, on the rescaling "
             "of Burgert et al. 2025, Eq. 11), reported as posterior medians with central 95 % credible intervals; "
             f"{record['half-way thresholds not identified']} half-way threshold(s) whose interval reached beyond the "
-            "tested grid (or that never fell half-way) are reported as not identified, without a point value.")
+            "tested grid (or that never fell half-way) are reported as not identified, without a point value."
+            + (f" Where an interval reached beyond the last level, its lower end was set no higher than the last "
+               f"level whose accuracy lay above the threshold's with 97.5 % posterior probability (the fall is not in "
+               f"the data; {record['half-way lower ends from the data']} half-way interval(s))."
+               if record.get("half-way lower ends from the data") else ""))
 
 
 class Thresholds(Section):

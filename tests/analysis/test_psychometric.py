@@ -601,14 +601,18 @@ def test_a_floor_above_chance_with_few_trials_keeps_the_threshold_interval_hones
     source="psignifit 4 (Schuett et al. 2016); this project's not-identified rule",
     reference="40 observers per placement simulated from psi(x) (logistic written in the test): 7 levels, 4 "
               "alternatives, floor 0.45, lapse 0.05, 12 trials per level, 24 original images; location uniform over "
-              "the grid's 2nd-5th sevenths, or anywhere on it (the fall may lie before the first level or after the "
-              "last: flat data)",
-    tolerance="coverage >= 0.9 (36 of 40) in each placement; every point value has a closed interval inside the grid")
-@pytest.mark.parametrize("share", [(1.5 / 7, 4.5 / 7), (0.0, 1.0)], ids=["middle", "anywhere"])
+              "the grid's 2nd-5th sevenths, over its second half up to the last tenth (late: the floor shows at the "
+              "last levels only), or anywhere on it (the fall may lie before the first level or after the last: flat "
+              "data)",
+    tolerance="coverage >= 0.9 (36 of 40) in each placement; every point value has a closed interval inside the grid; "
+              "an interval beyond the last level starts no higher than the last level clearly above half-way")
+@pytest.mark.parametrize("share", [(1.5 / 7, 4.5 / 7), (0.5, 0.9), (0.0, 1.0)], ids=["middle", "late", "anywhere"])
 def test_a_short_grid_with_a_floor_above_chance_covers_and_prints_no_unidentified_threshold(share):
     """The designs of benchmarks/bench_psychometric.py --coverage (same seeds, its first 40 observers). Anywhere on the
     grid, 10 of these 40 series are flat (the fall lies before the first level or after the last); while flat data were
-    left unfitted they reported no interval and 28 of 40 were covered. Monte Carlo error: SE 0.035 at 0.95."""
+    left unfitted they reported no interval and 28 of 40 were covered. Late in the grid, 8 of these 40 were missed
+    while an interval beyond the last level started where the sigmoid's extrapolation put it; all 40 are covered now
+    that it starts no higher than the last level clearly above half-way. Monte Carlo error: SE 0.035 at 0.95."""
     hits = []
     for seed in range(40):
         rng = np.random.default_rng(10_000 + seed)
@@ -620,7 +624,41 @@ def test_a_short_grid_with_a_floor_above_chance_covers_and_prints_no_unidentifie
         low, point, high = (row.get(f"threshold_halfway{part}", np.nan) for part in ("_ci_low", "", "_ci_high"))
         hits.append(low <= truth <= high)
         assert np.isnan(point) or SEVEN[0] <= low <= point <= high <= SEVEN[-1], (seed, low, point, high)
+        if high > SEVEN[-1] and "the last level clearly above" in row["note"]:
+            assert low in SEVEN, (seed, low, row["note"])
     assert np.mean(hits) >= 0.9, hits
+
+
+def test_the_last_level_clearly_above_a_target_by_hand():
+    """P(Beta(k + 1, n − k + 1) > t) = P(Binomial(n + 1, t) ≤ k) (the Beta-binomial identity), at t = 0.5: 12 of 12
+    gives 1 − 0.5^13 = 0.99988, 10 of 12 gives 1 − (78 + 13 + 1)/8192 = 0.98877 (both ≥ 0.975), 9 of 12 gives
+    1 − (286 + 78 + 13 + 1)/8192 = 0.95386 and 6 of 12 gives 0.5 (both below)."""
+    from analysis.psychometric import last_level_above
+
+    twelve = np.full(3, 12.0)
+    assert last_level_above([1, 2, 3], [12, 10, 6], twelve, 0.5) == 2
+    assert last_level_above([1, 2, 3], [12, 9, 10], twelve, 0.5) == 3  # the last such level: 9 of 12 is not clear
+    assert last_level_above([1, 2, 3], [9, 9, 6], twelve, 0.5) == -np.inf
+    assert last_level_above([1, 2, 3], [12, 10, 6], twelve, np.array([0.5, 0.5])) == 2  # draws of the target
+
+
+def test_an_interval_beyond_the_last_level_starts_where_the_data_put_it():
+    # a late fall (7 levels, floor 0.45, truth 5.09) whose last levels ran high: 11 of 12 at level 5 is above the
+    # half-way level (~0.57) with probability 0.993 (Beta(12, 2)), 7 and 8 of 12 at levels 6-7 are not; the
+    # sigmoid's extrapolation put the interval's lower end at 6.0, above the truth
+    k = np.array([12, 12, 10, 10, 11, 7, 8], dtype=float)
+    row, _ = fit_curve(SEVEN, k, np.full(7, 12.0), 1 / 4, reference=(22.0, 24.0), seed=171)
+    assert row["threshold_halfway_ci_low"] == 5.0 and row["threshold_halfway_ci_high"] > SEVEN[-1], row
+    assert "threshold_halfway's interval starts at the last level clearly above its accuracy 5" in row["note"]
+    assert np.isnan(row.get("threshold_halfway", np.nan))
+    from analysis.psychometric import TABLE_COLUMNS, method_record
+    from analysis.sections.thresholds import thresholds_sentence
+
+    record = method_record(pd.DataFrame([{"observer": "p1", **row}], columns=TABLE_COLUMNS))
+    assert record["half-way lower ends from the data"] == 1
+    assert "its lower end was set no higher than the last level whose accuracy lay above the threshold's with " \
+           "97.5 % posterior probability (the fall is not in the data; 1 half-way interval(s))" \
+           in thresholds_sentence(record)
 
 
 @pytest.mark.slow
