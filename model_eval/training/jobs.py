@@ -168,7 +168,7 @@ class StudyJob:
     drops_single_image_batches: ClassVar[bool] = False
     """Whether a batch of one image is left out of an epoch of several (batch norm cannot train on one image)."""
     takes_algorithm_options: ClassVar[bool] = True
-    """Whether ``cuebench train`` passes ``--algorithm-option`` and ``--optimizer`` on (else the defaults train)."""
+    """Whether ``cuebench train`` takes ``--algorithm-option`` for the kind (else it is refused: the defaults train)."""
     folder_hint: ClassVar[str | None] = None
     """What ``cuebench train FOLDER`` trains as this kind, in words (None: the kind has a command of its own)."""
 
