@@ -9,6 +9,10 @@ from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
 
+KIND_ARGUMENTS = ("studies", "out")
+"""Options of ``cuebench train`` that only some study kinds take (``StudyJob.own_arguments``)."""
+
+
 def add_training_arguments(parser, *, runs_of: str, epochs: int, batch_size: int, adam_lr: float,
                            device_use: str = "") -> None:
     """What ``train`` and ``train-cues`` both take: the seeded runs (``--runs`` per ``runs_of``, ``--seed``),
@@ -74,7 +78,7 @@ def run_train(args) -> int:
     """Train the study kind that claims the folder (``STUDY_KINDS``): plan its jobs, run them, write its table."""
     from .training.algorithms import ALGORITHMS, options_help
     from .training.executors import run_study
-    from .training.jobs import TrainingError, study_kind_of
+    from .training.jobs import STUDY_KINDS, TrainingError, study_kind_of
 
     from cuebench.executors import parse_executor
 
@@ -83,6 +87,11 @@ def run_train(args) -> int:
     if not kind.takes_algorithm_options and (args.algorithm_option or args.padain_p is not None):
         raise TrainingError(f"--algorithm-option and --padain-p are not taken on {kind.data_name} yet: its "
                             "algorithms train with their defaults")
+    for name in KIND_ARGUMENTS:
+        if getattr(args, name) is not None and name not in kind.own_arguments:
+            takers = [k.data_name for _, k in STUDY_KINDS.working() if name in k.own_arguments]
+            raise TrainingError(f"--{name} is an option of {' and '.join(takers) or 'no study kind'}, not of "
+                                f"{kind.data_name}: leave it out")
     if "help" in args.algorithm_option:
         print(options_help([args.algorithm]))
         return 0

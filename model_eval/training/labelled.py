@@ -116,6 +116,7 @@ class SetJob(StudyJob):
     sort_by = ["data_set", "model", "weights", "run", "epoch", "split"]
     drops_single_image_batches = True
     takes_algorithm_options = False
+    own_arguments = frozenset({"out"})
 
     set_dir: str
     config: SetConfig = SetConfig()
@@ -179,7 +180,8 @@ class SetJob(StudyJob):
     def checkpoint_record(self, state: dict, epoch: int, algorithm, data: TrainingData) -> dict:
         """The weights with the set's ``class_names``, so ``cuebench eval`` answers with the set's own head."""
         return {"state_dict": state, "class_names": data.classes, "epoch": epoch, "seed": self.seed,
-                "config": json.dumps(self.config.identity(), sort_keys=True), "data_set": self.data_set}
+                "config": json.dumps(self.config.identity(), sort_keys=True), "data_set": self.data_set,
+                "optimizer": algorithm.settings.as_dict()}
 
 
 def plan_set_jobs(set_dir: str | Path, out_dir: str | Path, config: SetConfig, runs: int,
