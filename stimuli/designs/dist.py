@@ -6,7 +6,7 @@ the odd one out.
 Every photo of ``--images`` is an original of standard trials. Practice, catch and
 attention trials are made the same way from check photos outside the study
 (``--check-images``, else the bundled ones: ``common.study_checks``), so a participant
-never sees a study photo outside its scored trials: a catch trial shows an original, its
+never sees a study photo outside its scored trials: a catch trial shows a check photo, its
 mirror image and one disrupted version (the disrupted one is the odd one), a practice
 trial a triplet with feedback, an attention check a triplet and the key to press. The
 syntheses run batched in torch (Gram backend: ``stimuli.texture_synthesis``; weight-free
