@@ -212,7 +212,7 @@ def test_weight_free_backend_builds(tmp_path, photos):
         Image.fromarray(photos[name]).save(folder / f"{name}.png")
     out = tmp_path / "ps"
     assert main(["stimuli", "build", "--design", "dist", "--images", str(folder), "--out", str(out),
-                 "--synthesis", "ps", "--synthesis-steps", "1", "--catch-every", "0"]) == 0
+                 "--synthesis", "ps", "--synthesis-steps", "1", "--catch-every", "0", "--workers", "1"]) == 0
     exp = ExperimentDir(out).load()
     assert [t.role for t in exp.trials] == ["test", "test"]
     synth = [s for s in exp.stimuli.values() if s.transform == "texture synthesis (ps)"]
