@@ -57,7 +57,7 @@ def register(sub) -> None:
                             "lists them")
     train.add_argument("--padain-p", type=float, default=None,
                        help="pAdaIN: probability of a swap per step (the same as --algorithm-option p=P; default 0.01; "
-                            "other algorithms ignore it)")
+                            "refused with another --algorithm)")
     add_training_arguments(train, runs_of="entry", epochs=10, batch_size=128, adam_lr=FactorConfig.lr)
     train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
@@ -95,7 +95,10 @@ def run_train(args) -> int:
     if "help" in args.algorithm_option:
         print(options_help([args.algorithm]))
         return 0
-    if args.padain_p is not None and args.algorithm == "padain":
+    if args.padain_p is not None and args.algorithm != "padain":
+        raise TrainingError(f"--padain-p is pAdaIN's swap probability, and --algorithm {args.algorithm} has none: "
+                            "leave it out, or train --algorithm padain")
+    if args.padain_p is not None:
         args.algorithm_option = [*args.algorithm_option, f"padain.p={args.padain_p}"]
     spec = parse_executor(args.executor, args.executor_option)
     jobs = kind.from_arguments(args)
