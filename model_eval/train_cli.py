@@ -9,6 +9,10 @@ from cuebench.executors import add_executor_arguments
 from cuebench.paths import user_path
 
 
+KIND_ARGUMENTS = ("studies", "out")
+"""Options of ``cuebench train`` that only some study kinds take (``StudyJob.own_arguments``)."""
+
+
 def add_training_arguments(parser, *, runs_of: str, epochs: int, batch_size: int, adam_lr: float,
                            device_use: str = "") -> None:
     """What ``train`` and ``train-cues`` both take: the seeded runs (``--runs`` per ``runs_of``, ``--seed``),
@@ -53,7 +57,7 @@ def register(sub) -> None:
                             "lists them")
     train.add_argument("--padain-p", type=float, default=None,
                        help="pAdaIN: probability of a swap per step (the same as --algorithm-option p=P; default 0.01; "
-                            "other algorithms ignore it)")
+                            "refused with another --algorithm)")
     add_training_arguments(train, runs_of="entry", epochs=10, batch_size=128, adam_lr=FactorConfig.lr)
     train.add_argument("--input-size", type=int, default=128, help="side the 128x128 images are resized to")
     train.add_argument("--studies", default=None, help="only these studies of the directory (comma list)")
@@ -74,7 +78,7 @@ def run_train(args) -> int:
     """Train the study kind that claims the folder (``STUDY_KINDS``): plan its jobs, run them, write its table."""
     from .training.algorithms import ALGORITHMS, options_help
     from .training.executors import run_study
-    from .training.jobs import TrainingError, study_kind_of
+    from .training.jobs import STUDY_KINDS, TrainingError, study_kind_of
 
     from cuebench.executors import parse_executor
 
@@ -83,10 +87,18 @@ def run_train(args) -> int:
     if not kind.takes_algorithm_options and (args.algorithm_option or args.padain_p is not None):
         raise TrainingError(f"--algorithm-option and --padain-p are not taken on {kind.data_name} yet: its "
                             "algorithms train with their defaults")
+    for name in KIND_ARGUMENTS:
+        if getattr(args, name) is not None and name not in kind.own_arguments:
+            takers = [k.data_name for _, k in STUDY_KINDS.working() if name in k.own_arguments]
+            raise TrainingError(f"--{name} is an option of {' and '.join(takers) or 'no study kind'}, not of "
+                                f"{kind.data_name}: leave it out")
     if "help" in args.algorithm_option:
         print(options_help([args.algorithm]))
         return 0
-    if args.padain_p is not None and args.algorithm == "padain":
+    if args.padain_p is not None and args.algorithm != "padain":
+        raise TrainingError(f"--padain-p is pAdaIN's swap probability, and --algorithm {args.algorithm} has none: "
+                            "leave it out, or train --algorithm padain")
+    if args.padain_p is not None:
         args.algorithm_option = [*args.algorithm_option, f"padain.p={args.padain_p}"]
     spec = parse_executor(args.executor, args.executor_option)
     jobs = kind.from_arguments(args)

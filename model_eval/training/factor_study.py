@@ -71,6 +71,7 @@ class FactorJob(StudyJob):
     table_file = FACTOR_TRAINING_TABLE
     sort_by = ["study", "target", "correlated", "dataset_sample", "model", "algorithm", "run", "epoch", "split"]
     keeps_checkpoint = False
+    own_arguments = frozenset({"studies"})
 
     study: str
     target: str

@@ -168,7 +168,10 @@ class StudyJob:
     drops_single_image_batches: ClassVar[bool] = False
     """Whether a batch of one image is left out of an epoch of several (batch norm cannot train on one image)."""
     takes_algorithm_options: ClassVar[bool] = True
-    """Whether ``cuebench train`` passes ``--algorithm-option`` and ``--optimizer`` on (else the defaults train)."""
+    """Whether ``cuebench train`` takes ``--algorithm-option`` for the kind (else it is refused: the defaults train)."""
+    own_arguments: ClassVar[frozenset[str]] = frozenset()
+    """The options of ``cuebench train`` that only some kinds take (``studies``, ``out``: ``KIND_ARGUMENTS``) which
+    this kind takes; the others given are refused (``model_eval.train_cli``)."""
     folder_hint: ClassVar[str | None] = None
     """What ``cuebench train FOLDER`` trains as this kind, in words (None: the kind has a command of its own)."""
 

@@ -33,9 +33,10 @@ TABLE_FILE = "set_training.csv"
 MODELS_FILE = "models.txt"
 VAL_FRACTION = 0.2
 COLUMNS = ("data_set", "model", "weights", "algorithm", "run", "seed", "epoch", "split", "accuracy", "n_images",
-           "train_loss", "selected", "checkpoint", "job_id")
+           "train_loss", "selected", "checkpoint", "job_id", "optimizer")
 """One row per job, epoch and split (val: the selection split; test when the set has one): top-1 accuracy
-over the set's classes; ``selected`` marks the best-validation epoch, whose weights are the checkpoint."""
+over the set's classes; ``selected`` marks the best-validation epoch, whose weights are the checkpoint;
+``optimizer`` the optimiser's name, lr, weight decay and momentum, as JSON."""
 
 
 def is_labelled_set(root: str | Path) -> bool:
@@ -87,14 +88,19 @@ def split_files(root: Path, seed: int) -> dict[str, list[tuple[Path, str]]]:
 @dataclass(frozen=True, kw_only=True)
 class SetConfig(StudyConfig):
     """How every job of one call on a labelled set trains: the algorithm with its defaults (``optimizer`` auto: its
-    own optimiser; ``lr`` and ``weight_decay`` None: that optimiser's)."""
+    own optimiser, else the one ``--optimizer`` names; ``lr`` and ``weight_decay`` None: that optimiser's)."""
 
     batch_size: int = 64
     optimizer: str = "auto"
 
     def identity(self) -> dict:
-        """The fields a labelled-set job was named by before options and optimisers could be chosen."""
-        return {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer", "ood")}
+        """The fields a labelled-set job was named by before options and optimisers could be chosen, and the
+        optimiser where it is not the algorithm's own: a run with the default keeps its name (stored runs are
+        found again), one with another optimiser is named apart."""
+        fields = {k: v for k, v in asdict(self).items() if k not in ("options", "optimizer", "ood")}
+        if self.optimizer != "auto":
+            fields["optimizer"] = self.optimizer
+        return fields
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +116,7 @@ class SetJob(StudyJob):
     sort_by = ["data_set", "model", "weights", "run", "epoch", "split"]
     drops_single_image_batches = True
     takes_algorithm_options = False
+    own_arguments = frozenset({"out"})
 
     set_dir: str
     config: SetConfig = SetConfig()
@@ -129,9 +136,13 @@ class SetJob(StudyJob):
 
     @classmethod
     def from_arguments(cls, args) -> list["SetJob"]:
+        from .algorithms import ALGORITHMS, AUTO_OPTIMIZER
+
+        own = args.optimizer in (AUTO_OPTIMIZER, ALGORITHMS[args.algorithm].default_optimizer)
         config = SetConfig(model=args.model, weights=args.weights, freeze=args.freeze_backbone,
                            algorithm=args.algorithm, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                           weight_decay=args.weight_decay, input_size=args.input_size, seed=args.seed)
+                           weight_decay=args.weight_decay, input_size=args.input_size, seed=args.seed,
+                           optimizer=AUTO_OPTIMIZER if own else args.optimizer)
         return plan_set_jobs(args.study_dir, args.out or Path("runs") / Path(args.study_dir).name, config, args.runs,
                              runtime_from_arguments(args))
 
@@ -164,12 +175,13 @@ class SetJob(StudyJob):
 
     def row(self, algorithm) -> dict:
         return {**super().row(algorithm), "data_set": self.data_set, "model": self.config.model,
-                "weights": self.config.weights}
+                "weights": self.config.weights, "optimizer": json.dumps(algorithm.settings.as_dict(), sort_keys=True)}
 
     def checkpoint_record(self, state: dict, epoch: int, algorithm, data: TrainingData) -> dict:
         """The weights with the set's ``class_names``, so ``cuebench eval`` answers with the set's own head."""
         return {"state_dict": state, "class_names": data.classes, "epoch": epoch, "seed": self.seed,
-                "config": json.dumps(self.config.identity(), sort_keys=True), "data_set": self.data_set}
+                "config": json.dumps(self.config.identity(), sort_keys=True), "data_set": self.data_set,
+                "optimizer": algorithm.settings.as_dict()}
 
 
 def plan_set_jobs(set_dir: str | Path, out_dir: str | Path, config: SetConfig, runs: int,

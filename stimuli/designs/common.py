@@ -194,68 +194,44 @@ def by_class_in_turn(sources: list[SourceImage], seed: int) -> list[SourceImage]
             if k < len(classes[c])]
 
 
-def hold_out(sources: list[SourceImage], seed: int, practice: int = 0, catch_every: int = 0, attention: int = 0,
-             trials_per_photo: int = 1) -> HeldOut:
-    """Split ``sources`` for ``--practice``, ``--catch-every`` and ``--attention`` (one check after every
-    ``catch_every``/``attention`` test trials; 0: none): each check a person sees gets a photo of its own
-    (no photo repeats within a person), taken out of the test photos, with as many test photos kept as that
-    allows. ``trials_per_photo``: test trials a person sees per test photo. Refuses, with the numbers, when
-    the photos cannot cover the checks and leave one test photo."""
-    def needed(tests: int) -> tuple[int, int]:
-        return (checks_per_person(tests * trials_per_photo, catch_every),
-                checks_per_person(tests * trials_per_photo, attention))
-
-    tests = len(sources) - practice
-    while tests > 0 and tests + sum(needed(tests)) + practice > len(sources):
-        tests -= 1
-    if tests < 1:
-        catches, attentions = needed(1)
-        parts = [f"{n} {what}" for n, what in ((practice, "practice (--practice)"), (catches, "catch (--catch-every)"),
-                                               (attentions, "attention (--attention)")) if n]
-        raise OptionError(f"{' + '.join(parts)} photo(s) held out of the test trials and at least 1 test photo: "
-                          f"needs {practice + catches + attentions + 1} photos, but --images has {len(sources)}; use "
-                          "more photos, fewer practice trials, or fewer checks (--catch-every 0, --attention 0)")
-    catches, attentions = needed(tests)
-    spare = len(sources) - practice - tests - catches - attentions  # one more test photo would need one more check
-    catches, attentions = (catches + spare, attentions) if catches else (catches, attentions + spare)
-    order = by_class_in_turn(sources, seed)
-    spans = {"practice": practice, "catch": catches, "attention": attentions}
-    held, start = {}, 0
-    for purpose, count in spans.items():
-        held[purpose] = order[start:start + count]
-        start += count
-    taken = {s.name for photos in held.values() for s in photos}
-    return HeldOut([s for s in sources if s.name not in taken], **held)
-
-
-def study_checks(sources: list[SourceImage], label_set: LabelSet, common, catch_every: int = 0,
-                 trials_per_photo: int = 1, excluded: frozenset[str] = frozenset()) -> HeldOut:
+def study_checks(sources: list[SourceImage], label_set: LabelSet | None, common, catch_every: int = 0,
+                 trials_per_photo: int = 1, excluded: frozenset[str] = frozenset(),
+                 catch_asked: bool = True) -> HeldOut:
     """Every source photo a test photo, so a study's set stays whole (a published set is scored on all its
     images); practice, catch and attention trials show check photos from outside it: ``--check-images``, else
     the bundled ones (``stimuli.sources.check_images``) that are not among the study's (nor ``excluded``,
     ``run_with_checks``). A practice or catch
     photo is of one of the study's classes (its answer is a button); an attention check tests reading, not
     recognition ("the next image shows a clock; click cat"), so it may show any ImageNet-16 class the
-    catalogue names in the study's language. Each check a person sees has a photo of its own
-    (``checks_per_person``). Too few photos: refused, naming ``--check-images``, for the checks asked for;
-    the default attention checks are left out with a note."""
+    catalogue names in the study's language. Where the answer is not the photo's class (``label_set`` None: an
+    oddity trial's answer is a position) any check photo serves any check. Each check a person sees has a photo
+    of its own (``checks_per_person``). Too few photos: refused, naming ``--check-images``, for the checks asked
+    for; checks a design adds by default (attention checks; catch trials where ``catch_asked`` is False) are
+    left out with a note."""
     from ..sources import check_images
 
     builtin = {s.origin for s in sources if s.origin.startswith("builtin:")}
     pool = [p for p in check_images(common.check_images) if p.origin not in builtin and p.name not in excluded]
     where = f"--check-images {common.check_images} holds" if common.check_images else \
         f"the bundled check photos ({', '.join(p.category for p in pool) or 'none left: the study uses them'}) hold"
+    folders = "one sub-folder per class" + (f", e.g. {', '.join(label_set.labels[:3])}" if label_set else "")
+    answerable = by_class_in_turn([p for p in pool if label_set is None or p.category in label_set.labels],
+                                  common.seed)
+    kind = "from outside the study" if label_set is None else "of the study's classes from outside its images"
     tests = len(sources) * trials_per_photo
     practice, catches = common.practice, checks_per_person(tests, catch_every)
-    answerable = by_class_in_turn([p for p in pool if p.category in label_set.labels], common.seed)
     if practice + catches > len(answerable):
         asked = " + ".join(f"{n} {what}" for n, what in ((practice, "practice (--practice)"),
                                                           (catches, "catch (--catch-every)")) if n)
-        raise OptionError(f"{asked} trial(s) need as many photos of the study's classes from outside its images, and "
-                          f"{where} {len(answerable)}: give --check-images DIR (one sub-folder per class, "
-                          f"e.g. {', '.join(label_set.labels[:3])})")
-    spare = by_class_in_turn([p for p in pool if p.category not in label_set.labels and p.category in IMAGENET16],
-                             common.seed) + answerable[practice + catches:]
+        message = f"{asked} trial(s) need as many photos {kind}, and {where} {len(answerable)}"
+        if catch_asked or practice > len(answerable):
+            raise OptionError(f"{message}: give --check-images DIR ({folders})")
+        print(f"note: no catch trials: {message}: give --check-images DIR ({folders}), or --catch-every 0 to "
+              "leave them out on purpose", file=sys.stderr)
+        catches = 0
+    others = [] if label_set is None else [p for p in pool if p.category not in label_set.labels
+                                           and p.category in IMAGENET16]
+    spare = by_class_in_turn(others, common.seed) + answerable[practice + catches:]
     attentions = checks_per_person(tests, attention_every(common))
     if attentions > len(spare):
         message = (f"{attentions} attention check(s) (--attention {attention_every(common)}) need as many photos "

@@ -3,12 +3,15 @@ texture-synthesis versions of itself that keep local texture and destroy global
 structure; an ``oddity`` trial shows the original and two versions, and the original is
 the odd one out.
 
-Catch trials (an original, its mirror image and one disrupted version; the disrupted one
-is the odd one) come from originals held out of the standard trials, so a participant
-never sees a catch image in a scored trial. The syntheses run batched in torch (Gram
-backend: ``stimuli.texture_synthesis``; weight-free backend: ``stimuli.ps_synthesis``),
-skip what an earlier build of the folder made, and are scored in
-``synthesis_quality.csv`` so failed ones are visible and can be regenerated.
+Every photo of ``--images`` is an original of standard trials. Practice, catch and
+attention trials are made the same way from check photos outside the study
+(``--check-images``, else the bundled ones: ``common.study_checks``), so a participant
+never sees a study photo outside its scored trials: a catch trial shows a check photo, its
+mirror image and one disrupted version (the disrupted one is the odd one), a practice
+trial a triplet with feedback, an attention check a triplet and the key to press. The
+syntheses run batched in torch (Gram backend: ``stimuli.texture_synthesis``; weight-free
+backend: ``stimuli.ps_synthesis``), skip what an earlier build of the folder made, and are
+scored in ``synthesis_quality.csv`` so failed ones are visible and can be regenerated.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import csv
 import random
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -23,11 +27,11 @@ from tqdm import tqdm
 
 from pydantic import Field, model_validator
 
-from ..build import BuildError, Task, known_stimuli, stimulus_seed, task_key
+from ..build import BuildError, SourceJob, Task, known_stimuli, stimulus_seed, task_key
 from cuebench.csvsafe import csv_text
 from cuebench.counterbalance import everyone_plan
 from cuebench.expdir import ExperimentDir, atomic_write
-from cuebench.trials import Experiment, Schedule, Stimulus, Timing, Trial, standard_timing
+from cuebench.trials import Experiment, Schedule, Stimulus, standard_timing
 from cuebench.images import decode_image
 
 from ..sources import SourceImage, fit_to_stimulus, resolve_images
@@ -35,8 +39,8 @@ from ..options import DesignOptions, OptionError
 from ..ps_synthesis import DEFAULT_STEPS as PS_STEPS
 from ..texture_synthesis import DEFAULT_FEATURE_NET, DEFAULT_STEPS, FEATURE_LAYERS, OPTIMIZERS, STEPS_PER_DIST_STEP
 from . import Design
-from .common import build_provenance, hold_out, slug, study_timing
-from .imported_sets import POSITIONS
+from .common import build_provenance, run_with_checks, slug, study_checks, study_timing
+from .imported_sets import POSITIONS, oddity_trial
 
 BACKENDS = ("gram", "ps")
 QUALITY_FILE = "synthesis_quality.csv"
@@ -66,7 +70,9 @@ class DistOptions(DesignOptions):
     synthesis_device: str = Field("auto", description="torch device: cpu, cuda, cuda:1, auto")
     synthesis_batch: int | None = Field(None, ge=1, description="images synthesised together (gram default: 8 on "
                                                                 "a CPU, 32 on a GPU)")
-    catch_every: int = Field(10, ge=0, description="one catch trial after every N standard trials (DiST: 10; 0: none)")
+    catch_every: int = Field(10, ge=0, description="one catch trial (a check photo, its mirror image and one "
+                                                   "disrupted version) after every N standard trials (DiST: 10; "
+                                                   "0: none)")
     regenerate_flagged: bool = Field(False, description="re-synthesise, from a new seed, the versions "
                                                         "synthesis_quality.csv flags")
 
@@ -86,7 +92,7 @@ class Dist(Design):
     """DiST oddity (Wen et al. 2024): each original with texture syntheses that destroy global structure."""
 
     Options = DistOptions
-    study_options = frozenset({"timing"})
+    study_options = frozenset({"timing", "practice", "attention", "check_images"})
 
     def build(self, request) -> Experiment:
         return build(request)
@@ -255,61 +261,69 @@ def balanced_positions(count: int, rng: random.Random) -> list[int]:
     return positions
 
 
-def write_original(expdir: ExperimentDir, maker: VersionMaker, src: SourceImage) -> Stimulus:
-    return expdir.write_stimulus(maker.original(src), Task("original", {}, None).provenance(src))
-
-
-def oddity_trial(trial_id: str, role: str, order: list[Stimulus], odd: int, src: SourceImage,
-                 timing: Timing = standard_timing("oddity")) -> Trial:
-    return Trial(trial_id=trial_id, trial_type="oddity", role=role, stimuli=tuple(s.id for s in order),
-                 choices=POSITIONS.labels, correct=str(odd + 1), condition="dist" if role == "test" else "catch",
-                 params={}, source_image=src.name, category=src.category, timing=timing)
+ORIGINAL = Task("original", {}, None)
 
 
 def build(request) -> Experiment:
-    args, common, expdir = request.options, request.common, request.expdir
+    """Standard trials from every photo; practice, catch and attention trials from check photos
+    (``study_checks``, kept apart from the study's by ``run_with_checks``). The design's own catch trials
+    (``--catch-every 10``) that the bundled check photos cannot cover are left out with a note; asked for, they
+    are refused naming ``--check-images``. No attention checks unless ``--attention N`` asks, as in the
+    imported DiST set."""
+    args, expdir = request.options, request.expdir
+    common = request.common.model_copy(update={"attention": request.common.attention or 0})
     backend = backend_for(args)
     sources = resolve_images(common.images, common.labels)
-    held = hold_out(sources, common.seed, catch_every=args.catch_every, trials_per_photo=args.variants // 2)
-    standard, catch = held.tests, held.catch
+    per_original = args.variants // 2
+    pick = partial(study_checks, sources, None, common, args.catch_every, per_original,
+                   catch_asked="catch_every" in args.model_fields_set)
     existing = expdir.load() if expdir.exists() else None
+    report, held = run_with_checks(expdir, [SourceJob(src, [ORIGINAL]) for src in sources], pick(),
+                                   lambda excluded: pick(excluded=excluded), common, existing)
+    photos = {role: [src for src in group if report.get(src, ORIGINAL) is not None]
+              for role, group in (("test", held.tests), ("practice", held.practice), ("catch", held.catch),
+                                  ("attention", held.attention))}
+    if not photos["test"]:
+        raise BuildError(f"no trials made from {common.images}: every image failed")
+    versions_of = {"test": args.variants, "practice": 2, "catch": 1, "attention": 2}
     maker = VersionMaker(expdir, args, common.seed, backend, existing, request.feature_net_loader)
-    versions = ([maker.plan(src, "test", k) for src in standard for k in range(1, args.variants + 1)]
-                + [maker.plan(src, "catch", 1) for src in catch])
+    versions = [maker.plan(src, role, k) for role, group in photos.items() for src in group
+                for k in range(1, versions_of[role] + 1)]
     maker.make(versions)
     rows = write_quality(expdir, maker, versions)
     disrupted: dict[str, list[Stimulus]] = {}
     for v in versions:
         disrupted.setdefault(v.source.name, []).append(v.stimulus)
-    per_original = args.variants // 2
     timing = study_timing(common, standard_timing("oddity"))
     rng = random.Random(common.seed)
     stimuli: dict[str, Stimulus] = {}
-    trials: list[Trial] = []
-    positions = iter(balanced_positions(len(standard) * per_original, rng))
-    for src in standard:
-        original = write_original(expdir, maker, src)
-        for k in range(per_original):
-            pair = disrupted[src.name][2 * k:2 * k + 2]
-            position = next(positions)
-            order = list(pair)
-            order.insert(position, original)
-            suffix = f"--{k + 1}" if per_original > 1 else ""
-            trials.append(oddity_trial(f"dist--{slug(src.name)}{suffix}", "test", order, position, src, timing))
-            stimuli.update((s.id, s) for s in order)
-    for src, position in zip(catch, balanced_positions(len(catch), rng)):
-        original = write_original(expdir, maker, src)
-        mirror = expdir.write_stimulus(np.ascontiguousarray(maker.original(src)[:, ::-1]),
-                                       Task("mirror", {}, None).provenance(src))
-        order = [original, mirror]
-        order.insert(position, disrupted[src.name][0])
-        trials.append(oddity_trial(f"catch--{slug(src.name)}", "catch", order, position, src, timing))
-        stimuli.update((s.id, s) for s in order)
+    trials = []
+    for role, group in photos.items():
+        triplets = per_original if role == "test" else 1
+        positions = iter(balanced_positions(len(group) * triplets, rng))
+        for src in group:
+            original = report.get(src, ORIGINAL)
+            for k in range(triplets):
+                position = next(positions)
+                if role == "catch":  # the odd one is the disrupted version, beside the original and its mirror
+                    mirror = expdir.write_stimulus(np.ascontiguousarray(maker.original(src)[:, ::-1]),
+                                                   Task("mirror", {}, None).provenance(src))
+                    order, odd = [original, mirror], disrupted[src.name][0]
+                else:
+                    order, odd = list(disrupted[src.name][2 * k:2 * k + 2]), original
+                order.insert(position, odd)
+                suffix = f"--{k + 1}" if triplets > 1 else ""
+                trial_id = f"{'dist' if role == 'test' else role}--{slug(src.name)}{suffix}"
+                trials.append(oddity_trial(trial_id, role, order, odd, src, timing, common.language, rng))
+                stimuli.update((s.id, s) for s in order)
     print_quality(rows)
+    print(f"stimuli: {report.made} originals made, {report.reused} already there, "
+          f"{len(report.failed)} images skipped")
     return Experiment(
         name=request.name, design=request.design, label_set=POSITIONS, stimuli=stimuli, trials=trials,
-        schedule=Schedule(catch_every=args.catch_every or None, break_every=BREAK_EVERY, attention_every=None),
+        schedule=Schedule(catch_every=args.catch_every if photos["catch"] else None, break_every=BREAK_EVERY,
+                          attention_every=common.attention or None),
         assignment=everyone_plan(trials),
         provenance={**build_provenance(request), "synthesis": {"backend": backend.name, **backend.params},
-                    "catch_originals": [s.name for s in catch]},
+                    "skipped_images": report.failed},
     )

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from ..build import BuildError
 from cuebench.counterbalance import everyone_plan
 from cuebench.labels import IMAGENET16, IMAGENET16_NAME
-from cuebench.trials import Experiment, LabelSet, Schedule, Trial, standard_timing
+from cuebench.trials import Experiment, LabelSet, Schedule, Timing, Trial, standard_timing
 from cuebench.words import say
 from cuebench.images import IMAGE_SUFFIXES, CorruptImageError, decode_image
 from ..options import OptionError
@@ -200,18 +200,22 @@ def build_dist(request) -> Experiment:
             order = [made[1], made[2]]
             order.insert(position, made[0])
             odd = made[0] if role != "catch" else made[2]  # a catch trial's odd one is the disrupted version
-            correct = str(order.index(odd) + 1) if role != "attention" else str(rng.choice((1, 2, 3)))
-            trials.append(Trial(
-                trial_id=f"dist--{src.name}" if role == "test" else f"{role}--{slug(src.name)}", trial_type="oddity",
-                role=role,
-                stimuli=tuple(s.id for s in order), choices=POSITIONS.labels, correct=correct,
-                condition="dist" if role == "test" else role, params={}, source_image=src.name,
-                category=src.category, timing=timing,
-                instruction=say("attention_press", args.language, answer=correct)
-                if role == "attention" else None,
-            ))
+            trial_id = f"dist--{src.name}" if role == "test" else f"{role}--{slug(src.name)}"
+            trials.append(oddity_trial(trial_id, role, order, odd, src, timing, args.language, rng))
     return _finish(request, POSITIONS, stimuli, trials, failed,
                    Schedule(break_every=100, catch_every=catch_every or None, attention_every=args.attention or None))
+
+
+def oddity_trial(trial_id: str, role: str, order: list, odd, src: SourceImage, timing: Timing, language: str,
+                 rng: random.Random) -> Trial:
+    """A DiST oddity trial of ``role`` showing the stimuli ``order``: the answer is the position of ``odd`` (the
+    original; a catch trial's disrupted version), except an attention check's, a key drawn from ``rng`` that its
+    instruction names ("please press 2"). One for the imported and the synthesised DiST designs."""
+    correct = str(order.index(odd) + 1) if role != "attention" else str(rng.choice((1, 2, 3)))
+    return Trial(trial_id=trial_id, trial_type="oddity", role=role, stimuli=tuple(s.id for s in order),
+                 choices=POSITIONS.labels, correct=correct, condition="dist" if role == "test" else role, params={},
+                 source_image=src.name, category=src.category, timing=timing,
+                 instruction=say("attention_press", language, answer=correct) if role == "attention" else None)
 
 
 def _dist_triplet(expdir, release: Release, name: str, orig: Path, role: str, on_error: str, failed: list[str]):

@@ -152,3 +152,28 @@ def test_seed_baselines_alexnet_from_scratch_and_a_frozen_imagenet_backbone_with
     with pytest.raises(TrainingError, match="--freeze-backbone keeps the backbone's weights fixed, but --weights is "
                                             "'scratch'"):
         starting_model("resnet50", "scratch", True, 3, "cpu")
+
+
+def test_optimizer_is_honoured_on_a_labelled_set_and_a_default_run_keeps_its_stored_name(photos, tmp_path):
+    """``--optimizer sgd`` trains with SGD at its defaults (SagNet's, Nam et al. 2021: lr 0.004, momentum 0.9,
+    weight decay 1e-4) under a job name of its own; the default run, and one naming ERM's own optimiser (Adam), keep
+    the name the version before optimisers could be chosen on labelled sets gave this configuration (``6ef4e887``),
+    so a re-run finds the result that version stored instead of training again."""
+    import json
+
+    make_sets(photos, tmp_path / "sets")
+    stored = "set--three-way--test_resnet--scratch--erm--r0--6ef4e887"
+    runs = tmp_path / "runs" / "training" / "runs"
+    runs.mkdir(parents=True)
+    (runs / f"{stored}.csv").write_text(  # as the earlier version wrote it: no optimizer column
+        "data_set,model,weights,algorithm,run,seed,epoch,split,accuracy,n_images,train_loss,selected,checkpoint,job_id\n"
+        f"three-way,test_resnet,scratch,erm,0,0,1,val,0.5,2,0.64,True,training/checkpoints/{stored}.pth,{stored}\n")
+    command = ("train", "sets/three-way", "--model", "test_resnet", "--epochs", "1", "--runs", "1", "--input-size",
+               "32", "--batch-size", "4", "--device", "cpu", "--out", "runs")
+    for default in ((), ("--optimizer", "auto"), ("--optimizer", "adam")):
+        assert "1 jobs, 1 already finished, 0 to run" in cuebench(tmp_path, *command, *default)
+    assert "1 jobs, 0 already finished, 1 to run" in cuebench(tmp_path, *command, "--optimizer", "sgd")
+    (sgd,) = {path.stem for path in runs.iterdir()} - {stored}
+    table = pd.read_csv(tmp_path / "runs" / "set_training.csv")
+    assert table.groupby("job_id")["optimizer"].agg(lambda column: set(column.dropna())).to_dict() == {
+        stored: set(), sgd: {json.dumps({"lr": 0.004, "momentum": 0.9, "name": "sgd", "weight_decay": 1e-4})}}

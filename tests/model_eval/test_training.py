@@ -165,6 +165,24 @@ def test_algorithm_options_name_jobs_and_earlier_job_names_stay_the_same(tmp_pat
         train([str(tmp_path), "--algorithm", "erm", "--algorithm-option", "x=1"])
 
 
+def test_an_option_of_another_study_kind_is_refused_in_one_line(tmp_path):
+    """``--out`` (a labelled set's) on a DiagViB-6 study, ``--studies`` (a DiagViB-6 study's) on a labelled set and
+    ``--padain-p`` with another algorithm than pAdaIN would be silently ignored: they are refused before any job,
+    naming what takes them."""
+    (tmp_path / "study").mkdir()
+    write_study(tmp_path / "study", [])
+    (tmp_path / "set" / "train" / "cat").mkdir(parents=True)
+    with pytest.raises(TrainingError, match=r"^--out is an option of a labelled set, not of a DiagViB-6 study: "
+                                            r"leave it out$"):
+        train([str(tmp_path / "study"), "--out", str(tmp_path / "runs")])
+    with pytest.raises(TrainingError, match=r"^--studies is an option of a DiagViB-6 study, not of a labelled set: "
+                                            r"leave it out$"):
+        train([str(tmp_path / "set"), "--studies", "ZSO"])
+    with pytest.raises(TrainingError, match=r"^--padain-p is pAdaIN's swap probability, and --algorithm erm has none: "):
+        train([str(tmp_path / "study"), "--padain-p", "0.05"])
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "study" / "training").exists()
+
+
 @pytest.mark.slow
 def test_small_cpu_run_reproduces_shortcut_learning(tmp_path):
     """Eulig et al. 2021, Sec. 5: hue is predicted near-perfectly without shortcuts (ZSO), while under

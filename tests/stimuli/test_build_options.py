@@ -109,8 +109,9 @@ def test_cuebench_build_is_the_call_of_the_issue(shuffled, tmp_path, monkeypatch
     (["--design", "corruptions", "--attention", "1"], "8 attention check(s) (--attention 1) need as many photos from "
      "outside the study's images; the bundled check photos (clock) hold 1 to spare: give --check-images DIR"),
     (["--design", "diagvib", "--all-pairs", "--target", "hue"], "--all-pairs builds every (target, correlated) pair"),
-    (["--design", "dist", "--practice", "2"], "--practice is not available for --design dist; designs that take it: "
-                                              "corruptions, dist-import, labelled-set, suppression"),
+    (["--design", "cue-decomposition", "--practice", "2"],
+     "--practice is not available for --design cue-decomposition; designs that take it: corruptions, dist, "
+     "dist-import, labelled-set, suppression"),
 ])
 def test_bad_options_are_one_line_errors_before_anything_is_written(tmp_path, capsys, argv, message):
     assert build(tmp_path / "x", *argv) == 2

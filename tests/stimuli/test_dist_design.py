@@ -1,29 +1,68 @@
-"""The DiST design: oddity trials from texture syntheses of the default photos, catch
-trials from held-out originals, the quality report, re-runs and regeneration."""
+"""The DiST design as a researcher runs it: oddity trials from texture syntheses of every photo of
+``--images``, practice, catch and attention trials from check photos outside the study (``--check-images``),
+the quality report, re-runs and regeneration."""
 
 from __future__ import annotations
 
 import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
+from PIL import Image
 
 from cuebench_app.cli import main
 from cuebench.expdir import ExperimentDir
 from cuebench.trials import standard_timing
+from stimuli.sources import default_images
+from support import check_photo_folder
 
-FAST = ["--synthesis-steps", "2", "--synthesis-device", "cpu", "--catch-every", "3"]
+FAST = ["--synthesis-steps", "2", "--synthesis-device", "cpu", "--workers", "1"]
+STUDY = ("chelsea", "coffee", "rocket")
+CHECKS = {"motorcycle": ("motorcycle",), "astronaut": ("astronaut",), "camera": ("camera",), "china": ("china",)}
+PEOPLE = ["--variants", "4", "--check-images", "checks", "--practice", "1", "--catch-every", "3", "--attention", "6"]
+"""3 photos x 4 versions = 6 standard trials; one catch after every 3 (6 // 3 = 2), one attention check after
+every 6 (1) and 1 practice trial: 4 check photos, one each, from the 4 of ``checks/``."""
 
 
-def build(out, *extra: str) -> int:
-    return main(["stimuli", "build", "--design", "dist", "--images", "default", "--out", str(out), *FAST, *extra])
+def cuebench(cwd, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "cuebench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert (done.returncode == 0) == ok, f"cuebench {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def photo_folder(folder, names) -> None:
+    """``folder/<class>/<name>.png``: the bundled photos, one sub-folder per class, as a researcher's own."""
+    for image in default_images():
+        if image.name in names:
+            (folder / image.category).mkdir(parents=True, exist_ok=True)
+            Image.fromarray(image.read()).save(folder / image.category / f"{image.name}.png")
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
-    assert build(out) == 0
-    return out
+def work(tmp_path_factory):
+    """A fresh folder with ``photos/`` (3 photos) and ``checks/`` (4 other photos, mirrored), built with the
+    documented command, relative paths, in a process of its own."""
+    work = tmp_path_factory.mktemp("dist")
+    photo_folder(work / "photos", STUDY)
+    check_photo_folder(work / "checks", CHECKS)
+    cuebench(work, "stimuli", "build", "--design", "dist", "--images", "photos", "--out", "exp", *PEOPLE, *FAST)
+    return work
+
+
+@pytest.fixture(scope="module")
+def built(work):
+    return work / "exp"
+
+
+def origin(out, stimulus_id: str) -> str:
+    """The file a stimulus was made from, as its provenance record names it."""
+    return json.loads((ExperimentDir(out).provenance_dir / f"{stimulus_id}.json").read_text())["source_origin"]
 
 
 def quality_rows(out) -> list[dict]:
@@ -31,50 +70,94 @@ def quality_rows(out) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def test_oddity_trials_balanced_with_held_out_catches(built):
+def test_every_photo_gives_oddity_trials_and_the_checks_show_only_check_photos(built):
     exp = ExperimentDir(built).load()
-    tests = [t for t in exp.trials if t.role == "test"]
-    catches = [t for t in exp.trials if t.role == "catch"]
-    # 8 photos, one catch after every 3 standard trials: 8 // 4 = 2 held out, 6 standard
-    assert (len(tests), len(catches)) == (6, 2)
+    by_role = {role: [t for t in exp.trials if t.role == role] for role in ("test", "practice", "catch", "attention")}
+    tests = by_role["test"]
+    assert {role: len(trials) for role, trials in by_role.items()} == {"test": 6, "practice": 1, "catch": 2,
+                                                                       "attention": 1}
+    assert Counter(t.source_image for t in tests) == {f"{image.category}/{image.name}": 2 for image in default_images()
+                                                      if image.name in STUDY}
     assert Counter(t.correct for t in tests) == {"1": 2, "2": 2, "3": 2}
     for t in tests:
         kinds = [exp.stimuli[s].transform for s in t.stimuli]
         assert kinds[int(t.correct) - 1] == "original" and kinds.count("texture synthesis (gram)") == 2
         assert {exp.stimuli[s].source_image for s in t.stimuli} == {t.source_image}
-        seeds = {exp.stimuli[s].seed for s in t.stimuli if exp.stimuli[s].transform != "original"}
-        assert len(seeds) == 2  # two versions from different seeds
-        assert t.timing == standard_timing("oddity") and t.choices == ("1", "2", "3")
+        assert t.timing == standard_timing("oddity") and t.choices == ("1", "2", "3") and t.condition == "dist"
+    versions = [s for t in tests for s in t.stimuli if exp.stimuli[s].transform != "original"]
+    assert len(set(versions)) == len(versions) == 12  # 4 versions per photo, each in one trial
+    assert len({exp.stimuli[s].seed for s in versions}) == 12
+    checks = [t for role in ("practice", "catch", "attention") for t in by_role[role]]
+    check_files = {f"{cls}/{name}-mirrored.png" for cls, names in CHECKS.items() for name in names}
+    assert len({t.source_image for t in checks}) == 4  # a photo of its own for every check
     test_stimuli = {s for t in tests for s in t.stimuli}
-    test_sources = {t.source_image for t in tests}
-    for t in catches:
+    for t in checks:
+        assert t.source_image.startswith("check/") and not set(t.stimuli) & test_stimuli
+        assert {origin(built, s) for s in t.stimuli} <= check_files
+    for t in by_role["catch"]:
         kinds = [exp.stimuli[s].transform for s in t.stimuli]
         assert sorted(kinds) == ["mirror", "original", "texture synthesis (gram)"]
-        assert kinds[int(t.correct) - 1] == "texture synthesis (gram)"
-        assert t.source_image not in test_sources
-        assert not set(t.stimuli) & test_stimuli
-    assert exp.schedule.catch_every == 3 and exp.schedule.break_every == 100
+        assert kinds[int(t.correct) - 1] == "texture synthesis (gram)" and t.condition == "catch"
+    practice, attention = by_role["practice"][0], by_role["attention"][0]
+    assert exp.stimuli[practice.stimuli[int(practice.correct) - 1]].transform == "original"
+    assert f"please press {attention.correct}" in attention.instruction
+    assert (exp.schedule.catch_every, exp.schedule.attention_every, exp.schedule.break_every) == (3, 6, 100)
     assert exp.assignment.groups == (tuple(t.trial_id for t in tests),)
+
+
+def test_a_check_photo_identical_to_a_study_photo_is_refused_naming_both(tmp_path):
+    photo_folder(tmp_path / "photos", ("chelsea",))
+    shutil.copytree(tmp_path / "photos", tmp_path / "checks")
+    done = cuebench(tmp_path, "stimuli", "build", "--design", "dist", "--images", "photos", "--out", "exp",
+                    "--check-images", "checks", *FAST, ok=False)
+    assert done.returncode == 2 and "check photo cat/chelsea.png is the study's image cat/chelsea.png" in done.stderr
+    assert not (tmp_path / "exp").exists()
+
+
+def test_the_designs_own_catch_trials_that_the_bundled_photos_cannot_cover_are_left_out_with_a_note(capsys):
+    """15 photos x 2 triplets = 30 standard trials, one catch after every 10 (the design's default): 3 check photos,
+    and the bundled ones are 2 (cat, clock). Not asked for: a note and no catch trials; asked for: refused. 14
+    photos (28 trials) need 2: both, whatever their class, since an oddity trial's answer is a position."""
+    from stimuli.designs.common import study_checks
+    from stimuli.options import BuildOptions, OptionError
+    from stimuli.sources import SourceImage
+
+    common = BuildOptions(attention=0)
+    photos = [SourceImage(f"dog/p{k}", "dog", f"dog/p{k}.png", lambda: None) for k in range(15)]
+    held = study_checks(photos, None, common, 10, 2, catch_asked=False)
+    assert (held.tests, held.practice, held.catch, held.attention) == (photos, [], [], [])
+    assert ("note: no catch trials: 3 catch (--catch-every) trial(s) need as many photos from outside the study, "
+            "and the bundled check photos (cat, clock) hold 2: give --check-images DIR (one sub-folder per class), "
+            "or --catch-every 0 to leave them out on purpose") in capsys.readouterr().err
+    with pytest.raises(OptionError, match=r"^3 catch \(--catch-every\) trial\(s\) need as many photos from outside "
+                                          r"the study, and the bundled check photos \(cat, clock\) hold 2: give "
+                                          r"--check-images DIR"):
+        study_checks(photos, None, common, 10, 2)
+    held = study_checks(photos[:14], None, common, 10, 2, catch_asked=False)
+    assert sorted(p.category for p in held.catch) == ["cat", "clock"] and len(held.tests) == 14
 
 
 def test_provenance_and_quality_report(built):
     exp = ExperimentDir(built).load()
     synth = [s for s in exp.stimuli.values() if s.transform.startswith("texture synthesis")]
-    assert len(synth) == 6 * 2 + 2
+    assert len(synth) == 6 * 2 + 2 + 2 * 1 + 2  # test, practice, catch (one version each) and attention trials
     for s in synth:
         assert s.params["feature_net"] == "tf_efficientnet_lite0" and s.params["steps"] == 2
         assert s.params["optimizer"] == "lbfgs" and s.params["layers"] and s.seed is not None
     rows = quality_rows(built)
     assert {r["stimulus_id"] for r in rows} == {s.id for s in synth}
+    assert Counter(r["role"] for r in rows) == {"test": 12, "practice": 2, "catch": 2, "attention": 2}
     for r in rows:
         flagged = float(r["LV"]) < 0.7 or float(r["HFE"]) < 0.7 or float(r["GC"]) > 0.3
         assert r["flagged"] == str(flagged) and float(r["loss"]) > 0
 
 
-def test_rerun_reuses_and_regenerates_only_flagged(built, capsys):
+def test_rerun_reuses_and_regenerates_only_flagged(work, built, capsys, monkeypatch):
+    monkeypatch.chdir(work)
+    command = ["stimuli", "build", "--design", "dist", "--images", "photos", "--out", "exp", *PEOPLE, *FAST]
     before = ExperimentDir(built).load()
     files = {p.name: p.stat().st_mtime_ns for p in (built / "stimuli").iterdir()}
-    assert build(built) == 0
+    assert main(command) == 0
     assert "synthesis (gram" not in capsys.readouterr().err  # nothing synthesised again
     again = ExperimentDir(built).load()
     assert [t.to_dict() for t in again.trials] == [t.to_dict() for t in before.trials]
@@ -82,14 +165,17 @@ def test_rerun_reuses_and_regenerates_only_flagged(built, capsys):
     losses = {r["stimulus_id"]: r["loss"] for r in quality_rows(built)}
     assert all(losses.values())  # losses of reused versions are kept from the earlier report
 
-    flagged = {r["stimulus_id"] for r in quality_rows(built) if r["flagged"] == "True"}
+    flagged = {r["stimulus_id"]: (r["source_image"], r["variant"]) for r in quality_rows(built)
+               if r["flagged"] == "True"}
     assert flagged  # two steps from noise do not reach the texture: the report says so
-    assert build(built, "--regenerate-flagged") == 0
+    assert main([*command, "--regenerate-flagged"]) == 0
     regenerated = ExperimentDir(built).load()
     now = {s for t in regenerated.trials for s in t.stimuli}
-    assert not flagged & now
-    attempts = {r["stimulus_id"]: r["attempt"] for r in quality_rows(built)}
-    assert set(attempts.values()) == {"1"} and set(attempts) <= now
+    assert not set(flagged) & now
+    rows = quality_rows(built)
+    assert {r["stimulus_id"] for r in rows} <= now
+    for r in rows:  # a flagged version's next attempt, the others as they were
+        assert r["attempt"] == ("1" if (r["source_image"], r["variant"]) in flagged.values() else "0")
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -99,7 +185,8 @@ def test_rerun_reuses_and_regenerates_only_flagged(built, capsys):
     (["--synthesis-device", "tpu"], "--synthesis-device: unknown device 'tpu'"),
 ])
 def test_bad_options_are_named(tmp_path, capsys, extra, message):
-    assert build(tmp_path / "x", *extra) == 2
+    assert main(["stimuli", "build", "--design", "dist", "--images", "default", "--out", str(tmp_path / "x"),
+                 *FAST, *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x" / "experiment.json").exists()
 
@@ -125,7 +212,7 @@ def test_weight_free_backend_builds(tmp_path, photos):
         Image.fromarray(photos[name]).save(folder / f"{name}.png")
     out = tmp_path / "ps"
     assert main(["stimuli", "build", "--design", "dist", "--images", str(folder), "--out", str(out),
-                 "--synthesis", "ps", "--synthesis-steps", "1", "--catch-every", "0"]) == 0
+                 "--synthesis", "ps", "--synthesis-steps", "1", "--catch-every", "0", "--workers", "1"]) == 0
     exp = ExperimentDir(out).load()
     assert [t.role for t in exp.trials] == ["test", "test"]
     synth = [s for s in exp.stimuli.values() if s.transform == "texture synthesis (ps)"]

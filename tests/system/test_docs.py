@@ -163,6 +163,9 @@ SKIPPED = {
         "Portilla-Simoncelli synthesis of the 16 versions ran over 8 minutes on 2 CPU cores here even with "
         "--synthesis-steps 2; tests/stimuli/test_synthesis.py runs the backend on small images",
     ('docs/dist.md', 'cuebench stimuli build --design dist --images photos/ --out exp/dist-gpu \\'): f"{GPU}; VGG-19 weights are not in this machine's torch hub cache",
+    ('docs/dist.md', 'cuebench stimuli build --design dist --images photos/ --out exp/dist-people \\'):
+        "synthesising 15 versions took 3 minutes on the loaded 2-core machine; tests/stimuli/test_dist_design.py runs "
+        "this command (photos/ and check photos, practice, catch and attention trials) from a fresh folder",
     ('docs/scale.md', 'cuebench stimuli build --design cue-decomposition --images photos/ --eed-device cuda --out exp/cue-dec'): GPU,
     ('docs/scale.md', 'ray start --head --num-gpus 4'): CLUSTER,
     ('docs/scale.md', 'benchmarks/gpu_suite.sh --prepare           # where pip reaches PyPI: .whl/ and .shared/ for the GPU machine'): f"{GPU}; the first line downloads from PyPI, the dry run takes minutes (tests/system/test_gpu_suite.py checks its table)",

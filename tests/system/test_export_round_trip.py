@@ -36,7 +36,8 @@ BUILDS = {
     "corruptions": ["--corruptions", "contrast,high_pass"],
     "cue-decomposition": ["--eed-steps", "2", "--attention", "4"],
     "cue-conflict-eed": ["--eed-steps", "2", "--conflict-textures", "2"],
-    "dist": ["--synthesis-steps", "1", "--synthesis-device", "cpu", "--catch-every", "2"],
+    "dist": ["--synthesis-steps", "1", "--synthesis-device", "cpu", "--practice", "1", "--catch-every", "6",
+             "--attention", "6", "--check-images", "CHECKS"],
     "cue-conflict-import": [],
     "dist-import": [],
     "labelled-set": ["--practice", "1", "--catch-every", "2", "--attention", "3", "--check-images", "CHECKS"],
@@ -202,9 +203,7 @@ def test_every_row_comes_back_with_its_role_and_identity(answered):
     assert back["timed_out"].tolist() == stored["timed_out"].fillna(0).tolist()  # a model's empty is no timeout
     assert params_equal(back["params"], stored["params"])
     assert back["experiment"].unique().tolist() == [expdir.load().name]
-    if design == "dist":
-        assert {"test", "catch"} <= set(back["role"])  # the DiST design adds catch trials by default
-    if design == "suppression":
+    if design in ("dist", "suppression"):
         assert {"test", "practice", "catch", "attention"} <= set(back["role"])
 
 
