@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 import shutil
 import sys
@@ -62,6 +63,9 @@ def suite_temp_dir() -> Path:
     Ray's 107-character socket paths; open as /tmp is, for PostgreSQL's own user); pytest's basetemp and the
     suite's home folders stay where they were (``PYTEST_DEBUG_TEMPROOT``)."""
     system = os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()
+    # This process's multiprocessing folder (``pymp-*``, for a test that runs a process pool here) is made now, in
+    # the shared folder: Python removes it at exit, after ``pytest_sessionfinish`` (workers have exited by then).
+    multiprocessing.util.get_temp_dir()
     own = Path(tempfile.mkdtemp(prefix="cb-", dir=system))
     own.chmod(0o1777)
     os.environ["PYTEST_DEBUG_TEMPROOT"], os.environ["TMPDIR"] = system, str(own)
