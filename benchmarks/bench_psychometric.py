@@ -116,11 +116,12 @@ def population_coverage(studies: int, observers: int = 8) -> None:
     from cuebench.adaptive import AdaptiveRun, plan_for_grid
 
     grids = list(range(2, 17))
-    print("| C | trials | population mean | between-observer SD | lapses | studies | coverage | bias (grid units) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| C | trials | population mean | between-observer SD | lapses | studies | coverage | bias (grid units) | "
+          "bias MC SE | identified | censored share |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for number, (choices, trials, mean, between_sd, lapse_high) in enumerate(QUEST_DESIGNS):
         plan = plan_for_grid("patch_shuffle", range(len(grids)), grids, "grid", 1 / choices, trials)
-        hits, errors = [], []
+        hits, errors, censored, identified = [], [], 0, 0
         for study in range(studies):
             rng = np.random.default_rng(20_000 + 1000 * number + study)
             rows, truths = [], rng.normal(mean, between_sd, observers)
@@ -135,12 +136,17 @@ def population_coverage(studies: int, observers: int = 8) -> None:
                                  "level": level, "params": {"grid": int(plan.value_of(level))},
                                  "trial_index": len(run.answers), "correct": int(correct),
                                  "adaptive": run.update(level, correct).to_dict()})
-            per = final_posteriors(pd.DataFrame(rows), choices)
-            row = population_means(per, {"patch_shuffle": np.array(grids, dtype=float)}).iloc[0]
+            plans = {"patch_shuffle": plan.to_dict()}
+            per, likelihoods = final_posteriors(pd.DataFrame(rows), choices, plans)
+            row = population_means(per, likelihoods, plans).iloc[0]
             hits.append(row["ci_low"] <= mean <= row["ci_high"])
             errors.append(row["quest_threshold"] - truths.mean())
+            censored += int(per["label"].str.contains("censored").sum())
+            identified += bool(np.isfinite(row["quest_threshold"]))
+        bias = np.nanmean(errors)
         print(f"| {choices} | {trials} | {mean:g} | {between_sd:g} | 0-{lapse_high:g} | {studies} | "
-              f"{np.mean(hits):.2f} | {np.mean(errors):+.2f} |", flush=True)
+              f"{np.mean(hits):.2f} | {bias:+.2f} | {np.nanstd(errors, ddof=1) / math.sqrt(identified):.2f} | "
+              f"{identified}/{studies} | {censored / (studies * observers):.3f} |", flush=True)
 
 
 def main() -> None:
