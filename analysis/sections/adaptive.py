@@ -5,8 +5,8 @@ People differ in their thresholds, so the observers' posteriors are no repeated 
 pooling them by inverse variance (a fixed-effect model) claims a precision about one common threshold that
 nobody has (with a between-observer SD of 1.5 grid units its interval covered the population mean in 7 of 12
 simulated studies). The population row is the mean of the observers' posterior medians with a Student-t interval
-over observers, extended to observers whose threshold lies beyond the tested grid (:mod:`analysis.population_threshold`):
-a person who answers at chance at the easiest level has a threshold somewhere below it, and enters as censored (their
+over observers, extended to observers whose threshold lies beyond the tested grid
+(:mod:`analysis.population_threshold`): a person who answers at chance at the easiest level has a threshold somewhere below it, and enters as censored (their
 likelihood of the threshold), neither as an arbitrary point nor left out (leaving them out dropped the lowest
 thresholds: +0.31 grid units at 3 alternatives, 20 answers, mean 4 and SD 1.5 on the grid 2-16).
 
@@ -40,7 +40,7 @@ from cuebench.adaptive import beta_weights, lapse_prior_of_name, plan_for_grid, 
 from .. import plots
 from ..load import has_posterior, params_of
 from ..population_threshold import observer_likelihood, population_mean, threshold_axis
-from ..psychometric import quest_estimates
+from ..psychometric import MIN_LEVELS, quest_estimates
 from .base import Section, record_method
 
 LIKELIHOOD_BOUND = float(np.exp(-stats.chi2.ppf(0.95, 1) / 2))
@@ -67,8 +67,8 @@ def grid_of(scored: pd.DataFrame, condition: str) -> tuple[str, np.ndarray]:
 def extrapolation(row, values: np.ndarray) -> str:
     """Says which of threshold and interval lie outside the tested grid [values.min(), values.max()], else ''."""
     low, high = float(values.min()), float(values.max())
-    outside = [name for name, value in (("threshold", row["quest_threshold"]), ("interval", row["ci_low"]),
-                                        ("interval", row["ci_high"])) if np.isfinite(value) and not low <= value <= high]
+    bounds = (("threshold", row["quest_threshold"]), ("interval", row["ci_low"]), ("interval", row["ci_high"]))
+    outside = [name for name, value in bounds if np.isfinite(value) and not low <= value <= high]
     if not outside:
         return ""
     return f"{EXTRAPOLATED}: {' and '.join(dict.fromkeys(outside))} beyond the tested grid [{low:g}, {high:g}]"
@@ -77,36 +77,44 @@ def extrapolation(row, values: np.ndarray) -> str:
 def plans_of(scored: pd.DataFrame, n_choices: int, plans: dict | None) -> dict[str, dict]:
     """Per adaptive condition, the plan's ``values``, ``spreads``, ``lapses`` and ``guess_rate``: the experiment's
     own (``plans``, as :func:`analysis.design_record.experiment_record` keeps them, or ``AdaptivePlan.to_dict()``),
-    else :func:`cuebench.adaptive.plan_for_grid`'s default over the levels answered, guess rate 1/C."""
+    else :func:`cuebench.adaptive.plan_for_grid`'s default over the levels answered, guess rate 1/C; none where fewer
+    than :data:`MIN_LEVELS` levels were answered (no grid to tell thresholds apart: every observer is a point)."""
     plans = dict(plans or {})
     adaptive = scored[has_posterior(scored["adaptive"])]
     for condition in adaptive["condition"].unique():
-        if condition not in plans:
-            axis, values = level_values(scored, condition)
+        axis, values = level_values(scored, condition)
+        if condition not in plans and len(values) >= MIN_LEVELS:
             plans[condition] = plan_for_grid(condition, sorted(values), [values[lv] for lv in sorted(values)], axis,
                                              1 / n_choices, 1, people_lapse_prior=None).to_dict()
     return plans
 
 
-def observer_likelihoods(scored: pd.DataFrame, estimates: pd.DataFrame, plans: dict[str, dict]) -> list[np.ndarray]:
+def observer_likelihoods(scored: pd.DataFrame, estimates: pd.DataFrame, plans: dict[str, dict]) -> list:
     """Each estimate's likelihood of the threshold (:func:`analysis.population_threshold.observer_likelihood`) on
     the :func:`~analysis.population_threshold.threshold_axis` of its plan's grid, from the block's answers, with the
-    lapse prior the run used (the estimate's ``lapse_prior``)."""
+    lapse prior the run used (the estimate's ``lapse_prior``); None for a condition without a plan."""
     adaptive = scored[has_posterior(scored["adaptive"])]
     values = {condition: level_values(scored, condition)[1] for condition in estimates["condition"].unique()}
     blocks = dict(iter(adaptive.groupby(["observer", "condition"])))
     out = []
     for row in estimates.itertuples():
-        plan, block = plans[row.condition], blocks[(row.observer, row.condition)]
-        out.append(observer_likelihood([values[row.condition][int(lv)] for lv in block["level"]], block["correct"].astype(bool),
+        plan, block = plans.get(row.condition), blocks[(row.observer, row.condition)]
+        if plan is None:
+            out.append(None)
+            continue
+        shown = [values[row.condition][int(level)] for level in block["level"]]
+        out.append(observer_likelihood(shown, block["correct"].astype(bool),
                                        threshold_axis(plan["values"]), plan["spreads"], plan["lapses"],
                                        beta_weights(plan["lapses"], lapse_prior_of_name(row.lapse_prior)),
                                        plan["guess_rate"]))
     return out
 
 
-def information(likelihood: np.ndarray, values) -> tuple[str, str]:
-    """(label, note) of what an observer's likelihood says (module docstring): ``prior-only``, ``censored`` or ''."""
+def information(likelihood: np.ndarray | None, values) -> tuple[str, str]:
+    """(label, note) of what an observer's likelihood says (module docstring): ``prior-only``, ``censored`` or ''
+    (also without a likelihood)."""
+    if likelihood is None:
+        return "", ""
     thresholds = threshold_axis(values)
     tested = (thresholds >= np.min(values)) & (thresholds <= np.max(values))
     plausible = thresholds[likelihood >= LIKELIHOOD_BOUND]
@@ -122,6 +130,12 @@ def information(likelihood: np.ndarray, values) -> tuple[str, str]:
     return "", ""
 
 
+def tested_values(plans: dict, answered: dict, condition: str) -> np.ndarray:
+    """A condition's grid values: its plan's (:func:`plans_of`), else the values of the levels ``answered``."""
+    plan = plans.get(condition)
+    return np.asarray(plan["values"] if plan else answered[condition], dtype=float)
+
+
 def final_posteriors(scored: pd.DataFrame, n_choices: int, plans: dict | None = None) -> tuple[pd.DataFrame, list]:
     """Per observer and adaptive condition, QUEST+'s posterior after the observer's last answer
     (:func:`analysis.psychometric.quest_estimates`), on the condition's stimulus axis, with the block's accuracy
@@ -130,11 +144,12 @@ def final_posteriors(scored: pd.DataFrame, n_choices: int, plans: dict | None = 
     estimates = quest_estimates(scored)
     plans = plans_of(scored, n_choices, plans) if len(estimates) else {}
     likelihoods = observer_likelihoods(scored, estimates, plans)
-    axes = {condition: grid_of(scored, condition)[0] for condition in estimates["condition"].unique()}
+    axes = {condition: grid_of(scored, condition) for condition in estimates["condition"].unique()}
+    answered = {condition: values for condition, (_, values) in axes.items()}
     accuracy = scored[has_posterior(scored["adaptive"])].groupby(["observer", "condition"])["correct"].mean()
     rows = []
     for row, likelihood in zip(estimates.to_dict("records"), likelihoods):
-        values = np.asarray(plans[row["condition"]]["values"], dtype=float)
+        values = tested_values(plans, answered, row["condition"])
         labels, notes = [], []
         label, note = information(likelihood, values)
         if label:
@@ -144,17 +159,20 @@ def final_posteriors(scored: pd.DataFrame, n_choices: int, plans: dict | None = 
         if extrapolated:
             labels.append(EXTRAPOLATED)
             notes.append(extrapolated)
-        rows.append({**row, "axis": axes[row["condition"]], "fit": "individual", "observers": 1,
-                     "accuracy": float(accuracy[(row["observer"], row["condition"])]), "label": ", ".join(labels), "note": "; ".join(notes)})
+        rows.append({**row, "axis": axes[row["condition"]][0], "fit": "individual", "observers": 1,
+                     "accuracy": float(accuracy[(row["observer"], row["condition"])]), "label": ", ".join(labels),
+                     "note": "; ".join(notes)})
     return pd.DataFrame(rows, columns=COLUMNS), likelihoods
 
 
-def population_means(per_observer: pd.DataFrame, likelihoods: list, plans: dict[str, dict]) -> pd.DataFrame:
+def population_means(per_observer: pd.DataFrame, likelihoods: list, plans: dict[str, dict],
+                     answered: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Per kind and condition, the population mean threshold (:func:`analysis.population_threshold.population_mean`):
     observers located inside the grid as their posterior medians, censored ones with their ``likelihoods`` (one per
     row of ``per_observer``, as :func:`final_posteriors` returns them); prior-only observers are left out, and fewer
-    than two located observers give no row. The interval is open (±inf, no number) where the posterior of the mean
-    does not fall off within the likelihoods' reach."""
+    than two located observers give no row; ``answered``: the tested values of conditions without a plan. The
+    interval is open (±inf, no number) where the posterior of the mean does not fall off within the likelihoods'
+    reach."""
     rows = []
     table = per_observer.reset_index(drop=True)
     for (kind, condition), g in table.groupby(["observer_kind", "condition"]):
@@ -163,7 +181,7 @@ def population_means(per_observer: pd.DataFrame, likelihoods: list, plans: dict[
         points = pooled.loc[~censored, "quest_threshold"].astype(float)
         if len(points) < 2:
             continue
-        count, values = len(pooled), np.asarray(plans[condition]["values"], dtype=float)
+        count, values = len(pooled), tested_values(plans, answered or {}, condition)
         estimate = population_mean(values, points, np.array([likelihoods[i] for i in pooled.index[censored]]))
         row = {"observer": f"{kind}s ({POPULATION})", "observer_kind": kind, "condition": condition,
                "axis": g["axis"].iloc[0], "fit": POPULATION, "quest_threshold": estimate.mean,
@@ -250,7 +268,9 @@ class Adaptive(Section):
         plans = {plan["condition"]: plan for plan in (result.summary.get("design") or {}).get("adaptive", [])}
         plans = plans_of(scored, n_choices, plans)
         per, likelihoods = final_posteriors(scored, n_choices, plans)
-        both = pd.concat([per, population_means(per, likelihoods, plans)], ignore_index=True) if len(per) else per
+        answered = {condition: grid_of(scored, condition)[1] for condition in per["condition"].unique()}
+        both = (pd.concat([per, population_means(per, likelihoods, plans, answered)], ignore_index=True) if len(per)
+                else per)
         result.tables["adaptive_thresholds"] = both
         record = method_record(both)
         record_method(result, self.name, method_sentence(record), **record)

@@ -214,7 +214,7 @@ def test_adaptive_blocks_report_each_posterior_and_the_population_mean(tmp_path)
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     method = results["summary"]["adaptive"]["method"]
     assert method["pooling"].startswith("population mean") and method["population means"][0]["identified"]
-    assert "Population means (2 humans on blur) come from" in method["sentence"]
+    assert "Population means (2 humans on blur) are the Student-t interval over observers" in method["sentence"]
     assert 'id="adaptive"' in html and (tmp_path / "out" / "figures" / "adaptive.svg").is_file()
 
 
