@@ -16,8 +16,8 @@ grid and one span beyond each end):
 
 - ``prior-only``: the answers rule out no threshold on the tested grid (the likelihood stays within the 95 %
   likelihood-ratio bound e^(−χ²₁,₀.₉₅ / 2) ≈ 0.147 of its maximum everywhere on the grid: a block of a few answers,
-  or a model at chance whose flat lapse prior explains chance at any threshold); listed, left out of the population
-  mean, so two such observers never pool into an interval narrower than either one's;
+  or a model at chance after a few answers, its flat lapse prior explaining chance at any threshold); listed, left
+  out of the population mean, so two such observers never pool into an interval narrower than either one's;
 - ``censored``: the likelihood stays within that bound out to the end of the thresholds evaluated, where it is flat:
   the answers say only that the threshold lies below (or above) some value, as for a person answering at chance
   under the people's lapse prior; pooled as censored;
