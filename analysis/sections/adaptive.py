@@ -206,6 +206,11 @@ def method_record(table: pd.DataFrame) -> dict:
     """What the section did, for the methods paragraph (``summary["adaptive"]["method"]``)."""
     individual = table[table["fit"] == "individual"]
     population = table[table["fit"] == POPULATION]
+
+    def group(row):
+        return individual[(individual["observer_kind"] == row.observer_kind)
+                          & (individual["condition"] == row.condition)]
+
     return {
         "procedure": "QUEST+ (Watson 2017), psi = gamma + (1 - gamma - lambda)(1 - Phi((x - t)/s)), gamma = 1/C",
         "per-observer estimate": "posterior median of t after the last answer, central 95 % credible interval",
@@ -217,7 +222,9 @@ def method_record(table: pd.DataFrame) -> dict:
                    "lapse prior) is flat beyond the grid as censored; posterior median of mu and central 95 % "
                    "interval (not inverse-variance pooling, which assumes one common threshold)",
         "population means": [{"observer_kind": r.observer_kind, "condition": r.condition,
-                              "observers": int(r.observers), "identified": bool(np.isfinite(r.quest_threshold))}
+                              "observers": int(r.observers), "identified": bool(np.isfinite(r.quest_threshold)),
+                              **{key: int(group(r)["label"].str.contains(label).sum())
+                                 for key, label in (("censored", CENSORED), ("prior-only left out", PRIOR_ONLY))}}
                              for r in population.itertuples()],
         "prior-only rule": f"likelihood within {LIKELIHOOD_BOUND:.3g} of its maximum over the whole tested grid "
                            "(95 % likelihood-ratio bound): listed, not pooled",
@@ -242,12 +249,14 @@ def method_sentence(record: dict) -> str:
                        + ("" if p["identified"] else " (not identified: open interval)") for p in populations)
     sentence += (f" Population means ({pooled}) are the Student-t interval over observers (the posterior of the mean "
                  "under a normal population with a flat prior on the mean and 1/SD on the between-observer SD)")
-    if record["censored observers"]:
-        sentence += (f", in which {record['censored observers']} observer(s) whose answers placed the threshold only "
-                     "beyond the tested grid count as censored (their likelihood of the threshold, not a point)")
-    if record["prior-only observers"]:
-        sentence += (f"; {record['prior-only observers']} observer(s) whose answers ruled out no threshold on the "
-                     "grid are listed as prior-only and not pooled")
+    censored = sum(p["censored"] for p in populations)
+    left_out = sum(p["prior-only left out"] for p in populations)
+    if censored:
+        sentence += (f", in which {censored} observer(s) whose answers placed the threshold only beyond the tested "
+                     "grid count as censored (their likelihood of the threshold, not a point)")
+    if left_out:
+        sentence += (f"; {left_out} observer(s) whose answers ruled out no threshold on the grid are listed as "
+                     "prior-only and not pooled")
     return sentence + "."
 
 

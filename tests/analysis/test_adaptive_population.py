@@ -183,6 +183,9 @@ def test_chance_observers_are_censored_or_prior_only_and_never_pool_into_a_narro
     per, population = pooled(more, C, p)
     row = population.iloc[0]
     assert row["observers"] == 5 and "with 2 censored beyond the grid" in row["note"]
+    sentence = method_sentence(method_record(pd.concat([per, population], ignore_index=True)))
+    assert "Population means (5 humans on patch shuffle (not identified: open interval))" in sentence
+    assert "in which 2 observer(s) whose answers placed the threshold only beyond the tested grid" in sentence
     assert np.isnan(row["quest_threshold"]) and row["ci_low"] == -np.inf and "not identified" in row["note"]
     located = population_mean(GRID_VALUES, per[per["label"] == ""]["quest_threshold"])
     assert located.identified and GRIDS[0] < located.ci_low
