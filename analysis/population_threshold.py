@@ -85,11 +85,11 @@ def sigma_axis(values) -> np.ndarray:
     return np.geomspace(SIGMA_RANGE[0] * span, SIGMA_RANGE[1] * span, SIGMA_STEPS)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)
 def cell_probabilities(thresholds: tuple[float, ...], means: tuple[float, ...],
                        sigmas: tuple[float, ...]) -> np.ndarray:
     """P(t in cell j | μ, σ) as [σ, μ, j], the cells half-way between thresholds and the outermost reaching to ±inf
-    (a likelihood is flat beyond its reach); built once per grid (read-only)."""
+    (a likelihood is flat beyond its reach); built once per grid (read-only, about 26 MB)."""
     points, mu, sd = np.asarray(thresholds), np.asarray(means), np.asarray(sigmas)
     middles = (points[1:] + points[:-1]) / 2
     edges = np.concatenate([[-np.inf], middles, [np.inf]])
