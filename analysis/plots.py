@@ -478,7 +478,7 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
     psychometric-fit thresholds of the fixed-level trials on the same stimulus axis, one row per observer and
     estimate. Humans are black diamonds on solid whiskers, each model its own colour and marker on dashed
     whiskers (analysis.figure_style); QUEST+ estimates are hollow, fits filled; each row names its ``label``
-    (prior-only, extrapolated: :mod:`analysis.sections.adaptive`). The two are different
+    (prior-only, censored, extrapolated: :mod:`analysis.sections.adaptive`). The two are different
     definitions: QUEST+'s t is the midpoint of its own model ψ = γ + (1 − γ − λ)(1 − Φ((x − t)/s)), the fit's
     the half-way point to chance from the originals."""
     conditions = sorted(adaptive["condition"].unique())
@@ -521,8 +521,8 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
     axes[0, 0].set_yticks(range(len(rows)), rows)
     axes[0, 0].invert_yaxis()
     fig.suptitle("hollow: QUEST+ posterior threshold (adaptive block); filled: half-way threshold of the "
-                 "fixed-level fit (a different definition)\n[prior-only]: answers at chance, the posterior is the "
-                 "prior; [extrapolated]: beyond the tested grid", fontsize=9)
+                 "fixed-level fit (a different definition)\n[prior-only]: the answers rule out no threshold on the "
+                 "grid; [censored]: only a bound beyond the grid; [extrapolated]: beyond the tested grid", fontsize=9)
     fig.tight_layout()
     legend_outside(fig, axes)
     return fig

@@ -13,8 +13,9 @@ of N observers whose true half-way threshold lies in the reported 95 % interval,
 and how many were identified.
 With ``--studies S`` it prints the QUEST+ population-mean table: per design of :data:`QUEST_DESIGNS` (C = 3 and 16,
 20-40 trials, between-observer SD 0-1.5, means in the middle and near the ends of the grid, people's lapses) the
-coverage of the population mean's 95 % interval and its bias over S studies of 8 people, every level chosen by
-QUEST+ and pooled as the report pools. Observers are simulated here from the documented model, without the fitting
+coverage of the population mean's 95 % interval over S studies of 8 people (a study without a closed or open interval
+counts as a miss), the bias of the identified means with its Monte Carlo SE, how many studies had an identified mean
+and the share of people labelled censored; every level chosen by QUEST+ and pooled as the report pools. Observers are simulated here from the documented model, without the fitting
 code.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 120
@@ -116,11 +117,12 @@ def population_coverage(studies: int, observers: int = 8) -> None:
     from cuebench.adaptive import AdaptiveRun, plan_for_grid
 
     grids = list(range(2, 17))
-    print("| C | trials | population mean | between-observer SD | lapses | studies | coverage | bias (grid units) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| C | trials | population mean | between-observer SD | lapses | studies | coverage | bias (grid units) | "
+          "bias MC SE | identified | censored share |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for number, (choices, trials, mean, between_sd, lapse_high) in enumerate(QUEST_DESIGNS):
         plan = plan_for_grid("patch_shuffle", range(len(grids)), grids, "grid", 1 / choices, trials)
-        hits, errors = [], []
+        hits, errors, censored = [], [], 0
         for study in range(studies):
             rng = np.random.default_rng(20_000 + 1000 * number + study)
             rows, truths = [], rng.normal(mean, between_sd, observers)
@@ -135,12 +137,20 @@ def population_coverage(studies: int, observers: int = 8) -> None:
                                  "level": level, "params": {"grid": int(plan.value_of(level))},
                                  "trial_index": len(run.answers), "correct": int(correct),
                                  "adaptive": run.update(level, correct).to_dict()})
-            per = final_posteriors(pd.DataFrame(rows), choices)
-            row = population_means(per, {"patch_shuffle": np.array(grids, dtype=float)}).iloc[0]
+            plans = {"patch_shuffle": plan.to_dict()}
+            per, likelihoods = final_posteriors(pd.DataFrame(rows), choices, plans)
+            population = population_means(per, likelihoods, plans)
+            censored += int(per["label"].str.contains("censored").sum())
+            if population.empty:  # fewer than two people located in the grid: no interval, a miss
+                hits.append(False)
+                continue
+            row = population.iloc[0]
             hits.append(row["ci_low"] <= mean <= row["ci_high"])
-            errors.append(row["quest_threshold"] - truths.mean())
+            if np.isfinite(row["quest_threshold"]):
+                errors.append(row["quest_threshold"] - truths.mean())
         print(f"| {choices} | {trials} | {mean:g} | {between_sd:g} | 0-{lapse_high:g} | {studies} | "
-              f"{np.mean(hits):.2f} | {np.mean(errors):+.2f} |", flush=True)
+              f"{np.mean(hits):.2f} | {np.mean(errors):+.2f} | {np.std(errors, ddof=1) / math.sqrt(len(errors)):.2f} | "
+              f"{len(errors)}/{studies} | {censored / (studies * observers):.3f} |", flush=True)
 
 
 def main() -> None:

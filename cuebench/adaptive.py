@@ -133,10 +133,25 @@ def lapse_weights(plan: AdaptivePlan, observer_kind: str) -> np.ndarray:
     """Prior weights over the plan's lapse grid: the Beta(a, b) density λ^(a−1) (1 − λ)^(b−1) at each grid lapse
     for people (normalised over the grid, as psignifit evaluates its priors on its grid), equal weights for
     models (:data:`MODEL`) or a plan without a people's prior."""
-    lapses = np.asarray(plan.lapses, dtype=float)
-    beta = None if observer_kind == MODEL else plan.people_lapse_prior
+    return beta_weights(plan.lapses, None if observer_kind == MODEL else plan.people_lapse_prior)
+
+
+def beta_weights(lapses, beta: tuple[float, float] | None) -> np.ndarray:
+    """The Beta(a, b) density at each grid lapse, normalised over the grid; equal weights for ``beta`` None."""
+    lapses = np.asarray(lapses, dtype=float)
     weights = np.ones_like(lapses) if beta is None else lapses ** (beta[0] - 1) * (1 - lapses) ** (beta[1] - 1)
     return weights / weights.sum()
+
+
+def lapse_prior_of_name(name: str) -> tuple[float, float] | None:
+    """The Beta(a, b) parameters of a stored :func:`lapse_prior_name` (``Beta(1, 20)``), None for ``flat``."""
+    if name == FLAT:
+        return None
+    try:
+        a, b = name.removeprefix("Beta(").removesuffix(")").split(",")
+        return float(a), float(b)
+    except ValueError:
+        raise AdaptiveError(f"lapse prior {name!r} is neither {FLAT!r} nor Beta(a, b)") from None
 
 
 def plan_for_grid(condition: str, levels, values, axis: str, guess_rate: float, trials: int,
@@ -284,14 +299,21 @@ class AdaptiveRun:
         thresholds (shallow curves), and its mean sat 0.2 grid units late even with the lapse known; cells, not
         grid points: an interval from grid point to grid point covered a person's threshold between two points
         in 8 of 10 runs."""
-        thresholds, marginal = self.marginal_thresholds()
-        middles = (thresholds[1:] + thresholds[:-1]) / 2
-        edges = np.concatenate([[2 * thresholds[0] - middles[0]], middles, [2 * thresholds[-1] - middles[-1]]])
-        cumulative = np.concatenate([[0.0], np.cumsum(marginal)])
-        tail = (1 - CREDIBLE) / 2
-        low, median, high = np.interp([tail, 0.5, 1 - tail], cumulative, edges)
+        low, median, high = credible_interval(*self.marginal_thresholds())
         return Estimate(quest_threshold=float(median), ci_low=float(low), ci_high=float(high),
                         trials=len(self.answers), lapse_prior=lapse_prior_name(self.plan, self.observer_kind))
+
+
+def credible_interval(points: np.ndarray, probabilities: np.ndarray) -> tuple[float, float, float]:
+    """(low, median, high) of a posterior on ascending grid ``points``: the central :data:`CREDIBLE` interval and
+    the median, each point standing for the cell half-way to its neighbours (the CDF rises linearly across a
+    cell; the outer cells reach as far beyond the first and last point as half a step)."""
+    middles = (points[1:] + points[:-1]) / 2
+    edges = np.concatenate([[2 * points[0] - middles[0]], middles, [2 * points[-1] - middles[-1]]])
+    cumulative = np.concatenate([[0.0], np.cumsum(probabilities / probabilities.sum())])
+    tail = (1 - CREDIBLE) / 2
+    low, median, high = np.interp([tail, 0.5, 1 - tail], cumulative, edges)
+    return float(low), float(median), float(high)
 
 
 class ObserverBlock:

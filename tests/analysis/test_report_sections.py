@@ -183,31 +183,38 @@ def test_a_corruptions_report_has_reliance_without_burgerts_table(tmp_path):
 
 
 def test_adaptive_blocks_report_each_posterior_and_the_population_mean(tmp_path):
-    """Two people's QUEST+ blocks (5 correct answers each, above chance 1/2 at binomial p = 1/32): the last posterior
-    of each, and the population mean with a t-interval over the two. By hand: thresholds 8 and 12, mean 10,
-    SD 2.828427, half-width t_{0.975,1} * SD / sqrt(2) = 12.706205 * 2 = 25.41241."""
+    """Two people's QUEST+ blocks on a 5-level grid (sigma 2-18, four answers per level, 2 classes): p1 right up to
+    sigma 6, p2 up to 10, so both thresholds lie inside the grid (neither prior-only nor censored). Each row is the
+    last stored posterior; the population mean of the two is their mean 10, its interval symmetric around it and
+    (Student's t with one degree of freedom, its prior bounded at three grid spans) beyond the grid."""
     rows = []
-    for observer, final in (("p1", (8.0, 6.0, 10.0)), ("p2", (12.0, 8.0, 16.0))):
-        for i, (t, lo, hi) in enumerate([(9.0, 3.0, 15.0)] * 4 + [final]):
+    for observer, last_right, final in (("p1", 6, (8.0, 6.0, 10.0)), ("p2", 10, (12.0, 8.0, 16.0))):
+        answers = [(level, sigma, sigma <= last_right) for level, sigma in enumerate(range(2, 19, 4), start=3)] * 4
+        for i, (level, sigma, right) in enumerate(answers):
+            category = ("cat", "dog")[i % 2]
+            estimate = final if i == len(answers) - 1 else (9.0, 3.0, 15.0)
             rows.append({"experiment": "toy", "observer": observer, "observer_kind": "human",
-                         "session": "adaptive-blur", "trial_index": i, "trial_id": f"cat{i}-blur", "role": "test",
-                         "trial_type": "classify", "condition": "blur", "level": 3 + i, "params": {"sigma": 2 + 4 * i},
-                         "category": "cat", "response": "cat", "correct_answer": "cat", "correct": 1,
-                         "rt_ms": 500.0, "adaptive": {"quest_threshold": t, "ci_low": lo, "ci_high": hi,
-                                                      "trials": i + 1}})
+                         "session": "adaptive-blur", "trial_index": i, "trial_id": f"{category}{i}-blur", "role": "test",
+                         "trial_type": "classify", "condition": "blur", "level": level, "params": {"sigma": sigma},
+                         "category": category, "response": category if right else ("dog", "cat")[i % 2],
+                         "correct_answer": category, "correct": int(right), "rt_ms": 500.0,
+                         "adaptive": dict(zip(("quest_threshold", "ci_low", "ci_high"), estimate), trials=i + 1)})
     with ResponseStore(tmp_path / "r.sqlite") as store:
         store.write_many(rows)
     html = write_report([tmp_path / "r.sqlite"], tmp_path / "out", options=AnalysisOptions(n_boot=20),
                         progress=False).read_text()
     table = pd.read_csv(tmp_path / "out" / "tables" / "adaptive_thresholds.csv").set_index("observer")
-    assert table.loc["p1", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 6.0, 10.0, 5]
+    assert table.loc["p1", ["quest_threshold", "ci_low", "ci_high", "trials"]].tolist() == [8.0, 6.0, 10.0, 20]
     assert table.loc["p2", "quest_threshold"] == 12.0 and table.loc[["p1", "p2"], "label"].isna().all()  # in 2-18
     population = table.loc["humans (population mean)"]
-    assert population["quest_threshold"] == pytest.approx(10.0) and population["observers"] == 2
-    assert population["ci_high"] - population["quest_threshold"] == pytest.approx(25.41241, abs=1e-4)
-    assert "t-interval over observers" in population["note"] and population["label"] == "extrapolated"  # -15 to 35
+    assert population["quest_threshold"] == pytest.approx(10.0, abs=0.01) and population["observers"] == 2
+    low, high = population["ci_low"], population["ci_high"]
+    assert high - 10.0 == pytest.approx(10.0 - low, abs=0.01) and low < 2 and high > 18  # beyond either one's interval
+    assert "t-interval over observers" in population["note"] and population["label"] == "extrapolated"
     results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert results["summary"]["adaptive"]["method"]["pooling"].startswith("population mean")
+    method = results["summary"]["adaptive"]["method"]
+    assert method["pooling"].startswith("population mean") and method["population means"][0]["identified"]
+    assert "Population means (2 humans on blur) are the Student-t interval over observers" in method["sentence"]
     assert 'id="adaptive"' in html and (tmp_path / "out" / "figures" / "adaptive.svg").is_file()
 
 

@@ -141,7 +141,7 @@ def test_each_level_and_the_posterior_agree_with_questplus_itself():
 
 
 def test_people_get_a_lapse_prior_near_zero_and_models_a_flat_one():
-    from cuebench.adaptive import lapse_weights
+    from cuebench.adaptive import lapse_prior_of_name, lapse_weights
 
     p = plan()
     people = lapse_weights(p, "human")
@@ -152,5 +152,9 @@ def test_people_get_a_lapse_prior_near_zero_and_models_a_flat_one():
     assert np.allclose(lapse_weights(plan(people_lapse_prior=None), "human"), 1 / len(p.lapses))
     assert AdaptiveRun(p, "model").estimate().lapse_prior == "flat"
     assert AdaptiveRun(p, "human").estimate().lapse_prior == "Beta(1, 20)"
+    # the stored name gives the prior back (the analysis weighs each observer's likelihood with it)
+    assert lapse_prior_of_name("Beta(1, 20)") == (1.0, 20.0) and lapse_prior_of_name("flat") is None
+    with pytest.raises(AdaptiveError, match="lapse prior 'Beta 1' is neither"):
+        lapse_prior_of_name("Beta 1")
     with pytest.raises(SchemaError, match="people_lapse_prior"):
         plan(people_lapse_prior=(0.5, 10.0))
