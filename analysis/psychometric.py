@@ -474,9 +474,10 @@ def identify(row: dict, notes: list[str], column: str, samples, x, say: bool = T
     that lies below it (module docstring, "Falls the grid does not show")."""
     point, low, high = summary(samples)
     if lowest is not None and high > x.max() and lowest < low:
-        notes.append(f"{column}'s interval starts at {DATA_BOUND} {lowest:g} (the sigmoid's extrapolation: {low:.3g})"
-                     if np.isfinite(lowest) else f"{column}'s interval is unbounded below: no level's accuracy lies "
-                     f"clearly above the threshold's (the sigmoid's extrapolation: {low:.3g})")
+        extrapolation = f"{low:.3g}" if np.isfinite(low) else "none, at least 97.5 % of its draws never fall that far"
+        notes.append(f"{column}'s interval starts at {DATA_BOUND} {lowest:g} (the sigmoid's extrapolation: "
+                     f"{extrapolation})" if np.isfinite(lowest) else f"{column}'s interval is unbounded below: no "
+                     f"level's accuracy lies clearly above the threshold's (the sigmoid's extrapolation: {extrapolation})")
         low = lowest
     row[f"{column}_ci_low"], row[f"{column}_ci_high"] = low, high
     if x.min() <= low and high <= x.max():

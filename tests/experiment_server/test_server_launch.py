@@ -92,7 +92,9 @@ def check_launch(template, tmp_path, n_participants: int, workers: int, database
     n_trials = outcomes[0]["trials"]
     with ResponseStore(database or expdir / "responses.sqlite") as store:
         keys = store.conn.execute(f"SELECT {', '.join(KEY)} FROM responses").fetchall()
-    assert len(killed_at) == KILLS and all(0 < k < n_participants * n_trials for k in killed_at), killed_at
+    # Each kill fell inside the run: after the first answer and before the last one was acknowledged (on a busy
+    # machine the killer thread sees the count late, so it is compared with what was acknowledged in the end).
+    assert len(killed_at) == KILLS and all(0 < k < log.acknowledged for k in killed_at), (killed_at, log.acknowledged)
     assert not [s for s in log.statuses if isinstance(s, int) and s >= 500], log.statuses
     assert len(keys) == len(set(keys)) == n_participants * n_trials
     assert {o["participant"] for o in outcomes} == {p.code for p in study.db.participants(study.experiment.name)}
