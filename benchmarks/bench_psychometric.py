@@ -20,6 +20,11 @@ code.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --coverage 120
     OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --studies 100
+    OMP_NUM_THREADS=1 python benchmarks/bench_psychometric.py --studies 100 --designs 0,3,6,24,25,26,27 \
+        --people-lapse-prior 1,10
+
+The last compares another people's lapse prior on the designs most sensitive to it (its table's seeds are the full
+table's, design by design).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import time
 import numpy as np
 
 from analysis.psychometric import psi, rising_logistic
+from cuebench.trials import PEOPLE_LAPSE_PRIOR
 
 
 def fit(data: np.ndarray, sigmoid) -> tuple[float, float, float]:
@@ -107,9 +113,11 @@ def person_correct(value, threshold, spread, lapse, choices):
     return 1 / choices + (1 - 1 / choices - lapse) * 0.5 * math.erfc((value - threshold) / (spread * math.sqrt(2)))
 
 
-def population_coverage(studies: int, observers: int = 8) -> None:
-    """Coverage of the QUEST+ population mean's 95 % interval and its bias, per design (:data:`QUEST_DESIGNS`), over
-    ``studies`` simulated studies run end to end (AdaptiveRun picks every level; the report's final_posteriors and
+def population_coverage(studies: int, observers: int = 8, designs: list[int] | None = None,
+                        people_lapse_prior: tuple[float, float] | None = PEOPLE_LAPSE_PRIOR) -> None:
+    """Coverage of the QUEST+ population mean's 95 % interval and its bias, per design (:data:`QUEST_DESIGNS`, or the
+    positions ``designs`` in it, each with its own seeds), over ``studies`` simulated studies run end to end
+    (AdaptiveRun picks every level under the plan's ``people_lapse_prior``; the report's final_posteriors and
     population_means pool), as a Markdown table. People: spread uniform 0.8-2.0 grid units, lapse uniform from 0."""
     import pandas as pd
 
@@ -117,11 +125,14 @@ def population_coverage(studies: int, observers: int = 8) -> None:
     from cuebench.adaptive import AdaptiveRun, plan_for_grid
 
     grids = list(range(2, 17))
+    print(f"people's lapse prior: {'flat' if people_lapse_prior is None else 'Beta(%g, %g)' % people_lapse_prior}\n")
     print("| C | trials | population mean | between-observer SD | lapses | studies | coverage | bias (grid units) | "
           "bias MC SE | identified | censored share |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for number, (choices, trials, mean, between_sd, lapse_high) in enumerate(QUEST_DESIGNS):
-        plan = plan_for_grid("patch_shuffle", range(len(grids)), grids, "grid", 1 / choices, trials)
+    for number in range(len(QUEST_DESIGNS)) if designs is None else designs:
+        choices, trials, mean, between_sd, lapse_high = QUEST_DESIGNS[number]
+        plan = plan_for_grid("patch_shuffle", range(len(grids)), grids, "grid", 1 / choices, trials,
+                             people_lapse_prior=people_lapse_prior)
         hits, errors, censored = [], [], 0
         for study in range(studies):
             rng = np.random.default_rng(20_000 + 1000 * number + study)
@@ -160,12 +171,16 @@ def main() -> None:
                         help="observers per design: the coverage-by-design table of the fits (coverage, not speed)")
     parser.add_argument("--studies", type=int, default=0,
                         help="simulated studies per design: the QUEST+ population-mean table")
+    parser.add_argument("--designs", type=lambda text: [int(v) for v in text.split(",")], default=None,
+                        help="with --studies: only these positions of QUEST_DESIGNS (0-based, comma-separated)")
+    parser.add_argument("--people-lapse-prior", type=lambda text: tuple(float(v) for v in text.split(",")),
+                        default=PEOPLE_LAPSE_PRIOR, help="with --studies: the people's Beta(a, b) lapse prior as a,b")
     args = parser.parse_args()
     if args.coverage or args.studies:
         if args.coverage:
             fit_coverage(args.coverage)
         if args.studies:
-            population_coverage(args.studies)
+            population_coverage(args.studies, designs=args.designs, people_lapse_prior=args.people_lapse_prior)
         return
     rng = np.random.default_rng(0)
     grids = np.arange(2, 17, dtype=float)

@@ -16,9 +16,12 @@ is 1 − λ. An adaptive block's answers are never part of the analysis's fixed-
 far below 100 % on easy images (a model at 55 %) is inside the parameter space. Over that grid a model's
 lapse prior is flat (a model may lapse arbitrarily), a person's is Beta(1, 20) (``AdaptivePlan.people_lapse_prior``):
 with a flat prior a person's few answers could not tell a large lapse from a late threshold, and every person's
-posterior mean landed 0.4-2.2 grid units too late. psignifit's default lapse prior Beta(1, 10) (Schütt et al.
-2016, Sec. 2.4) still left +0.25 grid units at 3 alternatives and 20 answers for people lapsing 0-5 %; Beta(1, 20)
-(mean 0.05) left under 0.2 there and for people lapsing 0-10 % (benchmarks/bench_psychometric.py --studies).
+posterior mean landed 0.4-2.2 grid units too late. With 20-40 answers a person's lapse follows its prior, so each
+prior suits the people whose mean lapse it matches: psignifit's default Beta(1, 10) (Schütt et al. 2016, Sec. 2.4;
+mean 0.07 on the 0.05-step grid) read people lapsing 0-5 % up to +0.40 grid units late at 3 alternatives and 20
+answers, Beta(1, 20) (0.028 on the grid) stays within 0.15 there and for people lapsing 0-10 %, and reads people
+lapsing 0-20 % up to 0.48 early, where Beta(1, 10) is within 0.16 (benchmarks/bench_psychometric.py --studies,
+--people-lapse-prior; docs/adaptive.md). No Beta(1, b) met both; a study expecting frequent lapses sets its own.
 QUEST+ (the ``questplus`` package) models rising functions of an intensity, so the intensity is the cue's
 strength −x and its mean parameter is −t. ``questplus`` builds the prior and the likelihood table; the
 posterior update and the expected-entropy choice (Watson 2017, Eqs. 7-13, as ``QuestPlus.update`` and
