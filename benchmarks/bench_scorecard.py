@@ -3,10 +3,11 @@ the bundled photos) or on named ones (``--benchmarks cue-conflict``: the full 1,
 cache and a warm one, against a bare timm loop over the same images.
 
 Cold: build the experiments (timed apart), load the model once, answer every trial of every benchmark with it
-(decoding the stimuli into the experiment's cache on the way), score. Warm: the same command again; every
-response is stored, so the model is not even loaded. Bare: ``timm`` model (the same offline weights), PIL
-decode, resize, normalise and forward over every unique stimulus file, batch 64, nothing stored. torch and
-timm are imported before either is timed (a process start's cost, paid once by both).
+in one stream of batches (decoding the stimuli into each experiment's cache on the way), score. Warm: the
+same command again; every response is stored, so the model is not even loaded. Bare: ``timm`` model (the
+same offline weights), PIL decode, resize, normalise and forward over every unique stimulus file, batch 64,
+nothing stored. torch and timm are imported before either is timed (a process start's cost, paid once by
+both).
 
 On a shared machine one pass says more about the neighbours than about the code, so each of ``--repeat``
 rounds runs the bare loop, a cold run on a fresh copy of the experiments (no cache, no responses) and the
@@ -80,16 +81,14 @@ def fresh_copy(built: list, root: Path) -> list:
 
 def answer_and_score(built: list, settings, loaded: dict) -> tuple[float, float, float]:
     """(wall, CPU) seconds answering and wall seconds scoring every benchmark of ``built``, as
-    ``cuebench benchmark`` does: one model load per run, kept in ``loaded``."""
-    wall = cpu = scoring = 0.0
-    for bench, expdir, digest in built:
-        start, start_cpu = time.perf_counter(), cpu_seconds()
-        observers = answer(expdir, [MODEL], settings, loaded, rule=bench.decision_rule)
-        middle = time.perf_counter()
-        wall, cpu = wall + middle - start, cpu + cpu_seconds() - start_cpu
+    ``cuebench benchmark`` does: one model load per run, kept in ``loaded``, answering all benchmarks in one
+    stream of batches."""
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    answered = answer([(expdir, bench.decision_rule) for bench, expdir, _ in built], [MODEL], settings, loaded)
+    wall, cpu, middle = time.perf_counter() - start, cpu_seconds() - start_cpu, time.perf_counter()
+    for (bench, expdir, digest), observers in zip(built, answered):
         score_model(bench, expdir, digest, observers[MODEL])
-        scoring += time.perf_counter() - middle
-    return wall, cpu, scoring
+    return wall, cpu, time.perf_counter() - middle
 
 
 def main() -> None:

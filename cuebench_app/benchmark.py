@@ -9,7 +9,8 @@ Each benchmark's experiment is built once into ``CACHE/<benchmark>-<hash>/``, wh
 its options, the decision rule and every source image's bytes: a changed stimulus set is a new benchmark version in a new
 folder, and an unchanged one is never rebuilt. Responses accumulate in that folder's response table, and a
 model that has answered every trial is not even loaded again (a warm re-run does no model work). A model
-is loaded once per run, at the first benchmark it has trials to answer, and answers the rest with it.
+is loaded once per run and answers the trials of every benchmark in one stream of batches, so small
+benchmarks fill whole batches together instead of each ending in a partial one.
 """
 
 from __future__ import annotations
@@ -94,14 +95,16 @@ def scorecards(models: list[str], args) -> list[dict]:
             print(f"{name}: skipped, {shared / bench.shared} is missing")
             continue
         built.append((bench, *prepare(bench, shared, args.cache, args.per_class, args.eed_steps)))
-    # here, one model at a time goes through every benchmark: it is loaded once, and only it is in memory;
-    # an executor gets all models of a benchmark at once (one shard each, each loading its own)
+    # here, one model at a time goes through every benchmark: it is loaded once, only it is in memory, and it
+    # answers all benchmarks in one stream of batches; an executor gets all models of a benchmark at once (one
+    # shard each, each loading its own)
     here = args.executor == "local" and not args.executor_option
     observers = {}
     for group in ([[model] for model in models] if here else [models]):
         loaded = {}
-        for bench, expdir, _ in built:
-            for model, observer in answer(expdir, group, args, loaded, rule=bench.decision_rule).items():
+        answered = answer([(expdir, bench.decision_rule) for bench, expdir, _ in built], group, args, loaded)
+        for (bench, _, _), found in zip(built, answered):
+            for model, observer in found.items():
                 observers[bench.name, model] = observer
         del loaded
     command = {"benchmarks": [bench.name for bench, _, _ in built], "per_class": args.per_class,
@@ -180,37 +183,56 @@ def prepare(bench: Benchmark, shared: Path, cache: Path, per_class: int | None,
     return expdir, digest
 
 
-def answer(expdir: Path, models: list[str], args, loaded: dict | None = None, rule: str | None = None
-           ) -> dict[str, dict]:
-    """Each model answers the trials it has not answered, with ``rule`` (None: each trial type's default); one
-    that answered all of them is not loaded, and one in ``loaded`` (spec -> observer, filled as models load) is
-    not loaded again. Returns spec -> ``{"observer", "weights"}`` of ``models``, kept in
-    ``scorecard_observers.json`` beside the responses."""
+def answer(experiments: list[tuple[Path, str | None]], models: list[str], args, loaded: dict | None = None
+           ) -> list[dict[str, dict]]:
+    """Each model answers the trials of ``experiments`` ((folder, decision rule) pairs; rule None: each trial
+    type's default) it has not answered; one that answered all of them is not loaded, and one in ``loaded`` (spec
+    -> observer, filled as models load) is not loaded again. Here a model answers every experiment in one
+    stream of batches (``model_eval.evaluate.evaluate_experiments``: small benchmarks fill whole batches
+    together); an executor gets one shard per model and experiment. Returns, per experiment, spec ->
+    ``{"observer", "weights"}`` of ``models``, kept in ``scorecard_observers.json`` beside its responses."""
     from cuebench.expdir import ExperimentDir
     from cuebench.responses import ResponseStore
     from model_eval.cli import evaluate
+    from model_eval.evaluate import evaluate_experiments
 
-    known_file = expdir / "scorecard_observers.json"
-    known = json.loads(known_file.read_text()) if known_file.is_file() else {}
-    folder = ExperimentDir(expdir)
-    experiment = folder.load()
-    trial_ids = {t.trial_id for t in experiment.trials}
-    store = ResponseStore(folder.responses_file)
-    todo = [m for m in models if m not in known
-            or not trial_ids <= store.answered_trial_ids(experiment.name, known[m]["observer"])]
-    if todo:
-        settings = {"rule": rule, "batch_size": args.batch_size, "device": args.device, "policy": "as-is",
-                    "mapping_file": None, "workers": None, "database": None}
-        summary = evaluate(expdir, todo, settings, args.executor, args.executor_option, progress=False,
-                           loaded=loaded)
-        for spec, run in zip(todo, summary.runs):
-            known[spec] = {"observer": run.observer, "weights": run.weights_source}
-            print(f"{expdir.name}: {run.observer} answered {run.answered_now} trials, {run.skipped} stored before")
-        known_file.write_text(json.dumps(known, indent=2))
-    for spec in models:
-        if spec not in todo:
-            print(f"{expdir.name}: {known[spec]['observer']} has answered every trial (no model work)")
-    return {spec: known[spec] for spec in models}
+    knowns, todos = [], []
+    for expdir, _ in experiments:
+        known_file = expdir / "scorecard_observers.json"
+        known = json.loads(known_file.read_text()) if known_file.is_file() else {}
+        folder = ExperimentDir(expdir)
+        experiment = folder.load()
+        trial_ids = {t.trial_id for t in experiment.trials}
+        with ResponseStore(folder.responses_file) as store:
+            todos.append([m for m in models if m not in known
+                          or not trial_ids <= store.answered_trial_ids(experiment.name, known[m]["observer"])])
+        knowns.append(known)
+    waiting = [k for k, todo in enumerate(todos) if todo]
+    settings = {"batch_size": args.batch_size, "device": args.device, "policy": "as-is", "mapping_file": None,
+                "workers": None, "database": None}
+    if waiting and args.executor == "local" and not args.executor_option:
+        specs = list(dict.fromkeys(m for k in waiting for m in todos[k]))  # each loaded once, for all experiments
+        summaries = evaluate_experiments([experiments[k] for k in waiting], specs, progress=False, loaded=loaded,
+                                         **settings)
+        asked = {k: (specs, summary) for k, summary in zip(waiting, summaries)}
+    else:
+        asked = {k: (todos[k], evaluate(experiments[k][0], todos[k], {"rule": experiments[k][1], **settings},
+                                        args.executor, args.executor_option, progress=False, loaded=loaded))
+                 for k in waiting}
+    for k, (expdir, _) in enumerate(experiments):
+        known = knowns[k]
+        if k in asked:
+            specs, summary = asked[k]
+            for spec, run in zip(specs, summary.runs):
+                known[spec] = {"observer": run.observer, "weights": run.weights_source}
+                if spec in todos[k]:
+                    print(f"{expdir.name}: {run.observer} answered {run.answered_now} trials, {run.skipped} stored "
+                          "before")
+            (expdir / "scorecard_observers.json").write_text(json.dumps(known, indent=2))
+        for spec in models:
+            if spec not in todos[k]:
+                print(f"{expdir.name}: {known[spec]['observer']} has answered every trial (no model work)")
+    return [{spec: known[spec] for spec in models} for known in knowns]
 
 
 def score_model(bench: Benchmark, expdir: Path, digest: str, observer: dict) -> tuple[list[dict], dict]:

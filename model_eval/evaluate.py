@@ -17,11 +17,14 @@ autocast, fed from pinned memory without blocking; on a CPU freed activation mem
 Rows are committed one batch at a time, so a killed run loses at most the batches in
 flight, and a re-run skips every trial that model has already answered: a zoo run
 (several model specs) that stops resumes with the model and trial where it stopped.
-``evaluate_experiment`` is the one entry point, also for one model of a larger sweep.
+``evaluate_experiment`` is the one entry point, also for one model of a larger sweep;
+``evaluate_experiments`` answers several experiments at once, their images in one stream of batches
+(``cuebench benchmark``'s benchmarks: small sets fill whole batches together).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter, defaultdict
@@ -86,44 +89,84 @@ def evaluate_experiment(expdir, model_specs: list[str], rule: str | None = None,
     committed as its batches finish.
     ``database``: a ``postgresql://`` URL to write to instead of the experiment's responses.sqlite.
     ``loaded``: spec -> observer already loaded on ``device``, kept between calls: a spec found there is
-    not loaded again, one loaded here is added (``cuebench benchmark`` loads each model once per run).
+    not loaded again, one loaded here is added.
+    """
+    return evaluate_experiments([(expdir, rule)], model_specs, batch_size, device, policy, progress, mapping_file,
+                                workers, database, loaded)[0]
+
+
+def evaluate_experiments(experiments: list[tuple[str | Path | ExperimentDir, str | None]], model_specs: list[str],
+                         batch_size: int = 64, device: str = "auto", policy: str = DEFAULT_POLICY,
+                         progress: bool = True, mapping_file: str | Path | None = None, workers: int | None = None,
+                         database: str | None = None, loaded: dict[str, Observer] | None = None) -> list[EvalSummary]:
+    """``evaluate_experiment`` for several experiments, each (folder, rule), at once; one summary each.
+
+    Each model is loaded once and answers them all in one stream of batches, so the images of small
+    experiments fill whole batches together instead of each ending in a partial one (``cuebench benchmark``
+    answers its benchmarks so). An observer whose outputs depend on the experiment
+    (``Observer.experiment_independent`` false) answers them one stream after the other.
     """
     if not model_specs:
         raise ModelError("no model to evaluate: give at least one model spec NAME[:WEIGHTS]")
     for spec in model_specs:  # a typo in the last model must not surface after the first has run
         check_spec(spec)
-    expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
-    experiment = expdir.load()
-    table = DecisionTable.choose(rule, {t.trial_type for t in experiment.trials})
     check_policy(policy)
     if batch_size < 1:
         raise ModelError(f"--batch-size must be at least 1, got {batch_size}")
+    opened = [_open(expdir, rule, policy) for expdir, rule in experiments]
+    device = resolve_device(device)
+    if device == "cpu":
+        keep_freed_memory()
+    runs: list[list[ModelRun]] = [[] for _ in opened]
+    with contextlib.ExitStack() as stack:
+        stores = [stack.enter_context(ResponseStore(database or folder.responses_file)) for folder, _, _ in opened]
+        for spec in dict.fromkeys(model_specs):
+            start = time.perf_counter()
+            observer = loaded[spec] if loaded is not None and spec in loaded else load_observer(spec, device)
+            if loaded is not None:
+                loaded[spec] = observer
+            seconds_loading = time.perf_counter() - start
+            for k, run in enumerate(_answer_all(observer, opened, stores, batch_size, policy, progress, mapping_file,
+                                                workers)):
+                runs[k].append(run)
+            runs[0][-1].seconds_loading = seconds_loading
+            del observer
+        return [summarise(experiment, store, [r.observer for r in model_runs], model_runs)
+                for (_, experiment, _), store, model_runs in zip(opened, stores, runs)]
+
+
+def _answer_all(observer: Observer, opened: list[tuple[ExperimentDir, Experiment, DecisionTable]],
+                stores: list[ResponseStore], batch_size: int, policy: str, progress: bool, mapping_file,
+                workers: int | None) -> list[ModelRun]:
+    """One model answers every experiment of ``opened``: in one stream where its outputs do not depend on the
+    experiment, else one stream each; then their adaptive blocks. What it did in each."""
+    together = observer.experiment_independent
+    runs = []
+    for stream in [range(len(opened))] if together else [[k] for k in range(len(opened))]:
+        plans = {k: _Plan(*opened[k], stores[k], observer, mapping_file, policy, workers, progress) for k in stream}
+        _answer_stream(observer, list(plans.values()), batch_size, policy, progress)
+        for k, plan in plans.items():
+            folder, experiment, _ = opened[k]
+            observer.decisions = plan.decisions
+            answer = partial(_answers, experiment, observer, plan.device_info)
+            plan.run.answered_now += run_adaptive_blocks(folder, experiment, stores[k], observer, policy, progress,
+                                                         workers, answer)
+            runs.append(plan.run)
+    return runs
+
+
+def _open(expdir, rule: str | None, policy: str) -> tuple[ExperimentDir, Experiment, DecisionTable]:
+    """The experiment folder, its definition and its decision table, checked against ``policy``."""
+    expdir = expdir if isinstance(expdir, ExperimentDir) else ExperimentDir(expdir)
+    experiment = expdir.load()
+    table = DecisionTable.choose(rule, {t.trial_type for t in experiment.trials})
     segments = any(t.trial_type == "segment" for t in experiment.trials)
     if segments and policy != "as-is":
         raise PreprocessError("segment trials are scored pixel by pixel against their label masks, so a model sees "
                               "their images as they are: use --policy as-is")
     if policy == "as-is" and not segments:  # a segmenter takes each batch's own size
         _check_one_size(experiment)
-    device = resolve_device(device)
-    if device == "cpu":
-        keep_freed_memory()
-    runs = []
-    with ResponseStore(database or expdir.responses_file) as store:
-        for spec in dict.fromkeys(model_specs):
-            start = time.perf_counter()
-            observer = loaded[spec] if loaded is not None and spec in loaded else load_observer(spec, device)
-            if loaded is not None:
-                loaded[spec] = observer
-            observer.prepare(experiment)
-            observer.decisions = table.prepared(observer, experiment, mapping_file)
-            seconds_loading = time.perf_counter() - start
-            runs.append(_run_model(expdir, experiment, store, observer, batch_size, policy, progress, workers))
-            runs[-1].seconds_loading = seconds_loading
-            answer = partial(_answers, experiment, observer, _device_info(observer, policy))
-            runs[-1].answered_now += run_adaptive_blocks(expdir, experiment, store, observer, policy, progress, workers,
-                                                         answer)
-            del observer
-        return summarise(experiment, store, [r.observer for r in runs], runs)
+    return expdir, experiment, table
 
 
 def _check_one_size(experiment: Experiment) -> None:
@@ -134,56 +177,89 @@ def _check_one_size(experiment: Experiment) -> None:
                               f"several sizes: {listed}; use --policy resize-crop")
 
 
-def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, observer: Observer,
-               batch_size: int, policy: str, progress: bool, workers: int | None) -> ModelRun:
+class _Plan:
+    """One experiment's part in a model's stream of batches: the fixed-sequence trials the model has not
+    answered, their stimuli decoded, and each trial decided and stored as soon as all its stimuli have been
+    through the model."""
+
+    def __init__(self, expdir: ExperimentDir, experiment: Experiment, table: DecisionTable, store: ResponseStore,
+                 observer: Observer, mapping_file, policy: str, workers: int | None, progress: bool):
+        observer.prepare(experiment)
+        observer.decisions = self.decisions = table.prepared(observer, experiment, mapping_file)
+        _check_same_settings(store, experiment.name, observer.observer_id, self.decisions, policy)
+        self.experiment, self.store, self.observer = experiment, store, observer
+        self.device_info = _device_info(observer, self.decisions, policy)
+        answered = store.answered_trial_ids(experiment.name, observer.observer_id)
+        adaptive = adaptive_conditions(experiment)
+        fixed = [(i, t) for i, t in enumerate(experiment.trials) if not (t.role == "test" and t.condition in adaptive)]
+        self.todo = [(i, t) for i, t in fixed if t.trial_id not in answered]
+        self.run = ModelRun(observer.observer_id, str(observer.provenance.get("weights", "")), 0,
+                            len(fixed) - len(self.todo))
+        self.first_use = list(dict.fromkeys(sid for _, t in self.todo for sid in t.stimuli))
+        self.kinds = self.decisions.needs(t for _, t in self.todo) if self.todo else frozenset()
+        self.decoded = None
+        if self.todo:
+            start = time.perf_counter()
+            paths = expdir.stimulus_paths({sid: experiment.stimuli[sid] for sid in self.first_use})
+            self.decoded = decoded_stimuli(expdir, paths, workers, progress, observer.device)
+            self.run.seconds_decoding = time.perf_counter() - start
+
+    def schedule(self, order: list[str]) -> None:
+        """The order in which this experiment's stimuli go through the model: each trial waits for its last."""
+        self.position = {sid: k for k, sid in enumerate(order)}
+        self.uses = Counter(sid for _, t in self.todo for sid in t.stimuli)
+        self.seen: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in self.kinds}  # kind -> stimulus -> output
+        self.pending = sorted(self.todo, key=lambda it: max(self.position[s] for s in it[1].stimuli))
+        self.run.images = len(order)
+
+    def finish(self, ids: list[str], outputs: dict[str, dict[str, np.ndarray]]) -> int:
+        """Decide and store every trial whose stimuli have all been through the model now that ``ids`` have
+        (``outputs``: kind -> stimulus id -> output); how many."""
+        for kind in self.kinds:
+            self.seen[kind].update(outputs[kind])
+        done = self.position[ids[-1]]
+        cut = next((k for k, (_, t) in enumerate(self.pending) if max(self.position[s] for s in t.stimuli) > done),
+                   len(self.pending))
+        ready, self.pending = self.pending[:cut], self.pending[cut:]
+        if not ready:
+            return 0
+        self.observer.decisions = self.decisions  # the rules of this experiment's trials
+        self.store.write_many(_answers(self.experiment, self.observer, self.device_info, ready, self.seen))
+        for _, t in ready:
+            for sid in t.stimuli:
+                self.uses[sid] -= 1
+                if not self.uses[sid]:
+                    for rows in self.seen.values():
+                        rows.pop(sid, None)
+        self.run.answered_now += len(ready)
+        return len(ready)
+
+
+def _answer_stream(observer: Observer, plans: list[_Plan], batch_size: int, policy: str, progress: bool) -> None:
+    """The stimuli of every plan through the model in one stream of batches (stimulus ``sid`` of
+    ``plans[k]`` as ``(k, sid)``); each batch's answers decided and stored behind the model."""
     import torch
     from tqdm import tqdm
 
-    _check_same_settings(store, experiment.name, observer.observer_id, observer.decisions, policy)
-    answered = store.answered_trial_ids(experiment.name, observer.observer_id)
-    adaptive = adaptive_conditions(experiment)
-    fixed = [(i, t) for i, t in enumerate(experiment.trials) if not (t.role == "test" and t.condition in adaptive)]
-    todo = [(i, t) for i, t in fixed if t.trial_id not in answered]
-    run = ModelRun(observer.observer_id, str(observer.provenance.get("weights", "")), 0, len(fixed) - len(todo))
-    if not todo:
-        return run
+    plans = [plan for plan in plans if plan.todo]
+    if not plans:
+        return
     start = time.perf_counter()
-    first_use = list(dict.fromkeys(sid for _, t in todo for sid in t.stimuli))
-    decoded = decoded_stimuli(expdir, expdir.stimulus_paths({sid: experiment.stimuli[sid] for sid in first_use}),
-                              workers, progress, observer.device)
-    run.seconds_decoding = time.perf_counter() - start
-    start = time.perf_counter()
-    batches = _batches(decoded, first_use, batch_size)
-    order = [sid for ids in batches for sid in ids]
-    position = {sid: k for k, sid in enumerate(order)}
-    uses = Counter(sid for _, t in todo for sid in t.stimuli)
-    kinds = observer.decisions.needs(t for _, t in todo)
-    preprocess = DevicePreprocess(observer.data_config, policy, observer.device,
-                                  channels_last=observer.channels_last)
-    device_info = _device_info(observer, policy)
-    seen: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in kinds}  # output kind -> stimulus id -> output
-    pending = sorted(todo, key=lambda it: max(position[s] for s in it[1].stimuli))  # by when they can be answered
-    bar = tqdm(total=len(todo), desc=observer.observer_id, unit="trial", disable=not progress)
+    decoded = DecodedStimuli.joined([plan.decoded for plan in plans])
+    batches = _batches(decoded, [(k, sid) for k, plan in enumerate(plans) for sid in plan.first_use], batch_size)
+    for k, plan in enumerate(plans):
+        plan.schedule([sid for ids in batches for part, sid in ids if part == k])
+    kinds = frozenset().union(*(plan.kinds for plan in plans))
+    preprocess = DevicePreprocess(observer.data_config, policy, observer.device, channels_last=observer.channels_last)
+    bar = tqdm(total=sum(len(plan.todo) for plan in plans), desc=observer.observer_id, unit="trial",
+               disable=not progress)
 
     def finish(outputs: PendingOutputs) -> None:
-        """Decide and store every trial whose stimuli have all been through the model now."""
-        nonlocal pending
-        for kind, rows in outputs.collect().items():
-            seen[kind].update(rows)
-        done = position[outputs.ids[-1]]
-        cut = next((k for k, (_, t) in enumerate(pending) if max(position[s] for s in t.stimuli) > done), len(pending))
-        ready, pending = pending[:cut], pending[cut:]
-        if not ready:
-            return
-        store.write_many(_answers(experiment, observer, device_info, ready, seen))
-        for _, t in ready:
-            for sid in t.stimuli:
-                uses[sid] -= 1
-                if not uses[sid]:
-                    for rows in seen.values():
-                        rows.pop(sid, None)
-        run.answered_now += len(ready)
-        bar.update(len(ready))
+        collected = outputs.collect()
+        for k, plan in enumerate(plans):
+            if ids := [sid for part, sid in outputs.ids if part == k]:
+                rows = {kind: {sid: collected[kind][k, sid] for sid in ids} for kind in plan.kinds}
+                bar.update(plan.finish(ids, rows))
 
     try:
         with torch.inference_mode(), handled_behind(finish) as hand_over:
@@ -195,23 +271,23 @@ def _run_model(expdir: ExperimentDir, experiment: Experiment, store: ResponseSto
                          "kept, the next run goes on from there)") from None
     finally:
         bar.close()
-    run.images = len(order)
-    run.seconds_answering = time.perf_counter() - start
-    return run
+    seconds, images = time.perf_counter() - start, sum(plan.run.images for plan in plans)
+    for plan in plans:  # a shared stream's time, split by images
+        plan.run.seconds_answering = seconds * plan.run.images / images
 
 
-def _device_info(observer: Observer, policy: str) -> str:
+def _device_info(observer: Observer, decisions: DecisionTable, policy: str) -> str:
     """How the answers were made, as the stored JSON text: made once per model instead of once per row."""
     import torch
 
-    mapping: LabelMapping | None = observer.decisions.mapping
+    mapping: LabelMapping | None = decisions.mapping
     return json.dumps({**observer.provenance, "device": observer.device, "policy": policy, "torch": torch.__version__,
                        "mapping": mapping.source if mapping is not None else None}, sort_keys=True)
 
 
-def _batches(decoded: DecodedStimuli, first_use: list[str], batch_size: int) -> list[list[str]]:
+def _batches(decoded: DecodedStimuli, first_use: list, batch_size: int) -> list[list]:
     """Stimulus ids per batch, in order of first use within each image size (a batch has one size)."""
-    by_size: dict[tuple[int, int], list[str]] = {}
+    by_size: dict[tuple[int, int], list] = {}
     for sid in first_use:
         by_size.setdefault(decoded.shape(sid), []).append(sid)
     return [ids[i:i + batch_size] for ids in by_size.values() for i in range(0, len(ids), batch_size)]

@@ -25,7 +25,8 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,21 +57,37 @@ class Entry:
 class DecodedStimuli:
     """Read-only decoded pixels: stimulus id -> (H, W, 3) uint8, gathered a batch at a time."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], entries: dict[str, Entry]):
+    def __init__(self, arrays: dict[str, np.ndarray], entries: dict[Hashable, Entry]):
         self.arrays = arrays
         self.entries = entries
 
-    def shape(self, sid: str) -> tuple[int, int]:
+    @classmethod
+    def joined(cls, parts: list[DecodedStimuli]) -> DecodedStimuli:
+        """Several experiments' decoded stimuli as one, stimulus ``sid`` of ``parts[k]`` under the key
+        ``(k, sid)``: a batch can then hold images of several experiments (of one size)."""
+        arrays = {f"{k}/{name}": array for k, part in enumerate(parts) for name, array in part.arrays.items()}
+        entries = {(k, sid): replace(entry, array=f"{k}/{entry.array}")
+                   for k, part in enumerate(parts) for sid, entry in part.entries.items()}
+        return cls(arrays, entries)
+
+    def shape(self, sid: Hashable) -> tuple[int, int]:
         return tuple(self.arrays[self.entries[sid].array].shape[1:3])
 
-    def gather(self, ids: list[str], out: np.ndarray | None = None) -> np.ndarray:
+    def gather(self, ids: list[Hashable], out: np.ndarray | None = None) -> np.ndarray:
         """The pixels of ``ids`` (all of one size) as one (n, H, W, 3) array, into ``out`` if given
         (e.g. pinned memory for an asynchronous copy to a GPU)."""
-        array = self.arrays[self.entries[ids[0]].array]
+        names = [self.entries[sid].array for sid in ids]
         rows = np.fromiter((self.entries[sid].row for sid in ids), dtype=np.intp, count=len(ids))
-        if out is None:
-            return np.take(array, rows, axis=0)
-        return np.take(array, rows, axis=0, out=out[:len(ids)], mode="clip")  # "raise" would copy twice
+        if len(set(names)) == 1:  # one experiment's images of one size: one array
+            if out is None:
+                return np.take(self.arrays[names[0]], rows, axis=0)
+            return np.take(self.arrays[names[0]], rows, axis=0, out=out[:len(ids)], mode="clip")  # "raise" copies twice
+        batch = np.empty((len(ids), *self.shape(ids[0]), 3), dtype=np.uint8) if out is None else out[:len(ids)]
+        names = np.array(names)
+        for name in dict.fromkeys(names):
+            at = np.flatnonzero(names == name)
+            batch[at] = np.take(self.arrays[name], rows[at], axis=0)
+        return batch
 
 
 PROCESS_DECODING_FROM = 256

@@ -70,6 +70,14 @@ class Observer:
         """Called once before the observer sees an experiment's images; e.g. a CLIP-style
         observer sets ``classes`` to the experiment's labels and encodes their prompts here."""
 
+    @property
+    def experiment_independent(self) -> bool:
+        """Whether an image's outputs are the same in every experiment: true unless the class overrides
+        ``prepare`` (a CLIP-style observer's classes are the experiment's labels). Only then do images of
+        several experiments share a batch (``model_eval.evaluate.evaluate_experiments``); a plug-in whose
+        ``prepare`` changes nothing that its outputs depend on may override this."""
+        return type(self).prepare is Observer.prepare
+
     def probabilities(self, images) -> Any:
         """(n, len(classes) or 1000) probabilities for a normalised float batch (n, 3, H, W)."""
         raise ModelError(f"observer {self.observer_id} gives no class probabilities, so it cannot answer "

@@ -242,6 +242,73 @@ def test_cached_batches_on_the_device_agree_with_the_pillow_path(expdir, referen
                                rtol=1e-4, atol=tolerance)
 
 
+@pytest.fixture
+def label_prompted():
+    """A CLIP-like adapter registered as a package would: its probabilities are over the experiment's own labels
+    (set in ``prepare``), each image's brightness picking one of them."""
+    import torch
+
+    from model_eval.observers import ADAPTERS, Observer
+
+    class LabelPrompted(Observer):
+        data_config = {"input_size": (3, 224, 224), "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
+
+        @classmethod
+        def claims(cls, name, weights):
+            return name == "label-prompted"
+
+        @classmethod
+        def from_spec(cls, name, weights, device):
+            observer = cls()
+            observer.observer_id, observer.provenance, observer.device = f"{name}:none", {"model": name}, device
+            return observer
+
+        def prepare(self, experiment):
+            self.classes = tuple(label for label in experiment.label_set.labels if label != NOT_CLEAR)
+
+        def probabilities(self, images):
+            pick = ((images.mean(dim=(1, 2, 3)) + 2) * 1000).long() % len(self.classes)
+            return torch.nn.functional.one_hot(pick, len(self.classes)).float()
+
+    with ADAPTERS.temporarily("label-prompted", LabelPrompted):
+        yield LabelPrompted
+
+
+def test_experiments_share_batches_only_where_the_outputs_do_not_depend_on_the_experiment(
+        template, label_prompted, tmp_path):
+    """An observer that adapts to each experiment's labels (``prepare``) answers two experiments with other label
+    sets in one call exactly as in one call each: one stream per experiment, each with its own classes."""
+    from model_eval.evaluate import evaluate_experiments
+    from model_eval.observers import Observer
+
+    assert label_prompted.from_spec("label-prompted", "", "cpu").experiment_independent is False
+    assert Observer().experiment_independent is True
+    experiment = template.load()
+    classify = [t for t in experiment.trials if t.trial_type == "classify"]  # the toy gives no features
+    fewer = LabelSet("three", ("cat", "coffee", "rocket"))
+    copies = {"full": experiment.model_copy(update={"trials": classify}),
+              "three": experiment.model_copy(update={"label_set": fewer, "trials": [
+                  t.model_copy(update={"choices": tuple(fewer.displayed())}) for t in classify
+                  if t.correct in fewer.labels]})}
+    for name, copy in copies.items():
+        for run in ("together", "alone"):
+            shutil.copytree(template.root, tmp_path / run / name)
+            ExperimentDir(tmp_path / run / name).save(copy)
+    together = evaluate_experiments([(tmp_path / "together" / name, None) for name in copies], ["label-prompted"],
+                                    device="cpu", progress=False)
+    alone = [evaluate_experiment(tmp_path / "alone" / name, ["label-prompted"], device="cpu", progress=False)
+             for name in copies]
+    assert [s.accuracy for s in together] == [s.accuracy for s in alone]
+    for name, labels in (("full", set(DEFAULT_LABEL_INDICES)), ("three", {"cat", "coffee", "rocket"})):
+        rows = {}
+        for run in ("together", "alone"):
+            with ResponseStore(tmp_path / run / name / "responses.sqlite") as store:
+                rows[run] = {r["trial_id"]: (r["response"], r["model_outputs"]) for r in store.rows()}
+        assert rows["together"] == rows["alone"] and len(rows["alone"]) == len(copies[name].trials)
+        assert {response for response, _ in rows["alone"].values()} <= labels
+        assert all(set(outputs) == labels for _, outputs in rows["alone"].values())
+
+
 def test_out_of_memory_names_a_batch_size_to_try(expdir, monkeypatch):
     import torch
 

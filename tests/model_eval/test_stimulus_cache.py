@@ -59,6 +59,23 @@ def test_decoded_once_then_read(stimuli, monkeypatch):
     assert np.array_equal(gathered, np.stack([decode_image(paths[sid]) for sid in same_size[::-1]]))
 
 
+def test_two_experiments_caches_joined_gather_one_mixed_batch(stimuli, photos, tmp_path):
+    """Stimuli of two experiments' caches in one batch (``cuebench benchmark``'s shared stream), with and without
+    a buffer to gather into: the pixels Pillow decodes from each experiment's own files."""
+    expdir, paths = stimuli
+    other = ExperimentDir(tmp_path / "other")
+    stim = other.write_stimulus(photos["rocket"], {"source_image": "rocket", "transform": "test"})
+    other_paths = {stim.id: other.stimulus_path(stim)}
+    joined = stimulus_cache.DecodedStimuli.joined([decoded_stimuli(expdir, paths, progress=False),
+                                                   decoded_stimuli(other, other_paths, progress=False)])
+    first = [sid for sid in paths if joined.shape((0, sid)) == (224, 224)][:2]
+    batch = [(0, first[0]), (1, stim.id), (0, first[1])]
+    want = np.stack([decode_image(paths[first[0]]), decode_image(other_paths[stim.id]), decode_image(paths[first[1]])])
+    assert np.array_equal(joined.gather(batch), want)
+    out = np.zeros((4, 224, 224, 3), np.uint8)
+    assert np.array_equal(joined.gather(batch, out=out), want) and np.array_equal(out[:3], want)
+
+
 def test_decoding_processes_fill_the_same_cache_and_start_only_where_they_pay(stimuli):
     """Two decoding processes (what a CPU run of 256 or more new images uses) store the pixels Pillow decodes,
     in both sizes; a few images are decoded in this process."""
