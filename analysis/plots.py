@@ -528,43 +528,23 @@ def adaptive_thresholds(adaptive: pd.DataFrame, fixed: pd.DataFrame | None = Non
     return fig
 
 
-def palette(classes: int) -> np.ndarray:
-    """(256, 3) uint8 colours: one per class from tab20 (repeating), the ignore index 255 black."""
+def palette() -> np.ndarray:
+    """(256, 3) uint8 colours, one per label value: tab20 repeating, the ignore index 255 black."""
     colours = (np.array([plt.get_cmap("tab20")(k % 20)[:3] for k in range(256)]) * 255).astype(np.uint8)
     colours[255] = 0
     return colours
 
 
-def segmentation_examples(sources):
-    """The first photo of the first segmentation experiment among ``sources``: its original, EED and
-    texture cues above their label masks drawn in a palette (the texture cue's mask moved with it)."""
-    from pathlib import Path
-
-    from cuebench.expdir import ExperimentDir
-    from cuebench.images import decode_image
-    from cuebench.segmentation import read_mask_file
-
-    for source in sources:
-        folder = ExperimentDir(Path(source))
-        if not folder.exists():
-            continue
-        experiment = folder.load()
-        trials = [t for t in experiment.trials if t.trial_type == "segment"]
-        if not trials:
-            continue
-        first = trials[0].source_image
-        shown = {}
-        for trial in trials:
-            if trial.source_image == first and trial.condition in ("original", "shape_cue", "texture_cue"):
-                shown.setdefault(trial.condition, trial)
-        colours = palette(len(experiment.label_set.labels))
-        fig, axes = plt.subplots(2, len(shown), figsize=(3 * len(shown), 6), squeeze=False)
-        for k, (condition, trial) in enumerate(shown.items()):
-            axes[0, k].imshow(decode_image(folder.stimulus_path(experiment.stimuli[trial.stimuli[0]])))
-            axes[1, k].imshow(colours[read_mask_file(folder.stimulus_path(experiment.stimuli[trial.label_mask]))])
-            axes[0, k].set_title(condition.replace("_", " "))
-            for ax in axes[:, k]:
-                ax.set_axis_off()
-        fig.tight_layout()
-        return fig
-    return None
+def label_mask_examples(panels: dict):
+    """Each titled picture above its label mask drawn in the :func:`palette`; ``panels`` maps a title to its
+    (H, W, 3) picture and (H, W) mask, left to right."""
+    colours = palette()
+    fig, axes = plt.subplots(2, len(panels), figsize=(3 * len(panels), 6), squeeze=False)
+    for k, (title, (picture, mask)) in enumerate(panels.items()):
+        axes[0, k].imshow(picture)
+        axes[1, k].imshow(colours[mask])
+        axes[0, k].set_title(title.replace("_", " "))
+        for ax in axes[:, k]:
+            ax.set_axis_off()
+    fig.tight_layout()
+    return fig

@@ -4,8 +4,39 @@ correlations, and the beyond-the-paper per-class S_cd and edge / inside breakdow
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from cuebench.expdir import ExperimentDir
+from cuebench.images import decode_image
+from cuebench.segmentation import read_mask_file
+
 from .. import metrics, plots, segmentation
 from .base import Section
+
+EXAMPLE_CONDITIONS = ("original", "shape_cue", "texture_cue")
+"""The conditions the examples figure shows of one photo: the photo, its EED shape cue and its texture cue."""
+
+
+def example_panels(sources) -> dict:
+    """The first photo of the first experiment among ``sources`` with segment trials: condition -> its stored
+    picture and label mask (the texture cue's mask moved with it), for :func:`analysis.plots.label_mask_examples`;
+    empty without such an experiment (response files only)."""
+    for source in sources:
+        folder = ExperimentDir(Path(source))
+        if not folder.exists():
+            continue
+        experiment = folder.load()
+        trials = [t for t in experiment.trials if t.trial_type == "segment"]
+        if not trials:
+            continue
+        shown = {}
+        for trial in trials:
+            if trial.source_image == trials[0].source_image and trial.condition in EXAMPLE_CONDITIONS:
+                shown.setdefault(trial.condition, trial)
+        return {condition: (decode_image(folder.stimulus_path(experiment.stimuli[trial.stimuli[0]])),
+                            read_mask_file(folder.stimulus_path(experiment.stimuli[trial.label_mask])))
+                for condition, trial in shown.items()}
+    return {}
 
 
 class Segmentation(Section):
@@ -70,7 +101,7 @@ class Segmentation(Section):
         if cd is not None and cd[["S_cd", "R_cd"]].notna().all(axis=1).any():
             first = cd[cd["texture_level"].fillna(-1) == cd["texture_level"].fillna(-1).iloc[0]]
             out["segmentation_cue_decomposition"] = plots.cue_decomposition_plot(first)
-        examples = plots.segmentation_examples(getattr(analysis, "sources", []))
-        if examples is not None:
-            out["segmentation_examples"] = examples
+        panels = example_panels(getattr(analysis, "sources", []))
+        if panels:
+            out["segmentation_examples"] = plots.label_mask_examples(panels)
         return out

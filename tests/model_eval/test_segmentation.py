@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis import metrics, segmentation
+from analysis import metrics, plots, segmentation
+from analysis.sections.segmentation import example_panels
 from cuebench.errors import CuebenchError
 from cuebench.expdir import ExperimentDir
 from cuebench.images import decode_image
@@ -307,6 +308,15 @@ def test_documented_commands_from_a_labelled_set_to_a_report(segmentation_study)
                           mask.ravel()[source].reshape(mask.shape))
     provenance = expdir.provenance(voronoi.label_mask)
     assert provenance["transform"] == "label_mask" and provenance["params"]["follows"] == "texture_cue"
+    # the report's examples: the first photo's original, shape and (first) texture cue, each above its own mask
+    panels = example_panels([segmentation_study / "absent", segmentation_study / "exp"])
+    assert list(panels) == ["original", "shape_cue", "texture_cue"]
+    for condition, trial in zip(panels, (original, shape, voronoi)):
+        picture, labels = panels[condition]
+        assert np.array_equal(picture, decode_image(expdir.stimulus_path(experiment.stimuli[trial.stimuli[0]])))
+        assert np.array_equal(labels, read_mask_file(expdir.stimulus_path(experiment.stimuli[trial.label_mask])))
+    figure = plots.label_mask_examples(panels)
+    assert np.array_equal(figure.axes[3].images[0].get_array(), plots.palette()[mask])  # row 2, column 1
 
     tables = segmentation_study / "exp" / "reports" / "tables"
     cue = pd.read_csv(tables / "seg_cue_decomposition.csv")

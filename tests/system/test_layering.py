@@ -222,16 +222,17 @@ def test_the_core_names_no_design_section_or_trial_type():
 
 
 ANALYSIS_RUNNER = ("analysis.load", "analysis.exclusions", "analysis.chance", "analysis.report",
-                   "analysis.sections.base")
-"""The analysis's modules every report goes through: loading, exclusions, chance, the section runner and the
-section contract."""
+                   "analysis.sections.base", "analysis.plots", "analysis.figure_style")
+"""The analysis's modules every report goes through: loading, exclusions, chance, the section runner, the
+section contract and the drawing every section shares."""
 
 
 def test_the_analysis_runner_names_no_design_or_trial_type():
     """The modules every analysis goes through treat every trial type and design alike: what one needs they ask
     its card (``cuebench.trial_types``: chance, whether answers are right or wrong) or the section that reads it
-    declares (``Section.reads_segments``, ``adaptive_blocks``). Section names are not checked here: the runner's
-    tables and summary keys share words with them (``observers``)."""
+    declares (``Section.reads_segments``, ``adaptive_blocks``); the figures draw what a section picked (the
+    segmentation section picks its example trials). Section names are not checked here: the runner's tables and
+    summary keys share words with them (``observers``)."""
     from cuebench.trial_types import TRIAL_TYPES
     from stimuli.designs import DESIGNS
 
