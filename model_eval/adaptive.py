@@ -14,6 +14,7 @@ from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore, score
 from cuebench.trials import Experiment
 
+from .decisions import DecisionTable
 from .observers import Observer, PendingOutputs
 from .preprocess import DevicePreprocess
 from .stimulus_cache import decoded_stimuli
@@ -25,11 +26,12 @@ def adaptive_conditions(experiment: Experiment) -> set[str]:
 
 
 def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: ResponseStore, observer: Observer,
-                        policy: str, progress: bool, workers: int | None, answer) -> int:
+                        decisions: DecisionTable, policy: str, progress: bool, workers: int | None, answer) -> int:
     """Let the observer finish every adaptive block of ``experiment``; returns how many trials it answered now.
 
-    ``answer(ready, outputs)`` is model evaluation's response-row maker (``model_eval.evaluate``),
-    so an adaptive answer is decided exactly like a batched one.
+    ``answer(ready, outputs)`` is model evaluation's response-row maker (``model_eval.evaluate``) by the
+    experiment's ``decisions``, so an adaptive answer is decided exactly like a batched one; ``decisions`` also
+    says which outputs each trial needs.
     The block's images come from the experiment's decoded-stimulus cache like every other's.
     """
     import torch
@@ -52,7 +54,7 @@ def run_adaptive_blocks(expdir: ExperimentDir, experiment: Experiment, store: Re
             trial = experiment.trial(trial_id)
             with torch.inference_mode():
                 pixels = torch.from_numpy(decoded.gather(list(trial.stimuli))).to(observer.device)
-                outputs = observer.outputs(preprocess(pixels), observer.decisions.needs([trial]))
+                outputs = observer.outputs(preprocess(pixels), decisions.needs([trial]))
             row = answer([(block.index, trial)], PendingOutputs(observer, list(trial.stimuli), outputs).collect())[0]
             store.write({**row, **block.record(level, trial_id, bool(score(trial, row["response"])))})
             answered += 1

@@ -147,10 +147,9 @@ def _answer_all(observer: Observer, opened: list[tuple[ExperimentDir, Experiment
         _answer_stream(observer, list(plans.values()), batch_size, policy, progress)
         for k, plan in plans.items():
             folder, experiment, _ = opened[k]
-            observer.decisions = plan.decisions
-            answer = partial(_answers, experiment, observer, plan.device_info)
-            plan.run.answered_now += run_adaptive_blocks(folder, experiment, stores[k], observer, policy, progress,
-                                                         workers, answer)
+            answer = partial(_answers, experiment, observer, plan.decisions, plan.device_info)
+            plan.run.answered_now += run_adaptive_blocks(folder, experiment, stores[k], observer, plan.decisions,
+                                                         policy, progress, workers, answer)
             runs.append(plan.run)
     return runs
 
@@ -185,7 +184,7 @@ class _Plan:
     def __init__(self, expdir: ExperimentDir, experiment: Experiment, table: DecisionTable, store: ResponseStore,
                  observer: Observer, mapping_file, policy: str, workers: int | None, progress: bool):
         observer.prepare(experiment)
-        observer.decisions = self.decisions = table.prepared(observer, experiment, mapping_file)
+        self.decisions = table.prepared(observer, experiment, mapping_file)
         _check_same_settings(store, experiment.name, observer.observer_id, self.decisions, policy)
         self.experiment, self.store, self.observer = experiment, store, observer
         self.device_info = _device_info(observer, self.decisions, policy)
@@ -223,8 +222,8 @@ class _Plan:
         ready, self.pending = self.pending[:cut], self.pending[cut:]
         if not ready:
             return 0
-        self.observer.decisions = self.decisions  # the rules of this experiment's trials
-        self.store.write_many(_answers(self.experiment, self.observer, self.device_info, ready, self.seen))
+        self.store.write_many(_answers(self.experiment, self.observer, self.decisions, self.device_info, ready,
+                                       self.seen))
         for _, t in ready:
             for sid in t.stimuli:
                 self.uses[sid] -= 1
@@ -315,15 +314,15 @@ def _check_same_settings(store: ResponseStore, experiment: str, observer: str, d
                 f"policy {policy}")
 
 
-def _answers(experiment: Experiment, observer: Observer, device_info: str, ready: list[tuple[int, Trial]],
-             outputs: dict[str, dict[str, np.ndarray]]) -> list[dict]:
-    """Response rows for ``ready`` (index, trial) pairs, as the observer answers them."""
-    decisions = observer.answer([t for _, t in ready], outputs)
+def _answers(experiment: Experiment, observer: Observer, decisions: DecisionTable, device_info: str,
+             ready: list[tuple[int, Trial]], outputs: dict[str, dict[str, np.ndarray]]) -> list[dict]:
+    """Response rows for ``ready`` (index, trial) pairs of ``experiment``, as the observer answers them by the
+    experiment's own ``decisions`` (experiments sharing a stream each keep theirs)."""
+    answers = observer.answer([t for _, t in ready], outputs, decisions)
     return [trial_row(experiment, trial, observer=observer.observer_id, observer_kind="model", session=SESSION,
-                      trial_index=index, response=decision.response,
-                      decision_rule=observer.decisions.rule_for(trial).name,
+                      trial_index=index, response=decision.response, decision_rule=decisions.rule_for(trial).name,
                       model_outputs={k: _compact(v) for k, v in decision.outputs.items()}, device=device_info)
-            for (index, trial), decision in zip(ready, decisions)]
+            for (index, trial), decision in zip(ready, answers)]
 
 
 def _compact(value):

@@ -45,7 +45,6 @@ class Observer:
     device: str = "cpu"
     channels_last: bool = False  # the memory format its batches should come in
     classes: tuple[str, ...] | None = None  # what probabilities are over; None: ImageNet-1k's 1000 classes
-    decisions: DecisionTable | None = None  # set by evaluation: the rule per trial type and the label mapping
     priority: ClassVar[int] = 0
     """An adapter's place when several could make a spec: the highest is asked first."""
 
@@ -92,12 +91,12 @@ class Observer:
         produce = {"probabilities": self.probabilities, "features": self.features}
         return {kind: produce[kind](images) for kind in kinds}
 
-    def answer(self, trials: list[Trial], batch: dict[str, dict[str, np.ndarray]]) -> list[Decision]:
+    def answer(self, trials: list[Trial], batch: dict[str, dict[str, np.ndarray]],
+               decisions: DecisionTable) -> list[Decision]:
         """The answers to ``trials``; ``batch`` holds output kind -> stimulus id -> this observer's
-        output for every stimulus of the trials."""
-        if self.decisions is None:
-            raise ModelError(f"observer {self.observer_id} has no decision rules yet (evaluation sets them)")
-        return self.decisions.decide(trials, batch)
+        output for every stimulus of the trials, ``decisions`` the rule per trial type and the label mapping
+        of the trials' experiment (``DecisionTable.prepared``)."""
+        return decisions.decide(trials, batch)
 
 
 class PendingOutputs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from cuebench_app.cli import main as cuebench
 from cuebench.counterbalance import latin_square_plan
 from cuebench.expdir import ExperimentDir
 from cuebench.responses import ResponseStore
-from cuebench.trials import Experiment, LabelSet, Schedule, SchemaError, Timing, Trial
+from cuebench.trials import NOT_CLEAR, Experiment, LabelSet, Schedule, SchemaError, Timing, Trial
 from stimuli.suppression import suppress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,6 +119,66 @@ def test_build_and_models_answer_the_block_one_trial_at_a_time(tmp_path):
     check_adaptive_rows(out, "tf_efficientnet_lite0:pypi")
     again = evaluate_experiment(out, ["tf_efficientnet_lite0"], progress=False)
     assert again.runs[0].answered_now == 0
+
+
+@pytest.fixture
+def hesitant():
+    """An observer whose outputs do not depend on the experiment (no ``prepare``), so experiments share its
+    stream: over the block's four labels, 0.4 on one picked by the image's brightness and 0.2 on each other."""
+    import torch
+
+    from model_eval.observers import ADAPTERS, Observer
+
+    class Hesitant(Observer):
+        data_config = {"input_size": (3, 224, 224), "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
+        classes = tuple(sorted(set(IMAGES.values())))
+
+        @classmethod
+        def claims(cls, name, weights):
+            return name == "hesitant"
+
+        @classmethod
+        def from_spec(cls, name, weights, device):
+            observer = cls()
+            observer.observer_id, observer.provenance, observer.device = f"{name}:none", {"model": name}, device
+            return observer
+
+        def probabilities(self, images):
+            pick = ((images.mean(dim=(1, 2, 3)) + 2) * 1000).long() % len(self.classes)
+            return 0.2 + 0.2 * torch.nn.functional.one_hot(pick, len(self.classes)).float()
+
+    with ADAPTERS.temporarily("hesitant", Hesitant):
+        yield Hesitant
+
+
+def test_experiments_sharing_a_stream_answer_each_trial_by_their_own_rule(tmp_path, photos, hesitant):
+    """Two copies of one experiment answered in one stream of batches, one by Burgert's rule and one by the
+    default mean: every stored answer, of the fixed sequence and of the adaptive block, carries its own
+    experiment's rule and is decided by it from the same outputs. With 0.4 at most, Burgert's rule (commit only
+    above 0.5) answers "not clear" and the mean its largest label."""
+    from model_eval.evaluate import evaluate_experiments
+
+    assert hesitant.from_spec("hesitant", "", "cpu").experiment_independent
+    build(tmp_path / "burgert", photos)
+    shutil.copytree(tmp_path / "burgert", tmp_path / "mean")
+    summaries = evaluate_experiments([(tmp_path / "burgert", "16class-burgert"), (tmp_path / "mean", None)],
+                                     ["hesitant"], device="cpu", progress=False)
+    rows = {}
+    for name, summary in zip(("burgert", "mean"), summaries):
+        experiment = ExperimentDir(tmp_path / name).load()
+        fixed = [t for t in experiment.trials if t.condition != "patch_shuffle"]
+        assert summary.runs[0].answered_now == len(fixed) + TRIALS
+        check_adaptive_rows(tmp_path / name, "hesitant:none")
+        with ResponseStore(tmp_path / name / "responses.sqlite") as store:
+            rows[name] = {(r["session"], r["trial_index"]): r for r in store.rows()}
+    for row in rows["burgert"].values():
+        assert row["decision_rule"] == "16class-burgert" and row["response"] == NOT_CLEAR
+        assert sorted(row["model_outputs"].values()) == pytest.approx([0.2, 0.2, 0.2, 0.4])
+    for row in rows["mean"].values():
+        assert row["decision_rule"] == "16class-mean"
+        assert row["model_outputs"][row["response"]] == pytest.approx(0.4)
+    fixed = [key for key in rows["mean"] if key[0] != session_name("patch_shuffle")]
+    assert fixed and all(rows["mean"][key]["model_outputs"] == rows["burgert"][key]["model_outputs"] for key in fixed)
 
 
 @pytest.mark.slow

@@ -159,7 +159,7 @@ def test_self_supervised_vit_answers_oddity_from_its_final_cls_token_and_refuses
     assert isinstance(observer, FeatureOnlyObserver) and observer.observer_id.startswith(f"{name}:file-")
 
     root, experiment = sample
-    observer.decisions = DecisionTable.choose(None, {"classify", "oddity"}).prepared(observer, experiment)
+    decisions = DecisionTable.choose(None, {"classify", "oddity"}).prepared(observer, experiment)
     folder = ExperimentDir(root)
     for trial in [t for t in experiment.trials if t.trial_type == "oddity"]:
         batch = torch.cat([pixels(folder.stimulus_path(experiment.stimuli[s]), observer.data_config)
@@ -168,7 +168,7 @@ def test_self_supervised_vit_answers_oddity_from_its_final_cls_token_and_refuses
             cls_token = model.forward_features(batch)[:, 0].numpy()  # after the final norm
         features = observer.outputs(batch, frozenset({"features"}))["features"].numpy()
         np.testing.assert_allclose(features, cls_token, atol=1e-4)
-        [decision] = observer.answer([trial], {"features": dict(zip(trial.stimuli, features))})
+        [decision] = observer.answer([trial], {"features": dict(zip(trial.stimuli, features))}, decisions)
         assert decision.response == odd_one_by_hand(cls_token.astype(np.float64))
     with pytest.raises(ModelError, match="self-supervised and has no classifier: it gives features only"):
         observer.probabilities(batch)
