@@ -148,7 +148,7 @@ POOLED_FREE_FLOOR_COARSE_GRID = {"eta": 8, "gamma": 8, "lambda": 8, "threshold":
 """psignifit's grid (and its first, bound-finding grid) for the five-parameter posterior of a pooled free-floor
 fit: its defaults (20 x 20 x 20 x 40 x 40) take ~30 s a fit, these ~4 s with the same intervals to the grid step."""
 QUEST_COLUMNS = ["observer", "observer_kind", "condition", "quest_threshold", "ci_low", "ci_high", "trials",
-                 "lapse_prior"]
+                 "lapse_prior", "lapse_prior_beta"]
 
 
 class PsychometricError(CuebenchError, ValueError):

@@ -104,14 +104,17 @@ def pick_trial(candidates: list[str], shown: list[str], seed: int) -> str:
 @dataclass(frozen=True)
 class Estimate:
     """QUEST+'s posterior threshold after some answers (half-way between chance and 1 − λ): median, 95 % credible
-    interval, answers so far, and the lapse prior the run used (:func:`lapse_prior_name`), so the analysis can say
-    which prior each observer's estimate rests on."""
+    interval, answers so far, and the lapse prior the run used, by name (:func:`lapse_prior_name`), so the analysis
+    can say which prior each observer's estimate rests on, and by its numbers, so it can weigh the observer's
+    answers with that prior again."""
 
     quest_threshold: float
     ci_low: float
     ci_high: float
     trials: int
     lapse_prior: str = FLAT
+    lapse_prior_beta: tuple[float, float] | None = None
+    """The Beta(a, b) parameters of ``lapse_prior``; None for the flat prior."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,16 +122,24 @@ class Estimate:
     @classmethod
     def from_dict(cls, data: dict) -> "Estimate":
         """An estimate as stored in a response row's ``adaptive`` column; rows written before the threshold was
-        named ``quest_threshold`` carry it as ``threshold``, and rows written before people had a lapse prior
-        of their own carry none (their runs had the flat one)."""
+        named ``quest_threshold`` carry it as ``threshold``, rows written before the prior's numbers were stored
+        carry only its name (read back by :func:`lapse_prior_of_name`), and rows written before people had a lapse
+        prior of their own carry none (their runs had the flat one)."""
         threshold = data["quest_threshold"] if "quest_threshold" in data else data["threshold"]
-        return cls(float(threshold), float(data["ci_low"]), float(data["ci_high"]), int(data["trials"]),
-                   str(data.get("lapse_prior", FLAT)))
+        name = str(data.get("lapse_prior", FLAT))
+        beta = data["lapse_prior_beta"] if "lapse_prior_beta" in data else lapse_prior_of_name(name)
+        return cls(float(threshold), float(data["ci_low"]), float(data["ci_high"]), int(data["trials"]), name,
+                   None if beta is None else (float(beta[0]), float(beta[1])))
 
 
-def lapse_prior_name(plan: AdaptivePlan, observer_kind: str) -> str:
-    """``Beta(a, b)`` for people under a plan with a people's lapse prior, else ``flat``."""
-    beta = None if observer_kind == MODEL else plan.people_lapse_prior
+def lapse_prior_of(plan: AdaptivePlan, observer_kind: str) -> tuple[float, float] | None:
+    """The Beta(a, b) lapse prior of people under a plan with a people's lapse prior; None (flat) for models
+    (:data:`MODEL`) or a plan without one."""
+    return None if observer_kind == MODEL else plan.people_lapse_prior
+
+
+def lapse_prior_name(beta: tuple[float, float] | None) -> str:
+    """``Beta(a, b)``, or ``flat`` for ``beta`` None: how estimates and the methods name a lapse prior."""
     return FLAT if beta is None else f"Beta({beta[0]:g}, {beta[1]:g})"
 
 
@@ -136,7 +147,7 @@ def lapse_weights(plan: AdaptivePlan, observer_kind: str) -> np.ndarray:
     """Prior weights over the plan's lapse grid: the Beta(a, b) density λ^(a−1) (1 − λ)^(b−1) at each grid lapse
     for people (normalised over the grid, as psignifit evaluates its priors on its grid), equal weights for
     models (:data:`MODEL`) or a plan without a people's prior."""
-    return beta_weights(plan.lapses, None if observer_kind == MODEL else plan.people_lapse_prior)
+    return beta_weights(plan.lapses, lapse_prior_of(plan, observer_kind))
 
 
 def beta_weights(lapses, beta: tuple[float, float] | None) -> np.ndarray:
@@ -147,7 +158,8 @@ def beta_weights(lapses, beta: tuple[float, float] | None) -> np.ndarray:
 
 
 def lapse_prior_of_name(name: str) -> tuple[float, float] | None:
-    """The Beta(a, b) parameters of a stored :func:`lapse_prior_name` (``Beta(1, 20)``), None for ``flat``."""
+    """The Beta(a, b) parameters of a stored :func:`lapse_prior_name` (``Beta(1, 20)``), None for ``flat``: how
+    estimates stored with the name alone are read."""
     if name == FLAT:
         return None
     try:
@@ -303,8 +315,9 @@ class AdaptiveRun:
         grid points: an interval from grid point to grid point covered a person's threshold between two points
         in 8 of 10 runs."""
         low, median, high = credible_interval(*self.marginal_thresholds())
+        beta = lapse_prior_of(self.plan, self.observer_kind)
         return Estimate(quest_threshold=float(median), ci_low=float(low), ci_high=float(high),
-                        trials=len(self.answers), lapse_prior=lapse_prior_name(self.plan, self.observer_kind))
+                        trials=len(self.answers), lapse_prior=lapse_prior_name(beta), lapse_prior_beta=beta)
 
 
 def credible_interval(points: np.ndarray, probabilities: np.ndarray) -> tuple[float, float, float]:

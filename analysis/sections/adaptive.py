@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from cuebench.adaptive import beta_weights, lapse_prior_of_name, plan_for_grid, stimulus_axis
+from cuebench.adaptive import beta_weights, plan_for_grid, stimulus_axis
 
 from .. import plots
 from ..load import has_posterior, params_of
@@ -92,7 +92,7 @@ def plans_of(scored: pd.DataFrame, n_choices: int, plans: dict | None) -> dict[s
 def observer_likelihoods(scored: pd.DataFrame, estimates: pd.DataFrame, plans: dict[str, dict]) -> list:
     """Each estimate's likelihood of the threshold (:func:`analysis.population_threshold.observer_likelihood`) on
     the :func:`~analysis.population_threshold.threshold_axis` of its plan's grid, from the block's answers, with the
-    lapse prior the run used (the estimate's ``lapse_prior``); None for a condition without a plan."""
+    lapse prior the run used (the estimate's ``lapse_prior_beta``); None for a condition without a plan."""
     adaptive = scored[has_posterior(scored["adaptive"])]
     values = {condition: level_values(scored, condition)[1] for condition in estimates["condition"].unique()}
     blocks = dict(iter(adaptive.groupby(["observer", "condition"])))
@@ -105,7 +105,7 @@ def observer_likelihoods(scored: pd.DataFrame, estimates: pd.DataFrame, plans: d
         shown = [values[row.condition][int(level)] for level in block["level"]]
         out.append(observer_likelihood(shown, block["correct"].astype(bool),
                                        threshold_axis(plan["values"]), plan["spreads"], plan["lapses"],
-                                       beta_weights(plan["lapses"], lapse_prior_of_name(row.lapse_prior)),
+                                       beta_weights(plan["lapses"], row.lapse_prior_beta),
                                        plan["guess_rate"]))
     return out
 

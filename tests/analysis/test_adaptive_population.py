@@ -190,6 +190,35 @@ def _block_rows(observer: str, p: AdaptivePlan, answer, seed: int, kind: str = "
     return rows
 
 
+def test_each_likelihood_weighs_the_lapse_by_the_prior_its_run_stored_and_old_rows_by_its_name():
+    """An observer's likelihood of the threshold integrates the lapse under the prior its run used: the numbers
+    stored with the estimate, or in rows stored before them, the prior's name. By hand (scipy's erfc and the Beta
+    density written out): L(t) ∝ Σ_s Σ_λ Beta(λ; a, b) Π_k ψ(x_k)^r_k (1 − ψ(x_k))^(1 − r_k) over the plan's
+    spreads and lapses, ψ = γ + (1 − γ − λ) erfc((x − t) / (s √2)) / 2; people's Beta(1, 20), models' flat."""
+    from scipy.special import erfc
+
+    p = plan_for_grid("patch_shuffle", range(len(GRIDS)), GRIDS, "grid", 1 / C, 20)
+    sees = lambda value, rng: rng.random() < person_correct(value, 9.0, 1.5, 0.02, C)  # noqa: E731
+    plans = {p.condition: p.to_dict()}
+    for kind, (a, b) in (("human", (1.0, 20.0)), ("model", (1.0, 1.0))):
+        rows = _block_rows("P0", p, sees, 11, kind)
+        stored = rows[-1]["adaptive"]
+        assert stored["lapse_prior_beta"] == (None if kind == "model" else (a, b))
+        named = [{**r, "adaptive": {k: v for k, v in r["adaptive"].items() if k != "lapse_prior_beta"}} for r in rows]
+        x = np.array([p.value_of(r["level"]) for r in rows])[None, None, None, :]
+        correct = np.array([r["correct"] for r in rows], dtype=bool)
+        t = threshold_axis(p.values)[:, None, None, None]
+        s = np.array(p.spreads)[None, :, None, None]
+        lapses = np.array(p.lapses)[None, None, :, None]
+        psi = 1 / C + (1 - 1 / C - lapses) * erfc((x - t) / (s * math.sqrt(2))) / 2
+        weights = np.array(p.lapses) ** (a - 1) * (1 - np.array(p.lapses)) ** (b - 1)
+        by_hand = (np.where(correct, psi, 1 - psi).prod(axis=-1) * weights[None, None, :]).sum(axis=(1, 2))
+        by_hand /= by_hand.max()
+        for answered in (rows, named):
+            _, [likelihood] = final_posteriors(pd.DataFrame(answered), C, plans)
+            assert likelihood == pytest.approx(by_hand, rel=1e-9, abs=1e-12)
+
+
 def test_chance_observers_are_censored_or_prior_only_and_never_pool_into_a_narrower_interval():
     # two people answering at chance: rarely lapsing (the people's lapse prior), their answers say the threshold lies
     # below the easiest level: censored; with one person who sees the cue there is one located observer only, and no

@@ -3,6 +3,8 @@ here from the documented model, not with the module's own function)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -88,11 +90,27 @@ def test_the_lapse_grid_reaches_up_to_one_minus_chance():
 
 def test_estimates_are_stored_as_quest_threshold_and_old_rows_still_read():
     estimate = AdaptiveRun(plan(), "human").update(3, True)
-    assert set(estimate.to_dict()) == {"quest_threshold", "ci_low", "ci_high", "trials", "lapse_prior"}
+    assert set(estimate.to_dict()) == {"quest_threshold", "ci_low", "ci_high", "trials", "lapse_prior",
+                                       "lapse_prior_beta"}
     assert Estimate.from_dict(estimate.to_dict()) == estimate
+    assert Estimate.from_dict(json.loads(json.dumps(estimate.to_dict()))) == estimate  # as the response row keeps it
     old = {"threshold": 7.5, "ci_low": 4.0, "ci_high": 11.0, "trials": 12}
     assert Estimate.from_dict(old) == Estimate(quest_threshold=7.5, ci_low=4.0, ci_high=11.0, trials=12,
                                                lapse_prior="flat")  # runs before people had their own lapse prior
+
+
+def test_the_lapse_prior_is_stored_by_its_numbers_and_rows_with_its_name_alone_still_read():
+    """The numbers are kept exactly (the name rounds them to six digits); a row stored before them carries the name
+    only, from which they are read."""
+    exact = AdaptiveRun(plan(people_lapse_prior=(1.0, 12.3456789)), "human").update(3, True).to_dict()
+    assert (exact["lapse_prior"], exact["lapse_prior_beta"]) == ("Beta(1, 12.3457)", (1.0, 12.3456789))
+    model = AdaptiveRun(plan(), "model").update(3, True).to_dict()
+    assert (model["lapse_prior"], model["lapse_prior_beta"]) == ("flat", None)
+    named = {"quest_threshold": 7.5, "ci_low": 4.0, "ci_high": 11.0, "trials": 12}
+    assert Estimate.from_dict({**named, "lapse_prior": "Beta(1, 10)"}).lapse_prior_beta == (1.0, 10.0)
+    assert Estimate.from_dict({**named, "lapse_prior": "flat"}).lapse_prior_beta is None
+    with pytest.raises(AdaptiveError, match="lapse prior 'Beta 1' is neither"):
+        Estimate.from_dict({**named, "lapse_prior": "Beta 1"})
 
 
 def test_plan_round_trips_through_json_and_checks_its_fields():
@@ -141,7 +159,7 @@ def test_each_level_and_the_posterior_agree_with_questplus_itself():
 
 
 def test_people_get_a_lapse_prior_near_zero_and_models_a_flat_one():
-    from cuebench.adaptive import lapse_prior_of_name, lapse_weights
+    from cuebench.adaptive import lapse_weights
 
     p = plan()
     people = lapse_weights(p, "human")
@@ -152,9 +170,5 @@ def test_people_get_a_lapse_prior_near_zero_and_models_a_flat_one():
     assert np.allclose(lapse_weights(plan(people_lapse_prior=None), "human"), 1 / len(p.lapses))
     assert AdaptiveRun(p, "model").estimate().lapse_prior == "flat"
     assert AdaptiveRun(p, "human").estimate().lapse_prior == "Beta(1, 20)"
-    # the stored name gives the prior back (the analysis weighs each observer's likelihood with it)
-    assert lapse_prior_of_name("Beta(1, 20)") == (1.0, 20.0) and lapse_prior_of_name("flat") is None
-    with pytest.raises(AdaptiveError, match="lapse prior 'Beta 1' is neither"):
-        lapse_prior_of_name("Beta 1")
     with pytest.raises(SchemaError, match="people_lapse_prior"):
         plan(people_lapse_prior=(0.5, 10.0))
