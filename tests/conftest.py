@@ -329,6 +329,34 @@ def response_row():
     return row
 
 
+@pytest.fixture()
+def at_once():
+    """``at_once(work, args)``: ``work(arg)`` in a thread per arg, all let go together (a barrier), each given a
+    minute; the exceptions they raised, for the test to assert there are none (one raised in a thread would not
+    fail it). How the storage tests open and write a database from several writers at once."""
+    import threading
+
+    def run(work, args, seconds: float = 60.0) -> list[Exception]:
+        barrier, errors = threading.Barrier(len(args)), []
+
+        def start(arg):
+            try:
+                barrier.wait(seconds)
+                work(arg)
+            except Exception as err:  # noqa: BLE001 - the test reports every thread's failure
+                errors.append(err)
+
+        threads = [threading.Thread(target=start, args=(arg,), daemon=True) for arg in args]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(seconds)
+        assert not any(thread.is_alive() for thread in threads), f"a thread of {work.__name__} did not finish"
+        return errors
+
+    return run
+
+
 BLOCK_SECONDS = "docs_block_seconds"
 """The user property a docs-runner test records: its block's own run time (the test's duration also counts
 the wait for the pool that runs pages side by side)."""

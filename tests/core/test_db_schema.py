@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 
 import pytest
 
@@ -220,23 +219,9 @@ def test_an_older_layout_upgrades_to_the_new_schema_with_its_rows_kept(location,
     db.close()
 
 
-def test_processes_opening_an_old_database_at_once_upgrade_it_once(location):
+def test_processes_opening_an_old_database_at_once_upgrade_it_once(location, at_once):
     old_database(location, "first server").close()
-    barrier, errors = threading.Barrier(4), []
-
-    def open_store():
-        barrier.wait()
-        try:
-            ResponseStore(location).close()
-        except Exception as err:  # noqa: BLE001 - the test reports every opener's failure
-            errors.append(err)
-
-    openers = [threading.Thread(target=open_store) for _ in range(4)]
-    for opener in openers:
-        opener.start()
-    for opener in openers:
-        opener.join()
-    assert errors == []
+    assert at_once(lambda _: ResponseStore(location).close(), range(4)) == []
     db = open_database(location)
     assert db.execute("SELECT COUNT(*), MAX(version) FROM schema_version").fetchone() == \
         (len(db_schema.MIGRATIONS), db_schema.SCHEMA_VERSION)

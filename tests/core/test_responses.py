@@ -1,7 +1,6 @@
 """The response store: durable, idempotent, never overwrites a collected answer."""
 
 import sqlite3
-import threading
 
 import pytest
 
@@ -48,7 +47,7 @@ def test_malformed_rows_are_refused(tmp_path, bad, words, response_row):
             store.write(response_row(**bad))
 
 
-def test_concurrent_writers_lose_nothing(tmp_path, response_row):
+def test_concurrent_writers_lose_nothing(tmp_path, response_row, at_once):
     path = tmp_path / "r.sqlite"
     ResponseStore(path).close()
 
@@ -58,36 +57,21 @@ def test_concurrent_writers_lose_nothing(tmp_path, response_row):
                 store.write(response_row(i, observer=observer))
                 store.write(response_row(i, observer=observer))
 
-    threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(5)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert at_once(writer, [f"p{k}" for k in range(5)]) == []
     with ResponseStore(path) as store:
         assert store.count() == 200
         assert list(store.dataframe().columns) == list(COLUMNS)
 
 
-def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path, response_row):
+def test_a_fresh_file_opened_by_many_writers_at_once(tmp_path, response_row, at_once):
     """Every writer creates the schema if it is missing: on a fresh file they take turns, none sees "locked"."""
     path = tmp_path / "fresh.sqlite"
-    barrier = threading.Barrier(8)
-    errors = []
 
     def writer(observer):
-        barrier.wait()
-        try:
-            with ResponseStore(path) as store:
-                store.write(response_row(0, observer=observer))
-        except Exception as err:  # collected: an exception in a thread would not fail the test
-            errors.append(err)
+        with ResponseStore(path) as store:
+            store.write(response_row(0, observer=observer))
 
-    threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert at_once(writer, [f"p{k}" for k in range(8)]) == []
     with ResponseStore(path) as store:
         assert store.count() == 8
 

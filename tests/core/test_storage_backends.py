@@ -5,8 +5,6 @@ writers at once, identical exports, and a clear error for an unusable database U
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from cuebench.export import export
@@ -49,26 +47,14 @@ def test_questionnaire_answers_are_stored_once_on_both_backends(location):
         {"p1": ({"age": 30, "hand": "left"}, "lab"), "p2": ({"age": 22}, "web")}
 
 
-def test_writers_at_once_on_a_fresh_database(location, response_row):
-    barrier = threading.Barrier(6)
-    errors = []
-
+def test_writers_at_once_on_a_fresh_database(location, response_row, at_once):
     def writer(observer):
-        barrier.wait()
-        try:
-            with ResponseStore(location) as store:
-                for i in range(20):
-                    store.write(response_row(i, observer=observer))
-                    store.write(response_row(i, observer=observer))
-        except Exception as err:  # collected: an exception in a thread would not fail the test
-            errors.append(err)
+        with ResponseStore(location) as store:
+            for i in range(20):
+                store.write(response_row(i, observer=observer))
+                store.write(response_row(i, observer=observer))
 
-    threads = [threading.Thread(target=writer, args=(f"p{k}",)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert at_once(writer, [f"p{k}" for k in range(6)]) == []
     with ResponseStore(location) as store:
         assert store.count() == 120
 
