@@ -123,31 +123,25 @@ def test_build_and_models_answer_the_block_one_trial_at_a_time(tmp_path):
 
 @pytest.fixture
 def hesitant():
-    """An observer whose outputs do not depend on the experiment (no ``prepare``), so experiments share its
-    stream: over the block's four labels, 0.4 on one picked by the image's brightness and 0.2 on each other."""
+    """A plug-in observer registered by name whose outputs do not depend on the experiment (no ``prepare``), so
+    experiments share its stream: over the block's four labels, 0.4 on one picked by the image's brightness and 0.2
+    on each other."""
     import torch
 
-    from model_eval.observers import ADAPTERS, Observer
+    from model_eval.observers import OBSERVERS, Observer
 
     class Hesitant(Observer):
         data_config = {"input_size": (3, 224, 224), "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
         classes = tuple(sorted(set(IMAGES.values())))
 
-        @classmethod
-        def claims(cls, name, weights):
-            return name == "hesitant"
-
-        @classmethod
-        def from_spec(cls, name, weights, device):
-            observer = cls()
-            observer.observer_id, observer.provenance, observer.device = f"{name}:none", {"model": name}, device
-            return observer
+        def __init__(self, weights=None, device="cpu"):
+            self.observer_id, self.provenance, self.device = "hesitant:none", {"model": "hesitant"}, device
 
         def probabilities(self, images):
             pick = ((images.mean(dim=(1, 2, 3)) + 2) * 1000).long() % len(self.classes)
             return 0.2 + 0.2 * torch.nn.functional.one_hot(pick, len(self.classes)).float()
 
-    with ADAPTERS.temporarily("hesitant", Hesitant):
+    with OBSERVERS.temporarily("hesitant", Hesitant):
         yield Hesitant
 
 
@@ -158,7 +152,7 @@ def test_experiments_sharing_a_stream_answer_each_trial_by_their_own_rule(tmp_pa
     above 0.5) answers "not clear" and the mean its largest label."""
     from model_eval.evaluate import evaluate_experiments
 
-    assert hesitant.from_spec("hesitant", "", "cpu").experiment_independent
+    assert hesitant().experiment_independent
     build(tmp_path / "burgert", photos)
     shutil.copytree(tmp_path / "burgert", tmp_path / "mean")
     summaries = evaluate_experiments([(tmp_path / "burgert", "16class-burgert"), (tmp_path / "mean", None)],
