@@ -51,14 +51,14 @@ def cpu_seconds() -> float:
 
 def bare_timm_loop(files: list[Path], device: str, batch: int = 64) -> tuple[float, float]:
     """(wall, CPU) seconds to push every file through the model with the plainest loop (weights as eval loads
-    them, loaded before the clock starts)."""
+    them, into timm's module unchanged, loaded before the clock starts)."""
     import torch
     from PIL import Image
 
-    from model_eval.observers import load_observer
+    from model_eval.models import load_model
 
-    observer = load_observer(MODEL, device)
-    model, config = observer.model.eval(), observer.data_config
+    loaded = load_model(MODEL, device)  # timm's module as it is: no batch norm folded, as a plain script runs it
+    model, config = loaded.model.eval(), loaded.data_config
     size = tuple(config["input_size"][1:])
     mean = torch.tensor(config["mean"]).view(1, 3, 1, 1)
     std = torch.tensor(config["std"]).view(1, 3, 1, 1)

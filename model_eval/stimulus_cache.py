@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -99,13 +100,17 @@ def decoding_workers(requested: int | None, device: str, images: int) -> int:
     """Processes that decode ``images`` new stimuli (``requested``, else a default). The cache is filled before
     the model runs, so decoding takes no core from it: on a GPU machine up to 4, leaving the model's host
     thread one; on a CPU up to 4 of its cores, once there are enough images to pay for starting them (else
-    this process decodes)."""
+    threads of this process decode, ``_in_threads``)."""
     if requested is not None:
         return requested
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _cores()
     if device.startswith("cuda"):
         return max(1, min(4, cores - 1))
     return min(4, cores) if cores > 1 and images >= PROCESS_DECODING_FROM else 0
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def cache_dir(expdir: ExperimentDir) -> Path:
@@ -115,8 +120,8 @@ def cache_dir(expdir: ExperimentDir) -> Path:
 def decoded_stimuli(expdir: ExperimentDir, stimulus_paths: dict[str, Path], workers: int | None = 0,
                     progress: bool = True, device: str = "cpu") -> DecodedStimuli:
     """The decoded pixels of the stimuli ``id -> file``; those not cached yet (or whose file
-    changed since) are decoded first, by ``workers`` processes (0: this one; None: ``decoding_workers``
-    for ``device``)."""
+    changed since) are decoded first, by ``workers`` processes (0: threads of this one; None:
+    ``decoding_workers`` for ``device``)."""
     from filelock import FileLock
 
     root = cache_dir(expdir)
@@ -226,7 +231,7 @@ class _DecodedStream:
 
             stream = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
         else:
-            stream = (dataset[i] for i in range(len(dataset)))
+            stream = _in_threads(dataset, min(4, _cores()))
         self.bar = tqdm(total=len(dataset), desc="decoding stimuli", unit="image", disable=not progress)
         self.stream = iter(stream)
         self.waiting: dict[str, np.ndarray] = {}
@@ -240,6 +245,22 @@ class _DecodedStream:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _in_threads(dataset: _Decoder, threads: int):
+    """``dataset``'s items in order, decoded by ``threads`` threads of this process: Pillow lets go of the GIL
+    while it inflates a file, so a few images are decoded on every core without starting processes. At most
+    two per thread are decoded ahead of the reader."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="decode") as pool:
+        ahead: deque = deque()
+        for i in range(len(dataset)):
+            ahead.append(pool.submit(dataset.__getitem__, i))
+            if len(ahead) > 2 * threads:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
 
 
 def _write_array(target: Path, ids: list[str], kept: dict, decoded: _DecodedStream, shape: tuple[int, int]) -> None:

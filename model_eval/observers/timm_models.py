@@ -46,7 +46,8 @@ class TimmObserver(ModuleObserver):
         loaded = load_model(spec, device)
         head = {"head": loaded.head} if loaded.head else {}
         super().__init__(loaded.model, loaded.observer_id, {"model": loaded.name, "weights": loaded.weights_source,
-                                                            **head}, loaded.data_config, loaded.device)
+                                                            **head}, loaded.data_config, loaded.device,
+                         fold_batch_norm=True)
         self.classes = loaded.classes
 
     def forward(self, images, kinds):

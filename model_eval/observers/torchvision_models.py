@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..models import (ModelError, UnknownArchitecture, WeightsNotFound, head_size, load_checkpoint_into,
-                      read_checkpoint, sha256_file)
+from ..models import (LoadedModel, ModelError, UnknownArchitecture, WeightsNotFound, head_size,
+                      load_checkpoint_into, read_checkpoint, sha256_file)
 from ..torch_compat import import_timm
 from .module import ModuleObserver
 
@@ -55,6 +55,39 @@ def weights_filename(name: str) -> str:
     return Path(urlparse(default_weights(name).url).path).name
 
 
+def load_torchvision(name: str, weights: str | None) -> LoadedModel:
+    """torchvision's ``name`` with its ImageNet weights from the torch hub cache (``weights`` None, "" or
+    "torchvision") or a local checkpoint, in eval mode and as torchvision builds it: what the observer evaluates
+    and what training starts from."""
+    torchvision = import_torchvision()
+    entry = default_weights(name)
+    if weights in (None, "", WEIGHTS_TAG):
+        path = torch_hub_file(weights_filename(name))
+        if path is None:
+            raise WeightsNotFound(
+                f"no weights for {name!r} here: looked for {weights_filename(name)} in the torch hub cache "
+                f"({hub_checkpoints()}); fetch it once with `python -c \"import torchvision; "
+                f"torchvision.models.get_model('{name}', weights='DEFAULT')\"`, or give a local file as "
+                f"{name}:PATH/TO/CHECKPOINT.pth")
+        model = torchvision.models.get_model(name, weights=entry)  # reads the cached file, as model-vs-human does
+        source, tag, head = f"torch-hub:{path.name} (sha256 {sha256_file(path)})", WEIGHTS_TAG, None
+        classes = None
+    else:
+        path = Path(weights).expanduser()
+        checkpoint = read_checkpoint(path)
+        model = torchvision.models.get_model(name, weights=None, **head_size(checkpoint))
+        source, tag, head = load_checkpoint_into(model, path, name, checkpoint)
+        classes = checkpoint.class_names
+    transform = entry.transforms()
+    crop, resize = transform.crop_size[0], transform.resize_size[0]
+    data_config = {"input_size": (3, crop, crop), "mean": tuple(transform.mean), "std": tuple(transform.std),
+                   "interpolation": transform.interpolation.value, "crop_pct": crop / resize,
+                   "crop_mode": "center"}
+    return LoadedModel(model=model.eval(), name=name, weights=tag if tag == WEIGHTS_TAG else "file",
+                       weights_source=source, data_config=data_config, observer_id=f"{name}:{tag}", head=head,
+                       classes=classes)
+
+
 class TorchvisionObserver(ModuleObserver):
     """A torchvision model (NAME or NAME:torchvision, weights from the torch hub cache, or NAME:PATH): softmax, the
     classification block's input as features."""
@@ -78,33 +111,12 @@ class TorchvisionObserver(ModuleObserver):
         return cls(name, weights or None, device)
 
     def __init__(self, name: str, weights: str | None, device: str):
-        torchvision = import_torchvision()
-        entry = default_weights(name)
-        if weights in (None, "", WEIGHTS_TAG):
-            path = torch_hub_file(weights_filename(name))
-            if path is None:
-                raise WeightsNotFound(
-                    f"no weights for {name!r} here: looked for {weights_filename(name)} in the torch hub cache "
-                    f"({hub_checkpoints()}); fetch it once with `python -c \"import torchvision; "
-                    f"torchvision.models.get_model('{name}', weights='DEFAULT')\"`, or give a local file as "
-                    f"{name}:PATH/TO/CHECKPOINT.pth")
-            model = torchvision.models.get_model(name, weights=entry)  # reads the cached file, as model-vs-human does
-            source, tag, head = f"torch-hub:{path.name} (sha256 {sha256_file(path)})", WEIGHTS_TAG, None
-            classes = None
-        else:
-            path = Path(weights).expanduser()
-            checkpoint = read_checkpoint(path)
-            model = torchvision.models.get_model(name, weights=None, **head_size(checkpoint))
-            source, tag, head = load_checkpoint_into(model, path, name, checkpoint)
-            classes = checkpoint.class_names
-        transform = entry.transforms()
-        crop, resize = transform.crop_size[0], transform.resize_size[0]
-        data_config = {"input_size": (3, crop, crop), "mean": tuple(transform.mean), "std": tuple(transform.std),
-                       "interpolation": transform.interpolation.value, "crop_pct": crop / resize,
-                       "crop_mode": "center"}
-        super().__init__(model, f"{name}:{tag}", {"model": f"torchvision/{name}", "weights": source,
-                                                  **({"head": head} if head else {})}, data_config, device)
-        self.classes = classes
+        loaded = load_torchvision(name, weights)
+        super().__init__(loaded.model, loaded.observer_id, {"model": f"torchvision/{name}",
+                                                            "weights": loaded.weights_source,
+                                                            **({"head": loaded.head} if loaded.head else {})},
+                         loaded.data_config, device, fold_batch_norm=True)
+        self.classes = loaded.classes
         self.head = _feature_layer(self.model, name)
         self.head.register_forward_hook(self._keep_head_input)
         self._head_input = None

@@ -39,15 +39,14 @@ def starting_model(model: str, weights: str, freeze: bool, n_classes: int, devic
     ``freeze`` only the head's parameters require gradients (batch-norm statistics still follow the training
     images, as in training mode)."""
     from ..models import classifier_name, load_model
-    from ..observers import load_observer
-    from ..observers.torchvision_models import import_torchvision
+    from ..observers.torchvision_models import import_torchvision, load_torchvision
     check_start(model, weights, freeze)
     torchvision = is_torchvision(model, weights)
     if weights == SCRATCH:
         net = (import_torchvision().models.get_model(model, weights=None, num_classes=n_classes) if torchvision
                else build_model(model, n_classes))
     else:
-        net = (load_observer(f"{model}:{weights}", device).model if torchvision
+        net = (load_torchvision(model, weights).model.to(device) if torchvision
                else load_model(f"{model}:{weights}", device).model)
         replace_head(net, n_classes)
     if freeze:
