@@ -62,6 +62,29 @@ def test_only_the_published_image_list_with_the_published_rule_is_ranked(geirhos
         "references used 16class-mean."]
 
 
+@pytest.mark.shared
+@pytest.mark.validates("scorecard shape bias over source images",
+                       definition="per source image the shape decisions among its shape and texture decisions, over "
+                                  "images whose shape and texture classes differ; answers naming neither class count "
+                                  "for neither",
+                       source="Geirhos et al. 2019, Sec. 3 and Fig. 4",
+                       reference="published values from the released raw data: AlexNet 0.429, GoogLeNet 0.312, "
+                                 "VGG-16 0.172 (the trials as released, loaded with analysis.load)",
+                       tolerance="3 decimals")
+def test_scorecard_shape_bias_of_the_released_model_answers_is_the_published_value(shared):
+    """The cue-conflict plug-in's own cell (one decision per image), fed the released trials of the three CNNs,
+    gives their published shape bias; with no decision rule recorded the answers are not ranked."""
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+
+    trials = apply_exclusions(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")).scored
+    for model, published in {"alexnet": 0.429, "googlenet": 0.312, "vgg": 0.172}.items():
+        (entry,) = scorecard.score(CueConflict(), trials[trials["observer"] == model])
+        assert round(entry["value"], 3) == published, model
+        assert entry["ci_low"] < entry["value"] < entry["ci_high"] and entry["rank"] is None
+        assert "decision rule unknown" in entry["notes"][0]
+
+
 @pytest.mark.validates("scorecard place among published models and the too-small-to-rank note",
                        definition="rank = 1 + published models above the score; the interval's ends give the rank "
                                   "range; a range wider than 2 ranks is 'too small to rank'",
