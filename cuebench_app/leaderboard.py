@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import shlex
 from pathlib import Path
 
 from cuebench.errors import CuebenchError
@@ -146,15 +147,17 @@ def write_site(cards: list[dict], out: Path) -> Path:
         f"<th data-col='{i + 1}'>{html.escape(b)}<br>{html.escape(m)}</th>" for i, (b, m) in enumerate(keys)
     ) + f"<th data-col='{len(keys) + 1}'>provenance</th>"
     rows = []
-    for card in cards:
-        cells = [f"<td data-value='{html.escape(card['model'])}'>{html.escape(card['model'])}</td>"]
+    for card, stem in zip(cards, provenance_stems(cards)):
+        options = ""
+        if stem != file_stem(card["model"]):   # the model has several scorecards here: say which run this row is
+            options = f"<br><small class='options'>{html.escape(run_options(card))}</small>"
+        cells = [f"<td data-value='{html.escape(card['model'])}'>{html.escape(card['model'])}{options}</td>"]
         for key in keys:
             metric = lookup(card, key)
             value = "" if not metric or metric["value"] is None else f"{metric['value']:.6g}"
             text = "–" if not value else f"{metric['value']:.3f}"
             notes = "".join(f"<small class='note'>{html.escape(n)}</small>" for n in (metric or {}).get("notes", []))
             cells.append(f"<td class='num' data-value='{value}'>{text} {error_bar(metric, *scales[key])}{notes}</td>")
-        stem = file_stem(card["model"])
         made = f"{card['package_version']} {card.get('commit') or ''}".strip()
         cells.append(f"<td data-value='{html.escape(made)}'><a class='provenance' href='provenance/{stem}.html'>"
                      f"cuebench {html.escape(made[:len(card['package_version']) + 13])}</a></td>")
@@ -172,6 +175,20 @@ def write_site(cards: list[dict], out: Path) -> Path:
     for bench in dict.fromkeys(b for b, _ in keys):
         (out / "benchmarks" / f"{slug(bench)}.html").write_text(benchmark_page(bench, cards, keys))
     return index
+
+
+def provenance_stems(cards: list[dict]) -> list[str]:
+    """One provenance file name per scorecard: the model's (``benchmark.file_stem``), and where one model has
+    several scorecards (runs with other options) a number after a dot, which no model's own stem contains."""
+    from .benchmark import file_stem
+
+    stems = [file_stem(card["model"]) for card in cards]
+    return [stem if stems.count(stem) == 1 else f"{stem}.{stems[:i + 1].count(stem)}" for i, stem in enumerate(stems)]
+
+
+def run_options(card: dict) -> str:
+    """The options of the scorecard's reproduce line (what follows the model)."""
+    return card.get("reproduce", "").partition(shlex.quote(card["model"]))[2].strip()
 
 
 def provenance_page(card: dict) -> str:

@@ -6,8 +6,8 @@ A metric passes when the re-run gives the published numbers from the same answer
 proportion's counts), or, where another machine answered some images differently, when the re-run's value lies
 inside the published interval and the published value inside the re-run's: an edited value or interval fails,
 as does an edited rank, note or comparison with people, a left-out metric or a reproduce line that is not the
-recorded command. A benchmark whose stimuli hash differently (other source images, another cuebench build) fails as a whole: the
-re-run did not measure the same thing.
+recorded command. A benchmark whose stimuli hash differently (other source images, another cuebench build) fails
+as a whole: the re-run did not measure the same thing.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
 
     out = []
     if card.get("reproduce") != (expected := reproduce_command(card["model"], card["command"])):
-        out.append((f"reproduce: published `{card.get('reproduce')}`, the recorded command is `{expected}`: FAIL", False))
+        out.append((f"reproduce: published `{card.get('reproduce')}`, the recorded command is `{expected}`: FAIL",
+                    False))
     stimuli = {b["benchmark"]: b["stimulus_hash"] for b in rerun["benchmarks"]}
     published_stimuli = {b["benchmark"]: b["stimulus_hash"] for b in card["benchmarks"]}
     again = {(m["benchmark"], m["metric"]): m for m in rerun["metrics"]}
@@ -90,8 +91,8 @@ def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
             verdict, ok = judge(metric, again[key])
         out.append((f"{key[0]} {key[1]}: published {_show(metric)}, re-run {_show(again.get(key))}: {verdict}", ok))
     published_keys = {(m["benchmark"], m["metric"]) for m in card["metrics"]}
-    out += [(f"{b} {m}: published –, re-run {_show(again[b, m])}: FAIL: the scorecard leaves out a metric its command "
-             "scores", False) for b, m in again if (b, m) not in published_keys]
+    out += [(f"{b} {m}: published –, re-run {_show(again[b, m])}: FAIL: the scorecard leaves out a metric its "
+             "command scores", False) for b, m in again if (b, m) not in published_keys]
     return out
 
 

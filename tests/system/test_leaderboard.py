@@ -89,3 +89,22 @@ def test_leaderboard_sorts_by_every_column_keeps_notes_and_gives_each_model_its_
     assert "Wen, Li, Jing & Lee" in page.locator("ul.references").inner_text()
     page.screenshot(path=str(tmp_path / "leaderboard_dist.png"), full_page=True)
     assert not errors
+
+
+def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
+    """A model scored twice with other options (a --per-class subset, then the full sets) is two rows; each links
+    to the page with its own reproduce line, and says which run it is, instead of both showing the last one."""
+    from cuebench_app.leaderboard import write_site
+
+    subset = scorecard("alpha", 0.30, 0.70)
+    full = {**scorecard("alpha", 0.24, 0.75), "command": {**COMMAND, "per_class": None},
+            "reproduce": "cuebench benchmark alpha --benchmarks cue-conflict,dist --eed-steps 64 --device cpu"}
+    other = scorecard("alpha.1", 0.5, 0.5)   # a model whose name looks like a numbered page
+    index = write_site([subset, full, other], tmp_path / "site").read_text()
+    links = [part.split("'")[0] for part in index.split("class='provenance' href='")[1:]]
+    assert len(set(links)) == 3
+    for card, link in zip((subset, full, other), links):
+        page = (tmp_path / "site" / link).read_text()
+        assert f"<pre class='reproduce'>{card['reproduce']}</pre>" in page and f"Provenance: {card['model']}" in page
+    assert "<small class='options'>--benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 --device cpu</small>" in index
+    assert "<small class='options'>--benchmarks cue-conflict,dist --eed-steps 64 --device cpu</small>" in index
