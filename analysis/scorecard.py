@@ -181,8 +181,10 @@ def beyond_people(entry: dict) -> str | None:
     the table lists them, else their published value); None otherwise."""
     if not entry.get("comparable") or entry["human"] is None or not np.isfinite(entry["ci_low"]):
         return None
-    if entry["human_range"] and entry["ci_low"] > entry["human_range"][1]:
+    if entry["human_range"]:   # people listed one by one: beyond them means beyond every one of them
         low, high = entry["human_range"]
+        if entry["ci_low"] <= high:
+            return None
         return (f"the score lies above the range of the individual people ({low:.3g}-{high:.3g}), even at its "
                 "interval's lower end: the model differs from people, in the other direction")
     if entry["ci_low"] > entry["human"]:

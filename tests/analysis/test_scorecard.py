@@ -99,6 +99,8 @@ def test_rank_rank_range_and_notes_by_hand():
                                       "1-5 of 6"]
     above = {**entry, "ci_low": 0.97, "value": 0.98, "ci_high": 0.99, "human_range": (0.91, 0.96), "rank_range": [1, 1]}
     assert "above the range of the individual people (0.91-0.96)" in scorecard.notes(above)[0]
+    # above the people's mean but inside their individual range (Geirhos et al.'s ten: 0.919-0.987): no claim
+    assert scorecard.notes({**above, "human_range": (0.919, 0.987)}) == []
     elsewhere = {**above, "comparable": False, "not_ranked_because": "Not ranked: why."}
     assert scorecard.notes(elsewhere) == ["Not ranked: why."]
 
