@@ -196,7 +196,7 @@ def notes(entry: dict) -> list[str]:
     """Plain-language remarks a reader needs before trusting a number."""
     if entry["value"] is None or not np.isfinite(entry["value"]):
         reason = [entry["not_ranked_because"]] if entry.get("not_ranked_because") else []
-        return ["no score: the benchmark's trials do not define this metric for the model", *reason]
+        return ["no score: the benchmark's trials do not define this metric for the model.", *reason]
     if not entry.get("comparable"):
         return [entry["not_ranked_because"]]
     out = [note] if (note := beyond_people(entry)) else []
