@@ -56,15 +56,24 @@ def register(sub) -> None:
     verify.add_argument("--shared", type=user_path, default=None,
                         help="the shared data folder (default: $CUEBENCH_SHARED or ../shared)")
     verify.add_argument("--device", default=None, help="auto, cpu or cuda (default: the scorecard's)")
-    verify.add_argument("--batch-size", type=int, default=64)
+    verify.add_argument("--batch-size", type=int, default=None, help="images per forward pass (default 64)")
     parser.set_defaults(func=run)
+
+
+VERIFY_ONLY = ("cache", "shared", "device", "batch_size")
+"""Options that only a re-run uses: given to the site builder they would do nothing, so they are refused."""
 
 
 def run(args) -> int:
     if args.scorecards[0] == user_path("verify") and not args.scorecards[0].exists():
         from .verify import run_verify
 
+        if args.out != user_path("site"):
+            raise CuebenchError("--out builds a site; `leaderboard verify` writes nothing (it re-runs in --cache)")
         return run_verify(args.scorecards[1:], args)
+    if given := [f"--{name.replace('_', '-')}" for name in VERIFY_ONLY if getattr(args, name) is not None]:
+        raise CuebenchError(f"{', '.join(given)}: only `cuebench leaderboard verify SCORECARD` uses "
+                            f"{'it' if len(given) == 1 else 'them'}; building a site from scorecards runs nothing")
     cards = read_scorecards(args.scorecards)
     index = write_site(cards, args.out)
     print(f"leaderboard: {index} ({len(cards)} models)")

@@ -54,7 +54,7 @@ def verify(card: dict, args, cache: Path) -> bool:
     command = card["command"]
     options = SimpleNamespace(benchmarks=",".join(command["benchmarks"]), per_class=command["per_class"],
                               eed_steps=command["eed_steps"], shared=args.shared, cache=cache,
-                              device=args.device or command["device"], batch_size=args.batch_size,
+                              device=args.device or command["device"], batch_size=args.batch_size or 64,
                               executor="local", executor_option=[])
     print(f"verify {card['model']}: re-running `{card.get('reproduce', '')}` in {cache}")
     rerun = scorecards([card["model"]], options)[0]

@@ -108,3 +108,16 @@ def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
         assert f"<pre class='reproduce'>{card['reproduce']}</pre>" in page and f"Provenance: {card['model']}" in page
     assert "<small class='options'>--benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 --device cpu</small>" in index
     assert "<small class='options'>--benchmarks cue-conflict,dist --eed-steps 64 --device cpu</small>" in index
+
+
+def test_options_of_the_re_run_are_refused_where_nothing_runs(tmp_path, monkeypatch, capsys):
+    """--cache, --shared, --device and --batch-size act only in `leaderboard verify`, and --out only in building a
+    site: given where they would do nothing, each is refused with the reason, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "alpha.json").write_text(json.dumps(scorecard("alpha", 0.3, 0.7)))
+    assert main(["leaderboard", "alpha.json", "--device", "cpu", "--batch-size", "8"]) == 2
+    assert ("--device, --batch-size: only `cuebench leaderboard verify SCORECARD` uses them"
+            in capsys.readouterr().err)
+    assert main(["leaderboard", "verify", "alpha.json", "--out", "elsewhere"]) == 2
+    assert "--out builds a site; `leaderboard verify` writes nothing" in capsys.readouterr().err
+    assert not (tmp_path / "site").exists() and not (tmp_path / "elsewhere").exists()
