@@ -221,7 +221,8 @@ def provenance_page(card: dict) -> str:
 
 
 def figure(metric_key: tuple[str, str], cards: list[dict]) -> str:
-    """An SVG: one row per model (score and interval), the published human value as a red line."""
+    """An SVG: one row per model (score and interval), the published human value as a red tick on each row whose
+    run measured what the people's study measured (and on no other)."""
     found = [(c["model"], lookup(c, metric_key)) for c in cards]
     found = [(name, m) for name, m in found if m and m["value"] is not None]
     if not found:
@@ -240,10 +241,11 @@ def figure(metric_key: tuple[str, str], cards: list[dict]) -> str:
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{html.escape(name)}</text>'
                      f'<line x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" stroke="#333"/>'
                      f'<circle cx="{x(m["value"]):.1f}" cy="{y}" r="4" fill="#1f5fa8"/>')
-    human = found[0][1].get("human")
-    if human is not None:
-        parts.append(f'<line x1="{x(human):.1f}" x2="{x(human):.1f}" y1="4" y2="{height - row}" stroke="#c0392b" '
-                     f'stroke-width="2"/><text x="{x(human) + 4:.1f}" y="12" font-size="11" fill="#c0392b">people</text>')
+        if m.get("human") is not None:
+            parts.append(f'<line class="human" x1="{x(m["human"]):.1f}" x2="{x(m["human"]):.1f}" y1="{y - 8}" '
+                         f'y2="{y + 8}" stroke="#c0392b" stroke-width="2"/>')
+    if humans := [m["human"] for _, m in found if m.get("human") is not None]:
+        parts.append(f'<text x="{x(humans[0]) + 4:.1f}" y="12" font-size="11" fill="#c0392b">people</text>')
     axis = height - row / 2
     parts.append(f'<text x="{left}" y="{axis + 4}" font-size="11">{low:.3f}</text>'
                  f'<text x="{x(high):.1f}" y="{axis + 4}" font-size="11" text-anchor="end">{high:.3f}</text>')

@@ -97,6 +97,8 @@ def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
     from cuebench_app.leaderboard import write_site
 
     subset = scorecard("alpha", 0.30, 0.70)
+    for metric in subset["metrics"]:   # a subset: not compared with people
+        metric.update(comparable=False, human=None, rank=None, rank_range=None, notes=["Not ranked: a subset."])
     full = {**scorecard("alpha", 0.24, 0.75), "command": {**COMMAND, "per_class": None},
             "reproduce": "cuebench benchmark alpha --benchmarks cue-conflict,dist --eed-steps 64 --device cpu"}
     other = scorecard("alpha.1", 0.5, 0.5)   # a model whose name looks like a numbered page
@@ -108,6 +110,9 @@ def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
         assert f"<pre class='reproduce'>{card['reproduce']}</pre>" in page and f"Provenance: {card['model']}" in page
     assert "<small class='options'>--benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 --device cpu</small>" in index
     assert "<small class='options'>--benchmarks cue-conflict,dist --eed-steps 64 --device cpu</small>" in index
+    # the benchmark page's figure ticks the people on the two comparable rows only, not across the subset's
+    figure = (tmp_path / "site" / "benchmarks" / "cue-conflict.html").read_text().split('<svg class="figure"')[1]
+    assert figure.count("<circle") == 3 and figure.count('class="human"') == 2
 
 
 def test_options_of_the_re_run_are_refused_where_nothing_runs(tmp_path, monkeypatch, capsys):
