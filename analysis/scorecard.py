@@ -146,7 +146,9 @@ def entry(bench: Benchmark, metric: Metric, counts: list[tuple[float, int]], ima
     """One scorecard entry from the metric's cell counts (k, n) and what the run scored with which rules."""
     with np.errstate(invalid="ignore", divide="ignore"):
         value = float(metric.formula(*(np.float64(k) / n if n else np.float64(np.nan) for k, n in counts)))
-    low, high = interval(metric, counts, seed=seed)
+    # an undefined score (a ratio over 0 correct originals) has no value and no interval
+    low, high = interval(metric, counts, seed=seed) if np.isfinite(value) else (np.nan, np.nan)
+    value = value if np.isfinite(value) else np.nan
     published = metric.published()
     reason = why_not_ranked(bench, metric, images, rules, min(n for _, n in counts))
     comparable = reason is None

@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import html
 import json
+import math
 import os
 import shlex
 import shutil
@@ -319,8 +320,8 @@ def write_scorecard(out: Path, card: dict) -> Path:
 
 
 def _plain(entry: dict) -> dict:
-    """JSON has no NaN: an undefined number is null."""
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in entry.items()}
+    """JSON has no NaN or infinity: an undefined or unbounded number is null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in entry.items()}
 
 
 def _fmt(value, digits: int = 3) -> str:

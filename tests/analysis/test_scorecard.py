@@ -172,3 +172,29 @@ print(entry["value"], entry["notes"][0])
     assert "refused with 2" in lines and "benchmark sketches needs" in done.stderr and "data/sketches" in done.stderr
     # the example declares its image set but no published values: nothing to rank against or compare with
     assert lines[-1] == "0.5 Not ranked or compared with people: no published values were measured this way."
+
+
+def test_a_ratio_over_no_correct_originals_has_no_score_and_the_scorecard_stays_json(tmp_path):
+    """3 of 8 right under suppression over 0 of 8 on the originals: A_sup / A_orig is undefined (3/8 / 0), so the
+    entry has no value and no interval (not 'inf [0.52, inf]' beside 'no score'), and the scorecard file is
+    strict JSON (no Infinity), as a browser's JSON.parse needs."""
+    import json
+
+    from analysis.benchmarks.suppression import Suppression
+    from cuebench_app.benchmark import scorecard as make_card
+    from cuebench_app.benchmark import write_scorecard
+
+    bench = Suppression()
+    metric = bench.metrics(pd.DataFrame())[0]
+    entry = scorecard.entry(bench, metric, [(0.0, 8), (3.0, 8)], {f"p{i}" for i in range(8)}, ["16class-burgert"])
+    assert all(np.isnan(entry[k]) for k in ("value", "ci_low", "ci_high")) and entry["rank"] is None
+    assert entry["notes"][0] == "no score: the benchmark's trials do not define this metric for the model."
+    card = make_card("m", {"benchmarks": ["suppression"], "per_class": None, "eed_steps": None, "device": "cpu"},
+                     [entry], [])
+    text = write_scorecard(tmp_path, card).read_text()
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+    (written,) = json.loads(text, parse_constant=refuse)["metrics"]
+    assert (written["value"], written["ci_low"], written["ci_high"]) == (None, None, None)
+    assert "| – [–, –] |" in (tmp_path / "m.md").read_text()
