@@ -115,12 +115,14 @@ def cue_trials(observer: str, accuracies: dict[str, float], n: int = 1000) -> pd
                          "params": [{}] * len(index), "decision_rule": "16class-mean", "correct": correct.astype(int)})
 
 
-@pytest.mark.validates("scorecard S_cd over the models evaluated on the same stimuli",
+@pytest.mark.validates("scorecard S_cd over the models evaluated on the same stimuli, and R_cd",
                        definition="S_cd = (Q_S/s)/(Q_S/s + Q_T/t), s and t the mean Q_S, Q_T of the models that "
-                                  "answered the same stimuli; with one model no S_cd (it is 0.5 by construction)",
-                       source="Heinert et al., eqs. 3-4, Table VIII",
-                       reference="published S_cd of ConvNeXt L (0.563) with Heinert et al.'s 43 models as the set",
-                       tolerance="0.005 (inputs rounded to 3 decimals)")
+                                  "answered the same stimuli; with one model no S_cd (it is 0.5 by construction); "
+                                  "R_cd = (Q_S + Q_T) / (2 Q_O)",
+                       source="Heinert et al., eqs. 3-5, Table VIII",
+                       reference="published S_cd (0.563) and R_cd (0.907) of ConvNeXt L with Heinert et al.'s 43 "
+                                 "models as the set",
+                       tolerance="0.005 (S_cd), 0.001 (R_cd) (inputs rounded to 3 decimals)")
 def test_cue_decomposition_score_over_the_model_set_gives_the_published_value():
     from analysis.reference import load
 
