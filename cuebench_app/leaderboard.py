@@ -81,15 +81,17 @@ def run(args) -> int:
 
 
 def read_scorecards(paths: list[Path]) -> list[dict]:
-    files = [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+    files = [(f, p.is_dir()) for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
     cards = []
-    for path in files:
+    for path, in_folder in files:
         try:
             card = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise CuebenchError(f"{path}: not a readable scorecard ({err})") from err
         if not isinstance(card, dict) or not {"model", "metrics", "benchmarks"} <= set(card):
-            continue  # compare files and other JSON beside the scorecards
+            if in_folder:
+                continue  # compare files and other JSON beside the scorecards
+            raise CuebenchError(f"{path}: not a scorecard (JSON with model, metrics, benchmarks)")
         cards.append(card)
     if not cards:
         raise CuebenchError(f"no scorecards (JSON with model, metrics, benchmarks) in {', '.join(map(str, paths))}")

@@ -117,7 +117,8 @@ def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
 
 def test_options_of_the_re_run_are_refused_where_nothing_runs(tmp_path, monkeypatch, capsys):
     """--cache, --shared, --device and --batch-size act only in `leaderboard verify`, and --out only in building a
-    site: given where they would do nothing, each is refused with the reason, and nothing is written."""
+    site: given where they would do nothing, each is refused with the reason, and nothing is written; a file named
+    on the command line that is not a scorecard is refused, not skipped."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "alpha.json").write_text(json.dumps(scorecard("alpha", 0.3, 0.7)))
     assert main(["leaderboard", "alpha.json", "--device", "cpu", "--batch-size", "8"]) == 2
@@ -125,4 +126,7 @@ def test_options_of_the_re_run_are_refused_where_nothing_runs(tmp_path, monkeypa
             in capsys.readouterr().err)
     assert main(["leaderboard", "verify", "alpha.json", "--out", "elsewhere"]) == 2
     assert "--out builds a site; `leaderboard verify` writes nothing" in capsys.readouterr().err
+    (tmp_path / "compare.json").write_text("[]")   # named on its own, not found in a folder of scorecards
+    assert main(["leaderboard", "alpha.json", "compare.json"]) == 2
+    assert "compare.json: not a scorecard (JSON with model, metrics, benchmarks)" in capsys.readouterr().err
     assert not (tmp_path / "site").exists() and not (tmp_path / "elsewhere").exists()
