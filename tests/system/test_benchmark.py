@@ -211,3 +211,24 @@ def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edi
         "FAIL: the scorecard leaves out a metric its command scores") for line in lines)
     assert any(line.startswith("reproduce: ") and line.endswith("FAIL") for line in lines)
     assert edited.count(": pass (") == 1 and "verify tf_efficientnet_lite0: FAILED" in edited
+
+
+def test_the_commit_is_recorded_only_from_cuebench_s_own_checkout(tmp_path):
+    """A cuebench installed into a virtual environment inside another project's repository must not record
+    that project's HEAD as its commit; the top of a checkout records its HEAD, +dirty after an edit."""
+    from cuebench_app.benchmark import checkout_commit
+
+    def git(*argv):
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    git("init", "-q")
+    (tmp_path / "tracked.txt").write_text("one")
+    git("add", "tracked.txt")
+    git("commit", "-q", "-m", "another project")
+    head = git("rev-parse", "HEAD")
+    inside = tmp_path / ".venv" / "lib" / "site-packages"
+    inside.mkdir(parents=True)
+    assert checkout_commit(inside) is None
+    assert checkout_commit(tmp_path) == head
+    (tmp_path / "tracked.txt").write_text("two")
+    assert checkout_commit(tmp_path) == head + "+dirty"
