@@ -62,7 +62,7 @@ def jeffreys(k: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, f
 
 def interval(metric: Metric, counts: list[tuple[float, int]], confidence: float = CONFIDENCE, seed: int = 0
              ) -> tuple[float, float]:
-    """The metric's interval from its cells' (k, n): Jeffreys through a one-cell formula (each is increasing).
+    """The metric's interval from its cells' (k, n): Jeffreys through a one-cell formula (monotone).
     A formula of several cells gets exact Beta bounds carried through it: for the lower end each cell is drawn
     from the Beta distribution of its exact (Clopper-Pearson) bound on the side that lowers the formula,
     Beta(k, n - k + 1) where the formula increases with the cell and Beta(k + 1, n - k) where it decreases
@@ -70,9 +70,9 @@ def interval(metric: Metric, counts: list[tuple[float, int]], confidence: float 
     Clopper-Pearson interval; for a ratio it keeps both tails at or under their nominal rate (simulated)."""
     if any(n == 0 for _, n in counts):
         return np.nan, np.nan
-    if len(counts) == 1:
-        low, high = jeffreys(*counts[0], confidence)
-        return float(metric.formula(low)), float(metric.formula(high))
+    if len(counts) == 1:   # a monotone formula of one proportion: its ends, in order (1 - p falls as p rises)
+        low, high = sorted(float(metric.formula(end)) for end in jeffreys(*counts[0], confidence))
+        return low, high
     rng = np.random.default_rng(seed)
     tail = (1 - confidence) / 2
     ends = []

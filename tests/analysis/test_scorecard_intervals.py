@@ -121,3 +121,14 @@ def test_an_image_answered_several_times_counts_once():
     for name, (bench, rows) in cells.items():
         k, n = scorecard.cell_counts(rows, bench.metrics(pd.DataFrame())[0].cells[0])
         assert n == 3 and k == pytest.approx(2 / 3 + 1 + 0), name
+
+
+def test_a_falling_formula_of_one_proportion_gets_its_interval_in_order():
+    """An error rate 1 - p (a plug-in's metric that falls as its proportion rises): 3 right of 10 gives
+    [1 - Jeffreys upper, 1 - Jeffreys lower], the Beta(3.5, 7.5) quantiles from scipy, not the ends reversed."""
+    from analysis.benchmarks import Cell, Metric, condition_is
+
+    metric = Metric("error_rate", "1 - accuracy", (Cell("x", condition_is("original")),), lambda p: 1 - p,
+                    directions=(-1,))
+    low, high = scorecard.interval(metric, [(3.0, 10)])
+    assert (low, high) == pytest.approx((1 - stats.beta.ppf(0.975, 3.5, 7.5), 1 - stats.beta.ppf(0.025, 3.5, 7.5)))
