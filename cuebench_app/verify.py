@@ -6,7 +6,8 @@ A metric passes when the re-run gives the published numbers from the same answer
 proportion's counts), or, where another machine answered some images differently, when the re-run's value lies
 inside the published interval and the published value inside the re-run's: an edited value or interval fails,
 as does an edited rank, note or comparison with people, a left-out metric or a reproduce line that is not the
-recorded command. A benchmark whose stimuli hash differently (other source images, another cuebench build) fails
+recorded command, or a benchmark's provenance (stimuli, image list, rule, weights) the re-run does not give again.
+A benchmark whose stimuli hash differently (other source images, another cuebench build) fails
 as a whole: the re-run did not measure the same thing.
 """
 
@@ -76,6 +77,12 @@ def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
     if card.get("reproduce") != (expected := reproduce_command(card["model"], card["command"])):
         out.append((f"reproduce: published `{card.get('reproduce')}`, the recorded command is `{expected}`: FAIL",
                     False))
+    records = {b["benchmark"]: b for b in rerun["benchmarks"]}
+    for record in card["benchmarks"]:   # what the provenance page shows: the same stimuli, rule and weights
+        again = records.get(record["benchmark"], {})
+        if changed := [k for k in PROVENANCE if k in record and record[k] != again.get(k)]:
+            out.append((f"{record['benchmark']} provenance: the published {', '.join(changed)} differ from the "
+                        "re-run's: FAIL", False))
     stimuli = {b["benchmark"]: b["stimulus_hash"] for b in rerun["benchmarks"]}
     published_stimuli = {b["benchmark"]: b["stimulus_hash"] for b in card["benchmarks"]}
     again = {(m["benchmark"], m["metric"]): m for m in rerun["metrics"]}
@@ -96,6 +103,10 @@ def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
     return out
 
 
+PROVENANCE = ("benchmark_version", "stimulus_hash", "image_list_hash", "images", "design", "trials", "weights",
+              "decision_rule")
+"""A benchmark's provenance that the same command on the same data must give again (the observer's name may
+differ: another machine, another loader)."""
 CLAIMS = ("comparable", "human", "human_range")
 """Whether a number is set beside the people, and which: the same for any answers on the same stimuli."""
 SAME_ANSWERS = ("value", "ci_low", "ci_high", "rank", "rank_range", "not_ranked_because", "notes")

@@ -194,11 +194,12 @@ def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edi
     assert "answered 40 trials, 0 stored before" in verified            # a real re-run, not the stored answers
     assert verified.count(": pass (") == 4 and "verify tf_efficientnet_lite0: passed" in verified
 
-    # one copy, four edits a reader would be misled by, each caught on its own line
+    # one copy, five edits a reader would be misled by, each caught on its own line
     metric, claimed, dropped = card["metrics"][0], card["metrics"][1], card["metrics"].pop(3)
     metric["value"] = round((metric["value"] + metric["ci_high"]) / 2, 3)   # still inside its own interval
     claimed.update(comparable=True, human=0.763, not_ranked_because=None, notes=[], rank=1, rank_range=[1, 1])
     card["reproduce"] = card["reproduce"].replace(" --device cpu", "")
+    card["benchmarks"][0]["weights"] = "pypi:a-better-model (sha256 0)"
     (tmp_path / "edited.json").write_text(json.dumps(card))
     edited = cuebench("leaderboard", "verify", "edited.json", "--cache", "verify-cache", cwd=tmp_path,
                       shared=tmp_path, returncode=1)
@@ -210,6 +211,7 @@ def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edi
     assert any(line.startswith(f"suppression {dropped['metric']}: published –") and line.endswith(
         "FAIL: the scorecard leaves out a metric its command scores") for line in lines)
     assert any(line.startswith("reproduce: ") and line.endswith("FAIL") for line in lines)
+    assert "suppression provenance: the published weights differ from the re-run's: FAIL" in lines
     assert edited.count(": pass (") == 1 and "verify tf_efficientnet_lite0: FAILED" in edited
 
 
