@@ -69,8 +69,8 @@ def verify(card: dict, args, cache: Path) -> bool:
 
 def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
     """(line, ok) per check of a published scorecard against its re-run: the reproduce line is the recorded
-    command's, every metric the re-run scores is published (none left out), and each published metric agrees
-    (:func:`judge`)."""
+    command's, each benchmark's provenance is the re-run's, every metric the re-run scores is published (none left
+    out), and each published metric agrees (:func:`judge`)."""
     from .benchmark import reproduce_command
 
     out = []
@@ -79,8 +79,8 @@ def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
                     False))
     records = {b["benchmark"]: b for b in rerun["benchmarks"]}
     for record in card["benchmarks"]:   # what the provenance page shows: the same stimuli, rule and weights
-        again = records.get(record["benchmark"], {})
-        if changed := [k for k in PROVENANCE if k in record and record[k] != again.get(k)]:
+        theirs = records.get(record["benchmark"], {})
+        if changed := [k for k in PROVENANCE if k in record and record[k] != theirs.get(k)]:
             out.append((f"{record['benchmark']} provenance: the published {', '.join(changed)} differ from the "
                         "re-run's: FAIL", False))
     stimuli = {b["benchmark"]: b["stimulus_hash"] for b in rerun["benchmarks"]}
