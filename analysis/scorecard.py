@@ -62,7 +62,7 @@ def jeffreys(k: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, f
 
 def interval(metric: Metric, counts: list[tuple[float, int]], confidence: float = CONFIDENCE, seed: int = 0
              ) -> tuple[float, float]:
-    """The metric's interval from its cells' (k, n): Jeffreys through a one-cell formula (each is increasing).
+    """The metric's interval from its cells' (k, n): Jeffreys through a one-cell formula (monotone).
     A formula of several cells gets exact Beta bounds carried through it: for the lower end each cell is drawn
     from the Beta distribution of its exact (Clopper-Pearson) bound on the side that lowers the formula,
     Beta(k, n - k + 1) where the formula increases with the cell and Beta(k + 1, n - k) where it decreases
@@ -70,9 +70,9 @@ def interval(metric: Metric, counts: list[tuple[float, int]], confidence: float 
     Clopper-Pearson interval; for a ratio it keeps both tails at or under their nominal rate (simulated)."""
     if any(n == 0 for _, n in counts):
         return np.nan, np.nan
-    if len(counts) == 1:
-        low, high = jeffreys(*counts[0], confidence)
-        return float(metric.formula(low)), float(metric.formula(high))
+    if len(counts) == 1:   # a monotone formula of one proportion: its ends, in order (1 - p falls as p rises)
+        low, high = sorted(float(metric.formula(end)) for end in jeffreys(*counts[0], confidence))
+        return low, high
     rng = np.random.default_rng(seed)
     tail = (1 - confidence) / 2
     ends = []
@@ -146,7 +146,9 @@ def entry(bench: Benchmark, metric: Metric, counts: list[tuple[float, int]], ima
     """One scorecard entry from the metric's cell counts (k, n) and what the run scored with which rules."""
     with np.errstate(invalid="ignore", divide="ignore"):
         value = float(metric.formula(*(np.float64(k) / n if n else np.float64(np.nan) for k, n in counts)))
-    low, high = interval(metric, counts, seed=seed)
+    # an undefined score (a ratio over 0 correct originals) has no value and no interval
+    low, high = interval(metric, counts, seed=seed) if np.isfinite(value) else (np.nan, np.nan)
+    value = value if np.isfinite(value) else np.nan
     published = metric.published()
     reason = why_not_ranked(bench, metric, images, rules, min(n for _, n in counts))
     comparable = reason is None
@@ -181,8 +183,10 @@ def beyond_people(entry: dict) -> str | None:
     the table lists them, else their published value); None otherwise."""
     if not entry.get("comparable") or entry["human"] is None or not np.isfinite(entry["ci_low"]):
         return None
-    if entry["human_range"] and entry["ci_low"] > entry["human_range"][1]:
+    if entry["human_range"]:   # people listed one by one: beyond them means beyond every one of them
         low, high = entry["human_range"]
+        if entry["ci_low"] <= high:
+            return None
         return (f"the score lies above the range of the individual people ({low:.3g}-{high:.3g}), even at its "
                 "interval's lower end: the model differs from people, in the other direction")
     if entry["ci_low"] > entry["human"]:
@@ -194,7 +198,7 @@ def notes(entry: dict) -> list[str]:
     """Plain-language remarks a reader needs before trusting a number."""
     if entry["value"] is None or not np.isfinite(entry["value"]):
         reason = [entry["not_ranked_because"]] if entry.get("not_ranked_because") else []
-        return ["no score: the benchmark's trials do not define this metric for the model", *reason]
+        return ["no score: the benchmark's trials do not define this metric for the model.", *reason]
     if not entry.get("comparable"):
         return [entry["not_ranked_because"]]
     out = [note] if (note := beyond_people(entry)) else []

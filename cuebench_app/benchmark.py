@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import html
 import json
+import math
 import os
 import shlex
 import shutil
@@ -258,22 +259,29 @@ def score_model(bench: Benchmark, expdir: Path, digest: str, observer: dict) -> 
 
 def package_commit() -> str | None:
     """The git commit this cuebench runs from: pip's record of a VCS install, else the HEAD of the checkout it is
-    imported from (``+dirty`` with uncommitted changes to tracked files); None when neither is known."""
+    imported from (:func:`checkout_commit`); None when neither is known."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
         recorded = json.loads(distribution("cuebench").read_text("direct_url.json") or "{}")
     except (PackageNotFoundError, json.JSONDecodeError):
         recorded = {}
-    if commit := recorded.get("vcs_info", {}).get("commit_id"):
-        return commit
-    root = Path(__file__).resolve().parents[1]
+    return recorded.get("vcs_info", {}).get("commit_id") or checkout_commit(Path(__file__).parents[1])
+
+
+def checkout_commit(root: Path) -> str | None:
+    """HEAD of the git checkout whose top level is ``root`` (``+dirty`` with uncommitted changes to tracked files);
+    None where ``root`` is not a checkout's top level: a cuebench installed into a virtual environment inside
+    another project's repository is not that project's commit."""
+    root = root.resolve()
+
+    def git(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True, timeout=30)
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-        if head.returncode:
+        top, head = git("rev-parse", "--show-toplevel"), git("rev-parse", "HEAD")
+        if top.returncode or head.returncode or Path(top.stdout.strip()).resolve() != root:
             return None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return None
     return head.stdout.strip() + ("+dirty" if dirty else "")
@@ -319,8 +327,8 @@ def write_scorecard(out: Path, card: dict) -> Path:
 
 
 def _plain(entry: dict) -> dict:
-    """JSON has no NaN: an undefined number is null."""
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in entry.items()}
+    """JSON has no NaN or infinity: an undefined or unbounded number is null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in entry.items()}
 
 
 def _fmt(value, digits: int = 3) -> str:

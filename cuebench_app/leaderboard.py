@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import shlex
 from pathlib import Path
 
 from cuebench.errors import CuebenchError
@@ -55,15 +56,24 @@ def register(sub) -> None:
     verify.add_argument("--shared", type=user_path, default=None,
                         help="the shared data folder (default: $CUEBENCH_SHARED or ../shared)")
     verify.add_argument("--device", default=None, help="auto, cpu or cuda (default: the scorecard's)")
-    verify.add_argument("--batch-size", type=int, default=64)
+    verify.add_argument("--batch-size", type=int, default=None, help="images per forward pass (default 64)")
     parser.set_defaults(func=run)
+
+
+VERIFY_ONLY = ("cache", "shared", "device", "batch_size")
+"""Options that only a re-run uses: given to the site builder they would do nothing, so they are refused."""
 
 
 def run(args) -> int:
     if args.scorecards[0] == user_path("verify") and not args.scorecards[0].exists():
         from .verify import run_verify
 
+        if args.out != user_path("site"):
+            raise CuebenchError("--out builds a site; `leaderboard verify` writes nothing (it re-runs in --cache)")
         return run_verify(args.scorecards[1:], args)
+    if given := [f"--{name.replace('_', '-')}" for name in VERIFY_ONLY if getattr(args, name) is not None]:
+        raise CuebenchError(f"{', '.join(given)}: only `cuebench leaderboard verify SCORECARD` uses "
+                            f"{'it' if len(given) == 1 else 'them'}; building a site from scorecards runs nothing")
     cards = read_scorecards(args.scorecards)
     index = write_site(cards, args.out)
     print(f"leaderboard: {index} ({len(cards)} models)")
@@ -71,15 +81,17 @@ def run(args) -> int:
 
 
 def read_scorecards(paths: list[Path]) -> list[dict]:
-    files = [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+    files = [(f, p.is_dir()) for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
     cards = []
-    for path in files:
+    for path, in_folder in files:
         try:
             card = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise CuebenchError(f"{path}: not a readable scorecard ({err})") from err
         if not isinstance(card, dict) or not {"model", "metrics", "benchmarks"} <= set(card):
-            continue  # compare files and other JSON beside the scorecards
+            if in_folder:
+                continue  # compare files and other JSON beside the scorecards
+            raise CuebenchError(f"{path}: not a scorecard (JSON with model, metrics, benchmarks)")
         cards.append(card)
     if not cards:
         raise CuebenchError(f"no scorecards (JSON with model, metrics, benchmarks) in {', '.join(map(str, paths))}")
@@ -146,15 +158,17 @@ def write_site(cards: list[dict], out: Path) -> Path:
         f"<th data-col='{i + 1}'>{html.escape(b)}<br>{html.escape(m)}</th>" for i, (b, m) in enumerate(keys)
     ) + f"<th data-col='{len(keys) + 1}'>provenance</th>"
     rows = []
-    for card in cards:
-        cells = [f"<td data-value='{html.escape(card['model'])}'>{html.escape(card['model'])}</td>"]
+    for card, stem in zip(cards, provenance_stems(cards)):
+        options = ""
+        if stem != file_stem(card["model"]):   # the model has several scorecards here: say which run this row is
+            options = f"<br><small class='options'>{html.escape(run_options(card))}</small>"
+        cells = [f"<td data-value='{html.escape(card['model'])}'>{html.escape(card['model'])}{options}</td>"]
         for key in keys:
             metric = lookup(card, key)
             value = "" if not metric or metric["value"] is None else f"{metric['value']:.6g}"
             text = "–" if not value else f"{metric['value']:.3f}"
             notes = "".join(f"<small class='note'>{html.escape(n)}</small>" for n in (metric or {}).get("notes", []))
             cells.append(f"<td class='num' data-value='{value}'>{text} {error_bar(metric, *scales[key])}{notes}</td>")
-        stem = file_stem(card["model"])
         made = f"{card['package_version']} {card.get('commit') or ''}".strip()
         cells.append(f"<td data-value='{html.escape(made)}'><a class='provenance' href='provenance/{stem}.html'>"
                      f"cuebench {html.escape(made[:len(card['package_version']) + 13])}</a></td>")
@@ -172,6 +186,20 @@ def write_site(cards: list[dict], out: Path) -> Path:
     for bench in dict.fromkeys(b for b, _ in keys):
         (out / "benchmarks" / f"{slug(bench)}.html").write_text(benchmark_page(bench, cards, keys))
     return index
+
+
+def provenance_stems(cards: list[dict]) -> list[str]:
+    """One provenance file name per scorecard: the model's (``benchmark.file_stem``), and where one model has
+    several scorecards (runs with other options) a number after a dot, which no model's own stem contains."""
+    from .benchmark import file_stem
+
+    stems = [file_stem(card["model"]) for card in cards]
+    return [stem if stems.count(stem) == 1 else f"{stem}.{stems[:i + 1].count(stem)}" for i, stem in enumerate(stems)]
+
+
+def run_options(card: dict) -> str:
+    """The options of the scorecard's reproduce line (what follows the model)."""
+    return card.get("reproduce", "").partition(shlex.quote(card["model"]))[2].strip()
 
 
 def provenance_page(card: dict) -> str:
@@ -195,7 +223,8 @@ def provenance_page(card: dict) -> str:
 
 
 def figure(metric_key: tuple[str, str], cards: list[dict]) -> str:
-    """An SVG: one row per model (score and interval), the published human value as a red line."""
+    """An SVG: one row per model (score and interval), the published human value as a red tick on each row whose
+    run measured what the people's study measured (and on no other)."""
     found = [(c["model"], lookup(c, metric_key)) for c in cards]
     found = [(name, m) for name, m in found if m and m["value"] is not None]
     if not found:
@@ -214,10 +243,11 @@ def figure(metric_key: tuple[str, str], cards: list[dict]) -> str:
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{html.escape(name)}</text>'
                      f'<line x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" stroke="#333"/>'
                      f'<circle cx="{x(m["value"]):.1f}" cy="{y}" r="4" fill="#1f5fa8"/>')
-    human = found[0][1].get("human")
-    if human is not None:
-        parts.append(f'<line x1="{x(human):.1f}" x2="{x(human):.1f}" y1="4" y2="{height - row}" stroke="#c0392b" '
-                     f'stroke-width="2"/><text x="{x(human) + 4:.1f}" y="12" font-size="11" fill="#c0392b">people</text>')
+        if m.get("human") is not None:
+            parts.append(f'<line class="human" x1="{x(m["human"]):.1f}" x2="{x(m["human"]):.1f}" y1="{y - 8}" '
+                         f'y2="{y + 8}" stroke="#c0392b" stroke-width="2"/>')
+    if humans := [m["human"] for _, m in found if m.get("human") is not None]:
+        parts.append(f'<text x="{x(humans[0]) + 4:.1f}" y="12" font-size="11" fill="#c0392b">people</text>')
     axis = height - row / 2
     parts.append(f'<text x="{left}" y="{axis + 4}" font-size="11">{low:.3f}</text>'
                  f'<text x="{x(high):.1f}" y="{axis + 4}" font-size="11" text-anchor="end">{high:.3f}</text>')

@@ -4,9 +4,11 @@ option it recorded) in a fresh cache and say, metric by metric, whether the re-r
 
 A metric passes when the re-run gives the published numbers from the same answers (the scorecard records each
 proportion's counts), or, where another machine answered some images differently, when the re-run's value lies
-inside the published interval and the published value inside the re-run's: an edited value or interval fails.
-A benchmark whose stimuli hash differently (other source images, another cuebench build) fails as a whole: the
-re-run did not measure the same thing.
+inside the published interval and the published value inside the re-run's: an edited value or interval fails,
+as does an edited rank, note or comparison with people, a left-out metric or a reproduce line that is not the
+recorded command, or a benchmark's provenance (stimuli, image list, rule, weights) the re-run does not give again.
+A benchmark whose stimuli hash differently (other source images, another cuebench build) fails
+as a whole: the re-run did not measure the same thing.
 """
 
 from __future__ import annotations
@@ -53,42 +55,80 @@ def verify(card: dict, args, cache: Path) -> bool:
     command = card["command"]
     options = SimpleNamespace(benchmarks=",".join(command["benchmarks"]), per_class=command["per_class"],
                               eed_steps=command["eed_steps"], shared=args.shared, cache=cache,
-                              device=args.device or command["device"], batch_size=args.batch_size,
+                              device=args.device or command["device"], batch_size=args.batch_size or 64,
                               executor="local", executor_option=[])
     print(f"verify {card['model']}: re-running `{card.get('reproduce', '')}` in {cache}")
     rerun = scorecards([card["model"]], options)[0]
-    stimuli = {b["benchmark"]: b["stimulus_hash"] for b in rerun["benchmarks"]}
-    again = {(m["benchmark"], m["metric"]): m for m in rerun["metrics"]}
     passed = True
-    for metric in card["metrics"]:
-        key = (metric["benchmark"], metric["metric"])
-        published = next(b["stimulus_hash"] for b in card["benchmarks"] if b["benchmark"] == key[0])
-        if stimuli.get(key[0]) != published:
-            verdict, ok = (f"FAIL: the re-run's stimuli differ (version {str(stimuli.get(key[0]))[:12]}, published "
-                           f"{published[:12]})"), False
-        elif key not in again:
-            verdict, ok = "FAIL: the re-run has no such metric", False
-        else:
-            verdict, ok = judge(metric, again[key])
+    for line, ok in compare(card, rerun):
         passed &= ok
-        print(f"  {key[0]} {key[1]}: published {_show(metric)}, re-run {_show(again.get(key))}: {verdict}")
+        print(f"  {line}")
     print(f"verify {card['model']}: {'passed' if passed else 'FAILED'}")
     return passed
 
 
+def compare(card: dict, rerun: dict) -> list[tuple[str, bool]]:
+    """(line, ok) per check of a published scorecard against its re-run: the reproduce line is the recorded
+    command's, each benchmark's provenance is the re-run's, every metric the re-run scores is published (none left
+    out), and each published metric agrees (:func:`judge`)."""
+    from .benchmark import reproduce_command
+
+    out = []
+    if card.get("reproduce") != (expected := reproduce_command(card["model"], card["command"])):
+        out.append((f"reproduce: published `{card.get('reproduce')}`, the recorded command is `{expected}`: FAIL",
+                    False))
+    records = {b["benchmark"]: b for b in rerun["benchmarks"]}
+    for record in card["benchmarks"]:   # what the provenance page shows: the same stimuli, rule and weights
+        theirs = records.get(record["benchmark"], {})
+        if changed := [k for k in PROVENANCE if k in record and record[k] != theirs.get(k)]:
+            out.append((f"{record['benchmark']} provenance: the published {', '.join(changed)} differ from the "
+                        "re-run's: FAIL", False))
+    stimuli = {b["benchmark"]: b["stimulus_hash"] for b in rerun["benchmarks"]}
+    published_stimuli = {b["benchmark"]: b["stimulus_hash"] for b in card["benchmarks"]}
+    again = {(m["benchmark"], m["metric"]): m for m in rerun["metrics"]}
+    for metric in card["metrics"]:
+        key = (metric["benchmark"], metric["metric"])
+        published = published_stimuli.get(key[0])
+        if stimuli.get(key[0]) != published:
+            verdict, ok = (f"FAIL: the re-run's stimuli differ (version {str(stimuli.get(key[0]))[:12]}, published "
+                           f"{str(published)[:12]})"), False
+        elif key not in again:
+            verdict, ok = "FAIL: the re-run has no such metric", False
+        else:
+            verdict, ok = judge(metric, again[key])
+        out.append((f"{key[0]} {key[1]}: published {_show(metric)}, re-run {_show(again.get(key))}: {verdict}", ok))
+    published_keys = {(m["benchmark"], m["metric"]) for m in card["metrics"]}
+    out += [(f"{b} {m}: published –, re-run {_show(again[b, m])}: FAIL: the scorecard leaves out a metric its "
+             "command scores", False) for b, m in again if (b, m) not in published_keys]
+    return out
+
+
+PROVENANCE = ("benchmark_version", "stimulus_hash", "image_list_hash", "images", "design", "trials", "weights",
+              "decision_rule")
+"""A benchmark's provenance that the same command on the same data must give again (the observer's name may
+differ: another machine, another loader)."""
+CLAIMS = ("comparable", "human", "human_range")
+"""Whether a number is set beside the people, and which: the same for any answers on the same stimuli."""
+SAME_ANSWERS = ("value", "ci_low", "ci_high", "rank", "rank_range", "not_ranked_because", "notes")
+"""What the same answers (equal per-cell counts) must give again exactly."""
+
+
 def judge(published: dict, rerun: dict) -> tuple[str, bool]:
-    """(verdict, ok) of one metric. The same answers (equal per-cell counts) must give the same numbers; other
-    answers (another device may flip an image) pass when each value lies inside the other's interval."""
+    """(verdict, ok) of one metric. The same answers (equal per-cell counts) must give the same numbers, rank and
+    notes; other answers (another device may flip an image) pass when each value lies inside the other's interval.
+    Either way the claims around the number (compared with people or not, and why) must be the re-run's."""
     if published["value"] is None or rerun["value"] is None:
         if published["value"] is None and rerun["value"] is None:
             return "pass (no score, as published)", True
-        if rerun["value"] is None and published.get("not_ranked_because", "").startswith("S_cd is normalised over"):
+        if rerun["value"] is None and (published.get("not_ranked_because") or "").startswith("S_cd is normalised over"):
             return "not checked: S_cd was normalised over models this re-run of one model does not include", True
         return "FAIL: one of the two has no score", False
+    if changed := [k for k in CLAIMS if not _equal(published.get(k), rerun.get(k))]:
+        return f"FAIL: the published {', '.join(changed)} differ from the re-run's (edited?)", False
     if published.get("counts") == rerun["counts"]:
-        same = all(_equal(published[k], rerun[k]) for k in ("value", "ci_low", "ci_high"))
-        return (("pass (the same answers give the same numbers)", True) if same else
-                ("FAIL: the same answers give other numbers than published (edited?)", False))
+        changed = [k for k in SAME_ANSWERS if not _equal(published.get(k), rerun.get(k))]
+        return (("pass (the same answers give the same numbers)", True) if not changed else
+                (f"FAIL: the same answers give another {', '.join(changed)} than published (edited?)", False))
     if not _inside(rerun["value"], published):
         return "FAIL: the re-run lies outside the published interval", False
     if not _inside(published["value"], rerun):
@@ -96,8 +136,14 @@ def judge(published: dict, rerun: dict) -> tuple[str, bool]:
     return "pass (other answers on some images, inside the published interval)", True
 
 
-def _equal(a: float | None, b: float | None) -> bool:
-    return a is None and b is None or a is not None and b is not None and abs(a - b) <= 1e-9
+def _equal(a, b) -> bool:
+    """Equal as JSON holds them: numbers to 1e-9 (lists element by element), anything else exactly."""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    if numbers:
+        return abs(a - b) <= 1e-9
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def _inside(value: float, metric: dict) -> bool:

@@ -62,6 +62,29 @@ def test_only_the_published_image_list_with_the_published_rule_is_ranked(geirhos
         "references used 16class-mean."]
 
 
+@pytest.mark.shared
+@pytest.mark.validates("scorecard shape bias over source images",
+                       definition="per source image the shape decisions among its shape and texture decisions, over "
+                                  "images whose shape and texture classes differ; answers naming neither class count "
+                                  "for neither",
+                       source="Geirhos et al. 2019, Sec. 3 and Fig. 4",
+                       reference="published values from the released raw data: AlexNet 0.429, GoogLeNet 0.312, "
+                                 "VGG-16 0.172 (the trials as released, loaded with analysis.load)",
+                       tolerance="3 decimals")
+def test_scorecard_shape_bias_of_the_released_model_answers_is_the_published_value(shared):
+    """The cue-conflict plug-in's own cell (one decision per image), fed the released trials of the three CNNs,
+    gives their published shape bias; with no decision rule recorded the answers are not ranked."""
+    from analysis.exclusions import apply_exclusions
+    from analysis.load import load_responses
+
+    trials = apply_exclusions(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")).scored
+    for model, published in {"alexnet": 0.429, "googlenet": 0.312, "vgg": 0.172}.items():
+        (entry,) = scorecard.score(CueConflict(), trials[trials["observer"] == model])
+        assert round(entry["value"], 3) == published, model
+        assert entry["ci_low"] < entry["value"] < entry["ci_high"] and entry["rank"] is None
+        assert "decision rule unknown" in entry["notes"][0]
+
+
 @pytest.mark.validates("scorecard place among published models and the too-small-to-rank note",
                        definition="rank = 1 + published models above the score; the interval's ends give the rank "
                                   "range; a range wider than 2 ranks is 'too small to rank'",
@@ -76,6 +99,8 @@ def test_rank_rank_range_and_notes_by_hand():
                                       "1-5 of 6"]
     above = {**entry, "ci_low": 0.97, "value": 0.98, "ci_high": 0.99, "human_range": (0.91, 0.96), "rank_range": [1, 1]}
     assert "above the range of the individual people (0.91-0.96)" in scorecard.notes(above)[0]
+    # above the people's mean but inside their individual range (Geirhos et al.'s ten: 0.919-0.987): no claim
+    assert scorecard.notes({**above, "human_range": (0.919, 0.987)}) == []
     elsewhere = {**above, "comparable": False, "not_ranked_because": "Not ranked: why."}
     assert scorecard.notes(elsewhere) == ["Not ranked: why."]
 
@@ -90,12 +115,14 @@ def cue_trials(observer: str, accuracies: dict[str, float], n: int = 1000) -> pd
                          "params": [{}] * len(index), "decision_rule": "16class-mean", "correct": correct.astype(int)})
 
 
-@pytest.mark.validates("scorecard S_cd over the models evaluated on the same stimuli",
+@pytest.mark.validates("scorecard S_cd over the models evaluated on the same stimuli, and R_cd",
                        definition="S_cd = (Q_S/s)/(Q_S/s + Q_T/t), s and t the mean Q_S, Q_T of the models that "
-                                  "answered the same stimuli; with one model no S_cd (it is 0.5 by construction)",
-                       source="Heinert et al., eqs. 3-4, Table VIII",
-                       reference="published S_cd of ConvNeXt L (0.563) with Heinert et al.'s 43 models as the set",
-                       tolerance="0.005 (inputs rounded to 3 decimals)")
+                                  "answered the same stimuli; with one model no S_cd (it is 0.5 by construction); "
+                                  "R_cd = (Q_S + Q_T) / (2 Q_O)",
+                       source="Heinert et al., eqs. 3-5, Table VIII",
+                       reference="published S_cd (0.563) and R_cd (0.907) of ConvNeXt L with Heinert et al.'s 43 "
+                                 "models as the set",
+                       tolerance="0.005 (S_cd), 0.001 (R_cd) (inputs rounded to 3 decimals)")
 def test_cue_decomposition_score_over_the_model_set_gives_the_published_value():
     from analysis.reference import load
 
@@ -147,3 +174,29 @@ print(entry["value"], entry["notes"][0])
     assert "refused with 2" in lines and "benchmark sketches needs" in done.stderr and "data/sketches" in done.stderr
     # the example declares its image set but no published values: nothing to rank against or compare with
     assert lines[-1] == "0.5 Not ranked or compared with people: no published values were measured this way."
+
+
+def test_a_ratio_over_no_correct_originals_has_no_score_and_the_scorecard_stays_json(tmp_path):
+    """3 of 8 right under suppression over 0 of 8 on the originals: A_sup / A_orig is undefined (3/8 / 0), so the
+    entry has no value and no interval (not 'inf [0.52, inf]' beside 'no score'), and the scorecard file is
+    strict JSON (no Infinity), as a browser's JSON.parse needs."""
+    import json
+
+    from analysis.benchmarks.suppression import Suppression
+    from cuebench_app.benchmark import scorecard as make_card
+    from cuebench_app.benchmark import write_scorecard
+
+    bench = Suppression()
+    metric = bench.metrics(pd.DataFrame())[0]
+    entry = scorecard.entry(bench, metric, [(0.0, 8), (3.0, 8)], {f"p{i}" for i in range(8)}, ["16class-burgert"])
+    assert all(np.isnan(entry[k]) for k in ("value", "ci_low", "ci_high")) and entry["rank"] is None
+    assert entry["notes"][0] == "no score: the benchmark's trials do not define this metric for the model."
+    card = make_card("m", {"benchmarks": ["suppression"], "per_class": None, "eed_steps": None, "device": "cpu"},
+                     [entry], [])
+    text = write_scorecard(tmp_path, card).read_text()
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+    (written,) = json.loads(text, parse_constant=refuse)["metrics"]
+    assert (written["value"], written["ci_low"], written["ci_high"]) == (None, None, None)
+    assert "| – [–, –] |" in (tmp_path / "m.md").read_text()

@@ -102,10 +102,33 @@ def test_seven_of_seven_is_not_a_zero_width_interval_and_gets_no_rank():
     assert high == 1.0 and low == pytest.approx(stats.beta.ppf(0.025, 7.5, 0.5))
 
 
+@pytest.mark.validates("scorecard proportion over source images (accuracy on originals, DiST triplets, edge maps, "
+                       "silhouettes)",
+                       definition="per source image the mean of its scored answers; k = the sum of those means, n = "
+                                  "the images with a scored answer; practice and catch trials left out",
+                       source="this project (issue 49: resample source images, not trials)",
+                       reference="hand count over five answers to three images", tolerance="exact")
 def test_an_image_answered_several_times_counts_once():
-    """Resampling unit: the source image. Three answers to one image are one image with their mean."""
-    trials = pd.DataFrame({"source_image": ["a", "a", "a", "b", "c"], "trial_id": list("12345"),
-                           "condition": "original", "params": [{}] * 5, "correct": [1, 1, 0, 1, 0]})
-    cell = Suppression().metrics(pd.DataFrame())[0].cells[0]
-    k, n = scorecard.cell_counts(trials, cell)
-    assert n == 3 and k == pytest.approx(2 / 3 + 1 + 0)
+    """Resampling unit: the source image. Three answers to one image are one image with their mean, in each
+    benchmark's cell; a trial that is not a test trial (DiST, edges) is not counted."""
+    from analysis.benchmarks.biasbed import Edges
+
+    trials = pd.DataFrame({"source_image": ["a", "a", "a", "b", "c", "d"], "trial_id": list("123456"),
+                           "condition": "original", "params": [{}] * 6, "correct": [1, 1, 0, 1, 0, 1],
+                           "trial_type": "oddity", "role": ["test"] * 5 + ["practice"]})
+    cells = {"originals": (Suppression(), trials.iloc[:5]), "triplets": (Dist(), trials),
+             "edge maps": (Edges(), trials.assign(condition="edges"))}
+    for name, (bench, rows) in cells.items():
+        k, n = scorecard.cell_counts(rows, bench.metrics(pd.DataFrame())[0].cells[0])
+        assert n == 3 and k == pytest.approx(2 / 3 + 1 + 0), name
+
+
+def test_a_falling_formula_of_one_proportion_gets_its_interval_in_order():
+    """An error rate 1 - p (a plug-in's metric that falls as its proportion rises): 3 right of 10 gives
+    [1 - Jeffreys upper, 1 - Jeffreys lower], the Beta(3.5, 7.5) quantiles from scipy, not the ends reversed."""
+    from analysis.benchmarks import Cell, Metric, condition_is
+
+    metric = Metric("error_rate", "1 - accuracy", (Cell("x", condition_is("original")),), lambda p: 1 - p,
+                    directions=(-1,))
+    low, high = scorecard.interval(metric, [(3.0, 10)])
+    assert (low, high) == pytest.approx((1 - stats.beta.ppf(0.975, 3.5, 7.5), 1 - stats.beta.ppf(0.025, 3.5, 7.5)))

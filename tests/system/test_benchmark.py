@@ -194,10 +194,43 @@ def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edi
     assert "answered 40 trials, 0 stored before" in verified            # a real re-run, not the stored answers
     assert verified.count(": pass (") == 4 and "verify tf_efficientnet_lite0: passed" in verified
 
-    metric = card["metrics"][0]
+    # one copy, five edits a reader would be misled by, each caught on its own line
+    metric, claimed, dropped = card["metrics"][0], card["metrics"][1], card["metrics"].pop(3)
     metric["value"] = round((metric["value"] + metric["ci_high"]) / 2, 3)   # still inside its own interval
+    claimed.update(comparable=True, human=0.763, not_ranked_because=None, notes=[], rank=1, rank_range=[1, 1])
+    card["reproduce"] = card["reproduce"].replace(" --device cpu", "")
+    card["benchmarks"][0]["weights"] = "pypi:a-better-model (sha256 0)"
     (tmp_path / "edited.json").write_text(json.dumps(card))
     edited = cuebench("leaderboard", "verify", "edited.json", "--cache", "verify-cache", cwd=tmp_path,
                       shared=tmp_path, returncode=1)
-    assert f"{metric['metric']}: published {metric['value']:.3f}" in edited and "FAIL" in edited
-    assert edited.count(": pass (") == 3 and "verify tf_efficientnet_lite0: FAILED" in edited
+    lines = [line.strip() for line in edited.splitlines()]
+    assert any(line.startswith(f"suppression {metric['metric']}: published {metric['value']:.3f}") and "FAIL" in line
+               for line in lines)
+    assert any(line.startswith(f"suppression {claimed['metric']}: ") and line.endswith(
+        "FAIL: the published comparable, human differ from the re-run's (edited?)") for line in lines)
+    assert any(line.startswith(f"suppression {dropped['metric']}: published –") and line.endswith(
+        "FAIL: the scorecard leaves out a metric its command scores") for line in lines)
+    assert any(line.startswith("reproduce: ") and line.endswith("FAIL") for line in lines)
+    assert "suppression provenance: the published weights differ from the re-run's: FAIL" in lines
+    assert edited.count(": pass (") == 1 and "verify tf_efficientnet_lite0: FAILED" in edited
+
+
+def test_the_commit_is_recorded_only_from_cuebench_s_own_checkout(tmp_path):
+    """A cuebench installed into a virtual environment inside another project's repository must not record
+    that project's HEAD as its commit; the top of a checkout records its HEAD, +dirty after an edit."""
+    from cuebench_app.benchmark import checkout_commit
+
+    def git(*argv):
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    git("init", "-q")
+    (tmp_path / "tracked.txt").write_text("one")
+    git("add", "tracked.txt")
+    git("commit", "-q", "-m", "another project")
+    head = git("rev-parse", "HEAD")
+    inside = tmp_path / ".venv" / "lib" / "site-packages"
+    inside.mkdir(parents=True)
+    assert checkout_commit(inside) is None
+    assert checkout_commit(tmp_path) == head
+    (tmp_path / "tracked.txt").write_text("two")
+    assert checkout_commit(tmp_path) == head + "+dirty"

@@ -89,3 +89,44 @@ def test_leaderboard_sorts_by_every_column_keeps_notes_and_gives_each_model_its_
     assert "Wen, Li, Jing & Lee" in page.locator("ul.references").inner_text()
     page.screenshot(path=str(tmp_path / "leaderboard_dist.png"), full_page=True)
     assert not errors
+
+
+def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
+    """A model scored twice with other options (a --per-class subset, then the full sets) is two rows; each links
+    to the page with its own reproduce line, and says which run it is, instead of both showing the last one."""
+    from cuebench_app.leaderboard import write_site
+
+    subset = scorecard("alpha", 0.30, 0.70)
+    for metric in subset["metrics"]:   # a subset: not compared with people
+        metric.update(comparable=False, human=None, rank=None, rank_range=None, notes=["Not ranked: a subset."])
+    full = {**scorecard("alpha", 0.24, 0.75), "command": {**COMMAND, "per_class": None},
+            "reproduce": "cuebench benchmark alpha --benchmarks cue-conflict,dist --eed-steps 64 --device cpu"}
+    other = scorecard("alpha.1", 0.5, 0.5)   # a model whose name looks like a numbered page
+    index = write_site([subset, full, other], tmp_path / "site").read_text()
+    links = [part.split("'")[0] for part in index.split("class='provenance' href='")[1:]]
+    assert len(set(links)) == 3
+    for card, link in zip((subset, full, other), links):
+        page = (tmp_path / "site" / link).read_text()
+        assert f"<pre class='reproduce'>{card['reproduce']}</pre>" in page and f"Provenance: {card['model']}" in page
+    assert "<small class='options'>--benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 --device cpu</small>" in index
+    assert "<small class='options'>--benchmarks cue-conflict,dist --eed-steps 64 --device cpu</small>" in index
+    # the benchmark page's figure ticks the people on the two comparable rows only, not across the subset's
+    figure = (tmp_path / "site" / "benchmarks" / "cue-conflict.html").read_text().split('<svg class="figure"')[1]
+    assert figure.count("<circle") == 3 and figure.count('class="human"') == 2
+
+
+def test_options_of_the_re_run_are_refused_where_nothing_runs(tmp_path, monkeypatch, capsys):
+    """--cache, --shared, --device and --batch-size act only in `leaderboard verify`, and --out only in building a
+    site: given where they would do nothing, each is refused with the reason, and nothing is written; a file named
+    on the command line that is not a scorecard is refused, not skipped."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "alpha.json").write_text(json.dumps(scorecard("alpha", 0.3, 0.7)))
+    assert main(["leaderboard", "alpha.json", "--device", "cpu", "--batch-size", "8"]) == 2
+    assert ("--device, --batch-size: only `cuebench leaderboard verify SCORECARD` uses them"
+            in capsys.readouterr().err)
+    assert main(["leaderboard", "verify", "alpha.json", "--out", "elsewhere"]) == 2
+    assert "--out builds a site; `leaderboard verify` writes nothing" in capsys.readouterr().err
+    (tmp_path / "compare.json").write_text("[]")   # named on its own, not found in a folder of scorecards
+    assert main(["leaderboard", "alpha.json", "compare.json"]) == 2
+    assert "compare.json: not a scorecard (JSON with model, metrics, benchmarks)" in capsys.readouterr().err
+    assert not (tmp_path / "site").exists() and not (tmp_path / "elsewhere").exists()
