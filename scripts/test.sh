@@ -2,7 +2,7 @@
 # The whole test suite on a fresh Debian/Ubuntu machine: installs what it needs, then runs pytest
 # under a virtual display (PsychoPy windows). Extra arguments go to pytest, e.g. -m "not slow".
 # Two pytest-xdist workers (CUEBENCH_TEST_WORKERS) keep both cores busy; each takes whole modules, and the
-# modules that start Ray share one (tests/conftest.py: work_unit). The 25 slowest tests are listed.
+# modules that run Ray go to one as one unit (tests/conftest.py: work_unit). The 25 slowest tests are listed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --with-test-tools

@@ -186,8 +186,9 @@ def check_validation_marks(items) -> None:
                 f"source=..., reference=..., tolerance=...) decorator on the test or its class")
 
 
-# Modules that start or stop Ray on this machine: ``ray stop --force`` in one ends every Ray instance
-# of the machine, so under pytest-xdist they run one after another on the same worker.
+# Modules that run Ray, one work unit under pytest-xdist (the longest, see LONG_UNITS). Scheduling only: each Ray
+# head a test starts lives in PID and network namespaces of its own (``in_loopback_namespace`` in
+# tests/model_eval/test_executors.py), so its ``ray stop`` reaches no other Ray instance of the machine.
 RAY_MODULES = ("tests/model_eval/test_executors.py", "tests/model_eval/test_training.py", "tests/system/test_docs.py")
 
 

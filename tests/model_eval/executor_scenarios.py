@@ -107,6 +107,8 @@ def start_head(port: int, log: Path, **auth: str) -> None:
 
 
 def stop_head() -> None:
+    """``ray stop``: it stops every Ray process it can see, which in the scenario's own PID namespace
+    (``test_executors.in_loopback_namespace``) are only the scenario's."""
     subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
 
 

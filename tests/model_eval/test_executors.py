@@ -7,14 +7,17 @@ runs again and its results land once.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -77,33 +80,112 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+NAMESPACES = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
+@functools.cache
+def namespace_command() -> list[str] | None:
+    """``unshare`` into a network namespace and a PID namespace with its own ``/proc``, as this user may make
+    them: directly as root, otherwise inside a user namespace of its own (``--map-root-user``); None where
+    neither works here (no util-linux, or namespaces barred by the machine)."""
+    if shutil.which("unshare") is None:
+        return None
+    for user in ([], ["--map-root-user"]):
+        command = ["unshare", *user, *NAMESPACES, "--"]
+        if subprocess.run([*command, "true"], capture_output=True, timeout=60).returncode == 0:
+            return command
+    return None
+
+
+def pid_namespace_members(namespace: str) -> list[int]:
+    """The processes of this machine in the PID namespace ``namespace`` (``pid:[inode]``, as ``/proc/PID/ns/pid``
+    names it)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") == namespace:
+                members.append(int(entry.name))
+        except OSError:  # the process ended meanwhile
+            pass
+    return members
+
+
 def in_loopback_namespace(script: str, home: Path, timeout: int = 1200, **env: str) -> None:
     """Run a bash script inside a network namespace that has only the loopback interface (Ray
-    binds every interface it finds; there it finds only 127.0.0.1), with ``HOME`` in a fresh folder
-    so nothing Ray keeps in a user's home changes the result; Ray is stopped at the end and its temporary folder
-    (``RAY_TMPDIR``: every head's and local run's sessions, ``ray start`` without ``--temp-dir``) removed."""
+    binds every interface it finds; there it finds only 127.0.0.1) and a PID namespace of its own, with
+    ``HOME`` in a fresh folder so nothing Ray keeps in a user's home changes the result.
+
+    The PID namespace is what keeps the machine's other Ray instances out of reach: ``ray stop`` stops every
+    Ray process it can see (Ray 2.60 has no option to stop one head), and in here, with its own ``/proc``, it
+    sees only the scenario's. The scenario's Ray is stopped by the namespace's end: when the script exits
+    (or, past ``timeout``, is killed: ``--kill-child``) the kernel kills every process left in it, which is
+    checked. The temporary folder (``TMPDIR`` and ``RAY_TMPDIR``: every head's and local run's sessions,
+    and whatever else a killed process left) is removed."""
     pytest.importorskip("ray", reason="the 'scale' extra (ray) is not installed")
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        unavailable("unshare and ip (util-linux, iproute2) are needed to keep the Ray head on loopback")
-    ray = Path(sys.executable).with_name("ray")
-    wrapped = f"ip link set lo up && {{ {script}; }}; code=$?; {ray} stop --force >/dev/null 2>&1; exit $code"
+    unshare = namespace_command()
+    if unshare is None or shutil.which("ip") is None:
+        unavailable("unshare and ip (util-linux, iproute2) with network and PID namespaces are needed to keep "
+                    "the Ray head on loopback and apart from the machine's other Ray instances")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
     paths = [str(REPO), str(Path(__file__).parent), os.environ.get("PYTHONPATH")]  # executor_scenarios.py
-    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 characters
-    full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp,
-                "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env}
+    temp = Path(tempfile.mkdtemp(prefix="ray"))  # short: Ray's socket paths must fit 107 characters
+    namespace = temp / "pid-namespace"
+    wrapped = f"readlink /proc/self/ns/pid >{shlex.quote(str(namespace))} && ip link set lo up && {{ {script}; }}"
+    full_env = {**clean, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp),
+                "TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env}
     try:
-        done = subprocess.run(["unshare", "--net", "--", "bash", "-c", wrapped], env=full_env, timeout=timeout,
+        done = subprocess.run([*unshare, "bash", "-c", wrapped], env=full_env, timeout=timeout,
                               capture_output=True, text=True)
+        assert done.returncode == 0, f"Ray scenario failed:\n{done.stderr[-4000:]}"
+        ours = namespace.read_text().strip()
+        assert ours != os.readlink("/proc/self/ns/pid"), "the Ray scenario ran in this machine's PID namespace"
+        assert pid_namespace_members(ours) == [], "processes of the Ray scenario outlived it"
     finally:
         shutil.rmtree(temp, ignore_errors=True)
-    assert done.returncode == 0, f"Ray scenario failed:\n{done.stderr[-4000:]}"
 
 
 @pytest.fixture(scope="module")
-def ray_run(tmp_path_factory):
+def other_ray(tmp_path_factory):
+    """Another Ray instance's processes on this machine, as ``ray stop`` finds them: a ``raylet`` and a
+    ``gcs_server`` by process name, a worker by the ``default_worker.py`` in its command line; each in a session
+    of its own and ending by itself within the hour. The Ray scenarios here must leave them running."""
+    folder = tmp_path_factory.mktemp("other-ray")
+    worker = folder / "default_worker.py"
+    worker.write_text("import time\ntime.sleep(3600)\n")
+    commands = [[sys.executable, str(worker)]]
+    for name in ("raylet", "gcs_server"):
+        (folder / name).symlink_to(shutil.which("sleep"))  # the process name is the link's
+        commands.append([str(folder / name), "3600"])
+    processes = [subprocess.Popen(command, start_new_session=True) for command in commands]
+    yield processes
+    for process in processes:
+        process.kill()
+        process.wait(timeout=60)
+
+
+def still_running(processes: list[subprocess.Popen]) -> list[bool]:
+    return [process.poll() is None for process in processes]
+
+
+def test_a_ray_scenario_past_its_time_leaves_no_process(tmp_path):
+    """A scenario killed at its timeout takes along what it left running in sessions of their own, as
+    ``ray start`` leaves a head's processes (``--kill-child``: the namespace ends with its first process)."""
+    namespace = tmp_path / "pid-namespace"
+    script = f"readlink /proc/self/ns/pid >{shlex.quote(str(namespace))}; setsid -f sleep 600; setsid -f sleep 600; " \
+             "sleep 600"
+    with pytest.raises(subprocess.TimeoutExpired):
+        in_loopback_namespace(script, tmp_path / "home", timeout=3)
+    ours, deadline = namespace.read_text().strip(), time.monotonic() + 30
+    while pid_namespace_members(ours) and time.monotonic() < deadline:  # the kernel kills them as unshare ends
+        time.sleep(0.1)
+    assert pid_namespace_members(ours) == []
+
+
+@pytest.fixture(scope="module")
+def ray_run(tmp_path_factory, other_ray):
     """``ray start --head`` with 2 CPUs and token authentication on (a generated token, given to the
-    driver through ``RAY_AUTH_TOKEN_PATH``), then the scenario's driver; every step bounded in time."""
+    driver through ``RAY_AUTH_TOKEN_PATH``), then the scenario's driver; every step bounded in time. Another
+    Ray instance runs on the machine meanwhile (``other_ray``)."""
     out = tmp_path_factory.mktemp("ray")
     token = out / "token"
     token.write_text(secrets.token_hex(32))
@@ -118,9 +200,10 @@ def ray_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_ray_token_authentication_as_users_meet_it(tmp_path):
+def test_ray_token_authentication_as_users_meet_it(tmp_path, other_ray):
     """A local run leaves nothing that breaks a later head run; a token Ray left in the home folder is
-    used; a head's own token is given with auth_token_path, and a refused one is named in one line."""
+    used; a head's own token is given with auth_token_path, and a refused one is named in one line. Its three
+    heads are each stopped with ``ray stop``, which leaves the machine's other Ray instance running."""
     script = f"timeout 600 {sys.executable} {Path(__file__).with_name('executor_scenarios.py')} auth {tmp_path} {free_port()}"
     in_loopback_namespace(script, tmp_path / "home", timeout=700)
     results = json.loads((tmp_path / "results.json").read_text())
@@ -131,6 +214,7 @@ def test_ray_token_authentication_as_users_meet_it(tmp_path):
     refused = results["wrong_token"]
     assert "uses token authentication and refused the token from" in refused and "auth_token_path=FILE" in refused
     assert "\n" not in refused
+    assert still_running(other_ray) == [True, True, True]
 
 
 def test_ray_auth_environment_follows_ray_precedence(tmp_path, monkeypatch):
@@ -167,6 +251,13 @@ def test_ray_failures_name_the_shard_and_a_killed_worker_is_rerun(ray_run):
     assert (out / "shards" / "k").read_text() == "killed"  # the first attempt's worker did die
     assert sorted((out / "shards" / "log").read_text().splitlines()) == ["good", "killed"]  # each finished once
     assert "address=127.0.0.1:9: no Ray head reachable there" in results["unreachable"]
+
+
+@pytest.mark.slow
+def test_a_ray_head_started_here_is_stopped_alone(ray_run, other_ray):
+    """The head and its workers are gone (checked in ``in_loopback_namespace``); the Ray instance that ran
+    beside it is not."""
+    assert still_running(other_ray) == [True, True, True]
 
 
 # -- the jobs themselves, on each engine -----------------------------------------------------------------------
