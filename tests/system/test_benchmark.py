@@ -234,3 +234,34 @@ def test_the_commit_is_recorded_only_from_cuebench_s_own_checkout(tmp_path):
     assert checkout_commit(tmp_path) == head
     (tmp_path / "tracked.txt").write_text("two")
     assert checkout_commit(tmp_path) == head + "+dirty"
+
+
+def test_verify_fails_an_edited_rank_among_one_source_and_an_edited_split_of_the_sources():
+    """The same answers must give each source's rank again, and any answers the same split of the published
+    sources into ranked and context only: an edited place among Geirhos et al.'s CNNs, or Heinert et al.'s 43
+    moved into the rank, fails even where the overall rank and notes are left as they were."""
+    from dataclasses import replace
+
+    from analysis import scorecard
+    from analysis.benchmarks import image_list_hash
+    from analysis.benchmarks.cue_conflict import CueConflict
+    from cuebench_app.verify import judge
+
+    bench = CueConflict()
+    names = {f"image{i}" for i in range(1280)}   # Geirhos et al.'s source as if it had measured these names
+    geirhos, heinert = bench.metrics(pd.DataFrame())[0].published()
+    listed = replace(geirhos, measured_on=replace(geirhos.measured_on, image_list_hash=image_list_hash(names)))
+    metric = replace(bench.metrics(pd.DataFrame())[0], published=lambda: (listed, heinert))
+    entry = scorecard.entry(bench, metric, [(306.0, 1280)], names, ["16class-mean"])
+    assert [s["rank"] for s in entry["sources"]] == [3, None]
+    assert judge(entry, json.loads(json.dumps(entry))) == ("pass (the same answers give the same numbers)", True)
+
+    edited = json.loads(json.dumps(entry))
+    edited["sources"][0]["rank"] = 2
+    assert judge(edited, entry) == ("FAIL: the same answers give another sources than published (edited?)", False)
+    moved = json.loads(json.dumps(entry))
+    moved["sources"][1].update(ranked=True, not_ranked_because=None)
+    other = scorecard.entry(bench, metric, [(310.0, 1280)], names, ["16class-mean"])   # another machine's answers
+    assert judge(moved, other) == ("FAIL: the published sources ranked and shown for context differ from the "
+                                   "re-run's (edited?)", False)
+    assert judge(entry, other)[1]
