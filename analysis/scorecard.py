@@ -107,12 +107,10 @@ def source_differs(source: Published, images: set, rules: list[str]) -> str | No
     """How ``source`` measured other than the run (a clause); None when it measured the run's image list with
     the run's decision rule."""
     theirs = source.measured_on
-    unstated = [what for what, missing in (("the images", theirs.images is None),
-                                           ("the decision rule", source.decision_rule is None)) if missing]
-    if len(unstated) == 2:
+    if theirs.images is None and source.decision_rule is None:
         return "the paper states neither the images nor the decision rule it measured with"
     if theirs.images is None:
-        return f"the paper does not say which images it measured ({theirs.description})"
+        return "the paper does not say which images it measured"
     if theirs.image_list_hash is None:
         return (f"the reference measured the {_images(theirs.images)} of {theirs.description}, and this run scored "
                 f"{_images(len(images))} of another set")
@@ -146,9 +144,10 @@ def why_not_ranked(metric: Metric, differs: list[str | None], fewest: str, n: in
 
 def context(source: Published, why: str) -> str:
     """The sentence for a source shown for context and kept out of the rank."""
-    values = [f"{len(source.models)} model" + ("" if len(source.models) == 1 else "s")
-              + (f" ({min(v for _, v in source.models):.3g}-{max(v for _, v in source.models):.3g})"
-                 if len(source.models) > 1 else f" ({source.models[0][1]:.3g})")] if source.models else []
+    values = []
+    if scores := [v for _, v in source.models]:
+        spread = f"{scores[0]:.3g}" if len(scores) == 1 else f"{min(scores):.3g}-{max(scores):.3g}"
+        values.append(f"{len(scores)} model{'' if len(scores) == 1 else 's'} ({spread})")
     if source.human is not None:
         values.append(f"people {source.human:.3g}")
     return f"{source.citation}: {' and '.join(values) or 'no values'}, shown for context and not ranked: {why}."

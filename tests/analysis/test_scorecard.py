@@ -166,7 +166,8 @@ def test_scorecard_shape_bias_of_the_released_model_answers_is_the_published_val
 
 @pytest.mark.validates("scorecard place among published models and the too-small-to-rank note",
                        definition="rank = 1 + published models above the score; the interval's ends give the rank "
-                                  "range; a range wider than 2 ranks is 'too small to rank'",
+                                  "range; a range wider than 2 ranks is 'too small to rank', naming what the smallest "
+                                  "cell counts",
                        source="this project (issues 40, 49)", reference="hand count over five published values",
                        tolerance="exact")
 def test_rank_rank_range_and_notes_by_hand():
@@ -245,6 +246,7 @@ trials = pd.DataFrame({"source_image": ["a", "b"], "trial_id": ["a", "b"], "cond
                        "params": [{}, {}], "decision_rule": "16class-mean", "correct": [1, 0]})
 entry = score(BENCHMARKS["sketches"](), trials)[0]
 print(entry["value"], entry["notes"][0])
+print(entry["context"], entry["sources"][0]["ranked"])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=300)
@@ -252,8 +254,11 @@ print(entry["value"], entry["notes"][0])
     lines = done.stdout.splitlines()
     assert any(line.split() == ["sketches", "Accuracy", "on", "my", "800", "sketches."] for line in lines)
     assert "refused with 2" in lines and "benchmark sketches needs" in done.stderr and "data/sketches" in done.stderr
-    # the example declares its image set but no published values: nothing to rank against or compare with
-    assert lines[-1] == "0.5 Not ranked or compared with people: no published values were measured this way."
+    # its one source measured other images (and decided by mean logits): not ranked, said in one sentence
+    assert lines[-2] == ("0.5 Not ranked or compared with people: this run scored 2 images (image list "
+                         f"{listing_hash(['a', 'b'])[:12]}), not the 800 images of Geirhos et al. 2019's sketches "
+                         "(image list <sha256 of t) that the reference measured.")
+    assert lines[-1] == "[] False"
 
 
 def test_a_ratio_over_no_correct_originals_has_no_score_and_the_scorecard_stays_json(tmp_path):
