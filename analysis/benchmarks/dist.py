@@ -9,7 +9,7 @@ from .. import reference
 from . import Benchmark, Cell, Metric, Published, PublishedSet
 
 
-DIST_RELEASE = PublishedSet("Wen et al. 2024's released DiST triplets (named by their originals)", 2400,
+DIST_RELEASE = PublishedSet("Wen et al. 2024's released DiST triplets", 2400,
                             "97d3c614033c0e58b33a00b4f197218eae6d28557ef8a7d2101cf50653b272b1")
 """What Wen et al.'s models were measured on: their evaluation script (``src/eval.py``) scores every triplet of
 their repository's ``data/`` (github.com/starsky77/DiST, commit d055ab0: 2,400 originals; the paper: "2400
@@ -41,6 +41,6 @@ class Dist(Benchmark):
     decision_rule = "oddity"
 
     def metrics(self, scored):
-        oddity = Cell("triplets", lambda t: (t["trial_type"] == "oddity") & (t["role"] == "test"))
+        oddity = Cell("triplets", lambda t: (t["trial_type"] == "oddity") & (t["role"] == "test"), counted="triplets")
         return [Metric("dist_accuracy", "oddity accuracy on DiST triplets (chance 1/3), Wen et al.", (oddity,),
                        lambda p: p, published)]
