@@ -131,9 +131,10 @@ def judge(published: dict, rerun: dict) -> tuple[str, bool]:
     if changed:
         return f"FAIL: the published {', '.join(changed)} differ from the re-run's (edited?)", False
     if published.get("counts") == rerun["counts"]:
-        changed = [k for k in SAME_ANSWERS if not _equal(published.get(k), rerun.get(k))]
+        changed = [k if k != "sources" else "place among each source's models" for k in SAME_ANSWERS
+                   if not _equal(published.get(k), rerun.get(k))]
         return (("pass (the same answers give the same numbers)", True) if not changed else
-                (f"FAIL: the same answers give another {', '.join(changed)} than published (edited?)", False))
+                (f"FAIL: the same answers do not give the published {', '.join(changed)} (edited?)", False))
     if not _inside(rerun["value"], published):
         return "FAIL: the re-run lies outside the published interval", False
     if not _inside(published["value"], rerun):

@@ -263,7 +263,8 @@ def test_verify_fails_an_edited_rank_among_one_source_and_an_edited_split_of_the
 
     edited = json.loads(json.dumps(entry))
     edited["sources"][0]["rank"] = 2
-    assert judge(edited, entry) == ("FAIL: the same answers give another sources than published (edited?)", False)
+    assert judge(edited, entry) == ("FAIL: the same answers do not give the published place among each source's "
+                                   "models (edited?)", False)
     moved = json.loads(json.dumps(entry))
     moved["sources"][1].update(ranked=True, not_ranked_because=None)
     other = scorecard.entry(bench, metric, [(310.0, 1280)], names, ["16class-mean"])   # another machine's answers
