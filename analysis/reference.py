@@ -45,10 +45,15 @@ class Reference:
     notes: str
 
     @property
+    def citation(self) -> str:
+        """Authors, year and table: "Heinert et al. 2024, Table VIII (appendix)"."""
+        first = self.authors.split(",")[0].split(" &")[0].removesuffix(" et al.")
+        return f"{first} et al. {self.year}, {self.table}"
+
+    @property
     def label(self) -> str:
         """How a report or scorecard names the source: authors, year and table."""
-        first = self.authors.split(",")[0].split(" &")[0].removesuffix(" et al.")
-        return f"published data, {first} et al. {self.year}, {self.table}"
+        return f"published data, {self.citation}"
 
 
 @lru_cache(maxsize=1)

@@ -11,12 +11,15 @@ them independently widens the interval of a ratio whose parts move together, so 
 side (``tests/analysis/test_scorecard_intervals.py`` checks coverage and false claims from the documented
 model).
 
-**Comparable or not ranked.** A score is placed among the published models and compared with the people only
-when the run scored the image list its references measured (:func:`analysis.benchmarks.image_list_hash`),
-answered with their decision rule, and every cell has at least :data:`MIN_IMAGES` images. Otherwise the
-scorecard gives the score and its interval with one sentence saying why there is no rank
-(:func:`why_not_ranked`). A rank's interval ends give the ranks the model could hold; where they differ by
-more than :data:`RANK_SLACK`, the note says the benchmark is too small to rank the model.
+**Comparable or not ranked, source by source.** Each published source a metric is set beside says what it
+measured (:class:`analysis.benchmarks.Published`). A score is placed among a source's models, and compared with
+its people, only when the run scored the image list that source measured
+(:func:`analysis.benchmarks.image_list_hash`), answered with that source's decision rule, and every cell has at
+least :data:`MIN_IMAGES` images; it is ranked among the models of every such source together. Each other source
+is shown for context with one sentence saying why it is not in the rank (:func:`source_differs`); where no
+source is left, the scorecard gives the score and its interval with one sentence saying why there is no rank
+(:func:`why_not_ranked`). A rank's interval ends give the ranks the model could hold; where they differ by more
+than :data:`RANK_SLACK`, the note says the benchmark is too small to rank the model.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from . import reference
-from .benchmarks import Benchmark, Cell, Metric, image_list_hash
+from .benchmarks import Benchmark, Cell, Metric, Published, image_list_hash
 from .load import params_of
 
 CONFIDENCE = 0.95
@@ -100,28 +103,54 @@ def rank(value: float, models: tuple[tuple[str, float], ...]) -> int:
     return 1 + sum(1 for _, v in models if np.isfinite(v) and v > value)
 
 
-def why_not_ranked(bench: Benchmark, metric: Metric, images: set, rules: list[str], fewest: int) -> str | None:
-    """One sentence saying why the score is neither ranked nor compared with people; None when it may be."""
+def source_differs(source: Published, images: set, rules: list[str]) -> str | None:
+    """How ``source`` measured other than the run (a clause); None when it measured the run's image list with
+    the run's decision rule."""
+    theirs = source.measured_on
+    if theirs.images is None and source.decision_rule is None:
+        return "the paper states neither the images nor the decision rule it measured with"
+    if theirs.images is None:
+        return "the paper does not say which images it measured"
+    if theirs.image_list_hash is None:
+        return (f"the reference measured the {_images(theirs.images)} of {theirs.description}, and this run scored "
+                f"{_images(len(images))} of another set")
+    run = image_list_hash(images)
+    if run != theirs.image_list_hash:
+        return (f"this run scored {_images(len(images))} (image list {run[:12]}), not the {_images(theirs.images)} "
+                f"of {theirs.description} (image list {theirs.image_list_hash[:12]}) that the reference measured")
+    if source.decision_rule is None:
+        return "the paper does not state the decision rule that turned the models' outputs into answers"
+    if rules != [source.decision_rule]:
+        return (f"the model answered with the decision rule {', '.join(rules) or 'unknown'}, and the reference "
+                f"decided with {source.decision_rule}")
+    return None
+
+
+def why_not_ranked(metric: Metric, differs: list[str | None], fewest: str, n: int) -> str | None:
+    """One sentence saying why the score is neither ranked nor compared with people; None when it may be.
+    ``differs``: :func:`source_differs` per source, in the metric's order (the ranking reference first);
+    ``fewest``: what the smallest cell counts, ``n`` its size."""
     if metric.not_ranked_because:
         return metric.not_ranked_because
-    published = bench.published_set
     prefix = "Not ranked or compared with people: "
-    if not metric.published().reference_ids:
+    if not differs:
         return f"{prefix}no published values were measured this way."
-    theirs = f"the {_images(published.images)} of {published.description}"
-    if published.image_list_hash is None:
-        return f"{prefix}the references measured {theirs}, and this run scored {_images(len(images))} of another set."
-    run = image_list_hash(images)
-    if run != published.image_list_hash:
-        return (f"{prefix}this run scored {_images(len(images))} (image list {run[:12]}), not {theirs} (image list "
-                f"{published.image_list_hash[:12]}) that the references measured.")
-    if rules != [bench.decision_rule]:
-        return (f"{prefix}the model answered with the decision rule {', '.join(rules) or 'unknown'}, and the references "
-                f"used {bench.decision_rule}.")
-    if fewest < MIN_IMAGES:
-        return (f"{prefix}{fewest} images in a setting, fewer than the {MIN_IMAGES} a rank or a comparison with "
-                "people needs.")
+    if None not in differs:
+        return f"{prefix}{differs[0]}."
+    if n < MIN_IMAGES:
+        return f"{prefix}{fewest}, fewer than the {MIN_IMAGES} a rank or a comparison with people needs."
     return None
+
+
+def context(source: Published, why: str) -> str:
+    """The sentence for a source shown for context and kept out of the rank."""
+    values = []
+    if scores := [v for _, v in source.models]:
+        spread = f"{scores[0]:.3g}" if len(scores) == 1 else f"{min(scores):.3g}-{max(scores):.3g}"
+        values.append(f"{len(scores)} model{'' if len(scores) == 1 else 's'} ({spread})")
+    if source.human is not None:
+        values.append(f"people {source.human:.3g}")
+    return f"{source.citation}: {' and '.join(values) or 'no values'}, shown for context and not ranked: {why}."
 
 
 def _images(n: int) -> str:
@@ -143,32 +172,54 @@ def score(bench: Benchmark, trials: pd.DataFrame, everyone: pd.DataFrame | None 
 
 def entry(bench: Benchmark, metric: Metric, counts: list[tuple[float, int]], images: set, rules: list[str],
           trials: int = 0, seed: int = 0) -> dict:
-    """One scorecard entry from the metric's cell counts (k, n) and what the run scored with which rules."""
+    """One scorecard entry from the metric's cell counts (k, n) and what the run scored with which rules: ranked
+    among the models of the sources measured as the run was, the others listed apart for context."""
     with np.errstate(invalid="ignore", divide="ignore"):
         value = float(metric.formula(*(np.float64(k) / n if n else np.float64(np.nan) for k, n in counts)))
     # an undefined score (a ratio over 0 correct originals) has no value and no interval
     low, high = interval(metric, counts, seed=seed) if np.isfinite(value) else (np.nan, np.nan)
     value = value if np.isfinite(value) else np.nan
-    published = metric.published()
-    reason = why_not_ranked(bench, metric, images, rules, min(n for _, n in counts))
+    sources = metric.published()
+    differs = [source_differs(s, images, rules) for s in sources]
+    n, smallest = min(((n, i) for i, (_, n) in enumerate(counts)), default=(0, None))
+    fewest = f"{n:,} {metric.cells[smallest].counted}" if smallest is not None else "no images"
+    reason = why_not_ranked(metric, differs, fewest, n)
     comparable = reason is None
+    ranked = [comparable and why is None for why in differs]
+    people = next((s for s, r in zip(sources, ranked) if r and s.human is not None), None)
+    models = tuple(m for s, r in zip(sources, ranked) if r for m in s.models)
+    # where the first source's difference is the not-ranked sentence, it is not said again as context
+    said = 0 if reason and metric.not_ranked_because is None and differs and None not in differs else None
     out = {"benchmark": bench.name, "metric": metric.name, "description": metric.description,
            "value": value, "ci_low": low, "ci_high": high, "interval": INTERVAL_METHOD, "trials": int(trials),
            "images": {cell.name: n for cell, (_, n) in zip(metric.cells, counts)},
-           "counts": {cell.name: [k, n] for cell, (k, n) in zip(metric.cells, counts)},
+           "counts": {cell.name: [k, n] for cell, (k, n) in zip(metric.cells, counts)}, "fewest": fewest,
            "comparable": comparable, "not_ranked_because": reason,
-           "human": published.human if comparable else None,
-           "human_label": published.human_label if comparable else "",
-           "human_range": list(published.human_range) if comparable and published.human_range else None,
+           "human": people.human if people else None, "human_label": people.human_label if people else "",
+           "human_range": list(people.human_range) if people and people.human_range else None,
            "references": [{"id": r, "label": reference.label(r), "version": reference.reference(r).version}
-                          for r in published.reference_ids],
-           "published_models": len(published.models), "rank": None, "rank_range": None}
-    if comparable and published.models and np.isfinite(value):
-        out["rank"] = rank(value, published.models)
+                          for r in dict.fromkeys(r for s in sources for r in s.reference_ids)],
+           "sources": [_source(s, r, why, value) for s, r, why in zip(sources, ranked, differs)],
+           "published_models": len(models), "rank": None, "rank_range": None,
+           "context": [context(s, why) for i, (s, why) in enumerate(zip(sources, differs))
+                       if why is not None and i != said]}
+    if models and np.isfinite(value):
+        out["rank"] = rank(value, models)
         if np.isfinite(low) and np.isfinite(high):
-            out["rank_range"] = [rank(high, published.models), rank(low, published.models)]
+            out["rank_range"] = [rank(high, models), rank(low, models)]
     out["notes"] = notes(out)
     return out
+
+
+def _source(source: Published, ranked: bool, why: str | None, value: float) -> dict:
+    """A source as the scorecard records it: what it measured, whether the score is ranked among its models
+    (and where), and otherwise why not."""
+    theirs = source.measured_on
+    return {"citation": source.citation, "references": list(source.reference_ids), "measured_on": theirs.description,
+            "images": theirs.images, "image_list_hash": theirs.image_list_hash, "decision_rule": source.decision_rule,
+            "models": len(source.models), "human": source.human, "ranked": ranked,
+            "rank": rank(value, source.models) if ranked and source.models and np.isfinite(value) else None,
+            "not_ranked_because": why}
 
 
 def _parsed(trials: pd.DataFrame) -> pd.DataFrame:
@@ -203,8 +254,8 @@ def notes(entry: dict) -> list[str]:
         return [entry["not_ranked_because"]]
     out = [note] if (note := beyond_people(entry)) else []
     if entry["rank_range"] and entry["rank_range"][1] - entry["rank_range"][0] > RANK_SLACK:
-        out.append(f"too small to rank: with {min(entry['images'].values())} images per setting the 95 % interval "
-                   f"spans ranks {entry['rank_range'][0]}-{entry['rank_range'][1]} of {entry['published_models'] + 1}")
+        out.append(f"too small to rank: with {entry['fewest']}, the 95 % interval spans ranks "
+                   f"{entry['rank_range'][0]}-{entry['rank_range'][1]} of {entry['published_models'] + 1}")
     if not entry["published_models"]:
         out.append("no published model values to rank against")
     return out

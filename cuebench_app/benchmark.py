@@ -338,13 +338,13 @@ def _fmt(value, digits: int = 3) -> str:
 def _row(metric: dict) -> list[str]:
     interval = f"[{_fmt(metric['ci_low'])}, {_fmt(metric['ci_high'])}]"
     place = f"{metric['rank']} of {metric['published_models'] + 1}" if metric["rank"] else "not ranked"
-    sources = "; ".join(r["label"] for r in metric["references"])
+    sources = "; ".join(s["citation"] for s in metric.get("sources", []) if s["ranked"]) or "–"
     return [metric["benchmark"], metric["metric"], f"{_fmt(metric['value'])} {interval}", _fmt(metric["human"]),
             place, sources, " ".join(metric["notes"])]
 
 
 HEADER = ["benchmark", "metric", "score [95 % interval]", "people (published)", "place among published models",
-          "references", "notes"]
+          "ranked against", "notes"]
 PROVENANCE = ["benchmark", "version", "stimulus sha256", "images", "image list sha256", "trials", "observer",
               "weights", "rule"]
 
@@ -363,9 +363,16 @@ def card_markdown(card: dict) -> str:
     lines = [f"# Scorecard: {card['model']}", "", _made_by(card), "", f"Reproduce: `{card['reproduce']}`", "",
              "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     lines += ["| " + " | ".join(_row(m)) + " |" for m in card["metrics"]]
+    lines += _context(card)
     lines += ["", "## Provenance", "", "| " + " | ".join(PROVENANCE) + " |", "|" + " --- |" * len(PROVENANCE)]
     lines += ["| " + " | ".join(_provenance_row(b)) + " |" for b in card["benchmarks"]]
     return "\n".join(lines) + "\n"
+
+
+def _context(card: dict) -> list[str]:
+    """The published sources shown beside a score for context only (never in its rank), one sentence each."""
+    rows = [f"- {m['benchmark']} {m['metric']}: {sentence}" for m in card["metrics"] for sentence in m.get("context", [])]
+    return ["", "## Shown for context, not ranked", "", *rows] if rows else []
 
 
 def card_html(card: dict) -> str:
@@ -373,10 +380,12 @@ def card_html(card: dict) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    items = "".join(f"<li>{html.escape(line[2:])}</li>" for line in _context(card)[3:])
+    context = f"<h2>Shown for context, not ranked</h2><ul class='context'>{items}</ul>" if items else ""
     return (f"<!doctype html><meta charset='utf-8'><title>Scorecard: {html.escape(card['model'])}</title>"
             f"<h1>Scorecard: {html.escape(card['model'])}</h1><p>{html.escape(_made_by(card))}</p>"
             f"<p>Reproduce: <code>{html.escape(card['reproduce'])}</code></p>"
-            f"{table(HEADER, [_row(m) for m in card['metrics']])}<h2>Provenance</h2>"
+            f"{table(HEADER, [_row(m) for m in card['metrics']])}{context}<h2>Provenance</h2>"
             f"{table(PROVENANCE, [_provenance_row(b) for b in card['benchmarks']])}\n")
 
 

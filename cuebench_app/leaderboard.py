@@ -255,6 +255,30 @@ def figure(metric_key: tuple[str, str], cards: list[dict]) -> str:
             f'aria-label="{html.escape(metric_key[1])} per model">{"".join(parts)}</svg>')
 
 
+def sources_table(cards: list[dict], key: tuple[str, str]) -> str:
+    """Per published source of one metric: what it measured, and which models are ranked among its models (the
+    run measured what it measured) or see it for context only, with the sentence saying why."""
+    found = [(c["model"], source) for c in cards if (m := lookup(c, key)) for source in m.get("sources", [])]
+    if not found:
+        return ""
+    rows = []
+    for citation in dict.fromkeys(source["citation"] for _, source in found):
+        mine = [(model, source) for model, source in found if source["citation"] == citation]
+        source = mine[0][1]
+        images = "not stated" if source["images"] is None else f"{source['images']:,}"
+        listed = (source["image_list_hash"] or "not distributed")[:12] if source["images"] is not None else "–"
+        ranked = ", ".join(model for model, s in mine if s["ranked"]) or "–"
+        why = "".join(f"<li><b>{html.escape(model)}</b>: {html.escape(s['not_ranked_because'])}</li>"
+                      for model, s in mine if s["not_ranked_because"])
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+            citation, source["measured_on"], images, listed, source["decision_rule"] or "not stated",
+            source["models"], ranked)) + f"<td><ul>{why}</ul></td></tr>")
+    header = ("source", "measured on", "images", "image list", "decision rule", "models", "ranked here",
+              "shown for context only, because")
+    return ("<h3>Published sources</h3><table class='sources'><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in header) + f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
 def benchmark_page(bench: str, cards: list[dict], keys: list[tuple[str, str]]) -> str:
     from analysis import reference
 
@@ -272,5 +296,5 @@ def benchmark_page(bench: str, cards: list[dict], keys: list[tuple[str, str]]) -
                         for m in [lookup(c, key)] if m for n in m["notes"])
         sections.append(f"<h2>{html.escape(key[1])}</h2><p>{description}</p>{figure(key, cards)}"
                         f"<h3>References</h3><ul class='references'>{items or '<li>none published</li>'}</ul>"
-                        + (f"<h3>Notes</h3><ul>{notes}</ul>" if notes else ""))
+                        f"{sources_table(cards, key)}" + (f"<h3>Notes</h3><ul>{notes}</ul>" if notes else ""))
     return page(f"Benchmark: {bench}", "".join(sections), root="../")

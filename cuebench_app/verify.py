@@ -5,7 +5,8 @@ option it recorded) in a fresh cache and say, metric by metric, whether the re-r
 A metric passes when the re-run gives the published numbers from the same answers (the scorecard records each
 proportion's counts), or, where another machine answered some images differently, when the re-run's value lies
 inside the published interval and the published value inside the re-run's: an edited value or interval fails,
-as does an edited rank, note or comparison with people, a left-out metric or a reproduce line that is not the
+as does an edited rank (overall or among one source's models), note, comparison with people or split of the
+published sources into ranked and context only, a left-out metric or a reproduce line that is not the
 recorded command, or a benchmark's provenance (stimuli, image list, rule, weights) the re-run does not give again.
 A benchmark whose stimuli hash differently (other source images, another cuebench build) fails
 as a whole: the re-run did not measure the same thing.
@@ -107,9 +108,10 @@ PROVENANCE = ("benchmark_version", "stimulus_hash", "image_list_hash", "images",
               "decision_rule")
 """A benchmark's provenance that the same command on the same data must give again (the observer's name may
 differ: another machine, another loader)."""
-CLAIMS = ("comparable", "human", "human_range")
-"""Whether a number is set beside the people, and which: the same for any answers on the same stimuli."""
-SAME_ANSWERS = ("value", "ci_low", "ci_high", "rank", "rank_range", "not_ranked_because", "notes")
+CLAIMS = ("comparable", "human", "human_range", "context")
+"""Whether a number is set beside the people, and which, and which sources are context only: the same for any
+answers on the same stimuli."""
+SAME_ANSWERS = ("value", "ci_low", "ci_high", "rank", "rank_range", "not_ranked_because", "notes", "sources")
 """What the same answers (equal per-cell counts) must give again exactly."""
 
 
@@ -123,17 +125,27 @@ def judge(published: dict, rerun: dict) -> tuple[str, bool]:
         if rerun["value"] is None and (published.get("not_ranked_because") or "").startswith("S_cd is normalised over"):
             return "not checked: S_cd was normalised over models this re-run of one model does not include", True
         return "FAIL: one of the two has no score", False
-    if changed := [k for k in CLAIMS if not _equal(published.get(k), rerun.get(k))]:
+    changed = [k for k in CLAIMS if not _equal(published.get(k), rerun.get(k))]
+    if not _equal(_split(published), _split(rerun)):
+        changed.append("sources ranked and shown for context")
+    if changed:
         return f"FAIL: the published {', '.join(changed)} differ from the re-run's (edited?)", False
     if published.get("counts") == rerun["counts"]:
-        changed = [k for k in SAME_ANSWERS if not _equal(published.get(k), rerun.get(k))]
+        changed = [k if k != "sources" else "place among each source's models" for k in SAME_ANSWERS
+                   if not _equal(published.get(k), rerun.get(k))]
         return (("pass (the same answers give the same numbers)", True) if not changed else
-                (f"FAIL: the same answers give another {', '.join(changed)} than published (edited?)", False))
+                (f"FAIL: the same answers do not give the published {', '.join(changed)} (edited?)", False))
     if not _inside(rerun["value"], published):
         return "FAIL: the re-run lies outside the published interval", False
     if not _inside(published["value"], rerun):
         return "FAIL: the published value lies outside the re-run's interval", False
     return "pass (other answers on some images, inside the published interval)", True
+
+
+def _split(metric: dict) -> list:
+    """Each published source with what it measured and whether the score is ranked among its models (its place
+    there left out: other answers may move it)."""
+    return [{k: v for k, v in source.items() if k != "rank"} for source in metric.get("sources") or []]
 
 
 def _equal(a, b) -> bool:
@@ -143,6 +155,8 @@ def _equal(a, b) -> bool:
         return abs(a - b) <= 1e-9
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     return a == b
 
 

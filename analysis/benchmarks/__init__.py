@@ -3,12 +3,13 @@
 
 - how it is **built**: the design ``cuebench stimuli build`` uses, the source (a folder under the shared data
   or the bundled photos), how a ``--per-class`` subset is taken, the design's options;
-- how it is **answered**: the decision rule its references used (``cuebench eval --rule``);
-- how it is **scored**: its metrics, each a formula over per-image proportions (:class:`Cell`), with the
-  published values it is set beside (:class:`Published`);
-- what its references **measured**: the published stimulus set (:class:`PublishedSet`), named by the hash of
-  its image list. A scorecard ranks a model and compares it with people only where the run scored that very
-  list with that very rule (``analysis.scorecard``).
+- how it is **answered**: the decision rule of the reference it is ranked against (``cuebench eval --rule``);
+- how it is **scored**: its metrics, each a formula over per-image proportions (:class:`Cell`), set beside
+  published sources (:class:`Published`), each saying what it **measured**: the stimulus set
+  (:class:`PublishedSet`, named by the hash of its image list, or not stated) and the decision rule (or not
+  stated). A scorecard ranks a model among a source's models, and compares it with that source's people, only
+  where the run scored that very list with that very rule (``analysis.scorecard``); the other sources are shown
+  for context, never in the rank.
 
 A third-party benchmark is one module with one such class and one entry point, as the in-tree ones.
 """
@@ -24,6 +25,8 @@ import pandas as pd
 
 from cuebench.registry import Registry
 
+from .. import reference
+
 BENCHMARKS: Registry[type["Benchmark"]] = Registry("benchmarks", entry_point_group="cuebench.benchmarks")
 
 
@@ -35,24 +38,33 @@ def image_list_hash(names) -> str:
 
 @dataclass(frozen=True)
 class PublishedSet:
-    """The images a benchmark's references were measured on. ``image_list_hash`` None: the set is not
-    distributed, so no run can be the same measurement and none is ranked against it."""
+    """The images a published source measured. ``image_list_hash`` None: the set is not distributed, so no run
+    can be the same measurement; ``images`` None as well: the source does not say which images it used."""
 
     description: str
-    images: int
+    images: int | None
     image_list_hash: str | None = None
 
 
 @dataclass(frozen=True)
 class Published:
-    """Where a metric's published values come from: the human value (and the people's range where a table
-    lists them one by one), and the models to rank against, each a (name, value) pair."""
+    """One published source a metric is set beside, and how it measured: its stimulus set and its decision rule
+    (a ``cuebench list decision-rules`` name, or in words where cuebench has no such rule; None: not stated).
+    Its values: the human value (and the people's range where the table lists them one by one) and the models,
+    each a (name, value) pair. A people-only source's rule is the one its models must use to be compared."""
 
     reference_ids: tuple[str, ...]
+    measured_on: PublishedSet
+    decision_rule: str | None
     human: float | None = None
     human_label: str = ""
     human_range: tuple[float, float] | None = None
     models: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def citation(self) -> str:
+        """The source as a reader names it: authors, year and table(s)."""
+        return "; ".join(reference.reference(r).citation for r in self.reference_ids)
 
 
 def correct(trials: pd.DataFrame) -> pd.Series:
@@ -68,6 +80,8 @@ class Cell:
     name: str
     select: Callable[[pd.DataFrame], pd.Series]
     success: Callable[[pd.DataFrame], pd.Series] = correct
+    counted: str = "images per setting"
+    """What the cell's n counts, as a note says it ("823 images with a shape or texture decision")."""
 
 
 def condition_is(condition: str, **params) -> Callable[[pd.DataFrame], pd.Series]:
@@ -89,7 +103,8 @@ class Metric:
     description: str
     cells: tuple[Cell, ...]
     formula: Callable[..., np.ndarray]
-    published: Callable[[], Published] = field(default=lambda: Published(()))
+    published: Callable[[], tuple[Published, ...]] = field(default=lambda: ())
+    """The published sources, the one the benchmark is ranked against first."""
     directions: tuple[int, ...] = (1,)
     """Per cell, +1 where the formula increases with the cell's proportion, -1 where it decreases (0: neither):
     which exact bound of the cell gives which end of the interval (``analysis.scorecard.interval``)."""
@@ -110,7 +125,7 @@ class Benchmark:
     options: ClassVar[dict] = {}
     """The design's options; a model-only benchmark holds no image out for attention or catch checks."""
     decision_rule: ClassVar[str] = ""
-    published_set: ClassVar[PublishedSet] = PublishedSet("no published set", 0)
+    """The rule the run answers with: that of the source it is ranked against."""
 
     def metrics(self, scored: pd.DataFrame) -> list[Metric]:
         """The metrics in scorecard order; ``scored`` holds every observer's trials of the benchmark's

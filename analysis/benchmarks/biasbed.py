@@ -8,10 +8,19 @@ from .. import reference
 from . import Benchmark, Cell, Metric, Published, PublishedSet
 
 
+GEIRHOS_OBJECTS = "950537233bdd65fe2c42fdb7dd1e90bf5dc848db0f48e44dbdc9e675318cfc89"
+"""The image list of Geirhos et al.'s 160 edge maps and 160 silhouettes (the same 160 object names)."""
+BIASBED_RULE = "the mean logit over each class's ImageNet classes, argmax (BiasBed's released mappings.py)"
+"""How BiasBed turns 1,000 outputs into 16 classes: their paper does not say; their code averages logits, where
+cuebench's 16class-mean averages softmax probabilities, so the two can pick different classes."""
+
+
 @cache
-def published(column: str) -> Published:
+def published(column: str, images: str) -> tuple[Published, ...]:
+    """Table 2: BiasBed's ResNet-50 training algorithms (mean over 10 runs, best validation checkpoint)."""
     table = reference.load("biasbed_table2")
-    return Published(("biasbed_table2",), models=tuple(zip(table["algorithm"], table[column] / 100)))
+    return (Published(("biasbed_table2",), PublishedSet(images, 160, GEIRHOS_OBJECTS), BIASBED_RULE,
+                      models=tuple(zip(table["algorithm"], table[column] / 100))),)
 
 
 class _Originals(Benchmark):
@@ -21,6 +30,7 @@ class _Originals(Benchmark):
     design = "labelled-set"
     decision_rule = "16class-mean"
     column = ""
+    images = ""
 
     @property
     def options(self) -> dict:
@@ -30,7 +40,7 @@ class _Originals(Benchmark):
         kind = self.name.removesuffix("s")
         images = Cell("images", lambda t: (t["role"] == "test") & (t["condition"] == self.name))
         return [Metric(f"{kind}_accuracy", f"accuracy on {self.name} (16 classes)", (images,), lambda p: p,
-                       partial(published, self.column))]
+                       partial(published, self.column, self.images))]
 
 
 class Edges(_Originals):
@@ -39,8 +49,7 @@ class Edges(_Originals):
     name = "edges"
     shared = "data/geirhos2019/stimuli/edges"
     column = "edge"
-    published_set = PublishedSet("Geirhos et al.'s edge maps", 160,
-                                 "950537233bdd65fe2c42fdb7dd1e90bf5dc848db0f48e44dbdc9e675318cfc89")
+    images = "Geirhos et al.'s edge maps"
 
 
 class Silhouettes(_Originals):
@@ -49,5 +58,4 @@ class Silhouettes(_Originals):
     name = "silhouettes"
     shared = "data/geirhos2019/stimuli/silhouettes"
     column = "silhouette"
-    published_set = PublishedSet("Geirhos et al.'s filled silhouettes", 160,
-                                 "950537233bdd65fe2c42fdb7dd1e90bf5dc848db0f48e44dbdc9e675318cfc89")
+    images = "Geirhos et al.'s filled silhouettes"

@@ -14,10 +14,16 @@ CELLS = tuple(Cell(condition, condition_is(condition)) for condition in CUE_COND
 """Q_O, Q_S, Q_T: accuracy on the originals, the EED shape cue and the Voronoi texture cue."""
 
 
+HEINERT_SUBSET = PublishedSet("the 16-class ImageNet subset Heinert et al. took from Geirhos et al. (not distributed)",
+                              1200)
+
+
 @cache
-def published(column: str) -> Published:
+def published(column: str) -> tuple[Published, ...]:
+    """Table VIII's 43 models on their 1,200 images; the paper does not say how 1,000-class outputs became
+    16-class decisions."""
     table = reference.load("heinert_table8").query("arch != 'trained'")
-    return Published(("heinert_table8",), models=tuple(zip(table["model"], table[column])))
+    return (Published(("heinert_table8",), HEINERT_SUBSET, None, models=tuple(zip(table["model"], table[column]))),)
 
 
 def robustness(q_o, q_s, q_t):
@@ -51,8 +57,6 @@ class CueDecomposition(Benchmark):
     design = "cue-decomposition"
     options = {"attention": 0}   # no person takes part: every photo is a test photo
     decision_rule = "16class-mean"
-    published_set = PublishedSet("the 16-class ImageNet subset Heinert et al. took from Geirhos et al. "
-                                 "(not distributed)", 1200)
 
     def metrics(self, scored):
         models, s, t = model_set_scale(scored)

@@ -8,13 +8,20 @@ from .. import reference
 from . import Benchmark, Cell, Metric, Published, PublishedSet, condition_is
 
 
+IMAGENET16 = PublishedSet("Burgert et al. 2025's ImageNet16 set (50 validation images per class, not distributed)",
+                          800)
+
+
 @cache
-def published(feature: str) -> Published:
+def published(feature: str) -> tuple[Published, ...]:
+    """Table 3: 20 people and 12 models on their 800 images, the models decided by summed softmax > 0.5
+    (Sec. 5, model evaluation)."""
     table = reference.load("burgert2025_table3")
     human = table[table["observer_kind"] == "human"][feature].iloc[0]
     models = table[table["observer_kind"] == "model"]
-    return Published(("burgert2025_table3",), human=float(human), human_label=reference.label("burgert2025_table3"),
-                     models=tuple(zip(models["observer"], models[feature])))
+    return (Published(("burgert2025_table3",), IMAGENET16, "16class-burgert", human=float(human),
+                      human_label=reference.label("burgert2025_table3"),
+                      models=tuple(zip(models["observer"], models[feature]))),)
 
 
 def relative(originals, suppressed):
@@ -29,8 +36,6 @@ class Suppression(Benchmark):
     design = "suppression"
     options = {"grid": "human", "attention": 0}   # no person takes part: every photo is a test photo
     decision_rule = "16class-burgert"
-    published_set = PublishedSet("Burgert et al. 2025's ImageNet16 set (50 validation images per "
-                                 "class, not distributed)", 800)
 
     def metrics(self, scored):
         originals = Cell("original", condition_is("original"))

@@ -1,5 +1,6 @@
-"""Scorecard entries: ranked and compared with people only on the references' own image list and rule, the
-published sets' image-list hashes as the shared folders list them, the rank by hand, and S_cd over a model set."""
+"""Scorecard entries: ranked and compared with people only among the published sources measured as the run was
+(their image list and rule), the others shown apart for context; the sources' image-list hashes as the shared
+folders list them, the rank by hand, and S_cd over a model set."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from analysis import scorecard
 from analysis.benchmarks import BENCHMARKS
 from analysis.benchmarks.cue_conflict import CueConflict
 from analysis.benchmarks.cue_decomposition import CueDecomposition
+from cuebench_app.benchmark import card_markdown
 
 
 def listing_hash(names) -> str:
@@ -21,14 +23,18 @@ def listing_hash(names) -> str:
 
 
 def test_published_sets_hash_as_the_shared_folders_list_them(shared):
+    """Each benchmark's ranking reference (its first source) measured the shared folder's images; DiST's models
+    were measured on the 2,400 triplets of Wen et al.'s release, of which the shared folder holds 400."""
     stimuli = shared / "data" / "geirhos2019" / "stimuli"
     listings = {"cue-conflict": [p.stem for p in (stimuli / "cue-conflict").glob("*/*")],
                 "edges": [p.stem for p in (stimuli / "edges").glob("*/*")],
-                "silhouettes": [p.stem for p in (stimuli / "silhouettes").glob("*/*")],
-                "dist": [p.stem for p in (shared / "data" / "dist" / "original").iterdir()]}
+                "silhouettes": [p.stem for p in (stimuli / "silhouettes").glob("*/*")]}
     for name, names in listings.items():
-        published = BENCHMARKS[name]().published_set
-        assert (published.images, published.image_list_hash) == (len(names), listing_hash(names)), name
+        measured = BENCHMARKS[name]().metrics(pd.DataFrame())[0].published()[0].measured_on
+        assert (measured.images, measured.image_list_hash) == (len(names), listing_hash(names)), name
+    dist = [p.stem for p in (shared / "data" / "dist" / "original").iterdir()]
+    measured = BENCHMARKS["dist"]().metrics(pd.DataFrame())[0].published()[0].measured_on
+    assert len(dist) == 400 and measured.images == 2400 and measured.image_list_hash != listing_hash(dist)
 
 
 def conflict_trials(names, rule="16class-mean", shape_every=4):
@@ -44,22 +50,92 @@ def geirhos_names(shared):
     return sorted(p.stem for p in (shared / "data" / "geirhos2019" / "stimuli" / "cue-conflict").glob("*/*"))
 
 
+HEINERT_CONTEXT = ("Heinert et al. 2024, Table VIII (appendix): 43 models (0.105-0.592), shown for context and not "
+                   "ranked: the paper states neither the images nor the decision rule it measured with.")
+"""43 models: Table VIII less its 4 'trained' rows; 0.105 (VGG11) and 0.592 their lowest and highest cue-conflict
+shape bias, read off the table."""
+
+
 def test_only_the_published_image_list_with_the_published_rule_is_ranked(geirhos_names):
     bench = CueConflict()
     full = scorecard.score(bench, conflict_trials(geirhos_names))[0]
     assert full["comparable"] and full["rank"] is not None and full["human"] == 0.958
     assert full["value"] == pytest.approx(320 / 1280) and full["images"] == {"shape decisions": 1280}
     assert all("Not ranked" not in n for n in full["notes"])
+    # ranked among Geirhos et al.'s three CNNs only; Heinert et al.'s 43 are context, never in the rank
+    assert full["published_models"] == 3 and full["context"] == [HEINERT_CONTEXT]
+    assert [(s["citation"], s["ranked"]) for s in full["sources"]] == [
+        ("Geirhos et al. 2019, Fig. 4, from the released raw data", True), ("Heinert et al. 2024, Table VIII (appendix)", False)]
 
     subset = scorecard.score(bench, conflict_trials(geirhos_names[::40]))[0]   # what --per-class takes: a subset
     assert subset["rank"] is None and subset["human"] is None and len(subset["notes"]) == 1
     assert subset["notes"][0].startswith("Not ranked or compared with people: this run scored 32 images (image list ")
     assert "not the 1,280 images of Geirhos et al. 2019's cue-conflict set" in subset["notes"][0]
+    assert subset["context"] == [HEINERT_CONTEXT] and not any(s["ranked"] for s in subset["sources"])
 
     other_rule = scorecard.score(bench, conflict_trials(geirhos_names, rule="16class-sum"))[0]
     assert other_rule["rank"] is None and other_rule["notes"] == [
         "Not ranked or compared with people: the model answered with the decision rule 16class-sum, and the "
-        "references used 16class-mean."]
+        "reference decided with 16class-mean."]
+
+
+@pytest.mark.shared
+@pytest.mark.validates("scorecard place among the published sources measured as the run was",
+                       definition="rank = 1 + the models scoring above the score among the sources that measured the "
+                                  "run's image list with the run's decision rule; every other source shown apart, "
+                                  "for context, with one sentence saying why",
+                       source="this project (issue 49); Geirhos et al. 2019 raw data; Heinert et al. 2024, Eq. 6, "
+                              "Table VIII",
+                       reference="hand count: 0.239 lies below AlexNet 0.429 and GoogLeNet 0.312 and above VGG-16 "
+                                 "0.172 (geirhos2019_shape_bias.csv), so place 3 of 4",
+                       tolerance="exact")
+def test_a_shape_bias_of_0_239_is_third_of_four_among_geirhos_cnns_only(geirhos_names):
+    """EfficientNet-Lite0's shape bias on the full set (0.239): 306 of the 1,280 images answered with their shape,
+    the rest with their texture. Counted by hand among the three CNNs of Geirhos et al.'s raw data, it is place 3
+    of 4, and its whole interval (about 0.216-0.263) stays between GoogLeNet and VGG-16: ranks 3-3."""
+    names = geirhos_names
+    trials = conflict_trials(names).assign(response=["cat" if i < 306 else "dog" for i in range(len(names))])
+    (entry,) = scorecard.score(CueConflict(), trials)
+    assert round(entry["value"], 3) == 0.239
+    assert (entry["rank"], entry["published_models"], entry["rank_range"]) == (3, 3, [3, 3])
+    assert [s["rank"] for s in entry["sources"]] == [3, None]
+    assert entry["context"] == [HEINERT_CONTEXT] and entry["human"] == 0.958
+    assert "3 of 4 | Geirhos et al. 2019, Fig. 4, from the released raw data |" in card_markdown(
+        {"model": "m", "package_version": "0", "commit": None, "created": "now", "reproduce": "r", "benchmarks": [],
+         "metrics": [entry]})
+
+
+def test_a_plugin_with_two_sources_is_ranked_among_the_comparable_one_only():
+    """A third-party metric set beside two sources on the same 40 images: one decided with the run's rule, one
+    with another. The score is ranked among the first source's models only, compared with its people only, and
+    the second is shown for context with the sentence naming both rules."""
+    from analysis.benchmarks import Benchmark, Cell, Metric, Published, PublishedSet, image_list_hash
+
+    names = [f"photo{i:02d}" for i in range(40)]
+    measured = PublishedSet("my 40 photos", 40, image_list_hash(names))
+    same = Published(("burgert2025_table3",), measured, "16class-mean", human=0.9, human_label="my people",
+                     models=(("a", 0.95), ("b", 0.5)))
+    other = Published(("heinert_table8",), measured, "16class-sum", human=0.1, models=(("c", 0.99), ("d", 0.98)))
+
+    class Photos(Benchmark):
+        name = "photos"
+        decision_rule = "16class-mean"
+
+        def metrics(self, scored):
+            return [Metric("accuracy", "accuracy", (Cell("originals", lambda t: t["condition"] == "original"),),
+                           lambda p: p, lambda: (same, other))]
+
+    trials = pd.DataFrame({"source_image": names, "trial_id": names, "condition": "original", "params": [{}] * 40,
+                           "decision_rule": "16class-mean", "correct": [int(i < 30) for i in range(40)]})
+    (entry,) = scorecard.score(Photos(), trials)
+    assert entry["value"] == 0.75 and entry["rank"] == 2 and entry["published_models"] == 2   # below a, above b
+    assert entry["human"] == 0.9 and entry["human_label"] == "my people"
+    assert [(s["ranked"], s["rank"]) for s in entry["sources"]] == [(True, 2), (False, None)]
+    assert entry["context"] == [
+        "Heinert et al. 2024, Table VIII (appendix): 2 models (0.98-0.99) and people 0.1, shown for context and "
+        "not ranked: the model answered with the decision rule 16class-mean, and the reference decided with "
+        "16class-sum."]
+    assert entry["sources"][1]["not_ranked_because"] in entry["context"][0]
 
 
 @pytest.mark.shared
@@ -78,24 +154,29 @@ def test_scorecard_shape_bias_of_the_released_model_answers_is_the_published_val
     from analysis.load import load_responses
 
     trials = apply_exclusions(load_responses(shared / "data/geirhos2019/raw-data/cue-conflict")).scored
+    decisions = {"alexnet": 283 + 376, "googlenet": 228 + 503, "vgg": 130 + 625}   # geirhos2019_shape_bias.csv
     for model, published in {"alexnet": 0.429, "googlenet": 0.312, "vgg": 0.172}.items():
         (entry,) = scorecard.score(CueConflict(), trials[trials["observer"] == model])
         assert round(entry["value"], 3) == published, model
+        assert entry["fewest"] == f"{decisions[model]} images with a shape or texture decision"   # not 1,280
         assert entry["ci_low"] < entry["value"] < entry["ci_high"] and entry["rank"] is None
         assert "decision rule unknown" in entry["notes"][0]
+        assert entry["context"] == [HEINERT_CONTEXT]
 
 
 @pytest.mark.validates("scorecard place among published models and the too-small-to-rank note",
                        definition="rank = 1 + published models above the score; the interval's ends give the rank "
-                                  "range; a range wider than 2 ranks is 'too small to rank'",
+                                  "range; a range wider than 2 ranks is 'too small to rank', naming what the smallest "
+                                  "cell counts",
                        source="this project (issues 40, 49)", reference="hand count over five published values",
                        tolerance="exact")
 def test_rank_rank_range_and_notes_by_hand():
     models = (("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5))
     assert scorecard.rank(0.75, models) == 3 and scorecard.rank(0.95, models) == 1 and scorecard.rank(0.1, models) == 6
     entry = {"value": 0.75, "ci_low": 0.55, "ci_high": 0.95, "human": 0.96, "human_range": None, "comparable": True,
-             "not_ranked_because": None, "rank_range": [1, 5], "images": {"all": 40}, "published_models": 5}
-    assert scorecard.notes(entry) == ["too small to rank: with 40 images per setting the 95 % interval spans ranks "
+             "not_ranked_because": None, "rank_range": [1, 5], "images": {"all": 40}, "published_models": 5,
+             "fewest": "40 images per setting"}
+    assert scorecard.notes(entry) == ["too small to rank: with 40 images per setting, the 95 % interval spans ranks "
                                       "1-5 of 6"]
     above = {**entry, "ci_low": 0.97, "value": 0.98, "ci_high": 0.99, "human_range": (0.91, 0.96), "rank_range": [1, 1]}
     assert "above the range of the individual people (0.91-0.96)" in scorecard.notes(above)[0]
@@ -165,6 +246,7 @@ trials = pd.DataFrame({"source_image": ["a", "b"], "trial_id": ["a", "b"], "cond
                        "params": [{}, {}], "decision_rule": "16class-mean", "correct": [1, 0]})
 entry = score(BENCHMARKS["sketches"](), trials)[0]
 print(entry["value"], entry["notes"][0])
+print(entry["context"], entry["sources"][0]["ranked"])
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=300)
@@ -172,8 +254,11 @@ print(entry["value"], entry["notes"][0])
     lines = done.stdout.splitlines()
     assert any(line.split() == ["sketches", "Accuracy", "on", "my", "800", "sketches."] for line in lines)
     assert "refused with 2" in lines and "benchmark sketches needs" in done.stderr and "data/sketches" in done.stderr
-    # the example declares its image set but no published values: nothing to rank against or compare with
-    assert lines[-1] == "0.5 Not ranked or compared with people: no published values were measured this way."
+    # its one source measured other images (and decided by mean logits): not ranked, said in one sentence
+    assert lines[-2] == ("0.5 Not ranked or compared with people: this run scored 2 images (image list "
+                         f"{listing_hash(['a', 'b'])[:12]}), not the 800 images of Geirhos et al. 2019's sketches "
+                         "(image list <sha256 of t) that the reference measured.")
+    assert lines[-1] == "[] False"
 
 
 def test_a_ratio_over_no_correct_originals_has_no_score_and_the_scorecard_stays_json(tmp_path):

@@ -26,11 +26,12 @@ def images(n: int) -> set[str]:
     return {f"image{i:03d}" for i in range(n)}
 
 
-def on_published_set(base, n: int):
-    """The benchmark as if its references had measured the n simulated images with its rule: the one case in
-    which the scorecard ranks and compares with people."""
-    return type(base.__name__, (base,), {"published_set": PublishedSet("the simulated set", n,
-                                                                       image_list_hash(images(n)))})()
+def on_simulated_set(bench, n: int) -> list:
+    """The benchmark's metrics as if each of their sources had measured the n simulated images with its rule:
+    the one case in which the scorecard ranks and compares with people."""
+    measured = PublishedSet("the simulated set", n, image_list_hash(images(n)))
+    return [replace(m, published=lambda m=m: tuple(replace(s, measured_on=measured) for s in m.published()))
+            for m in bench.metrics(pd.DataFrame())]
 
 
 def outcomes(n: int, accuracy: float) -> list[tuple[int, float]]:
@@ -50,8 +51,8 @@ def outcomes(n: int, accuracy: float) -> list[tuple[int, float]]:
                        tolerance="coverage >= 0.93 and 'beyond people' probability <= 0.03 at 7, 30 and 100 images")
 @pytest.mark.parametrize("n", SIZES)
 def test_relative_accuracy_interval_covers_and_rarely_claims_beyond_people(n):
-    bench = on_published_set(Suppression, n)
-    metrics = {m.name: m for m in bench.metrics(pd.DataFrame())}
+    bench = Suppression()
+    metrics = {m.name: m for m in on_simulated_set(bench, n)}
     for feature, human in BURGERT_HUMANS.items():
         metric = metrics[f"relative_accuracy_{feature}"]
         coverage, claims = 0.0, 1.0   # outcomes left out count as a false claim and a miss
@@ -78,8 +79,10 @@ def test_relative_accuracy_interval_covers_and_rarely_claims_beyond_people(n):
 def test_proportion_interval_covers_exactly_summed_over_outcomes(n, truth):
     """No sampling: the probability of every outcome k weighs whether its interval covers the truth and whether
     its note claims the model beyond the people (here: a published human value equal to the truth)."""
-    bench = on_published_set(Dist, n)
-    metric = replace(bench.metrics(pd.DataFrame())[0], published=lambda: Published(("dist_fig5",), human=truth))
+    bench = Dist()
+    people = Published(("dist_fig5",), PublishedSet("the simulated set", n, image_list_hash(images(n))), "oddity",
+                       human=truth)
+    metric = replace(bench.metrics(pd.DataFrame())[0], published=lambda: (people,))
     coverage = claims = 0.0
     for k in range(n + 1):
         entry = scorecard.entry(bench, metric, [(float(k), n)], images(n), ["oddity"])
@@ -91,12 +94,12 @@ def test_proportion_interval_covers_exactly_summed_over_outcomes(n, truth):
 
 def test_seven_of_seven_is_not_a_zero_width_interval_and_gets_no_rank():
     """The bundled suppression benchmark's case: 7 photos, all right on the originals and under suppression."""
-    bench = on_published_set(Suppression, 7)
-    metric = bench.metrics(pd.DataFrame())[0]
+    bench = Suppression()
+    metric = on_simulated_set(bench, 7)[0]
     entry = scorecard.entry(bench, metric, [(7.0, 7), (7.0, 7)], images(7), ["16class-burgert"])
     assert entry["ci_low"] < 0.8 and entry["ci_high"] > 1.2
     assert entry["rank"] is None and entry["human"] is None and scorecard.beyond_people(entry) is None
-    assert entry["notes"] == ["Not ranked or compared with people: 7 images in a setting, fewer than the 30 a rank "
+    assert entry["notes"] == ["Not ranked or compared with people: 7 images per setting, fewer than the 30 a rank "
                               "or a comparison with people needs."]
     low, high = scorecard.jeffreys(7, 7)
     assert high == 1.0 and low == pytest.approx(stats.beta.ppf(0.025, 7.5, 0.5))

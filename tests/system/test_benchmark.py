@@ -40,11 +40,16 @@ def test_scorecard_reproduces_the_separate_commands_and_a_warm_rerun_does_no_mod
     # a --per-class subset is not the published set: no rank, no people, one sentence saying why
     assert {b["benchmark"]: b["images"] for b in card["benchmarks"]} == {"cue-conflict": 32, "dist": 2}
     for name, published in (("shape_bias", "1,280 images of Geirhos et al. 2019's cue-conflict set"),
-                            ("dist_accuracy", "400 images of Wen et al. 2024's DiST triplets")):
+                            ("dist_accuracy", "2,400 images of Wen et al. 2024's released DiST triplets")):
         metric = metrics[name]
         assert metric["rank"] is None and metric["human"] is None and not metric["comparable"]
         assert metric["notes"] == [metric["not_ranked_because"]] and published in metric["notes"][0]
         assert metric["notes"][0].startswith("Not ranked or compared with people: this run scored ")
+        assert not any(source["ranked"] for source in metric["sources"]) and len(metric["context"]) == 1
+    assert metrics["shape_bias"]["context"][0].startswith("Heinert et al. 2024, Table VIII (appendix): 43 models")
+    assert metrics["dist_accuracy"]["context"] == [
+        "Wen et al. 2024, Fig. 5 (values stated in Sec. 4): people 0.855, shown for context and not ranked: the paper "
+        "does not say which images it measured."]
     assert "Geirhos et al. 2019" in metrics["shape_bias"]["references"][0]["label"]
     markdown = (tmp_path / "scorecards" / "tf_efficientnet_lite0.md").read_text()
     assert "not ranked" in markdown and " of 48" not in markdown
@@ -180,7 +185,7 @@ def test_bundled_suppression_is_not_ranked_and_verify_passes_it_and_fails_an_edi
     assert card["benchmarks"][0]["decision_rule"] == ["16class-burgert"] and card["benchmarks"][0]["images"] == 8
     markdown = (tmp_path / "scorecards" / "tf_efficientnet_lite0.md").read_text()
     assert " of 13" not in markdown and "beyond" not in markdown and "exceeds" not in markdown
-    sentence = ("Not ranked or compared with people: the references measured the 800 images of Burgert et al. "
+    sentence = ("Not ranked or compared with people: the reference measured the 800 images of Burgert et al. "
                 "2025's ImageNet16 set (50 validation images per class, not distributed), and this run scored 8 "
                 "images of another set.")
     assert [m["notes"] for m in card["metrics"]] == [[sentence]] * 4
@@ -234,3 +239,35 @@ def test_the_commit_is_recorded_only_from_cuebench_s_own_checkout(tmp_path):
     assert checkout_commit(tmp_path) == head
     (tmp_path / "tracked.txt").write_text("two")
     assert checkout_commit(tmp_path) == head + "+dirty"
+
+
+def test_verify_fails_an_edited_rank_among_one_source_and_an_edited_split_of_the_sources():
+    """The same answers must give each source's rank again, and any answers the same split of the published
+    sources into ranked and context only: an edited place among Geirhos et al.'s CNNs, or Heinert et al.'s 43
+    moved into the rank, fails even where the overall rank and notes are left as they were."""
+    from dataclasses import replace
+
+    from analysis import scorecard
+    from analysis.benchmarks import image_list_hash
+    from analysis.benchmarks.cue_conflict import CueConflict
+    from cuebench_app.verify import judge
+
+    bench = CueConflict()
+    names = {f"image{i}" for i in range(1280)}   # Geirhos et al.'s source as if it had measured these names
+    geirhos, heinert = bench.metrics(pd.DataFrame())[0].published()
+    listed = replace(geirhos, measured_on=replace(geirhos.measured_on, image_list_hash=image_list_hash(names)))
+    metric = replace(bench.metrics(pd.DataFrame())[0], published=lambda: (listed, heinert))
+    entry = scorecard.entry(bench, metric, [(306.0, 1280)], names, ["16class-mean"])
+    assert [s["rank"] for s in entry["sources"]] == [3, None]
+    assert judge(entry, json.loads(json.dumps(entry))) == ("pass (the same answers give the same numbers)", True)
+
+    edited = json.loads(json.dumps(entry))
+    edited["sources"][0]["rank"] = 2
+    assert judge(edited, entry) == ("FAIL: the same answers do not give the published place among each source's "
+                                   "models (edited?)", False)
+    moved = json.loads(json.dumps(entry))
+    moved["sources"][1].update(ranked=True, not_ranked_because=None)
+    other = scorecard.entry(bench, metric, [(310.0, 1280)], names, ["16class-mean"])   # another machine's answers
+    assert judge(moved, other) == ("FAIL: the published sources ranked and shown for context differ from the "
+                                   "re-run's (edited?)", False)
+    assert judge(entry, other)[1]

@@ -20,7 +20,14 @@ def scorecard(model: str, shape_bias: float, dist: float) -> dict:
                 "human_label": "", "human_range": None, "references": [{"id": ref, "label": "x", "version": 1}],
                 "published_models": 5, "rank": 2, "rank_range": [1, 4],
                 "notes": [f"too small to rank: {model} spans ranks 1-4 of 6"], "benchmark_version": "abc123def456",
-                "observer": f"{model}:pypi"}
+                "observer": f"{model}:pypi", "sources": [
+                    {"citation": "Source A", "references": [ref], "measured_on": "set A", "images": 80,
+                     "image_list_hash": "feed" * 16, "decision_rule": "16class-mean", "models": 5, "human": human,
+                     "ranked": True, "rank": 2, "not_ranked_because": None},
+                    {"citation": "Source B", "references": ["heinert_table8"], "measured_on": "a set not named",
+                     "images": None, "image_list_hash": None, "decision_rule": None, "models": 43, "human": None,
+                     "ranked": False, "rank": None, "not_ranked_because": "the paper states neither"}],
+                "context": ["Source B: 43 models, shown for context and not ranked: the paper states neither."]}
     reproduce = (f"cuebench benchmark {model} --benchmarks cue-conflict,dist --per-class 2 --eed-steps 64 "
                  "--device cpu")
     return {"model": model, "package_version": "0.1.0", "commit": "0123456789abcdef" * 2 + "01234567",
@@ -99,6 +106,7 @@ def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
     subset = scorecard("alpha", 0.30, 0.70)
     for metric in subset["metrics"]:   # a subset: not compared with people
         metric.update(comparable=False, human=None, rank=None, rank_range=None, notes=["Not ranked: a subset."])
+        metric["sources"][0].update(ranked=False, rank=None, not_ranked_because="this run scored a subset")
     full = {**scorecard("alpha", 0.24, 0.75), "command": {**COMMAND, "per_class": None},
             "reproduce": "cuebench benchmark alpha --benchmarks cue-conflict,dist --eed-steps 64 --device cpu"}
     other = scorecard("alpha.1", 0.5, 0.5)   # a model whose name looks like a numbered page
@@ -113,6 +121,14 @@ def test_two_scorecards_of_one_model_keep_their_own_provenance_pages(tmp_path):
     # the benchmark page's figure ticks the people on the two comparable rows only, not across the subset's
     figure = (tmp_path / "site" / "benchmarks" / "cue-conflict.html").read_text().split('<svg class="figure"')[1]
     assert figure.count("<circle") == 3 and figure.count('class="human"') == 2
+    # the published sources apart: the one measured as the runs were ranks them, the other is context only
+    sources = (tmp_path / "site" / "benchmarks" / "cue-conflict.html").read_text().split("<table class='sources'>")[1]
+    rows = sources.split("</table>")[0].split("<tr>")[2:]
+    assert [row.split("</td>")[0] for row in rows] == ["<td>Source A", "<td>Source B"]
+    assert "<td>80</td><td>feedfeedfeed</td><td>16class-mean</td><td>5</td><td>alpha, alpha.1</td>" in rows[0]
+    assert "<li><b>alpha</b>: this run scored a subset</li>" in rows[0]
+    assert ("<td>not stated</td><td>–</td><td>not stated</td><td>43</td><td>–</td>" in rows[1]
+            and rows[1].count("the paper states neither") == 3)
 
 
 def test_options_of_the_re_run_are_refused_where_nothing_runs(tmp_path, monkeypatch, capsys):
