@@ -32,6 +32,14 @@ def outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return model(x)
 
 
+def fold_keeping_outputs(model: nn.Module, x: torch.Tensor, tolerance: float) -> int:
+    """Fold ``model``'s batch norms, check that it answers ``x`` as torch ran it unfolded; how many it folded."""
+    expected = outputs(model, x)
+    folded = fold_batch_norms(model)
+    torch.testing.assert_close(outputs(model, x), expected, atol=tolerance, rtol=tolerance)
+    return folded
+
+
 @pytest.mark.slow
 def test_lite0_observer_answers_as_timm_module_unchanged(photos):
     """The real offline weights on the real photos: the observer's folded module against timm's own module, as a
@@ -58,11 +66,9 @@ def test_torchvision_batch_norms_fold_and_leave_the_function():
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     model = randomised_statistics(torchvision.models.resnet18(weights=None))
-    x = torch.randn(2, 3, 64, 64)
-    expected = outputs(model, x)
-    assert fold_batch_norms(model) == 20  # every BatchNorm2d of ResNet-18 follows a convolution of its own
+    # every BatchNorm2d of ResNet-18 follows a convolution of its own
+    assert fold_keeping_outputs(model, torch.randn(2, 3, 64, 64), 1e-4) == 20
     assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
-    torch.testing.assert_close(outputs(model, x), expected, atol=1e-4, rtol=1e-4)
 
 
 class Shapes(nn.Module):
@@ -98,13 +104,10 @@ class Shapes(nn.Module):
 def test_only_pairs_whose_fold_changes_nothing_fold():
     torch.manual_seed(1)
     model = randomised_statistics(Shapes())
-    x = torch.randn(3, 3, 8, 8)
-    expected = outputs(model, x)
-    assert fold_batch_norms(model) == 2
+    assert fold_keeping_outputs(model, torch.randn(3, 3, 8, 8), 1e-5) == 2
     assert isinstance(model.norm_plain, nn.ReLU) and isinstance(model.norm_tied, nn.Identity)
     kept = [model.norm_standardised, model.norm_branching, model.norm_shared, model.norm_no_stats]
     assert all(isinstance(m, nn.BatchNorm2d) for m in kept)
-    torch.testing.assert_close(outputs(model, x), expected, atol=1e-5, rtol=1e-5)
 
 
 class DataDependent(nn.Module):
@@ -121,10 +124,6 @@ class DataDependent(nn.Module):
 
 def test_untraceable_modules_and_training_mode_are_left_alone():
     torch.manual_seed(2)
-    model = randomised_statistics(DataDependent())
-    x = torch.randn(2, 3, 4, 4)
-    expected = outputs(model, x)
-    assert fold_batch_norms(model) == 0
-    torch.testing.assert_close(outputs(model, x), expected, rtol=0, atol=0)
+    assert fold_keeping_outputs(randomised_statistics(DataDependent()), torch.randn(2, 3, 4, 4), 0) == 0
     with pytest.raises(ValueError, match="eval mode"):
         fold_batch_norms(Shapes().train())
