@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 BENCHMARK_FORMAT = 2
 """Bumped when the way a benchmark is built or answered changes, so old caches become other versions."""
+BATCH_SIZE = 64
+"""Images per forward pass, where a run does not say (``--batch-size``)."""
 
 
 def register(sub) -> None:
@@ -54,7 +56,7 @@ def register(sub) -> None:
     parser.add_argument("--out", type=user_path, default="scorecards", help="where the scorecards go")
     parser.add_argument("--compare", action="store_true", help="also write compare.md: the models side by side")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     from cuebench.executors import add_executor_arguments
 
     add_executor_arguments(parser, "models (one shard per model)")
@@ -369,9 +371,13 @@ def card_markdown(card: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _context(card: dict) -> list[str]:
+def context_sentences(card: dict) -> list[str]:
     """The published sources shown beside a score for context only (never in its rank), one sentence each."""
-    rows = [f"- {m['benchmark']} {m['metric']}: {sentence}" for m in card["metrics"] for sentence in m.get("context", [])]
+    return [f"{m['benchmark']} {m['metric']}: {sentence}" for m in card["metrics"] for sentence in m.get("context", [])]
+
+
+def _context(card: dict) -> list[str]:
+    rows = [f"- {sentence}" for sentence in context_sentences(card)]
     return ["", "## Shown for context, not ranked", "", *rows] if rows else []
 
 
@@ -380,7 +386,7 @@ def card_html(card: dict) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    items = "".join(f"<li>{html.escape(line[2:])}</li>" for line in _context(card)[3:])
+    items = "".join(f"<li>{html.escape(sentence)}</li>" for sentence in context_sentences(card))
     context = f"<h2>Shown for context, not ranked</h2><ul class='context'>{items}</ul>" if items else ""
     return (f"<!doctype html><meta charset='utf-8'><title>Scorecard: {html.escape(card['model'])}</title>"
             f"<h1>Scorecard: {html.escape(card['model'])}</h1><p>{html.escape(_made_by(card))}</p>"

@@ -51,12 +51,12 @@ def read_card(path: Path) -> dict:
 
 def verify(card: dict, args, cache: Path) -> bool:
     """Re-run ``card``'s command into ``cache``, print one line per metric; True when every metric passes."""
-    from .benchmark import scorecards
+    from .benchmark import BATCH_SIZE, scorecards
 
     command = card["command"]
     options = SimpleNamespace(benchmarks=",".join(command["benchmarks"]), per_class=command["per_class"],
                               eed_steps=command["eed_steps"], shared=args.shared, cache=cache,
-                              device=args.device or command["device"], batch_size=args.batch_size or 64,
+                              device=args.device or command["device"], batch_size=args.batch_size or BATCH_SIZE,
                               executor="local", executor_option=[])
     print(f"verify {card['model']}: re-running `{card.get('reproduce', '')}` in {cache}")
     rerun = scorecards([card["model"]], options)[0]
